@@ -1,0 +1,22 @@
+// The parts of the torch_jit_cache._C module; each binding file adds its classes and functions.
+// C++ errors become Python exceptions here and nowhere else (absl::Status -> status_to_python).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "absl/status/status.h"
+
+namespace tjc::bindings {
+
+namespace py = pybind11;
+
+void init_runtime(py::module_& m);  // runtime_bindings.cpp: hook, cache, GuardedCode, CacheEntry
+void init_guards(py::module_& m);   // guard_bindings.cpp: GuardManager builder API
+void init_torch(py::module_& m);    // torch_bindings.cpp: the _C_torch registration slot
+
+// Throws the Python exception that matches `status` (InvalidArgument -> ValueError,
+// FailedPrecondition -> RuntimeError, NotFound -> KeyError, OutOfRange -> IndexError, ...);
+// when a Python error is already set, throws that one (error_already_set). No-op when OK.
+void throw_if_error(const absl::Status& status);
+
+}  // namespace tjc::bindings

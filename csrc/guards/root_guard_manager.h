@@ -1,0 +1,60 @@
+// RootGuardManager: the root of one cache entry's guard tree ("the frame being checked").
+//
+// This header is the contract between the guard tree (csrc/guards/, owned by the guard code) and
+// the runtime (csrc/runtime/). The runtime uses ONLY the public members below.
+//
+// Ownership: a root is held by std::shared_ptr — by its Python wrapper (runtime.GuardManager) and,
+// once a GuardedCode is created from it, by that GuardedCode and then by the CacheEntry. Objects
+// checked by identity (ID_MATCH) are held weakly: when one dies, the root becomes invalidated and
+// its invalidation callback runs once.
+//
+// Freezing: bind() freezes the tree; after it, adding guards raises (a tree that is being checked
+// must not change under the check: a guard's __eq__ can run arbitrary Python).
+//
+// Threads: everything runs under the GIL. check() never releases it.
+#pragma once
+
+#include <Python.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "guards/frame_view.h"
+#include "guards/guard_manager.h"
+
+namespace tjc {
+
+class RootGuardManager : public GuardManager {
+ public:
+  RootGuardManager();
+  ~RootGuardManager() override;
+
+  // Resolves local and closure names to the indices of `code` (argument slots and free-variable
+  // slots) and freezes the tree. Fails (InvalidArgument) when a guarded local is not an argument of
+  // `code` (only arguments are bound at frame entry), or a closure name is not a free variable.
+  // Binding twice to the same code is a no-op; to another code, an error.
+  absl::Status bind(PyCodeObject* code);
+  bool bound() const;
+
+  // Hot path: true when every guard passes. Never leaves a Python exception set: a guard that
+  // raises counts as failed (the error is cleared). Allocates nothing on success.
+  bool check(const FrameView& view) noexcept;
+
+  // Slow path: the first failing guard in words (`L['x'].size()[0]: expected 8, got 16`), or
+  // nullopt when all pass. Never leaves a Python exception set.
+  std::optional<std::string> explain(const FrameView& view);
+
+  // The tree as readable, stable text (one guard per line, indented by source).
+  std::string debug_string() const;
+
+  // Called once, with the GIL held, when an object held weakly by a guard of this tree dies (or
+  // immediately from set_invalidation_callback when one already has). The callback must not
+  // throw. Replaces any earlier callback; an empty function clears it.
+  void set_invalidation_callback(std::function<void()> callback);
+  bool invalidated() const;
+};
+
+}  // namespace tjc

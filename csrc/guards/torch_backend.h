@@ -1,0 +1,70 @@
+// TorchBackend: how the torch-free core (_C) reaches tensor and torch global state.
+//
+// _C never links libtorch. Two implementations exist behind this interface:
+//   * the libtorch one, in the separate extension torch_jit_cache._C_torch (csrc/torch/ and
+//     csrc/guards/*_libtorch.cpp), which reads at::Tensor and the thread-local autograd/autocast
+//     state directly (tens of nanoseconds per tensor);
+//   * a C-API fallback inside _C that reads the same facts through Python attributes (slower),
+//     used when _C_torch was not built.
+// _C_torch registers itself at import through the capsule `torch_jit_cache._C._torch_backend_slot`
+// (a `void (*)(TorchBackend*)`); torch_backend() imports it lazily the first time it is asked for.
+//
+// Both extensions are built by the same compiler in the same build, so this C++ interface is safe
+// to share across the module boundary. The registered backend lives until the process exits.
+//
+// Threads: all calls under the GIL.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace tjc {
+
+// One TENSOR_MATCH: the facts of an example tensor, checked against a value.
+class TensorMatchImpl {
+ public:
+  virtual ~TensorMatchImpl() = default;
+  // Hot path: true when `value` (borrowed) is a tensor with the same Python type, dispatch keys,
+  // dtype, device, requires_grad, sizes and strides. Never raises, never leaves an error set.
+  virtual bool check(PyObject* value) noexcept = 0;
+  // Slow path: why `value` fails, in words prefixed by `source`
+  // (`L['x'].size()[0]: expected 8, got 16`), or nullopt when it passes.
+  virtual std::optional<std::string> explain(PyObject* value, std::string_view source) = 0;
+  // Stable text for the guard tree printout, e.g.
+  // `TENSOR_MATCH: torch.Tensor, torch.float32, cpu, requires_grad=False, size=[8, 4], stride=[4, 1]`.
+  virtual std::string describe() const = 0;
+};
+
+// GLOBAL_STATE: grad mode, default dtype, deterministic algorithms, autocast (per device type
+// enabled + dtype), captured when the guard is made and compared on every check.
+class GlobalStateImpl {
+ public:
+  virtual ~GlobalStateImpl() = default;
+  virtual bool check() noexcept = 0;
+  virtual std::optional<std::string> explain() = 0;
+  virtual std::string describe() const = 0;
+};
+
+class TorchBackend {
+ public:
+  virtual ~TorchBackend() = default;
+  virtual const char* name() const = 0;  // "libtorch" or "python-api"
+  // InvalidArgument when `example` is not a torch.Tensor.
+  virtual absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example) = 0;
+  virtual absl::StatusOr<std::unique_ptr<GlobalStateImpl>> make_global_state() = 0;
+};
+
+// The backend to use: _C_torch's when it is importable, else the C-API fallback when torch is
+// importable, else FailedPrecondition ("torch is not installed"). Never returns nullptr on OK.
+absl::StatusOr<TorchBackend*> torch_backend();
+
+// Called by _C_torch's module init (through the capsule) to register itself.
+void register_torch_backend(TorchBackend* backend);
+
+}  // namespace tjc

@@ -1,0 +1,65 @@
+"""setup.py drives CMake: it builds torch_jit_cache._C (and _C_torch when torch is importable)."""
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+def project_version() -> str:
+    text = (ROOT / "pyproject.toml").read_text()
+    return re.search(r'^version\s*=\s*"([^"]+)"', text, re.M).group(1)
+
+
+def torch_cmake_prefix() -> str | None:
+    """The libtorch CMake prefix when torch is importable and the build is not told otherwise."""
+    if os.environ.get("TJC_WITH_TORCH", "auto") == "0":
+        return None
+    try:
+        import torch.utils  # noqa: F401
+    except ImportError:
+        if os.environ.get("TJC_WITH_TORCH") == "1":
+            raise
+        return None
+    import torch
+    return torch.utils.cmake_prefix_path
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name: str):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext: Extension) -> None:
+        out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        build_type = os.environ.get("TJC_BUILD_TYPE", "Release")
+        tag = f"py{sys.version_info[0]}{sys.version_info[1]}{sysconfig.get_config_var('ABIFLAGS') or ''}"
+        build_dir = Path(os.environ.get("TJC_BUILD_DIR", ROOT / "build" / f"{tag}-{build_type.lower()}"))
+        build_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            f"-DPython_EXECUTABLE={sys.executable}",
+            f"-DCMAKE_BUILD_TYPE={build_type}",
+            f"-DTJC_OUTPUT_DIR={out_dir}",
+            f"-DTJC_VERSION={project_version()}",
+            f"-DTJC_BUILD_TESTS={os.environ.get('TJC_BUILD_TESTS', 'ON')}",
+            f"-DTJC_SANITIZE={os.environ.get('TJC_SANITIZE', 'OFF')}",
+            "-G", "Ninja",
+        ]
+        prefix = torch_cmake_prefix()
+        if prefix:
+            args += ["-DTJC_WITH_TORCH=ON", f"-DCMAKE_PREFIX_PATH={prefix}"]
+        else:
+            args += ["-DTJC_WITH_TORCH=OFF"]
+        subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir), *args])
+        jobs = os.environ.get("TJC_JOBS", str(os.cpu_count() or 2))
+        subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+
+
+setup(ext_modules=[CMakeExtension("torch_jit_cache._C")], cmdclass={"build_ext": CMakeBuild})

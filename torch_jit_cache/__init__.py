@@ -1,0 +1,32 @@
+"""torch_jit_cache: a JIT guard and code-cache runtime for CPython and PyTorch with a C++ core.
+
+`torch_jit_cache.runtime` is the face of the C++ runtime for JIT authors (no torch needed).
+"""
+import sys
+
+__version__ = "0.1.0"  # kept equal to pyproject.toml's version; _C is checked against it below
+
+if not ((3, 11) <= sys.version_info[:2] <= (3, 13)):
+    raise ImportError(
+        f"torch_jit_cache supports CPython 3.11, 3.12 and 3.13, not {sys.version.split()[0]}"
+    )
+
+try:
+    from . import _C
+except ImportError as e:  # pragma: no cover - depends on the build
+    raise ImportError(
+        f"torch_jit_cache._C is not built for Python {sys.version_info[0]}.{sys.version_info[1]} "
+        f"({e}); run scripts/setup.sh or `pip install --no-build-isolation -e .`"
+    ) from e
+
+if _C.__version__ != __version__ or tuple(_C.python_version) != sys.version_info[:2]:
+    raise ImportError(
+        f"torch_jit_cache._C was built for version {_C.__version__} on Python "
+        f"{_C.python_version}, but this is {__version__} on {sys.version_info[:2]}: rebuild it"
+    )
+
+from . import runtime  # noqa: E402
+from .config import config  # noqa: E402  (the settings instance, e.g. config.cache_limit)
+from .runtime import cache_entries, reset, stats  # noqa: E402
+
+__all__ = ["cache_entries", "config", "reset", "runtime", "stats"]

@@ -1,0 +1,41 @@
+"""One dataclass of settings; environment variables override the defaults at import."""
+import dataclasses
+import os
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected an integer") from None
+    if value < 1:
+        raise ValueError(f"{name}={raw!r}: must be at least 1")
+    return value
+
+
+@dataclasses.dataclass
+class Config:
+    # Entries per code object; at the limit the code turns run-only (entries keep serving hits,
+    # misses run the original code) and one warning names the function and the failing guard.
+    cache_limit: int = dataclasses.field(default_factory=lambda: _env_int("TJC_CACHE_LIMIT", 8))
+    # TJC_LOG=recompiles,guards,graph,bytecode
+    log: frozenset = dataclasses.field(
+        default_factory=lambda: frozenset(
+            p.strip() for p in os.environ.get("TJC_LOG", "").split(",") if p.strip()
+        )
+    )
+
+    def __setattr__(self, name, value):
+        if name == "cache_limit":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"cache_limit must be an int >= 1, got {value!r}")
+            from . import _C
+
+            _C._set_cache_limit(value)
+        super().__setattr__(name, value)
+
+
+config = Config()
