@@ -27,6 +27,6 @@ if _C.__version__ != __version__ or tuple(_C.python_version) != sys.version_info
 
 from . import runtime  # noqa: E402
 from .config import config  # noqa: E402  (the settings instance, e.g. config.cache_limit)
-# cache_entries, reset and stats are re-exported from .runtime once the runtime lands.
+from .runtime import cache_entries, reset, stats  # noqa: E402
 
-__all__ = ["config", "runtime"]
+__all__ = ["cache_entries", "config", "reset", "runtime", "stats"]

@@ -2,9 +2,62 @@
 
     prev = runtime.set_eval_frame(callback)  # callback(frame, entries) -> GuardedCode | SKIP | RUN_ORIGINAL
     runtime.GuardedCode(code, guards)        # code keeps the original's argument names as a prefix
-    runtime.cache_entries(fn_or_code)        # [CacheEntry]
+    runtime.cache_entries(fn_or_code)        # [CacheEntry]: .code, .guards, .hits, .evicted, .explain(frame)
     g = runtime.GuardManager()               # guard tree builder (see DESIGN.md)
+
+The callback is called only on a cache miss, with this thread's hook suspended (frames it runs
+are not intercepted). `frame` is valid only while the callback runs; `entries` are the code's
+live cache entries, and `entry.explain(frame)` says which guard failed for each.
+
+`eval_frame(callback)` is the context manager most callers want: it sets the callback for the
+duration of a `with` block and restores the previous one on exit, even on error.
 """
+import contextlib
+
 from . import _C
 
-GuardManager = getattr(_C, "GuardManager", None)
+GuardManager = _C.GuardManager
+GuardedCode = _C.GuardedCode
+CacheEntry = _C.CacheEntry
+Frame = _C.Frame
+CallbackAction = _C.CallbackAction
+SKIP = _C.SKIP
+RUN_ORIGINAL = _C.RUN_ORIGINAL
+
+set_eval_frame = _C.set_eval_frame
+cache_entries = _C.cache_entries
+frame_action = _C.frame_action
+set_skip = _C.set_skip
+hook_installed = _C.hook_installed
+
+
+def reset():
+    """Drop every cache (entries are evicted; `CacheEntry.evicted` turns True) and zero stats().
+
+    Safe while compiled frames are running: a running entry is released when it finishes.
+    """
+    _C.reset()
+    _C.reset_stats()
+
+
+def stats():
+    """Counters since the last reset(): hits, misses, compiles, evictions, fallbacks, skips,
+    cache_limit_hits."""
+    return _C.stats()
+
+
+@contextlib.contextmanager
+def eval_frame(callback):
+    """Intercept frames on this thread with `callback` inside the block."""
+    prior = set_eval_frame(callback)
+    try:
+        yield
+    finally:
+        set_eval_frame(prior)
+
+
+__all__ = [
+    "CacheEntry", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
+    "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "set_eval_frame",
+    "set_skip", "stats",
+]

@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/bindings.h"
+#include "common/status.h"
 
 #ifndef TJC_VERSION
 #error "TJC_VERSION must be defined by the build (pyproject.toml's version)"
@@ -11,22 +12,8 @@ namespace tjc::bindings {
 
 void throw_if_error(const absl::Status& status) {
   if (status.ok()) return;
-  if (PyErr_Occurred()) throw py::error_already_set();
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      throw py::value_error(message);
-    case absl::StatusCode::kNotFound:
-      throw py::key_error(message);
-    case absl::StatusCode::kOutOfRange:
-      throw py::index_error(message);
-    case absl::StatusCode::kUnimplemented:
-      PyErr_SetString(PyExc_NotImplementedError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kFailedPrecondition:
-    default:
-      throw std::runtime_error(message);
-  }
+  set_python_error(status);
+  throw py::error_already_set();
 }
 
 }  // namespace tjc::bindings

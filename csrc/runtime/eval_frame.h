@@ -1,0 +1,25 @@
+// The eval-frame hook (PEP 523): cache lookup in C++, cached code run in a shadow frame, the
+// Python callback asked only on a miss.
+//
+// Contract with the callback: `callback(frame, entries)` is called with this thread's hook
+// suspended (frames it runs are not intercepted) and returns a GuardedCode (cached, then run),
+// SKIP (the code is never intercepted again) or RUN_ORIGINAL (this call runs uncompiled). An
+// exception from the callback propagates to the caller of the intercepted function. Generators,
+// coroutines, resumed frames and frames evaluated with a pending throw are never handed to it.
+//
+// Ownership: on 3.12+ the hook owns the frame it is handed and clears it on every path that does
+// not pass it to the previous evaluator (cpython::release_unevaluated_frame).
+//
+// Threads: runs with the GIL held, on any thread; the per-thread state is in thread_state.h.
+#pragma once
+
+#include <Python.h>
+
+#include "cpython/frame.h"
+
+namespace tjc {
+
+// CPython calls this; never throws, leaves a Python error set when it returns nullptr.
+PyObject* eval_frame_hook(PyThreadState* tstate, cpython::Frame* frame, int throw_flag) noexcept;
+
+}  // namespace tjc

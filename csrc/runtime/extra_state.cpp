@@ -1,0 +1,206 @@
+// ExtraState: per-code cache list, eviction with parking, reset.
+#include "runtime/extra_state.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/check.h"
+#include "cpython/code_extra.h"
+#include "runtime/stats.h"
+
+namespace tjc {
+namespace {
+
+// Every live ExtraState, so reset() can reach them. Raw pointers are safe: an ExtraState removes
+// itself in its destructor, and nothing looks one up by address.
+absl::flat_hash_set<ExtraState*>& registry() {
+  static auto* set = new absl::flat_hash_set<ExtraState*>();
+  return *set;
+}
+
+// Keeps a code object (and so its ExtraState) alive for the duration of a scope.
+class PinCode {
+ public:
+  explicit PinCode(PyCodeObject* code) : code_(code) { Py_INCREF(code_); }
+  ~PinCode() { Py_DECREF(code_); }
+  PinCode(const PinCode&) = delete;
+  PinCode& operator=(const PinCode&) = delete;
+
+ private:
+  PyCodeObject* code_;
+};
+
+}  // namespace
+
+const char* frame_action_name(FrameAction action) {
+  switch (action) {
+    case FrameAction::kDefault:
+      return "default";
+    case FrameAction::kSkip:
+      return "skip";
+    case FrameAction::kRunOnly:
+      return "run-only";
+  }
+  return "?";
+}
+
+ExtraState::ExtraState(PyCodeObject* code) : code_(code) { registry().insert(this); }
+
+ExtraState::~ExtraState() {
+  registry().erase(this);
+  // Detach every entry first, so an invalidation that fires while payloads are released (below,
+  // through arbitrary destructors) finds no owner to call back into.
+  std::list<std::shared_ptr<CacheEntry>> entries = std::move(entries_);
+  entries_.clear();
+  for (auto& entry : entries) {
+    if (!entry->evicted_) ++runtime_stats().evictions;
+    entry->mark_evicted("its code object was freed");
+    entry->owner_ = nullptr;
+  }
+  for (auto& entry : entries) {
+    if (entry->running_ == 0) {
+      py::object code;
+      std::shared_ptr<RootGuardManager> guards;
+      entry->take_payload(&code, &guards);
+    }
+  }
+}
+
+ExtraState* ExtraState::get(PyCodeObject* code) { return static_cast<ExtraState*>(cpython::get_code_extra(code)); }
+
+ExtraState* ExtraState::get_or_create(PyCodeObject* code) {
+  if (ExtraState* existing = get(code)) return existing;
+  if (!cpython::init_code_extra(&ExtraState::free_extra)) return nullptr;
+  auto* extra = new ExtraState(code);
+  if (!cpython::set_code_extra(code, extra)) {
+    delete extra;
+    return nullptr;
+  }
+  return extra;
+}
+
+void ExtraState::free_extra(void* extra) noexcept { delete static_cast<ExtraState*>(extra); }
+
+std::vector<py::object> ExtraState::all_codes() {
+  std::vector<py::object> codes;
+  codes.reserve(registry().size());
+  for (ExtraState* extra : registry()) {
+    codes.push_back(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(extra->code_)));
+  }
+  return codes;
+}
+
+std::shared_ptr<CacheEntry> ExtraState::lookup(const FrameView& view) noexcept {
+  ++busy_;
+  std::shared_ptr<CacheEntry> found;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if ((*it)->check(view)) {
+      found = *it;
+      break;
+    }
+  }
+  if (--busy_ > 0) return found;  // another lookup is iterating: leave the list as it is
+  if (found && found->owner_ == this && !found->evicted_ && found->position_ != entries_.begin()) {
+    entries_.splice(entries_.begin(), entries_, found->position_);
+  }
+  if (parked_) {
+    // `found` (held above) stays alive even if it was evicted meanwhile.
+    PinCode pin(code_);
+    std::vector<py::object> codes;
+    std::vector<std::shared_ptr<RootGuardManager>> guards;
+    unlink_evicted(&codes, &guards);
+    codes.clear();
+    guards.clear();
+  }
+  return found && !found->evicted_ ? found : nullptr;
+}
+
+std::shared_ptr<CacheEntry> ExtraState::add(py::object code, std::shared_ptr<RootGuardManager> guards) {
+  auto entry = std::make_shared<CacheEntry>(std::move(code), guards);
+  entries_.push_front(entry);
+  entry->owner_ = this;
+  entry->position_ = entries_.begin();
+  std::weak_ptr<CacheEntry> weak = entry;
+  // Called once when a weakly held object of the tree dies. Holds only a weak_ptr: no cycle.
+  guards->set_invalidation_callback([weak]() {
+    std::shared_ptr<CacheEntry> e = weak.lock();
+    if (e && e->owner_ != nullptr) e->owner_->evict(e.get(), "a guarded object was deallocated");
+  });
+  return entry;
+}
+
+void ExtraState::evict(CacheEntry* entry, const std::string& reason) {
+  if (entry->owner_ != this || entry->evicted_) return;
+  entry->mark_evicted(reason);
+  ++runtime_stats().evictions;
+  if (busy_ > 0) {
+    parked_ = true;
+    return;
+  }
+  PinCode pin(code_);
+  std::shared_ptr<CacheEntry> keep = *entry->position_;
+  py::object code;
+  std::shared_ptr<RootGuardManager> guards;
+  unlink(entry);
+  if (entry->running_ == 0) entry->take_payload(&code, &guards);
+  // `code`, `guards` and `keep` are released here, after the bookkeeping, then the pin.
+}
+
+void ExtraState::clear(const std::string& reason) {
+  action_ = FrameAction::kDefault;
+  for (auto& entry : entries_) {
+    if (!entry->evicted_) entry->mark_evicted(reason);
+  }
+  if (busy_ > 0) {
+    parked_ = true;
+    return;
+  }
+  PinCode pin(code_);
+  std::vector<py::object> codes;
+  std::vector<std::shared_ptr<RootGuardManager>> guards;
+  unlink_evicted(&codes, &guards);
+}
+
+void ExtraState::unlink(CacheEntry* entry) {
+  TJC_DCHECK(entry->owner_ == this);
+  auto position = entry->position_;
+  entry->owner_ = nullptr;
+  entries_.erase(position);
+}
+
+void ExtraState::unlink_evicted(std::vector<py::object>* codes,
+                                std::vector<std::shared_ptr<RootGuardManager>>* guards) {
+  parked_ = false;
+  std::vector<std::shared_ptr<CacheEntry>> dropped;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if ((*it)->evicted_) {
+      dropped.push_back(*it);
+      (*it)->owner_ = nullptr;
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& entry : dropped) {
+    if (entry->running_ > 0) continue;
+    codes->emplace_back();
+    guards->emplace_back();
+    entry->take_payload(&codes->back(), &guards->back());
+  }
+}
+
+size_t ExtraState::live_entries() const {
+  size_t n = 0;
+  for (const auto& entry : entries_) n += entry->evicted_ ? 0 : 1;
+  return n;
+}
+
+std::vector<std::shared_ptr<CacheEntry>> ExtraState::entries() const {
+  std::vector<std::shared_ptr<CacheEntry>> out;
+  for (const auto& entry : entries_) {
+    if (!entry->evicted_) out.push_back(entry);
+  }
+  return out;
+}
+
+}  // namespace tjc

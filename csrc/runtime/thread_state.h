@@ -1,0 +1,42 @@
+// Per-thread hook state and the interpreter-wide installation of the eval-frame hook.
+//
+// Each thread chooses its own callback (`set_eval_frame`); the hook is installed in the
+// interpreter only while at least one thread has a callback, and removed when the last one clears
+// it, restoring whatever evaluator was there before (3.11 inlines Python calls only while no hook
+// is installed, so code outside compiled calls keeps full speed).
+//
+// Ownership: `ThreadState::callback` is a strong reference owned by the thread's state. A thread
+// that exits with a callback still set leaks that one reference and keeps the hook installed
+// (set_eval_frame callers restore the previous callback in a `finally`).
+//
+// Threads: every function needs the GIL; the thread-local state is only touched by its thread.
+#pragma once
+
+#include <Python.h>
+#include <pybind11/pybind11.h>
+
+#include "cpython/frame.h"
+
+namespace tjc {
+
+namespace py = pybind11;
+
+struct ThreadState {
+  PyObject* callback = nullptr;  // strong; nullptr means "not intercepting"
+  int suspended = 0;             // > 0 while guards or the callback run: frames pass through
+  cpython::Frame* miss_frame = nullptr;  // the frame whose miss the callback is handling
+};
+
+ThreadState& thread_state();
+
+// Sets this thread's callback (None disables); returns the previous one (None when none).
+// Raises TypeError for a non-callable other than None.
+py::object set_eval_frame(py::handle callback);
+
+// The evaluator that was installed before the hook (the default one when none was).
+cpython::EvalFrameFunc previous_eval_frame();
+
+// Whether the hook is installed in the interpreter now (for tests and benchmarks).
+bool hook_installed();
+
+}  // namespace tjc
