@@ -79,6 +79,9 @@ std::string identity_label(PyObject* obj) {
     return absl::StrCat("<class '", qualified_type_name(reinterpret_cast<PyTypeObject*>(obj)), "'>");
   }
   if (PyFunction_Check(obj)) return absl::StrCat("<function ", str_attr(obj, "__qualname__"), ">");
+  if (PyCFunction_Check(obj)) {
+    return absl::StrCat("<built-in function ", str_attr(obj, "__qualname__"), ">");
+  }
   return absl::StrCat("<", short_type_name(obj), " object>");
 }
 
