@@ -1,6 +1,182 @@
-// Placeholder until the guard bindings land; replaced by the owner of this file.
+// Guard tree bindings: _C.GuardManager (the root) and _C.GuardNode (every other node).
+//
+// Python objects share ownership of their C++ node (std::shared_ptr holders): asking twice for a
+// source returns the same Python object while it lives, and a child's wrapper keeps its subtree
+// alive after the root's wrapper is gone (seeds 002, 003). C++ statuses become Python exceptions
+// here: TypeError statuses (guard_errors.h) as TypeError, the rest through throw_if_error.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
 #include "bindings/bindings.h"
+#include "guards/guard_errors.h"
+#include "guards/guard_manager.h"
+#include "guards/root_guard_manager.h"
+#include "guards/torch_backend.h"
 
 namespace tjc::bindings {
-void init_guards(py::module_&) {}
+
+namespace {
+
+void raise_if_error(const absl::Status& status) {
+  if (!status.ok() && is_type_error(status) && !PyErr_Occurred()) {
+    throw py::type_error(std::string(status.message()));
+  }
+  throw_if_error(status);
+}
+
+template <typename T>
+T value_or_raise(absl::StatusOr<T> result) {
+  raise_if_error(result.status());
+  return std::move(*result);
+}
+
+// A mapping-mode view for Python callers, with the objects it borrows kept alive.
+struct PythonView {
+  py::object mapping;
+  py::object globals;
+  py::object builtins;
+  FrameView view;
+};
+
+// `frame_or_mapping`: a dict of locals (and closure variables) by name, any other mapping (copied
+// into a dict), or a frame object (its f_locals, f_globals and f_builtins). Builtins come from
+// globals['__builtins__'] when present, else the builtins module.
+PythonView make_view(py::handle frame_or_mapping, py::handle globals) {
+  PythonView out;
+  if (PyFrame_Check(frame_or_mapping.ptr())) {
+    out.mapping = py::dict(frame_or_mapping.attr("f_locals"));
+    out.globals = frame_or_mapping.attr("f_globals");
+    out.builtins = frame_or_mapping.attr("f_builtins");
+  } else {
+    out.mapping = PyDict_Check(frame_or_mapping.ptr())
+                      ? py::reinterpret_borrow<py::object>(frame_or_mapping)
+                      : py::object(py::dict(py::reinterpret_borrow<py::object>(frame_or_mapping)));
+    if (!globals.is_none()) {
+      if (!PyDict_Check(globals.ptr())) throw py::type_error("globals must be a dict or None");
+      out.globals = py::reinterpret_borrow<py::object>(globals);
+      PyObject* builtins = PyDict_GetItemString(globals.ptr(), "__builtins__");  // borrowed
+      if (builtins != nullptr) {
+        out.builtins = PyModule_Check(builtins)
+                           ? py::reinterpret_borrow<py::object>(PyModule_GetDict(builtins))
+                           : py::reinterpret_borrow<py::object>(builtins);
+      }
+    }
+    if (!out.builtins) out.builtins = py::module_::import("builtins").attr("__dict__");
+  }
+  out.view.mapping = out.mapping.ptr();
+  out.view.globals = out.globals ? out.globals.ptr() : nullptr;
+  out.view.builtins = out.builtins.ptr();
+  return out;
+}
+
+}  // namespace
+
+void init_guards(py::module_& m) {
+  using NodePtr = std::shared_ptr<GuardManager>;
+  using RootPtr = std::shared_ptr<RootGuardManager>;
+
+  py::class_<GuardManager, NodePtr> node(m, "GuardNode", R"doc(
+One source of a guard tree (L['x'], L['self'].fc, ...): made by the GuardManager builder methods,
+never directly. Child getters return the same object for the same source.)doc");
+  node.def("attr", [](GuardManager& self, py::str name) { return value_or_raise(self.attr(name)); },
+           py::arg("name"), "Child reading getattr(value, name).")
+      .def("item", [](GuardManager& self, py::object key) { return value_or_raise(self.item(key)); },
+           py::arg("key"), "Child reading value[key]; key must be an immutable builtin.")
+      .def("type", [](GuardManager& self) { return value_or_raise(self.type()); },
+           "Child reading type(value).")
+      .def("type_match", [](GuardManager& self, py::object cls) { raise_if_error(self.add_type_match(cls)); },
+           py::arg("cls"))
+      .def("id_match", [](GuardManager& self, py::object obj) { raise_if_error(self.add_id_match(obj)); },
+           py::arg("obj"), "value is obj; obj is held weakly and its death invalidates the tree.")
+      .def("equals_match",
+           [](GuardManager& self, py::object value) { raise_if_error(self.add_equals_match(value)); },
+           py::arg("value"))
+      .def("none_match", [](GuardManager& self) { raise_if_error(self.add_none_match()); })
+      .def("not_none", [](GuardManager& self) { raise_if_error(self.add_not_none()); })
+      .def("bool_match", [](GuardManager& self, bool b) { raise_if_error(self.add_bool_match(b)); },
+           py::arg("b"))
+      .def("length", [](GuardManager& self, Py_ssize_t n) { raise_if_error(self.add_length(n)); },
+           py::arg("n"))
+      .def("dict_keys", [](GuardManager& self, py::object keys) { raise_if_error(self.add_dict_keys(keys)); },
+           py::arg("keys"), "value is a dict with exactly these keys, in this order.")
+      .def("tensor_match",
+           [](GuardManager& self, py::object example) { raise_if_error(self.add_tensor_match(example)); },
+           py::arg("example"))
+      .def_property_readonly("source", &GuardManager::source)
+      .def_property_readonly("fail_count", &GuardManager::fail_count)
+      .def("num_guards", &GuardManager::num_guards, "Leaf guards in this subtree.")
+      .def("debug_string", &GuardManager::debug_string)
+      .def("__str__", &GuardManager::debug_string)
+      .def("__repr__", [](const GuardManager& self) {
+        return "<GuardNode " + self.source() + ": " + std::to_string(self.num_guards()) + " guards>";
+      });
+
+  py::class_<RootGuardManager, GuardManager, RootPtr>(m, "GuardManager", R"doc(
+The root of a guard tree: the frame being checked. Build it with local/global_/builtin/closure and
+the leaf methods; bind(code) freezes it for a cache entry; check/explain take a dict of locals (or
+a frame) and an optional globals dict.)doc")
+      .def(py::init<>())
+      .def("local", [](RootGuardManager& self, py::str name) { return value_or_raise(self.local(name)); },
+           py::arg("name"))
+      .def("global_", [](RootGuardManager& self, py::str name) { return value_or_raise(self.global_(name)); },
+           py::arg("name"))
+      .def("builtin", [](RootGuardManager& self, py::str name) { return value_or_raise(self.builtin(name)); },
+           py::arg("name"))
+      .def("closure", [](RootGuardManager& self, py::str name) { return value_or_raise(self.closure(name)); },
+           py::arg("name"))
+      .def("global_state", [](RootGuardManager& self) { raise_if_error(self.add_global_state()); })
+      .def("bind",
+           [](RootGuardManager& self, py::object code) {
+             if (!PyCode_Check(code.ptr())) throw py::type_error("bind() needs a code object");
+             raise_if_error(self.bind(reinterpret_cast<PyCodeObject*>(code.ptr())));
+           },
+           py::arg("code"))
+      .def_property_readonly("bound", &RootGuardManager::bound)
+      .def_property_readonly("invalidated", &RootGuardManager::invalidated)
+      .def("has_identity_guards", &RootGuardManager::has_identity_guards)
+      .def("check",
+           [](RootGuardManager& self, py::handle frame_or_mapping, py::handle globals) {
+             PythonView view = make_view(frame_or_mapping, globals);
+             return self.check(view.view);
+           },
+           py::arg("frame_or_mapping"), py::arg("globals") = py::none())
+      .def("explain",
+           [](RootGuardManager& self, py::handle frame_or_mapping, py::handle globals) {
+             PythonView view = make_view(frame_or_mapping, globals);
+             return self.explain(view.view);
+           },
+           py::arg("frame_or_mapping"), py::arg("globals") = py::none())
+      .def("set_invalidation_callback",
+           [](RootGuardManager& self, py::object callback) {
+             if (callback.is_none()) {
+               self.set_invalidation_callback(nullptr);
+               return;
+             }
+             // The tree holds the callable strongly until it runs: a callable that refers back to
+             // this GuardManager makes a cycle no collector sees. Tests and tools only.
+             self.set_invalidation_callback([callback = std::move(callback)]() noexcept {
+               PyObject* result = PyObject_CallNoArgs(callback.ptr());  // new ref
+               if (result == nullptr) {
+                 PyErr_WriteUnraisable(callback.ptr());
+               } else {
+                 Py_DECREF(result);
+               }
+             });
+           },
+           py::arg("callback"),
+           "callback() runs once when a weakly held object dies (now, if one already has).");
+
+  m.def("_torch_backend_status",
+        []() -> py::tuple {
+          absl::StatusOr<TorchBackend*> backend = torch_backend();
+          if (backend.ok()) return py::make_tuple(true, (*backend)->name());
+          return py::make_tuple(false, std::string(backend.status().message()));
+        },
+        "(True, backend name) when TENSOR_MATCH/GLOBAL_STATE guards can be built, else (False, why).");
+}
+
 }  // namespace tjc::bindings

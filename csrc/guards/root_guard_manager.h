@@ -55,6 +55,28 @@ class RootGuardManager : public GuardManager {
   // throw. Replaces any earlier callback; an empty function clears it.
   void set_invalidation_callback(std::function<void()> callback);
   bool invalidated() const;
+
+  // ---- Added by the guard code (not used by the runtime's contract above).
+
+  // Builder: children that read the frame view. local() and closure() are resolved to frame slots
+  // by bind(); global_() reads f_globals only; builtin() reads f_builtins.
+  absl::StatusOr<std::shared_ptr<GuardManager>> local(py::handle name);
+  absl::StatusOr<std::shared_ptr<GuardManager>> global_(py::handle name);
+  absl::StatusOr<std::shared_ptr<GuardManager>> builtin(py::handle name);
+  absl::StatusOr<std::shared_ptr<GuardManager>> closure(py::handle name);
+  // GLOBAL_STATE leaf on the root (through torch_backend()).
+  absl::Status add_global_state();
+  // True when some guard holds an object weakly (its death would invalidate this tree).
+  bool has_identity_guards() const;
+
+ private:
+  // Frame mode checks compare view.code with this pointer only; the weakref (no callback) lets
+  // bind() tell a live code from a dead one whose address was reused. Never a strong reference:
+  // the code's co_extra owns the cache entry that owns this root (a strong one would be a cycle no
+  // collector can see).
+  PyCodeObject* code_ = nullptr;  // borrowed identity
+  py::object code_ref_;           // weakref to the bound code
+  std::string code_name_;         // for messages
 };
 
 }  // namespace tjc

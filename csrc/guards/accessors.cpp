@@ -1,0 +1,156 @@
+// Accessor: how a guard manager's value is reached (see accessors.h).
+#include "guards/accessors.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "guards/guard_errors.h"
+#include "guards/guard_text.h"
+#include "guards/value_rules.h"
+
+namespace tjc {
+
+PyObject* dict_get_new_ref(PyObject* dict, PyObject* key) noexcept {
+  PyObject* value = PyDict_GetItemWithError(dict, key);  // borrowed
+  Py_XINCREF(value);
+  return value;  // new ref; NULL: missing (no error) or raised (error set)
+}
+
+absl::StatusOr<Accessor> Accessor::named(AccessorKind kind, py::handle name) {
+  TJC_DCHECK(kind != AccessorKind::kItem && kind != AccessorKind::kType && kind != AccessorKind::kRoot);
+  if (!PyUnicode_Check(name.ptr())) {
+    return type_error_status(absl::StrCat("a name must be a str, got ", short_type_name(name.ptr())));
+  }
+  // Interned, so dict lookups and getattr hit the pointer-equality fast path.
+  PyObject* interned = name.inc_ref().ptr();
+  PyUnicode_InternInPlace(&interned);
+  return Accessor(kind, py::reinterpret_steal<py::object>(interned));
+}
+
+absl::StatusOr<Accessor> Accessor::item(py::handle key, const std::string& parent_source) {
+  if (!is_immutable_builtin(key.ptr())) {
+    return type_error_status(absl::StrCat(
+        parent_source, ": item() keys are held by the guard tree, so they must be ", kImmutableBuiltins,
+        "; got ", short_type_name(key.ptr())));
+  }
+  Accessor accessor(AccessorKind::kItem, py::reinterpret_borrow<py::object>(key));
+  if (PyLong_CheckExact(key.ptr())) {
+    Py_ssize_t index = PyLong_AsSsize_t(key.ptr());
+    if (index == -1 && PyErr_Occurred()) {
+      PyErr_Clear();  // too big for an index: only the generic path can use it
+    } else {
+      accessor.int_key_ = index;
+      accessor.has_int_key_ = true;
+    }
+  }
+  return accessor;
+}
+
+std::string Accessor::name() const {
+  if (!name_or_key_ || !PyUnicode_Check(name_or_key_.ptr())) return "";
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(name_or_key_.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    return "";
+  }
+  return std::string(data, static_cast<size_t>(size));
+}
+
+bool Accessor::same_source(const Accessor& other) const {
+  if (kind_ != other.kind_) return false;
+  if (!name_or_key_ || !other.name_or_key_) return !name_or_key_ && !other.name_or_key_;
+  PyObject* a = name_or_key_.ptr();
+  PyObject* b = other.name_or_key_.ptr();
+  if (a == b) return true;
+  // 1, True and 1.0 are equal but reach different things through a non-dict __getitem__.
+  if (Py_TYPE(a) != Py_TYPE(b)) return false;
+  int equal = PyObject_RichCompareBool(a, b, Py_EQ);
+  if (equal < 0) PyErr_Clear();
+  return equal == 1;
+}
+
+std::string Accessor::source_text(const std::string& parent_source) const {
+  switch (kind_) {
+    case AccessorKind::kRoot:
+      return "";
+    case AccessorKind::kLocal:
+      return absl::StrCat("L['", name(), "']");
+    case AccessorKind::kGlobal:
+      return absl::StrCat("G['", name(), "']");
+    case AccessorKind::kBuiltin:
+      return absl::StrCat("B['", name(), "']");
+    case AccessorKind::kClosure:
+      return absl::StrCat("C['", name(), "']");
+    case AccessorKind::kAttr:
+      return absl::StrCat(parent_source, ".", name());
+    case AccessorKind::kItem:
+      return absl::StrCat(parent_source, "[", safe_repr(name_or_key_.ptr()), "]");
+    case AccessorKind::kType:
+      return absl::StrCat("type(", parent_source, ")");
+  }
+  return "";
+}
+
+PyObject* Accessor::fetch_local_or_closure(const FrameView& view) const noexcept {
+  if (!view.is_frame()) {
+    // Mapping mode: locals and closure variables by name.
+    if (view.mapping == nullptr) return nullptr;
+    return dict_get_new_ref(view.mapping, name_or_key_.ptr());
+  }
+  if (index_ < 0) return nullptr;  // not bound: the root refuses frame views before this
+  if (kind_ == AccessorKind::kLocal) {
+    PyObject* value = view.localsplus[index_];  // borrowed; NULL when unbound
+    Py_XINCREF(value);
+    return value;
+  }
+  // Closure: the function's closure tuple, in co_freevars order; the cell's contents.
+  if (view.closure == nullptr || index_ >= PyTuple_GET_SIZE(view.closure)) return nullptr;
+  PyObject* cell = PyTuple_GET_ITEM(view.closure, index_);  // borrowed
+  if (!PyCell_Check(cell)) return nullptr;
+  PyObject* value = PyCell_GET(cell);  // borrowed; NULL for an empty cell
+  Py_XINCREF(value);
+  return value;
+}
+
+PyObject* Accessor::fetch_item(PyObject* parent) const noexcept {
+  PyObject* key = name_or_key_.ptr();  // borrowed
+  if (PyDict_CheckExact(parent)) return dict_get_new_ref(parent, key);
+  if (has_int_key_ && (PyList_CheckExact(parent) || PyTuple_CheckExact(parent))) {
+    Py_ssize_t size = Py_SIZE(parent);
+    Py_ssize_t index = int_key_ < 0 ? int_key_ + size : int_key_;
+    if (index < 0 || index >= size) return nullptr;  // missing
+    PyObject* value = PyList_CheckExact(parent) ? PyList_GET_ITEM(parent, index)
+                                                : PyTuple_GET_ITEM(parent, index);  // borrowed
+    Py_INCREF(value);
+    return value;
+  }
+  return PyObject_GetItem(parent, key);  // new ref
+}
+
+PyObject* Accessor::fetch(PyObject* parent, const FrameView& view) const noexcept {
+  switch (kind_) {
+    case AccessorKind::kLocal:
+    case AccessorKind::kClosure:
+      return fetch_local_or_closure(view);
+    case AccessorKind::kGlobal:
+      return view.globals == nullptr ? nullptr : dict_get_new_ref(view.globals, name_or_key_.ptr());
+    case AccessorKind::kBuiltin:
+      if (view.builtins == nullptr) return nullptr;
+      if (PyDict_Check(view.builtins)) return dict_get_new_ref(view.builtins, name_or_key_.ptr());
+      return PyObject_GetAttr(view.builtins, name_or_key_.ptr());  // the builtins module itself
+    case AccessorKind::kAttr:
+      return PyObject_GetAttr(parent, name_or_key_.ptr());
+    case AccessorKind::kItem:
+      return fetch_item(parent);
+    case AccessorKind::kType: {
+      PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(parent));
+      Py_INCREF(type);
+      return type;
+    }
+    case AccessorKind::kRoot:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace tjc

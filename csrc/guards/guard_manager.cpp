@@ -1,0 +1,200 @@
+// GuardManager: one node of a guard tree (see guard_manager.h).
+#include "guards/guard_manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "guards/guard_errors.h"
+#include "guards/guard_text.h"
+
+namespace tjc {
+
+GuardManager::GuardManager(Accessor accessor, std::string source, std::shared_ptr<TreeState> state)
+    : state_(std::move(state)), accessor_(std::move(accessor)), source_(std::move(source)) {
+  TJC_CHECK(state_ != nullptr);
+}
+
+GuardManager::~GuardManager() = default;
+
+absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::child(absl::StatusOr<Accessor> accessor) {
+  if (!accessor.ok()) return accessor.status();
+  for (const std::shared_ptr<GuardManager>& existing : children_) {
+    if (existing->accessor_.same_source(*accessor)) return existing;
+  }
+  if (state_->frozen) return frozen_status();
+  std::string source = accessor->source_text(source_);
+  auto node = std::make_shared<GuardManager>(std::move(*accessor), std::move(source), state_);
+  children_.push_back(node);
+  return node;
+}
+
+absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::attr(py::handle name) {
+  if (is_root()) {
+    return absl::InvalidArgumentError(
+        "attr() reads a value: call it on a source, e.g. g.local('self').attr('fc')");
+  }
+  return child(Accessor::named(AccessorKind::kAttr, name));
+}
+
+absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::item(py::handle key) {
+  if (is_root()) {
+    return absl::InvalidArgumentError(
+        "item() reads a value: call it on a source, e.g. g.local('d').item('k')");
+  }
+  return child(Accessor::item(key, source_));
+}
+
+absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::type() {
+  if (is_root()) {
+    return absl::InvalidArgumentError("type() reads a value: call it on a source, e.g. g.local('x').type()");
+  }
+  return child(Accessor::type());
+}
+
+absl::Status GuardManager::add_leaf(absl::StatusOr<LeafPtr> leaf) {
+  if (state_->frozen) return frozen_status();
+  if (!leaf.ok()) return leaf.status();
+  leaves_.push_back(std::move(*leaf));
+  return absl::OkStatus();
+}
+
+namespace {
+absl::Status root_has_no_value(const char* guard) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the root has no value to guard: call ", guard, " on a source, e.g. g.local('x').", guard));
+}
+}  // namespace
+
+// Value leaves are refused on the root (its value is null) and on a frozen tree before anything is
+// built, so a refused leaf never creates a weakref.
+template <typename Make>
+absl::Status GuardManager::add_value_leaf(const char* guard, Make make) {
+  if (is_root()) return root_has_no_value(guard);
+  if (state_->frozen) return frozen_status();
+  return add_leaf(make());
+}
+
+absl::Status GuardManager::add_type_match(py::handle cls) {
+  return add_value_leaf("type_match(cls)", [&] { return make_type_match(cls, state_, source_); });
+}
+absl::Status GuardManager::add_id_match(py::handle obj) {
+  return add_value_leaf("id_match(obj)", [&] { return make_id_match(obj, state_, source_); });
+}
+absl::Status GuardManager::add_equals_match(py::handle value) {
+  return add_value_leaf("equals_match(value)", [&] { return make_equals_match(value, source_); });
+}
+absl::Status GuardManager::add_none_match() {
+  return add_value_leaf("none_match()", [] { return absl::StatusOr<LeafPtr>(make_none_match()); });
+}
+absl::Status GuardManager::add_not_none() {
+  return add_value_leaf("not_none()", [] { return absl::StatusOr<LeafPtr>(make_not_none()); });
+}
+absl::Status GuardManager::add_bool_match(bool value) {
+  return add_value_leaf("bool_match(b)",
+                        [&] { return absl::StatusOr<LeafPtr>(make_bool_match(value)); });
+}
+absl::Status GuardManager::add_length(Py_ssize_t length) {
+  return add_value_leaf("length(n)", [&] { return make_length(length); });
+}
+absl::Status GuardManager::add_dict_keys(py::handle keys) {
+  return add_value_leaf("dict_keys(keys)", [&] { return make_dict_keys(keys, source_); });
+}
+absl::Status GuardManager::add_tensor_match(py::handle example) {
+  return add_value_leaf("tensor_match(example)", [&] { return make_tensor_match(example, source_); });
+}
+
+int64_t GuardManager::num_guards() const {
+  int64_t total = static_cast<int64_t>(leaves_.size());
+  for (const auto& child : children_) total += child->num_guards();
+  return total;
+}
+
+// ---- Hot path.
+
+bool GuardManager::check_value(PyObject* value, const FrameView& view) noexcept {
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    if (TJC_UNLIKELY(!leaves_[i]->check(value))) {
+      on_leaf_failure(i);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < children_.size(); ++i) {
+    GuardManager* child = children_[i].get();  // kept alive by children_: nodes are never removed
+    PyObject* child_value = child->accessor_.fetch(value, view);  // new ref
+    bool ok = child_value != nullptr && child->check_value(child_value, view);
+    Py_XDECREF(child_value);
+    if (TJC_UNLIKELY(!ok)) {
+      if (PyErr_Occurred()) PyErr_Clear();  // the accessor raised: a failure, never an error
+      on_child_failure(i);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Failure paths: count, and move the failing guard to the front (order of the others kept).
+// `index` may be stale if Python re-entered and reordered this node meanwhile; then some other
+// guard moves first, which is harmless.
+void GuardManager::on_leaf_failure(size_t index) {
+  if (index >= leaves_.size()) return;
+  leaves_[index]->count_failure();
+  if (index > 0) std::rotate(leaves_.begin(), leaves_.begin() + index, leaves_.begin() + index + 1);
+}
+
+void GuardManager::on_child_failure(size_t index) {
+  if (index >= children_.size()) return;
+  ++children_[index]->fail_count_;
+  if (index > 0) std::rotate(children_.begin(), children_.begin() + index, children_.begin() + index + 1);
+}
+
+// ---- Slow path.
+
+std::optional<std::string> GuardManager::explain_value(PyObject* value, const FrameView& view) {
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    if (std::optional<std::string> reason = leaves_[i]->explain(value, source_)) return reason;
+  }
+  for (size_t i = 0; i < children_.size(); ++i) {
+    std::shared_ptr<GuardManager> child = children_[i];
+    py::object child_value = py::reinterpret_steal<py::object>(child->accessor_.fetch(value, view));
+    if (!child_value) {
+      if (PyErr_Occurred()) return absl::StrCat(child->source_, ": raised ", take_error_text());
+      return absl::StrCat(child->source_, ": missing");
+    }
+    if (std::optional<std::string> reason = child->explain_value(child_value.ptr(), view)) {
+      return reason;
+    }
+  }
+  return std::nullopt;
+}
+
+// ---- Text.
+//
+//   RootGuardManager
+//   | GLOBAL_STATE: ...
+//   +- L['x']
+//   |  | TYPE_MATCH: int
+//   +- L['self']
+//   |  +- L['self'].fc
+//   |  |  | ID_MATCH: <Linear object> (weak)
+//
+// Each node prints its full source (what explain() says), its leaves as `| ` lines and its
+// children as `+- ` lines, both in evaluation order.
+
+void GuardManager::append_body(std::string& out, const std::string& indent) const {
+  for (const LeafPtr& leaf : leaves_) absl::StrAppend(&out, "\n", indent, "| ", leaf->describe());
+  const std::string child_indent = indent + "|  ";
+  for (const auto& child : children_) {
+    absl::StrAppend(&out, "\n", indent, "+- ", child->source_);
+    child->append_body(out, child_indent);
+  }
+}
+
+std::string GuardManager::debug_string() const {
+  std::string out = source_;
+  append_body(out, "");
+  return out;
+}
+
+}  // namespace tjc

@@ -1,0 +1,176 @@
+// RootGuardManager: the root of one cache entry's guard tree (see root_guard_manager.h).
+#include "guards/root_guard_manager.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "guards/guard_errors.h"
+#include "guards/guard_text.h"
+
+namespace tjc {
+
+RootGuardManager::RootGuardManager()
+    : GuardManager(Accessor::root(), "", std::make_shared<TreeState>()) {}
+
+RootGuardManager::~RootGuardManager() {
+  // The callback belongs to whoever owns this root (the runtime's entry). Children may outlive the
+  // root through their Python wrappers and still see a death; they must not call a freed owner.
+  state_->on_invalidate = nullptr;
+}
+
+// ---- Builder.
+
+absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::local(py::handle name) {
+  return child(Accessor::named(AccessorKind::kLocal, name));
+}
+absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::global_(py::handle name) {
+  return child(Accessor::named(AccessorKind::kGlobal, name));
+}
+absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::builtin(py::handle name) {
+  return child(Accessor::named(AccessorKind::kBuiltin, name));
+}
+absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::closure(py::handle name) {
+  return child(Accessor::named(AccessorKind::kClosure, name));
+}
+
+absl::Status RootGuardManager::add_global_state() {
+  if (state_->frozen) return frozen_status();
+  return add_leaf(make_global_state());
+}
+
+bool RootGuardManager::has_identity_guards() const { return state_->weak_watches > 0; }
+
+// ---- bind.
+
+namespace {
+
+// Index of `name` in the tuple `names`, or -1. Names are str; an error is cleared.
+int index_in(PyObject* names, PyObject* name) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); ++i) {
+    PyObject* candidate = PyTuple_GET_ITEM(names, i);  // borrowed
+    if (candidate == name) return static_cast<int>(i);
+    int equal = PyObject_RichCompareBool(candidate, name, Py_EQ);
+    if (equal < 0) PyErr_Clear();
+    if (equal == 1) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// co_argcount (positional-only included) + keyword-only + *args + **kwargs: the slots bound at
+// frame entry.
+int argument_slots(PyCodeObject* code) {
+  int count = code->co_argcount + code->co_kwonlyargcount;
+  if (code->co_flags & CO_VARARGS) ++count;
+  if (code->co_flags & CO_VARKEYWORDS) ++count;
+  return count;
+}
+
+}  // namespace
+
+absl::Status RootGuardManager::bind(PyCodeObject* code) {
+  if (code == nullptr || !PyCode_Check(reinterpret_cast<PyObject*>(code))) {
+    return type_error_status("bind() needs a code object");
+  }
+  if (code_ != nullptr) {
+    // Calling the weakref gives the live code or None (portable across 3.11-3.13, unlike
+    // PyWeakref_GET_OBJECT): a dead code whose address was reused is not "the same code".
+    py::object bound_code = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(code_ref_.ptr()));
+    if (!bound_code) return absl::InternalError(take_error_text());
+    if (bound_code.ptr() == reinterpret_cast<PyObject*>(code)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "guard tree is already bound to the code of ", code_name_, "; a tree belongs to one code"));
+  }
+  const std::string code_name = py::str(py::handle(code->co_qualname));
+  // In 3.11+ the arguments are the first localsplus slots, in co_varnames order, whether or not
+  // they are also cells (MAKE_CELL converts them in place later): varnames index == slot index.
+  py::tuple varnames = py::reinterpret_steal<py::tuple>(PyCode_GetVarnames(code));
+  py::tuple freevars = py::reinterpret_steal<py::tuple>(PyCode_GetFreevars(code));
+  if (!varnames || !freevars) return absl::InternalError(take_error_text());
+  const int arguments = argument_slots(code);
+
+  // Resolve everything first; commit only when every name resolved.
+  std::vector<std::pair<GuardManager*, int>> slots;
+  for (const std::shared_ptr<GuardManager>& node : children()) {
+    const Accessor& accessor = node->accessor();
+    if (accessor.kind() == AccessorKind::kLocal) {
+      int index = index_in(varnames.ptr(), accessor.name_or_key().ptr());
+      if (index < 0 || index >= arguments) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            node->source(), ": '", accessor.name(), "' is not an argument of ", code_name,
+            " (only arguments are bound when the frame starts)"));
+      }
+      slots.emplace_back(node.get(), index);
+    } else if (accessor.kind() == AccessorKind::kClosure) {
+      int index = index_in(freevars.ptr(), accessor.name_or_key().ptr());
+      if (index < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            node->source(), ": '", accessor.name(), "' is not a free variable of ", code_name));
+      }
+      slots.emplace_back(node.get(), index);
+    }
+  }
+  PyObject* weakref = PyWeakref_NewRef(reinterpret_cast<PyObject*>(code), nullptr);  // new ref
+  if (weakref == nullptr) return absl::InternalError(take_error_text());
+  for (auto& [node, index] : slots) set_frame_index(*node, index);
+  code_ref_ = py::reinterpret_steal<py::object>(weakref);
+  code_ = code;
+  code_name_ = code_name;
+  state_->frozen = true;
+  return absl::OkStatus();
+}
+
+bool RootGuardManager::bound() const { return code_ != nullptr; }
+
+// ---- check / explain.
+
+bool RootGuardManager::check(const FrameView& view) noexcept {
+  if (TJC_UNLIKELY(state_->invalidated)) return false;
+  // Frame indices belong to the bound code; an unbound tree has none.
+  if (view.is_frame() && TJC_UNLIKELY(view.code != code_ || code_ == nullptr)) return false;
+  bool ok = check_value(nullptr, view);
+  // A guard's __eq__ may have freed an object another guard holds weakly.
+  return ok && !state_->invalidated;
+}
+
+std::optional<std::string> RootGuardManager::explain(const FrameView& view) {
+  if (state_->invalidated) {
+    return absl::StrCat(state_->dead_source.empty() ? "a guarded object" : state_->dead_source,
+                        ": the guarded object is gone (it was deallocated)");
+  }
+  if (view.is_frame() && code_ == nullptr) {
+    return std::string("the guard tree is not bound to a code object (bind(code) first)");
+  }
+  if (view.is_frame() && view.code != code_) {
+    return absl::StrCat("the frame runs another code than ", code_name_, ", the one this tree is bound to");
+  }
+  std::optional<std::string> reason;
+  try {
+    reason = explain_value(nullptr, view);
+  } catch (const std::exception& e) {
+    // A failing repr()/list() while wording the reason; the reason is lost, not the process.
+    reason = absl::StrCat("explain() failed: ", e.what());
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (!reason && state_->invalidated) return explain(view);
+  return reason;
+}
+
+// ---- Text and invalidation.
+
+std::string RootGuardManager::debug_string() const {
+  std::string out = "RootGuardManager";
+  if (state_->invalidated) absl::StrAppend(&out, " (invalidated: ", state_->dead_source, " died)");
+  append_body(out, "");
+  return out;
+}
+
+void RootGuardManager::set_invalidation_callback(std::function<void()> callback) {
+  state_->on_invalidate = std::move(callback);
+  if (state_->invalidated) state_->run_callback();
+}
+
+bool RootGuardManager::invalidated() const { return state_->invalidated; }
+
+}  // namespace tjc

@@ -1,0 +1,30 @@
+// Which values a guard tree may hold strongly: immutable builtins only.
+//
+// A guard tree lives as long as its cache entry; anything it holds strongly lives that long too.
+// Immutable builtins (int, float, bool, str, bytes, None, and tuples of these) own no user object,
+// so EQUALS_MATCH values, DICT_KEYS keys and item() keys may be held. Anything else must be guarded
+// by identity (held weakly, weak_identity.h) or by type.
+//
+// Threads: under the GIL. Arguments borrowed.
+#pragma once
+
+#include <Python.h>
+
+namespace tjc {
+
+inline constexpr const char* kImmutableBuiltins =
+    "int, float, bool, str, bytes, None and tuples of them";
+
+inline bool is_immutable_builtin(PyObject* obj, int depth = 0) {
+  if (obj == Py_None || PyLong_CheckExact(obj) || PyBool_Check(obj) || PyFloat_CheckExact(obj) ||
+      PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj)) {
+    return true;
+  }
+  if (!PyTuple_CheckExact(obj) || depth > 16) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
+    if (!is_immutable_builtin(PyTuple_GET_ITEM(obj, i), depth + 1)) return false;
+  }
+  return true;
+}
+
+}  // namespace tjc

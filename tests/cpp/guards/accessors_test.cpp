@@ -1,0 +1,168 @@
+// Accessors: how each source reaches its value, in mapping and frame mode.
+#include "guards/accessors.h"
+
+#include "guards/guard_errors.h"
+
+#include "guards/guard_test_util.h"
+
+namespace tjc {
+namespace {
+
+using namespace tjc::testing;
+
+TEST(Accessors, LocalInMappingMode) {
+  RootGuardManager root;
+  auto x = ok_or_die(root.local(s("x")));
+  expect_ok(x->add_equals_match(py::int_(3)));
+  py::dict present;
+  present["x"] = 3;
+  EXPECT_TRUE(root.check(mapping_view(present)));
+  py::dict absent;
+  EXPECT_FALSE(root.check(mapping_view(absent)));
+  EXPECT_EQ(root.explain(mapping_view(absent)), "L['x']: missing");
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
+TEST(Accessors, GlobalReadsGlobalsNotBuiltins) {
+  RootGuardManager root;
+  expect_ok(ok_or_die(root.global_(s("len")))->add_not_none());
+  py::dict locals, globals;
+  EXPECT_FALSE(root.check(mapping_view(locals, globals)));  // len is only a builtin
+  EXPECT_EQ(root.explain(mapping_view(locals, globals)), "G['len']: missing");
+  globals["len"] = 1;
+  EXPECT_TRUE(root.check(mapping_view(locals, globals)));
+}
+
+TEST(Accessors, BuiltinReadsBuiltins) {
+  RootGuardManager root;
+  expect_ok(ok_or_die(root.builtin(s("len")))->add_id_match(builtins_dict()["len"]));
+  py::dict locals, globals;
+  EXPECT_TRUE(root.check(mapping_view(locals, globals)));
+  py::dict other_builtins;
+  other_builtins["len"] = py::module_::import("builtins").attr("abs");
+  EXPECT_FALSE(root.check(mapping_view(locals, globals, other_builtins)));
+  EXPECT_EQ(ok_or_die(root.builtin(s("len")))->source(), "B['len']");
+}
+
+TEST(Accessors, AttrMissingIsFailureWithErrorCleared) {
+  py::dict ns = run_python("class A:\n  pass\na = A()\na.fc = 5\n");
+  RootGuardManager root;
+  auto a = ok_or_die(root.local(s("a")));
+  expect_ok(ok_or_die(a->attr(s("fc")))->add_equals_match(py::int_(5)));
+  py::dict locals;
+  locals["a"] = ns["a"];
+  EXPECT_TRUE(root.check(mapping_view(locals)));
+  locals["a"] = ns["A"]();  // no attribute fc
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+  EXPECT_FALSE(PyErr_Occurred());
+  std::string reason = root.explain(mapping_view(locals)).value_or("");
+  EXPECT_EQ(reason.rfind("L['a'].fc: raised AttributeError: ", 0), 0u) << reason;
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
+TEST(Accessors, ItemFastPathsAndGenericGetItem) {
+  RootGuardManager root;
+  auto xs = ok_or_die(root.local(s("xs")));
+  expect_ok(ok_or_die(xs->item(py::int_(2)))->add_equals_match(py::int_(30)));
+  expect_ok(ok_or_die(xs->item(py::int_(-1)))->add_equals_match(py::int_(30)));
+  EXPECT_EQ(ok_or_die(xs->item(py::int_(2)))->source(), "L['xs'][2]");
+  py::dict locals;
+  locals["xs"] = py::eval("[10, 20, 30]");
+  EXPECT_TRUE(root.check(mapping_view(locals)));
+  locals["xs"] = py::eval("(10, 20, 30)");
+  EXPECT_TRUE(root.check(mapping_view(locals)));
+  locals["xs"] = py::eval("[10, 20]");  // index 2 out of range: missing, not an error
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+  EXPECT_EQ(root.explain(mapping_view(locals)), "L['xs'][2]: missing");
+  locals["xs"] = py::eval("range(10, 40, 10)");  // generic __getitem__
+  EXPECT_TRUE(root.check(mapping_view(locals)));
+  locals["xs"] = py::eval("range(2)");  // IndexError from __getitem__
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
+TEST(Accessors, DictItemAndKeyErrorFromMapping) {
+  py::dict ns = run_python(
+      "class M:\n  def __getitem__(self, k):\n    raise KeyError(k)\n");
+  RootGuardManager root;
+  auto d = ok_or_die(root.local(s("d")));
+  expect_ok(ok_or_die(d->item(s("k")))->add_equals_match(py::int_(1)));
+  EXPECT_EQ(ok_or_die(d->item(s("k")))->source(), "L['d']['k']");
+  py::dict locals;
+  locals["d"] = py::eval("{'k': 1}");
+  EXPECT_TRUE(root.check(mapping_view(locals)));
+  locals["d"] = py::eval("{'j': 1}");
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+  locals["d"] = ns["M"]();
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+  EXPECT_FALSE(PyErr_Occurred());
+  EXPECT_EQ(root.explain(mapping_view(locals)), "L['d']['k']: raised KeyError: 'k'");
+}
+
+TEST(Accessors, ItemKeysMustBeImmutableBuiltins) {
+  RootGuardManager root;
+  auto d = ok_or_die(root.local(s("d")));
+  absl::StatusOr<std::shared_ptr<GuardManager>> child = d->item(py::list());
+  ASSERT_FALSE(child.ok());
+  EXPECT_TRUE(is_type_error(child.status()));
+}
+
+TEST(Accessors, TypeAccessor) {
+  RootGuardManager root;
+  auto t = ok_or_die(ok_or_die(root.local(s("x")))->type());
+  EXPECT_EQ(t->source(), "type(L['x'])");
+  expect_ok(t->add_id_match(py::type::of(py::int_(1))));
+  py::dict locals;
+  locals["x"] = 7;
+  EXPECT_TRUE(root.check(mapping_view(locals)));
+  locals["x"] = "7";
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+}
+
+TEST(Accessors, FrameModeLocalsByArgumentSlot) {
+  py::dict ns = run_python("def f(a, b, *args, c, **kw):\n  d = 1\n  return a\n");
+  RootGuardManager root;
+  expect_ok(ok_or_die(root.local(s("b")))->add_equals_match(py::int_(2)));
+  expect_ok(ok_or_die(root.local(s("c")))->add_equals_match(py::int_(4)));
+  expect_ok(root.bind(reinterpret_cast<PyCodeObject*>(ns["f"].attr("__code__").ptr())));
+  // Slots: a, b, c (kw-only), args, kw -- CPython orders kw-only before *args/**kw.
+  FakeFrame frame(ns["f"], {py::int_(1), py::int_(2), py::int_(4), py::tuple(), py::dict()});
+  EXPECT_TRUE(root.check(frame.view));
+  frame.localsplus[1] = py::int_(9).ptr();  // b
+  EXPECT_FALSE(root.check(frame.view));
+  EXPECT_EQ(root.explain(frame.view), "L['b'] == 2 failed: got 9");
+  frame.localsplus[1] = nullptr;  // unbound
+  EXPECT_EQ(root.explain(frame.view), "L['b']: missing");
+  EXPECT_FALSE(root.check(frame.view));
+}
+
+TEST(Accessors, FrameModeClosureReadsCellContents) {
+  py::dict ns = run_python(
+      "def outer():\n"
+      "  n = 3\n"
+      "  def inner(x):\n"
+      "    return x + n\n"
+      "  return inner\n"
+      "def outer_empty():\n"
+      "  def inner(x):\n"
+      "    return x + n\n"
+      "  return inner\n"
+      "  n = 1\n"
+      "f = outer()\n"
+      "g = outer_empty()\n");
+  RootGuardManager root;
+  expect_ok(ok_or_die(root.closure(s("n")))->add_equals_match(py::int_(3)));
+  EXPECT_EQ(ok_or_die(root.closure(s("n")))->source(), "C['n']");
+  expect_ok(root.bind(reinterpret_cast<PyCodeObject*>(ns["f"].attr("__code__").ptr())));
+  FakeFrame frame(ns["f"], {py::int_(1)});
+  EXPECT_TRUE(root.check(frame.view));
+  // The same code with an empty cell (outer_empty's `n` was never assigned).
+  FakeFrame empty(ns["g"], {py::int_(1)});
+  empty.view.code = frame.view.code;
+  EXPECT_FALSE(root.check(empty.view));
+  EXPECT_EQ(root.explain(empty.view), "C['n']: missing");
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
+}  // namespace
+}  // namespace tjc
