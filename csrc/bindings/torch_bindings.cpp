@@ -1,6 +1,116 @@
-// Placeholder until the torch bindings land; replaced by the owner of this file.
+// _C's torch parts: the _C_torch registration slot, and test-only handles on TENSOR_MATCH /
+// GLOBAL_STATE impls of a named backend.
+//
+// The runtime reaches these guards through GuardManager.tensor_match()/global_state(); the
+// `_..._for_test` functions exist so tests can pin both backends (libtorch and python-api) to the
+// same behaviour and text. They are underscored and not re-exported by the package.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <pybind11/stl.h>
+
 #include "bindings/bindings.h"
+#include "guards/tensor_match.h"
 
 namespace tjc::bindings {
-void init_torch(py::module_&) {}
+namespace {
+
+TorchBackendKind parse_kind(const std::string& name) {
+  if (name == "auto") return TorchBackendKind::kAuto;
+  if (name == "libtorch") return TorchBackendKind::kLibtorch;
+  if (name == "python-api") return TorchBackendKind::kPythonApi;
+  throw py::value_error("backend must be 'auto', 'libtorch' or 'python-api', not '" + name + "'");
+}
+
+TorchBackend* backend_or_throw(const std::string& name) {
+  absl::StatusOr<TorchBackend*> backend = torch_backend(parse_kind(name));
+  throw_if_error(backend.status());
+  return *backend;
+}
+
+// Test handle on one TensorMatchImpl. Holds the impl only (never the example tensor).
+struct TensorMatchForTest {
+  std::shared_ptr<TensorMatchImpl> impl;
+  std::string backend;
+};
+
+struct GlobalStateForTest {
+  std::shared_ptr<GlobalStateImpl> impl;
+  std::string backend;
+};
+
+// Mean nanoseconds per call of `fn` over `n` calls, for the micro timing printed by the tests.
+template <typename F>
+double ns_per_call(int n, F&& fn) {
+  int passed = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) passed += fn() ? 1 : 0;
+  const auto stop = std::chrono::steady_clock::now();
+  if (passed != n && passed != 0) throw std::runtime_error("check() changed its answer while timing");
+  return std::chrono::duration<double, std::nano>(stop - start).count() / n;
+}
+
+}  // namespace
+
+void init_torch(py::module_& m) {
+  PyObject* slot = make_torch_backend_slot();
+  if (slot == nullptr) throw py::error_already_set();
+  m.attr("_torch_backend_slot") = py::reinterpret_steal<py::object>(slot);
+
+  m.def(
+      "_torch_backend_name",
+      []() -> std::string { return backend_or_throw("auto")->name(); },
+      "The TENSOR_MATCH backend in use: 'libtorch' or 'python-api'; RuntimeError with the reason when "
+      "torch is not installed.");
+  m.def(
+      "_torch_backend_fallback_reason", []() { return torch_backend_fallback_reason(); },
+      "Why the libtorch backend is not used ('' when it is).");
+
+  py::class_<TensorMatchForTest>(m, "_TensorMatchForTest")
+      .def_readonly("backend", &TensorMatchForTest::backend)
+      .def("check", [](TensorMatchForTest& self, py::handle value) { return self.impl->check(value.ptr()); })
+      .def(
+          "explain",
+          [](TensorMatchForTest& self, py::handle value, const std::string& source) {
+            return self.impl->explain(value.ptr(), source);
+          },
+          py::arg("value"), py::arg("source") = "L['x']")
+      .def("describe", [](const TensorMatchForTest& self) { return self.impl->describe(); })
+      .def("_ns_per_check",
+           [](TensorMatchForTest& self, py::handle value, int n) {
+             return ns_per_call(n, [&] { return self.impl->check(value.ptr()); });
+           })
+      .def("__repr__", [](const TensorMatchForTest& self) { return self.impl->describe(); });
+
+  py::class_<GlobalStateForTest>(m, "_GlobalStateForTest")
+      .def_readonly("backend", &GlobalStateForTest::backend)
+      .def("check", [](GlobalStateForTest& self) { return self.impl->check(); })
+      .def("explain", [](GlobalStateForTest& self) { return self.impl->explain(); })
+      .def("describe", [](const GlobalStateForTest& self) { return self.impl->describe(); })
+      .def("_ns_per_check",
+           [](GlobalStateForTest& self, int n) { return ns_per_call(n, [&] { return self.impl->check(); }); })
+      .def("__repr__", [](const GlobalStateForTest& self) { return self.impl->describe(); });
+
+  m.def(
+      "_make_tensor_match_for_test",
+      [](py::handle example, const std::string& backend) {
+        TorchBackend* b = backend_or_throw(backend);
+        absl::StatusOr<std::unique_ptr<TensorMatchImpl>> impl = b->make_tensor_match(example.ptr());
+        throw_if_error(impl.status());
+        return TensorMatchForTest{std::shared_ptr<TensorMatchImpl>(std::move(*impl)), b->name()};
+      },
+      py::arg("example"), py::arg("backend") = "auto");
+  m.def(
+      "_make_global_state_for_test",
+      [](const std::string& backend) {
+        TorchBackend* b = backend_or_throw(backend);
+        absl::StatusOr<std::unique_ptr<GlobalStateImpl>> impl = b->make_global_state();
+        throw_if_error(impl.status());
+        return GlobalStateForTest{std::shared_ptr<GlobalStateImpl>(std::move(*impl)), b->name()};
+      },
+      py::arg("backend") = "auto");
+}
+
 }  // namespace tjc::bindings

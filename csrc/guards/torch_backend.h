@@ -64,6 +64,10 @@ class TorchBackend {
 // importable, else FailedPrecondition ("torch is not installed"). Never returns nullptr on OK.
 absl::StatusOr<TorchBackend*> torch_backend();
 
+// The name of the capsule `torch_jit_cache._C._torch_backend_slot`; its pointer is a
+// `void (*)(TorchBackend*)` that calls register_torch_backend().
+inline constexpr const char kTorchBackendSlotName[] = "torch_jit_cache._C._torch_backend_slot";
+
 // Called by _C_torch's module init (through the capsule) to register itself.
 void register_torch_backend(TorchBackend* backend);
 

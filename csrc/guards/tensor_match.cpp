@@ -1,0 +1,300 @@
+// TENSOR_MATCH registry and the C-API fallback backend (see tensor_match.h).
+#include "guards/tensor_match.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/check.h"
+#include "guards/global_state.h"
+#include "guards/tensor_text.h"
+#include "guards/torch_py_api.h"
+
+namespace tjc {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Reading tensor facts through Python.
+
+// Compares the int tuple `tuple` (new ref, consumed: the result of x.size() / x.stride()) with
+// `want`. False, possibly with an error set, on mismatch or failure. No allocation beyond the
+// tuple itself: small ints are read in place.
+bool steal_and_compare_ints(PyObject* tuple, const std::vector<int64_t>& want) noexcept {
+  if (tuple == nullptr) return false;
+  bool ok = PyTuple_Check(tuple) && PyTuple_GET_SIZE(tuple) == static_cast<Py_ssize_t>(want.size());
+  for (size_t i = 0; ok && i < want.size(); ++i) {
+    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, static_cast<Py_ssize_t>(i)));
+    ok = v == want[i];  // -1 with an error set also fails here unless want[i] == -1 (never)
+  }
+  Py_DECREF(tuple);
+  return ok;
+}
+
+// The ints of x.size() / x.stride(); nullopt with an error set on failure (e.g. symbolic sizes).
+std::optional<std::vector<int64_t>> read_ints(PyObject* t, PyObject* method) {
+  PyObject* tuple = PyObject_CallMethodNoArgs(t, method);
+  if (tuple == nullptr) return std::nullopt;
+  if (!PyTuple_Check(tuple)) {
+    PyErr_Format(PyExc_TypeError, "expected a tuple of ints, got %s", Py_TYPE(tuple)->tp_name);
+    Py_DECREF(tuple);
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(PyTuple_GET_SIZE(tuple)));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
+    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(tuple);
+      return std::nullopt;
+    }
+    out.push_back(v);
+  }
+  Py_DECREF(tuple);
+  return out;
+}
+
+// getattr(t, name) as text; nullopt with an error set on failure.
+std::optional<std::string> attr_text(PyObject* t, PyObject* name) {
+  PyObject* v = PyObject_GetAttr(t, name);
+  if (v == nullptr) return std::nullopt;
+  std::string s = torch_text::py_str(v);
+  Py_DECREF(v);
+  return s;
+}
+
+// Everything describe()/explain() show, read from tensor `t` (borrowed); nullopt with an error set
+// on failure.
+std::optional<torch_text::TensorFacts> read_facts(const TorchPyApi& api, PyObject* t) {
+  torch_text::TensorFacts f;
+  f.type = torch_text::type_name(Py_TYPE(t));
+  auto dtype = attr_text(t, api.s_dtype);
+  if (!dtype) return std::nullopt;
+  f.dtype = std::move(*dtype);
+  auto device = attr_text(t, api.s_device);
+  if (!device) return std::nullopt;
+  f.device = std::move(*device);
+  PyObject* rg = PyObject_GetAttr(t, api.s_requires_grad);
+  if (rg == nullptr) return std::nullopt;
+  const int truth = PyObject_IsTrue(rg);
+  Py_DECREF(rg);
+  if (truth < 0) return std::nullopt;
+  f.requires_grad = truth == 1;
+  auto sizes = read_ints(t, api.s_size);
+  if (!sizes) return std::nullopt;
+  f.sizes = std::move(*sizes);
+  PyObject* layout = PyObject_GetAttr(t, api.s_layout);
+  if (layout == nullptr) return std::nullopt;
+  const bool strided = layout == api.strided;
+  Py_DECREF(layout);
+  if (strided) {
+    auto strides = read_ints(t, api.s_stride);
+    if (!strides) return std::nullopt;
+    f.strides = std::move(*strides);
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fallback TENSOR_MATCH.
+
+class PythonApiTensorMatch final : public TensorMatchImpl {
+ public:
+  PythonApiTensorMatch(const TorchPyApi& api, torch_text::ExpectedType type, PyObject* dtype, PyObject* device,
+                       uint64_t dispatch_keys, torch_text::TensorFacts facts)
+      : api_(api), type_(std::move(type)), dtype_(dtype), device_(device), dispatch_keys_(dispatch_keys),
+        facts_(std::move(facts)) {}
+  ~PythonApiTensorMatch() override {
+    Py_DECREF(dtype_);
+    Py_DECREF(device_);
+  }
+  PythonApiTensorMatch(const PythonApiTensorMatch&) = delete;
+  PythonApiTensorMatch& operator=(const PythonApiTensorMatch&) = delete;
+
+  bool check(PyObject* value) noexcept override {
+    if (!type_.matches(value)) return false;
+    const bool ok = check_facts(value);
+    if (TJC_UNLIKELY(PyErr_Occurred() != nullptr)) {
+      PyErr_Clear();  // a subclass's __torch_function__ or a broken torch: counts as a failure
+      return false;
+    }
+    return ok;
+  }
+
+  std::optional<std::string> explain(PyObject* value, std::string_view source) override {
+    if (check(value)) return std::nullopt;
+    const int is_tensor = PyObject_IsInstance(value, api_.tensor_type);
+    if (is_tensor != 1) {
+      PyErr_Clear();
+      return torch_text::not_a_tensor(value, source);
+    }
+    if (!type_.matches(value)) return torch_text::type_mismatch(type_, facts_.type, value, source);
+    auto got = read_facts(api_, value);
+    if (!got) return torch_text::cat(source, ": could not read the tensor (", torch_text::take_error_text(), ")");
+    if (auto reason = torch_text::explain_tensor(facts_, *got, source)) return reason;
+    uint64_t keys = 0;
+    if (!python_dispatch_keys(api_, value, &keys)) {
+      return torch_text::cat(source, ": could not read the dispatch keys (", torch_text::take_error_text(), ")");
+    }
+    if (keys != dispatch_keys_) {
+      return torch_text::dispatch_keys_mismatch(source, python_dispatch_keys_text(api_, dispatch_keys_),
+                                                python_dispatch_keys_text(api_, keys));
+    }
+    return torch_text::cat(source, ": TENSOR_MATCH failed");  // a transient error inside check()
+  }
+
+  std::string describe() const override { return torch_text::describe_tensor(facts_); }
+
+ private:
+  // Hot-path body after the type matched; may leave an error set (check() clears it). Order:
+  // cheap identity tests first, the dispatch keys (four Python calls) last.
+  bool check_facts(PyObject* value) noexcept {
+    PyObject* o = PyObject_GetAttr(value, api_.s_dtype);
+    if (o == nullptr) return false;
+    bool ok = o == dtype_;  // dtypes are singletons
+    Py_DECREF(o);
+    if (!ok) return false;
+    o = PyObject_GetAttr(value, api_.s_requires_grad);
+    if (o == nullptr) return false;
+    ok = o == (facts_.requires_grad ? Py_True : Py_False);
+    Py_DECREF(o);
+    if (!ok) return false;
+    o = PyObject_GetAttr(value, api_.s_device);
+    if (o == nullptr) return false;
+    ok = PyObject_RichCompareBool(o, device_, Py_EQ) == 1;  // devices are fresh objects each time
+    Py_DECREF(o);
+    if (!ok) return false;
+    if (!steal_and_compare_ints(PyObject_CallMethodNoArgs(value, api_.s_size), facts_.sizes)) return false;
+    // A layout change also changes the dispatch keys (Sparse*, ...), which are compared below;
+    // reading the strides of a non-strided tensor would raise, so they are skipped for those.
+    if (facts_.strides &&
+        !steal_and_compare_ints(PyObject_CallMethodNoArgs(value, api_.s_stride), *facts_.strides)) {
+      return false;
+    }
+    uint64_t keys = 0;
+    return python_dispatch_keys(api_, value, &keys) && keys == dispatch_keys_;
+  }
+
+  const TorchPyApi& api_;            // lives for the process
+  torch_text::ExpectedType type_;    // exact type; weak for user subclasses
+  PyObject* dtype_;                  // new ref: the example's torch.dtype singleton
+  PyObject* device_;                 // new ref: the example's torch.device
+  uint64_t dispatch_keys_;           // raw repr, TLS include/exclude applied (see the libtorch unit)
+  torch_text::TensorFacts facts_;    // what describe() prints; sizes/strides/requires_grad compared
+};
+
+class PythonApiBackend final : public TorchBackend {
+ public:
+  explicit PythonApiBackend(const TorchPyApi& api) : api_(api) {}
+  const char* name() const override { return "python-api"; }
+
+  absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example) override {
+    const int is_tensor = PyObject_IsInstance(example, api_.tensor_type);
+    if (is_tensor != 1) {
+      if (is_tensor < 0) PyErr_Clear();
+      return absl::InvalidArgumentError(torch_text::cat("tensor_match: expected a torch.Tensor, got ",
+                                                     torch_text::type_name(Py_TYPE(example))));
+    }
+    auto facts = read_facts(api_, example);
+    if (!facts) {
+      return absl::InvalidArgumentError(
+          torch_text::cat("tensor_match: cannot read the example tensor: ", torch_text::take_error_text()));
+    }
+    uint64_t keys = 0;
+    if (!python_dispatch_keys(api_, example, &keys)) {
+      return absl::InternalError(torch_text::cat("tensor_match: dispatch keys: ", torch_text::take_error_text()));
+    }
+    PyTypeObject* type = Py_TYPE(example);
+    const bool torch_owned = type == reinterpret_cast<PyTypeObject*>(api_.tensor_type) ||
+                             type == reinterpret_cast<PyTypeObject*>(api_.parameter_type);
+    torch_text::ExpectedType expected;
+    if (!expected.reset(type, /*strong=*/torch_owned)) {
+      return absl::InternalError(torch_text::cat("tensor_match: ", torch_text::take_error_text()));
+    }
+    PyObject* dtype = PyObject_GetAttr(example, api_.s_dtype);  // new ref
+    PyObject* device = dtype != nullptr ? PyObject_GetAttr(example, api_.s_device) : nullptr;  // new ref
+    if (device == nullptr) {
+      Py_XDECREF(dtype);
+      return absl::InternalError(torch_text::cat("tensor_match: ", torch_text::take_error_text()));
+    }
+    return std::unique_ptr<TensorMatchImpl>(
+        new PythonApiTensorMatch(api_, std::move(expected), dtype, device, keys, std::move(*facts)));
+  }
+
+  absl::StatusOr<std::unique_ptr<GlobalStateImpl>> make_global_state() override {
+    return make_python_api_global_state(api_);
+  }
+
+ private:
+  const TorchPyApi& api_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The registry. All of it is guarded by the GIL.
+
+TorchBackend* g_registered = nullptr;  // _C_torch's backend; lives until exit
+PythonApiBackend* g_fallback = nullptr;  // made on first use; never freed (see the header)
+bool g_import_tried = false;
+std::string g_fallback_reason;
+
+void register_from_capsule(TorchBackend* backend) { register_torch_backend(backend); }
+
+// Imports _C_torch once; its module init calls register_torch_backend().
+void try_import_libtorch_backend() {
+  if (g_import_tried || g_registered != nullptr) return;
+  g_import_tried = true;
+  PyObject* mod = PyImport_ImportModule("torch_jit_cache._C_torch");
+  if (mod == nullptr) {
+    g_fallback_reason = torch_text::cat("import torch_jit_cache._C_torch: ", torch_text::take_error_text());
+    return;
+  }
+  Py_DECREF(mod);
+  if (g_registered == nullptr) g_fallback_reason = "torch_jit_cache._C_torch did not register a backend";
+}
+
+absl::StatusOr<TorchBackend*> fallback_backend() {
+  if (g_fallback != nullptr) return g_fallback;
+  absl::StatusOr<const TorchPyApi*> api = torch_py_api();
+  if (!api.ok()) return api.status();
+  if (g_fallback == nullptr) g_fallback = new PythonApiBackend(**api);
+  return g_fallback;
+}
+
+}  // namespace
+
+void register_torch_backend(TorchBackend* backend) {
+  TJC_CHECK(backend != nullptr);
+  g_registered = backend;
+  g_fallback_reason.clear();
+}
+
+absl::StatusOr<TorchBackend*> torch_backend(TorchBackendKind kind) {
+  switch (kind) {
+    case TorchBackendKind::kPythonApi:
+      return fallback_backend();
+    case TorchBackendKind::kLibtorch:
+      try_import_libtorch_backend();
+      if (g_registered != nullptr) return g_registered;
+      return absl::FailedPreconditionError(torch_text::cat("the libtorch backend is not available: ", g_fallback_reason));
+    case TorchBackendKind::kAuto:
+      break;
+  }
+  try_import_libtorch_backend();
+  if (g_registered != nullptr) return g_registered;
+  return fallback_backend();
+}
+
+absl::StatusOr<TorchBackend*> torch_backend() { return torch_backend(TorchBackendKind::kAuto); }
+
+PyObject* make_torch_backend_slot() {
+  // The capsule carries a function pointer; casting it to void* is conditionally supported and
+  // fine on every platform CPython runs on (dlsym relies on the same).
+  void (*fn)(TorchBackend*) = &register_from_capsule;
+  return PyCapsule_New(reinterpret_cast<void*>(fn), kTorchBackendSlotName, nullptr);
+}
+
+const std::string& torch_backend_fallback_reason() { return g_fallback_reason; }
+
+}  // namespace tjc
