@@ -12,8 +12,6 @@ live cache entries, and `entry.explain(frame)` says which guard failed for each.
 `eval_frame(callback)` is the context manager most callers want: it sets the callback for the
 duration of a `with` block and restores the previous one on exit, even on error.
 """
-import contextlib
-
 from . import _C
 
 GuardManager = _C.GuardManager
@@ -46,14 +44,30 @@ def stats():
     return _C.stats()
 
 
-@contextlib.contextmanager
-def eval_frame(callback):
-    """Intercept frames on this thread with `callback` inside the block."""
-    prior = set_eval_frame(callback)
-    try:
-        yield
-    finally:
-        set_eval_frame(prior)
+class eval_frame:
+    """Intercept frames on this thread with `callback` inside a `with` block.
+
+    Restores the previous callback on exit, even on error. Its own `__exit__` is never
+    intercepted (it is marked skip), so callbacks see only the frames of the block.
+    """
+
+    __slots__ = ("_callback", "_prior")
+
+    def __init__(self, callback):
+        self._callback = callback
+        self._prior = None
+
+    def __enter__(self):
+        self._prior = set_eval_frame(self._callback)
+        return self
+
+    def __exit__(self, *exc_info):
+        set_eval_frame(self._prior)
+        self._prior = None
+        return False
+
+
+set_skip(eval_frame.__exit__)
 
 
 __all__ = [

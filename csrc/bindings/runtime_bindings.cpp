@@ -209,9 +209,9 @@ void init_runtime(py::module_& m) {
           py::object code = code_of(fn_or_code);
           ExtraState* extra = ExtraState::get_or_create(as_code(code));
           if (extra == nullptr) throw py::error_already_set();
-          extra->set_action(FrameAction::kSkip);
+          extra->disable();
         },
-        py::arg("fn_or_code"), "Never intercept this code (its cached entries stay but are not used).");
+        py::arg("fn_or_code"), "Never intercept this code, even after reset() (its cached entries stay but are not used).");
   m.def("reset", &reset_all, "Drops every cache and resets every code's action. Safe while compiled frames run.");
   m.def("stats", &stats_dict, "Counters: hits, misses, compiles, evictions, fallbacks, skips, cache_limit_hits.");
   m.def("reset_stats", []() { runtime_stats() = RuntimeStats(); });

@@ -147,7 +147,7 @@ void ExtraState::evict(CacheEntry* entry, const std::string& reason) {
 }
 
 void ExtraState::clear(const std::string& reason) {
-  action_ = FrameAction::kDefault;
+  action_ = disabled_ ? FrameAction::kSkip : FrameAction::kDefault;
   for (auto& entry : entries_) {
     if (!entry->evicted_) entry->mark_evicted(reason);
   }

@@ -60,11 +60,17 @@ class ExtraState {
 
   // Evicts `entry` (unlinked now, or when the lookups in progress finish); counts an eviction.
   void evict(CacheEntry* entry, const std::string& reason);
-  // Drops every entry and resets the action to kDefault (reset()).
+  // Drops every entry and resets the action to kDefault (reset()), unless the code was disabled
+  // explicitly (disable()): that outlives reset().
   void clear(const std::string& reason);
 
   FrameAction action() const { return action_; }
   void set_action(FrameAction action) { action_ = action; }
+  // An explicit "never intercept" (runtime.set_skip / tjc.disable); survives clear().
+  void disable() {
+    action_ = FrameAction::kSkip;
+    disabled_ = true;
+  }
   size_t live_entries() const;
   std::vector<std::shared_ptr<CacheEntry>> entries() const;  // live ones, lookup order
   PyCodeObject* code() const { return code_; }
@@ -80,6 +86,7 @@ class ExtraState {
   FrameAction action_ = FrameAction::kDefault;
   int busy_ = 0;        // lookups in progress on this ExtraState (any thread)
   bool parked_ = false; // some entry was evicted while busy_ > 0
+  bool disabled_ = false;  // set by disable(); clear() keeps kSkip
 };
 
 
