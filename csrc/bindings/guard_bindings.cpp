@@ -112,7 +112,8 @@ never directly. Child getters return the same object for the same source.)doc");
       .def("debug_string", &GuardManager::debug_string)
       .def("__str__", &GuardManager::debug_string)
       .def("__repr__", [](const GuardManager& self) {
-        return "<GuardNode " + self.source() + ": " + std::to_string(self.num_guards()) + " guards>";
+        std::string name = self.is_root() ? "GuardManager" : "GuardNode " + self.source();
+        return "<" + name + ": " + std::to_string(self.num_guards()) + " guards>";
       });
 
   py::class_<RootGuardManager, GuardManager, RootPtr>(m, "GuardManager", R"doc(
