@@ -44,7 +44,7 @@ struct PythonView {
 
 // `frame_or_mapping`: a dict of locals (and closure variables) by name, any other mapping (copied
 // into a dict), or a frame object (its f_locals, f_globals and f_builtins). Builtins come from
-// globals['__builtins__'] when present, else the builtins module.
+// globals['__builtins__'] when present, else the caller's builtins.
 PythonView make_view(py::handle frame_or_mapping, py::handle globals) {
   PythonView out;
   if (PyFrame_Check(frame_or_mapping.ptr())) {
@@ -65,7 +65,8 @@ PythonView make_view(py::handle frame_or_mapping, py::handle globals) {
                            : py::reinterpret_borrow<py::object>(builtins);
       }
     }
-    if (!out.builtins) out.builtins = py::module_::import("builtins").attr("__dict__");
+    // The caller's builtins (borrowed from the running frame, or the interpreter's).
+    if (!out.builtins) out.builtins = py::reinterpret_borrow<py::object>(PyEval_GetBuiltins());
   }
   out.view.mapping = out.mapping.ptr();
   out.view.globals = out.globals ? out.globals.ptr() : nullptr;
