@@ -44,7 +44,7 @@ struct PythonView {
 
 // `frame_or_mapping`: a dict of locals (and closure variables) by name, any other mapping (copied
 // into a dict), or a frame object (its f_locals, f_globals and f_builtins). Builtins come from
-// globals['__builtins__'] when present, else the builtins module.
+// globals['__builtins__'] when present, else the caller's builtins.
 PythonView make_view(py::handle frame_or_mapping, py::handle globals) {
   PythonView out;
   if (PyFrame_Check(frame_or_mapping.ptr())) {
@@ -65,7 +65,8 @@ PythonView make_view(py::handle frame_or_mapping, py::handle globals) {
                            : py::reinterpret_borrow<py::object>(builtins);
       }
     }
-    if (!out.builtins) out.builtins = py::module_::import("builtins").attr("__dict__");
+    // The caller's builtins (borrowed from the running frame, or the interpreter's).
+    if (!out.builtins) out.builtins = py::reinterpret_borrow<py::object>(PyEval_GetBuiltins());
   }
   out.view.mapping = out.mapping.ptr();
   out.view.globals = out.globals ? out.globals.ptr() : nullptr;
@@ -112,7 +113,8 @@ never directly. Child getters return the same object for the same source.)doc");
       .def("debug_string", &GuardManager::debug_string)
       .def("__str__", &GuardManager::debug_string)
       .def("__repr__", [](const GuardManager& self) {
-        return "<GuardNode " + self.source() + ": " + std::to_string(self.num_guards()) + " guards>";
+        std::string name = self.is_root() ? "GuardManager" : "GuardNode " + self.source();
+        return "<" + name + ": " + std::to_string(self.num_guards()) + " guards>";
       });
 
   py::class_<RootGuardManager, GuardManager, RootPtr>(m, "GuardManager", R"doc(

@@ -71,7 +71,7 @@ class GuardManager {
   int64_t fail_count() const { return fail_count_; }
   // Leaf guards in this subtree.
   int64_t num_guards() const;
-  // This subtree as stable text (see append_text); virtual so the root prints its own header.
+  // This subtree as stable text (see append_body); virtual so the root prints its own header.
   virtual std::string debug_string() const;
 
  protected:

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "guards/value_rules.h"
 
 namespace tjc {
 
@@ -66,10 +67,7 @@ std::string safe_repr(PyObject* obj, size_t max_len) {
 }
 
 std::string identity_label(PyObject* obj) {
-  if (obj == Py_None || obj == Py_True || obj == Py_False || obj == Py_Ellipsis ||
-      obj == Py_NotImplemented) {
-    return safe_repr(obj);
-  }
+  if (is_immortal_singleton(obj)) return safe_repr(obj);
   if (PyModule_Check(obj)) {
     const char* name = PyModule_GetName(obj);
     if (name == nullptr) PyErr_Clear();

@@ -19,6 +19,10 @@ std::optional<std::string> LeafGuard::explain(PyObject* value, const std::string
   return failure_text(value, source);
 }
 
+std::string LeafGuard::failure_text(PyObject*, const std::string& source) const {
+  return absl::StrCat(source, ": ", describe(), " failed");
+}
+
 namespace {
 
 // `got 4` for values whose repr says it all; `got str` otherwise.
@@ -184,9 +188,6 @@ class Length final : public LeafGuard {
   }
   std::string describe() const override { return absl::StrCat("LENGTH: ", length_); }
 
- protected:
-  std::string failure_text(PyObject*, const std::string&) const override { return ""; }
-
  private:
   Py_ssize_t length_;
 };
@@ -222,9 +223,6 @@ class DictKeys final : public LeafGuard {
                         safe_repr(actual.ptr(), 200));
   }
   std::string describe() const override { return absl::StrCat("DICT_KEYS: ", keys_text()); }
-
- protected:
-  std::string failure_text(PyObject*, const std::string&) const override { return ""; }
 
  private:
   std::string keys_text() const {

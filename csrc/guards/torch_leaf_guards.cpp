@@ -22,9 +22,6 @@ class TensorMatch final : public LeafGuard {
   }
   std::string describe() const override { return impl_->describe(); }
 
- protected:
-  std::string failure_text(PyObject*, const std::string&) const override { return ""; }
-
  private:
   std::unique_ptr<TensorMatchImpl> impl_;
 };
@@ -39,9 +36,6 @@ class GlobalState final : public LeafGuard {
     return impl_->explain();
   }
   std::string describe() const override { return impl_->describe(); }
-
- protected:
-  std::string failure_text(PyObject*, const std::string&) const override { return ""; }
 
  private:
   std::unique_ptr<GlobalStateImpl> impl_;

@@ -15,6 +15,12 @@ namespace tjc {
 inline constexpr const char* kImmutableBuiltins =
     "int, float, bool, str, bytes, None and tuples of them";
 
+// Objects that never die: identity guards may hold them strongly, and print them by repr.
+inline bool is_immortal_singleton(PyObject* obj) {
+  return obj == Py_None || obj == Py_True || obj == Py_False || obj == Py_Ellipsis ||
+         obj == Py_NotImplemented;
+}
+
 inline bool is_immutable_builtin(PyObject* obj, int depth = 0) {
   if (obj == Py_None || PyLong_CheckExact(obj) || PyBool_Check(obj) || PyFloat_CheckExact(obj) ||
       PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj)) {

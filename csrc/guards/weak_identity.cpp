@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_text.h"
+#include "guards/value_rules.h"
 
 namespace tjc {
 
@@ -41,11 +42,6 @@ PyObject* on_target_death(PyObject* capsule, PyObject* /*weakref*/) noexcept {
 PyMethodDef g_death_def = {"_guard_target_died", reinterpret_cast<PyCFunction>(on_target_death),
                            METH_O, "torch_jit_cache: a guarded object died; invalidate its tree"};
 
-bool is_singleton(PyObject* obj) {
-  return obj == Py_None || obj == Py_True || obj == Py_False || obj == Py_Ellipsis ||
-         obj == Py_NotImplemented;
-}
-
 bool is_static_type(PyObject* obj) {
   return PyType_Check(obj) &&
          !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(obj), Py_TPFLAGS_HEAPTYPE);
@@ -67,7 +63,7 @@ absl::StatusOr<WeakTarget> WeakTarget::watch(py::handle obj,
                                              const std::shared_ptr<TreeState>& state,
                                              const std::string& source, const char* guard_name) {
   PyObject* raw = obj.ptr();  // borrowed
-  if (is_singleton(raw) || is_static_type(raw)) {
+  if (is_immortal_singleton(raw) || is_static_type(raw)) {
     return WeakTarget(raw, py::object(), py::reinterpret_borrow<py::object>(obj), state);
   }
   if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(raw))) {
