@@ -26,10 +26,15 @@ class ConstantJit:
     reasons: list = dataclasses.field(default_factory=list)
 
     def __call__(self, frame, entries):
+        # Frames this JIT was not written for (helpers the block calls, __init__ of a Thread,
+        # warnings machinery) run uncompiled.
+        f_locals = frame.f_locals
+        names = self.guard_args + self.guard_types
+        if self.old not in frame.f_code.co_consts or any(n not in f_locals for n in names):
+            return runtime.RUN_ORIGINAL
         self.misses.append(frame.f_code.co_name)
         self.reasons.append([e.explain(frame) for e in entries])
         g = runtime.GuardManager()
-        f_locals = frame.f_locals
         for name in self.guard_args:
             child = g.local(name)
             child.type_match(type(f_locals[name]))
