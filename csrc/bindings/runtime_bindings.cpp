@@ -154,7 +154,7 @@ void init_runtime(py::module_& m) {
 
   py::class_<CacheEntry, std::shared_ptr<CacheEntry>>(
       m, "CacheEntry", "One cached, guarded version of a code object. Shares ownership of the C++ entry.")
-      .def_property_readonly("code", [](const CacheEntry& e) { return e.evicted() ? py::none() : e.code_object(); })
+      .def_property_readonly("code", [](const CacheEntry& e) { return e.evicted() ? py::object(py::none()) : e.code_object(); })
       .def_property_readonly("guards",
                              [](const CacheEntry& e) -> py::object {
                                if (e.evicted() || !e.guards()) return py::none();

@@ -9,7 +9,12 @@
 namespace tjc {
 
 CacheEntry::CacheEntry(py::object code, std::shared_ptr<RootGuardManager> guards)
-    : code_(std::move(code)), guards_(std::move(guards)) {}
+    : code_ptr_(reinterpret_cast<PyCodeObject*>(code.ptr())), code_(std::move(code)), guards_(std::move(guards)) {}
+
+py::object CacheEntry::code_object() const {
+  if (code_ptr_ == nullptr) return py::none();
+  return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(code_ptr_));
+}
 
 CacheEntry::~CacheEntry() {
   // The ExtraState unlinks an entry (clearing owner_) before the last shared_ptr can go away.
@@ -33,6 +38,7 @@ void CacheEntry::take_payload(py::object* code, std::shared_ptr<RootGuardManager
   *code = std::move(code_);
   *guards = std::move(guards_);
   code_ = py::object();
+  code_ptr_ = nullptr;
   guards_.reset();
 }
 

@@ -42,8 +42,8 @@ class CacheEntry {
   // Hot path; false once evicted.
   bool check(const FrameView& view) noexcept { return !evicted_ && guards_->check(view); }
 
-  PyCodeObject* code() const { return reinterpret_cast<PyCodeObject*>(code_.ptr()); }  // borrowed; null once released
-  const py::object& code_object() const { return code_; }
+  PyCodeObject* code() const { return code_ptr_; }  // borrowed; null once released
+  py::object code_object() const;                   // None once released
   const std::shared_ptr<RootGuardManager>& guards() const { return guards_; }
   uint64_t hits() const { return hits_; }
   uint64_t& hits_ref() { return hits_; }
@@ -62,7 +62,11 @@ class CacheEntry {
   // Moves the payload out (to be released by the caller after its own bookkeeping is done).
   void take_payload(py::object* code, std::shared_ptr<RootGuardManager>* guards);
 
-  py::object code_;                          // the transformed code object
+  // The transformed code. Owned through code_, except when it IS the original code (a JIT that
+  // only adds guards): then the entry borrows it, since the original owns this entry through
+  // co_extra and a strong reference back would be a cycle no collector can see.
+  PyCodeObject* code_ptr_ = nullptr;
+  py::object code_;
   std::shared_ptr<RootGuardManager> guards_;
   uint64_t hits_ = 0;
   int running_ = 0;                          // executions in progress (recursion, threads)

@@ -117,6 +117,7 @@ std::shared_ptr<CacheEntry> ExtraState::lookup(const FrameView& view) noexcept {
 
 std::shared_ptr<CacheEntry> ExtraState::add(py::object code, std::shared_ptr<RootGuardManager> guards) {
   auto entry = std::make_shared<CacheEntry>(std::move(code), guards);
+  if (entry->code_ptr_ == code_) entry->code_ = py::object();  // borrowed: see CacheEntry::code_ptr_
   entries_.push_front(entry);
   entry->owner_ = this;
   entry->position_ = entries_.begin();

@@ -1,0 +1,218 @@
+// ExtraState: lookup order (most recently hit first), eviction when a guarded object dies, parking
+// of evictions and clears that happen during a lookup, entries outliving their code object.
+#include "runtime/extra_state.h"
+
+#include <gtest/gtest.h>
+#include <pybind11/embed.h>
+
+#include "guards/guard_test_util.h"
+#include "runtime/stats.h"
+
+namespace tjc {
+namespace {
+
+namespace py = pybind11;
+using testing::FakeFrame;
+using testing::run_python;
+
+ExtraState* g_state_under_test = nullptr;
+
+}  // namespace
+}  // namespace tjc
+
+// Lets Python code that runs inside a lookup look at the ExtraState being looked up.
+PYBIND11_EMBEDDED_MODULE(tjc_extra_state_test, m) {
+  m.def("linked", []() { return tjc::g_state_under_test->entries().size(); });
+  m.def("live", []() { return tjc::g_state_under_test->live_entries(); });
+  m.def("clear", []() { tjc::g_state_under_test->clear("cleared from __eq__"); });
+}
+
+namespace tjc {
+namespace {
+
+std::shared_ptr<RootGuardManager> equals_root(const char* name, py::object value) {
+  auto root = std::make_shared<RootGuardManager>();
+  auto child = root->local(py::str(name));
+  EXPECT_TRUE(child.ok());
+  EXPECT_TRUE((*child)->add_equals_match(value).ok());
+  return root;
+}
+
+// L[name].attr == value: reading the attribute runs Python (a property) inside the lookup.
+std::shared_ptr<RootGuardManager> attr_equals_root(const char* name, const char* attr, py::object value) {
+  auto root = std::make_shared<RootGuardManager>();
+  auto child = root->local(py::str(name));
+  EXPECT_TRUE(child.ok());
+  auto grandchild = (*child)->attr(py::str(attr));
+  EXPECT_TRUE(grandchild.ok());
+  EXPECT_TRUE((*grandchild)->add_equals_match(value).ok());
+  return root;
+}
+
+std::shared_ptr<RootGuardManager> identity_root(const char* name, py::object value) {
+  auto root = std::make_shared<RootGuardManager>();
+  auto child = root->local(py::str(name));
+  EXPECT_TRUE(child.ok());
+  EXPECT_TRUE((*child)->add_id_match(value).ok());
+  return root;
+}
+
+class ExtraStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    scope_ = run_python(
+        "class Obj:\n"
+        "    pass\n"
+        "def f(x, y):\n"
+        "    return x\n");
+    fn_ = scope_["f"];
+    code_ = reinterpret_cast<PyCodeObject*>(fn_.attr("__code__").ptr());
+    state_ = ExtraState::get_or_create(code_);
+    ASSERT_NE(state_, nullptr);
+    g_state_under_test = state_;
+    runtime_stats() = RuntimeStats();
+  }
+  void TearDown() override { g_state_under_test = nullptr; }
+
+  std::shared_ptr<CacheEntry> add(std::shared_ptr<RootGuardManager> root) {
+    EXPECT_TRUE(root->bind(code_).ok());
+    // A distinct code object, as a transforming JIT returns.
+    return state_->add(fn_.attr("__code__").attr("replace")(py::arg("co_name") = "f_transformed"), std::move(root));
+  }
+
+  py::dict scope_;
+  py::object fn_;
+  PyCodeObject* code_ = nullptr;
+  ExtraState* state_ = nullptr;
+};
+
+TEST_F(ExtraStateTest, GetOrCreateIsStablePerCode) {
+  EXPECT_EQ(ExtraState::get(code_), state_);
+  EXPECT_EQ(ExtraState::get_or_create(code_), state_);
+  EXPECT_EQ(state_->action(), FrameAction::kDefault);
+}
+
+TEST_F(ExtraStateTest, LookupMovesTheHitToTheFront) {
+  auto one = add(equals_root("x", py::int_(1)));
+  auto two = add(equals_root("x", py::int_(2)));
+  ASSERT_EQ(state_->entries().front(), two) << "newest first";
+  FakeFrame frame(fn_, {py::int_(1), py::none()});
+  EXPECT_EQ(state_->lookup(frame.view), one);
+  EXPECT_EQ(state_->entries().front(), one) << "the hit moved to the front";
+  FakeFrame miss(fn_, {py::int_(3), py::none()});
+  EXPECT_EQ(state_->lookup(miss.view), nullptr);
+  EXPECT_EQ(state_->entries().front(), one) << "a miss reorders nothing";
+}
+
+TEST_F(ExtraStateTest, EntryIsEvictedAndFreedWhenItsGuardedObjectDies) {
+  py::object obj = scope_["Obj"]();
+  auto entry = add(identity_root("y", obj));
+  std::weak_ptr<RootGuardManager> guards = entry->guards();
+  FakeFrame frame(fn_, {py::int_(1), obj});
+  EXPECT_EQ(state_->lookup(frame.view), entry);
+  frame = FakeFrame(fn_, {py::int_(1), py::none()});
+  obj = py::object();
+  EXPECT_TRUE(entry->evicted());
+  EXPECT_EQ(state_->entries().size(), 0u);
+  EXPECT_EQ(entry->code(), nullptr) << "the payload is released at once";
+  EXPECT_TRUE(guards.expired()) << "the guard tree is freed with the entry's payload";
+  EXPECT_EQ(runtime_stats().evictions, 1u);
+}
+
+TEST_F(ExtraStateTest, EvictionDuringALookupIsParkedUntilTheLookupEnds) {
+  py::dict ns = run_python(
+      "import tjc_extra_state_test as t\n"
+      "class Obj:\n"
+      "    pass\n"
+      "holder = [Obj()]\n"
+      "seen = []\n"
+      "class KillOnRead:\n"
+      "    @property\n"
+      "    def v(self):\n"
+      "        holder.clear()\n"
+      "        seen.append((t.linked(), t.live()))\n"
+      "        return 0\n");
+  // Checked second: guards L['y'] by identity. Checked first: L['x'].v == 1, where reading
+  // x.v runs Python that kills the object the second entry guards.
+  auto victim = add(identity_root("y", ns["holder"].attr("__getitem__")(0)));
+  auto first = add(attr_equals_root("x", "v", py::int_(1)));
+  FakeFrame frame(fn_, {ns["KillOnRead"](), py::none()});
+  EXPECT_EQ(state_->lookup(frame.view), nullptr);
+  py::list seen = ns["seen"];
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].cast<py::tuple>()[0].cast<size_t>(), 1u)
+      << "during the lookup the evicted entry is still linked (entries() lists live ones: 1)";
+  EXPECT_TRUE(victim->evicted());
+  EXPECT_EQ(state_->entries().size(), 1u);
+  EXPECT_EQ(state_->entries().front(), first);
+  EXPECT_EQ(victim->code(), nullptr) << "released when the lookup ended";
+}
+
+TEST_F(ExtraStateTest, ClearDuringALookupIsParked) {
+  py::dict ns = run_python(
+      "import tjc_extra_state_test as t\n"
+      "class ClearOnRead:\n"
+      "    @property\n"
+      "    def v(self):\n"
+      "        t.clear()\n"
+      "        return 0\n");
+  auto a = add(attr_equals_root("x", "v", py::int_(1)));
+  auto b = add(attr_equals_root("x", "v", py::int_(2)));
+  FakeFrame frame(fn_, {ns["ClearOnRead"](), py::none()});
+  EXPECT_EQ(state_->lookup(frame.view), nullptr);
+  EXPECT_TRUE(a->evicted() && b->evicted());
+  EXPECT_EQ(state_->live_entries(), 0u);
+  EXPECT_EQ(a->code(), nullptr);
+  EXPECT_EQ(b->code(), nullptr);
+}
+
+TEST_F(ExtraStateTest, RunningEntryKeepsItsPayloadUntilTheRunEnds) {
+  auto entry = add(equals_root("x", py::int_(1)));
+  {
+    EntryRun run(entry);
+    state_->evict(entry.get(), "test");
+    EXPECT_TRUE(entry->evicted());
+    EXPECT_EQ(state_->entries().size(), 0u) << "unlinked at once";
+    EXPECT_NE(entry->code(), nullptr) << "but the running code is kept";
+  }
+  EXPECT_EQ(entry->code(), nullptr) << "released when the run ended";
+}
+
+TEST_F(ExtraStateTest, EntriesOutliveTheirCodeObject) {
+  auto entry = add(equals_root("x", py::int_(1)));
+  scope_ = py::dict();
+  fn_ = py::object();
+  g_state_under_test = nullptr;
+  // The function and its globals dict form a cycle of the test's own; collect it so the code
+  // object dies, and its ExtraState with it.
+  py::module_::import("gc").attr("collect")();
+  EXPECT_TRUE(entry->evicted());
+  EXPECT_EQ(entry->eviction_reason(), "its code object was freed");
+  EXPECT_EQ(entry->code(), nullptr);
+}
+
+TEST_F(ExtraStateTest, AnEntryRunningTheOriginalCodeDoesNotKeepItAlive) {
+  auto root = equals_root("x", py::int_(1));
+  ASSERT_TRUE(root->bind(code_).ok());
+  auto entry = state_->add(fn_.attr("__code__"), std::move(root));  // the original code itself
+  EXPECT_EQ(entry->code(), code_);
+  py::object weak = py::module_::import("weakref").attr("ref")(fn_.attr("__code__"));
+  scope_ = py::dict();
+  fn_ = py::object();
+  g_state_under_test = nullptr;
+  py::module_::import("gc").attr("collect")();  // the test's own function<->globals cycle
+  EXPECT_TRUE(weak().is_none()) << "no cycle code -> co_extra -> entry -> code";
+  EXPECT_TRUE(entry->evicted());
+}
+
+TEST_F(ExtraStateTest, ClearResetsTheActionButNotAnExplicitDisable) {
+  state_->set_action(FrameAction::kRunOnly);
+  state_->clear("reset");
+  EXPECT_EQ(state_->action(), FrameAction::kDefault);
+  state_->disable();
+  state_->clear("reset");
+  EXPECT_EQ(state_->action(), FrameAction::kSkip);
+}
+
+}  // namespace
+}  // namespace tjc
