@@ -32,12 +32,17 @@ def torch_cmake_prefix() -> str | None:
 
 
 class CMakeExtension(Extension):
-    def __init__(self, name: str):
-        super().__init__(name, sources=[])
+    """A module CMake builds. Every module is declared so that `build_ext --inplace` and editable
+    installs copy it next to the package; one CMake run (for the first) builds them all."""
+
+    def __init__(self, name: str, optional: bool = False):
+        super().__init__(name, sources=[], optional=optional)
 
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
+        if ext is not self.extensions[0]:
+            return  # built by the CMake run of the first extension
         out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
         build_type = os.environ.get("TJC_BUILD_TYPE", "Release")
         tag = f"py{sys.version_info[0]}{sys.version_info[1]}{sysconfig.get_config_var('ABIFLAGS') or ''}"
@@ -62,4 +67,8 @@ class CMakeBuild(build_ext):
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
 
 
-setup(ext_modules=[CMakeExtension("torch_jit_cache._C")], cmdclass={"build_ext": CMakeBuild})
+# _C_torch is optional: CMake builds it only where torch imports (and once its sources exist).
+setup(
+    ext_modules=[CMakeExtension("torch_jit_cache._C"), CMakeExtension("torch_jit_cache._C_torch", optional=True)],
+    cmdclass={"build_ext": CMakeBuild},
+)
