@@ -92,16 +92,20 @@ import_check() {
   fi
 }
 
-# Refuse a torch that would come from the registry (a CUDA build of several GB): see
-# scripts/check_torch_source.py.
-check_torch_source() {  # check_torch_source VENV_PYTHON REQUIREMENT_FILE
-  [[ ${TJC_ALLOW_TORCH_DOWNLOAD:-0} == 1 ]] && return 0
-  local report
-  report=$(mktemp)
-  say "$venv: checking where pip would take torch from (dry run)"
-  "$1" -m pip install --dry-run --quiet --progress-bar off --report "$report" -r "$2" >/dev/null
-  "$1" scripts/check_torch_source.py "$report" || { rm -f "$report"; exit 1; }
-  rm -f "$report"
+# torch comes from the CPU wheel on disk (pip's find-links; PIP_FIND_LINKS=/opt/wheels on this kind of
+# machine) and never from the registry, whose torch==2.13.0 for Linux is a CUDA build of several GB:
+# it is installed first with --no-index, so a missing wheel fails at once instead of downloading.
+# The other requirements then find torch==2.13.0 satisfied and leave it alone.
+install_torch_from_disk() {  # install_torch_from_disk VENV_PYTHON REQUIREMENT_FILE
+  local pin
+  pin=$(grep -E '^torch==' "$2") || die "$2 must pin torch with =="
+  if [[ ${TJC_ALLOW_TORCH_DOWNLOAD:-0} == 1 ]]; then
+    say "$venv: TJC_ALLOW_TORCH_DOWNLOAD=1: torch may come from the registry"
+    return 0
+  fi
+  say "$venv: installing $pin from the wheel on disk (--no-index)"
+  "$1" -m pip install --progress-bar off --no-index --no-deps "$pin" ||
+    die "no wheel for $pin on disk (pip's find-links, e.g. PIP_FIND_LINKS=/opt/wheels); refusing to download a CUDA torch of several GB. TJC_ALLOW_TORCH_DOWNLOAD=1 downloads anyway."
 }
 
 setup_venv() {  # setup_venv 3.11
@@ -127,7 +131,7 @@ setup_venv() {  # setup_venv 3.11
     say "$venv: requirements up to date ($req)"
     return 0
   fi
-  [[ $version == 3.11 ]] && check_torch_source "$python" "$req"
+  [[ $version == 3.11 ]] && install_torch_from_disk "$python" "$req"
   say "$venv: installing $req"
   "$python" -m pip install --progress-bar off -r "$req"
   "$python" -c "$(import_check "$version")" || die "$venv: installed $req but the imports still fail"
