@@ -21,14 +21,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
+source scripts/common.sh
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 PYTHONS=(${TJC_PYTHONS:-3.11 3.12 3.13})
 
-venv_dir() {  # the environment directory for a Python version
-  if [[ $1 == 3.11 ]]; then echo .venv; else echo ".venv-$1"; fi
-}
 requirements_file() {  # the requirement file for a Python version
   if [[ $1 == 3.11 ]]; then echo requirements-dev.txt; else echo requirements-runtime.txt; fi
 }
@@ -104,7 +102,7 @@ install_torch_from_disk() {  # install_torch_from_disk VENV_PYTHON REQUIREMENT_F
     return 0
   fi
   say "$venv: installing $pin from the wheel on disk (--no-index)"
-  "$1" -m pip install --progress-bar off --no-index --no-deps "$pin" ||
+  "$1" -m pip install --quiet --progress-bar off --no-index --no-deps "$pin" ||
     die "no wheel for $pin on disk (pip's find-links, e.g. PIP_FIND_LINKS=/opt/wheels); refusing to download a CUDA torch of several GB. TJC_ALLOW_TORCH_DOWNLOAD=1 downloads anyway."
 }
 
@@ -133,7 +131,7 @@ setup_venv() {  # setup_venv 3.11
   fi
   [[ $version == 3.11 ]] && install_torch_from_disk "$python" "$req"
   say "$venv: installing $req"
-  "$python" -m pip install --progress-bar off -r "$req"
+  "$python" -m pip install --quiet --progress-bar off -r "$req"
   "$python" -c "$(import_check "$version")" || die "$venv: installed $req but the imports still fail"
   echo "$want" >"$stamp"
 }
@@ -146,7 +144,7 @@ build() {  # build 3.11
   # The environment's bin/ goes first on PATH so that its cmake and ninja are the ones used.
   PATH="$ROOT/$venv/bin:$PATH" "$venv/bin/python" setup.py --quiet build_ext --inplace
   # The package checks at import that _C was built for this Python and this version.
-  "$venv/bin/python" -c "import torch_jit_cache" ||
+  "${PY_ENV[@]}" "$venv/bin/python" -c "import torch_jit_cache" ||
     die "$venv: built, but \`import torch_jit_cache\` fails (see above)"
 }
 

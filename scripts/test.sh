@@ -24,6 +24,8 @@ say() { printf '[test] %s\n' "$*"; }
 PYTHONS=(${TJC_PYTHONS:-3.11 3.12 3.13})
 BUILD_TYPE=${TJC_BUILD_TYPE:-Release}
 BUILD_TYPE=${BUILD_TYPE,,}
+source scripts/common.sh
+((SANITIZE)) && BUILD_TYPE+=-asan
 RESULTS=$ROOT/build/test-results
 STAGE_TIMEOUT=${TJC_STAGE_TIMEOUT:-1800}
 DEADLINE=${TJC_TEST_DEADLINE:-4800}
@@ -77,8 +79,6 @@ run_stage() {
   record "$name" "$status" "$counts" $((SECONDS - t0))
 }
 
-venv_dir() { if [[ $1 == 3.11 ]]; then echo .venv; else echo ".venv-$1"; fi; }
-
 finish() {
   echo
   say "summary ($((SECONDS - START))s in all):"
@@ -115,7 +115,7 @@ for version in "${PYTHONS[@]}"; do
     # The binary embeds this Python; the package and the venv's site-packages go on its path.
     purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     run_stage "gtest py$version" "$RESULTS/gtest-$tag.xml" required \
-      env PYTHONPATH="$ROOT:$purelib${PYTHONPATH:+:$PYTHONPATH}" \
+      "${GTEST_ENV[@]}" env PYTHONPATH="$ROOT:$purelib${PYTHONPATH:+:$PYTHONPATH}" \
       "$binary" --gtest_output="xml:$RESULTS/gtest-$tag.xml"
   elif ((have_cpp_tests)) && [[ $version == 3.11 ]]; then
     say "gtest py$version: $binary was not built although tests/cpp/ has sources"
@@ -133,10 +133,10 @@ for version in "${PYTHONS[@]}"; do
   xml=$RESULTS/pytest-py${version/./}.xml
   if [[ $version == 3.11 ]]; then
     run_stage "pytest 3.11 (torch)" "$xml" required \
-      "$venv/bin/python" -m pytest tests/python --junitxml="$xml" "$@"
+      "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python --junitxml="$xml" "$@"
   else
     run_stage "pytest $version" "$xml" optional \
-      "$venv/bin/python" -m pytest tests/python -m "not torch" --junitxml="$xml" "$@"
+      "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python -m "not torch" --junitxml="$xml" "$@"
   fi
 done
 
