@@ -1,6 +1,7 @@
 """setup.py drives CMake: it builds torch_jit_cache._C (and _C_torch when torch is importable)."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -32,24 +33,36 @@ def torch_cmake_prefix() -> str | None:
 
 
 class CMakeExtension(Extension):
-    def __init__(self, name: str):
-        super().__init__(name, sources=[])
+    """A module CMake builds. Every module is declared so that `build_ext --inplace` and editable
+    installs copy it next to the package; one CMake run (for the first) builds them all."""
+
+    def __init__(self, name: str, optional: bool = False):
+        super().__init__(name, sources=[], optional=optional)
 
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
-        out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        if ext is not self.extensions[0]:
+            return  # built by the CMake run of the first extension
         build_type = os.environ.get("TJC_BUILD_TYPE", "Release")
+        sanitize = os.environ.get("TJC_SANITIZE", "OFF")
+        # One build folder per Python, build type and sanitizer setting, so that switching between
+        # them never forces a full rebuild (scripts/test.sh finds the C++ test binary by this name).
         tag = f"py{sys.version_info[0]}{sys.version_info[1]}{sysconfig.get_config_var('ABIFLAGS') or ''}"
-        build_dir = Path(os.environ.get("TJC_BUILD_DIR", ROOT / "build" / f"{tag}-{build_type.lower()}"))
+        tag += f"-{build_type.lower()}" + ("-asan" if sanitize.upper() in ("ON", "1", "TRUE") else "")
+        build_dir = Path(os.environ.get("TJC_BUILD_DIR", ROOT / "build" / tag))
         build_dir.mkdir(parents=True, exist_ok=True)
+        # CMake writes the modules inside its own build folder; they are copied to where setuptools
+        # wants them after every build. Were CMake to write them there directly, two build folders
+        # would share one output, and Ninja in one would keep the other's newer file as up to date.
+        modules_dir = build_dir / "modules"
         args = [
             f"-DPython_EXECUTABLE={sys.executable}",
             f"-DCMAKE_BUILD_TYPE={build_type}",
-            f"-DTJC_OUTPUT_DIR={out_dir}",
+            f"-DTJC_OUTPUT_DIR={modules_dir}",
             f"-DTJC_VERSION={project_version()}",
             f"-DTJC_BUILD_TESTS={os.environ.get('TJC_BUILD_TESTS', 'ON')}",
-            f"-DTJC_SANITIZE={os.environ.get('TJC_SANITIZE', 'OFF')}",
+            f"-DTJC_SANITIZE={sanitize}",
             "-G", "Ninja",
         ]
         prefix = torch_cmake_prefix()
@@ -60,6 +73,20 @@ class CMakeBuild(build_ext):
         subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir), *args])
         jobs = os.environ.get("TJC_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+        for module in self.extensions:
+            target = Path(self.get_ext_fullpath(module.name)).resolve()
+            built = modules_dir / target.name
+            if built.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                # A fresh timestamp: `--inplace` then copies it on to the package, which it skips
+                # for a source older than the copy there (e.g. after a Debug build).
+                shutil.copy(built, target)
+            elif target.exists():
+                target.unlink()  # e.g. _C_torch from an earlier build with torch
 
 
-setup(ext_modules=[CMakeExtension("torch_jit_cache._C")], cmdclass={"build_ext": CMakeBuild})
+# _C_torch is optional: CMake builds it only where torch imports (and once its sources exist).
+setup(
+    ext_modules=[CMakeExtension("torch_jit_cache._C"), CMakeExtension("torch_jit_cache._C_torch", optional=True)],
+    cmdclass={"build_ext": CMakeBuild},
+)

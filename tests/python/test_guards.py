@@ -401,21 +401,15 @@ def test_wrappers_are_shared_owners():
 # ---- torch leaves (need the torch backend)
 
 
-def _torch_backend_reason():
+def _have_torch():
     try:
         import torch  # noqa: F401
     except ImportError:
-        return "torch is not installed"
-    ok, text = _C._torch_backend_status()
-    return None if ok else f"_C's torch backend is missing: {text}"
+        return False
+    return True
 
 
-torch_backend = pytest.mark.skipif(_torch_backend_reason() is not None,
-                                   reason=str(_torch_backend_reason()))
-
-
-@pytest.mark.torch_backend
-@torch_backend
+@pytest.mark.torch
 def test_tensor_match():
     import torch
     g = GuardManager()
@@ -430,8 +424,7 @@ def test_tensor_match():
         g.local("y").tensor_match(3)
 
 
-@pytest.mark.torch_backend
-@torch_backend
+@pytest.mark.torch
 def test_global_state():
     import torch
     g = GuardManager()
@@ -445,8 +438,8 @@ def test_global_state():
 
 
 def test_torch_leaves_report_a_missing_backend_clearly():
-    if _torch_backend_reason() is None:
-        pytest.skip("the torch backend is present")
+    if _have_torch():
+        pytest.skip("torch is installed here; this test runs where it is not (3.12, 3.13)")
     g = GuardManager()
     with pytest.raises(RuntimeError):
         g.global_state()

@@ -1,0 +1,19 @@
+# Shared by scripts/setup.sh and scripts/test.sh (sourced, not run).
+
+venv_dir() {  # the environment directory for a Python version: .venv for 3.11, .venv-3.X otherwise
+  if [[ $1 == 3.11 ]]; then echo .venv; else echo ".venv-$1"; fi
+}
+
+# TJC_SANITIZE=ON builds with ASan/UBSan (setup.py puts it in build/py3XX-<type>-asan). Such a module
+# is loaded into an uninstrumented interpreter: the sanitizer runtimes must be preloaded, and CPython's
+# own allocations still alive at exit are not ours to report. PY_ENV is the prefix for running Python;
+# GTEST_ENV the one for the C++ test binary, whose leak report leaves out libpython (scripts/lsan.supp).
+SANITIZE=0
+case ${TJC_SANITIZE:-OFF} in ON | on | 1 | TRUE | true) SANITIZE=1 ;; esac
+PY_ENV=()
+GTEST_ENV=()
+if ((SANITIZE)); then
+  GTEST_ENV=(env "LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}")
+  PY_ENV=(env "LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
+          "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
+fi

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Sets up everything the build and the tests need, then builds the extension for each Python.
+# Idempotent and quick when nothing changed: every step checks before it acts and says what it does.
+#
+#   1. Debian packages: abseil, GoogleTest, python3.11-dbg, python3.11-dev (only the missing ones).
+#   2. Virtual environments from pyenv's Pythons:
+#        .venv        3.11 + torch==2.13.0 (requirements-dev.txt)
+#        .venv-3.12   3.12, torch-free     (requirements-runtime.txt)
+#        .venv-3.13   3.13, torch-free     (requirements-runtime.txt)
+#      reinstalled only when the requirement files change (a stamp holds their hash).
+#   3. `setup.py build_ext --inplace` per environment: CMake + Ninja in build/py3XX-release, the .so
+#      files in torch_jit_cache/ (their names carry the Python version, so all three coexist).
+#      _C_torch is built where torch imports (.venv). Ninja rebuilds only what changed.
+#
+# Environment:
+#   TJC_SKIP_APT=1            skip step 1 (the packages are installed some other way)
+#   TJC_PYTHONS="3.11 3.12"   set up only these Pythons (default: 3.11 3.12 3.13)
+#   TJC_BUILD_TYPE, TJC_SANITIZE, TJC_JOBS, TJC_BUILD_TESTS   passed on to setup.py (see README.md)
+#   TJC_ALLOW_TORCH_DOWNLOAD=1  let pip fetch torch from the registry instead of the wheel on disk
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+
+source scripts/common.sh
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+PYTHONS=(${TJC_PYTHONS:-3.11 3.12 3.13})
+
+requirements_file() {  # the requirement file for a Python version
+  if [[ $1 == 3.11 ]]; then echo requirements-dev.txt; else echo requirements-runtime.txt; fi
+}
+is_version() {  # is_version PYTHON 3.11: does that interpreter run and have that version?
+  "$1" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$2'.split('.'))))" 2>/dev/null
+}
+
+# --- 1. Debian packages --------------------------------------------------------------------------
+APT_PACKAGES=(libabsl-dev libgtest-dev python3.11-dbg python3.11-dev)
+if [[ ${TJC_SKIP_APT:-0} == 1 ]]; then
+  say "apt: skipped (TJC_SKIP_APT=1)"
+else
+  command -v dpkg-query >/dev/null ||
+    die "dpkg-query not found: install ${APT_PACKAGES[*]} (or their equivalents) by hand and set TJC_SKIP_APT=1"
+  missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null) == ii* ]] || missing+=("$pkg")
+  done
+  if ((${#missing[@]} == 0)); then
+    say "apt: ${APT_PACKAGES[*]} already installed"
+  else
+    sudo=()
+    if ((EUID != 0)); then
+      command -v sudo >/dev/null || die "apt: need root to install ${missing[*]} (or set TJC_SKIP_APT=1)"
+      sudo=(sudo -n)
+    fi
+    say "apt: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -q
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+# --- 2. Virtual environments ---------------------------------------------------------------------
+find_python() {  # find_python 3.11: print an interpreter of that version (pyenv first), or fail
+  local version=$1 candidates=() prefix dir
+  if command -v pyenv >/dev/null && prefix=$(pyenv prefix "$version" 2>/dev/null); then
+    candidates+=("$prefix/bin/python$version")
+  fi
+  # Newest patch release first; only plain X.Y.Z folders (not 3.11.7-debug or 3.11t).
+  while read -r dir; do
+    [[ -n $dir ]] && candidates+=("$dir/bin/python$version")
+  done < <(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version".* 2>/dev/null |
+             grep -E "/$version\.[0-9]+$" | sort -V -r)
+  if command -v "python$version" >/dev/null; then candidates+=("$(command -v "python$version")"); fi
+  for candidate in "${candidates[@]}"; do
+    if [[ -x $candidate ]] && is_version "$candidate" "$version"; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# What must import in each environment before its stamp is trusted.
+import_check() {
+  if [[ $1 == 3.11 ]]; then
+    echo "import torch, numpy, pybind11, bytecode, pytest, hypothesis, setuptools, cmake, ninja"
+  else
+    echo "import pybind11, bytecode, pytest, hypothesis, setuptools, cmake, ninja"
+  fi
+}
+
+# torch comes from the CPU wheel on disk (pip's find-links; PIP_FIND_LINKS=/opt/wheels on this kind of
+# machine) and never from the registry, whose torch==2.13.0 for Linux is a CUDA build of several GB:
+# it is installed first with --no-index, so a missing wheel fails at once instead of downloading.
+# The other requirements then find torch==2.13.0 satisfied and leave it alone.
+install_torch_from_disk() {  # install_torch_from_disk VENV_PYTHON REQUIREMENT_FILE
+  local pin
+  pin=$(grep -E '^torch==' "$2") || die "$2 must pin torch with =="
+  if [[ ${TJC_ALLOW_TORCH_DOWNLOAD:-0} == 1 ]]; then
+    say "$venv: TJC_ALLOW_TORCH_DOWNLOAD=1: torch may come from the registry"
+    return 0
+  fi
+  say "$venv: installing $pin from the wheel on disk (--no-index)"
+  "$1" -m pip install --quiet --progress-bar off --no-index --no-deps "$pin" ||
+    die "no wheel for $pin on disk (pip's find-links, e.g. PIP_FIND_LINKS=/opt/wheels); refusing to download a CUDA torch of several GB. TJC_ALLOW_TORCH_DOWNLOAD=1 downloads anyway."
+}
+
+setup_venv() {  # setup_venv 3.11
+  local version=$1 venv req python stamp want
+  venv=$(venv_dir "$version")
+  req=$(requirements_file "$version")
+  python=$venv/bin/python
+  if [[ -x $python ]] && is_version "$python" "$version"; then
+    say "$venv: exists ($("$python" -c 'import sys; print(sys.version.split()[0])'))"
+  else
+    local base
+    base=$(find_python "$version") ||
+      die "no Python $version found (looked at \`pyenv prefix $version\`, ${PYENV_ROOT:-$HOME/.pyenv}/versions/$version.*, python$version on PATH)"
+    say "$venv: creating with $base"
+    rm -rf "$venv"
+    "$base" -m venv "$venv"
+  fi
+  # The stamp names the requirement files' contents and the interpreter they were installed for.
+  stamp=$venv/.tjc-requirements.sha256
+  want=$({ cat requirements-runtime.txt "$req"; "$python" -c 'import sys; print(sys.version)'; } |
+           sha256sum | cut -d' ' -f1)
+  if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$python" -c "$(import_check "$version")" 2>/dev/null; then
+    say "$venv: requirements up to date ($req)"
+    return 0
+  fi
+  [[ $version == 3.11 ]] && install_torch_from_disk "$python" "$req"
+  say "$venv: installing $req"
+  "$python" -m pip install --quiet --progress-bar off -r "$req"
+  "$python" -c "$(import_check "$version")" || die "$venv: installed $req but the imports still fail"
+  echo "$want" >"$stamp"
+}
+
+# --- 3. Build ------------------------------------------------------------------------------------
+build() {  # build 3.11
+  local venv
+  venv=$(venv_dir "$1")
+  say "$venv: building torch_jit_cache._C (setup.py build_ext --inplace)"
+  # The environment's bin/ goes first on PATH so that its cmake and ninja are the ones used.
+  PATH="$ROOT/$venv/bin:$PATH" "$venv/bin/python" setup.py --quiet build_ext --inplace
+  # The package checks at import that _C was built for this Python and this version.
+  "${PY_ENV[@]}" "$venv/bin/python" -c "import torch_jit_cache" ||
+    die "$venv: built, but \`import torch_jit_cache\` fails (see above)"
+}
+
+for version in "${PYTHONS[@]}"; do
+  case $version in 3.11 | 3.12 | 3.13) ;; *) die "TJC_PYTHONS: unsupported Python $version (3.11, 3.12, 3.13)" ;; esac
+  setup_venv "$version"
+done
+for version in "${PYTHONS[@]}"; do
+  build "$version"
+done
+say "done: ${PYTHONS[*]}"

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Sets everything up (scripts/setup.sh), then runs every test:
+#   gtest py3.X          the GoogleTest binary of each Python's build (3.11's is required once
+#                        tests/cpp/ has sources)
+#   pytest 3.11 (torch)  tests/python, all of it, with torch 2.13.0 (no tests collected = failure)
+#   pytest 3.12, 3.13    tests/python -m "not torch": the torch-free runtime tests
+# Every stage runs even when an earlier one failed; the exit status is non-zero if any failed.
+# The run ends with one line per stage and a total line: "total: N passed, N failed, N skipped".
+#
+#   bash scripts/test.sh                 everything
+#   bash scripts/test.sh -k guards -x    extra arguments go to every pytest stage
+#
+# Environment: everything scripts/setup.sh reads (TJC_SKIP_APT, TJC_PYTHONS, TJC_BUILD_TYPE, ...), and
+#   TJC_STAGE_TIMEOUT   seconds one test stage may run (default 1800)
+#   TJC_TEST_DEADLINE   seconds the whole run may take, set-up included (default 4800: CI allows 5400);
+#                       a stage gets what is left, and one cut short counts as failed
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+START=$SECONDS
+
+say() { printf '[test] %s\n' "$*"; }
+
+PYTHONS=(${TJC_PYTHONS:-3.11 3.12 3.13})
+BUILD_TYPE=${TJC_BUILD_TYPE:-Release}
+BUILD_TYPE=${BUILD_TYPE,,}
+source scripts/common.sh
+((SANITIZE)) && BUILD_TYPE+=-asan
+RESULTS=$ROOT/build/test-results
+STAGE_TIMEOUT=${TJC_STAGE_TIMEOUT:-1800}
+DEADLINE=${TJC_TEST_DEADLINE:-4800}
+
+summary=()           # one line per stage
+failures=0           # stages that failed
+total_passed=0 total_failed=0 total_skipped=0
+
+record() {  # record NAME STATUS COUNTS SECONDS
+  summary+=("$(printf '%-22s %-8s %-40s %5ss' "$1" "$2" "$3" "$4")")
+}
+
+# run_stage NAME XML KIND COMMAND...: runs COMMAND with a time limit; KIND says how pytest's exit 5
+# (no tests collected) counts: "required" (a failure) or "optional" (a warning).
+run_stage() {
+  local name=$1 xml=$2 kind=$3 rc=0 status counts passed failed skipped t0=$SECONDS limit
+  shift 3
+  limit=$((DEADLINE - (SECONDS - START)))
+  ((limit > STAGE_TIMEOUT)) && limit=$STAGE_TIMEOUT
+  if ((limit <= 0)); then
+    say "$name: not run, the run's deadline (${DEADLINE}s) has passed"
+    record "$name" TIMEOUT "not run" 0
+    failures=$((failures + 1)) total_failed=$((total_failed + 1))
+    return 0
+  fi
+  say "$name: $(printf '%q ' "$@")"
+  rm -f "$xml"
+  timeout --kill-after=30 "$limit" "$@" || rc=$?
+  if [[ -f $xml ]]; then
+    counts=$("$ROOT/.venv/bin/python" scripts/junit_summary.py "$xml" 2>/dev/null ||
+             python3 scripts/junit_summary.py "$xml")
+  else
+    counts="0 passed, 0 failed, 0 skipped"
+  fi
+  read -r passed _ failed _ skipped _ <<<"${counts//,/}"
+  if ((rc == 0)); then
+    status=PASS
+  elif ((rc == 5)) && [[ $kind == optional ]]; then
+    status=NO-TESTS
+    say "$name: no tests collected (pytest exit 5); counted as a warning for this stage"
+  else
+    if ((rc == 124 || rc == 137)); then status=TIMEOUT; else status="FAIL($rc)"; fi
+    ((rc == 5)) && say "$name: no tests collected (pytest exit 5): this stage must run tests"
+    failures=$((failures + 1))
+    # A stage that failed without a failing test in its report (a crash, a timeout, no tests) still
+    # counts once in the total.
+    ((failed == 0)) && failed=1
+  fi
+  total_passed=$((total_passed + passed)) total_failed=$((total_failed + failed))
+  total_skipped=$((total_skipped + skipped))
+  record "$name" "$status" "$counts" $((SECONDS - t0))
+}
+
+finish() {
+  echo
+  say "summary ($((SECONDS - START))s in all):"
+  local line
+  for line in "${summary[@]}"; do say "  $line"; done
+  if ((failures)); then say "FAILED: $failures stage(s)"; else say "all stages passed"; fi
+  echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
+  if ((failures)); then exit 1; fi
+  exit 0
+}
+
+# --- set-up --------------------------------------------------------------------------------------
+t0=$SECONDS
+if bash scripts/setup.sh; then
+  record setup PASS "" $((SECONDS - t0))
+else
+  rc=$?
+  record setup "FAIL($rc)" "" $((SECONDS - t0))
+  failures=1 total_failed=1
+  finish
+fi
+mkdir -p "$RESULTS"
+
+# --- C++ tests -----------------------------------------------------------------------------------
+have_cpp_tests=0
+if [[ ${TJC_BUILD_TESTS:-ON} != OFF && -n $(find tests/cpp -name '*.cpp' -print -quit 2>/dev/null) ]]; then
+  have_cpp_tests=1
+fi
+for version in "${PYTHONS[@]}"; do
+  tag=py${version/./}
+  binary=build/$tag-$BUILD_TYPE/tjc_cpp_tests
+  venv=$(venv_dir "$version")
+  if ((have_cpp_tests)) && [[ -x $binary ]]; then
+    # The binary embeds this Python; the package and the venv's site-packages go on its path.
+    purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    run_stage "gtest py$version" "$RESULTS/gtest-$tag.xml" required \
+      "${GTEST_ENV[@]}" env PYTHONPATH="$ROOT:$purelib${PYTHONPATH:+:$PYTHONPATH}" \
+      "$binary" --gtest_output="xml:$RESULTS/gtest-$tag.xml"
+  elif ((have_cpp_tests)) && [[ $version == 3.11 ]]; then
+    say "gtest py$version: $binary was not built although tests/cpp/ has sources"
+    record "gtest py$version" FAIL "binary missing" 0
+    failures=$((failures + 1)) total_failed=$((total_failed + 1))
+  elif ((!have_cpp_tests)) && [[ $version == 3.11 ]]; then
+    say "gtest: no C++ tests to run (tests/cpp/ has no sources, or TJC_BUILD_TESTS=OFF)"
+    record "gtest" SKIP "no C++ tests" 0
+  fi
+done
+
+# --- Python tests --------------------------------------------------------------------------------
+for version in "${PYTHONS[@]}"; do
+  venv=$(venv_dir "$version")
+  xml=$RESULTS/pytest-py${version/./}.xml
+  if [[ $version == 3.11 ]]; then
+    run_stage "pytest 3.11 (torch)" "$xml" required \
+      "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python --junitxml="$xml" "$@"
+  else
+    run_stage "pytest $version" "$xml" optional \
+      "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python -m "not torch" --junitxml="$xml" "$@"
+  fi
+done
+
+finish
