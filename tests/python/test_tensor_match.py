@@ -1,15 +1,20 @@
 """TENSOR_MATCH and GLOBAL_STATE, for both backends: libtorch (_C_torch) and the C-API fallback.
 
 Both backends must accept and reject the same values and print the same text, so every test runs
-against each; the libtorch runs are skipped when _C_torch is not built.
+against each. Where torch is installed the build makes _C_torch, so a missing libtorch backend is
+a failure, unless the build was told not to make it (TJC_WITH_TORCH=0).
 """
 import gc
+import os
 import weakref
 
 import pytest
 
 torch = pytest.importorskip("torch")
 from torch_jit_cache import _C  # noqa: E402
+
+pytestmark = pytest.mark.torch
+LIBTORCH_OPTED_OUT = os.environ.get("TJC_WITH_TORCH") == "0"
 
 BACKENDS = ["libtorch", "python-api"]
 
@@ -25,6 +30,9 @@ def _libtorch_available():
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     if request.param == "libtorch" and not _libtorch_available():
+        if not LIBTORCH_OPTED_OUT:
+            pytest.fail("torch is installed but torch_jit_cache._C_torch is not built: "
+                        + _C._torch_backend_fallback_reason())
         pytest.skip("torch_jit_cache._C_torch is not built: " + _C._torch_backend_fallback_reason())
     return request.param
 
@@ -46,8 +54,8 @@ def assert_fails(m, value, reason, source="L['x']"):
 def test_backend_name_is_libtorch_when_built():
     name = _C._torch_backend_name()
     assert name in ("libtorch", "python-api")
-    if _libtorch_available():
-        assert name == "libtorch"
+    if not LIBTORCH_OPTED_OUT:
+        assert name == "libtorch", _C._torch_backend_fallback_reason()
         assert _C._torch_backend_fallback_reason() == ""
 
 
