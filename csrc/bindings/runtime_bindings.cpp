@@ -221,6 +221,9 @@ void init_runtime(py::module_& m) {
     set_cache_limit(limit);
   });
   m.def("_cache_limit", &cache_limit);
+  m.def("_set_testing_copy_free_vars_on_entry", [](bool on) { g_testing_copy_free_vars_on_entry = on; },
+        "Test support: make the hook fill every intercepted frame's free-variable slots first, as "
+        "FastToLocals would.");
 }
 
 }  // namespace tjc::bindings

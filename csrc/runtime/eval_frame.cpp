@@ -144,6 +144,7 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     extra = ExtraState::get_or_create(cpython::frame_code(frame));
     if (extra == nullptr) return fail(tstate, frame);
   }
+  if (TJC_UNLIKELY(g_testing_copy_free_vars_on_entry)) cpython::copy_free_vars_like_fast_to_locals(frame);
   ++ts.suspended;  // guards can run Python (__eq__): those frames pass through
   std::shared_ptr<CacheEntry> entry = extra->lookup(cpython::frame_view(frame));
   --ts.suspended;

@@ -57,6 +57,8 @@ cpython::EvalFrameFunc previous_eval_frame() {
   return g_previous != nullptr ? g_previous : cpython::default_eval_frame_func();
 }
 
+bool g_testing_copy_free_vars_on_entry = false;
+
 bool hook_installed() { return cpython::get_eval_frame_func() == &eval_frame_hook; }
 
 }  // namespace tjc

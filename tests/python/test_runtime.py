@@ -450,14 +450,24 @@ def _closure_fn():
     return f, payload
 
 
-@pytest.mark.parametrize("copy_free_vars_first", [False, True])
-def test_closure_refcounts_stable_over_10000_calls(copy_free_vars_first):
+@pytest.fixture
+def free_vars_copied_on_entry():
+    """Every intercepted frame gets its free-variable slots filled first, as FastToLocals does."""
+    from torch_jit_cache import _C
+
+    _C._set_testing_copy_free_vars_on_entry(True)
+    yield
+    _C._set_testing_copy_free_vars_on_entry(False)
+
+
+@pytest.mark.parametrize("copied", [False, True], ids=["plain", "free-vars-copied-on-entry"])
+def test_closure_refcounts_stable_over_10000_calls(copied, request):
+    if copied:
+        request.getfixturevalue("free_vars_copied_on_entry")
     f, payload = _closure_fn()
     cell = f.__closure__[0]
 
     def cb(frame, entries):
-        if copy_free_vars_first:
-            frame._copy_free_vars_for_test()
         g = runtime.GuardManager()
         g.local("x").type_match(int)
         return runtime.GuardedCode(replace_constant(frame.f_code, 1, 2), g)
@@ -467,7 +477,7 @@ def test_closure_refcounts_stable_over_10000_calls(copy_free_vars_first):
     before = (sys.getrefcount(payload), sys.getrefcount(cell))
     with runtime.eval_frame(cb):
         for i in range(10_000):
-            f(i)
+            assert f(i) == i + 2
     assert (sys.getrefcount(payload), sys.getrefcount(cell)) == before
     assert tjc.stats()["hits"] == 10_000
 
