@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch_jit_cache as tjc
-from torch_jit_cache import runtime
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import runtime  # noqa: E402
 
 try:
     import torch

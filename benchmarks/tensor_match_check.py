@@ -5,9 +5,13 @@
 Prints the best of several runs of N checks of a 2-d float tensor that passes, one that fails on
 type (the common miss), and a GLOBAL_STATE check.
 """
+import sys
+from pathlib import Path
+
 import torch
 
-from torch_jit_cache import _C
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
+from torch_jit_cache import _C  # noqa: E402
 
 N = 200_000
 
