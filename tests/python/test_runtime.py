@@ -560,3 +560,67 @@ def test_entries_die_with_their_code_object():
 def test_cache_entries_rejects_other_objects():
     with pytest.raises(TypeError, match="function, method or code object"):
         tjc.cache_entries(42)
+
+
+def test_coroutines_and_throws_are_left_alone():
+    async def coro_fn(x):
+        return x + 1
+
+    def gen():
+        try:
+            yield 1
+        except KeyError:
+            yield 2
+
+    seen = []
+
+    def cb(frame, entries):
+        seen.append(frame.f_code.co_name)
+        return runtime.RUN_ORIGINAL
+
+    def drive():
+        c = coro_fn(1)
+        with pytest.raises(StopIteration) as stop:
+            c.send(None)
+        g = gen()
+        next(g)
+        return stop.value.value, g.throw(KeyError())
+
+    with runtime.eval_frame(cb):
+        assert drive() == (2, 2)
+    assert "coro_fn" not in seen and "gen" not in seen, seen
+
+
+@pytest.mark.parametrize("failure", ["callback raises", "bad return", "incompatible code"])
+def test_arguments_are_freed_on_every_error_path(failure):
+    class Payload:
+        pass
+
+    def f(p):
+        return 1
+
+    def g(q):
+        return 1
+
+    def cb(frame, entries):
+        if frame.f_code is not f.__code__:
+            return runtime.RUN_ORIGINAL
+        if failure == "callback raises":
+            raise RuntimeError("callback failed")
+        if failure == "bad return":
+            return "garbage"
+        return runtime.GuardedCode(g.__code__, runtime.GuardManager())
+
+    p = Payload()
+    freed = []
+    weakref.finalize(p, freed.append, True)
+    before = sys.getrefcount(p)
+    gc.disable()
+    try:
+        with pytest.raises((RuntimeError, TypeError, ValueError)):
+            call_compiled(cb, f, p)
+        assert sys.getrefcount(p) == before, "the unevaluated frame released its argument"
+        del p
+        assert freed == [True], "freed without gc.collect()"
+    finally:
+        gc.enable()
