@@ -4,6 +4,7 @@ Prints one table and writes benchmarks/results/guard_eval.json. Rows:
   plain call, hook off             the baseline: the same function, no hook installed
   hit, N guarded args              a cached entry whose guards check N arguments
   100 tensors x 10 entries         10 entries that differ in one tensor's shape, called round-robin
+  100 x 10, last arg differs       the same, the differing tensor last
 Columns: ns per call, and ns added over the plain call. torch.compile(backend="eager") runs the
 same functions in the same process when torch is installed (its `recompile_limit` raised so the
 10-entry case stays compiled).
@@ -84,6 +85,10 @@ def cases():
         base = [arg(i) for i in range(100)]
         sets = [tuple([torch.randn(j + 1, 4)] + base[1:]) for j in range(10)]
         yield "100 tensors x 10 entries", make_fn(100), sets
+        # The entries differ in the LAST argument: a plain scan would check 99 matching tensors per
+        # failing entry; fail-fast reordering moves the differing argument first in every tree.
+        sets = [tuple(base[:-1] + [torch.randn(j + 1, 4)]) for j in range(10)]
+        yield "100 x 10, last arg differs", make_fn(100), sets
 
 
 def bench(quick: bool):
