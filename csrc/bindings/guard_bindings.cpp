@@ -15,6 +15,7 @@
 #include "guards/guard_errors.h"
 #include "guards/guard_manager.h"
 #include "guards/root_guard_manager.h"
+#include "runtime/frame_handle.h"
 #include "guards/torch_backend.h"
 
 namespace tjc::bindings {
@@ -43,11 +44,19 @@ struct PythonView {
 };
 
 // `frame_or_mapping`: a dict of locals (and closure variables) by name, any other mapping (copied
-// into a dict), or a frame object (its f_locals, f_globals and f_builtins). Builtins come from
+// into a dict), a frame object (its f_locals, f_globals and f_builtins), or the runtime's Frame
+// handle inside an eval-frame callback (the same three). Builtins come from
 // globals['__builtins__'] when present, else the caller's builtins.
 PythonView make_view(py::handle frame_or_mapping, py::handle globals) {
   PythonView out;
-  if (PyFrame_Check(frame_or_mapping.ptr())) {
+  if (py::isinstance<FrameHandle>(frame_or_mapping)) {
+    // The frame an eval-frame callback was handed: its arguments and closure contents, read
+    // without changing the frame (the handle raises once the callback has returned).
+    py::object handle = py::reinterpret_borrow<py::object>(frame_or_mapping);
+    out.mapping = handle.attr("f_locals");
+    out.globals = handle.attr("f_globals");
+    out.builtins = handle.attr("f_builtins");
+  } else if (PyFrame_Check(frame_or_mapping.ptr())) {
     out.mapping = py::dict(frame_or_mapping.attr("f_locals"));
     out.globals = frame_or_mapping.attr("f_globals");
     out.builtins = frame_or_mapping.attr("f_builtins");

@@ -630,3 +630,26 @@ def test_arguments_are_freed_on_every_error_path(failure):
         assert freed == [True], "freed without gc.collect()"
     finally:
         gc.enable()
+
+
+def test_guard_trees_check_the_callbacks_frame():
+    def f(x, y=2):
+        return x
+
+    out = []
+
+    def cb(frame, entries):
+        if frame.f_code is not f.__code__:
+            return runtime.RUN_ORIGINAL
+        g = runtime.GuardManager()
+        g.local("x").equals_match(3)
+        g.local("y").equals_match(2)
+        out.append((g.check(frame), g.explain(frame)))
+        kept.append(frame)
+        return runtime.RUN_ORIGINAL
+
+    kept = []
+    assert call_compiled(cb, f, 4) == 4
+    assert out == [(False, "L['x'] == 3 failed: got 4")]
+    with pytest.raises(RuntimeError, match="valid only while"):
+        runtime.GuardManager().check(kept[0])
