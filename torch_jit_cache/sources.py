@@ -1,0 +1,88 @@
+"""Sources: where a value the tracer read came from, relative to the frame.
+
+Every value read from the frame keeps its source, so that (1) each fact the trace relied on becomes
+a guard on that source (guards.py), and (2) the transformed code can load graph inputs from the
+frame at call time (codegen.py). Sources are immutable, hashable and print as users read them:
+`L['x']`, `G['SCALE']`, `C['scale']` (a closure variable), `L['self'].fc1.weight`, `L['xs'][2]`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.name()
+
+    @property
+    def root(self) -> "Source":
+        """The frame-level source (LocalSource, GlobalSource, ...) this one hangs from."""
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSource(Source):
+    """An argument of the frame (only arguments are bound when a frame starts)."""
+    local_name: str
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalSource(Source):
+    """A name in the function's globals."""
+    global_name: str
+
+    def name(self) -> str:
+        return f"G[{self.global_name!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltinSource(Source):
+    """A name found in the function's builtins (not shadowed by a global)."""
+    builtin_name: str
+
+    def name(self) -> str:
+        return f"B[{self.builtin_name!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosureSource(Source):
+    """The contents of a free variable's cell (the function's __closure__)."""
+    free_name: str
+
+    def name(self) -> str:
+        return f"C[{self.free_name!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"
+
+    @property
+    def root(self) -> Source:
+        return self.base.root
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemSource(Source):
+    """base[key] for an immutable builtin key (int, str, ...)."""
+    base: Source
+    key: Any
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key!r}]"
+
+    @property
+    def root(self) -> Source:
+        return self.base.root

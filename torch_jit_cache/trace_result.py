@@ -1,0 +1,88 @@
+"""What a trace produces: the contract between the tracer, guards.py and codegen.py.
+
+The tracer (tracer/) fills a TraceResult; guards.py turns its guards into a C++ guard tree;
+codegen.py builds the transformed code that loads `graph_inputs` from the frame, calls the compiled
+graph and rebuilds the return value from `output`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+from .sources import Source
+
+
+class GuardKind(enum.Enum):
+    TYPE_MATCH = "type_match"        # value: the type (held weakly by the C++ guard)
+    ID_MATCH = "id_match"            # value: the object (held weakly)
+    EQUALS_MATCH = "equals_match"    # value: an immutable builtin (int, float, bool, str, None, tuple)
+    NONE_MATCH = "none_match"        # value: None
+    NOT_NONE = "not_none"
+    BOOL_MATCH = "bool_match"        # value: bool
+    LENGTH = "length"                # value: int
+    DICT_KEYS = "dict_keys"          # value: tuple of keys in order
+    TENSOR_MATCH = "tensor_match"    # value: an example tensor (not held by the guard)
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardSpec:
+    source: Source
+    kind: GuardKind
+    value: Any = None
+
+
+# Output specs: how to rebuild what the original function returned.
+@dataclasses.dataclass(frozen=True)
+class GraphOutput:
+    """The graph's output number `index`."""
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantOutput:
+    """A Python constant the trace computed (an int, a str, None, ...)."""
+    value: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceOutput:
+    """A value read from the frame and returned as is (loaded again at call time)."""
+    source: Source
+
+
+@dataclasses.dataclass(frozen=True)
+class TupleOutput:
+    items: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class ListOutput:
+    items: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class DictOutput:
+    items: tuple  # ((key constant, spec), ...) in order
+
+
+@dataclasses.dataclass
+class TraceResult:
+    graph: Any                    # torch.fx.GraphModule; placeholders in the order of graph_inputs
+    graph_inputs: list            # [Source]: loaded from the frame at call time, in placeholder order
+    example_inputs: list          # [torch.Tensor]: the values seen while tracing, same order
+    output: Any                   # an output spec (GraphOutput, ConstantOutput, TupleOutput, ...)
+    guards: list                  # [GuardSpec]: every fact the trace relied on
+    # Graph-input mutations the graph performs are part of the graph (in-place ops on inputs).
+
+
+class Unsupported(Exception):
+    """The tracer cannot continue: the frame runs its original code and the reason is logged."""
+
+    def __init__(self, reason: str, *, filename: str = "?", lineno: int = 0, instruction: str = ""):
+        self.reason = reason
+        self.filename = filename
+        self.lineno = lineno
+        self.instruction = instruction
+        where = f"{filename}:{lineno}" + (f" ({instruction})" if instruction else "")
+        super().__init__(f"{reason} at {where}")
