@@ -26,6 +26,7 @@ set_eval_frame = _C.set_eval_frame
 cache_entries = _C.cache_entries
 frame_action = _C.frame_action
 set_skip = _C.set_skip
+set_cache_limit = _C.set_cache_limit
 hook_installed = _C.hook_installed
 
 
@@ -73,5 +74,5 @@ set_skip(eval_frame.__exit__)
 __all__ = [
     "CacheEntry", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
     "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "set_eval_frame",
-    "set_skip", "stats",
+    "set_cache_limit", "set_skip", "stats",
 ]

@@ -212,6 +212,15 @@ void init_runtime(py::module_& m) {
           extra->disable();
         },
         py::arg("fn_or_code"), "Never intercept this code, even after reset() (its cached entries stay but are not used).");
+  m.def("set_cache_limit",
+        [](py::handle fn_or_code, int limit) {
+          if (limit < 0) throw py::value_error("cache_limit must be >= 1 (or 0 for the process-wide limit)");
+          ExtraState* extra = ExtraState::get_or_create(as_code(code_of(fn_or_code)));
+          if (extra == nullptr) throw py::error_already_set();
+          extra->set_cache_limit(limit);
+        },
+        py::arg("fn_or_code"), py::arg("limit"),
+        "This code's own cache limit (0: use config.cache_limit).");
   m.def("reset", &reset_all, "Drops every cache and resets every code's action. Safe while compiled frames run.");
   m.def("stats", &stats_dict, "Counters: hits, misses, compiles, evictions, fallbacks, skips, cache_limit_hits.");
   m.def("reset_stats", []() { runtime_stats() = RuntimeStats(); });

@@ -68,7 +68,7 @@ std::string last_failure(ExtraState* extra, const FrameView& view) {
   const std::string message = absl::StrFormat(
       "torch_jit_cache: %s reached the cache limit (%d entries). Its cached entries keep running; calls that "
       "miss them now run uncompiled. Last guard failure: %s",
-      describe_code(cpython::frame_code(frame)), cache_limit(), reason);
+      describe_code(cpython::frame_code(frame)), extra->cache_limit(), reason);
   if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) return fail(tstate, frame);
   ++runtime_stats().fallbacks;
   return eval_original(tstate, frame, 0);
@@ -158,7 +158,9 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     ++runtime_stats().fallbacks;
     return eval_original(tstate, frame, 0);
   }
-  if (extra->live_entries() >= static_cast<size_t>(cache_limit())) return handle_cache_limit(tstate, frame, extra, ts);
+  if (extra->live_entries() >= static_cast<size_t>(extra->cache_limit())) {
+    return handle_cache_limit(tstate, frame, extra, ts);
+  }
   return handle_miss(tstate, frame, extra, ts);
 }
 

@@ -190,6 +190,8 @@ void ExtraState::unlink_evicted(std::vector<py::object>* codes,
   }
 }
 
+int ExtraState::cache_limit() const { return cache_limit_ > 0 ? cache_limit_ : tjc::cache_limit(); }
+
 size_t ExtraState::live_entries() const {
   size_t n = 0;
   for (const auto& entry : entries_) n += entry->evicted_ ? 0 : 1;

@@ -72,6 +72,10 @@ class ExtraState {
     disabled_ = true;
   }
   size_t live_entries() const;
+  // Entries this code may cache: its own limit when set (compile(cache_limit=...)), else the
+  // process-wide config.cache_limit.
+  int cache_limit() const;
+  void set_cache_limit(int limit) { cache_limit_ = limit; }
   std::vector<std::shared_ptr<CacheEntry>> entries() const;  // live ones, lookup order
   PyCodeObject* code() const { return code_; }
 
@@ -87,6 +91,7 @@ class ExtraState {
   int busy_ = 0;        // lookups in progress on this ExtraState (any thread)
   bool parked_ = false; // some entry was evicted while busy_ > 0
   bool disabled_ = false;  // set by disable(); clear() keeps kSkip
+  int cache_limit_ = 0;     // 0: use the process-wide limit
 };
 
 

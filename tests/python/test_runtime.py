@@ -653,3 +653,22 @@ def test_guard_trees_check_the_callbacks_frame():
     assert out == [(False, "L['x'] == 3 failed: got 4")]
     with pytest.raises(RuntimeError, match="valid only while"):
         runtime.GuardManager().check(kept[0])
+
+
+def test_per_code_cache_limit_overrides_the_config():
+    def f(x):
+        return x + 1
+
+    runtime.set_cache_limit(f, 2)
+    try:
+        jit = ConstantJit(old=1, new=100, guard_args=("x",))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results = [call_compiled(jit, f, x) for x in range(4)]
+        assert results == [100, 101, 3, 4]
+        assert len(tjc.cache_entries(f)) == 2
+        assert any("cache limit (2 entries)" in str(w.message) for w in caught)
+        with pytest.raises(ValueError):
+            runtime.set_cache_limit(f, -1)
+    finally:
+        runtime.set_cache_limit(f, 0)

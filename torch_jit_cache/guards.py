@@ -1,0 +1,73 @@
+"""Turns the guards a trace relied on (GuardSpec, with their Sources) into a C++ guard tree.
+
+The tree mirrors how each value is reached from the frame: one GuardManager node per source,
+shared by every guard on that source. Identity guards hold their object weakly (C++), so a cached
+entry never keeps a user module alive; its death evicts the entry.
+"""
+from __future__ import annotations
+
+from . import runtime
+from .sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource,
+                      LocalSource, Source)
+from .trace_result import GuardKind, GuardSpec
+
+_NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE}
+
+
+class GuardBuilder:
+    """Builds one root GuardManager; `add` each GuardSpec, then take `root`."""
+
+    def __init__(self):
+        self.root = runtime.GuardManager()
+        self._nodes: dict[Source, object] = {}
+        self._seen: set = set()
+
+    def node(self, source: Source):
+        node = self._nodes.get(source)
+        if node is not None:
+            return node
+        if isinstance(source, LocalSource):
+            node = self.root.local(source.local_name)
+        elif isinstance(source, GlobalSource):
+            node = self.root.global_(source.global_name)
+        elif isinstance(source, BuiltinSource):
+            node = self.root.builtin(source.builtin_name)
+        elif isinstance(source, ClosureSource):
+            node = self.root.closure(source.free_name)
+        elif isinstance(source, AttrSource):
+            node = self.node(source.base).attr(source.attr)
+        elif isinstance(source, ItemSource):
+            node = self.node(source.base).item(source.key)
+        else:
+            raise TypeError(f"no guard accessor for source {source!r}")
+        self._nodes[source] = node
+        return node
+
+    def add(self, spec: GuardSpec) -> None:
+        key = (spec.source, spec.kind, _identity_key(spec))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        node = self.node(spec.source)
+        method = getattr(node, spec.kind.value)
+        if spec.kind in _NO_ARGUMENT:
+            method()
+        else:
+            method(spec.value)
+
+
+def _identity_key(spec: GuardSpec):
+    # Values may be unhashable (tensors, modules): key them by identity, constants by value.
+    if spec.kind in (GuardKind.EQUALS_MATCH, GuardKind.LENGTH, GuardKind.BOOL_MATCH, GuardKind.DICT_KEYS):
+        return ("value", spec.value)
+    return ("id", id(spec.value))
+
+
+def build_guards(specs, *, global_state: bool = True):
+    """A root GuardManager checking every spec (and torch's global state when torch is loaded)."""
+    builder = GuardBuilder()
+    for spec in specs:
+        builder.add(spec)
+    if global_state:
+        builder.root.global_state()
+    return builder.root
