@@ -1,6 +1,7 @@
 """torch_jit_cache: a JIT guard and code-cache runtime for CPython and PyTorch with a C++ core.
 
-`torch_jit_cache.runtime` is the face of the C++ runtime for JIT authors (no torch needed).
+`torch_jit_cache.compile` compiles functions and modules (needs torch); `torch_jit_cache.runtime`
+is the face of the C++ runtime for JIT authors (no torch needed).
 """
 import sys
 
@@ -27,6 +28,6 @@ if _C.__version__ != __version__ or tuple(_C.python_version) != sys.version_info
 
 from . import runtime  # noqa: E402
 from .config import config  # noqa: E402  (the settings instance, e.g. config.cache_limit)
-from .runtime import cache_entries, reset, stats  # noqa: E402
+from .api import cache_entries, compile, disable, reset, stats  # noqa: E402
 
-__all__ = ["cache_entries", "config", "reset", "runtime", "stats"]
+__all__ = ["cache_entries", "compile", "config", "disable", "reset", "runtime", "stats"]

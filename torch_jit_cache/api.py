@@ -1,0 +1,115 @@
+"""The user API: compile(), disable(), reset(), stats(), cache_entries().
+
+    @tjc.compile                      # or tjc.compile(fn_or_module, backend=..., fullgraph=False,
+    def f(x, y): ...                  #    dynamic=False, cache_limit=None)
+
+A compiled function runs its frames with this package's cache-miss callback installed (on this
+thread, for the duration of the call); cache hits never re-enter Python-level tracing.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+import warnings
+
+from . import runtime
+from .convert_frame import COUNTERS, FrameCompiler
+
+_WRAPPED = "_torch_jit_cache_original"
+
+
+def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool = False, cache_limit=None):
+    """Compile a function, method or torch.nn.Module; usable as @compile and @compile(...)."""
+    if fn is None:
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
+    if dynamic:
+        raise NotImplementedError("torch_jit_cache.compile: dynamic=True is not supported yet; shapes are static")
+    if cache_limit is not None and (not isinstance(cache_limit, int) or isinstance(cache_limit, bool) or cache_limit < 1):
+        raise ValueError(f"cache_limit must be an int >= 1 or None, got {cache_limit!r}")
+    if isinstance(backend, str):
+        from . import backends
+
+        backends.lookup(backend)  # unknown names fail here, not at the first call
+    elif not callable(backend):
+        raise TypeError(f"backend must be a name or a callable(gm, example_inputs), got {type(backend).__name__}")
+    callback = FrameCompiler(backend=backend, fullgraph=fullgraph)
+
+    module_type = _module_type()
+    if module_type is not None and isinstance(fn, module_type):
+        from .module_wrapper import CompiledModule
+
+        if cache_limit is not None:
+            runtime.set_cache_limit(type(fn).forward, cache_limit)
+        return CompiledModule(fn, callback)
+    if not callable(fn):
+        raise TypeError(f"torch_jit_cache.compile needs a function, method or nn.Module, got {type(fn).__name__}")
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType):
+        warnings.warn(f"torch_jit_cache.compile: {fn!r} is not a Python function (a builtin or C function); "
+                      "it runs uncompiled", RuntimeWarning, stacklevel=2)
+        return fn
+    if inspect.isgeneratorfunction(target) or inspect.iscoroutinefunction(target):
+        warnings.warn(f"torch_jit_cache.compile: {fn!r} is a generator or coroutine function; it runs uncompiled",
+                      RuntimeWarning, stacklevel=2)
+        return fn
+    if cache_limit is not None:
+        runtime.set_cache_limit(target, cache_limit)
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        with runtime.eval_frame(callback):
+            return fn(*args, **kwargs)
+
+    setattr(compiled, _WRAPPED, fn)
+    compiled._torch_jit_cache_callback = callback
+    return compiled
+
+
+def _module_type():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.nn.Module
+
+
+def disable(fn):
+    """Never compile `fn` (its frames run uncompiled even inside compiled calls), across reset()."""
+    target = getattr(fn, _WRAPPED, fn)
+    target = target.__func__ if isinstance(target, types.MethodType) else target
+    runtime.set_skip(target)
+    return fn
+
+
+def reset():
+    """Drop every cache and zero the counters. Safe while compiled frames run."""
+    runtime.reset()
+    for key in COUNTERS:
+        COUNTERS[key] = 0
+
+
+def stats() -> dict:
+    """hits, misses, compiles, recompiles, evictions, fallbacks, graphs, graph_breaks, ..."""
+    out = dict(runtime.stats())
+    out["fallbacks"] += COUNTERS["unsupported"]
+    out["graphs"] = COUNTERS["graphs"]
+    out["graph_breaks"] = COUNTERS["graph_breaks"]
+    out["recompiles"] = COUNTERS["recompiles"]
+    return out
+
+
+def _code_target(fn_or_wrapper):
+    target = getattr(fn_or_wrapper, _WRAPPED, fn_or_wrapper)
+    module_type = _module_type()
+    if module_type is not None and isinstance(target, module_type):
+        return type(target).forward
+    inner = getattr(target, "_torch_jit_cache_module", None)
+    if inner is not None:
+        return type(inner).forward
+    return target
+
+
+def cache_entries(fn_or_wrapper):
+    """The live cache entries of a compiled function, module wrapper, function or code object."""
+    return runtime.cache_entries(_code_target(fn_or_wrapper))

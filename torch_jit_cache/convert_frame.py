@@ -1,0 +1,97 @@
+"""The cache-miss callback behind compile(): decide, trace, compile the graph, build guards.
+
+One `FrameCompiler` per compile() call holds its settings. The runtime calls it on a cache miss
+(with the hook suspended) for every frame that runs inside the compiled call: the decorated function
+and whatever user functions it calls that the trace did not inline. Library frames (torch, the
+standard library, this package) are skipped for good.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sysconfig
+import types
+
+from . import log, runtime
+from .guards import build_guards
+from .trace_result import Unsupported
+
+# Python-level counters that stats() adds to the runtime's.
+COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
+
+
+def _library_dirs() -> tuple:
+    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.abspath(path) + os.sep)
+    try:
+        import torch
+
+        dirs.add(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    except ImportError:
+        pass
+    return tuple(sorted(dirs))
+
+
+_LIBRARY_DIRS = None
+
+
+def is_library_code(code: types.CodeType) -> bool:
+    global _LIBRARY_DIRS
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
+    filename = os.path.abspath(code.co_filename)
+    return filename.startswith(_LIBRARY_DIRS) or code.co_filename.startswith("<frozen")
+
+
+def describe(code: types.CodeType) -> str:
+    return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
+
+
+class FullGraphError(RuntimeError):
+    """fullgraph=True and the tracer could not capture the whole frame."""
+
+
+@dataclasses.dataclass
+class FrameCompiler:
+    backend: object = "eager"
+    fullgraph: bool = False
+
+    def __call__(self, frame, entries):
+        code = frame.f_code
+        if is_library_code(code):
+            return runtime.SKIP
+        if entries:
+            COUNTERS["recompiles"] += 1
+            if log.enabled("recompiles"):
+                reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
+                log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
+        from . import tracer  # torch is imported only when a frame is compiled
+
+        try:
+            result = tracer.trace(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
+        except Unsupported as e:
+            COUNTERS["unsupported"] += 1
+            if self.fullgraph:
+                raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {e}") from None
+            log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, e.reason),
+                          f"torch_jit_cache: running {describe(code)} uncompiled: {e}")
+            return runtime.SKIP
+        return self._finish(frame, result)
+
+    def _finish(self, frame, result):
+        from . import backends, codegen
+
+        compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs)
+        COUNTERS["graphs"] += 1
+        new_code = codegen.build_transformed_code(frame.f_code, compiled, result.graph_inputs, result.output)
+        guards = build_guards(result.guards)
+        if log.enabled("graph"):
+            log.log("graph", f"{describe(frame.f_code)}\n{result.graph.print_readable(print_output=False)}")
+        if log.enabled("guards"):
+            log.log("guards", f"{describe(frame.f_code)}\n{guards}")
+        if log.enabled("bytecode"):
+            log.log("bytecode", f"{describe(frame.f_code)}\n{codegen.format_code(new_code)}")
+        return runtime.GuardedCode(new_code, guards)
