@@ -1,0 +1,532 @@
+"""compile() end to end: results equal eager, compile counts, recompiles, autograd, lifetimes."""
+import gc
+import math
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+SCALE = 2.0
+OFFSET = 1
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    tjc.reset()
+    torch.manual_seed(0)
+    yield
+    tjc.reset()
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and torch.allclose(
+            a, b, atol=1e-5, rtol=1e-4)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return type(b) is dict and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def check(fn, *input_sets, compiles=1):
+    """Compiled fn equals eager fn on every input set; `compiles` graphs were made."""
+    cnt = CompileCounter()
+    opt = tjc.compile(fn, backend=cnt)
+    for args in input_sets:
+        expected = fn(*args)
+        got = opt(*args)
+        assert same(expected, got), (fn.__name__, expected, got)
+    assert cnt.frame_count == compiles, (fn.__name__, cnt.frame_count)
+    return cnt
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+# --- functions: each compiled once, then served from the cache ---
+
+def f_arith(x, y):
+    return x * y + x - y / 2
+
+
+def f_pow_neg(x):
+    return -(x ** 2) + abs(x)
+
+
+def f_reductions(x):
+    return x.sum(), x.mean(dim=1), x.max(), torch.amax(x, dim=0)
+
+
+def f_views(x):
+    return x.view(4, 2).t().reshape(-1), x.transpose(0, 1).contiguous()
+
+
+def f_index(x):
+    return x[0], x[:, 1], x[1:3, ::2], x[..., -1]
+
+
+def f_broadcast(x, b):
+    return x + b, x * b[None, :]
+
+
+def f_matmul(a, b):
+    return a @ b, torch.mm(a, b).relu()
+
+
+def f_shape_math(x):
+    n = x.shape[0] * x.size(1)
+    return x.reshape(n) * x.dim()
+
+
+def f_globals(x):
+    return x * SCALE + OFFSET
+
+
+def f_math_module(x):
+    return x * math.sqrt(4.0) + math.pi
+
+
+def f_kwargs(x, y=None, *, scale=3.0):
+    if y is None:
+        return x * scale
+    return x * y * scale
+
+
+def f_defaults(x, alpha=0.5):
+    return x * alpha
+
+
+def f_tuple_out(x):
+    return (x + 1, (x * 2, [x - 1, 3]), {"a": x, "b": "text"})
+
+
+def f_list_in(xs):
+    total = xs[0]
+    for t in xs[1:]:
+        total = total + t
+    return total
+
+
+def f_dict_in(d):
+    return d["a"] * d["b"]
+
+
+def f_loop_range(x):
+    for i in range(3):
+        x = x * (i + 1)
+    return x
+
+
+def f_while(x):
+    i = 0
+    while i < 3:
+        x = x + i
+        i += 1
+    return x
+
+
+def f_enumerate_zip(xs, ys):
+    out = []
+    for i, (a, b) in enumerate(zip(xs, ys)):
+        out.append(a * b + i)
+    return out
+
+
+def f_branch_on_const(x, flag):
+    if flag:
+        return x.relu()
+    return x.sigmoid()
+
+
+def f_isinstance(x, n):
+    if isinstance(n, int):
+        return x + n
+    return x
+
+
+def f_functional(x):
+    return F.softmax(x, dim=-1), F.gelu(x), F.layer_norm(x, (x.shape[-1],))
+
+
+def f_torch_fns(x):
+    return torch.cat([x, x], dim=0), torch.stack([x, x]), torch.where(x > 0, x, torch.zeros_like(x))
+
+
+def f_inplace(x):
+    x.add_(1)
+    x.mul_(2)
+    return x
+
+
+def f_masked(x):
+    mask = x > 0
+    return x.masked_fill(mask, 0.0)
+
+
+def helper(a, b):
+    return a * b + 1
+
+
+def f_calls_helper(x):
+    return helper(x, x) + helper(x, 2)
+
+
+def make_closure(k):
+    scale = torch.tensor(k)
+
+    def inner(x):
+        return x * scale + k
+    return inner
+
+
+f_closure = make_closure(3.0)
+
+
+def f_min_max_len(x, xs):
+    return x * min(len(xs), 3) + max(xs)
+
+
+FUNCTION_CASES = [
+    (f_arith, lambda: [(r(3, 4), r(3, 4)), (r(3, 4), r(3, 4))]),
+    (f_pow_neg, lambda: [(r(5),), (r(5),)]),
+    (f_reductions, lambda: [(r(3, 4),), (r(3, 4),)]),
+    (f_views, lambda: [(r(2, 4),), (r(2, 4),)]),
+    (f_index, lambda: [(r(4, 4),), (r(4, 4),)]),
+    (f_broadcast, lambda: [(r(3, 4), r(4)), (r(3, 4), r(4))]),
+    (f_matmul, lambda: [(r(3, 4), r(4, 5)), (r(3, 4), r(4, 5))]),
+    (f_shape_math, lambda: [(r(2, 3),), (r(2, 3),)]),
+    (f_globals, lambda: [(r(3),), (r(3),)]),
+    (f_math_module, lambda: [(r(3),), (r(3),)]),
+    (f_defaults, lambda: [(r(3),), (r(3),)]),
+    (f_tuple_out, lambda: [(r(2),), (r(2),)]),
+    (f_list_in, lambda: [([r(2), r(2), r(2)],), ([r(2), r(2), r(2)],)]),
+    (f_dict_in, lambda: [({"a": r(2), "b": r(2)},), ({"a": r(2), "b": r(2)},)]),
+    (f_loop_range, lambda: [(r(3),), (r(3),)]),
+    (f_while, lambda: [(r(3),), (r(3),)]),
+    (f_enumerate_zip, lambda: [([r(2), r(2)], [r(2), r(2)]), ([r(2), r(2)], [r(2), r(2)])]),
+    (f_branch_on_const, lambda: [(r(3), True), (r(3), True)]),
+    (f_isinstance, lambda: [(r(3), 2), (r(3), 2)]),
+    (f_functional, lambda: [(r(2, 5),), (r(2, 5),)]),
+    (f_torch_fns, lambda: [(r(3),), (r(3),)]),
+    (f_masked, lambda: [(r(4),), (r(4),)]),
+    (f_calls_helper, lambda: [(r(3),), (r(3),)]),
+    (f_closure, lambda: [(r(3),), (r(3),)]),
+    (f_min_max_len, lambda: [(r(2), [1, 5, 2]), (r(2), [1, 5, 2])]),
+]
+
+
+@pytest.mark.parametrize("fn, inputs", FUNCTION_CASES, ids=[c[0].__name__ for c in FUNCTION_CASES])
+def test_function_matches_eager_and_compiles_once(fn, inputs):
+    check(fn, *inputs())
+
+
+def test_kwargs_variants_each_compile_once():
+    x = r(3)
+    cnt = CompileCounter()
+    opt = tjc.compile(f_kwargs, backend=cnt)
+    assert same(opt(x), f_kwargs(x))
+    assert same(opt(x, scale=2.0), f_kwargs(x, scale=2.0))
+    y = r(3)
+    assert same(opt(x, y), f_kwargs(x, y))
+    assert cnt.frame_count == 3, "y=None, scale=2.0 and y given are three specializations"
+
+
+def test_inplace_update_of_an_input():
+    a = r(4)
+    b = a.clone()
+    cnt = CompileCounter()
+    out = tjc.compile(f_inplace, backend=cnt)(a)
+    f_inplace(b)
+    assert same(a, b), "the input was updated in place"
+    assert same(out, b)
+    assert cnt.frame_count == 1
+
+
+# --- modules ---
+
+class MLP(torch.nn.Module):
+    def __init__(self, sizes=(8, 16, 4)):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = torch.relu(x)
+        return x
+
+
+class CNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv(x)))
+        return self.fc(x.flatten(1))
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.q = torch.nn.Linear(d, d)
+        self.k = torch.nn.Linear(d, d)
+        self.v = torch.nn.Linear(d, d)
+        self.scale = d ** -0.5
+
+    def forward(self, x, mask):
+        scores = self.q(x) @ self.k(x).transpose(-2, -1) * self.scale
+        scores = scores.masked_fill(mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ self.v(x)
+
+
+class GRUUnrolled(torch.nn.Module):
+    def __init__(self, n=4, h=6):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(n, h)
+        self.h = h
+
+    def forward(self, xs):
+        hx = torch.zeros(xs.shape[1], self.h)
+        for t in range(xs.shape[0]):
+            hx = self.cell(xs[t], hx)
+        return hx
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = MLP((8, 8, 8))
+        self.norm = torch.nn.LayerNorm(8)
+
+    def helper(self, x):
+        return self.norm(x) * 2
+
+    def forward(self, x):
+        return self.helper(self.inner(x)) + x
+
+
+MODULE_CASES = [
+    ("mlp", MLP, lambda: [(r(2, 8),), (r(2, 8),)]),
+    ("cnn_eval", lambda: CNN().eval(), lambda: [(r(2, 3, 8, 8),), (r(2, 3, 8, 8),)]),
+    ("attention", Attention, lambda: [(r(2, 5, 8), torch.triu(torch.ones(5, 5, dtype=torch.bool), 1))] * 2),
+    ("gru_unrolled", GRUUnrolled, lambda: [(r(3, 2, 4),), (r(3, 2, 4),)]),
+    ("nested_block", Block, lambda: [(r(2, 8),), (r(2, 8),)]),
+    ("sequential", lambda: torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)),
+     lambda: [(r(3, 8),), (r(3, 8),)]),
+]
+
+
+@pytest.mark.parametrize("name, make, inputs", MODULE_CASES, ids=[c[0] for c in MODULE_CASES])
+def test_module_matches_eager_and_compiles_once(name, make, inputs):
+    mod = make()
+    cnt = CompileCounter()
+    opt = tjc.compile(mod, backend=cnt)
+    for args in inputs():
+        with torch.no_grad():
+            assert same(mod(*args), opt(*args)), name
+    assert cnt.frame_count == 1
+
+
+def test_cnn_batchnorm_in_train_mode_updates_running_stats_like_eager():
+    torch.manual_seed(1)
+    a, b = CNN().train(), CNN().train()
+    b.load_state_dict(a.state_dict())
+    opt = tjc.compile(b, backend=CompileCounter())
+    x = r(4, 3, 8, 8)
+    assert same(a(x), opt(x))
+    assert same(a.bn.running_mean, b.bn.running_mean)
+    assert int(a.bn.num_batches_tracked) == int(b.bn.num_batches_tracked)
+
+
+def test_module_wrapper_behaves_like_the_module():
+    mod = MLP()
+    opt = tjc.compile(mod)
+    assert opt.layers is mod.layers
+    assert set(opt.state_dict()) == set(mod.state_dict())
+    opt.eval()
+    assert not mod.training
+    opt.custom = 5
+    assert mod.custom == 5
+    assert same(opt.forward(r(1, 8)).shape, torch.Size([1, 4]))
+
+
+# --- recompiles: each change gives a fresh correct result and exactly one more compile ---
+
+def test_recompile_on_global_change():
+    global SCALE
+    cnt = CompileCounter()
+    opt = tjc.compile(f_globals, backend=cnt)
+    x = r(3)
+    assert same(opt(x), x * SCALE + OFFSET)
+    old = SCALE
+    try:
+        SCALE = 5.0
+        assert same(opt(x), x * 5.0 + OFFSET)
+    finally:
+        SCALE = old
+    assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("change", ["shape", "dtype", "requires_grad", "grad_mode"])
+def test_recompile_on_tensor_and_state_changes(change):
+    def f(x):
+        return x * 2 + 1
+
+    cnt = CompileCounter()
+    opt = tjc.compile(f, backend=cnt)
+    x = r(3)
+    assert same(opt(x), f(x))
+    if change == "shape":
+        y = r(5)
+    elif change == "dtype":
+        y = r(3).double()
+    elif change == "requires_grad":
+        y = r(3).requires_grad_()
+    else:
+        y = r(3)
+    if change == "grad_mode":
+        with torch.no_grad():
+            assert same(opt(y), f(y))
+    else:
+        assert same(opt(y), f(y))
+    assert opt(x) is not None
+    assert cnt.frame_count == 2, change
+
+
+def test_recompile_on_module_attribute_submodule_and_training_flag():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 2.0
+            self.lin = torch.nn.Linear(4, 4)
+            self.drop = torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(self.lin(x)) * self.scale
+
+    m = M().eval()
+    cnt = CompileCounter()
+    opt = tjc.compile(m, backend=cnt)
+    x = r(2, 4)
+    assert same(opt(x), m(x))
+    m.scale = 3.0
+    assert same(opt(x), m(x))
+    assert cnt.frame_count == 2, "attribute change"
+    m.lin = torch.nn.Linear(4, 4)
+    assert same(opt(x), m(x))
+    assert cnt.frame_count == 3, "submodule change"
+    m.train()
+    torch.manual_seed(3)
+    got = opt(x)
+    torch.manual_seed(3)
+    assert same(got, m(x))
+    assert cnt.frame_count == 4, "training flag change"
+
+
+# --- autograd ---
+
+def test_gradients_through_compiled_function_and_module_equal_eager():
+    mod = MLP()
+    ref = MLP()
+    ref.load_state_dict(mod.state_dict())
+    opt = tjc.compile(mod, backend="aot_eager")
+    x = r(3, 8)
+    opt(x).pow(2).sum().backward()
+    ref(x).pow(2).sum().backward()
+    for p, q in zip(mod.parameters(), ref.parameters()):
+        assert same(p.grad, q.grad)
+
+
+def test_sgd_loop_trains_to_the_same_weights():
+    torch.manual_seed(0)
+    a = MLP()
+    b = MLP()
+    b.load_state_dict(a.state_dict())
+    opt_b = tjc.compile(b)
+    sa = torch.optim.SGD(a.parameters(), lr=0.1)
+    sb = torch.optim.SGD(b.parameters(), lr=0.1)
+    for _ in range(5):
+        x, y = r(4, 8), r(4, 4)
+        for model, sgd in ((a, sa), (opt_b, sb)):
+            sgd.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            sgd.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert same(p, q)
+
+
+# --- fallbacks ---
+
+def test_unsupported_code_runs_correctly_and_is_counted(caplog):
+    def data_dependent(x):
+        if x.sum() > 0:
+            return x + 1
+        return x - 1
+
+    opt = tjc.compile(data_dependent, backend=CompileCounter())
+    x = torch.ones(3)
+    assert same(opt(x), x + 1)
+    assert same(opt(-x), -x - 1)
+    assert tjc.stats()["fallbacks"] >= 1
+
+
+def test_fullgraph_raises_naming_the_line():
+    def with_print(x):
+        print("hello")
+        return x + 1
+
+    opt = tjc.compile(with_print, fullgraph=True)
+    with pytest.raises(Exception, match="fullgraph"):
+        opt(r(2))
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(TypeError, match="function, method or nn.Module"):
+        tjc.compile(42)
+    with pytest.raises(ValueError):
+        tjc.compile(f_arith, backend="no-such-backend")
+    with pytest.warns(RuntimeWarning, match="not a Python function"):
+        assert tjc.compile(len) is len
+
+
+# --- lifetimes ---
+
+def test_compiled_module_and_its_parameters_are_freed_without_reset():
+    mod = MLP()
+    opt = tjc.compile(mod, backend=CompileCounter())
+    opt(r(2, 8))
+    dead = []
+    weakref.finalize(mod, dead.append, "module")
+    weakref.finalize(mod.layers[0].weight, dead.append, "weight")
+    del mod, opt
+    gc.collect()
+    assert sorted(dead) == ["module", "weight"]
+
+
+def test_fifty_models_compiled_and_dropped_leave_no_tensors():
+    def live_tensors():
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
+
+    def one():
+        m = MLP()
+        tjc.compile(m, backend=CompileCounter())(r(2, 8))
+
+    one()
+    before = live_tensors()
+    for _ in range(50):
+        one()
+    assert live_tensors() <= before
