@@ -21,9 +21,8 @@ Built with the `bytecode` library; the differences between CPython versions are 
 from __future__ import annotations
 
 import dataclasses
-import dis
 import inspect
-import io
+import re
 import sys
 import types
 from typing import Any, Callable, Sequence
@@ -274,19 +273,38 @@ def _check_compatible(original: types.CodeType, code: types.CodeType) -> None:
 
 
 def format_code(code: types.CodeType) -> str:
-    """Disassembly for TJC_LOG=bytecode: a header naming the code's variables, then the body."""
-    out = io.StringIO()
-    out.write(f"code {code.co_qualname} ({code.co_filename}:{code.co_firstlineno})\n")
-    out.write(f"  varnames: {code.co_varnames}\n")
+    """Listing for TJC_LOG=bytecode and for tests that compare with expected files.
+
+    One symbolic instruction a line (the bytecode library's view: no offsets, no inline caches),
+    with object addresses removed, so the same code prints the same text in every run.
+    """
+    lines = [f"code {code.co_qualname} (line {code.co_firstlineno})",
+             f"  varnames: {code.co_varnames}"]
     if code.co_cellvars:
-        out.write(f"  cellvars: {code.co_cellvars}\n")
+        lines.append(f"  cellvars: {code.co_cellvars}")
     if code.co_freevars:
-        out.write(f"  freevars: {code.co_freevars}\n")
-    out.write(f"  consts:   ({', '.join(_short(c) for c in code.co_consts)})\n")
-    dis.dis(code, file=out, depth=0)
-    return out.getvalue()
+        lines.append(f"  freevars: {code.co_freevars}")
+    for instr in bytecode.Bytecode.from_code(code):
+        if not isinstance(instr, Instr):
+            continue   # labels and exception-table markers: the body has none
+        if instr.arg is bytecode.UNSET:
+            lines.append(f"    {instr.name}")
+        else:
+            lines.append(f"    {instr.name:<16} {_format_arg(instr.name, instr.arg)}")
+    return "\n".join(lines) + "\n"
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _format_arg(opname: str, arg: Any) -> str:
+    if isinstance(arg, str) and opname != "LOAD_CONST":
+        return arg   # a variable or attribute name
+    if isinstance(arg, CellVar):
+        return f"cell {arg.name}"
+    if isinstance(arg, FreeVar):
+        return f"free {arg.name}"
+    if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[0], bool):
+        return arg[1]   # (push_null / is_method flag, name): the flag is always False here
+    text = _ADDRESS.sub("", repr(arg))
     return text if len(text) <= 60 else text[:57] + "..."

@@ -3,6 +3,7 @@ compare what it returns with the structure the output spec describes.
 
 Torch-free (a plain Python callable stands in for the compiled graph): runs on 3.11, 3.12, 3.13.
 """
+import sys
 import types
 import weakref
 
@@ -373,13 +374,71 @@ def test_evicting_the_cache_entry_frees_compiled_fn():
 
 # --- format_code ---------------------------------------------------------------------------------
 
-def test_format_code_names_the_code_and_its_instructions():
-    def f(x):
-        return x
+def _listing_body(code):
+    return format_code(code).split("\n", 1)[1]   # the header line holds a line number
 
-    text = format_code(build(f, Recorder(), [LocalSource("x")], GraphOutput(0)))
-    assert text.startswith(f"code {f.__code__.co_qualname} (")
-    assert "varnames: ('x', '___tjc_graph_out')" in text
-    for op in ("RESUME", "PUSH_NULL", "CALL", "STORE_FAST", "BINARY_SUBSCR", "RETURN_VALUE"):
-        assert op in text
+
+# How each version calls the compiled graph: codegen's version table, as listing lines.
+def _call_lines(args, n):
+    fn = "LOAD_CONST       <Recorder>"
+    return {
+        (3, 11): ["PUSH_NULL", fn, *args, f"PRECALL          {n}", f"CALL             {n}"],
+        (3, 12): ["PUSH_NULL", fn, *args, f"CALL             {n}"],
+        (3, 13): [fn, "PUSH_NULL", *args, f"CALL             {n}"],
+    }[sys.version_info[:2]]
+
+
+def test_format_code_is_stable_text():
+    scale = 2
+
+    def f(x, mod, *, k):
+        def inner():
+            return k
+        return x * scale
+
+    class Rec(Recorder):
+        def __repr__(self):
+            return "<Recorder>"
+
+    inputs = [LocalSource("x"), LocalSource("k"), ClosureSource("scale"), GlobalSource("SCALE"),
+              AttrSource(LocalSource("mod"), "weight"), ItemSource(LocalSource("mod"), "key")]
+    spec = TupleOutput((GraphOutput(0), ListOutput((ConstantOutput("c"),)),
+                        DictOutput((("m", SourceOutput(LocalSource("mod"))),))))
+    code = build(f, Rec(), inputs, spec)
+    loads = [
+        "LOAD_FAST        x",
+        "LOAD_DEREF       cell k",
+        "LOAD_DEREF       free scale",
+        "LOAD_GLOBAL      SCALE",
+        "LOAD_FAST        mod",
+        "LOAD_ATTR        weight",
+        "LOAD_FAST        mod",
+        "LOAD_CONST       'key'",
+        "BINARY_SUBSCR",
+    ]
+    body = [
+        "COPY_FREE_VARS   1",
+        "MAKE_CELL        cell k",
+        "RESUME           0",
+        *_call_lines(loads, len(inputs)),
+        "STORE_FAST       ___tjc_graph_out",
+        "LOAD_FAST        ___tjc_graph_out",
+        "LOAD_CONST       0",
+        "BINARY_SUBSCR",
+        "LOAD_CONST       'c'",
+        "BUILD_LIST       1",
+        "LOAD_CONST       'm'",
+        "LOAD_FAST        mod",
+        "BUILD_MAP        1",
+        "BUILD_TUPLE      3",
+        "RETURN_VALUE",
+    ]
+    expected = [
+        f"code {f.__code__.co_qualname} (line {f.__code__.co_firstlineno})",
+        "  varnames: ('x', 'mod', 'k', '___tjc_graph_out')",
+        "  cellvars: ('k',)",
+        "  freevars: ('scale',)",
+        *("    " + line for line in body),
+    ]
+    assert format_code(code) == "\n".join(expected) + "\n"
     assert codegen.format_code is format_code
