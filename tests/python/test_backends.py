@@ -213,3 +213,48 @@ def test_compile_counter_with_backend_compiles_with_it():
     assert cnt.frame_count == 1 and cnt.op_count == 5
     for got, want in zip(out, two_outputs(*args)):
         torch.testing.assert_close(got, want)
+
+
+# --- the pipeline without a tracer: fx graph -> backend -> transformed code -> runtime ------------
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_graph_runs_from_transformed_code(backend):
+    from torch_jit_cache import codegen, runtime
+    from torch_jit_cache.sources import AttrSource, LocalSource
+    from torch_jit_cache.trace_result import GraphOutput, SourceOutput, TupleOutput
+
+    lin = torch.nn.Linear(3, 2)
+
+    def f(x, mod):
+        return mod(x).relu(), mod
+
+    def graph(x, weight, bias):
+        return torch.nn.functional.linear(x, weight, bias).relu()
+
+    (x,) = inputs(1)
+    params = [lin.weight, lin.bias]
+    cnt = CompileCounterWithBackend(backend)
+    compiled = compile_graph(cnt, gm_of(graph), [x, *params])
+    code = codegen.build_transformed_code(
+        f.__code__, compiled,
+        [LocalSource("x"), AttrSource(LocalSource("mod"), "weight"), AttrSource(LocalSource("mod"), "bias")],
+        TupleOutput((GraphOutput(0), SourceOutput(LocalSource("mod")))))
+
+    def jit(frame, entries):
+        if frame.f_code is f.__code__:
+            return runtime.GuardedCode(code, runtime.GuardManager())
+        return runtime.RUN_ORIGINAL
+
+    runtime.reset()
+    try:
+        with runtime.eval_frame(jit):
+            out, mod = f(x, lin)
+            with torch.no_grad():
+                lin.bias.add_(1.0)   # parameters are graph inputs, read from the frame per call
+            out2, _ = f(x, lin)
+        assert mod is lin and cnt.frame_count == 1
+        torch.testing.assert_close(out, (x @ lin.weight.T + lin.bias - 1.0).relu())
+        torch.testing.assert_close(out2, (x @ lin.weight.T + lin.bias).relu())
+        assert runtime.cache_entries(f)[0].hits == 1
+    finally:
+        runtime.reset()
