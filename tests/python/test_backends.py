@@ -115,7 +115,8 @@ def broken(gm, example_inputs):
 
 
 def test_a_raising_backend_gives_backend_compiler_failed():
-    with pytest.raises(BackendCompilerFailed, match=r"backend 'broken' failed: NotImplementedError: no kernels") as info:
+    message = r"backend 'broken' failed: NotImplementedError: no kernels"
+    with pytest.raises(BackendCompilerFailed, match=message) as info:
         compile_graph(broken, gm_of(one_output), inputs(1))
     assert info.value.backend == "broken"
     assert isinstance(info.value.__cause__, NotImplementedError)

@@ -442,3 +442,12 @@ def test_format_code_is_stable_text():
     ]
     assert format_code(code) == "\n".join(expected) + "\n"
     assert codegen.format_code is format_code
+
+
+def test_importing_codegen_backends_and_testing_does_not_import_torch():
+    import subprocess
+
+    script = ("import sys, torch_jit_cache.codegen, torch_jit_cache.backends, torch_jit_cache.testing; "
+              "assert 'torch' not in sys.modules, 'torch was imported'")
+    repo = __import__("pathlib").Path(__file__).resolve().parents[2]   # this checkout's package
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=repo)

@@ -95,7 +95,8 @@ def ensure_tuple_output(gm) -> None:
     gm.recompile()
 
 
-def compile_graph(backend: str | Callable, gm, example_inputs: Sequence[Any], fallback_to_eager: bool = False) -> Callable:
+def compile_graph(backend: str | Callable, gm, example_inputs: Sequence[Any],
+                  fallback_to_eager: bool = False) -> Callable:
     """Compile gm with `backend`; the result returns a tuple (or list) of the graph's outputs.
 
     Raises BackendCompilerFailed when the backend raises or returns a non-callable, unless
