@@ -1,0 +1,310 @@
+"""Transformed bytecode: the code the runtime caches and runs in place of a traced function.
+
+`build_transformed_code(original, compiled_fn, graph_inputs, output_spec)` returns a code object
+that, run in a shadow frame of the original (csrc/cpython/shadow_frame.cpp), loads every graph
+input from the frame by its Source, calls `compiled_fn` with them positionally, and rebuilds the
+original's return value from the output spec (trace_result.py).
+
+What must stay true (csrc/cpython/frame.cpp `check_shadow_compatible` refuses code otherwise):
+- the original's argument names are a prefix of co_varnames, with the same kinds (cell or not);
+  co_cellvars and co_freevars are the same, in the same order; arg counts, *args/**kwargs flags,
+  name, qualname, filename and first line are kept;
+- the original's prologue (COPY_FREE_VARS, MAKE_CELL, RESUME) is kept exactly, so COPY_FREE_VARS
+  stays instruction 0 (the runtime may start the shadow frame just past it) and cell arguments
+  are wrapped by MAKE_CELL exactly as the original would;
+- `compiled_fn` lives in the code's co_consts, never in the user's globals: the code object owns
+  it, and dropping the code (the cache entry) frees it.
+
+Built with the `bytecode` library; the differences between CPython versions are the data in
+`_VERSION_TABLE`, read once at import. No torch here: the runtime's torch-free tests use it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import types
+from typing import Any, Callable, Sequence
+
+import bytecode
+from bytecode import CellVar, FreeVar, Instr
+
+from .sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource,
+                      Source)
+from .trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
+                           TupleOutput)
+
+__all__ = ["build_transformed_code", "format_code", "CodegenError"]
+
+
+class CodegenError(ValueError):
+    """The transformed code cannot be built (unsupported code, a source the frame cannot reach)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Opcodes:
+    """How one CPython version spells the few things codegen emits."""
+    null_before_callable: bool   # 3.11/3.12: [NULL, callable, args...]; 3.13: [callable, NULL, args...]
+    precall: bool                # 3.11 needs PRECALL n before CALL n
+    load_attr_method_flag: bool  # 3.12+: LOAD_ATTR's argument is (is_method, name)
+
+
+_VERSION_TABLE = {
+    (3, 11): _Opcodes(null_before_callable=True, precall=True, load_attr_method_flag=False),
+    (3, 12): _Opcodes(null_before_callable=True, precall=False, load_attr_method_flag=True),
+    (3, 13): _Opcodes(null_before_callable=False, precall=False, load_attr_method_flag=True),
+}
+_PY = sys.version_info[:2]
+_OPS = _VERSION_TABLE.get(_PY)
+
+# Shadow frames cannot run these (the runtime refuses them); say so before building anything.
+_GENERATOR_LIKE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+                   | inspect.CO_ITERABLE_COROUTINE)
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+_RESULT_LOCAL = "___tjc_graph_out"
+
+
+def _argument_names(code: types.CodeType) -> tuple:
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & _CO_VARARGS) + bool(code.co_flags & _CO_VARKEYWORDS)
+    return code.co_varnames[:n]
+
+
+def _fresh_name(base: str, taken: set) -> str:
+    name, i = base, 0
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    return name
+
+
+class _Emitter:
+    """Appends the body's instructions; every instruction carries the function's first line so
+    tracebacks through the compiled call point at the `def`."""
+
+    def __init__(self, original: types.CodeType, lineno: int):
+        self.original = original
+        self.lineno = lineno
+        self.instrs: list = []
+        self.args = set(_argument_names(original))
+        self.cellvars = set(original.co_cellvars)
+        self.freevars = set(original.co_freevars)
+
+    def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
+        self.instrs.append(Instr(name, arg, lineno=self.lineno))
+
+    def const(self, value: Any) -> None:
+        self.emit("LOAD_CONST", value)
+
+    # -- sources -----------------------------------------------------------------------------
+    def load_source(self, source: Source) -> None:
+        if isinstance(source, LocalSource):
+            name = source.local_name
+            # Only arguments are bound when the (shadow) frame starts; anything else would be unbound.
+            if name not in self.args:
+                raise CodegenError(f"{source}: '{name}' is not an argument of {self.original.co_qualname}")
+            # An argument that is also a cell variable holds its cell after MAKE_CELL.
+            if name in self.cellvars:
+                self.emit("LOAD_DEREF", CellVar(name))
+            else:
+                self.emit("LOAD_FAST", name)
+        elif isinstance(source, (GlobalSource, BuiltinSource)):
+            # LOAD_GLOBAL looks in the globals, then the builtins: a BuiltinSource is by contract
+            # not shadowed by a global (guards check that), so this finds the builtin.
+            name = source.global_name if isinstance(source, GlobalSource) else source.builtin_name
+            self.emit("LOAD_GLOBAL", (False, name))
+        elif isinstance(source, ClosureSource):
+            if source.free_name not in self.freevars:
+                raise CodegenError(f"{source}: '{source.free_name}' is not a free variable of "
+                                   f"{self.original.co_qualname} (free: {self.original.co_freevars})")
+            self.emit("LOAD_DEREF", FreeVar(source.free_name))
+        elif isinstance(source, AttrSource):
+            self.load_source(source.base)
+            self.emit("LOAD_ATTR", (False, source.attr) if _OPS.load_attr_method_flag else source.attr)
+        elif isinstance(source, ItemSource):
+            self.load_source(source.base)
+            self.const(source.key)
+            self.emit("BINARY_SUBSCR")
+        else:
+            raise CodegenError(f"codegen cannot load a {type(source).__name__} ({source})")
+
+    # -- the call ----------------------------------------------------------------------------
+    def call_const(self, fn: Callable, inputs: Sequence[Source]) -> None:
+        if _OPS.null_before_callable:
+            self.emit("PUSH_NULL")
+            self.const(fn)
+        else:
+            self.const(fn)
+            self.emit("PUSH_NULL")
+        for source in inputs:
+            self.load_source(source)
+        if _OPS.precall:
+            self.emit("PRECALL", len(inputs))
+        self.emit("CALL", len(inputs))
+
+    # -- outputs -----------------------------------------------------------------------------
+    def build_output(self, spec: Any, result_local: str | None) -> None:
+        if isinstance(spec, GraphOutput):
+            if result_local is None:
+                raise CodegenError("GraphOutput in an output spec but no compiled graph is called")
+            self.emit("LOAD_FAST", result_local)
+            self.const(spec.index)
+            self.emit("BINARY_SUBSCR")
+        elif isinstance(spec, ConstantOutput):
+            self.build_constant(spec.value)
+        elif isinstance(spec, SourceOutput):
+            self.load_source(spec.source)
+        elif isinstance(spec, TupleOutput):
+            for item in spec.items:
+                self.build_output(item, result_local)
+            self.emit("BUILD_TUPLE", len(spec.items))
+        elif isinstance(spec, ListOutput):
+            for item in spec.items:
+                self.build_output(item, result_local)
+            self.emit("BUILD_LIST", len(spec.items))
+        elif isinstance(spec, DictOutput):
+            for key, item in spec.items:
+                self.const(key)
+                self.build_output(item, result_local)
+            self.emit("BUILD_MAP", len(spec.items))
+        else:
+            raise CodegenError(f"unknown output spec {spec!r}")
+
+    def build_constant(self, value: Any) -> None:
+        # A mutable constant is rebuilt on every call: LOAD_CONST would hand every caller the same
+        # list, and one caller's append would show in the next call's result.
+        if type(value) is list:
+            for v in value:
+                self.build_constant(v)
+            self.emit("BUILD_LIST", len(value))
+        elif type(value) is dict:
+            for k, v in value.items():
+                self.const(k)
+                self.build_constant(v)
+            self.emit("BUILD_MAP", len(value))
+        elif type(value) is set:
+            for v in value:
+                self.build_constant(v)
+            self.emit("BUILD_SET", len(value))
+        elif type(value) is tuple and any(type(v) in (list, dict, set) for v in value):
+            for v in value:
+                self.build_constant(v)
+            self.emit("BUILD_TUPLE", len(value))
+        else:
+            self.const(value)
+
+
+def _uses_graph(spec: Any) -> bool:
+    if isinstance(spec, GraphOutput):
+        return True
+    if isinstance(spec, (TupleOutput, ListOutput)):
+        return any(_uses_graph(i) for i in spec.items)
+    if isinstance(spec, DictOutput):
+        return any(_uses_graph(i) for _, i in spec.items)
+    return False
+
+
+def _prologue(original_bc: bytecode.Bytecode) -> list:
+    """The original's instructions up to and including RESUME (COPY_FREE_VARS, MAKE_CELL, ...)."""
+    out = []
+    for instr in original_bc:
+        out.append(instr)
+        if isinstance(instr, Instr) and instr.name == "RESUME":
+            return out
+    raise CodegenError(f"{original_bc.qualname}: no RESUME in the code (not a 3.11+ function body?)")
+
+
+def build_transformed_code(original: types.CodeType, compiled_fn: Callable | None,
+                           graph_inputs: Sequence[Source], output_spec: Any) -> types.CodeType:
+    """The code that replaces `original`: call `compiled_fn(*inputs)`, rebuild `output_spec`.
+
+    `compiled_fn` returns a tuple or list of outputs; GraphOutput(i) is its item i. When the spec
+    uses no GraphOutput (a function that returns constants or its inputs), `compiled_fn` may be
+    None and nothing is called.
+    """
+    if _OPS is None:
+        raise CodegenError(f"codegen supports CPython {sorted(_VERSION_TABLE)}, not {_PY}")
+    if original.co_flags & _GENERATOR_LIKE:
+        raise CodegenError(f"{original.co_qualname}: generators and coroutines are not compiled")
+    original_bc = bytecode.Bytecode.from_code(original)
+    lineno = original.co_firstlineno
+    em = _Emitter(original, lineno)
+
+    calls = compiled_fn is not None and (_uses_graph(output_spec) or graph_inputs)
+    result_local = None
+    if calls:
+        taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
+        result_local = _fresh_name(_RESULT_LOCAL, taken)
+        em.call_const(compiled_fn, list(graph_inputs))
+        em.emit("STORE_FAST", result_local)
+    elif _uses_graph(output_spec):
+        raise CodegenError("the output spec uses graph outputs but compiled_fn is None")
+    em.build_output(output_spec, result_local)
+    em.emit("RETURN_VALUE")
+
+    new_bc = bytecode.Bytecode(_prologue(original_bc) + em.instrs)
+    for attr in ("argcount", "posonlyargcount", "kwonlyargcount", "first_lineno", "name",
+                 "qualname", "filename", "docstring", "flags"):
+        setattr(new_bc, attr, getattr(original_bc, attr))
+    new_bc.argnames = list(original_bc.argnames)
+    new_bc.cellvars = list(original_bc.cellvars)
+    new_bc.freevars = list(original_bc.freevars)
+    code = new_bc.to_code()
+    _check_compatible(original, code)
+    return code
+
+
+def _check_compatible(original: types.CodeType, code: types.CodeType) -> None:
+    """The runtime's rules, checked here too so a codegen bug names itself at build time."""
+    args = _argument_names(original)
+    problems = []
+    if code.co_varnames[:len(args)] != args:
+        problems.append(f"argument names {code.co_varnames[:len(args)]} != {args}")
+    for attr in ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_flags", "co_cellvars",
+                 "co_freevars", "co_name", "co_qualname", "co_filename", "co_firstlineno"):
+        if getattr(code, attr) != getattr(original, attr):
+            problems.append(f"{attr}: {getattr(code, attr)!r} != {getattr(original, attr)!r}")
+    if problems:
+        raise CodegenError(f"transformed code for {original.co_qualname} differs from the original: "
+                           + "; ".join(problems))
+
+
+def format_code(code: types.CodeType) -> str:
+    """Listing for TJC_LOG=bytecode and for tests that compare with expected files.
+
+    One symbolic instruction a line (the bytecode library's view: no offsets, no inline caches),
+    with object addresses removed, so the same code prints the same text in every run.
+    """
+    lines = [f"code {code.co_qualname} (line {code.co_firstlineno})",
+             f"  varnames: {code.co_varnames}"]
+    if code.co_cellvars:
+        lines.append(f"  cellvars: {code.co_cellvars}")
+    if code.co_freevars:
+        lines.append(f"  freevars: {code.co_freevars}")
+    for instr in bytecode.Bytecode.from_code(code):
+        if not isinstance(instr, Instr):
+            continue   # labels and exception-table markers: the body has none
+        if instr.arg is bytecode.UNSET:
+            lines.append(f"    {instr.name}")
+        else:
+            lines.append(f"    {instr.name:<16} {_format_arg(instr.name, instr.arg)}")
+    return "\n".join(lines) + "\n"
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _format_arg(opname: str, arg: Any) -> str:
+    if isinstance(arg, str) and opname != "LOAD_CONST":
+        return arg   # a variable or attribute name
+    if isinstance(arg, CellVar):
+        return f"cell {arg.name}"
+    if isinstance(arg, FreeVar):
+        return f"free {arg.name}"
+    if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[0], bool):
+        return arg[1]   # (push_null / is_method flag, name): the flag is always False here
+    text = _ADDRESS.sub("", repr(arg))
+    return text if len(text) <= 60 else text[:57] + "..."
