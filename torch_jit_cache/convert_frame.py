@@ -13,6 +13,7 @@ import sysconfig
 import types
 
 from . import log, runtime
+from .config import config
 from .guards import build_guards
 from .trace_result import Unsupported
 
@@ -84,7 +85,8 @@ class FrameCompiler:
     def _finish(self, frame, result):
         from . import backends, codegen
 
-        compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs)
+        compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
+                                          fallback_to_eager=config.fallback_to_eager)
         COUNTERS["graphs"] += 1
         new_code = codegen.build_transformed_code(frame.f_code, compiled, result.graph_inputs, result.output)
         guards = build_guards(result.guards)
