@@ -7,23 +7,23 @@ the wrapper); the cached entries guard it weakly, so dropping both frees the mod
 """
 from __future__ import annotations
 
-from . import runtime
+from . import _C
 
 
 class CompiledModule:
-    __slots__ = ("_torch_jit_cache_module", "_torch_jit_cache_callback", "__weakref__")
+    __slots__ = ("_torch_jit_cache_module", "_torch_jit_cache_callback", "_call", "__weakref__")
 
     def __init__(self, module, callback):
         object.__setattr__(self, "_torch_jit_cache_module", module)
         object.__setattr__(self, "_torch_jit_cache_callback", callback)
+        object.__setattr__(self, "_call", _C.CompiledFunction(module, callback))
 
     def __call__(self, *args, **kwargs):
-        with runtime.eval_frame(self._torch_jit_cache_callback):
-            return self._torch_jit_cache_module(*args, **kwargs)
+        return self._call(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
-        with runtime.eval_frame(self._torch_jit_cache_callback):
-            return self._torch_jit_cache_module.forward(*args, **kwargs)
+        return _C.CompiledFunction(self._torch_jit_cache_module.forward, self._torch_jit_cache_callback)(
+            *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._torch_jit_cache_module, name)

@@ -13,6 +13,7 @@ namespace py = pybind11;
 void init_runtime(py::module_& m);  // runtime_bindings.cpp: hook, cache, GuardedCode, CacheEntry
 void init_guards(py::module_& m);   // guard_bindings.cpp: GuardManager builder API
 void init_torch(py::module_& m);    // torch_bindings.cpp: the _C_torch registration slot
+void init_compiled_function(py::module_& m);  // compiled_function.cpp: compile()'s callable
 
 // Throws the Python exception that matches `status` (InvalidArgument -> ValueError,
 // FailedPrecondition -> RuntimeError, NotFound -> KeyError, OutOfRange -> IndexError, ...);

@@ -25,4 +25,5 @@ PYBIND11_MODULE(_C, m) {
   tjc::bindings::init_guards(m);
   tjc::bindings::init_torch(m);
   tjc::bindings::init_runtime(m);
+  tjc::bindings::init_compiled_function(m);
 }

@@ -34,21 +34,25 @@ ThreadState& thread_state() {
   return state;
 }
 
+PyObject* exchange_callback(PyObject* callback) noexcept {
+  ThreadState& ts = thread_state();
+  PyObject* previous = ts.callback;  // the reference moves to the caller
+  ts.callback = Py_XNewRef(callback);
+  if (previous == nullptr && callback != nullptr) {
+    if (g_active_threads++ == 0 && !g_installed) install_hook();
+  } else if (previous != nullptr && callback == nullptr) {
+    TJC_CHECK(g_active_threads > 0);
+    if (--g_active_threads == 0) uninstall_hook();
+  }
+  return previous;
+}
+
 py::object set_eval_frame(py::handle callback) {
   if (!callback.is_none() && !PyCallable_Check(callback.ptr())) {
     throw py::type_error("set_eval_frame: callback must be callable or None, got " +
                          std::string(Py_TYPE(callback.ptr())->tp_name));
   }
-  ThreadState& ts = thread_state();
-  PyObject* previous = ts.callback;  // the reference moves to the return value
-  PyObject* next = callback.is_none() ? nullptr : Py_NewRef(callback.ptr());
-  ts.callback = next;
-  if (previous == nullptr && next != nullptr) {
-    if (g_active_threads++ == 0 && !g_installed) install_hook();
-  } else if (previous != nullptr && next == nullptr) {
-    TJC_CHECK(g_active_threads > 0);
-    if (--g_active_threads == 0) uninstall_hook();
-  }
+  PyObject* previous = exchange_callback(callback.is_none() ? nullptr : callback.ptr());
   if (previous == nullptr) return py::none();
   return py::reinterpret_steal<py::object>(previous);
 }

@@ -33,6 +33,11 @@ ThreadState& thread_state();
 // Raises TypeError for a non-callable other than None.
 py::object set_eval_frame(py::handle callback);
 
+// Sets this thread's callback to `callback` (borrowed; nullptr disables) and returns the previous
+// one as a new reference (nullptr when none), installing or removing the hook as needed. Never
+// raises; the caller guarantees `callback` is callable. The fast path of compiled calls.
+PyObject* exchange_callback(PyObject* callback) noexcept;
+
 // The evaluator that was installed before the hook (the default one when none was).
 cpython::EvalFrameFunc previous_eval_frame();
 

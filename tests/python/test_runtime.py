@@ -672,3 +672,39 @@ def test_per_code_cache_limit_overrides_the_config():
             runtime.set_cache_limit(f, -1)
     finally:
         runtime.set_cache_limit(f, 0)
+
+
+def test_compiled_function_type_installs_the_callback_for_the_call_only():
+    from torch_jit_cache import _C
+
+    def f(x):
+        return x + 1
+
+    seen = []
+
+    def cb(frame, entries):
+        seen.append(frame.f_code.co_name)
+        return runtime.RUN_ORIGINAL
+
+    c = _C.CompiledFunction(f, cb)
+    assert c(1) == 2 and seen == ["f"]
+    assert not runtime.hook_installed(), "restored after the call"
+
+    def boom(x):
+        raise KeyError(x)
+
+    with pytest.raises(KeyError):
+        _C.CompiledFunction(boom, cb)(3)
+    assert not runtime.hook_installed(), "restored after an exception"
+
+    class A:
+        m = _C.CompiledFunction(lambda self, y: y * 2, cb)
+
+    assert A().m(3) == 6, "binds as a method"
+    with pytest.raises(TypeError, match="must be callable"):
+        _C.CompiledFunction(1, cb)
+    ref = weakref.ref(c)
+    c.__dict__["cycle"] = c  # a cycle through the instance dict is collected
+    del c
+    gc.collect()
+    assert ref() is None
