@@ -35,8 +35,8 @@ class ConstantVariable(VariableTracker):
         unsupported(f"attribute {name!r} of constant {self.value!r}")
 
     def unpack(self, tx):
-        if isinstance(self.value, (str, bytes)):
-            return [ConstantVariable(c) for c in self.value]
+        if isinstance(self.value, (str, bytes, tuple, range)):
+            return [wrap_constant_result(c) for c in self.value]
         unsupported(f"iteration over constant {self.value!r}")
 
     def __repr__(self):
@@ -76,7 +76,7 @@ def is_constant_value(value) -> bool:
 def wrap_constant_result(value) -> VariableTracker:
     """Wrap the result of evaluating a pure function on constants."""
     from .containers import ListVariable, TupleVariable
-    if isinstance(value, tuple):
+    if type(value) is tuple:
         return TupleVariable([wrap_constant_result(v) for v in value])
     if isinstance(value, list):
         return ListVariable([wrap_constant_result(v) for v in value])

@@ -52,8 +52,10 @@ class BaseFunctionVariable(VariableTracker):
             unsupported(f"call to {self.code.co_name}: {e}")
         bound.apply_defaults()
         result = {}
-        for pname, param in bound.signature.parameters.items():
-            value = bound.arguments[pname]
+        # Positional order matches co_varnames; inspect renames a comprehension's '.0'.
+        for pname, (sig_name, param) in zip(self.code.co_varnames,
+                                            bound.signature.parameters.items()):
+            value = bound.arguments[sig_name]
             if param.kind is inspect.Parameter.VAR_POSITIONAL:
                 value = TupleVariable(list(value))
             elif param.kind is inspect.Parameter.VAR_KEYWORD:

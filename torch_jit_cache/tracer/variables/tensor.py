@@ -69,7 +69,7 @@ class TensorVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         if name == "shape":
-            return wrap_constant_result(tuple(self.example.shape))
+            return ConstantVariable(self.example.shape)
         if name == "requires_grad":
             ref = self.real if self.real is not None else self.example
             return ConstantVariable(ref.requires_grad)
