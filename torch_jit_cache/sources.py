@@ -86,3 +86,22 @@ class ItemSource(Source):
     @property
     def root(self) -> Source:
         return self.base.root
+
+
+def load_source(source: Source, f_locals, f_globals, f_builtins) -> Any:
+    """The value `source` names in a frame given by its locals (arguments and, for free variables,
+    their cell contents, by name), globals and builtins. Used by tests and by codegen's checks."""
+    if isinstance(source, LocalSource):
+        return f_locals[source.local_name]
+    if isinstance(source, ClosureSource):
+        return f_locals[source.free_name]
+    if isinstance(source, GlobalSource):
+        return f_globals[source.global_name]
+    if isinstance(source, BuiltinSource):
+        b = f_builtins if isinstance(f_builtins, dict) else vars(f_builtins)
+        return b[source.builtin_name]
+    if isinstance(source, AttrSource):
+        return getattr(load_source(source.base, f_locals, f_globals, f_builtins), source.attr)
+    if isinstance(source, ItemSource):
+        return load_source(source.base, f_locals, f_globals, f_builtins)[source.key]
+    raise TypeError(f"cannot load {source!r}")

@@ -23,6 +23,8 @@ class GuardKind(enum.Enum):
     LENGTH = "length"                # value: int
     DICT_KEYS = "dict_keys"          # value: tuple of keys in order
     TENSOR_MATCH = "tensor_match"    # value: an example tensor (not held by the guard)
+    SAME_AS = "same_as"              # value: another Source that must reach this very object
+                                     # (one tensor reached twice is one graph input)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,120 @@
+"""Container opcodes: BUILD_*, LIST_APPEND/EXTEND, MAP_ADD, UNPACK_SEQUENCE, subscripts, strings."""
+from ..variables import ConstantVariable, DictVariable, ListVariable, TupleVariable
+from ..variables.base import unsupported
+from ..variables.operators import getitem, setitem
+from .registry import make_registry
+
+HANDLERS, handler = make_registry()
+
+
+@handler("BUILD_TUPLE")
+def build_tuple(tx, inst):
+    tx.push(TupleVariable(tx.popn(inst.arg)))
+
+
+@handler("BUILD_LIST")
+def build_list(tx, inst):
+    tx.push(ListVariable(tx.popn(inst.arg)))
+
+
+@handler("LIST_TO_TUPLE")
+def list_to_tuple(tx, inst):
+    tx.push(TupleVariable(tx.pop().unpack(tx)))
+
+
+@handler("LIST_APPEND")
+def list_append(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "append", [v], {})
+
+
+@handler("LIST_EXTEND")
+def list_extend(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "extend", [v], {})
+
+
+@handler("BUILD_MAP")
+def build_map(tx, inst):
+    flat = tx.popn(2 * inst.arg)
+    tx.push(DictVariable({flat[i].as_python_constant(): flat[i + 1]
+                          for i in range(0, len(flat), 2)}))
+
+
+@handler("BUILD_CONST_KEY_MAP")
+def build_const_key_map(tx, inst):
+    keys = tx.pop().as_python_constant()
+    values = tx.popn(inst.arg)
+    tx.push(DictVariable(dict(zip(keys, values))))
+
+
+@handler("MAP_ADD")
+def map_add(tx, inst):
+    value, key = tx.pop(), tx.pop()
+    tx.stack[-inst.arg].setitem(tx, key, value)
+
+
+@handler("DICT_UPDATE", "DICT_MERGE")
+def dict_update(tx, inst):
+    other = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "update", [other], {})
+
+
+@handler("UNPACK_SEQUENCE")
+def unpack_sequence(tx, inst):
+    items = tx.pop().unpack(tx)
+    if len(items) != inst.arg:
+        unsupported(f"unpacking {len(items)} values into {inst.arg}")
+    for item in reversed(items):
+        tx.push(item)
+
+
+@handler("UNPACK_EX")
+def unpack_ex(tx, inst):
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    items = tx.pop().unpack(tx)
+    if len(items) < before + after:
+        unsupported("not enough values to unpack")
+    rest = ListVariable(items[before:len(items) - after])
+    for item in reversed([*items[:before], rest, *items[len(items) - after:]]):
+        tx.push(item)
+
+
+@handler("BUILD_SLICE")
+def build_slice(tx, inst):
+    parts = tx.popn(inst.arg)
+    if not all(p.is_python_constant() for p in parts):
+        unsupported("a slice with non-constant bounds")
+    tx.push(ConstantVariable(slice(*[p.as_python_constant() for p in parts])))
+
+
+@handler("BINARY_SUBSCR")
+def binary_subscr(tx, inst):
+    key = tx.pop()
+    obj = tx.pop()
+    tx.push(getitem(tx, obj, key))
+
+
+@handler("STORE_SUBSCR")
+def store_subscr(tx, inst):
+    key, obj, value = tx.pop(), tx.pop(), tx.pop()
+    setitem(tx, obj, key, value)
+
+
+_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+
+
+@handler("FORMAT_VALUE")
+def format_value(tx, inst):
+    spec = tx.pop().as_python_constant() if inst.arg & 0x04 else ""
+    value = tx.pop()
+    if not value.is_python_constant():
+        unsupported(f"formatting {value} into a string")
+    v = value.as_python_constant()
+    conv = _CONVERSIONS[inst.arg & 0x03]
+    tx.push(ConstantVariable(format(conv(v) if conv else v, spec)))
+
+
+@handler("BUILD_STRING")
+def build_string(tx, inst):
+    tx.push(ConstantVariable("".join(p.as_python_constant() for p in tx.popn(inst.arg))))

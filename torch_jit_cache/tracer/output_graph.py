@@ -1,0 +1,80 @@
+"""The fx graph under construction, its graph inputs and the guard set (the tracer's lowest layer).
+
+One OutputGraph is shared by the root translator and every inlined call. It knows nothing about
+variable trackers: it deals in fx Nodes, Sources, example tensors and GuardSpecs.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+from ..sources import Source
+from ..trace_result import GuardKind, GuardSpec
+
+# In-place operators emitted as call_function nodes: registering them keeps dead-code elimination
+# from dropping a mutation whose result nobody reads (x.add_(1) on an input, x += y).
+_INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                      operator.iand, operator.ior, operator.ixor, operator.ilshift,
+                      operator.irshift, operator.setitem)
+for _op in _INPLACE_OPERATORS:
+    torch.fx.node.has_side_effect(_op)
+
+
+def mark_side_effect(target) -> None:
+    """Declare `target` (e.g. torch.Tensor.add_) as mutating, so DCE keeps its nodes."""
+    if target not in torch.fx.node._side_effectful_functions:
+        torch.fx.node.has_side_effect(target)
+
+
+class OutputGraph:
+    """Mutable trace state shared by all translators of one trace (the GIL is the only lock)."""
+
+    def __init__(self, f_globals: dict, f_builtins: dict):
+        self.graph = torch.fx.Graph()
+        self.root_globals = f_globals
+        self.root_builtins = f_builtins
+        self.graph_inputs: list[Source] = []
+        self.example_inputs: list[torch.Tensor] = []
+        self._guards: dict[tuple, GuardSpec] = {}
+        self._last_placeholder = None
+        # Variable-tracker caches, opaque here: id(tensor) -> tracker, Source -> tracker.
+        # `keepalive` holds the objects whose ids key `by_id` for the duration of the trace.
+        self.by_id: dict[int, object] = {}
+        self.by_source: dict[Source, object] = {}
+        self.keepalive: list = []
+
+    # -- guards -------------------------------------------------------------------------------
+    def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:
+        key = (source, kind)
+        if key not in self._guards:
+            self._guards[key] = GuardSpec(source, kind, value)
+
+    @property
+    def guards(self) -> list[GuardSpec]:
+        return list(self._guards.values())
+
+    # -- nodes ----------------------------------------------------------------------------------
+    def add_placeholder(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
+        """A graph input loaded from `source` at call time; placeholders stay ahead of all nodes."""
+        name = "arg%d" % len(self.graph_inputs)
+        ctx = (self.graph.inserting_before(None) if self._last_placeholder is None
+               else self.graph.inserting_after(self._last_placeholder))
+        with ctx:
+            node = self.graph.placeholder(name)
+        node.meta["source"] = source
+        self._last_placeholder = node
+        self.graph_inputs.append(source)
+        self.example_inputs.append(value)
+        return node
+
+    def create_node(self, op: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
+        return self.graph.create_node(op, target, tuple(args), dict(kwargs))
+
+    def finish(self, output_nodes: list) -> torch.fx.GraphModule:
+        self.graph.output(tuple(output_nodes))
+        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        gm.graph.lint()
+        return gm

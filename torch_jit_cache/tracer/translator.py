@@ -1,0 +1,162 @@
+"""InstructionTranslator: the symbolic interpreter over one code object's instructions.
+
+It holds the value stack, the fast locals, the cells, and a reference to the shared OutputGraph
+(fx graph, graph inputs, guards). Each instruction is dispatched through handlers.DISPATCH with
+the translator passed explicitly. Inlined calls run a child translator on the same OutputGraph.
+"""
+from __future__ import annotations
+
+import dis
+
+from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
+from ..trace_result import Unsupported
+from . import variables
+from .handlers import DISPATCH
+from .variables import CellVariable
+from .variables.base import unsupported
+
+MAX_INLINE_DEPTH = 32
+MAX_STEPS = 1_000_000
+
+
+class _Null:
+    """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL's low bit)."""
+
+    def __repr__(self):
+        return "NULL"
+
+
+class InstructionTranslator:
+    NULL = _Null()
+
+    def __init__(self, code, output, f_globals, *, arg_values=None, raw_args=None,
+                 free_cells=None, global_source=None, depth=0):
+        """`raw_args` (root frame): real argument values, wrapped with LocalSource when first
+        read. `arg_values` (inlined call): trackers bound to parameter names. `free_cells`: one
+        CellVariable per co_freevars entry."""
+        self.code = code
+        self.output = output
+        self.f_globals = f_globals
+        self.depth = depth
+        self.instructions = list(dis.get_instructions(code))
+        self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.stack: list = []
+        self.locals: dict = dict(arg_values or {})
+        self.raw_args: dict = dict(raw_args or {})
+        self.cells: dict = dict(zip(code.co_freevars, free_cells or ()))
+        self.kw_names = None
+        self.ip = 0
+        self.result = None
+        self.done = False
+        self._global_source = global_source
+
+    # -- stack ----------------------------------------------------------------------------------
+    def push(self, v):
+        self.stack.append(v)
+
+    def pop(self):
+        if not self.stack:
+            unsupported("stack underflow (tracer bug)")
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        if len(self.stack) < n:
+            unsupported("stack underflow (tracer bug)")
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def jump_to(self, offset: int):
+        self.ip = self.index_of[offset]
+
+    # -- names ----------------------------------------------------------------------------------
+    def has_local(self, name) -> bool:
+        return name in self.locals or name in self.raw_args
+
+    def load_local(self, name):
+        if name not in self.locals:
+            if name not in self.raw_args:
+                unsupported(f"local variable {name!r} referenced before assignment")
+            self.locals[name] = self.wrap(self.raw_args.pop(name), LocalSource(name))
+        return self.locals[name]
+
+    def cell(self, name) -> CellVariable:
+        if name not in self.cells:
+            unsupported(f"unknown cell {name!r}")
+        return self.cells[name]
+
+    def global_source(self, tx, name):
+        if self._global_source is not None:
+            return self._global_source(tx, name)
+        return GlobalSource(name)
+
+    def load_global(self, name):
+        if name in self.f_globals:
+            return self.wrap(self.f_globals[name], self.global_source(self, name))
+        builtins = self.output.root_builtins
+        if not isinstance(builtins, dict):
+            builtins = vars(builtins)
+        if name in builtins:
+            return self.wrap(builtins[name], BuiltinSource(name))
+        unsupported(f"NameError: name {name!r} is not defined")
+
+    # -- services for variables ------------------------------------------------------------------
+    def wrap(self, value, source, guard: bool = True):
+        return variables.wrap(self, value, source, guard)
+
+    def call(self, fn, args: list, kwargs: dict):
+        if fn is self.NULL:
+            unsupported("call of NULL (tracer bug)")
+        return fn.call_function(self, list(args), dict(kwargs))
+
+    def inline_call(self, fn, args: list, kwargs: dict):
+        if self.depth >= MAX_INLINE_DEPTH:
+            unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
+        bound = fn.bind_args(self, args, kwargs)
+        child = InstructionTranslator(fn.code, self.output, fn.f_globals, arg_values=bound,
+                                      free_cells=fn.cells(self),
+                                      global_source=fn.global_source, depth=self.depth + 1)
+        return child.run()
+
+    def return_value(self, value):
+        self.result = value
+        self.done = True
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self):
+        """Interpret until RETURN_VALUE; return the returned tracker."""
+        steps = 0
+        while not self.done:
+            if self.ip >= len(self.instructions):
+                unsupported("fell off the end of the code")
+            inst = self.instructions[self.ip]
+            self.ip += 1
+            steps += 1
+            if steps > MAX_STEPS:
+                self._fail(Unsupported(f"more than {MAX_STEPS} instructions"), inst)
+            try:
+                fn = DISPATCH.get(inst.opname)
+                if fn is None:
+                    unsupported(f"opcode {inst.opname}")
+                fn(self, inst)
+            except Unsupported as e:
+                self._fail(e, inst)
+            except Exception as e:  # a tracer bug must not become a wrong result: fall back
+                self._fail(Unsupported(f"internal error {type(e).__name__}: {e}"), inst)
+        return self.result
+
+    def _fail(self, e: Unsupported, inst):
+        if e.lineno:  # already located (raised in an inlined call): keep the innermost place
+            raise e
+        lineno = inst.positions.lineno if inst.positions else 0
+        located = Unsupported(e.reason, filename=self.code.co_filename, lineno=lineno or 0,
+                              instruction=f"{inst.opname} {inst.argrepr}".strip())
+        raise located from (e.__cause__ or e.__context__ if e.lineno == 0 else None)
+
+    @staticmethod
+    def root_cells(code, f_locals) -> list:
+        return [CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False)
+                if name in f_locals else CellVariable(writable=False)
+                for name in code.co_freevars]

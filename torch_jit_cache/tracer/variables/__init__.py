@@ -1,0 +1,16 @@
+"""Variable trackers: the symbolic values the tracer manipulates (see base.py for the protocol)."""
+from .base import VariableTracker
+from .builder import wrap
+from .builtins import BuiltinVariable
+from .constant import ConstantVariable
+from .containers import (CellVariable, DictVariable, IteratorVariable, ListVariable,
+                         RangeVariable, TupleVariable)
+from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFunctionVariable,
+                        UserMethodVariable)
+from .nn_module import NNModuleVariable
+from .tensor import TensorVariable, TorchFunctionVariable
+
+__all__ = ["VariableTracker", "wrap", "BuiltinVariable", "ConstantVariable", "CellVariable",
+           "DictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable",
+           "NestedFunctionVariable", "PythonModuleVariable", "UserFunctionVariable",
+           "UserMethodVariable", "NNModuleVariable", "TensorVariable", "TorchFunctionVariable"]

@@ -1,0 +1,66 @@
+"""VariableTracker: the symbolic value the tracer keeps on its stack for each Python value.
+
+Methods that need the trace (to add nodes, guards, or inline code) take the translator `tx`
+explicitly. What variables may use from `tx`: `tx.output` (the OutputGraph), `tx.wrap(value,
+source)` (wrap a real value read from the frame), `tx.inline_call(func_var, args, kwargs)` and
+`tx.call(fn_var, args, kwargs)`. Variables never import the translator.
+"""
+from __future__ import annotations
+
+from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
+from ...trace_result import Unsupported
+
+
+def unsupported(reason: str):
+    raise Unsupported(reason)
+
+
+class VariableTracker:
+    """Base class. `source` is where the value came from in the frame, or None if built here."""
+
+    def __init__(self, source=None):
+        self.source = source
+
+    # -- what the value is ----------------------------------------------------------------------
+    def python_type(self):
+        unsupported(f"type of {self} is unknown")
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python_constant()
+            return True
+        except Unsupported:
+            return False
+
+    def as_python_constant(self):
+        unsupported(f"{self} is not a Python constant")
+
+    # -- graph arguments ------------------------------------------------------------------------
+    def as_fx_arg(self):
+        """The value as an fx node argument (nodes for tensors, Python values for constants)."""
+        return self.as_python_constant()
+
+    def as_example(self):
+        """The value with tensors replaced by their example tensors, to run an op eagerly."""
+        return self.as_python_constant()
+
+    # -- protocol -------------------------------------------------------------------------------
+    def var_getattr(self, tx, name: str) -> "VariableTracker":
+        unsupported(f"attribute {name!r} of {self}")
+
+    def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
+        unsupported(f"call to {self}")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
+        return tx.call(self.var_getattr(tx, name), args, kwargs)
+
+    def unpack(self, tx) -> list:
+        """The items of an iteration over the value (guards on lengths/keys are added here)."""
+        unsupported(f"iteration over {self}")
+
+    def truthy(self, tx) -> bool:
+        unsupported(f"truth value of {self}")
+
+    def __repr__(self) -> str:
+        src = f" from {self.source}" if self.source is not None else ""
+        return f"{type(self).__name__}{src}"

@@ -1,0 +1,149 @@
+"""Wrap a real value read from the frame (with its Source) into a tracker, adding its guards.
+
+Guards added here: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
+TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` for
+nn.Modules); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
+when one tensor is reached through a second source. `guard=False` is for attributes of trusted
+modules (torch.relu, math.pi): only the module itself is guarded.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+import types
+
+import torch
+import torch.nn as nn
+
+from ...sources import AttrSource, ItemSource
+from ...trace_result import GuardKind
+from .base import unsupported
+from .builtins import BUILTIN_HANDLERS, BuiltinVariable
+from .constant import ConstantVariable
+from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .functions import (PureFunctionVariable, PythonModuleVariable, UserFunctionVariable,
+                        UserMethodVariable)
+from .nn_module import NNModuleVariable
+from .tensor import TensorVariable, TorchFunctionVariable
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
+_TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
+
+
+def _torch_callable_ids() -> frozenset:
+    spaces = [torch, torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
+    return frozenset(id(v) for ns in spaces for v in vars(ns).values()
+                     if callable(v) and not isinstance(v, type))
+
+
+_TORCH_IDS = _torch_callable_ids()
+
+
+def is_torch_callable(value) -> bool:
+    if isinstance(value, type):
+        return False
+    if id(value) in _TORCH_IDS:
+        return True
+    objclass = getattr(value, "__objclass__", None)
+    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+        return True
+    mod = getattr(value, "__module__", None) or ""
+    return callable(value) and (mod == "torch" or mod.startswith("torch."))
+
+
+def wrap(tx, value, source, guard: bool = True):
+    out = tx.output
+    if source is not None and source in out.by_source:
+        return out.by_source[source]
+    vt = _wrap(tx, value, source, guard and source is not None)
+    if source is not None:
+        out.by_source[source] = vt
+    return vt
+
+
+def _wrap(tx, value, source, guard):
+    out = tx.output
+
+    def g(kind, v=None, src=source):
+        if guard:
+            out.add_guard(src, kind, v)
+
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            unsupported("a tensor that is not reachable from the frame (cannot be a graph input)")
+        out.add_guard(source, GuardKind.TENSOR_MATCH, value)
+        known = out.by_id.get(id(value))
+        if known is not None:
+            out.add_guard(source, GuardKind.SAME_AS, known.source)
+            return known
+        example = value.detach().clone()
+        if value.requires_grad:
+            example.requires_grad_(True)
+        vt = TensorVariable(out, example, source=source, real=value)
+        out.by_id[id(value)] = vt
+        out.keepalive.append(value)
+        return vt
+    if isinstance(value, _SCALARS):
+        g(GuardKind.TYPE_MATCH, type(value))
+        g(GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, _TORCH_SINGLETONS):
+        g(GuardKind.ID_MATCH, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, nn.Module):
+        if source is None:
+            unsupported(f"module {type(value).__name__} not reachable from the frame")
+        g(GuardKind.TYPE_MATCH, type(value))
+        g(GuardKind.ID_MATCH, value)
+        out.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
+        return NNModuleVariable(value, source)
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
+            (isinstance(value, tuple) and hasattr(type(value), "_fields")):
+        g(GuardKind.TYPE_MATCH, type(value))
+        g(GuardKind.LENGTH, len(value))
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None, guard)
+                 for i, v in enumerate(value)]
+        if isinstance(value, list):
+            return ListVariable(items, source)
+        return TupleVariable(items, source, fields=list(getattr(type(value), "_fields", ())) or None)
+    if type(value) is dict:
+        if not all(isinstance(k, (str, int)) for k in value):
+            unsupported("a dict with keys other than str and int")
+        g(GuardKind.TYPE_MATCH, dict)
+        g(GuardKind.DICT_KEYS, tuple(value))
+        return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source is not None
+                                     else None, guard) for k, v in value.items()}, source)
+    if type(value) is range:
+        g(GuardKind.TYPE_MATCH, range)
+        g(GuardKind.EQUALS_MATCH, value)
+        return RangeVariable(value)
+    if isinstance(value, types.ModuleType):
+        g(GuardKind.ID_MATCH, value)
+        return PythonModuleVariable(value, source)
+    if any(value is b for b in BUILTIN_HANDLERS):
+        g(GuardKind.ID_MATCH, value)
+        return BuiltinVariable(value, source)
+    if is_torch_callable(value):
+        g(GuardKind.ID_MATCH, value)
+        return TorchFunctionVariable(value, source)
+    if isinstance(value, types.FunctionType):
+        g(GuardKind.TYPE_MATCH, types.FunctionType)
+        g(GuardKind.ID_MATCH, value)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType):
+        fsrc = AttrSource(source, "__func__") if source is not None else None
+        ssrc = AttrSource(source, "__self__") if source is not None else None
+        return UserMethodVariable(wrap(tx, value.__func__, fsrc, guard),
+                                  wrap(tx, value.__self__, ssrc, guard), source)
+    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in (
+            "math", "_operator", "operator") or (isinstance(value, type(math.sqrt))
+                                                  and value in vars(operator).values()):
+        g(GuardKind.ID_MATCH, value)
+        return PureFunctionVariable(value, source)
+    if isinstance(value, type):
+        g(GuardKind.ID_MATCH, value)
+        return ConstantVariable(value, source)
+    if value is builtins.print:
+        return BuiltinVariable(value, source)
+    unsupported(f"value of type {type(value).__name__} read from {source}")

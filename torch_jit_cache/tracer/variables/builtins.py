@@ -1,0 +1,214 @@
+"""BuiltinVariable: len, range, isinstance, enumerate, zip, min, max, abs, getattr, int, ...
+
+Builtins run on constants in Python; on tensors only where the answer is static (len of a
+tensor is its first dimension) or is a graph op (abs). print() and friends raise Unsupported.
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable, wrap_constant_result
+from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
+                         RangeVariable, TupleVariable)
+
+
+def _consts(args, kwargs):
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        return None
+    return [a.as_python_constant() for a in args], {k: v.as_python_constant()
+                                                    for k, v in kwargs.items()}
+
+
+def _fold(fn):
+    def handler(tx, args, kwargs):
+        c = _consts(args, kwargs)
+        if c is None:
+            unsupported(f"{fn.__name__}() on values that are not Python constants")
+        try:
+            return wrap_constant_result(fn(*c[0], **c[1]))
+        except Exception as e:
+            unsupported(f"{fn.__name__}() raised {e!r}")
+    return handler
+
+
+def _len(tx, args, kwargs):
+    (obj,) = args
+    from .tensor import TensorVariable
+    if isinstance(obj, (BaseListVariable, DictVariable)):
+        return ConstantVariable(len(obj.items))
+    if isinstance(obj, TensorVariable):
+        if obj.example.dim() == 0:
+            unsupported("len() of a 0-d tensor")
+        return ConstantVariable(obj.example.shape[0])
+    if hasattr(obj, "module"):  # ModuleList and friends
+        return obj.call_method(tx, "__len__", [], {})
+    return _fold(len)(tx, args, kwargs)
+
+
+def _range(tx, args, kwargs):
+    c = _consts(args, kwargs)
+    if c is None:
+        unsupported("range() over non-constant bounds")
+    return RangeVariable(range(*c[0]))
+
+
+def _isinstance(tx, args, kwargs):
+    obj, cls = args
+    return ConstantVariable(issubclass(obj.python_type(), cls.as_python_constant()))
+
+
+def _enumerate(tx, args, kwargs):
+    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
+    start = start.as_python_constant()
+    return IteratorVariable([TupleVariable([ConstantVariable(i + start), v])
+                             for i, v in enumerate(args[0].unpack(tx))])
+
+
+def _zip(tx, args, kwargs):
+    if kwargs:
+        unsupported("zip(strict=...)")
+    seqs = [a.unpack(tx) for a in args]
+    return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)])
+
+
+def _minmax(fn):
+    def handler(tx, args, kwargs):
+        items = args[0].unpack(tx) if len(args) == 1 and not args[0].is_python_constant() \
+            else args
+        return _fold(fn)(tx, [TupleVariable(list(items))] if len(args) == 1 else items, kwargs)
+    return handler
+
+
+def _abs(tx, args, kwargs):
+    from .tensor import TensorVariable, call_op
+    if isinstance(args[0], TensorVariable):
+        return call_op(tx, operator.abs, args, {})
+    return _fold(abs)(tx, args, kwargs)
+
+
+def _getattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_python_constant()
+    if len(args) == 3:
+        module = getattr(obj, "module", None)
+        if module is not None and not hasattr(module, name):
+            return args[2]
+        if obj.is_python_constant() and not hasattr(obj.as_python_constant(), name):
+            return args[2]
+    return obj.var_getattr(tx, name)
+
+
+def _hasattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_python_constant()
+    module = getattr(obj, "module", None)
+    if module is not None:
+        return ConstantVariable(hasattr(module, name))
+    if obj.is_python_constant():
+        return ConstantVariable(hasattr(obj.as_python_constant(), name))
+    unsupported(f"hasattr on {obj}")
+
+
+def _sequence(kind):
+    def handler(tx, args, kwargs):
+        items = args[0].unpack(tx) if args else []
+        return (TupleVariable if kind is tuple else ListVariable)(list(items))
+    return handler
+
+
+def _dict(tx, args, kwargs):
+    items = {}
+    if args:
+        if isinstance(args[0], DictVariable):
+            items.update(args[0].items)
+        else:
+            for pair in args[0].unpack(tx):
+                k, v = pair.unpack(tx)
+                items[k.as_python_constant()] = v
+    items.update(kwargs)
+    return DictVariable(items)
+
+
+def _sum(tx, args, kwargs):
+    from .operators import binary_op
+    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    for item in args[0].unpack(tx):
+        total = binary_op(tx, "+", total, item)
+    return total
+
+
+def _iter(tx, args, kwargs):
+    return args[0] if isinstance(args[0], IteratorVariable) else IteratorVariable(
+        args[0].unpack(tx))
+
+
+def _next(tx, args, kwargs):
+    item = args[0].next_item() if isinstance(args[0], IteratorVariable) else None
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        unsupported("next() on an exhausted or unknown iterator")
+    return item
+
+
+def _type(tx, args, kwargs):
+    if len(args) != 1:
+        unsupported("type() with three arguments")
+    return ConstantVariable(args[0].python_type())
+
+
+def _scalar(fn):
+    def handler(tx, args, kwargs):
+        from .tensor import TensorVariable
+        if any(isinstance(a, TensorVariable) for a in args):
+            unsupported(f"{fn.__name__}() of a tensor (data-dependent Python value)")
+        return _fold(fn)(tx, args, kwargs)
+    return handler
+
+
+def _print(tx, args, kwargs):
+    unsupported("print() (a side effect)")
+
+
+def _reversed(tx, args, kwargs):
+    return IteratorVariable(list(reversed(args[0].unpack(tx))))
+
+
+def _all_any(fn):
+    def handler(tx, args, kwargs):
+        return ConstantVariable(fn(item.truthy(tx) for item in args[0].unpack(tx)))
+    return handler
+
+
+BUILTIN_HANDLERS = {
+    len: _len, range: _range, isinstance: _isinstance, enumerate: _enumerate, zip: _zip,
+    min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
+    int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _scalar(str),
+    tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
+    next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
+    any: _all_any(any), sorted: _fold(sorted), round: _fold(round), divmod: _fold(divmod),
+    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
+    callable: lambda tx, args, kwargs: ConstantVariable(not args[0].is_python_constant() or
+                                                        callable(args[0].as_python_constant())),
+}
+
+
+class BuiltinVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def as_python_constant(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def call_function(self, tx, args, kwargs):
+        return BUILTIN_HANDLERS[self.fn](tx, args, kwargs)
+
+    def __repr__(self):
+        return f"BuiltinVariable({self.fn.__name__})"
+
+
+assert builtins.len is len

@@ -1,0 +1,99 @@
+"""ConstantVariable: an immutable Python value known while tracing (int, float, str, None, ...)."""
+from __future__ import annotations
+
+import operator
+
+from .base import VariableTracker, unsupported
+
+# Methods on constants that are pure and safe to evaluate while tracing.
+_SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
+
+
+class ConstantVariable(VariableTracker):
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def truthy(self, tx) -> bool:
+        return bool(self.value)
+
+    def var_getattr(self, tx, name):
+        if isinstance(self.value, _SAFE_TYPES) or _is_dtype(self.value):
+            try:
+                attr = getattr(self.value, name)
+            except AttributeError:
+                unsupported(f"{type(self.value).__name__} has no attribute {name!r}")
+            if callable(attr):
+                return BoundConstantMethod(self, name)
+            return ConstantVariable(attr)
+        unsupported(f"attribute {name!r} of constant {self.value!r}")
+
+    def unpack(self, tx):
+        if isinstance(self.value, (str, bytes, tuple, range)):
+            return [wrap_constant_result(c) for c in self.value]
+        unsupported(f"iteration over constant {self.value!r}")
+
+    def __repr__(self):
+        return f"ConstantVariable({self.value!r})"
+
+
+class BoundConstantMethod(VariableTracker):
+    """`'a,b'.split` and friends: evaluated when every argument is a constant."""
+
+    def __init__(self, obj: ConstantVariable, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            unsupported(f"{type(self.obj.value).__name__}.{self.name} on non-constant arguments")
+        result = getattr(self.obj.value, self.name)(
+            *[a.as_python_constant() for a in args],
+            **{k: v.as_python_constant() for k, v in kwargs.items()})
+        return wrap_constant_result(result)
+
+
+def _is_dtype(value) -> bool:
+    import torch
+    return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format))
+
+
+def is_constant_value(value) -> bool:
+    """Immutable values a ConstantVariable may hold."""
+    if isinstance(value, _SAFE_TYPES) or _is_dtype(value):
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return all(is_constant_value(v) for v in value)
+    return False
+
+
+def wrap_constant_result(value) -> VariableTracker:
+    """Wrap the result of evaluating a pure function on constants."""
+    from .containers import ListVariable, TupleVariable
+    if type(value) is tuple:
+        return TupleVariable([wrap_constant_result(v) for v in value])
+    if isinstance(value, list):
+        return ListVariable([wrap_constant_result(v) for v in value])
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    unsupported(f"a constant computation produced a {type(value).__name__}")
+
+
+BINARY_OPERATORS = {
+    "+": operator.add, "&": operator.and_, "//": operator.floordiv, "<<": operator.lshift,
+    "@": operator.matmul, "*": operator.mul, "%": operator.mod, "|": operator.or_,
+    "**": operator.pow, ">>": operator.rshift, "-": operator.sub, "/": operator.truediv,
+    "^": operator.xor,
+    "+=": operator.iadd, "&=": operator.iand, "//=": operator.ifloordiv, "<<=": operator.ilshift,
+    "@=": operator.imatmul, "*=": operator.imul, "%=": operator.imod, "|=": operator.ior,
+    "**=": operator.ipow, ">>=": operator.irshift, "-=": operator.isub,
+    "/=": operator.itruediv, "^=": operator.ixor,
+}
+COMPARE_OPERATORS = {"<": operator.lt, "<=": operator.le, "==": operator.eq,
+                     "!=": operator.ne, ">": operator.gt, ">=": operator.ge}

@@ -1,0 +1,280 @@
+"""Containers: tuples, lists, dicts, ranges, iterators and cells, holding variable trackers.
+
+Containers read from the frame carry a source and are immutable here: mutating one (append,
+setitem, ...) would be a side effect the graph cannot replay, so it raises Unsupported. Containers
+built while tracing (source None) are mutated freely.
+"""
+from __future__ import annotations
+
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable
+
+
+def _index(key: VariableTracker):
+    if not key.is_python_constant():
+        unsupported(f"index by a non-constant {key}")
+    return key.as_python_constant()
+
+
+class BaseListVariable(VariableTracker):
+    kind = tuple
+
+    def __init__(self, items, source=None, fields=None):
+        super().__init__(source)
+        self.items = list(items)
+        self.fields = fields  # field names of a namedtuple result (torch.return_types.max, ...)
+
+    def python_type(self):
+        return self.kind
+
+    def as_python_constant(self):
+        return self.kind(i.as_python_constant() for i in self.items)
+
+    def as_fx_arg(self):
+        return self.kind(i.as_fx_arg() for i in self.items)
+
+    def as_example(self):
+        return self.kind(i.as_example() for i in self.items)
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    def getitem(self, tx, key):
+        k = _index(key)
+        if isinstance(k, slice):
+            return type(self)(self.items[k])
+        if isinstance(k, int) and -len(self.items) <= k < len(self.items):
+            return self.items[k]
+        unsupported(f"index {k!r} into a {self.kind.__name__} of length {len(self.items)}")
+
+    def var_getattr(self, tx, name):
+        if self.fields and name in self.fields:
+            return self.items[self.fields.index(name)]
+        return _MethodOf(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "index" and len(args) == 1:
+            target = _index(args[0])
+            for i, item in enumerate(self.items):
+                if item.is_python_constant() and item.as_python_constant() == target:
+                    return ConstantVariable(i)
+            unsupported("list.index of a value not found")
+        if name == "count" and len(args) == 1:
+            target = _index(args[0])
+            return ConstantVariable(sum(1 for i in self.items if i.is_python_constant()
+                                        and i.as_python_constant() == target))
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        unsupported(f"{self.kind.__name__}.{name}")
+
+
+class TupleVariable(BaseListVariable):
+    kind = tuple
+
+    def __repr__(self):
+        return f"TupleVariable({self.items!r})"
+
+
+class ListVariable(BaseListVariable):
+    kind = list
+
+    def _check_mutable(self):
+        if self.source is not None:
+            unsupported(f"mutation of the list {self.source} read from the frame")
+
+    def setitem(self, tx, key, value):
+        self._check_mutable()
+        k = _index(key)
+        if not isinstance(k, int):
+            unsupported("list slice assignment")
+        self.items[k] = value
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
+            self._check_mutable()
+            if name == "append":
+                self.items.append(args[0])
+            elif name == "extend":
+                self.items.extend(args[0].unpack(tx))
+            elif name == "insert":
+                self.items.insert(_index(args[0]), args[1])
+            elif name == "pop":
+                return self.items.pop(_index(args[0]) if args else -1)
+            elif name == "clear":
+                self.items.clear()
+            else:
+                self.items.reverse()
+            return ConstantVariable(None)
+        if name == "copy":
+            return ListVariable(self.items)
+        return super().call_method(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"ListVariable({self.items!r})"
+
+
+class _MethodOf(VariableTracker):
+    """A bound method of a container (`xs.append`), resolved when called."""
+
+    def __init__(self, obj, name):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+
+class DictVariable(VariableTracker):
+    """A dict with constant keys; `items` maps each Python key to a tracker, in order."""
+
+    def __init__(self, items: dict, source=None):
+        super().__init__(source)
+        self.items = dict(items)
+
+    def python_type(self):
+        return dict
+
+    def as_python_constant(self):
+        return {k: v.as_python_constant() for k, v in self.items.items()}
+
+    def as_fx_arg(self):
+        return {k: v.as_fx_arg() for k, v in self.items.items()}
+
+    def as_example(self):
+        return {k: v.as_example() for k, v in self.items.items()}
+
+    def unpack(self, tx):
+        return [ConstantVariable(k) for k in self.items]
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    def getitem(self, tx, key):
+        k = _index(key)
+        if k not in self.items:
+            unsupported(f"KeyError {k!r}")
+        return self.items[k]
+
+    def setitem(self, tx, key, value):
+        if self.source is not None:
+            unsupported(f"mutation of the dict {self.source} read from the frame")
+        self.items[_index(key)] = value
+
+    def var_getattr(self, tx, name):
+        return _MethodOf(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "keys":
+            return ListVariable(self.unpack(tx))
+        if name == "values":
+            return ListVariable(list(self.items.values()))
+        if name == "items":
+            return ListVariable([TupleVariable([ConstantVariable(k), v])
+                                 for k, v in self.items.items()])
+        if name == "get":
+            k = _index(args[0])
+            if k in self.items:
+                return self.items[k]
+            return args[1] if len(args) > 1 else ConstantVariable(None)
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__contains__":
+            return ConstantVariable(_index(args[0]) in self.items)
+        if name == "copy":
+            return DictVariable(self.items)
+        if name in ("update", "pop", "setdefault", "__setitem__"):
+            if self.source is not None:
+                unsupported(f"mutation of the dict {self.source} read from the frame")
+            if name == "update":
+                other = args[0] if args else None
+                if isinstance(other, DictVariable):
+                    self.items.update(other.items)
+                elif other is not None:
+                    unsupported("dict.update from a non-dict")
+                self.items.update(kwargs)
+                return ConstantVariable(None)
+            if name == "pop":
+                k = _index(args[0])
+                if k in self.items:
+                    return self.items.pop(k)
+                if len(args) > 1:
+                    return args[1]
+                unsupported(f"KeyError {k!r}")
+            if name == "setdefault":
+                return self.items.setdefault(_index(args[0]),
+                                             args[1] if len(args) > 1 else ConstantVariable(None))
+            self.setitem(tx, args[0], args[1])
+            return ConstantVariable(None)
+        unsupported(f"dict.{name}")
+
+
+class RangeVariable(VariableTracker):
+    def __init__(self, value: range):
+        super().__init__(None)
+        self.value = value
+
+    def python_type(self):
+        return range
+
+    def as_python_constant(self):
+        return self.value
+
+    def unpack(self, tx):
+        if len(self.value) > 100_000:
+            unsupported("a loop over more than 100,000 iterations")
+        return [ConstantVariable(i) for i in self.value]
+
+    def truthy(self, tx):
+        return bool(self.value)
+
+    def getitem(self, tx, key):
+        r = self.value[_index(key)]
+        return RangeVariable(r) if isinstance(r, range) else ConstantVariable(r)
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over known items (GET_ITER's result); FOR_ITER advances `index`."""
+
+    def __init__(self, items: list):
+        super().__init__(None)
+        self.items = items
+        self.index = 0
+
+    def next_item(self):
+        if self.index >= len(self.items):
+            return None
+        self.index += 1
+        return self.items[self.index - 1]
+
+    def unpack(self, tx):
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return rest
+
+
+class CellVariable(VariableTracker):
+    """A closure cell. `contents` is a tracker, or None while empty; `lazy` is (value, source) of
+    a real cell not read yet. A cell read from a real closure is not writable (STORE_DEREF to
+    it would be a side effect)."""
+
+    def __init__(self, contents=None, *, lazy=None, writable=True):
+        super().__init__(None)
+        self.contents = contents
+        self.lazy = lazy
+        self.writable = writable
+
+    def load(self, tx):
+        if self.contents is None and self.lazy is not None:
+            value, source = self.lazy
+            self.contents = tx.wrap(value, source)
+        if self.contents is None:
+            unsupported("read of an empty closure cell")
+        return self.contents
+
+    def store(self, tx, value):
+        if not self.writable:
+            unsupported("assignment to a closure variable of the traced frame (nonlocal)")
+        self.contents = value

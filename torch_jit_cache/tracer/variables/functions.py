@@ -1,0 +1,202 @@
+"""Python functions: user functions and methods (inlined), Python modules, pure helpers.
+
+A user function is traced by inlining: the translator interprets its bytecode with its own
+locals (`tx.inline_call`). The function tracker provides what that needs: the code, argument
+binding, closure cells, and the source of each global the body reads.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ...sources import AttrSource, GlobalSource, ItemSource
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable, wrap_constant_result
+from .containers import CellVariable, DictVariable, TupleVariable
+
+_NOT_INLINABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR \
+    | inspect.CO_ITERABLE_COROUTINE
+
+
+class BaseFunctionVariable(VariableTracker):
+    """What inlining needs: `code`, `f_globals`, `name`, `defaults`, `kwdefaults`, `cells`."""
+
+    code: types.CodeType
+    f_globals: dict
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_call(self, args, kwargs)
+
+    def global_source(self, tx, name: str):
+        """Where global `name` of this function is read from, seen from the traced frame."""
+        if self.f_globals is tx.output.root_globals:
+            return GlobalSource(name)
+        if self.source is not None:
+            return ItemSource(AttrSource(self.source, "__globals__"), name)
+        unsupported(f"globals of {self.code.co_name} are not reachable from the traced frame")
+
+    def bind_args(self, tx, args: list, kwargs: dict) -> dict:
+        """Bind trackers to parameter names as a call would (defaults included)."""
+        if self.code.co_flags & _NOT_INLINABLE:
+            unsupported(f"call to generator or coroutine {self.code.co_name}")
+        dummy_closure = tuple(types.CellType() for _ in self.code.co_freevars) or None
+        fake = types.FunctionType(self.code, {}, self.code.co_name,
+                                  tuple(self.defaults(tx)) or None, dummy_closure)
+        fake.__kwdefaults__ = self.kwdefaults(tx) or None
+        try:
+            bound = inspect.signature(fake).bind(*args, **kwargs)
+        except TypeError as e:
+            unsupported(f"call to {self.code.co_name}: {e}")
+        bound.apply_defaults()
+        result = {}
+        # Positional order matches co_varnames; inspect renames a comprehension's '.0'.
+        for pname, (sig_name, param) in zip(self.code.co_varnames,
+                                            bound.signature.parameters.items()):
+            value = bound.arguments[sig_name]
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                value = TupleVariable(list(value))
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                value = DictVariable(dict(value))
+            result[pname] = value
+        return result
+
+
+class UserFunctionVariable(BaseFunctionVariable):
+    """A real Python function object (read from the frame, a module, or a class)."""
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        super().__init__(source)
+        self.fn = fn
+        self.code = fn.__code__
+        self.f_globals = fn.__globals__
+        self._cells = None
+
+    def as_python_constant(self):
+        return self.fn
+
+    def defaults(self, tx):
+        base = AttrSource(self.source, "__defaults__") if self.source is not None else None
+        return [tx.wrap(v, ItemSource(base, i) if base else None)
+                for i, v in enumerate(self.fn.__defaults__ or ())]
+
+    def kwdefaults(self, tx):
+        base = AttrSource(self.source, "__kwdefaults__") if self.source is not None else None
+        return {k: tx.wrap(v, ItemSource(base, k) if base else None)
+                for k, v in (self.fn.__kwdefaults__ or {}).items()}
+
+    def cells(self, tx) -> list:
+        if self._cells is None:
+            base = AttrSource(self.source, "__closure__") if self.source is not None else None
+            self._cells = []
+            for i, cell in enumerate(self.fn.__closure__ or ()):
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    self._cells.append(CellVariable(writable=False))
+                    continue
+                src = AttrSource(ItemSource(base, i), "cell_contents") if base else None
+                self._cells.append(CellVariable(lazy=(value, src), writable=False))
+        return self._cells
+
+    def var_getattr(self, tx, name):
+        if name == "__name__":
+            return ConstantVariable(self.fn.__name__)
+        unsupported(f"attribute {name!r} of function {self.fn.__name__}")
+
+    def __repr__(self):
+        return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+class NestedFunctionVariable(BaseFunctionVariable):
+    """A function made by MAKE_FUNCTION while tracing (a nested def, a lambda, a comprehension)."""
+
+    def __init__(self, code, f_globals, parent_global_source, defaults, kwdefaults, cells):
+        super().__init__(None)
+        self.code = code
+        self.f_globals = f_globals
+        self._parent_global_source = parent_global_source
+        self._defaults = defaults
+        self._kwdefaults = kwdefaults
+        self._cells = cells
+
+    def global_source(self, tx, name):
+        return self._parent_global_source(tx, name)
+
+    def defaults(self, tx):
+        return self._defaults
+
+    def kwdefaults(self, tx):
+        return self._kwdefaults
+
+    def cells(self, tx):
+        return self._cells
+
+    def __repr__(self):
+        return f"NestedFunctionVariable({self.code.co_name})"
+
+
+class UserMethodVariable(VariableTracker):
+    """A function bound to a tracked object (`self.helper`): called with the object first."""
+
+    def __init__(self, func: BaseFunctionVariable, obj: VariableTracker, source=None):
+        super().__init__(source)
+        self.func, self.obj = func, obj
+
+    def python_type(self):
+        return types.MethodType
+
+    def call_function(self, tx, args, kwargs):
+        return tx.call(self.func, [self.obj, *args], kwargs)
+
+
+class PythonModuleVariable(VariableTracker):
+    """A module such as torch, math or a user module. Attributes of torch and math are trusted
+    (not guarded one by one); the module itself is guarded by identity."""
+
+    def __init__(self, module: types.ModuleType, source=None):
+        super().__init__(source)
+        self.module = module
+
+    def as_python_constant(self):
+        return self.module
+
+    def python_type(self):
+        return types.ModuleType
+
+    def var_getattr(self, tx, name):
+        try:
+            value = getattr(self.module, name)
+        except AttributeError:
+            unsupported(f"module {self.module.__name__} has no attribute {name!r}")
+        trusted = is_trusted_module(self.module)
+        src = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap(value, src, guard=not trusted)
+
+
+def is_trusted_module(module) -> bool:
+    name = getattr(module, "__name__", "")
+    return name in ("math", "operator", "torch") or name.startswith("torch.")
+
+
+class PureFunctionVariable(VariableTracker):
+    """A pure function of constants (math.sqrt, operator.add on ints): evaluated while tracing."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            unsupported(f"{getattr(self.fn, '__name__', self.fn)} on non-constant arguments")
+        try:
+            result = self.fn(*[a.as_python_constant() for a in args],
+                             **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            unsupported(f"{getattr(self.fn, '__name__', self.fn)} raised {e!r}")
+        return wrap_constant_result(result)

@@ -1,0 +1,123 @@
+"""Python operators on trackers: binary, in-place, comparison, identity, membership, unary.
+
+Constants fold in Python; any tensor operand makes a graph node; sequences concatenate.
+"""
+from __future__ import annotations
+
+import operator
+
+from .base import VariableTracker, unsupported
+from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable, wrap_constant_result
+from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
+from .nn_module import NNModuleVariable
+from .tensor import TensorVariable, call_op
+
+_INPLACE = {"+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="}
+
+
+def _const_fold(fn, *vs):
+    try:
+        return wrap_constant_result(fn(*[v.as_python_constant() for v in vs]))
+    except (ArithmeticError, TypeError, ValueError) as e:
+        unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
+
+
+def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    fn = BINARY_OPERATORS[symbol]
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return call_op(tx, fn, [a, b], {})
+    base = symbol.rstrip("=") if symbol in _INPLACE else symbol
+    if isinstance(a, BaseListVariable):
+        if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
+            if symbol == "+=" and isinstance(a, ListVariable):
+                a.call_method(tx, "extend", [b], {})
+                return a
+            return type(a)(a.items + b.items)
+        if symbol == "+=" and isinstance(a, ListVariable):
+            a.call_method(tx, "extend", [b], {})
+            return a
+        if base == "*" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
+            return type(a)(a.items * b.as_python_constant())
+    if a.is_python_constant() and b.is_python_constant():
+        return _const_fold(fn, a, b)
+    unsupported(f"operator {symbol} on {a} and {b}")
+
+
+def compare_op(tx, symbol: str, a, b) -> VariableTracker:
+    fn = COMPARE_OPERATORS[symbol]
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return call_op(tx, fn, [a, b], {})
+    if a.is_python_constant() and b.is_python_constant():
+        return _const_fold(fn, a, b)
+    if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
+        return ConstantVariable(symbol == "!=")
+    unsupported(f"comparison {symbol} between {a} and {b}")
+
+
+def _is_none(v) -> bool:
+    return isinstance(v, ConstantVariable) and v.value is None
+
+
+def is_op(tx, a, b, invert: bool) -> VariableTracker:
+    if a is b:
+        same = True
+    elif isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
+        same = a.value is b.value
+    elif isinstance(a, NNModuleVariable) and isinstance(b, NNModuleVariable):
+        same = a.module is b.module
+    elif isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
+        same = a.example is b.example
+    elif _is_none(a) or _is_none(b):
+        same = False  # a container, module, tensor or function is never None
+    else:
+        unsupported(f"identity test between {a} and {b}")
+    return ConstantVariable(same != invert)
+
+
+def contains_op(tx, item, container, invert: bool) -> VariableTracker:
+    if isinstance(container, DictVariable):
+        found = item.as_python_constant() in container.items
+    elif isinstance(container, NNModuleVariable):
+        found = item.as_python_constant() in container.module._modules
+    elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
+        if not (item.is_python_constant() and container.is_python_constant()):
+            unsupported(f"membership test of {item} in {container}")
+        found = item.as_python_constant() in container.as_python_constant()
+    else:
+        unsupported(f"membership test in {container}")
+    return ConstantVariable(found != invert)
+
+
+_UNARY = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,
+          "UNARY_INVERT": operator.invert}
+
+
+def unary_op(tx, opname: str, a) -> VariableTracker:
+    if opname == "UNARY_NOT":
+        return ConstantVariable(not a.truthy(tx))
+    fn = _UNARY[opname]
+    if isinstance(a, TensorVariable):
+        return call_op(tx, fn, [a], {})
+    if a.is_python_constant():
+        return _const_fold(fn, a)
+    unsupported(f"{opname} on {a}")
+
+
+def getitem(tx, obj, key) -> VariableTracker:
+    if isinstance(obj, TensorVariable):
+        return call_op(tx, operator.getitem, [obj, key], {})
+    if hasattr(obj, "getitem"):
+        return obj.getitem(tx, key)
+    if obj.is_python_constant() and key.is_python_constant():
+        return _const_fold(operator.getitem, obj, key)
+    unsupported(f"subscript of {obj}")
+
+
+def setitem(tx, obj, key, value) -> None:
+    if isinstance(obj, TensorVariable):
+        call_op(tx, operator.setitem, [obj, key, value], {})
+        return
+    if hasattr(obj, "setitem"):
+        obj.setitem(tx, key, value)
+        return
+    unsupported(f"item assignment on {obj}")

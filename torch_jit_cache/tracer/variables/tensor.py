@@ -1,0 +1,199 @@
+"""TensorVariable and graph ops: tensor methods, torch functions and operators become fx nodes.
+
+Every op runs once on example tensors (clones of the real inputs, so tracing never mutates user
+tensors) to learn its result: a tensor result becomes a node, a result without tensors (x.size(),
+x.dim(), x.dtype) becomes a constant, legal because guards pin every input's shape and dtype. Ops
+whose non-tensor result depends on tensor data (.item(), .tolist(), torch.equal) are refused.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..output_graph import mark_side_effect
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable, wrap_constant_result
+from .containers import TupleVariable
+
+# Methods/functions whose result depends on tensor *values* in a way a static graph cannot keep
+# (Python scalars, data-dependent shapes) or that change autograd/global state.
+DATA_DEPENDENT = frozenset({
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__len__",
+    "equal", "allclose", "is_nonzero", "data_ptr", "nonzero", "masked_select", "unique",
+    "unique_consecutive", "argwhere", "bincount", "backward", "register_hook", "retain_grad",
+    "requires_grad_", "storage", "untyped_storage", "__array__", "set_", "resize_",
+    "record_stream", "manual_seed", "seed", "set_grad_enabled", "set_default_dtype",
+    "use_deterministic_algorithms", "set_printoptions", "save", "load", "compile",
+})
+_CONSTANT_ATTRS = frozenset({"dtype", "device", "layout", "ndim", "is_cuda", "is_sparse",
+                             "is_quantized", "is_meta", "is_complex"})
+_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+
+class TensorVariable(VariableTracker):
+    """A tensor in the graph: an fx node and the example tensor it evaluated to.
+
+    A tensor read from the frame starts without a node; its placeholder is added the first time
+    an op uses it, so tensors that are only inspected (x.shape) do not become graph inputs."""
+
+    def __init__(self, output, example, node=None, source=None, real=None):
+        super().__init__(source)
+        self.output = output
+        self.example = example
+        self._node = node
+        self.real = real
+
+    def as_node(self):
+        if self._node is None:
+            self._node = self.output.add_placeholder(self.source, self.real)
+        return self._node
+
+    def as_fx_arg(self):
+        return self.as_node()
+
+    def as_example(self):
+        return self.example
+
+    def as_python_constant(self):
+        unsupported("a tensor used where a Python constant is needed")
+
+    def python_type(self):
+        return type(self.real) if self.real is not None else torch.Tensor
+
+    def truthy(self, tx):
+        unsupported("data-dependent branch on a tensor value (bool(tensor))")
+
+    def unpack(self, tx):
+        n = self.example.shape[0] if self.example.dim() else unsupported("iteration over a 0-d tensor")
+        return [call_op(tx, "__getitem__", [self, ConstantVariable(i)], {}, method=True)
+                for i in range(n)]
+
+    def var_getattr(self, tx, name):
+        if name == "shape":
+            return ConstantVariable(self.example.shape)
+        if name == "requires_grad":
+            ref = self.real if self.real is not None else self.example
+            return ConstantVariable(ref.requires_grad)
+        if name in _CONSTANT_ATTRS:
+            return ConstantVariable(getattr(self.example, name))
+        if name in _TENSOR_ATTRS:
+            return call_op(tx, getattr, [self, ConstantVariable(name)], {})
+        if name in ("grad", "data", "grad_fn", "_version"):
+            unsupported(f"tensor attribute .{name}")
+        if callable(getattr(torch.Tensor, name, None)):
+            return TensorMethodVariable(self, name)
+        unsupported(f"tensor attribute .{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return call_op(tx, name, [self, *args], kwargs, method=True)
+
+    def __repr__(self):
+        return f"TensorVariable({tuple(self.example.shape)}, {self.example.dtype})"
+
+
+class TensorMethodVariable(VariableTracker):
+    """`x.view` before it is called."""
+
+    def __init__(self, tensor: TensorVariable, name: str):
+        super().__init__(None)
+        self.tensor, self.name = tensor, name
+
+    def call_function(self, tx, args, kwargs):
+        return self.tensor.call_method(tx, self.name, args, kwargs)
+
+
+class TorchFunctionVariable(VariableTracker):
+    """A function from torch, torch.nn.functional, torch.linalg, ... called as a graph op."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def as_python_constant(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def call_function(self, tx, args, kwargs):
+        if self.fn is torch.is_tensor:
+            return ConstantVariable(isinstance(args[0], TensorVariable))
+        if self.fn in (torch.is_grad_enabled,):
+            return ConstantVariable(self.fn())  # grad mode is guarded by the caller
+        return call_op(tx, self.fn, args, kwargs)
+
+    def __repr__(self):
+        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _has_tensor(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_has_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_tensor(v) for v in value.values())
+    return False
+
+
+def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> VariableTracker:
+    """Run `target` (a callable, or a method name on args[0] when `method`) on the examples and
+    record it as a node when its result holds tensors."""
+    name = target if method else getattr(target, "__name__", repr(target))
+    if name in DATA_DEPENDENT:
+        unsupported(f"data-dependent or side-effecting tensor operation {name}()")
+    fx_args = tuple(a.as_fx_arg() for a in args)
+    fx_kwargs = {k: v.as_fx_arg() for k, v in kwargs.items()}
+    ex_args = [a.as_example() for a in args]
+    ex_kwargs = {k: v.as_example() for k, v in kwargs.items()}
+    try:
+        if method:
+            result = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
+        else:
+            result = target(*ex_args, **ex_kwargs)
+    except Exception as e:  # the original code raises too: let it run eagerly and raise there
+        unsupported(f"{name} raised {type(e).__name__}: {e}")
+    inplace = name.endswith("_") and not name.endswith("__") or kwargs.get("inplace") is not None \
+        and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
+    if not method and target in torch.fx.node._side_effectful_functions:
+        inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
+    if not inplace and not _has_tensor(result):
+        if result is None:
+            unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
+        return wrap_constant_result(result)
+    out = tx.output
+    if method and inplace:
+        fn = getattr(torch.Tensor, target)
+        mark_side_effect(fn)
+        node = out.create_node("call_function", fn, fx_args, fx_kwargs)
+    elif method:
+        node = out.create_node("call_method", target, fx_args, fx_kwargs)
+    else:
+        if inplace:
+            mark_side_effect(target)
+        node = out.create_node("call_function", target, fx_args, fx_kwargs)
+    if result is None:
+        return ConstantVariable(None)
+    return wrap_op_result(out, node, result)
+
+
+def wrap_op_result(out, node, value) -> VariableTracker:
+    import operator
+    if isinstance(value, torch.Tensor):
+        return TensorVariable(out, value, node)
+    if isinstance(value, (tuple, list)):
+        items = []
+        for i, v in enumerate(value):
+            if isinstance(v, torch.Tensor):
+                items.append(TensorVariable(
+                    out, v, out.create_node("call_function", operator.getitem, (node, i), {})))
+            elif _has_tensor(v):
+                unsupported("nested tensor containers in an op result")
+            else:
+                items.append(wrap_constant_result(v))
+        fields = getattr(type(value), "__match_args__", None) if isinstance(value, tuple) else None
+        cls = TupleVariable
+        if isinstance(value, list):
+            from .containers import ListVariable
+            cls = ListVariable
+        return cls(items, fields=list(fields) if fields else None)
+    unsupported(f"an op returned a {type(value).__name__}")
