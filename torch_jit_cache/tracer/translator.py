@@ -144,7 +144,9 @@ class InstructionTranslator:
             except Unsupported as e:
                 self._fail(e, inst)
             except Exception as e:  # a tracer bug must not become a wrong result: fall back
-                self._fail(Unsupported(f"internal error {type(e).__name__}: {e}"), inst)
+                err = Unsupported(f"internal error {type(e).__name__}: {e}")
+                err.__cause__ = e
+                self._fail(err, inst)
         return self.result
 
     def _fail(self, e: Unsupported, inst):
@@ -153,7 +155,7 @@ class InstructionTranslator:
         lineno = inst.positions.lineno if inst.positions else 0
         located = Unsupported(e.reason, filename=self.code.co_filename, lineno=lineno or 0,
                               instruction=f"{inst.opname} {inst.argrepr}".strip())
-        raise located from (e.__cause__ or e.__context__ if e.lineno == 0 else None)
+        raise located from e.__cause__
 
     @staticmethod
     def root_cells(code, f_locals) -> list:
