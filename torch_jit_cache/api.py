@@ -33,7 +33,7 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool 
         backends.lookup(backend)  # unknown names fail here, not at the first call
     elif not callable(backend):
         raise TypeError(f"backend must be a name or a callable(gm, example_inputs), got {type(backend).__name__}")
-    callback = FrameCompiler(backend=backend, fullgraph=fullgraph)
+    callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn))
 
     module_type = _module_type()
     if module_type is not None and isinstance(fn, module_type):
@@ -60,6 +60,15 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool 
     compiled = _C.CompiledFunction(fn, callback)
     functools.update_wrapper(compiled, fn)
     return compiled
+
+
+def _target_code(fn):
+    module_type = _module_type()
+    if module_type is not None and isinstance(fn, module_type):
+        forward = type(fn).forward
+        return getattr(forward, "__code__", None)
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    return getattr(target, "__code__", None)
 
 
 def _module_type():

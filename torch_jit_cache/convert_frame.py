@@ -15,6 +15,7 @@ import types
 from . import log, runtime
 from .config import config
 from .guards import build_guards
+from .sources import load_source
 from .trace_result import Unsupported
 
 # Python-level counters that stats() adds to the runtime's.
@@ -59,10 +60,13 @@ class FullGraphError(RuntimeError):
 class FrameCompiler:
     backend: object = "eager"
     fullgraph: bool = False
+    # The code compile() was asked for: compiled even when it lives in a library
+    # (torch.nn.Sequential.forward, say); other library frames are skipped.
+    target_code: object = None
 
     def __call__(self, frame, entries):
         code = frame.f_code
-        if is_library_code(code):
+        if code is not self.target_code and is_library_code(code):
             return runtime.SKIP
         if entries:
             COUNTERS["recompiles"] += 1
@@ -70,7 +74,11 @@ class FrameCompiler:
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
         from . import tracer  # torch is imported only when a frame is compiled
+        import torch
 
+        # Tracing runs the ops on real example tensors; random ops (dropout) must not advance the
+        # generator, or the compiled call that follows would draw different numbers than eager.
+        rng = torch.random.get_rng_state()
         try:
             result = tracer.trace(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
         except Unsupported as e:
@@ -80,16 +88,23 @@ class FrameCompiler:
             log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, e.reason),
                           f"torch_jit_cache: running {describe(code)} uncompiled: {e}")
             return runtime.SKIP
+        finally:
+            torch.random.set_rng_state(rng)
         return self._finish(frame, result)
 
     def _finish(self, frame, result):
         from . import backends, codegen
 
+        # The graph's own generated forward (and anything compiled from it) must run as is: marked
+        # skip before anything can call it under the hook.
+        runtime.set_skip(type(result.graph).forward)
         compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
                                           fallback_to_eager=config.fallback_to_eager)
         COUNTERS["graphs"] += 1
         new_code = codegen.build_transformed_code(frame.f_code, compiled, result.graph_inputs, result.output)
-        guards = build_guards(result.guards)
+        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
+        guards = build_guards(result.guards,
+                              resolve=lambda source: load_source(source, f_locals, f_globals, f_builtins))
         if log.enabled("graph"):
             log.log("graph", f"{describe(frame.f_code)}\n{result.graph.print_readable(print_output=False)}")
         if log.enabled("guards"):

@@ -17,8 +17,10 @@ _NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE}
 class GuardBuilder:
     """Builds one root GuardManager; `add` each GuardSpec, then take `root`."""
 
-    def __init__(self):
+    def __init__(self, resolve=None):
         self.root = runtime.GuardManager()
+        # resolve(source) -> the value it names in the frame being compiled (for SAME_AS).
+        self._resolve = resolve
         self._nodes: dict[Source, object] = {}
         self._seen: set = set()
 
@@ -48,6 +50,16 @@ class GuardBuilder:
         if key in self._seen:
             return
         self._seen.add(key)
+        if spec.kind is GuardKind.SAME_AS:
+            # "This source reaches the same object as that one" (one tensor reached twice is one
+            # graph input): both are pinned to the object by identity, held weakly. Stricter
+            # than needed (a new pair of tied tensors recompiles) but never a wrong result.
+            if self._resolve is None:
+                raise ValueError(f"{spec.source}: SAME_AS needs the frame's values to build")
+            obj = self._resolve(spec.value)
+            self.node(spec.value).id_match(obj)
+            self.node(spec.source).id_match(obj)
+            return
         node = self.node(spec.source)
         method = getattr(node, spec.kind.value)
         if spec.kind in _NO_ARGUMENT:
@@ -63,9 +75,12 @@ def _identity_key(spec: GuardSpec):
     return ("id", id(spec.value))
 
 
-def build_guards(specs, *, global_state: bool = True):
-    """A root GuardManager checking every spec (and torch's global state when torch is loaded)."""
-    builder = GuardBuilder()
+def build_guards(specs, *, global_state: bool = True, resolve=None):
+    """A root GuardManager checking every spec (and torch's global state).
+
+    `resolve(source)` gives the value a source names in the frame being compiled; SAME_AS needs it.
+    """
+    builder = GuardBuilder(resolve)
     for spec in specs:
         builder.add(spec)
     if global_state:

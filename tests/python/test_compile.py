@@ -530,3 +530,17 @@ def test_fifty_models_compiled_and_dropped_leave_no_tensors():
     for _ in range(50):
         one()
     assert live_tensors() <= before
+
+
+def test_one_tensor_passed_twice_is_one_input_and_guarded():
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    cnt = CompileCounter()
+    opt = tjc.compile(f, backend=cnt)
+    t = torch.zeros(3)
+    assert same(opt(t, t), torch.full((3,), 2.0)), "b sees a's in-place update"
+    u, v = torch.zeros(3), torch.zeros(3)
+    assert same(opt(u, v), torch.ones(3)), "two distinct tensors must not reuse the aliased graph"
+    assert cnt.frame_count == 2

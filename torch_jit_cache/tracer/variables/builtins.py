@@ -75,9 +75,10 @@ def _zip(tx, args, kwargs):
 
 def _minmax(fn):
     def handler(tx, args, kwargs):
-        items = args[0].unpack(tx) if len(args) == 1 and not args[0].is_python_constant() \
-            else args
-        return _fold(fn)(tx, [TupleVariable(list(items))] if len(args) == 1 else items, kwargs)
+        if len(args) != 1:
+            return _fold(fn)(tx, args, kwargs)  # max(a, b, ...)
+        # max(iterable): fold over its items (a list of constants read from the frame included).
+        return _fold(fn)(tx, [TupleVariable(list(args[0].unpack(tx)))], kwargs)
     return handler
 
 

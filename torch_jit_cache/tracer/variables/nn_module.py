@@ -62,6 +62,16 @@ def _layer_norm(tx, mv, m, x):
                mv.attr(tx, "bias"), m.eps)
 
 
+def _gru_cell(tx, mv, m, x, hx=None):
+    # Mirrors torch.nn.GRUCell.forward for batched input with a given hidden state.
+    if hx is None or (isinstance(hx, ConstantVariable) and hx.as_python_constant() is None):
+        unsupported("GRUCell without an explicit hidden state")
+    if x.example.dim() != 2:
+        unsupported("GRUCell with unbatched input")
+    return _fn(tx, torch.gru_cell, x, hx, mv.attr(tx, "weight_ih"), mv.attr(tx, "weight_hh"),
+               mv.attr(tx, "bias_ih"), mv.attr(tx, "bias_hh"))
+
+
 def _embedding(tx, mv, m, x):
     if m.max_norm is not None:
         unsupported("Embedding with max_norm (renormalizes the weight in place)")
@@ -69,8 +79,11 @@ def _embedding(tx, mv, m, x):
                m.scale_grad_by_freq, m.sparse)
 
 
+_LEAF_ARITY = {nn.GRUCell: 2}  # positional arguments a leaf accepts (default 1)
+
 LEAF_MODULES = {
     nn.Linear: _linear,
+    nn.GRUCell: _gru_cell,
     nn.Conv1d: _conv(F.conv1d), nn.Conv2d: _conv(F.conv2d), nn.Conv3d: _conv(F.conv3d),
     nn.BatchNorm1d: _batch_norm, nn.BatchNorm2d: _batch_norm, nn.BatchNorm3d: _batch_norm,
     nn.LayerNorm: _layer_norm,
@@ -207,9 +220,9 @@ class NNModuleVariable(VariableTracker):
             return x
         leaf = LEAF_MODULES.get(cls)
         if leaf is not None:
-            if kwargs or len(args) != 1:
+            if kwargs or not 1 <= len(args) <= _LEAF_ARITY.get(cls, 1):
                 unsupported(f"{cls.__name__} called with {len(args)} args and {list(kwargs)}")
-            return leaf(tx, self, m, args[0])
+            return leaf(tx, self, m, *args)
         if cls.__module__.startswith("torch.nn"):
             unsupported(f"built-in module {cls.__name__} is not supported")
         forward = inspect.getattr_static(cls, "forward", None)
