@@ -195,7 +195,83 @@ def f_min_max_len(x, xs):
     return x * min(len(xs), 3) + max(xs)
 
 
+def f_floor_mod(x):
+    return x // 2, x % 3
+
+
+def f_comparisons(x):
+    return (x > 0).float() + (x == 0).float() - (x <= -1).float()
+
+
+def f_unpack(xs):
+    a, b, *rest = xs
+    return a * b, len(rest)
+
+
+def f_nested_fn_and_lambda(x):
+    def double(t):
+        return t * 2
+
+    triple = lambda t: t * 3  # noqa: E731
+    return double(x) + triple(x)
+
+
+def f_comprehension(xs):
+    return [t * 2 for t in xs if t.dim() == 1]
+
+
+def f_dict_items(d):
+    out = {}
+    for k, v in d.items():
+        out[k] = v.sum()
+    return out
+
+
+def f_chunk(x):
+    a, b = torch.chunk(x, 2, dim=0)
+    return a - b, torch.split(x, 1)
+
+
+def f_unary_chain(x):
+    return x.exp().log1p().tanh().clamp(-0.5, 0.5)
+
+
+def f_casts(x):
+    return x.to(torch.float64) * 2, x.int(), x.float().mean()
+
+
+def f_factories(x):
+    return torch.zeros(x.shape) + x, torch.ones_like(x) * 3, torch.arange(4) * 2
+
+
+def f_star_args(*xs):
+    total = xs[0]
+    for t in xs[1:]:
+        total = total * t
+    return total
+
+
+def f_kwargs_dict(x, **kw):
+    return x * kw["a"] + kw["b"]
+
+
+def call_kwargs_dict(x):
+    return f_kwargs_dict(x, a=2.0, b=1)
+
+
 FUNCTION_CASES = [
+    (f_floor_mod, lambda: [(r(4),), (r(4),)]),
+    (f_comparisons, lambda: [(r(5),), (r(5),)]),
+    (f_unpack, lambda: [([r(2), r(2), r(2), r(2)],), ([r(2), r(2), r(2), r(2)],)]),
+    (f_nested_fn_and_lambda, lambda: [(r(3),), (r(3),)]),
+    (f_comprehension, lambda: [([r(2), r(2, 2), r(3)],), ([r(2), r(2, 2), r(3)],)]),
+    (f_dict_items, lambda: [({"a": r(2), "b": r(3)},), ({"a": r(2), "b": r(3)},)]),
+    (f_chunk, lambda: [(r(2, 3),), (r(2, 3),)]),
+    (f_unary_chain, lambda: [(r(6),), (r(6),)]),
+    (f_casts, lambda: [(r(3),), (r(3),)]),
+    (f_factories, lambda: [(r(4),), (r(4),)]),
+    (f_star_args, lambda: [(r(2), r(2), r(2)), (r(2), r(2), r(2))]),
+    (call_kwargs_dict, lambda: [(r(2),), (r(2),)]),
     (f_arith, lambda: [(r(3, 4), r(3, 4)), (r(3, 4), r(3, 4))]),
     (f_pow_neg, lambda: [(r(5),), (r(5),)]),
     (f_reductions, lambda: [(r(3, 4),), (r(3, 4),)]),
@@ -544,3 +620,97 @@ def test_one_tensor_passed_twice_is_one_input_and_guarded():
     u, v = torch.zeros(3), torch.zeros(3)
     assert same(opt(u, v), torch.ones(3)), "two distinct tensors must not reuse the aliased graph"
     assert cnt.frame_count == 2
+
+
+def test_compiled_methods_and_bound_methods():
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        def apply(self, x):
+            return x * self.k + 1
+
+    s = Scaler(3.0)
+    cnt = CompileCounter()
+    bound = tjc.compile(s.apply, backend=cnt)
+    x = r(3)
+    assert same(bound(x), s.apply(x)) and same(bound(x), s.apply(x))
+
+    class WithCompiled:
+        k = 2.0
+
+        @tjc.compile
+        def apply(self, x):
+            return x * self.k
+
+    w = WithCompiled()
+    assert same(w.apply(x), x * 2.0)
+    assert cnt.frame_count == 1
+    s.k = 5.0
+    assert same(bound(x), x * 5.0 + 1), "an attribute change of a plain object recompiles"
+    assert cnt.frame_count == 2
+    other = Scaler(5.0)
+    assert same(tjc.compile(other.apply, backend=cnt)(x), x * 5.0 + 1)
+    assert cnt.frame_count == 2, "another instance with the same values hits the same entry"
+
+
+def test_disable_keeps_a_function_uncompiled():
+    def inner(x):
+        return x + 1
+
+    def outer(x):
+        return inner(x) * 2
+
+    tjc.disable(inner)
+    cnt = CompileCounter()
+    opt = tjc.compile(inner, backend=cnt)
+    x = r(3)
+    assert same(opt(x), x + 1)
+    assert cnt.frame_count == 0, "a disabled function is never compiled"
+    tjc.reset()
+    assert same(opt(x), x + 1) and cnt.frame_count == 0, "disable() survives reset()"
+
+
+def test_tjc_log_prints_graph_guards_bytecode_and_recompiles(capsys):
+    from torch_jit_cache import log
+
+    def f(x):
+        return x.sin() + 1
+
+    old = tjc.config.log
+    tjc.config.log = frozenset({"graph", "guards", "bytecode", "recompiles"})
+    log.logger.handlers.clear()
+    try:
+        opt = tjc.compile(f)
+        opt(r(3))
+        opt(r(4))
+    finally:
+        tjc.config.log = old
+        log.logger.handlers.clear()
+    err = capsys.readouterr().err
+    assert "graph:" in err and "sin" in err
+    assert "guards:" in err and "TENSOR_MATCH" in err
+    assert "bytecode:" in err
+    assert "recompiles:" in err and "L['x'].size()[0]: expected 3, got 4" in err
+
+
+def test_stats_count_graphs_and_recompiles():
+    def f(x):
+        return x * 2
+
+    opt = tjc.compile(f)
+    opt(r(2))
+    opt(r(2))
+    opt(r(3))
+    s = tjc.stats()
+    assert s["graphs"] == 2 and s["recompiles"] == 1 and s["hits"] >= 1 and s["compiles"] == 2
+    assert len(tjc.cache_entries(opt)) == 2
+
+
+def test_a_raising_backend_is_a_clear_error():
+    def bad_backend(gm, example_inputs):
+        raise RuntimeError("backend exploded")
+
+    opt = tjc.compile(lambda x: x + 1, backend=bad_backend)
+    with pytest.raises(Exception, match="backend exploded"):
+        opt(r(2))

@@ -2,7 +2,7 @@
 
 Guards added here: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
 TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` for
-nn.Modules); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
+nn.Modules); TYPE_MATCH alone for plain user objects (their attributes are guarded where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source. `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -26,6 +26,7 @@ from .functions import (PureFunctionVariable, PythonModuleVariable, UserFunction
                         UserMethodVariable)
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, TorchFunctionVariable
+from .user_object import UserObjectVariable, is_plain_user_object
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
 _TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
@@ -146,4 +147,7 @@ def _wrap(tx, value, source, guard):
         return ConstantVariable(value, source)
     if value is builtins.print:
         return BuiltinVariable(value, source)
+    if source is not None and is_plain_user_object(value):
+        g(GuardKind.TYPE_MATCH, type(value))
+        return UserObjectVariable(value, source)
     unsupported(f"value of type {type(value).__name__} read from {source}")
