@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
 import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
 
@@ -71,8 +72,6 @@ def main():
     rows = []
     with torch.no_grad():
         for label, fn, args in cases:
-            import torch._dynamo
-
             tjc.reset()
             torch._dynamo.reset()
             tjc_first = first_call_ms(lambda: tjc.compile(fn, backend="eager"), args)

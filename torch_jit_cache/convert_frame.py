@@ -15,7 +15,8 @@ import types
 from . import log, runtime
 from .config import config
 from .guards import build_guards
-from .sources import load_source
+from .fast_sources import SourceRewriter
+from .sources import Source, load_source
 from .trace_result import Unsupported
 
 # Python-level counters that stats() adds to the runtime's.
@@ -95,16 +96,25 @@ class FrameCompiler:
     def _finish(self, frame, result):
         from . import backends, codegen
 
+        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
+
+        def resolve(source):
+            return load_source(source, f_locals, f_globals, f_builtins)
+
+        # Guards and input loads through nn.Module attributes read the modules' dicts instead.
+        rewriter = SourceRewriter(resolve)
+        graph_inputs = [rewriter.rewrite(s) for s in result.graph_inputs]
+        specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
+                                     value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
+                 for g in result.guards]
         # The graph's own generated forward (and anything compiled from it) must run as is: marked
         # skip before anything can call it under the hook.
         runtime.set_skip(type(result.graph).forward)
         compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
                                           fallback_to_eager=config.fallback_to_eager)
         COUNTERS["graphs"] += 1
-        new_code = codegen.build_transformed_code(frame.f_code, compiled, result.graph_inputs, result.output)
-        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
-        guards = build_guards(result.guards,
-                              resolve=lambda source: load_source(source, f_locals, f_globals, f_builtins))
+        new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, result.output)
+        guards = build_guards(specs, resolve=resolve)
         if log.enabled("graph"):
             log.log("graph", f"{describe(frame.f_code)}\n{result.graph.print_readable(print_output=False)}")
         if log.enabled("guards"):
