@@ -64,3 +64,18 @@ class VariableTracker:
     def __repr__(self) -> str:
         src = f" from {self.source}" if self.source is not None else ""
         return f"{type(self).__name__}{src}"
+
+
+class CallableVariable(VariableTracker):
+    """A callable known while tracing (a builtin, a torch function, a pure math function); the
+    subclass says what calling it does."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def as_python_constant(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import operator
 
-from .base import VariableTracker, unsupported
+from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
@@ -194,16 +194,8 @@ BUILTIN_HANDLERS = {
 }
 
 
-class BuiltinVariable(VariableTracker):
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
-
-    def as_python_constant(self):
-        return self.fn
-
-    def python_type(self):
-        return type(self.fn)
+class BuiltinVariable(CallableVariable):
+    """A builtin (len, range, isinstance, ...) handled by BUILTIN_HANDLERS."""
 
     def call_function(self, tx, args, kwargs):
         return BUILTIN_HANDLERS[self.fn](tx, args, kwargs)

@@ -10,7 +10,7 @@ import inspect
 import types
 
 from ...sources import AttrSource, GlobalSource, ItemSource
-from .base import VariableTracker, unsupported
+from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import CellVariable, DictVariable, TupleVariable
 
@@ -181,15 +181,8 @@ def is_trusted_module(module) -> bool:
     return name in ("math", "operator", "torch") or name.startswith("torch.")
 
 
-class PureFunctionVariable(VariableTracker):
+class PureFunctionVariable(CallableVariable):
     """A pure function of constants (math.sqrt, operator.add on ints): evaluated while tracing."""
-
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
-
-    def as_python_constant(self):
-        return self.fn
 
     def call_function(self, tx, args, kwargs):
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):

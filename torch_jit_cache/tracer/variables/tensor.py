@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..output_graph import mark_side_effect
-from .base import VariableTracker, unsupported
+from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import TupleVariable
 
@@ -101,18 +101,8 @@ class TensorMethodVariable(VariableTracker):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
 
-class TorchFunctionVariable(VariableTracker):
+class TorchFunctionVariable(CallableVariable):
     """A function from torch, torch.nn.functional, torch.linalg, ... called as a graph op."""
-
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
-
-    def as_python_constant(self):
-        return self.fn
-
-    def python_type(self):
-        return type(self.fn)
 
     def call_function(self, tx, args, kwargs):
         if self.fn is torch.is_tensor:
