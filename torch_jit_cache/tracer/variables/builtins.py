@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import operator
 
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
