@@ -714,3 +714,33 @@ def test_a_raising_backend_is_a_clear_error():
     opt = tjc.compile(lambda x: x + 1, backend=bad_backend)
     with pytest.raises(Exception, match="backend exploded"):
         opt(r(2))
+
+
+def test_recompiled_module_is_freed_without_gc():
+    """The trace's own bookkeeping (trackers, guard specs) must not wait for the cycle collector."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.scale = 0.5
+
+        def forward(self, x):
+            return self.lin(x) * self.scale
+
+    net = Net().eval()
+    model = tjc.compile(net, backend=CompileCounter())
+    x = r(2, 4)
+    gc.collect()
+    gc.disable()
+    try:
+        model(x)
+        net.scale = 2.0
+        model(x)
+        assert len(tjc.cache_entries(model)) == 2
+        freed = []
+        weakref.finalize(net, freed.append, True)
+        weakref.finalize(net.lin.weight, freed.append, True)
+        del net, model
+        assert freed == [True, True], "module and parameter freed at once"
+    finally:
+        gc.enable()

@@ -39,17 +39,21 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
     output = OutputGraph(f_globals, f_builtins)
     tx = InstructionTranslator(code, output, f_globals, raw_args=raw_args,
                                free_cells=InstructionTranslator.root_cells(code, free))
-    result = tx.run()
-    nodes: list = []
     try:
-        spec = _output_spec(result, nodes)
-    except Unsupported as e:
-        raise Unsupported(e.reason, filename=code.co_filename,
-                          lineno=code.co_firstlineno, instruction="RETURN_VALUE") from None
-    gm = output.finish(nodes)
-    return TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
-                       example_inputs=list(output.example_inputs), output=spec,
-                       guards=output.guards)
+        result = tx.run()
+        nodes: list = []
+        try:
+            spec = _output_spec(result, nodes)
+        except Unsupported as e:
+            raise Unsupported(e.reason, filename=code.co_filename,
+                              lineno=code.co_firstlineno, instruction="RETURN_VALUE") from None
+        gm = output.finish(nodes)
+        return TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
+                           example_inputs=list(output.example_inputs), output=spec,
+                           guards=output.guards)
+    finally:
+        output.release()
+        del tx, output
 
 
 def _output_spec(v, nodes: list):

@@ -73,6 +73,21 @@ class OutputGraph:
     def create_node(self, op: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
         return self.graph.create_node(op, target, tuple(args), dict(kwargs))
 
+    def release(self) -> None:
+        """Drops every reference the trace state holds to user objects and trackers.
+
+        Trackers and this object reference each other; left to the cycle collector, they would
+        keep the user's modules, tensors and their example clones alive after the trace (seed 000:
+        nothing may wait for gc.collect()). Called when the trace ends, on every path.
+        """
+        self.by_id.clear()
+        self.by_source.clear()
+        self.keepalive.clear()
+        self._guards.clear()
+        self.example_inputs = []
+        self.graph_inputs = []
+        self.root_globals = self.root_builtins = None
+
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
         self.graph.output(tuple(output_nodes))
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
