@@ -19,7 +19,8 @@ The counters:
   the bookkeeping does not itself show up in the reference totals; the leak rule is then "grew by
   at least one per run".
 - weakref probes: `track(result)` is called with what fn returned and returns the objects to probe;
-  every object probed during a measured run must be dead once that run's garbage is collected.
+  every object probed during a measured run must be dead once that run's garbage is collected
+  (checked then, and the weakrefs dropped before the counters are read).
 
 What must stay true: nothing this module keeps between two readings of the debug counters may grow
 with the number of runs (the deltas lists are allocated up front, ints come from a pool, as in
@@ -200,21 +201,18 @@ def check_refleaks(fn: Callable[[], Any], warmups: int = 3, runs: int = 3, *,
     pooled = int_pool.setdefault
     rc_deltas = [0] * total
     alloc_deltas = [0] * total
-    rc_kept = [0] * total
-    alloc_kept = [0] * total
     type_rows = [None] * total           # release: live_counts() after each run
-    probes: list = [None] * total        # [(run, weakref, description)] per measured run
     counts_before = counts_after = None
 
     def collect():
         sys._clear_type_cache()
         gc.collect()
 
-    def probe(run, result):
+    def probe(result):
         refs = []
         for obj in track(result):
             try:
-                refs.append((weakref.ref(obj), f"run {run + 1}: {_type_name(type(obj))} {_short_repr(obj)}"))
+                refs.append(weakref.ref(obj))
             except TypeError:
                 raise TypeError(f"track() returned a {type(obj).__name__}, which cannot be weakly "
                                 f"referenced; return the objects that own it instead") from None
@@ -231,19 +229,18 @@ def check_refleaks(fn: Callable[[], Any], warmups: int = 3, runs: int = 3, *,
     rc_before, alloc_before = totals()
     for i in range(total):
         result = fn()
-        if track is not None and i >= warmups:
-            # What the probes keep (weakrefs, descriptions) is bookkeeping, not fn's growth.
-            rc0, alloc0 = totals()
-            probes[i] = probe(i, result)
-            rc1, alloc1 = totals()
-            rc_kept[i], alloc_kept[i] = pooled(rc1 - rc0, rc1 - rc0), pooled(alloc1 - alloc0, alloc1 - alloc0)
-            del rc0, alloc0, rc1, alloc1
+        refs = probe(result) if track is not None and i >= warmups else None
         result = None
         collect()
+        if refs:
+            # Checked and dropped before the counters are read: the probes are not fn's growth.
+            report.alive.extend(f"run {i + 1}: {_type_name(type(obj))} {_short_repr(obj)}"
+                                for obj in (ref() for ref in refs) if obj is not None)
+            refs = None
         rc_after, alloc_after = totals()
-        d = rc_after - rc_before - rc_kept[i]
+        d = rc_after - rc_before
         rc_deltas[i] = pooled(d, d)
-        d = alloc_after - alloc_before - alloc_kept[i]
+        d = alloc_after - alloc_before
         alloc_deltas[i] = pooled(d, d)
         del d
         if not debug:
@@ -286,10 +283,6 @@ def check_refleaks(fn: Callable[[], Any], warmups: int = 3, runs: int = 3, *,
                 report.deltas[f"live {key}"] = series
             if _leaks(series):
                 report.leaking.append(f"live {key}")
-    for row in probes[measured]:
-        for ref, description in row or ():
-            if ref() is not None:
-                report.alive.append(description)
     if report.failed:
         raise RefleakError(report)
     return report
