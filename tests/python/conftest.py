@@ -13,6 +13,10 @@ import pytest
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
+# `pytest --refleaks` (torch_jit_cache/testing/pytest_plugin.py); named here as well as in the
+# pyproject entry point because the scripts build in place rather than pip-installing the package.
+pytest_plugins = ["torch_jit_cache.testing.pytest_plugin"]
+
 
 def pytest_collection_modifyitems(config, items):
     if HAVE_TORCH:

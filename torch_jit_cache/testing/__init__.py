@@ -3,13 +3,20 @@
 `CompileCounter` is the backend tests pass to `tjc.compile(..., backend=cnt)` to assert how many
 frames were compiled (recompiles show up as a higher count) and how many operations the graphs
 held. It keeps counts only, never the graphs: a test that checks that dropped models are freed
-must not be defeated by its own counter. Importing this module needs no torch.
+must not be defeated by its own counter.
+
+`check_refleaks(fn)` runs fn repeatedly and raises RefleakError when memory keeps growing after
+warm-up (refleaks.py; `pytest --refleaks` does it for every test, pytest_plugin.py).
+Importing this module needs no torch.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["CompileCounter", "CompileCounterWithBackend", "count_ops"]
+from .refleaks import RefleakError, RefleakReport, check_refleaks
+
+__all__ = ["CompileCounter", "CompileCounterWithBackend", "RefleakError", "RefleakReport",
+           "check_refleaks", "count_ops"]
 
 _CALL_OPS = ("call_function", "call_method", "call_module")
 
