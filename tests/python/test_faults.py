@@ -314,6 +314,43 @@ def test_reset_from_another_thread_while_compiled_frames_run():
     assert_runtime_usable()
 
 
+def test_reset_from_another_thread_while_a_compiled_frame_is_parked_inside():
+    entered, release = threading.Event(), threading.Event()
+
+    def f(x):
+        entered.set()
+        assert release.wait(10)
+        return x + 1
+
+    jit = ConstantJit(old=1, new=100, guard_types=("x",))
+    release.set()
+    assert call_compiled(jit, f, 0) == 100  # cached; the next call runs the cached code
+    entered.clear()
+    release.clear()
+    (entry,) = tjc.cache_entries(f)
+    out, errors = [], []
+
+    def worker():
+        try:
+            out.append(call_compiled(jit, f, 5))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    assert entered.wait(10), "the worker is inside the cached code"
+    tjc.reset()  # the running entry is unlinked; its payload outlives the run
+    assert entry.evicted and tjc.cache_entries(f) == []
+    release.set()
+    t.join()
+    assert errors == [] and out == [105], "the parked frame finished on its (evicted) code"
+    assert entry.code is None
+    release.set()
+    assert call_compiled(jit, f, 6) == 106
+    assert jit.misses == ["f", "f"]
+    assert_runtime_usable()
+
+
 def test_two_threads_missing_the_same_cache_at_once():
     def f(p, x):
         return x + 1

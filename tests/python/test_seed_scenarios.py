@@ -297,6 +297,7 @@ class RaisingCfg:
         raise RuntimeError("property raised")
 
 
+@pytest.mark.filterwarnings("ignore:.*reached the cache limit:RuntimeWarning")
 @pytest.mark.parametrize("bad_value", ["eq raises", "property raises"])
 def test_seed000_a_raising_guard_frees_the_arguments(bad_value, no_gc):
     def f(x, cfg):
@@ -391,6 +392,7 @@ def _live_tensors():
     return sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # gc.get_objects() meets torch's deprecated aliases
 def test_hundred_models_compiled_and_dropped_flat_tensors_and_rss():
     def one():
         m = MLP(width=256)  # 2 x 256 x 256 floats: 512 KiB of parameters per model
