@@ -522,10 +522,6 @@ def test_backend_raising_at_compile_time_is_a_clear_error():
 
 
 @pytest.mark.torch
-@pytest.mark.xfail(strict=True, reason=(
-    "the tracer's OutputGraph sits in reference cycles (OutputGraph <-> TensorVariable, "
-    "GuardSpec dicts) that hold the real example tensors, so the caller's argument lives until "
-    "gc.collect() after every compile, failed or not (seed 000)"))
 def test_backend_raising_at_compile_time_frees_arguments_without_gc(no_gc):
     torch = _torch()
 

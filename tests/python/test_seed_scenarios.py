@@ -73,7 +73,6 @@ def test_leak1_guarded_objects_death_deletes_the_entry_and_what_it_owned(no_gc):
     opt = tjc.compile(f, backend=CompileCounter())
     x = torch.randn(2, 4)
     assert torch.allclose(opt(lin, x), lin(x) + 1)
-    gc.collect()  # the tracer's own cycles (see TRACER_CYCLE) hold the first call's arguments
     assert torch.allclose(opt(lin, x), lin(x) + 1)
     (entry,) = tjc.cache_entries(f)
     assert "ID_MATCH: <Linear object> (weak)" in entry.guards
@@ -251,10 +250,6 @@ def test_leak4_cell_captured_parameter_is_freed_with_the_model():
 
 # --- seed 000: error paths free the caller's arguments without the cycle collector ---
 
-TRACER_CYCLE = (
-    "the tracer's OutputGraph sits in reference cycles (OutputGraph <-> TensorVariable, GuardSpec "
-    "dicts) holding the real example tensors, so an argument of a call that reaches the tracer "
-    "lives until gc.collect(), on success and on every error path (seed 000)")
 
 
 def _pd(n=3):
@@ -313,10 +308,6 @@ def test_seed000_a_raising_guard_frees_the_arguments(bad_value, no_gc):
     def make_bad():
         return Cfg((RaisingEq(),)) if bad_value == "eq raises" else RaisingCfg()
 
-    # A first bad call sends RaisingCfg.k's and RaisingEq.__eq__'s own frames to the tracer once
-    # (they are then marked skip): that call is the tracer path, not the guard's.
-    outcome(opt, torch.ones(2), make_bad())
-    gc.collect()
     x = torch.ones(2)
     bad = make_bad()
     freed_x, freed_bad = watch(x), watch(bad)
@@ -349,7 +340,6 @@ TRACER_PATHS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason=TRACER_CYCLE)
 @pytest.mark.parametrize("path", list(TRACER_PATHS))
 def test_seed000_calls_that_reach_the_tracer_free_the_arguments(path, no_gc, caplog):
     fn, kwargs = TRACER_PATHS[path]

@@ -150,12 +150,18 @@ class InstructionTranslator:
         return self.result
 
     def _fail(self, e: Unsupported, inst):
-        if e.lineno:  # already located (raised in an inlined call): keep the innermost place
-            raise e
-        lineno = inst.positions.lineno if inst.positions else 0
-        located = Unsupported(e.reason, filename=self.code.co_filename, lineno=lineno or 0,
-                              instruction=f"{inst.opname} {inst.argrepr}".strip())
-        raise located from e.__cause__
+        located = None
+        try:
+            if e.lineno:  # already located (raised in an inlined call): keep the innermost place
+                raise e
+            lineno = inst.positions.lineno if inst.positions else 0
+            located = Unsupported(e.reason, filename=self.code.co_filename, lineno=lineno or 0,
+                                  instruction=f"{inst.opname} {inst.argrepr}".strip())
+            raise located from e.__cause__
+        finally:
+            # The exception's traceback holds this frame: dropping our names for it breaks the
+            # exception <-> frame cycle that would keep every traced value alive until gc (seed 000).
+            e = located = None
 
     @staticmethod
     def root_cells(code, f_locals) -> list:
