@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/py_errors.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_text.h"
 #include "guards/value_rules.h"
@@ -36,7 +37,7 @@ absl::StatusOr<Accessor> Accessor::item(py::handle key, const std::string& paren
   if (PyLong_CheckExact(key.ptr())) {
     Py_ssize_t index = PyLong_AsSsize_t(key.ptr());
     if (index == -1 && PyErr_Occurred()) {
-      PyErr_Clear();  // too big for an index: only the generic path can use it
+      clear_guard_error();  // too big for an index: only the generic path can use it
     } else {
       accessor.int_key_ = index;
       accessor.has_int_key_ = true;
@@ -50,7 +51,7 @@ std::string Accessor::name() const {
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(name_or_key_.ptr(), &size);
   if (data == nullptr) {
-    PyErr_Clear();
+    clear_guard_error();
     return "";
   }
   return std::string(data, static_cast<size_t>(size));
@@ -65,7 +66,7 @@ bool Accessor::same_source(const Accessor& other) const {
   // 1, True and 1.0 are equal but reach different things through a non-dict __getitem__.
   if (Py_TYPE(a) != Py_TYPE(b)) return false;
   int equal = PyObject_RichCompareBool(a, b, Py_EQ);
-  if (equal < 0) PyErr_Clear();
+  if (equal < 0) clear_guard_error();
   return equal == 1;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "common/check.h"
+#include "common/py_errors.h"
 #include "guards/tensor_text.h"
 
 namespace tjc {
@@ -103,7 +104,7 @@ class PythonApiGlobalState final : public GlobalStateImpl {
                     same(api_.is_autocast_enabled, api_.s_cuda, want_.autocast_cuda) &&
                     same(api_.get_autocast_dtype, api_.s_cuda, want_.autocast_cuda_dtype);
     if (TJC_UNLIKELY(PyErr_Occurred() != nullptr)) {
-      PyErr_Clear();
+      clear_guard_error();
       return false;
     }
     return ok;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/py_errors.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_text.h"
 
@@ -126,7 +127,7 @@ bool GuardManager::check_value(PyObject* value, const FrameView& view) noexcept 
     bool ok = child_value != nullptr && child->check_value(child_value, view);
     Py_XDECREF(child_value);
     if (TJC_UNLIKELY(!ok)) {
-      if (PyErr_Occurred()) PyErr_Clear();  // the accessor raised: a failure, never an error
+      if (PyErr_Occurred()) clear_guard_error();  // the accessor raised: a failure, never an error
       on_child_failure(i);
       return false;
     }

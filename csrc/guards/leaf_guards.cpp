@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/check.h"
+#include "common/py_errors.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_text.h"
 #include "guards/value_rules.h"
@@ -93,7 +94,7 @@ class EqualsMatch final : public LeafGuard {
   bool check(PyObject* value) noexcept override {
     int equal = equals_immutable(value, expected_.ptr());
     if (TJC_UNLIKELY(equal < 0)) {
-      PyErr_Clear();  // a tuple element's __eq__ raised: the guard failed
+      clear_guard_error();  // a tuple element's __eq__ raised: the guard failed
       return false;
     }
     return equal == 1;
@@ -175,7 +176,7 @@ class Length final : public LeafGuard {
   bool check(PyObject* value) noexcept override {
     Py_ssize_t length = length_of(value);
     if (TJC_UNLIKELY(length < 0)) {
-      PyErr_Clear();
+      clear_guard_error();
       return false;
     }
     return length == length_;
@@ -205,7 +206,7 @@ class DictKeys final : public LeafGuard {
   bool check(PyObject* value) noexcept override {
     int equal = compare(value);
     if (TJC_UNLIKELY(equal < 0)) {
-      PyErr_Clear();
+      clear_guard_error();
       return false;
     }
     return equal == 1;
@@ -308,7 +309,7 @@ absl::StatusOr<LeafPtr> make_length(Py_ssize_t length) {
 absl::StatusOr<LeafPtr> make_dict_keys(py::handle keys, const std::string& source) {
   PyObject* tuple = PySequence_Tuple(keys.ptr());  // new ref
   if (tuple == nullptr) {
-    PyErr_Clear();
+    clear_guard_error();
     return type_error_status(absl::StrCat(source, ": dict_keys needs an iterable of keys, got ",
                                           short_type_name(keys.ptr())));
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/py_errors.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_text.h"
 
@@ -52,7 +53,7 @@ int index_in(PyObject* names, PyObject* name) {
     PyObject* candidate = PyTuple_GET_ITEM(names, i);  // borrowed
     if (candidate == name) return static_cast<int>(i);
     int equal = PyObject_RichCompareBool(candidate, name, Py_EQ);
-    if (equal < 0) PyErr_Clear();
+    if (equal < 0) clear_guard_error();
     if (equal == 1) return static_cast<int>(i);
   }
   return -1;
@@ -152,7 +153,7 @@ std::optional<std::string> RootGuardManager::explain(const FrameView& view) {
     // A failing repr()/list() while wording the reason; the reason is lost, not the process.
     reason = absl::StrCat("explain() failed: ", e.what());
   }
-  if (PyErr_Occurred()) PyErr_Clear();
+  if (PyErr_Occurred()) clear_guard_error();
   if (!reason && state_->invalidated) return explain(view);
   return reason;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "common/check.h"
+#include "common/py_errors.h"
 #include "guards/global_state.h"
 #include "guards/tensor_text.h"
 #include "guards/torch_py_api.h"
@@ -117,7 +118,7 @@ class PythonApiTensorMatch final : public TensorMatchImpl {
     if (!type_.matches(value)) return false;
     const bool ok = check_facts(value);
     if (TJC_UNLIKELY(PyErr_Occurred() != nullptr)) {
-      PyErr_Clear();  // a subclass's __torch_function__ or a broken torch: counts as a failure
+      clear_guard_error();  // a subclass's __torch_function__ or a broken torch: counts as a failure
       return false;
     }
     return ok;
@@ -127,7 +128,7 @@ class PythonApiTensorMatch final : public TensorMatchImpl {
     if (check(value)) return std::nullopt;
     const int is_tensor = PyObject_IsInstance(value, api_.tensor_type);
     if (is_tensor != 1) {
-      PyErr_Clear();
+      clear_guard_error();
       return torch_text::not_a_tensor(value, source);
     }
     if (!type_.matches(value)) return torch_text::type_mismatch(type_, facts_.type, value, source);
@@ -193,7 +194,7 @@ class PythonApiBackend final : public TorchBackend {
   absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example) override {
     const int is_tensor = PyObject_IsInstance(example, api_.tensor_type);
     if (is_tensor != 1) {
-      if (is_tensor < 0) PyErr_Clear();
+      if (is_tensor < 0) clear_guard_error();
       return absl::InvalidArgumentError(torch_text::cat("tensor_match: expected a torch.Tensor, got ",
                                                      torch_text::type_name(Py_TYPE(example))));
     }

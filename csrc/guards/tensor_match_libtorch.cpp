@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "common/check.h"
+#include "common/py_errors.h"
 #include "guards/tensor_text.h"
 
 namespace tjc {
@@ -43,7 +44,7 @@ std::string dtype_text(c10::ScalarType st) {
   try {
     return torch_text::py_str(reinterpret_cast<PyObject*>(torch::getTHPDtype(st)));
   } catch (const std::exception&) {
-    PyErr_Clear();
+    clear_guard_error();
     return cat("torch.", c10::toString(st));
   }
 }
@@ -112,7 +113,7 @@ class LibtorchTensorMatch final : public TensorMatchImpl {
       return true;
     } catch (...) {
       // python_error and c10::Error alike: a failed check, never an exception into CPython.
-      PyErr_Clear();
+      clear_guard_error();
       return false;
     }
   }
@@ -121,7 +122,7 @@ class LibtorchTensorMatch final : public TensorMatchImpl {
     if (check(value)) return std::nullopt;
     const int is_tensor = PyObject_IsInstance(value, THPVariableClass);
     if (is_tensor != 1) {
-      PyErr_Clear();
+      clear_guard_error();
       return torch_text::not_a_tensor(value, source);
     }
     if (!type_.matches(value)) return torch_text::type_mismatch(type_, facts_.type, value, source);
@@ -134,7 +135,7 @@ class LibtorchTensorMatch final : public TensorMatchImpl {
         return torch_text::dispatch_keys_mismatch(source, keys_text(dispatch_keys_), keys_text(keys));
       }
     } catch (const std::exception& e) {
-      PyErr_Clear();
+      clear_guard_error();
       return cat(source, ": could not read the tensor (", e.what(), ")");
     }
     return cat(source, ": TENSOR_MATCH failed");  // a transient error inside check()
@@ -202,7 +203,7 @@ class LibtorchGlobalState final : public GlobalStateImpl {
     try {
       return GlobalState::read() == want_;
     } catch (...) {
-      PyErr_Clear();
+      clear_guard_error();
       return false;
     }
   }
@@ -212,7 +213,7 @@ class LibtorchGlobalState final : public GlobalStateImpl {
     try {
       if (auto reason = torch_text::explain_global_state(facts_, GlobalState::read().facts())) return reason;
     } catch (const std::exception& e) {
-      PyErr_Clear();
+      clear_guard_error();
       return cat("GLOBAL_STATE: could not read torch's global state (", e.what(), ")");
     }
     return std::string("GLOBAL_STATE: changed");
@@ -235,7 +236,7 @@ class LibtorchBackend final : public TorchBackend {
     if (THPVariableClass == nullptr) return absl::FailedPreconditionError("tensor_match: torch is not initialized");
     const int is_tensor = PyObject_IsInstance(example, THPVariableClass);
     if (is_tensor != 1) {
-      if (is_tensor < 0) PyErr_Clear();
+      if (is_tensor < 0) clear_guard_error();
       return absl::InvalidArgumentError(
           cat("tensor_match: expected a torch.Tensor, got ", torch_text::type_name(Py_TYPE(example))));
     }
@@ -254,7 +255,7 @@ class LibtorchBackend final : public TorchBackend {
       }
       return std::unique_ptr<TensorMatchImpl>(new LibtorchTensorMatch(std::move(expected), t, std::move(facts)));
     } catch (const std::exception& e) {
-      PyErr_Clear();
+      clear_guard_error();
       return absl::InvalidArgumentError(cat("tensor_match: cannot read the example tensor: ", e.what()));
     }
   }
@@ -263,7 +264,7 @@ class LibtorchBackend final : public TorchBackend {
     try {
       return std::unique_ptr<GlobalStateImpl>(new LibtorchGlobalState(GlobalState::read()));
     } catch (const std::exception& e) {
-      PyErr_Clear();
+      clear_guard_error();
       return absl::InternalError(cat("GLOBAL_STATE: could not read torch's global state: ", e.what()));
     }
   }

@@ -708,3 +708,35 @@ def test_compiled_function_type_installs_the_callback_for_the_call_only():
     del c
     gc.collect()
     assert ref() is None
+
+
+def test_keyboard_interrupt_inside_a_guard_is_not_swallowed():
+    class Cfg:
+        def __init__(self):
+            self.armed = False
+
+        @property
+        def k(self):
+            if self.armed:
+                raise KeyboardInterrupt  # as if SIGINT arrived while the guard ran
+            return 1
+
+    def f(cfg):
+        return 1
+
+    def cb(frame, entries):
+        if frame.f_code is not f.__code__:
+            return runtime.RUN_ORIGINAL
+        g = runtime.GuardManager()
+        g.local("cfg").attr("k").equals_match(1)
+        return runtime.GuardedCode(frame.f_code, g)
+
+    cfg = Cfg()
+    assert call_compiled(cb, f, cfg) == 1
+    cfg.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        call_compiled(cb, f, cfg)
+        for _ in range(1000):  # the interrupt is delivered at the interpreter's next check
+            pass
+    cfg.armed = False
+    assert call_compiled(cb, f, cfg) == 1, "the runtime keeps working"
