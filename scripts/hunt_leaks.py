@@ -6,7 +6,7 @@ Run it with a debug interpreter (sys.gettotalrefcount exists only there) and pyt
 
 How it works: a pytest plugin (below) takes over `pytest_runtest_protocol`. Each test item runs
 WARMUPS + RUNS times in this process (setup, call, teardown each time; fixtures of wider scope stay
-alive between repetitions, as `nextitem=item` tells pytest, and are torn down after the last). Before the first run and after each,
+alive between repetitions and are torn down after the last). Before the first run and after each,
 the plugin clears the interpreter's caches that a test may fill legitimately (the list is
 `clean_caches`, after regrtest's `dash_R_cleanup`), collects garbage, and reads
 `sys.gettotalrefcount()` and `sys.getallocatedblocks()`. The warm-up runs fill whatever fills once
@@ -98,6 +98,18 @@ def counts() -> tuple[int, int]:
     return sys.gettotalrefcount(), sys.getallocatedblocks()
 
 
+class _Sibling:
+    """Stands for a next item in the same collector: pytest's teardown (SetupState.teardown_exact)
+    keeps the nodes of nextitem.listchain() set up, so this keeps the item's parents and tears the
+    item itself down. (nextitem=item would keep the item itself up: no fresh function fixtures.)"""
+
+    def __init__(self, item):
+        self._chain = item.listchain()[:-1]
+
+    def listchain(self):
+        return self._chain
+
+
 class HuntLeaks:
     def __init__(self, warmups: int, runs: int):
         self.warmups, self.runs = warmups, runs
@@ -113,15 +125,16 @@ class HuntLeaks:
         # +2 references and blocks in each (the list slot's int and its block).
         ref_deltas, block_deltas = [0] * total, [0] * total
         measured = 0
+        sibling = _Sibling(item)
         refs_before, blocks_before = counts()
         for i in range(total + 1):
             if i:
                 item._initrequest()  # fresh fixture values, as pytest-rerunfailures does
             last = i == total
-            # Measured runs pass nextitem=item: each tears down only what the item itself set up,
-            # fixtures of wider scope stay up, and every run does the same work. One more run, the
+            # Measured runs tear down only what the item itself set up (its function-scoped
+            # fixtures); fixtures of wider scope stay up, so every run does the same work. One more run, the
             # one reported, then tears down towards the real next item.
-            reports = runtestprotocol(item, nextitem=nextitem if last else item, log=False)
+            reports = runtestprotocol(item, nextitem=nextitem if last else sibling, log=False)
             if last or any(r.failed or r.skipped for r in reports):
                 break
             refs_after, blocks_after = counts()
