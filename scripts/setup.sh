@@ -11,6 +11,10 @@
 #   3. `setup.py build_ext --inplace` per environment: CMake + Ninja in build/py3XX-release, the .so
 #      files in torch_jit_cache/ (their names carry the Python version, so all three coexist).
 #      _C_torch is built where torch imports (.venv). Ninja rebuilds only what changed.
+#   4. .venv-dbg: Debian's debug CPython (python3.11-dbg, sys.gettotalrefcount) with the torch-free
+#      requirements, and _C built against its headers (_C.cpython-311d-x86_64-linux-gnu.so, beside
+#      the release one) for scripts/test.sh's hunt-leaks stage. Skipped, with a message, where
+#      python3.11-dbg is missing (TJC_SKIP_APT=1 on a machine without it).
 #
 # Environment:
 #   TJC_SKIP_APT=1            skip step 1 (the packages are installed some other way)
@@ -155,4 +159,40 @@ done
 for version in "${PYTHONS[@]}"; do
   build "$version"
 done
+
+# --- 4. The debug interpreter ----------------------------------------------------------------------
+# The build needs no change: setup.py hands CMake this interpreter, FindPython then picks its headers
+# (/usr/include/python3.11d) and pybind11 its suffix (cpython-311d), and the build folder is
+# build/py311d-<type>. Frame layout: 3.11.2's internal/pycore_frame.h, cpython/pystate.h and
+# cpython/code.h are byte-identical to 3.11.7's, which csrc/cpython/ was checked against.
+DBG_PYTHON=${TJC_DBG_PYTHON:-python3.11-dbg}
+if [[ ${TJC_SKIP_DBG:-0} == 1 ]]; then
+  say ".venv-dbg: skipped (TJC_SKIP_DBG=1)"
+elif ! command -v "$DBG_PYTHON" >/dev/null ||
+     ! "$DBG_PYTHON" -c "import sys; sys.exit(not hasattr(sys, 'gettotalrefcount'))" 2>/dev/null; then
+  say ".venv-dbg: skipped: no debug CPython 3.11 ($DBG_PYTHON; Debian: apt-get install python3.11-dbg)"
+else
+  venv=.venv-dbg
+  if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import sys; assert hasattr(sys, 'gettotalrefcount')" 2>/dev/null; then
+    say "$venv: creating with $(command -v "$DBG_PYTHON")"
+    rm -rf "$venv"
+    "$DBG_PYTHON" -m venv "$venv"
+  fi
+  stamp=$venv/.tjc-requirements.sha256
+  want=$({ cat requirements-runtime.txt; "$venv/bin/python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)
+  check="import pybind11, bytecode, pytest, hypothesis, setuptools, cmake, ninja"
+  if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$venv/bin/python" -c "$check" 2>/dev/null; then
+    say "$venv: requirements up to date (requirements-runtime.txt)"
+  else
+    say "$venv: installing requirements-runtime.txt"
+    # -W ignore: the debug build shows pip's own ResourceWarnings.
+    "$venv/bin/python" -W ignore -m pip install --quiet --progress-bar off -r requirements-runtime.txt
+    "$venv/bin/python" -c "$check" || die "$venv: installed requirements-runtime.txt but the imports still fail"
+    echo "$want" >"$stamp"
+  fi
+  say "$venv: building torch_jit_cache._C against the debug headers"
+  # No C++ test binary here: the gtest stages cover the release builds.
+  PATH="$ROOT/$venv/bin:$PATH" TJC_BUILD_TESTS=OFF "$venv/bin/python" setup.py --quiet build_ext --inplace
+  "$venv/bin/python" -c "import torch_jit_cache" || die "$venv: built, but \`import torch_jit_cache\` fails (see above)"
+fi
 say "done: ${PYTHONS[*]}"

@@ -4,6 +4,10 @@
 #                        tests/cpp/ has sources)
 #   pytest 3.11 (torch)  tests/python, all of it, with torch 2.13.0 (no tests collected = failure)
 #   pytest 3.12, 3.13    tests/python -m "not torch": the torch-free runtime tests
+#   hunt-leaks 3.11-dbg  the torch-free tests under Debian's debug CPython, each run 3 warm-up + 3
+#                        measured times (scripts/hunt_leaks.py, like regrtest -R 3:3); a test whose
+#                        reference or block count grows fails the stage. Skipped where setup.sh
+#                        could not make .venv-dbg (no python3.11-dbg).
 # Every stage runs even when an earlier one failed; the exit status is non-zero if any failed.
 # The run ends with one line per stage and a total line: "total: N passed, N failed, N skipped".
 #
@@ -139,5 +143,16 @@ for version in "${PYTHONS[@]}"; do
       "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python -m "not torch" --junitxml="$xml" "$@"
   fi
 done
+
+# --- hunt-leaks under the debug interpreter ----------------------------------------------------------
+if [[ -x .venv-dbg/bin/python ]] && ls torch_jit_cache/_C.cpython-311d-*.so >/dev/null 2>&1; then
+  xml=$RESULTS/hunt-leaks-py311d.xml
+  run_stage "hunt-leaks 3.11-dbg" "$xml" required \
+    "${PY_ENV[@]}" .venv-dbg/bin/python scripts/hunt_leaks.py -R 3:3 tests/python -m "not torch" \
+    --junitxml="$xml" "$@"
+else
+  say "hunt-leaks 3.11-dbg: skipped: no .venv-dbg with a debug build of _C (python3.11-dbg missing?)"
+  record "hunt-leaks 3.11-dbg" SKIP "no python3.11-dbg" 0
+fi
 
 finish
