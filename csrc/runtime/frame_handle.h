@@ -3,7 +3,7 @@
 //
 // Ownership: borrows the interpreter frame; the hook invalidates the handle when the callback
 // returns, after which every attribute raises RuntimeError instead of reading freed memory. The
-// lazily built f_locals dict and f_back are owned by the handle.
+// lazily built f_locals dict and f_back are owned by the handle until then.
 //
 // Threads: GIL held; only the thread that handles the miss creates and invalidates it.
 #pragma once
@@ -22,9 +22,13 @@ class FrameHandle {
   FrameHandle(cpython::Frame* frame, py::object f_back) : frame_(frame), f_back_(std::move(f_back)) {}
 
   bool valid() const { return frame_ != nullptr; }
+  // Drops everything the handle holds: a handle the callback kept (in a closure, a list) must not
+  // keep the caller's frame object alive — that frame's locals can hold the callback, and a
+  // pybind11 object is invisible to the cycle collector, so the cycle would never be freed.
   void invalidate() {
     frame_ = nullptr;
     f_locals_ = py::object();
+    f_back_ = py::object();
   }
   // nullptr once invalid; callers (bindings) raise.
   cpython::Frame* frame() const { return frame_; }

@@ -740,3 +740,30 @@ def test_keyboard_interrupt_inside_a_guard_is_not_swallowed():
             pass
     cfg.armed = False
     assert call_compiled(cb, f, cfg) == 1, "the runtime keeps working"
+
+
+def test_a_kept_frame_handle_does_not_keep_the_callers_frame_alive():
+    class Payload:
+        pass
+
+    def f(x):
+        return x
+
+    kept = []
+
+    def cb(frame, entries):
+        if frame.f_code is f.__code__:
+            assert frame.f_back.f_code.co_name == "caller"
+            kept.append(frame)
+        return runtime.RUN_ORIGINAL
+
+    def caller(payload, callback):
+        with runtime.eval_frame(callback):
+            return f(1)
+
+    p = Payload()
+    freed = []
+    weakref.finalize(p, freed.append, True)
+    assert caller(p, cb) == 1 and len(kept) == 1
+    del p
+    assert freed == [True], "the handle dropped the caller's frame (and its locals) when the callback returned"
