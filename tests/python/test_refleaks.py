@@ -14,6 +14,14 @@ from torch_jit_cache.testing.refleaks import live_counts
 pytest_plugins = ["pytester"]
 
 
+# These tests leak on purpose (and run pytester sessions): the hunt-leaks loop runs them once.
+pytestmark = pytest.mark.no_refleaks
+# These pin what the checker reports on a release interpreter (live-object counts and probes);
+# on a debug interpreter it also judges sys.gettotalrefcount, whose own noise these small cases
+# would trip (see test_debug_interpreter_counts_references for that path).
+RELEASE_ONLY = pytest.mark.skipif(hasattr(sys, "gettotalrefcount"), reason="release-interpreter path")
+
+
 class Leaky:
     pass
 
@@ -63,6 +71,7 @@ def test_clean_function_passes_and_reports_no_growth():
     assert "is clean" in str(report)
 
 
+@RELEASE_ONLY
 def test_growth_in_some_runs_only_is_tolerated_as_regrtest_does():
     # [1, 0, 0]: a cache that filled during the first measured run, not a leak.
     calls = []
@@ -77,6 +86,7 @@ def test_growth_in_some_runs_only_is_tolerated_as_regrtest_does():
     assert "tolerated" in str(report)
 
 
+@RELEASE_ONLY
 def test_weakref_probe_catches_an_object_kept_by_a_replaced_reference():
     # The live count stays flat (each run replaces the last object), only a probe sees the leak.
     def keeps_the_last():
