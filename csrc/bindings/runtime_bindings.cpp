@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "common/live_objects.h"
 #include "common/status.h"
 #include "cpython/frame.h"
 #include "runtime/cache_entry.h"
@@ -223,6 +224,14 @@ void init_runtime(py::module_& m) {
         "This code's own cache limit (0: use config.cache_limit).");
   m.def("reset", &reset_all, "Drops every cache and resets every code's action. Safe while compiled frames run.");
   m.def("stats", &stats_dict, "Counters: hits, misses, compiles, evictions, fallbacks, skips, cache_limit_hits.");
+  m.def("_live_objects", []() {
+    const LiveObjects& live = live_objects();
+    py::dict d;
+    d["extra_states"] = live.extra_states;
+    d["cache_entries"] = live.cache_entries;
+    d["guard_managers"] = live.guard_managers;
+    return d;
+  }, "Live C++ objects: extra_states, cache_entries, guard_managers (tree nodes).");
   m.def("reset_stats", []() { runtime_stats() = RuntimeStats(); });
   m.def("hook_installed", &hook_installed, "Whether the eval-frame hook is installed in the interpreter now.");
   m.def("_set_cache_limit", [](int limit) {

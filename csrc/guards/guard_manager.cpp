@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/live_objects.h"
 #include "common/py_errors.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_text.h"
@@ -15,9 +16,10 @@ namespace tjc {
 GuardManager::GuardManager(Accessor accessor, std::string source, std::shared_ptr<TreeState> state)
     : state_(std::move(state)), accessor_(std::move(accessor)), source_(std::move(source)) {
   TJC_CHECK(state_ != nullptr);
+  ++live_objects().guard_managers;
 }
 
-GuardManager::~GuardManager() = default;
+GuardManager::~GuardManager() { --live_objects().guard_managers; }
 
 absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::child(absl::StatusOr<Accessor> accessor) {
   if (!accessor.ok()) return accessor.status();

@@ -4,12 +4,15 @@
 #include <utility>
 
 #include "common/check.h"
+#include "common/live_objects.h"
 #include "runtime/extra_state.h"
 
 namespace tjc {
 
 CacheEntry::CacheEntry(py::object code, std::shared_ptr<RootGuardManager> guards)
-    : code_ptr_(reinterpret_cast<PyCodeObject*>(code.ptr())), code_(std::move(code)), guards_(std::move(guards)) {}
+    : code_ptr_(reinterpret_cast<PyCodeObject*>(code.ptr())), code_(std::move(code)), guards_(std::move(guards)) {
+  ++live_objects().cache_entries;
+}
 
 py::object CacheEntry::code_object() const {
   if (code_ptr_ == nullptr) return py::none();
@@ -17,6 +20,7 @@ py::object CacheEntry::code_object() const {
 }
 
 CacheEntry::~CacheEntry() {
+  --live_objects().cache_entries;
   // The ExtraState unlinks an entry (clearing owner_) before the last shared_ptr can go away.
   TJC_CHECK(owner_ == nullptr);
   if (guards_) guards_->set_invalidation_callback({});

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "common/check.h"
+#include "common/live_objects.h"
 #include "cpython/code_extra.h"
 #include "runtime/stats.h"
 
@@ -44,10 +45,14 @@ const char* frame_action_name(FrameAction action) {
   return "?";
 }
 
-ExtraState::ExtraState(PyCodeObject* code) : code_(code) { registry().insert(this); }
+ExtraState::ExtraState(PyCodeObject* code) : code_(code) {
+  registry().insert(this);
+  ++live_objects().extra_states;
+}
 
 ExtraState::~ExtraState() {
   registry().erase(this);
+  --live_objects().extra_states;
   // Detach every entry first, so an invalidation that fires while payloads are released (below,
   // through arbitrary destructors) finds no owner to call back into.
   std::list<std::shared_ptr<CacheEntry>> entries = std::move(entries_);

@@ -19,6 +19,7 @@ struct RuntimeStats {
 
 RuntimeStats& runtime_stats();
 
+
 // Entries per code object before it turns run-only (config.cache_limit).
 int cache_limit();
 void set_cache_limit(int limit);
