@@ -8,6 +8,8 @@
 #                        measured times (scripts/hunt_leaks.py, like regrtest -R 3:3); a test whose
 #                        reference or block count grows fails the stage. Skipped where setup.sh
 #                        could not make .venv-dbg (no python3.11-dbg).
+#   asan 3.11            a Debug build with AddressSanitizer + UBSan: the C++ tests and the 3.11 Python
+#                        tests; any sanitizer report fails (TJC_SANITIZER_STAGE=0 skips it)
 # Every stage runs even when an earlier one failed; the exit status is non-zero if any failed.
 # The run ends with one line per stage and a total line: "total: N passed, N failed, N skipped".
 #
@@ -102,7 +104,34 @@ else
   rc=$?
   record setup "FAIL($rc)" "" $((SECONDS - t0))
   failures=1 total_failed=1
-  finish
+  # --- sanitizers -----------------------------------------------------------------------------------
+# A Debug build with AddressSanitizer + UndefinedBehaviorSanitizer (its own folder,
+# build/py311-debug-asan) runs the C++ tests and the 3.11 Python tests; any report fails the stage
+# (UBSan is built with -fno-sanitize-recover). Its modules replace the release ones in
+# torch_jit_cache/ for these stages; the release modules are copied back afterwards.
+# TJC_SANITIZER_STAGE=0 skips them (they add a few minutes of build on 2 cores).
+if [[ ${TJC_SANITIZER_STAGE:-1} != 0 && $SANITIZE == 0 ]] && [[ " ${PYTHONS[*]} " == *" 3.11 "* ]]; then
+  t0=$SECONDS
+  if TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 TJC_BUILD_TYPE=Debug TJC_SANITIZE=ON bash scripts/setup.sh; then
+    record "asan build 3.11" PASS "" $((SECONDS - t0))
+    ASAN_GTEST_ENV=(env "LSAN_OPTIONS=suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0")
+    ASAN_PY_ENV=(env "LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
+                 "ASAN_OPTIONS=detect_leaks=0")
+    purelib=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    run_stage "asan gtest 3.11" "$RESULTS/asan-gtest.xml" required \
+      "${ASAN_GTEST_ENV[@]}" env PYTHONPATH="$ROOT:$purelib" \
+      build/py311-debug-asan/tjc_cpp_tests --gtest_output="xml:$RESULTS/asan-gtest.xml"
+    run_stage "asan pytest 3.11" "$RESULTS/asan-pytest.xml" required \
+      "${ASAN_PY_ENV[@]}" .venv/bin/python -m pytest tests/python --junitxml="$RESULTS/asan-pytest.xml" "$@"
+  else
+    record "asan build 3.11" FAIL "" $((SECONDS - t0))
+    failures=$((failures + 1)) total_failed=$((total_failed + 1))
+  fi
+  # Back to the release modules for whoever uses the tree next.
+  TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 bash scripts/setup.sh >/dev/null
+fi
+
+finish
 fi
 mkdir -p "$RESULTS"
 
