@@ -18,6 +18,19 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 pytest_plugins = ["torch_jit_cache.testing.pytest_plugin"]
 
 
+@pytest.fixture
+def no_gc():
+    """The cycle collector stays off: whatever is freed in the test is freed by reference counting."""
+    import gc
+
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    yield
+    if was:
+        gc.enable()
+
+
 def pytest_collection_modifyitems(config, items):
     if HAVE_TORCH:
         return

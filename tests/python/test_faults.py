@@ -28,15 +28,6 @@ def fresh_runtime():
     tjc.reset()
 
 
-@pytest.fixture
-def no_gc():
-    """The cycle collector stays off: whatever is freed here is freed by reference counting."""
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    yield
-    if was:
-        gc.enable()
 
 
 class Payload:

@@ -28,14 +28,6 @@ def fresh():
     tjc.reset()
 
 
-@pytest.fixture
-def no_gc():
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    yield
-    if was:
-        gc.enable()
 
 
 def watch(obj):
