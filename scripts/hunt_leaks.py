@@ -119,9 +119,12 @@ class HuntLeaks:
     def pytest_runtest_protocol(self, item, nextitem):
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        # Tests that leak on purpose or cannot repeat (they test the leak checkers themselves,
-        # or draw fresh random examples each run) carry no_refleaks: run once, not measured.
-        total = 0 if item.get_closest_marker("no_refleaks") is not None else self.warmups + self.runs
+        # Tests that leak on purpose or cannot repeat (they test the leak checkers themselves) carry
+        # no_refleaks, and hypothesis tests draw new examples and grow hypothesis' own example
+        # database on every run: those run once, not measured.
+        once = item.get_closest_marker("no_refleaks") is not None or \
+            getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        total = 0 if once else self.warmups + self.runs
         # Deltas only, in lists allocated up front, as regrtest does: a delta is a small int (cached
         # by CPython), whereas keeping every total would allocate an object per run and show up as
         # +2 references and blocks in each (the list slot's int and its block).
