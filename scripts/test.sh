@@ -104,34 +104,7 @@ else
   rc=$?
   record setup "FAIL($rc)" "" $((SECONDS - t0))
   failures=1 total_failed=1
-  # --- sanitizers -----------------------------------------------------------------------------------
-# A Debug build with AddressSanitizer + UndefinedBehaviorSanitizer (its own folder,
-# build/py311-debug-asan) runs the C++ tests and the 3.11 Python tests; any report fails the stage
-# (UBSan is built with -fno-sanitize-recover). Its modules replace the release ones in
-# torch_jit_cache/ for these stages; the release modules are copied back afterwards.
-# TJC_SANITIZER_STAGE=0 skips them (they add a few minutes of build on 2 cores).
-if [[ ${TJC_SANITIZER_STAGE:-1} != 0 && $SANITIZE == 0 ]] && [[ " ${PYTHONS[*]} " == *" 3.11 "* ]]; then
-  t0=$SECONDS
-  if TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 TJC_BUILD_TYPE=Debug TJC_SANITIZE=ON bash scripts/setup.sh; then
-    record "asan build 3.11" PASS "" $((SECONDS - t0))
-    ASAN_GTEST_ENV=(env "LSAN_OPTIONS=suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0")
-    ASAN_PY_ENV=(env "LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
-                 "ASAN_OPTIONS=detect_leaks=0")
-    purelib=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    run_stage "asan gtest 3.11" "$RESULTS/asan-gtest.xml" required \
-      "${ASAN_GTEST_ENV[@]}" env PYTHONPATH="$ROOT:$purelib" \
-      build/py311-debug-asan/tjc_cpp_tests --gtest_output="xml:$RESULTS/asan-gtest.xml"
-    run_stage "asan pytest 3.11" "$RESULTS/asan-pytest.xml" required \
-      "${ASAN_PY_ENV[@]}" .venv/bin/python -m pytest tests/python --junitxml="$RESULTS/asan-pytest.xml" "$@"
-  else
-    record "asan build 3.11" FAIL "" $((SECONDS - t0))
-    failures=$((failures + 1)) total_failed=$((total_failed + 1))
-  fi
-  # Back to the release modules for whoever uses the tree next.
-  TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 bash scripts/setup.sh >/dev/null
-fi
-
-finish
+  finish
 fi
 mkdir -p "$RESULTS"
 
@@ -182,6 +155,33 @@ if [[ -x .venv-dbg/bin/python ]] && ls torch_jit_cache/_C.cpython-311d-*.so >/de
 else
   say "hunt-leaks 3.11-dbg: skipped: no .venv-dbg with a debug build of _C (python3.11-dbg missing?)"
   record "hunt-leaks 3.11-dbg" SKIP "no python3.11-dbg" 0
+fi
+
+# --- sanitizers -----------------------------------------------------------------------------------
+# A Debug build with AddressSanitizer + UndefinedBehaviorSanitizer (its own folder,
+# build/py311-debug-asan) runs the C++ tests and the 3.11 Python tests; any report fails the stage
+# (UBSan is built with -fno-sanitize-recover). Its modules replace the release ones in
+# torch_jit_cache/ for these stages; the release modules are copied back afterwards.
+# TJC_SANITIZER_STAGE=0 skips them (they add a few minutes of build on 2 cores).
+if [[ ${TJC_SANITIZER_STAGE:-1} != 0 && $SANITIZE == 0 ]] && [[ " ${PYTHONS[*]} " == *" 3.11 "* ]]; then
+  t0=$SECONDS
+  if TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 TJC_BUILD_TYPE=Debug TJC_SANITIZE=ON bash scripts/setup.sh; then
+    record "asan build 3.11" PASS "" $((SECONDS - t0))
+    ASAN_GTEST_ENV=(env "LSAN_OPTIONS=suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0")
+    ASAN_PY_ENV=(env "LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
+                 "ASAN_OPTIONS=detect_leaks=0")
+    purelib=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    run_stage "asan gtest 3.11" "$RESULTS/asan-gtest.xml" required \
+      "${ASAN_GTEST_ENV[@]}" env PYTHONPATH="$ROOT:$purelib" \
+      build/py311-debug-asan/tjc_cpp_tests --gtest_output="xml:$RESULTS/asan-gtest.xml"
+    run_stage "asan pytest 3.11" "$RESULTS/asan-pytest.xml" required \
+      "${ASAN_PY_ENV[@]}" .venv/bin/python -m pytest tests/python --junitxml="$RESULTS/asan-pytest.xml" "$@"
+  else
+    record "asan build 3.11" FAIL "" $((SECONDS - t0))
+    failures=$((failures + 1)) total_failed=$((total_failed + 1))
+  fi
+  # Back to the release modules for whoever uses the tree next.
+  TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 bash scripts/setup.sh >/dev/null
 fi
 
 finish
