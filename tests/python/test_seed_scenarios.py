@@ -395,5 +395,9 @@ def test_hundred_models_compiled_and_dropped_flat_tensors_and_rss():
     # in its eval cache and in linecache (one tuple, partial and bound method per graph), which is
     # torch's, not ours. One leaked model alone is 512 KiB of parameters, so a leak of even four
     # of the hundred shows; 2 MiB is 8x the measured growth and leaves room for allocator noise.
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        # Under AddressSanitizer freed memory sits in its quarantine (256 MiB by default) instead of
+        # going back to the allocator, so RSS grows by design; the live-tensor count above still holds.
+        return
     assert grown < 2 * 1024 * 1024, f"RSS grew by {grown // 1024} KiB over 100 models"
     assert tjc.stats()["evictions"] >= 100, "every model's entries were evicted on its death"
