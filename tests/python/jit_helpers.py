@@ -6,6 +6,7 @@ the arguments it is told to guard.
 """
 import dataclasses
 import types
+import weakref
 
 from torch_jit_cache import runtime
 
@@ -47,3 +48,18 @@ class ConstantJit:
 def call_compiled(callback, fn, *args, **kwargs):
     with runtime.eval_frame(callback):
         return fn(*args, **kwargs)
+
+
+def watch(obj):
+    """A list that receives True when obj is freed (weakref.finalize holds obj weakly)."""
+    freed = []
+    weakref.finalize(obj, freed.append, True)
+    return freed
+
+
+def outcome(fn, *args):
+    """Call fn; return ('ok', result) or (exception type, message), keeping no traceback alive."""
+    try:
+        return "ok", fn(*args)
+    except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt is one of the cases
+        return type(e), str(e)

@@ -16,7 +16,7 @@ import pytest
 import torch_jit_cache as tjc
 from torch_jit_cache import runtime
 
-from jit_helpers import ConstantJit, call_compiled, replace_constant
+from jit_helpers import ConstantJit, call_compiled, outcome, replace_constant, watch
 
 
 @pytest.fixture(autouse=True)
@@ -26,8 +26,6 @@ def fresh_runtime():
     assert runtime.set_eval_frame(None) is None, "a test left a callback installed"
     assert not runtime.hook_installed()
     tjc.reset()
-
-
 
 
 class Payload:
@@ -49,21 +47,6 @@ class RaisingProperty:
 
 class HasAttr:
     attr = 1
-
-
-def watch(obj):
-    """A list that receives True when obj is freed (weakref.finalize holds obj weakly)."""
-    freed = []
-    weakref.finalize(obj, freed.append, True)
-    return freed
-
-
-def outcome(fn, *args):
-    """Call fn; return ('ok', result) or (exception type, message), keeping no traceback alive."""
-    try:
-        return "ok", fn(*args)
-    except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt is one of the cases
-        return type(e), str(e)
 
 
 def marked(code):

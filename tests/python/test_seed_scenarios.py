@@ -17,6 +17,8 @@ import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import _C  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
+from jit_helpers import outcome, watch  # noqa: E402
+
 pytestmark = pytest.mark.torch
 
 
@@ -26,22 +28,6 @@ def fresh():
     torch.manual_seed(0)
     yield
     tjc.reset()
-
-
-
-
-def watch(obj):
-    freed = []
-    weakref.finalize(obj, freed.append, True)
-    return freed
-
-
-def outcome(fn, *args):
-    """Call fn; return ('ok', result) or (exception type, message), keeping no traceback alive."""
-    try:
-        return "ok", fn(*args)
-    except BaseException as e:  # noqa: BLE001
-        return type(e), str(e)
 
 
 class MLP(torch.nn.Module):
@@ -241,7 +227,6 @@ def test_leak4_cell_captured_parameter_is_freed_with_the_model():
 
 
 # --- seed 000: error paths free the caller's arguments without the cycle collector ---
-
 
 
 def _pd(n=3):
