@@ -9,7 +9,6 @@ import gc
 import sys
 import threading
 import time
-import weakref
 
 import pytest
 
