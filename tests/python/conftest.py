@@ -11,11 +11,14 @@ import importlib.util
 
 import pytest
 
+from torch_jit_cache.testing import pytest_plugin
+
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
-# `pytest --refleaks` (torch_jit_cache/testing/pytest_plugin.py); named here as well as in the
-# pyproject entry point because the scripts build in place rather than pip-installing the package.
-pytest_plugins = ["torch_jit_cache.testing.pytest_plugin"]
+# `pytest --refleaks`: where the package is installed (.venv, by scripts/setup.sh) pytest loads the
+# plugin through the pytest11 entry point, and naming it here too would register it twice. The other
+# environments (.venv-3.12, .venv-3.13, .venv-dbg) build in place without installing.
+pytest_plugins = [] if pytest_plugin.is_autoloaded() else [pytest_plugin.MODULE]
 
 
 @pytest.fixture

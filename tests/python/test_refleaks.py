@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from torch_jit_cache.testing import RefleakError, check_refleaks
+from torch_jit_cache.testing import RefleakError, check_refleaks, pytest_plugin
 from torch_jit_cache.testing.refleaks import live_counts
 
 pytest_plugins = ["pytester"]
@@ -230,7 +230,8 @@ def test_cache_entries_held_only_by_the_runtime_are_counted():
 
 # --- the pytest plugin ---
 
-PLUGIN = ("-p", "torch_jit_cache.testing.pytest_plugin")
+# Named with -p only where the pytest11 entry point does not load it already (pytest refuses both).
+PLUGIN = () if pytest_plugin.is_autoloaded() else ("-p", pytest_plugin.MODULE)
 
 LEAKY_TESTS = """
     import pytest

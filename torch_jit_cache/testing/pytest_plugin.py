@@ -15,8 +15,10 @@ private fixture-request machinery and would count every fixture's caches as the 
 A test whose body is not idempotent (it mutates a fixture value and asserts on it) fails under
 --refleaks for that reason; mark it no_refleaks.
 
-Registered as the `torch_jit_cache` pytest11 entry point (pyproject.toml) for installed packages;
-tests/python/conftest.py also names it in pytest_plugins, since the scripts build in place.
+Registered as the `torch_jit_cache` pytest11 entry point (pyproject.toml), so pytest loads it in
+any environment where the package is installed. tests/python/conftest.py names it in pytest_plugins
+only where pytest does not load it by itself (`is_autoloaded()`): the environments that build in
+place without installing. Naming it twice makes pytest refuse to start.
 """
 from __future__ import annotations
 
@@ -25,6 +27,19 @@ import inspect
 import pytest
 
 from .refleaks import check_refleaks
+
+MODULE = "torch_jit_cache.testing.pytest_plugin"
+
+
+def is_autoloaded() -> bool:
+    """True where pytest loads this plugin through the pytest11 entry point: the package is
+    installed in this environment and plugin autoloading is not switched off."""
+    import importlib.metadata
+    import os
+
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return any(ep.value == MODULE for ep in importlib.metadata.entry_points(group="pytest11"))
 
 
 def pytest_addoption(parser):
