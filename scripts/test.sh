@@ -4,6 +4,8 @@
 #                        tests/cpp/ has sources)
 #   pytest 3.11 (torch)  tests/python, all of it, with torch 2.13.0 (no tests collected = failure)
 #   pytest 3.12, 3.13    tests/python -m "not torch": the torch-free runtime tests
+#   install check 3.11   pip install / pip wheel of the checkout into new venvs with torch, and the
+#                        installed package's smoke test there (scripts/check_install.sh)
 #   hunt-leaks 3.11-dbg  the torch-free tests under Debian's debug CPython, each run 3 warm-up + 3
 #                        measured times (scripts/hunt_leaks.py, like regrtest -R 3:3); a test whose
 #                        reference or block count grows fails the stage. Skipped where setup.sh
@@ -145,6 +147,14 @@ for version in "${PYTHONS[@]}"; do
       "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python -m "not torch" --junitxml="$xml" "$@"
   fi
 done
+
+# --- the package installed into a user's venv ------------------------------------------------------
+# pip install --no-build-isolation <checkout> into a venv with torch, pip wheel, the wheel into a fresh
+# venv, and the installed-package smoke test in each (scripts/check_install.sh; a few minutes).
+if [[ " ${PYTHONS[*]} " == *" 3.11 "* ]] && ((!SANITIZE)); then
+  run_stage "install check 3.11" "$RESULTS/install-check.xml" required \
+    bash scripts/check_install.sh "$RESULTS/install-check.xml"
+fi
 
 # --- hunt-leaks under the debug interpreter ----------------------------------------------------------
 if [[ -x .venv-dbg/bin/python ]] && ls torch_jit_cache/_C.cpython-311d-*.so >/dev/null 2>&1; then
