@@ -569,6 +569,67 @@ def test_fullgraph_raises_naming_the_line():
         opt(r(2))
 
 
+def f_iadd_on_int(t):
+    b = 0
+    b += t
+    return b
+
+
+def f_imul_on_float(t):
+    b = 1.0
+    b *= t
+    return b
+
+
+def f_accumulate(ts):
+    acc = 0
+    for t in ts:
+        acc = acc + t
+    total = 0
+    for t in ts:
+        total += t
+    n = 3
+    n -= 1      # an int stays an int, folded in Python
+    return acc, total * n
+
+
+def f_augmented_on_other_immutables(t):
+    s = (t,)
+    alias = s
+    s += (t * 2,)           # a new tuple: alias still has one item
+    name = "x"
+    name += "y"
+    return s, alias, name
+
+
+def f_list_imul_aliases(t):
+    xs = [t]
+    alias = xs
+    xs *= 2                 # in place: alias sees both items
+    return alias
+
+
+@pytest.mark.parametrize("fn,args", [
+    (f_iadd_on_int, (r(3),)), (f_imul_on_float, (r(3),)), (f_accumulate, ([r(2), r(2), r(2)],)),
+    (f_augmented_on_other_immutables, (r(2),)), (f_list_imul_aliases, (r(2),))])
+def test_augmented_assignment_on_immutable_values_traces_out_of_place(fn, args):
+    """`b = 0; b += t` rebinds b to `0 + t` (ints have no __iadd__). Traced as operator.iadd with
+    the literal 0, the graph's generated Python was `0 += t`, a SyntaxError in the user's call."""
+    import operator
+    targets = []
+
+    def recording(gm, example_inputs):
+        # An in-place operator may only update a tensor (a node), never a literal.
+        targets.extend(n.target for n in gm.graph.nodes if not isinstance(n.args[0:1] and n.args[0], torch.fx.Node))
+        return gm.forward
+
+    opt = tjc.compile(fn, backend=recording, fullgraph=True)
+    assert same(fn(*args), opt(*args))
+    assert same(fn(*args), opt(*args))
+    assert len(tjc.cache_entries(fn)) == 1
+    assert not set(targets) & {operator.iadd, operator.imul}, targets  # on a non-tensor
+
+
 def test_bad_arguments_are_clear_errors():
     with pytest.raises(TypeError, match="function, method or nn.Module"):
         tjc.compile(42)
@@ -707,13 +768,16 @@ def test_stats_count_graphs_and_recompiles():
     assert len(tjc.cache_entries(opt)) == 2
 
 
-def test_a_raising_backend_is_a_clear_error():
+def test_a_raising_backend_runs_eagerly_and_raises_only_under_fullgraph():
     def bad_backend(gm, example_inputs):
         raise RuntimeError("backend exploded")
 
+    x = r(2)
     opt = tjc.compile(lambda x: x + 1, backend=bad_backend)
-    with pytest.raises(Exception, match="backend exploded"):
-        opt(r(2))
+    assert same(opt(x), x + 1)
+    opt = tjc.compile(lambda x: x + 2, backend=bad_backend, fullgraph=True)
+    with pytest.raises(tjc.convert_frame.FullGraphError, match="backend exploded"):
+        opt(x)
 
 
 def test_recompiled_module_is_freed_without_gc():
