@@ -7,19 +7,20 @@ Containers (Sequential, ModuleList, ModuleDict) are unrolled.
 """
 from __future__ import annotations
 
-import inspect
 import types
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...attribute_lookup import Where, lookup, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
+from .attribute import read_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import UserFunctionVariable
 from .tensor import call_op
 
 
@@ -133,28 +134,18 @@ class NNModuleVariable(VariableTracker):
         return AttrSource(self.source, name)
 
     def var_getattr(self, tx, name):
-        m = self.module
-        try:
-            static = inspect.getattr_static(type(m), name)
-        except AttributeError:
-            static = None
-        if isinstance(static, property):
-            fget = UserFunctionVariable(static.fget, None)
-            return tx.call(fget, [self], {})
-        d = m.__dict__
-        if name in d:
-            return tx.wrap(d[name], self._child_source(name))
+        return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
+
+    def _module_getattr(self, tx, name, hook):
+        """nn.Module.__getattr__: what normal lookup did not find, from _parameters, _buffers or
+        _modules, first match in that order."""
+        if hook is not nn.Module.__getattr__:
+            unsupported(f"attribute {name!r} of {type(self.module).__name__}, which defines its own __getattr__")
+        d = self.module.__dict__
         for store in ("_parameters", "_buffers", "_modules"):
             if name in d.get(store, {}):
                 return tx.wrap(d[store][name], self._child_source(name))
-        if isinstance(static, types.FunctionType):
-            fsrc = AttrSource(self._child_source(name), "__func__")
-            return UserMethodVariable(UserFunctionVariable(static, fsrc), self)
-        if isinstance(static, staticmethod):
-            return tx.wrap(static.__func__, self._child_source(name))
-        if static is not None and not callable(static) and not hasattr(static, "__get__"):
-            return tx.wrap(static, self._child_source(name))
-        unsupported(f"attribute {name!r} of module {type(m).__name__}")
+        unsupported(f"AttributeError: module {type(self.module).__name__} has no attribute {name!r}")
 
     # -- containers -----------------------------------------------------------------------------
     def _children(self, tx):
@@ -211,6 +202,13 @@ class NNModuleVariable(VariableTracker):
 
     def _forward(self, tx, args, kwargs):
         m, cls = self.module, type(self.module)
+        # m(x) runs type(m).__call__, which calls self.forward: both resolve like any attribute.
+        if type_lookup(cls, "__call__") is not nn.Module.__call__:
+            unsupported(f"module {cls.__name__} overrides __call__")
+        forward = lookup(m, "forward")
+        if forward.where is not Where.CLASS or not isinstance(forward.value, types.FunctionType):
+            unsupported(f"forward of module {cls.__name__} is not a method of its class "
+                        f"(found: {forward.where.value})")
         if cls is nn.Sequential:
             if kwargs or len(args) != 1:
                 unsupported("Sequential called with more than one argument")
@@ -225,11 +223,8 @@ class NNModuleVariable(VariableTracker):
             return leaf(tx, self, m, *args)
         if cls.__module__.startswith("torch.nn"):
             unsupported(f"built-in module {cls.__name__} is not supported")
-        forward = inspect.getattr_static(cls, "forward", None)
-        if not isinstance(forward, types.FunctionType):
-            unsupported(f"module {cls.__name__} has no Python forward")
         fsrc = AttrSource(AttrSource(self.source, "forward"), "__func__")
-        return tx.call(UserFunctionVariable(forward, fsrc), [self, *args], kwargs)
+        return tx.call(UserFunctionVariable(forward.value, fsrc), [self, *args], kwargs)
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__} from {self.source})"

@@ -97,6 +97,9 @@ class TensorMethodVariable(VariableTracker):
         super().__init__(None)
         self.tensor, self.name = tensor, name
 
+    def python_type(self):
+        return type(getattr(self.tensor.example, self.name))  # builtin_function_or_method
+
     def call_function(self, tx, args, kwargs):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
