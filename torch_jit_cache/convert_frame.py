@@ -16,8 +16,8 @@ from . import log, runtime
 from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
-from .sources import Source, load_source
-from .trace_result import Unsupported
+from .sources import Source, load_source, unreachable_root
+from .trace_result import DictOutput, ListOutput, SourceOutput, TupleOutput, Unsupported
 
 # Python-level counters that stats() adds to the runtime's.
 COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
@@ -51,6 +51,17 @@ def is_library_code(code: types.CodeType) -> bool:
 
 def describe(code: types.CodeType) -> str:
     return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _output_sources(spec):
+    """The sources an output spec loads (SourceOutput leaves, at any depth)."""
+    if isinstance(spec, SourceOutput):
+        return [spec.source]
+    if isinstance(spec, DictOutput):
+        return [s for _, item in spec.items for s in _output_sources(item)]
+    if isinstance(spec, (TupleOutput, ListOutput)):
+        return [s for item in spec.items for s in _output_sources(item)]
+    return []
 
 
 def _failure_text(e: BaseException, text: str) -> str:
@@ -132,6 +143,14 @@ class FrameCompiler:
             specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
                                          value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
                      for g in result.guards]
+            step = "source check"
+            arguments, freevars = codegen.argument_names(code), code.co_freevars
+            used = [*graph_inputs, *_output_sources(result.output)]
+            used += [s for g in specs for s in (g.source, g.value) if isinstance(s, Source)]
+            for source in used:
+                why = unreachable_root(source, arguments, freevars, f_globals, f_builtins)
+                if why is not None:
+                    raise Unsupported(f"unreachable from the frame: {why}")
             step = "backend compile"
             # The graph's own generated forward (and anything compiled from it) must run as is:
             # marked skip before anything can call it under the hook.

@@ -2,6 +2,7 @@
 import gc
 import math
 import weakref
+from typing import Any
 
 import pytest
 
@@ -628,6 +629,44 @@ def test_augmented_assignment_on_immutable_values_traces_out_of_place(fn, args):
     assert same(fn(*args), opt(*args))
     assert len(tjc.cache_entries(fn)) == 1
     assert not set(targets) & {operator.iadd, operator.imul}, targets  # on a non-tensor
+
+
+def f_jit_annotate(x):
+    y = torch.jit.annotate(Any, x)          # `typing` itself is not a global of this module
+    return y * 2 + 1
+
+
+def test_names_in_generated_code_are_reachable_from_the_frame():
+    """torch.jit.annotate(Any, x) put a node with the constant typing.Any in the graph; fx printed
+    it as `typing.Any`, and the generated forward raised NameError in the user's call."""
+    assert "typing" not in globals()
+    x = r(3)
+    assert same(tjc.compile(f_jit_annotate, fullgraph=True)(x), f_jit_annotate(x))
+
+
+def test_a_source_the_frame_cannot_reach_falls_back_instead_of_raising(monkeypatch, caplog):
+    """Every load and guard must start from the frame; a trace whose output names a global the
+    function's module lacks (here: injected) runs uncompiled rather than raising NameError."""
+    from torch_jit_cache import tracer
+    from torch_jit_cache.sources import GlobalSource
+    from torch_jit_cache.trace_result import SourceOutput, TupleOutput
+
+    real = tracer.trace
+
+    def trace_with_a_stray_global(*args, **kwargs):
+        result = real(*args, **kwargs)
+        result.output = TupleOutput((result.output, SourceOutput(GlobalSource("typing"))))
+        return result
+
+    monkeypatch.setattr(tracer, "trace", trace_with_a_stray_global)
+
+    def f(x):
+        return x + 1
+
+    x = r(3)
+    with caplog.at_level("WARNING", logger="torch_jit_cache"):
+        assert same(tjc.compile(f)(x), x + 1)
+    assert any("G['typing']: 'typing' is not a global" in rec.getMessage() for rec in caplog.records)
 
 
 def test_bad_arguments_are_clear_errors():

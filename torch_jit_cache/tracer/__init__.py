@@ -49,6 +49,8 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
                               lineno=code.co_firstlineno, instruction="RETURN_VALUE") from None
         try:
             gm = output.finish(nodes)
+        except Unsupported:
+            raise
         except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error
             raise Unsupported(f"building the fx graph failed: {type(e).__name__}: {e}",
                               filename=code.co_filename, lineno=code.co_firstlineno) from None
