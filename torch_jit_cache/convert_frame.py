@@ -68,11 +68,14 @@ def _failure_text(e: BaseException, text: str) -> str:
     """`text`, after dropping the tracebacks of `e` and its chain: an exception object can outlive
     the failure (a backend that keeps and re-raises its error), and its traceback would keep the
     frames of this compile, and the user's arguments in them, alive (seed 000)."""
-    seen = set()
-    while e is not None and id(e) not in seen:
+    seen, todo = set(), [e]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
         seen.add(id(e))
         e.__traceback__ = None
-        e = e.__cause__ or e.__context__
+        todo += (e.__cause__, e.__context__)
     return text
 
 
@@ -108,6 +111,8 @@ class FrameCompiler:
             raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {reason}")
         log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, reason),
                       f"torch_jit_cache: running {describe(code)} uncompiled: {reason}")
+        if log.enabled("fallbacks"):  # every fallback, where the warning above shows the first
+            log.log("fallbacks", f"{describe(code)}: {reason}")
         return runtime.SKIP
 
     def _compile(self, frame):

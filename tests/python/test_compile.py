@@ -794,6 +794,32 @@ def test_tjc_log_prints_graph_guards_bytecode_and_recompiles(capsys):
     assert "recompiles:" in err and "L['x'].size()[0]: expected 3, got 4" in err
 
 
+def test_tjc_log_fallbacks_prints_every_fallback_with_its_reason(capsys):
+    from torch_jit_cache import log
+
+    def first(x):
+        print("", end="")
+        return x + 1
+
+    def second(x):
+        print("", end="")
+        return x + 2
+
+    old = tjc.config.log
+    tjc.config.log = frozenset({"fallbacks"})
+    log.logger.handlers.clear()
+    try:
+        tjc.compile(first)(r(2))
+        tjc.compile(second)(r(2))
+    finally:
+        tjc.config.log = old
+        log.logger.handlers.clear()
+    err = capsys.readouterr().err
+    assert "fallbacks: 'test_tjc_log_fallbacks_prints_every_fallback_with_its_reason.<locals>.first'" in err
+    assert "fallbacks: 'test_tjc_log_fallbacks_prints_every_fallback_with_its_reason.<locals>.second'" in err
+    assert err.count("print() (a side effect)") >= 2
+
+
 def test_stats_count_graphs_and_recompiles():
     def f(x):
         return x * 2
