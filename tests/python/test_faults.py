@@ -586,6 +586,9 @@ def _inject(monkeypatch, step, exc):
         monkeypatch.setattr(tracer_pkg, "trace", boom)
     elif step == "graph finishing":
         monkeypatch.setattr(output_graph.OutputGraph, "finish", boom)
+    elif step == "fx recompile":   # GraphModule() and the backends' tuple rewrite both call it
+        import torch
+        monkeypatch.setattr(torch.fx.GraphModule, "recompile", boom)
     elif step == "source rewriting":
         monkeypatch.setattr(fast_sources.SourceRewriter, "rewrite", boom)
     elif step == "backend compile":
@@ -616,7 +619,7 @@ def _inject(monkeypatch, step, exc):
     return "eager"
 
 
-FAULT_STEPS = ["trace", "graph finishing", "source rewriting", "backend compile", "backend result",
+FAULT_STEPS = ["trace", "graph finishing", "fx recompile", "source rewriting", "backend compile", "backend result",
                "codegen", "guard building", "guard binding", "cache entry"]
 
 
