@@ -259,3 +259,22 @@ def test_lookup_names_where_python_finds_the_attribute():
     assert lookup(lin, "mro").where is Where.GETATTR, "the metaclass (type.mro) is not searched"
     assert lookup(object(), "nope").where is Where.MISSING
     assert lookup(types.SimpleNamespace(q=1), "q").where is Where.CUSTOM, "C-level getattro: unknown"
+
+
+def test_a_property_replaced_on_the_class_recompiles():
+    class Box:
+        def __init__(self):
+            self.k = 2.0
+
+        @property
+        def scale(self):
+            return self.k
+
+    def f(box, x):
+        return x * box.scale
+
+    opt = tjc.compile(f, fullgraph=True)
+    box, x = Box(), torch.ones(2)
+    assert torch.equal(opt(box, x), x * 2)
+    Box.scale = property(lambda self: self.k * 10)
+    assert torch.equal(opt(box, x), x * 20), "the old getter's entry no longer matches"

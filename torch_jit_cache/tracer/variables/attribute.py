@@ -35,7 +35,10 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
         if type(value) is property:
             if not isinstance(value.fget, types.FunctionType):
                 unsupported(f"property {cls_name}.{name} has no Python getter")
-            return tx.call(UserFunctionVariable(value.fget, None), [var], {})
+            # Guarded where Python finds it (type(obj).name.fget): replacing the property on the
+            # class fails the guard instead of running the old getter.
+            getter = AttrSource(AttrSource(AttrSource(var.source, "__class__"), name), "fget")
+            return tx.call(tx.wrap(value.fget, getter), [var], {})
         if isinstance(value, types.MemberDescriptorType) or name == "__class__" and \
                 isinstance(value, types.GetSetDescriptorType) and value.__objclass__ is object:
             try:
