@@ -541,7 +541,7 @@ def test_backend_returning_a_non_callable_runs_the_frame_uncompiled(caplog):
 
 
 @pytest.mark.torch
-def test_fallback_to_eager_runs_the_traced_graph_when_the_backend_fails(monkeypatch):
+def test_fallback_to_eager_runs_the_traced_graph_when_the_backend_fails():
     torch = _torch()
     from torch_jit_cache import backends, config
 
@@ -551,14 +551,16 @@ def test_fallback_to_eager_runs_the_traced_graph_when_the_backend_fails(monkeypa
     def fn(x):
         return x * 2 + 1
 
-    monkeypatch.setattr(config, "fallback_to_eager", True)
-    monkeypatch.setattr(backends, "_WARNED_FALLBACK", set())
-    opt = tjc.compile(fn, backend=bad_backend)
-    with pytest.warns(RuntimeWarning, match="running the graph eagerly"):
+    tjc.reset()   # the body is repeated under pytest --refleaks: start without fn's entry
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(config, "fallback_to_eager", True)
+        mp.setattr(backends, "_WARNED_FALLBACK", set())
+        opt = tjc.compile(fn, backend=bad_backend)
+        with pytest.warns(RuntimeWarning, match="running the graph eagerly"):
+            assert torch.equal(opt(torch.ones(3)), torch.full((3,), 3.0))
+        assert len(tjc.cache_entries(fn)) == 1, "the graph (run by gm.forward) is cached"
         assert torch.equal(opt(torch.ones(3)), torch.full((3,), 3.0))
-    assert len(tjc.cache_entries(fn)) == 1, "the graph (run by gm.forward) is cached"
-    assert torch.equal(opt(torch.ones(3)), torch.full((3,), 3.0))
-    assert tjc.cache_entries(fn)[0].hits == 1
+        assert tjc.cache_entries(fn)[0].hits == 1
 
 
 # --- torch: every step between a cache miss and a cached entry fails into a logged fallback ---
@@ -625,15 +627,15 @@ FAULT_STEPS = ["trace", "graph finishing", "fx recompile", "source rewriting", "
 
 @pytest.mark.torch
 @pytest.mark.parametrize("step", FAULT_STEPS)
-def test_a_failing_compile_step_runs_the_frame_uncompiled_and_logs_why(step, monkeypatch, tmp_path, caplog,
-                                                                       no_gc):
+def test_a_failing_compile_step_runs_the_frame_uncompiled_and_logs_why(step, tmp_path, caplog, no_gc):
     torch = _torch()
     fn = _fresh_function(tmp_path, "fallback")
-    backend = _inject(monkeypatch, step, RuntimeError(f"injected failure in {step}"))
-    opt = tjc.compile(fn, backend=backend)
     x = torch.ones(3)
     freed = watch(x)
-    with caplog.at_level("WARNING", logger="torch_jit_cache"):
+    # The patch is undone when each run of the body ends (pytest --refleaks repeats the body).
+    with pytest.MonkeyPatch.context() as mp, caplog.at_level("WARNING", logger="torch_jit_cache"):
+        backend = _inject(mp, step, RuntimeError(f"injected failure in {step}"))
+        opt = tjc.compile(fn, backend=backend)
         kind, out = outcome(opt, x)
         assert kind == "ok", (step, kind, out)
         assert torch.equal(out, x * 2 + 1), "the eager result"
@@ -652,16 +654,16 @@ def test_a_failing_compile_step_runs_the_frame_uncompiled_and_logs_why(step, mon
 
 @pytest.mark.torch
 @pytest.mark.parametrize("step", FAULT_STEPS)
-def test_a_failing_compile_step_under_fullgraph_raises_full_graph_error(step, monkeypatch, tmp_path, no_gc):
+def test_a_failing_compile_step_under_fullgraph_raises_full_graph_error(step, tmp_path, no_gc):
     torch = _torch()
     from torch_jit_cache.convert_frame import FullGraphError
 
     fn = _fresh_function(tmp_path, "fullgraph")
-    backend = _inject(monkeypatch, step, RuntimeError(f"injected failure in {step}"))
-    opt = tjc.compile(fn, backend=backend, fullgraph=True)
     x = torch.ones(3)
     freed = watch(x)
-    kind, msg = outcome(opt, x)
+    with pytest.MonkeyPatch.context() as mp:
+        backend = _inject(mp, step, RuntimeError(f"injected failure in {step}"))
+        kind, msg = outcome(tjc.compile(fn, backend=backend, fullgraph=True), x)
     assert kind is FullGraphError, (step, kind, msg)
     assert msg.startswith("fullgraph=True: cannot compile 'fn'"), msg
     assert sys.exc_info() == (None, None, None)
@@ -671,13 +673,12 @@ def test_a_failing_compile_step_under_fullgraph_raises_full_graph_error(step, mo
 
 @pytest.mark.torch
 @pytest.mark.parametrize("step", FAULT_STEPS)
-def test_keyboard_interrupt_in_a_compile_step_is_not_swallowed(step, monkeypatch, tmp_path):
+def test_keyboard_interrupt_in_a_compile_step_is_not_swallowed(step, tmp_path):
     torch = _torch()
     fn = _fresh_function(tmp_path, "interrupt")
-    backend = _inject(monkeypatch, step, KeyboardInterrupt("injected"))
-    opt = tjc.compile(fn, backend=backend)
-    kind, _ = outcome(opt, torch.ones(3))
+    with pytest.MonkeyPatch.context() as mp:
+        backend = _inject(mp, step, KeyboardInterrupt("injected"))
+        kind, _ = outcome(tjc.compile(fn, backend=backend), torch.ones(3))
     assert kind is KeyboardInterrupt, (step, kind)
     assert tjc.cache_entries(fn) == []
-    monkeypatch.undo()
     assert torch.equal(tjc.compile(_fresh_function(tmp_path, "after"))(torch.ones(2)), torch.full((2,), 3.0))
