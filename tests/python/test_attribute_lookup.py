@@ -124,10 +124,16 @@ def read(obj, x):
 '''
 
 
-def fresh_read():
+HAS_SOURCE = '''
+def read(obj, x):
+    return x + 1 if hasattr(obj, "a") else x - 1
+'''
+
+
+def fresh_read(source=READ_SOURCE):
     """A new code object per example: no cache entry, skip mark or cache limit carries over."""
     ns = {}
-    exec(compile(READ_SOURCE, "<attribute layout>", "exec"), ns)
+    exec(compile(source, "<attribute layout>", "exec"), ns)
     return ns["read"]
 
 
@@ -157,6 +163,9 @@ def test_compiled_attribute_read_equals_eager_on_random_layouts(layout):
     assert kind == eager_kind, (layout, eager_kind, kind)
     if kind == "ok":
         assert torch.equal(got.detach(), eager.detach()), (layout, eager, got)
+    obj = build(layout)
+    has_kind, has = run(tjc.compile(fresh_read(HAS_SOURCE)), obj, x)
+    assert (has_kind, has is not None and has[0].item()) == ("ok", 2.0 if hasattr(obj, "a") else 0.0), layout
     winner = next((name for name, k in K.items() if eager_kind == "ok" and multiplier(eager) == k), None)
     if winner in SUPPORTED and not (winner == "slot" and layout[0]):
         # The winning definition is one the tracer follows: it must capture the whole frame.
@@ -278,3 +287,47 @@ def test_a_property_replaced_on_the_class_recompiles():
     assert torch.equal(opt(box, x), x * 2)
     Box.scale = property(lambda self: self.k * 10)
     assert torch.equal(opt(box, x), x * 20), "the old getter's entry no longer matches"
+
+
+class Optional(nn.Module):
+    def forward(self, x):
+        if hasattr(self, "extra"):
+            x = x + self.extra
+        return x * getattr(self, "scale", 3.0)
+
+
+class Plain:
+    pass
+
+
+def probe(obj, x):
+    return x * getattr(obj, "scale", 3.0) + (1 if hasattr(obj, "extra") else 0)
+
+
+@pytest.mark.parametrize("add", ["attribute", "buffer", "parameter"])
+def test_hasattr_and_getattr_default_on_a_module_follow_later_additions(add):
+    """hasattr(self, 'extra') was answered once while tracing and never guarded: adding the
+    attribute later kept running the branch without it (x*3 where eager gave (x+100)*5)."""
+    m = Optional()
+    opt = tjc.compile(m, fullgraph=True)
+    x = torch.ones(2)
+    assert torch.equal(opt(x), m(x))
+    if add == "attribute":
+        m.extra, m.scale = 100.0, 5.0
+    elif add == "buffer":
+        m.register_buffer("extra", torch.full((2,), 100.0))
+        m.register_buffer("scale", torch.tensor(5.0))
+    else:
+        m.extra = nn.Parameter(torch.full((2,), 100.0))
+        m.scale = nn.Parameter(torch.tensor(5.0))
+    assert torch.equal(opt(x).detach(), m(x).detach())
+    assert torch.equal(m(x).detach(), (x + 100) * 5)
+
+
+def test_hasattr_and_getattr_default_on_a_plain_object_follow_later_additions():
+    opt = tjc.compile(probe, fullgraph=True)
+    obj, x = Plain(), torch.ones(2)
+    assert torch.equal(opt(obj, x), probe(obj, x))
+    obj.scale, obj.extra = 5.0, True
+    assert torch.equal(opt(obj, x), probe(obj, x))
+    assert len(tjc.cache_entries(probe)) == 2

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import types
 
-from ...attribute_lookup import Where, is_descriptor, lookup
-from ...sources import AttrSource
+from ...attribute_lookup import Where, instance_dict, is_descriptor, lookup
+from ...sources import AttrSource, ItemSource
+from ...trace_result import GuardKind
 from .base import unsupported
 from .functions import UserFunctionVariable, UserMethodVariable
 
@@ -64,3 +65,31 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
     if where is Where.GETATTR:
         unsupported(f"attribute {name!r} of {cls_name} would come from its __getattr__")
     unsupported(f"AttributeError: {cls_name!r} object has no attribute {name!r}")
+
+
+def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
+    """hasattr(obj, name), with guards that keep the answer true for the entry.
+
+    True: the attribute is read as `obj.name` would be (read_attribute), so its value is guarded
+    where it is found. False: every place Python looked is pinned by its keys: the instance
+    __dict__ and the `stores` dicts that the type's __getattr__ reads (nn.Module's _parameters,
+    _buffers, _modules); an attribute added later to any of them fails the guard. (The class is
+    pinned by the object's type guard; a class mutated in place is not seen.)
+    """
+    found = lookup(obj, name)
+    d = instance_dict(obj) or {}
+    present = found.where in (Where.DATA_DESCRIPTOR, Where.INSTANCE_DICT, Where.CLASS) or \
+        found.where is Where.GETATTR and any(name in d.get(store, {}) for store in stores)
+    if present:
+        var.var_getattr(tx, name)   # Unsupported where the read cannot be followed exactly
+        return True
+    if found.where is Where.CUSTOM or found.where is Where.GETATTR and not stores:
+        unsupported(f"hasattr({type(obj).__name__}, {name!r}): its lookup is customised")
+    if var.source is None:
+        unsupported(f"hasattr on an object with no source ({type(obj).__name__})")
+    dict_source = AttrSource(var.source, "__dict__")
+    tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
+    for store in stores:
+        if store in d:
+            tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
+    return False

@@ -93,6 +93,10 @@ def _abs(tx, args, kwargs):
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) == 3:
+        if hasattr(obj, "has_attribute"):  # modules and user objects: the answer is guarded
+            if not obj.has_attribute(tx, name):
+                return args[2]
+            return obj.var_getattr(tx, name)
         module = getattr(obj, "module", None)
         if module is not None and not hasattr(module, name):
             return args[2]
@@ -103,6 +107,8 @@ def _getattr(tx, args, kwargs):
 
 def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
+    if hasattr(obj, "has_attribute"):  # modules and user objects: the answer is guarded
+        return ConstantVariable(obj.has_attribute(tx, name))
     module = getattr(obj, "module", None)
     if module is not None:
         return ConstantVariable(hasattr(module, name))

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from ...attribute_lookup import Where, lookup, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from .attribute import read_attribute
+from .attribute import has_attribute, read_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable
@@ -110,6 +110,7 @@ LEAF_MODULES = {
                                                    m.output_size),
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+_MODULE_STORES = ("_parameters", "_buffers", "_modules")  # what nn.Module.__getattr__ reads, in order
 
 
 def _has_hooks(m: nn.Module) -> bool:
@@ -136,13 +137,18 @@ class NNModuleVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
 
+    def has_attribute(self, tx, name) -> bool:
+        if type_lookup(type(self.module), "__getattr__") is not nn.Module.__getattr__:
+            unsupported(f"hasattr on module {type(self.module).__name__}, which defines its own __getattr__")
+        return has_attribute(tx, self, self.module, name, stores=_MODULE_STORES)
+
     def _module_getattr(self, tx, name, hook):
         """nn.Module.__getattr__: what normal lookup did not find, from _parameters, _buffers or
         _modules, first match in that order."""
         if hook is not nn.Module.__getattr__:
             unsupported(f"attribute {name!r} of {type(self.module).__name__}, which defines its own __getattr__")
         d = self.module.__dict__
-        for store in ("_parameters", "_buffers", "_modules"):
+        for store in _MODULE_STORES:
             if name in d.get(store, {}):
                 return tx.wrap(d[store][name], self._child_source(name))
         unsupported(f"AttributeError: module {type(self.module).__name__} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 
-from .attribute import read_attribute
+from .attribute import has_attribute, read_attribute
 from .base import VariableTracker, unsupported
 
 _MISSING = object()
@@ -36,6 +36,9 @@ class UserObjectVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         return read_attribute(tx, self, self.value, name)
+
+    def has_attribute(self, tx, name: str) -> bool:
+        return has_attribute(tx, self, self.value, name)
 
     def truthy(self, tx) -> bool:
         cls = type(self.value)
