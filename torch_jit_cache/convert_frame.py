@@ -155,7 +155,8 @@ class FrameCompiler:
             for source in used:
                 why = unreachable_root(source, arguments, freevars, f_globals, f_builtins)
                 if why is not None:
-                    raise Unsupported(f"unreachable from the frame: {why}")
+                    raise Unsupported(f"unreachable from the frame: {why}", filename=code.co_filename,
+                                      lineno=code.co_firstlineno)
             step = "backend compile"
             # The graph's own generated forward (and anything compiled from it) must run as is:
             # marked skip before anything can call it under the hook.
