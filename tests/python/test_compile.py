@@ -428,6 +428,27 @@ def test_cnn_batchnorm_in_train_mode_updates_running_stats_like_eager():
     assert int(a.bn.num_batches_tracked) == int(b.bn.num_batches_tracked)
 
 
+@pytest.mark.parametrize("make,attr,value,shape", [
+    (lambda: torch.nn.Dropout(0.0), "p", 1.0, (4, 5)),            # training mode: p=1 zeroes all
+    (lambda: torch.nn.LeakyReLU(0.1), "negative_slope", 0.5, (4, 5)),
+    (lambda: torch.nn.Softmax(dim=0), "dim", 1, (4, 5)),
+    (lambda: torch.nn.Conv2d(3, 4, 3), "stride", (2, 2), (2, 3, 8, 8)),
+    (lambda: torch.nn.LayerNorm(5), "eps", 10.0, (4, 5)),
+    (lambda: torch.nn.BatchNorm1d(5).eval(), "eps", 10.0, (4, 5)),
+])
+def test_a_leaf_module_setting_changed_after_compiling_recompiles(make, attr, value, shape):
+    """Leaf modules become functional calls with their settings as constants; those constants
+    were read from the module unguarded, so changing dropout's p (or eps, stride, dim) kept
+    running the old graph."""
+    leaf = make()
+    model = torch.nn.Sequential(leaf)
+    opt = tjc.compile(model)
+    x = r(*shape)
+    assert same(opt(x), model(x))
+    setattr(leaf, attr, value)
+    assert same(opt(x), model(x))
+
+
 def test_module_wrapper_behaves_like_the_module():
     mod = MLP()
     opt = tjc.compile(mod)

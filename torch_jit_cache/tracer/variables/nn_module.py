@@ -21,7 +21,7 @@ from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
-from .tensor import call_op
+from .tensor import TensorVariable, call_op
 
 
 def _fn(tx, fn, *args, **kwargs):
@@ -36,7 +36,7 @@ def _linear(tx, mv, m, x):
 def _conv(fn):
     def run(tx, mv, m, x):
         if m.padding_mode != "zeros":
-            unsupported(f"{type(m).__name__} with padding_mode={m.padding_mode!r}")
+            unsupported(f"{type(mv.module).__name__} with padding_mode={m.padding_mode!r}")
         return _fn(tx, fn, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"), m.stride, m.padding,
                    m.dilation, m.groups)
     return run
@@ -78,6 +78,23 @@ def _embedding(tx, mv, m, x):
         unsupported("Embedding with max_norm (renormalizes the weight in place)")
     return _fn(tx, F.embedding, x, mv.attr(tx, "weight"), m.padding_idx, None, m.norm_type,
                m.scale_grad_by_freq, m.sparse)
+
+
+class _Settings:
+    """A leaf module's settings (p, eps, stride, dim, ...) as the leaf functions read them.
+
+    Each read goes through the module's tracker, so the value is guarded where it lives
+    (EQUALS_MATCH on `L['self'].drop.p`): a setting changed after compiling (dropout annealed,
+    eps tuned) fails the guard instead of running the constant baked into the graph. Tensor
+    buffers read here (running_mean, num_batches_tracked) answer with their example tensor.
+    """
+
+    def __init__(self, tx, mv):
+        self._tx, self._mv = tx, mv
+
+    def __getattr__(self, name):
+        v = self._mv.var_getattr(self._tx, name)
+        return v.example if isinstance(v, TensorVariable) else v.as_python_constant()
 
 
 _LEAF_ARITY = {nn.GRUCell: 2}  # positional arguments a leaf accepts (default 1)
@@ -226,7 +243,7 @@ class NNModuleVariable(VariableTracker):
         if leaf is not None:
             if kwargs or not 1 <= len(args) <= _LEAF_ARITY.get(cls, 1):
                 unsupported(f"{cls.__name__} called with {len(args)} args and {list(kwargs)}")
-            return leaf(tx, self, m, *args)
+            return leaf(tx, self, _Settings(tx, self), *args)
         if cls.__module__.startswith("torch.nn"):
             unsupported(f"built-in module {cls.__name__} is not supported")
         fsrc = AttrSource(AttrSource(self.source, "forward"), "__func__")
