@@ -449,6 +449,28 @@ def test_a_leaf_module_setting_changed_after_compiling_recompiles(make, attr, va
     assert same(opt(x), model(x))
 
 
+class KeyedBlocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.d = torch.nn.ModuleDict({"a": torch.nn.Identity()})
+        self.s = torch.nn.Sequential(torch.nn.Identity())
+
+    def forward(self, x, probe_sequential: bool):
+        if probe_sequential:
+            return x + 1 if "0" in self.s else x - 1   # Sequential compares children, not names
+        return x * 2 if "b" in self.d else x
+
+
+def test_membership_in_modules_follows_python():
+    m = KeyedBlocks()
+    opt = tjc.compile(m)
+    x = r(2)
+    assert same(opt(x, True), m(x, True)), "'0' in Sequential is False in Python"
+    assert same(opt(x, False), m(x, False))
+    m.d["b"] = torch.nn.Identity()          # a key added after compiling
+    assert same(opt(x, False), m(x, False))
+
+
 def test_module_wrapper_behaves_like_the_module():
     mod = MLP()
     opt = tjc.compile(mod)

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...attribute_lookup import Where, lookup, type_lookup
-from ...sources import AttrSource
+from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .attribute import has_attribute, read_attribute
 from .base import VariableTracker, unsupported
@@ -176,6 +176,16 @@ class NNModuleVariable(VariableTracker):
             unsupported(f"iteration over module {type(self.module).__name__}")
         tx.output.add_guard(self.source, GuardKind.LENGTH, len(self.module))
         return [(k, self.var_getattr(tx, k)) for k in self.module._modules]
+
+    def contains(self, tx, item) -> bool:
+        """`key in module`: ModuleDict looks the key up in _modules (guarded by its keys); other
+        modules iterate or raise, which is not followed here."""
+        if type(self.module) is not nn.ModuleDict:
+            unsupported(f"membership test in module {type(self.module).__name__}")
+        modules = self.module._modules
+        tx.output.add_guard(ItemSource(AttrSource(self.source, "__dict__"), "_modules"),
+                            GuardKind.DICT_KEYS, tuple(modules))
+        return item.as_python_constant() in modules
 
     def unpack(self, tx):
         children = self._children(tx)

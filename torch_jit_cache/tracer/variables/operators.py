@@ -87,7 +87,7 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     if isinstance(container, DictVariable):
         found = item.as_python_constant() in container.items
     elif isinstance(container, NNModuleVariable):
-        found = item.as_python_constant() in container.module._modules
+        found = container.contains(tx, item)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
         if not (item.is_python_constant() and container.is_python_constant()):
             unsupported(f"membership test of {item} in {container}")
