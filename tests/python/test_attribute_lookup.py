@@ -331,3 +331,25 @@ def test_hasattr_and_getattr_default_on_a_plain_object_follow_later_additions():
     obj.scale, obj.extra = 5.0, True
     assert torch.equal(opt(obj, x), probe(obj, x))
     assert len(tjc.cache_entries(probe)) == 2
+
+
+class Bank(nn.Module):
+    """A user module whose truth value is its size, as Python's bool() computes it."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+def pick(m, x):
+    return x + 1 if m else x - 1
+
+
+@pytest.mark.parametrize("make", [lambda: Bank(0), lambda: Bank(2), lambda: nn.Sequential(),
+                                  lambda: nn.Sequential(nn.Identity()), lambda: nn.Identity()])
+def test_truth_value_of_a_module_follows_bool(make):
+    m, x = make(), torch.ones(2)
+    assert torch.equal(tjc.compile(pick)(m, x), pick(m, x))

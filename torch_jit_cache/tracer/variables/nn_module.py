@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...attribute_lookup import Where, lookup, type_lookup
+from ...attribute_lookup import MISSING, Where, lookup, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .attribute import has_attribute, read_attribute
@@ -194,9 +194,15 @@ class NNModuleVariable(VariableTracker):
         return [v for _, v in children]
 
     def truthy(self, tx):
-        if isinstance(self.module, _CONTAINERS):
-            return bool(self._children(tx))
-        return True
+        # bool(m): __bool__, else __len__, else True, looked up on the type as Python does.
+        cls = type(self.module)
+        length = type_lookup(cls, "__len__")
+        if type_lookup(cls, "__bool__") is MISSING:
+            if length is MISSING:
+                return True
+            if any(length is vars(c).get("__len__") for c in _CONTAINERS):
+                return bool(self._children(tx))
+        unsupported(f"truth value of module {cls.__name__} (it defines __bool__ or __len__)")
 
     def getitem(self, tx, key):
         k = key.as_python_constant()
