@@ -67,7 +67,7 @@ _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _RESULT_LOCAL = "___tjc_graph_out"
 
 
-def _argument_names(code: types.CodeType) -> tuple:
+def argument_names(code: types.CodeType) -> tuple:
     n = code.co_argcount + code.co_kwonlyargcount
     n += bool(code.co_flags & _CO_VARARGS) + bool(code.co_flags & _CO_VARKEYWORDS)
     return code.co_varnames[:n]
@@ -89,7 +89,7 @@ class _Emitter:
         self.original = original
         self.lineno = lineno
         self.instrs: list = []
-        self.args = set(_argument_names(original))
+        self.args = set(argument_names(original))
         self.cellvars = set(original.co_cellvars)
         self.freevars = set(original.co_freevars)
 
@@ -259,7 +259,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
 
 def _check_compatible(original: types.CodeType, code: types.CodeType) -> None:
     """The runtime's rules, checked here too so a codegen bug names itself at build time."""
-    args = _argument_names(original)
+    args = argument_names(original)
     problems = []
     if code.co_varnames[:len(args)] != args:
         problems.append(f"argument names {code.co_varnames[:len(args)]} != {args}")

@@ -21,8 +21,9 @@ class Config:
     # Entries per code object; at the limit the code turns run-only (entries keep serving hits,
     # misses run the original code) and one warning names the function and the failing guard.
     cache_limit: int = dataclasses.field(default_factory=lambda: _env_int("TJC_CACHE_LIMIT", 8))
-    # A backend that raises or returns a non-callable: False raises BackendCompilerFailed (naming the
-    # backend and the reason); True warns once and runs the graph eagerly instead.
+    # A backend that raises or returns a non-callable: False (default) runs the frame's original
+    # code, warning once with the backend's name and reason (FullGraphError under fullgraph=True);
+    # True warns once and runs the traced graph eagerly (gm.forward) in the backend's place.
     fallback_to_eager: bool = dataclasses.field(
         default_factory=lambda: os.environ.get("TJC_FALLBACK_TO_EAGER", "0") not in ("", "0", "false", "False"))
     # TJC_LOG=recompiles,guards,graph,bytecode

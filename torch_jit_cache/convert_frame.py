@@ -16,8 +16,8 @@ from . import log, runtime
 from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
-from .sources import Source, load_source
-from .trace_result import Unsupported
+from .sources import Source, load_source, unreachable_root
+from .trace_result import DictOutput, ListOutput, SourceOutput, TupleOutput, Unsupported
 
 # Python-level counters that stats() adds to the runtime's.
 COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
@@ -53,6 +53,32 @@ def describe(code: types.CodeType) -> str:
     return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
 
 
+def _output_sources(spec):
+    """The sources an output spec loads (SourceOutput leaves, at any depth)."""
+    if isinstance(spec, SourceOutput):
+        return [spec.source]
+    if isinstance(spec, DictOutput):
+        return [s for _, item in spec.items for s in _output_sources(item)]
+    if isinstance(spec, (TupleOutput, ListOutput)):
+        return [s for item in spec.items for s in _output_sources(item)]
+    return []
+
+
+def _failure_text(e: BaseException, text: str) -> str:
+    """`text`, after dropping the tracebacks of `e` and its chain: an exception object can outlive
+    the failure (a backend that keeps and re-raises its error), and its traceback would keep the
+    frames of this compile, and the user's arguments in them, alive (seed 000)."""
+    seen, todo = set(), [e]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        todo += (e.__cause__, e.__context__)
+    return text
+
+
 class FullGraphError(RuntimeError):
     """fullgraph=True and the tracer could not capture the whole frame."""
 
@@ -74,51 +100,85 @@ class FrameCompiler:
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
-        from . import tracer  # torch is imported only when a frame is compiled
+        reason = self._compile(frame)
+        if not isinstance(reason, str):
+            return reason  # the GuardedCode
+        # Raised or logged here, after the failure's handler has ended: the failure's traceback
+        # holds the tracer's frames, and through them example tensors and the user's values; a
+        # FullGraphError raised inside the handler would carry it as __context__ (seed 000).
+        COUNTERS["unsupported"] += 1
+        if self.fullgraph:
+            raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {reason}")
+        log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, reason),
+                      f"torch_jit_cache: running {describe(code)} uncompiled: {reason}")
+        if log.enabled("fallbacks"):  # every fallback, where the warning above shows the first
+            log.log("fallbacks", f"{describe(code)}: {reason}")
+        return runtime.SKIP
+
+    def _compile(self, frame):
+        """The GuardedCode for `frame`, or the reason (a str) why it runs uncompiled.
+
+        Every step from the trace to the GuardedCode may fail, on code we did not foresee, in a
+        backend or in torch.fx; none of that may reach the user's call, which then runs the
+        original code and gives eager's result. Only `Exception` is caught: KeyboardInterrupt and
+        SystemExit pass through untouched.
+        """
+        from . import backends, codegen, tracer  # torch is imported only when a frame is compiled
         import torch
 
-        # Tracing runs the ops on real example tensors; random ops (dropout) must not advance the
-        # generator, or the compiled call that follows would draw different numbers than eager.
-        rng = torch.random.get_rng_state()
-        try:
-            result = tracer.trace(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure)
-        except Unsupported as e:
-            COUNTERS["unsupported"] += 1
-            if self.fullgraph:
-                raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {e}") from None
-            log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, e.reason),
-                          f"torch_jit_cache: running {describe(code)} uncompiled: {e}")
-            return runtime.SKIP
-        finally:
-            torch.random.set_rng_state(rng)
-        return self._finish(frame, result)
-
-    def _finish(self, frame, result):
-        from . import backends, codegen
-
+        code = frame.f_code
         f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
 
         def resolve(source):
             return load_source(source, f_locals, f_globals, f_builtins)
 
-        # Guards and input loads through nn.Module attributes read the modules' dicts instead.
-        rewriter = SourceRewriter(resolve)
-        graph_inputs = [rewriter.rewrite(s) for s in result.graph_inputs]
-        specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
-                                     value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
-                 for g in result.guards]
-        # The graph's own generated forward (and anything compiled from it) must run as is: marked
-        # skip before anything can call it under the hook.
-        runtime.set_skip(type(result.graph).forward)
-        compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
-                                          fallback_to_eager=config.fallback_to_eager)
+        step = "trace"
+        # Tracing runs the ops on real example tensors; random ops (dropout) must not advance the
+        # generator, or the compiled call that follows would draw different numbers than eager.
+        rng = torch.random.get_rng_state()
+        try:
+            try:
+                result = tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure)
+            finally:
+                torch.random.set_rng_state(rng)
+            step = "source rewriting"
+            # Guards and input loads through nn.Module attributes read the modules' dicts instead.
+            rewriter = SourceRewriter(resolve)
+            graph_inputs = [rewriter.rewrite(s) for s in result.graph_inputs]
+            specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
+                                         value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
+                     for g in result.guards]
+            step = "source check"
+            arguments, freevars = codegen.argument_names(code), code.co_freevars
+            used = [*graph_inputs, *_output_sources(result.output)]
+            used += [s for g in specs for s in (g.source, g.value) if isinstance(s, Source)]
+            for source in used:
+                why = unreachable_root(source, arguments, freevars, f_globals, f_builtins)
+                if why is not None:
+                    raise Unsupported(f"unreachable from the frame: {why}", filename=code.co_filename,
+                                      lineno=code.co_firstlineno)
+            step = "backend compile"
+            # The graph's own generated forward (and anything compiled from it) must run as is:
+            # marked skip before anything can call it under the hook.
+            runtime.set_skip(type(result.graph).forward)
+            compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
+                                              fallback_to_eager=config.fallback_to_eager)
+            step = "codegen"
+            new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output)
+            step = "guard building"
+            guards = build_guards(specs, resolve=resolve)
+            guards.bind(code)  # a guard the frame cannot reach fails here, not in the user's call
+            step = "cache entry"
+            guarded = runtime.GuardedCode(new_code, guards)
+        except (Unsupported, backends.BackendCompilerFailed) as e:  # these name their step
+            return _failure_text(e, str(e))
+        except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
+            return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
         COUNTERS["graphs"] += 1
-        new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, result.output)
-        guards = build_guards(specs, resolve=resolve)
         if log.enabled("graph"):
-            log.log("graph", f"{describe(frame.f_code)}\n{result.graph.print_readable(print_output=False)}")
+            log.log("graph", f"{describe(code)}\n{result.graph.print_readable(print_output=False)}")
         if log.enabled("guards"):
-            log.log("guards", f"{describe(frame.f_code)}\n{guards}")
+            log.log("guards", f"{describe(code)}\n{guards}")
         if log.enabled("bytecode"):
-            log.log("bytecode", f"{describe(frame.f_code)}\n{codegen.format_code(new_code)}")
-        return runtime.GuardedCode(new_code, guards)
+            log.log("bytecode", f"{describe(code)}\n{codegen.format_code(new_code)}")
+        return guarded

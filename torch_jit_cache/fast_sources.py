@@ -4,16 +4,15 @@
 once per attribute, by the guards and by the transformed code that loads graph inputs. The same
 objects live in the modules' dicts: `L['self'].__dict__['_modules']['layers'].__dict__['_modules']['3']
 .__dict__['_parameters']['weight']` reaches them with C dict lookups only. The rewrite is exact:
-it is applied only where normal attribute lookup would end in those dicts (the name is not an
-instance attribute and the class defines nothing of that name), and a guard on the rewritten path
+it is applied only where normal attribute lookup would end in those dicts (attribute_lookup.py:
+the name is not an instance attribute and the class defines nothing of that name), and a guard on the rewritten path
 still fails when the attribute is reassigned (nn.Module.__setattr__ writes the same dicts).
 Instance attributes of modules (`training`, `scale`) are read from `__dict__` directly when the
 class has no data descriptor of that name.
 """
 from __future__ import annotations
 
-import inspect
-
+from .attribute_lookup import Where, lookup
 from .sources import AttrSource, ItemSource, Source
 
 _MISSING = object()
@@ -61,18 +60,16 @@ class SourceRewriter:
                 return path
         return source if base is source.base else AttrSource(base, source.attr)
 
-    @staticmethod
-    def _module_path(obj, base: Source, name: str):
-        instance = vars(obj)
-        class_attr = inspect.getattr_static(type(obj), name, _MISSING)
+    def _module_path(self, obj, base: Source, name: str):
+        # Rewritten only where Python's own lookup ends (attribute_lookup: a class attribute of
+        # the same name wins over _modules/_parameters; a data descriptor over the instance dict).
+        found = lookup(obj, name)
         dict_source = AttrSource(base, "__dict__")
-        if name in instance:
-            # A data descriptor on the class would win over the instance dict.
-            if class_attr is not _MISSING and hasattr(type(class_attr), "__set__"):
-                return None
+        if found.where is Where.INSTANCE_DICT:
             return ItemSource(dict_source, name)
-        if class_attr is not _MISSING:
+        if found.where is not Where.GETATTR or found.value is not self._module.__getattr__:
             return None
+        instance = vars(obj)
         for dict_name in _MODULE_DICTS:
             holder = instance.get(dict_name)
             if holder is not None and name in holder:

@@ -105,3 +105,25 @@ def load_source(source: Source, f_locals, f_globals, f_builtins) -> Any:
     if isinstance(source, ItemSource):
         return load_source(source.base, f_locals, f_globals, f_builtins)[source.key]
     raise TypeError(f"cannot load {source!r}")
+
+
+def unreachable_root(source: Source, arguments, freevars, f_globals, f_builtins) -> str | None:
+    """Why the transformed code or a guard could not reach `source` from the frame, or None.
+
+    Both start from the frame: its arguments (the only locals bound when it starts), its free
+    variables, its globals and builtins. A source rooted anywhere else (a module the user's code
+    never imported, say) would raise NameError or fail its guard on every call.
+    """
+    root = source.root
+    if isinstance(root, LocalSource):
+        return None if root.local_name in arguments else f"{source}: {root.local_name!r} is not an argument"
+    if isinstance(root, ClosureSource):
+        return None if root.free_name in freevars else f"{source}: {root.free_name!r} is not a free variable"
+    if isinstance(root, GlobalSource):
+        return None if root.global_name in f_globals else f"{source}: {root.global_name!r} is not a global"
+    if isinstance(root, BuiltinSource):
+        b = f_builtins if isinstance(f_builtins, dict) else vars(f_builtins)
+        if root.builtin_name in f_globals or root.builtin_name not in b:
+            return f"{source}: {root.builtin_name!r} is not an unshadowed builtin"
+        return None
+    return f"{source}: no frame-level root"

@@ -337,7 +337,8 @@ def test_seed000_calls_that_reach_the_tracer_free_the_arguments_with_gc(path, ca
     x = torch.ones(3)
     freed = watch(x)
     kind, msg = outcome(opt, x)
-    expected = {"compile succeeds": "ok", "tracer fails (Unsupported, falls back)": "ok"}
+    expected = {"compile succeeds": "ok", "tracer fails (Unsupported, falls back)": "ok",
+                "backend raises": "ok"}  # a failing backend falls back like the tracer (issue 8)
     if path in expected:
         assert kind == "ok"
     else:

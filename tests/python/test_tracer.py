@@ -653,3 +653,16 @@ def test_load_source_nested():
                        *frame) is m.fc1.weight
     assert load_source(ItemSource(ItemSource(LocalSource("xs"), 1), 0), *frame) == 2
     assert load_source(GlobalSource("SCALE"), *frame) == 3.0
+
+
+def test_a_graph_whose_generated_code_cannot_reach_a_name_is_unsupported():
+    """fx prints a constant it cannot name by its repr: `typing.Any` in a module without `typing`."""
+    import typing
+
+    from torch_jit_cache.tracer.output_graph import OutputGraph
+
+    out = OutputGraph({}, builtins.__dict__)
+    x = out.add_placeholder(LocalSource("x"), torch.ones(2))
+    node = out.create_node("call_function", torch.jit.annotate, (typing.Any, x), {})
+    with pytest.raises(Unsupported, match="loads typing, which it cannot reach"):
+        out.finish([node])

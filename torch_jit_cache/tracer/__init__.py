@@ -47,7 +47,13 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
         except Unsupported as e:
             raise Unsupported(e.reason, filename=code.co_filename,
                               lineno=code.co_firstlineno, instruction="RETURN_VALUE") from None
-        gm = output.finish(nodes)
+        try:
+            gm = output.finish(nodes)
+        except Unsupported:
+            raise
+        except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error
+            raise Unsupported(f"building the fx graph failed: {type(e).__name__}: {e}",
+                              filename=code.co_filename, lineno=code.co_firstlineno) from None
         return TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
                            example_inputs=list(output.example_inputs), output=spec,
                            guards=output.guards)

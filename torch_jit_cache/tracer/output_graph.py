@@ -5,13 +5,15 @@ variable trackers: it deals in fx Nodes, Sources, example tensors and GuardSpecs
 """
 from __future__ import annotations
 
+import builtins
+import dis
 import operator
 
 import torch
 import torch.fx
 
 from ..sources import Source
-from ..trace_result import GuardKind, GuardSpec
+from ..trace_result import GuardKind, GuardSpec, Unsupported
 
 # In-place operators emitted as call_function nodes: registering them keeps dead-code elimination
 # from dropping a mutation whose result nobody reads (x.add_(1) on an input, x += y).
@@ -92,4 +94,20 @@ class OutputGraph:
         self.graph.output(tuple(output_nodes))
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         gm.graph.lint()
+        missing = unreachable_globals(type(gm).forward)
+        if missing:
+            # fx prints a constant it has no name for by its repr (`typing.Any` for a constant
+            # Any): the generated forward would raise NameError in the user's call.
+            raise Unsupported(f"the fx graph's generated code loads {', '.join(missing)}, which it "
+                              "cannot reach (a constant in the graph that torch.fx cannot name)")
         return gm
+
+
+def unreachable_globals(fn) -> list:
+    """Names that `fn`'s code loads as globals but neither its globals nor builtins define."""
+    f_globals = fn.__globals__
+    f_builtins = f_globals.get("__builtins__", builtins)
+    if not isinstance(f_builtins, dict):
+        f_builtins = vars(f_builtins)
+    names = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    return sorted(n for n in names if n not in f_globals and n not in f_builtins)

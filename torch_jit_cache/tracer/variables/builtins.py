@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import operator
 
+from ...attribute_lookup import MISSING, type_lookup
 from .base import CallableVariable, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
@@ -92,6 +93,10 @@ def _abs(tx, args, kwargs):
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) == 3:
+        if hasattr(obj, "has_attribute"):  # modules and user objects: the answer is guarded
+            if not obj.has_attribute(tx, name):
+                return args[2]
+            return obj.var_getattr(tx, name)
         module = getattr(obj, "module", None)
         if module is not None and not hasattr(module, name):
             return args[2]
@@ -102,6 +107,8 @@ def _getattr(tx, args, kwargs):
 
 def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
+    if hasattr(obj, "has_attribute"):  # modules and user objects: the answer is guarded
+        return ConstantVariable(obj.has_attribute(tx, name))
     module = getattr(obj, "module", None)
     if module is not None:
         return ConstantVariable(hasattr(module, name))
@@ -181,6 +188,11 @@ def _all_any(fn):
     return handler
 
 
+def _callable(tx, args, kwargs):
+    # callable(v) is "type(v) has __call__" (a tensor or a number is not callable; a class is).
+    return ConstantVariable(type_lookup(args[0].python_type(), "__call__") is not MISSING)
+
+
 BUILTIN_HANDLERS = {
     len: _len, range: _range, isinstance: _isinstance, enumerate: _enumerate, zip: _zip,
     min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
@@ -189,8 +201,7 @@ BUILTIN_HANDLERS = {
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _fold(sorted), round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
-    callable: lambda tx, args, kwargs: ConstantVariable(not args[0].is_python_constant() or
-                                                        callable(args[0].as_python_constant())),
+    callable: _callable,
 }
 
 

@@ -7,20 +7,21 @@ Containers (Sequential, ModuleList, ModuleDict) are unrolled.
 """
 from __future__ import annotations
 
-import inspect
 import types
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...sources import AttrSource
+from ...attribute_lookup import MISSING, Where, lookup, type_lookup
+from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
+from .attribute import has_attribute, read_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable
-from .functions import UserFunctionVariable, UserMethodVariable
-from .tensor import call_op
+from .functions import UserFunctionVariable
+from .tensor import TensorVariable, call_op
 
 
 def _fn(tx, fn, *args, **kwargs):
@@ -35,7 +36,7 @@ def _linear(tx, mv, m, x):
 def _conv(fn):
     def run(tx, mv, m, x):
         if m.padding_mode != "zeros":
-            unsupported(f"{type(m).__name__} with padding_mode={m.padding_mode!r}")
+            unsupported(f"{type(mv.module).__name__} with padding_mode={m.padding_mode!r}")
         return _fn(tx, fn, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"), m.stride, m.padding,
                    m.dilation, m.groups)
     return run
@@ -79,6 +80,23 @@ def _embedding(tx, mv, m, x):
                m.scale_grad_by_freq, m.sparse)
 
 
+class _Settings:
+    """A leaf module's settings (p, eps, stride, dim, ...) as the leaf functions read them.
+
+    Each read goes through the module's tracker, so the value is guarded where it lives
+    (EQUALS_MATCH on `L['self'].drop.p`): a setting changed after compiling (dropout annealed,
+    eps tuned) fails the guard instead of running the constant baked into the graph. Tensor
+    buffers read here (running_mean, num_batches_tracked) answer with their example tensor.
+    """
+
+    def __init__(self, tx, mv):
+        self._tx, self._mv = tx, mv
+
+    def __getattr__(self, name):
+        v = self._mv.var_getattr(self._tx, name)
+        return v.example if isinstance(v, TensorVariable) else v.as_python_constant()
+
+
 _LEAF_ARITY = {nn.GRUCell: 2}  # positional arguments a leaf accepts (default 1)
 
 LEAF_MODULES = {
@@ -109,6 +127,7 @@ LEAF_MODULES = {
                                                    m.output_size),
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+_MODULE_STORES = ("_parameters", "_buffers", "_modules")  # what nn.Module.__getattr__ reads, in order
 
 
 def _has_hooks(m: nn.Module) -> bool:
@@ -133,28 +152,23 @@ class NNModuleVariable(VariableTracker):
         return AttrSource(self.source, name)
 
     def var_getattr(self, tx, name):
-        m = self.module
-        try:
-            static = inspect.getattr_static(type(m), name)
-        except AttributeError:
-            static = None
-        if isinstance(static, property):
-            fget = UserFunctionVariable(static.fget, None)
-            return tx.call(fget, [self], {})
-        d = m.__dict__
-        if name in d:
-            return tx.wrap(d[name], self._child_source(name))
-        for store in ("_parameters", "_buffers", "_modules"):
+        return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
+
+    def has_attribute(self, tx, name) -> bool:
+        if type_lookup(type(self.module), "__getattr__") is not nn.Module.__getattr__:
+            unsupported(f"hasattr on module {type(self.module).__name__}, which defines its own __getattr__")
+        return has_attribute(tx, self, self.module, name, stores=_MODULE_STORES)
+
+    def _module_getattr(self, tx, name, hook):
+        """nn.Module.__getattr__: what normal lookup did not find, from _parameters, _buffers or
+        _modules, first match in that order."""
+        if hook is not nn.Module.__getattr__:
+            unsupported(f"attribute {name!r} of {type(self.module).__name__}, which defines its own __getattr__")
+        d = self.module.__dict__
+        for store in _MODULE_STORES:
             if name in d.get(store, {}):
                 return tx.wrap(d[store][name], self._child_source(name))
-        if isinstance(static, types.FunctionType):
-            fsrc = AttrSource(self._child_source(name), "__func__")
-            return UserMethodVariable(UserFunctionVariable(static, fsrc), self)
-        if isinstance(static, staticmethod):
-            return tx.wrap(static.__func__, self._child_source(name))
-        if static is not None and not callable(static) and not hasattr(static, "__get__"):
-            return tx.wrap(static, self._child_source(name))
-        unsupported(f"attribute {name!r} of module {type(m).__name__}")
+        unsupported(f"AttributeError: module {type(self.module).__name__} has no attribute {name!r}")
 
     # -- containers -----------------------------------------------------------------------------
     def _children(self, tx):
@@ -163,6 +177,16 @@ class NNModuleVariable(VariableTracker):
         tx.output.add_guard(self.source, GuardKind.LENGTH, len(self.module))
         return [(k, self.var_getattr(tx, k)) for k in self.module._modules]
 
+    def contains(self, tx, item) -> bool:
+        """`key in module`: ModuleDict looks the key up in _modules (guarded by its keys); other
+        modules iterate or raise, which is not followed here."""
+        if type(self.module) is not nn.ModuleDict:
+            unsupported(f"membership test in module {type(self.module).__name__}")
+        modules = self.module._modules
+        tx.output.add_guard(ItemSource(AttrSource(self.source, "__dict__"), "_modules"),
+                            GuardKind.DICT_KEYS, tuple(modules))
+        return item.as_python_constant() in modules
+
     def unpack(self, tx):
         children = self._children(tx)
         if isinstance(self.module, nn.ModuleDict):
@@ -170,9 +194,15 @@ class NNModuleVariable(VariableTracker):
         return [v for _, v in children]
 
     def truthy(self, tx):
-        if isinstance(self.module, _CONTAINERS):
-            return bool(self._children(tx))
-        return True
+        # bool(m): __bool__, else __len__, else True, looked up on the type as Python does.
+        cls = type(self.module)
+        length = type_lookup(cls, "__len__")
+        if type_lookup(cls, "__bool__") is MISSING:
+            if length is MISSING:
+                return True
+            if any(length is vars(c).get("__len__") for c in _CONTAINERS):
+                return bool(self._children(tx))
+        unsupported(f"truth value of module {cls.__name__} (it defines __bool__ or __len__)")
 
     def getitem(self, tx, key):
         k = key.as_python_constant()
@@ -211,6 +241,13 @@ class NNModuleVariable(VariableTracker):
 
     def _forward(self, tx, args, kwargs):
         m, cls = self.module, type(self.module)
+        # m(x) runs type(m).__call__, which calls self.forward: both resolve like any attribute.
+        if type_lookup(cls, "__call__") is not nn.Module.__call__:
+            unsupported(f"module {cls.__name__} overrides __call__")
+        forward = lookup(m, "forward")
+        if forward.where is not Where.CLASS or not isinstance(forward.value, types.FunctionType):
+            unsupported(f"forward of module {cls.__name__} is not a method of its class "
+                        f"(found: {forward.where.value})")
         if cls is nn.Sequential:
             if kwargs or len(args) != 1:
                 unsupported("Sequential called with more than one argument")
@@ -222,14 +259,11 @@ class NNModuleVariable(VariableTracker):
         if leaf is not None:
             if kwargs or not 1 <= len(args) <= _LEAF_ARITY.get(cls, 1):
                 unsupported(f"{cls.__name__} called with {len(args)} args and {list(kwargs)}")
-            return leaf(tx, self, m, *args)
+            return leaf(tx, self, _Settings(tx, self), *args)
         if cls.__module__.startswith("torch.nn"):
             unsupported(f"built-in module {cls.__name__} is not supported")
-        forward = inspect.getattr_static(cls, "forward", None)
-        if not isinstance(forward, types.FunctionType):
-            unsupported(f"module {cls.__name__} has no Python forward")
         fsrc = AttrSource(AttrSource(self.source, "forward"), "__func__")
-        return tx.call(UserFunctionVariable(forward, fsrc), [self, *args], kwargs)
+        return tx.call(UserFunctionVariable(forward.value, fsrc), [self, *args], kwargs)
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__} from {self.source})"

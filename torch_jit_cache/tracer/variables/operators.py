@@ -23,20 +23,29 @@ def _const_fold(fn, *vs):
 
 
 def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    base = symbol.rstrip("=") if symbol in _INPLACE else symbol
+    if symbol in _INPLACE and not isinstance(a, (TensorVariable, ListVariable)):
+        # `a op= b` calls a.__iop__ only where a's type has one; numbers, strings and tuples have
+        # none (they are immutable), so Python computes `a op b` and rebinds the name. The
+        # out-of-place form is also the only one an fx graph can hold: `0 += t` is no Python.
+        symbol = base
     fn = BINARY_OPERATORS[symbol]
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return call_op(tx, fn, [a, b], {})
-    base = symbol.rstrip("=") if symbol in _INPLACE else symbol
     if isinstance(a, BaseListVariable):
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
-            if symbol == "+=" and isinstance(a, ListVariable):
+            if symbol == "+=":
                 a.call_method(tx, "extend", [b], {})
                 return a
             return type(a)(a.items + b.items)
-        if symbol == "+=" and isinstance(a, ListVariable):
+        if symbol == "+=":  # list += any iterable extends in place
             a.call_method(tx, "extend", [b], {})
             return a
         if base == "*" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
+            if symbol == "*=":  # in place: every other name bound to the list sees it
+                a._check_mutable()
+                a.items[:] = a.items * b.as_python_constant()
+                return a
             return type(a)(a.items * b.as_python_constant())
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(fn, a, b)
@@ -78,7 +87,7 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     if isinstance(container, DictVariable):
         found = item.as_python_constant() in container.items
     elif isinstance(container, NNModuleVariable):
-        found = item.as_python_constant() in container.module._modules
+        found = container.contains(tx, item)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
         if not (item.is_python_constant() and container.is_python_constant()):
             unsupported(f"membership test of {item} in {container}")

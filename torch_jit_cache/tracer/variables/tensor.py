@@ -97,6 +97,9 @@ class TensorMethodVariable(VariableTracker):
         super().__init__(None)
         self.tensor, self.name = tensor, name
 
+    def python_type(self):
+        return type(getattr(self.tensor.example, self.name))  # builtin_function_or_method
+
     def call_function(self, tx, args, kwargs):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
@@ -109,6 +112,8 @@ class TorchFunctionVariable(CallableVariable):
             return ConstantVariable(isinstance(args[0], TensorVariable))
         if self.fn in (torch.is_grad_enabled,):
             return ConstantVariable(self.fn())  # grad mode is guarded by the caller
+        if self.fn is torch.jit.annotate and len(args) == 2 and not kwargs:
+            return args[1]  # a type hint for TorchScript; in Python it returns its value as is
         return call_op(tx, self.fn, args, kwargs)
 
     def __repr__(self):

@@ -3,17 +3,16 @@
 Its attributes are read through the object's source (`L['self'].k`), so each value read is
 guarded where it lives (EQUALS_MATCH on constants, TENSOR_MATCH on tensors); the object itself is
 guarded only by type, so another instance holding the same values hits the same entry. Methods
-defined in Python are inlined with the object as `self`. Objects whose attribute lookup is
-customised (__getattr__, __getattribute__, descriptors other than functions) are refused.
+defined in Python are inlined with the object as `self`; attributes resolve in Python's order
+(attribute.py). Objects whose attribute lookup is customised (__getattr__, __getattribute__) are
+refused.
 """
 from __future__ import annotations
 
 import inspect
-import types
 
-from ...sources import AttrSource
+from .attribute import has_attribute, read_attribute
 from .base import VariableTracker, unsupported
-from .functions import UserFunctionVariable, UserMethodVariable
 
 _MISSING = object()
 
@@ -36,25 +35,10 @@ class UserObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if self.source is None:
-            unsupported(f"attribute {name!r} of an object with no source")
-        cls = type(self.value)
-        class_attr = inspect.getattr_static(cls, name, _MISSING)
-        instance_dict = vars(self.value)
-        # A data descriptor on the class wins over the instance dict; functions do not.
-        is_data_descriptor = class_attr is not _MISSING and hasattr(type(class_attr), "__set__")
-        if name in instance_dict and not is_data_descriptor:
-            return tx.wrap(instance_dict[name], AttrSource(self.source, name))
-        if isinstance(class_attr, types.FunctionType):
-            fsrc = AttrSource(AttrSource(self.source, name), "__func__")
-            return UserMethodVariable(UserFunctionVariable(class_attr, fsrc), self)
-        if isinstance(class_attr, staticmethod):
-            return tx.wrap(class_attr.__func__, AttrSource(self.source, name))
-        if class_attr is not _MISSING and not hasattr(class_attr, "__get__"):
-            return tx.wrap(class_attr, AttrSource(self.source, name))  # a plain class attribute
-        if class_attr is _MISSING:
-            unsupported(f"AttributeError: {cls.__name__!r} object has no attribute {name!r}")
-        unsupported(f"attribute {name!r} of {cls.__name__} is a {type(class_attr).__name__}")
+        return read_attribute(tx, self, self.value, name)
+
+    def has_attribute(self, tx, name: str) -> bool:
+        return has_attribute(tx, self, self.value, name)
 
     def truthy(self, tx) -> bool:
         cls = type(self.value)

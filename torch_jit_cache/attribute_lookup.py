@@ -1,0 +1,86 @@
+"""Where `obj.name` is found, in Python's own order: the one home of that rule.
+
+object.__getattribute__ looks, in this order:
+1. a data descriptor on the type's MRO (its type defines __set__ or __delete__: property,
+   __slots__ members, getset descriptors such as __class__) wins over everything;
+2. the instance __dict__;
+3. anything else on the MRO: a non-data descriptor (a function, which binds into a method;
+   staticmethod; classmethod) or a plain class attribute;
+4. only when all of that fails, the type's __getattr__ (nn.Module's reads _parameters, _buffers
+   and _modules, in that order).
+
+So a method defined on a module's class wins over a submodule or parameter of the same name (those
+live in _modules/_parameters, reached only through __getattr__), and an instance attribute wins
+over a method. The tracer (tracer/variables/attribute.py) and the rewriting of module attribute
+paths into dict lookups (fast_sources.py) both decide with `lookup`, so they cannot disagree.
+
+Only the type's MRO is searched, never its metaclass (inspect.getattr_static(cls, name) would find
+`type.mro` for an instance). No torch here: fast_sources.py runs without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+MISSING = object()
+
+
+class Where(enum.Enum):
+    CUSTOM = "custom"                    # the type overrides __getattribute__: nothing is known
+    DATA_DESCRIPTOR = "data_descriptor"  # value: the descriptor (property, member, getset)
+    INSTANCE_DICT = "instance_dict"      # value: the object in obj.__dict__
+    CLASS = "class"                      # value: the raw class attribute (function, staticmethod, ...)
+    GETATTR = "getattr"                  # not found normally; value: the type's __getattr__
+    MISSING = "missing"                  # AttributeError
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    where: Where
+    value: Any = None
+
+
+def type_lookup(cls: type, name: str) -> Any:
+    """The attribute `name` in the __dict__ of the first class of cls.__mro__ that has it."""
+    for klass in cls.__mro__:
+        namespace = vars(klass)
+        if name in namespace:
+            return namespace[name]
+    return MISSING
+
+
+def is_data_descriptor(attr) -> bool:
+    kind = type(attr)
+    return type_lookup(kind, "__set__") is not MISSING or type_lookup(kind, "__delete__") is not MISSING
+
+
+def is_descriptor(attr) -> bool:
+    return type_lookup(type(attr), "__get__") is not MISSING
+
+
+def instance_dict(obj) -> dict | None:
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def lookup(obj, name: str) -> Found:
+    """Where Python's `getattr(obj, name)` finds its answer (without running any descriptor)."""
+    cls = type(obj)
+    if type_lookup(cls, "__getattribute__") is not object.__getattribute__:
+        return Found(Where.CUSTOM)
+    attr = type_lookup(cls, name)
+    if attr is not MISSING and is_data_descriptor(attr):
+        return Found(Where.DATA_DESCRIPTOR, attr)
+    d = instance_dict(obj)
+    if d is not None and name in d:
+        return Found(Where.INSTANCE_DICT, d[name])
+    if attr is not MISSING:
+        return Found(Where.CLASS, attr)
+    hook = type_lookup(cls, "__getattr__")
+    if hook is not MISSING:
+        return Found(Where.GETATTR, hook)
+    return Found(Where.MISSING)

@@ -1,0 +1,95 @@
+"""Reading `obj.name` off an object read from the frame (a user object or an nn.Module).
+
+Where the answer comes from is decided by attribute_lookup.lookup (Python's order); this turns that
+place into a tracker. Every value keeps a source through the object (`L['self'].name`, or
+`L['self'].name.__func__` for a method), so its guard re-reads the attribute the same way Python
+does at each call: when a later assignment changes where the name resolves, the guard fails.
+What cannot be followed exactly (a custom __getattribute__, descriptors other than property,
+__slots__ members, functions, staticmethod and classmethod) raises Unsupported, never a guess.
+"""
+from __future__ import annotations
+
+import types
+
+from ...attribute_lookup import Where, instance_dict, is_descriptor, lookup
+from ...sources import AttrSource, ItemSource
+from ...trace_result import GuardKind
+from .base import unsupported
+from .functions import UserFunctionVariable, UserMethodVariable
+
+
+def read_attribute(tx, var, obj, name: str, on_getattr=None):
+    """The tracker for `obj.name`, `var` being obj's tracker (with a source).
+
+    `on_getattr(found_hook)` handles names that normal lookup does not find and the type's
+    __getattr__ would answer (nn.Module's); without it such names are unsupported.
+    """
+    if var.source is None:
+        unsupported(f"attribute {name!r} of an object with no source")
+    found = lookup(obj, name)
+    where, value = found.where, found.value
+    cls_name = type(obj).__name__
+    source = AttrSource(var.source, name)
+    if where is Where.CUSTOM:
+        unsupported(f"attribute {name!r} of {cls_name}, whose class overrides __getattribute__")
+    if where is Where.DATA_DESCRIPTOR:
+        if type(value) is property:
+            if not isinstance(value.fget, types.FunctionType):
+                unsupported(f"property {cls_name}.{name} has no Python getter")
+            # Guarded where Python finds it (type(obj).name.fget): replacing the property on the
+            # class fails the guard instead of running the old getter.
+            getter = AttrSource(AttrSource(AttrSource(var.source, "__class__"), name), "fget")
+            return tx.call(tx.wrap(value.fget, getter), [var], {})
+        if isinstance(value, types.MemberDescriptorType) or name == "__class__" and \
+                isinstance(value, types.GetSetDescriptorType) and value.__objclass__ is object:
+            try:
+                return tx.wrap(getattr(obj, name), source)  # a __slots__ member, or __class__
+            except AttributeError:  # an empty slot: Python would go on to __getattr__
+                unsupported(f"AttributeError: slot {name!r} of {cls_name} is empty")
+        unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a data descriptor)")
+    if where is Where.INSTANCE_DICT:
+        return tx.wrap(value, source)
+    if where is Where.CLASS:
+        if isinstance(value, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(value, AttrSource(source, "__func__")), var)
+        if isinstance(value, staticmethod):
+            return tx.wrap(value.__func__, source)
+        if isinstance(value, classmethod) and isinstance(value.__func__, types.FunctionType):
+            cls = tx.wrap(type(obj), AttrSource(var.source, "__class__"))
+            return UserMethodVariable(UserFunctionVariable(value.__func__, AttrSource(source, "__func__")), cls)
+        if is_descriptor(value):
+            unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a descriptor)")
+        return tx.wrap(value, source)  # a plain class attribute, read through the instance
+    if where is Where.GETATTR and on_getattr is not None:
+        return on_getattr(found.value)
+    if where is Where.GETATTR:
+        unsupported(f"attribute {name!r} of {cls_name} would come from its __getattr__")
+    unsupported(f"AttributeError: {cls_name!r} object has no attribute {name!r}")
+
+
+def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
+    """hasattr(obj, name), with guards that keep the answer true for the entry.
+
+    True: the attribute is read as `obj.name` would be (read_attribute), so its value is guarded
+    where it is found. False: every place Python looked is pinned by its keys: the instance
+    __dict__ and the `stores` dicts that the type's __getattr__ reads (nn.Module's _parameters,
+    _buffers, _modules); an attribute added later to any of them fails the guard. (The class is
+    pinned by the object's type guard; a class mutated in place is not seen.)
+    """
+    found = lookup(obj, name)
+    d = instance_dict(obj) or {}
+    present = found.where in (Where.DATA_DESCRIPTOR, Where.INSTANCE_DICT, Where.CLASS) or \
+        found.where is Where.GETATTR and any(name in d.get(store, {}) for store in stores)
+    if present:
+        var.var_getattr(tx, name)   # Unsupported where the read cannot be followed exactly
+        return True
+    if found.where is Where.CUSTOM or found.where is Where.GETATTR and not stores:
+        unsupported(f"hasattr({type(obj).__name__}, {name!r}): its lookup is customised")
+    if var.source is None:
+        unsupported(f"hasattr on an object with no source ({type(obj).__name__})")
+    dict_source = AttrSource(var.source, "__dict__")
+    tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
+    for store in stores:
+        if store in d:
+            tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
+    return False
