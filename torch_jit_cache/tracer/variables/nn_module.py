@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...sources import AttrSource
+from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
@@ -111,11 +111,34 @@ LEAF_MODULES = {
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
 
+# The hook dicts nn.Module.__call__ consults: on the instance, and module-global ones in
+# torch.nn.modules.module. An inlined call runs `forward` alone, so the trace is valid only while
+# all of them are empty; each is guarded (LENGTH 0), so a hook registered after compiling makes a
+# miss and the retrace falls back (issue 13).
+_MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                      "_global_backward_pre_hooks")
+
+
 def _has_hooks(m: nn.Module) -> bool:
     from torch.nn.modules import module as mm
-    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
-                or getattr(m, "_backward_pre_hooks", None) or mm._global_forward_hooks
-                or mm._global_forward_pre_hooks or mm._global_backward_hooks)
+    return any(getattr(m, name, None) for name in _MODULE_HOOK_DICTS) or \
+        any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS)
+
+
+def _guard_no_hooks(tx, mv) -> None:
+    """Guards that the hook dicts `mv.module.__call__` would consult are still empty."""
+    out = tx.output
+    for name in _MODULE_HOOK_DICTS:
+        if name in vars(mv.module):
+            out.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
+    # The global dicts are reached from the frame through the module's class: nn.Module.__call__'s
+    # globals are torch.nn.modules.module's namespace. Once per trace is enough.
+    if not getattr(out, "global_hooks_guarded", False):
+        out.global_hooks_guarded = True
+        namespace = AttrSource(AttrSource(AttrSource(mv.source, "__class__"), "__call__"), "__globals__")
+        for name in _GLOBAL_HOOK_DICTS:
+            out.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
 
 
 class NNModuleVariable(VariableTracker):
@@ -149,6 +172,7 @@ class NNModuleVariable(VariableTracker):
                 return tx.wrap(d[store][name], self._child_source(name))
         if isinstance(static, types.FunctionType):
             fsrc = AttrSource(self._child_source(name), "__func__")
+            tx.output.add_guard(fsrc, GuardKind.ID_MATCH, static)  # as for forward in _forward
             return UserMethodVariable(UserFunctionVariable(static, fsrc), self)
         if isinstance(static, staticmethod):
             return tx.wrap(static.__func__, self._child_source(name))
@@ -205,8 +229,12 @@ class NNModuleVariable(VariableTracker):
 
     # -- calls ----------------------------------------------------------------------------------
     def call_function(self, tx, args, kwargs):
+        cls = type(self.module)
+        if cls.__call__ is not nn.Module.__call__:
+            unsupported(f"module {cls.__name__} overrides __call__")
         if _has_hooks(self.module):
-            unsupported(f"module {type(self.module).__name__} has hooks")
+            unsupported(f"module {cls.__name__} has hooks")
+        _guard_no_hooks(tx, self)
         return self._forward(tx, args, kwargs)
 
     def _forward(self, tx, args, kwargs):
@@ -225,10 +253,16 @@ class NNModuleVariable(VariableTracker):
             return leaf(tx, self, m, *args)
         if cls.__module__.startswith("torch.nn"):
             unsupported(f"built-in module {cls.__name__} is not supported")
+        # `m.forward = fn` on the instance wins over the class's forward, as in Python.
+        if "forward" in vars(m):
+            return tx.call(tx.wrap(vars(m)["forward"], AttrSource(self.source, "forward")), args, kwargs)
         forward = inspect.getattr_static(cls, "forward", None)
         if not isinstance(forward, types.FunctionType):
             unsupported(f"module {cls.__name__} has no Python forward")
         fsrc = AttrSource(AttrSource(self.source, "forward"), "__func__")
+        # `m.forward.__func__ is forward`: fails once the instance gets a forward of its own (a plain
+        # function has no __func__) or the class's forward is replaced.
+        tx.output.add_guard(fsrc, GuardKind.ID_MATCH, forward)
         return tx.call(UserFunctionVariable(forward, fsrc), [self, *args], kwargs)
 
     def __repr__(self):

@@ -12,6 +12,7 @@ import inspect
 import types
 
 from ...sources import AttrSource
+from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .functions import UserFunctionVariable, UserMethodVariable
 
@@ -47,6 +48,9 @@ class UserObjectVariable(VariableTracker):
             return tx.wrap(instance_dict[name], AttrSource(self.source, name))
         if isinstance(class_attr, types.FunctionType):
             fsrc = AttrSource(AttrSource(self.source, name), "__func__")
+            # `obj.name.__func__ is class_attr`: fails once the instance gets an attribute of that
+            # name (a plain function or value has no __func__) or the class's method is replaced.
+            tx.output.add_guard(fsrc, GuardKind.ID_MATCH, class_attr)
             return UserMethodVariable(UserFunctionVariable(class_attr, fsrc), self)
         if isinstance(class_attr, staticmethod):
             return tx.wrap(class_attr.__func__, AttrSource(self.source, name))
