@@ -51,12 +51,18 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
         return tx.wrap(value, source)
     if where is Where.CLASS:
         if isinstance(value, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(value, AttrSource(source, "__func__")), var)
+            # `obj.name.__func__ is value`: fails once the instance gets an attribute of that name (a
+            # plain function or value has no __func__) or the class's method is replaced (issue 13).
+            fsrc = AttrSource(source, "__func__")
+            tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value)
+            return UserMethodVariable(UserFunctionVariable(value, fsrc), var)
         if isinstance(value, staticmethod):
             return tx.wrap(value.__func__, source)
         if isinstance(value, classmethod) and isinstance(value.__func__, types.FunctionType):
             cls = tx.wrap(type(obj), AttrSource(var.source, "__class__"))
-            return UserMethodVariable(UserFunctionVariable(value.__func__, AttrSource(source, "__func__")), cls)
+            fsrc = AttrSource(source, "__func__")
+            tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value.__func__)
+            return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), cls)
         if is_descriptor(value):
             unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a descriptor)")
         return tx.wrap(value, source)  # a plain class attribute, read through the instance

@@ -131,6 +131,9 @@ def _wrap(tx, value, source, guard):
     if isinstance(value, types.FunctionType):
         g(GuardKind.TYPE_MATCH, types.FunctionType)
         g(GuardKind.ID_MATCH, value)
+        # The body traced is the function's code: `fn.__code__ = other` keeps the function's
+        # identity, so the code is guarded too.
+        g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__") if source is not None else None)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
         fsrc = AttrSource(source, "__func__") if source is not None else None

@@ -52,9 +52,12 @@ class BaseFunctionVariable(VariableTracker):
             unsupported(f"call to {self.code.co_name}: {e}")
         bound.apply_defaults()
         result = {}
-        # Positional order matches co_varnames; inspect renames a comprehension's '.0'.
-        for pname, (sig_name, param) in zip(self.code.co_varnames,
-                                            bound.signature.parameters.items()):
+        # By name, never by position: co_varnames lists keyword-only parameters before *args
+        # (`def f(*ts, by=1)` has co_varnames ('by', 'ts')), the signature lists them after it.
+        # inspect renames a comprehension's implicit '.0' argument to 'implicit0'.
+        for sig_name, param in bound.signature.parameters.items():
+            pname = "." + sig_name[len("implicit"):] if sig_name.startswith("implicit") \
+                and sig_name not in self.code.co_varnames else sig_name
             value = bound.arguments[sig_name]
             if param.kind is inspect.Parameter.VAR_POSITIONAL:
                 value = TupleVariable(list(value))

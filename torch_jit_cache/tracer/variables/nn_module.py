@@ -130,11 +130,34 @@ _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 _MODULE_STORES = ("_parameters", "_buffers", "_modules")  # what nn.Module.__getattr__ reads, in order
 
 
+# The hook dicts nn.Module.__call__ consults: on the instance, and module-global ones in
+# torch.nn.modules.module. An inlined call runs `forward` alone, so the trace is valid only while
+# all of them are empty; each is guarded (LENGTH 0), so a hook registered after compiling makes a
+# miss and the retrace falls back (issue 13).
+_MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                      "_global_backward_pre_hooks")
+
+
 def _has_hooks(m: nn.Module) -> bool:
     from torch.nn.modules import module as mm
-    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
-                or getattr(m, "_backward_pre_hooks", None) or mm._global_forward_hooks
-                or mm._global_forward_pre_hooks or mm._global_backward_hooks)
+    return any(getattr(m, name, None) for name in _MODULE_HOOK_DICTS) or \
+        any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS)
+
+
+def _guard_no_hooks(tx, mv) -> None:
+    """Guards that the hook dicts `mv.module.__call__` would consult are still empty."""
+    out = tx.output
+    for name in _MODULE_HOOK_DICTS:
+        if name in vars(mv.module):
+            out.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
+    # The global dicts are reached from the frame through the module's class: nn.Module.__call__'s
+    # globals are torch.nn.modules.module's namespace. Once per trace is enough.
+    if not getattr(out, "global_hooks_guarded", False):
+        out.global_hooks_guarded = True
+        namespace = AttrSource(AttrSource(AttrSource(mv.source, "__class__"), "__call__"), "__globals__")
+        for name in _GLOBAL_HOOK_DICTS:
+            out.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
 
 
 class NNModuleVariable(VariableTracker):
@@ -237,6 +260,7 @@ class NNModuleVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if _has_hooks(self.module):
             unsupported(f"module {type(self.module).__name__} has hooks")
+        _guard_no_hooks(tx, self)
         return self._forward(tx, args, kwargs)
 
     def _forward(self, tx, args, kwargs):
@@ -245,9 +269,16 @@ class NNModuleVariable(VariableTracker):
         if type_lookup(cls, "__call__") is not nn.Module.__call__:
             unsupported(f"module {cls.__name__} overrides __call__")
         forward = lookup(m, "forward")
+        if forward.where is Where.INSTANCE_DICT:
+            # `m.forward = fn` on the instance wins over the class's forward, as in Python.
+            return tx.call(tx.wrap(forward.value, AttrSource(self.source, "forward")), args, kwargs)
         if forward.where is not Where.CLASS or not isinstance(forward.value, types.FunctionType):
             unsupported(f"forward of module {cls.__name__} is not a method of its class "
                         f"(found: {forward.where.value})")
+        # `m.forward.__func__ is forward`, for leaves and containers too: fails once the instance
+        # gets a forward of its own (a plain function has no __func__) or the class's is replaced.
+        fsrc = AttrSource(AttrSource(self.source, "forward"), "__func__")
+        tx.output.add_guard(fsrc, GuardKind.ID_MATCH, forward.value)
         if cls is nn.Sequential:
             if kwargs or len(args) != 1:
                 unsupported("Sequential called with more than one argument")
@@ -262,7 +293,6 @@ class NNModuleVariable(VariableTracker):
             return leaf(tx, self, _Settings(tx, self), *args)
         if cls.__module__.startswith("torch.nn"):
             unsupported(f"built-in module {cls.__name__} is not supported")
-        fsrc = AttrSource(AttrSource(self.source, "forward"), "__func__")
         return tx.call(UserFunctionVariable(forward.value, fsrc), [self, *args], kwargs)
 
     def __repr__(self):
