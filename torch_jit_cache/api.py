@@ -33,14 +33,15 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool 
         backends.lookup(backend)  # unknown names fail here, not at the first call
     elif not callable(backend):
         raise TypeError(f"backend must be a name or a callable(gm, example_inputs), got {type(backend).__name__}")
-    callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn))
+    # The compiler owns this call's cache (entries, skip/run-only decisions, cache limit): another
+    # compile() of the same function never sees or changes it.
+    callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
+                             cache_limit=cache_limit)
 
     module_type = _module_type()
     if module_type is not None and isinstance(fn, module_type):
         from .module_wrapper import CompiledModule
 
-        if cache_limit is not None:
-            runtime.set_cache_limit(type(fn).forward, cache_limit)
         return CompiledModule(fn, callback)
     if not callable(fn):
         raise TypeError(f"torch_jit_cache.compile needs a function, method or nn.Module, got {type(fn).__name__}")
@@ -53,8 +54,6 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool 
         warnings.warn(f"torch_jit_cache.compile: {fn!r} is a generator or coroutine function; it runs uncompiled",
                       RuntimeWarning, stacklevel=2)
         return fn
-    if cache_limit is not None:
-        runtime.set_cache_limit(target, cache_limit)
 
     # A C callable: installs the callback, calls fn, restores the previous callback (tens of ns).
     compiled = _C.CompiledFunction(fn, callback)
@@ -116,5 +115,8 @@ def _code_target(fn_or_wrapper):
 
 
 def cache_entries(fn_or_wrapper):
-    """The live cache entries of a compiled function, module wrapper, function or code object."""
-    return runtime.cache_entries(_code_target(fn_or_wrapper))
+    """The live cache entries of a compiled function or module wrapper (that compile() call's own),
+    or of a function or code object (every compile's)."""
+    callback = getattr(fn_or_wrapper, "_torch_jit_cache_callback", None)
+    owner = getattr(callback, "cache_owner", None)
+    return runtime.cache_entries(_code_target(fn_or_wrapper), owner=owner)

@@ -90,6 +90,15 @@ class FrameCompiler:
     # The code compile() was asked for: compiled even when it lives in a library
     # (torch.nn.Sequential.forward, say); other library frames are skipped.
     target_code: object = None
+    # Entries per code and guarded object for this compile() call (None: config.cache_limit).
+    cache_limit: object = None
+    # Whose entries this callback makes (the runtime reads it): each compile() call owns its cache,
+    # frame actions and limits; they are evicted when this compiler (held by the compiled object)
+    # dies.
+    cache_owner: object = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.cache_owner = runtime.CacheOwner(self.cache_limit or 0)
 
     def __call__(self, frame, entries):
         code = frame.f_code

@@ -3,11 +3,19 @@
     prev = runtime.set_eval_frame(callback)  # callback(frame, entries) -> GuardedCode | SKIP | RUN_ORIGINAL
     runtime.GuardedCode(code, guards)        # code keeps the original's argument names as a prefix
     runtime.cache_entries(fn_or_code)        # [CacheEntry]: .code, .guards, .hits, .evicted, .explain(frame)
+    runtime.cache_entries(fn, owner=compiled)  # only the entries of one compile() call
     g = runtime.GuardManager()               # guard tree builder (see DESIGN.md)
 
 The callback is called only on a cache miss, with this thread's hook suspended (frames it runs
 are not intercepted). `frame` is valid only while the callback runs; `entries` are the code's
 live cache entries, and `entry.explain(frame)` says which guard failed for each.
+
+Owners: every compile() call owns its entries, what its callback decided (SKIP, run-only at the
+cache limit) and its cache limit; a callback names its owner in a `cache_owner` attribute holding a
+`CacheOwner`, and its entries are evicted when that owner dies. Plain callbacks share one owner, so
+one code has one cache across `eval_frame` blocks. `set_skip` (and `tjc.disable`) applies to every
+owner. Two threads that miss the same code for the same owner at once compile it once: the others
+wait (without the GIL) and use its entry.
 
 `eval_frame(callback)` is the context manager most callers want: it sets the callback for the
 duration of a `with` block and restores the previous one on exit, even on error.
@@ -17,6 +25,7 @@ from . import _C
 GuardManager = _C.GuardManager
 GuardedCode = _C.GuardedCode
 CacheEntry = _C.CacheEntry
+CacheOwner = _C.CacheOwner
 Frame = _C.Frame
 CallbackAction = _C.CallbackAction
 SKIP = _C.SKIP
@@ -41,7 +50,7 @@ def reset():
 
 def stats():
     """Counters since the last reset(): hits, misses, compiles, evictions, fallbacks, skips,
-    cache_limit_hits."""
+    cache_limit_hits, compile_waits (misses that waited for another thread's compile)."""
     return _C.stats()
 
 
@@ -72,7 +81,7 @@ set_skip(eval_frame.__exit__)
 
 
 __all__ = [
-    "CacheEntry", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
+    "CacheEntry", "CacheOwner", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
     "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "set_eval_frame",
     "set_cache_limit", "set_skip", "stats",
 ]

@@ -5,7 +5,8 @@
 // type's vectorcall costs tens of nanoseconds. It has a __dict__ (functools.update_wrapper puts
 // __name__, __doc__, __wrapped__ there), binds as a method like a function, and takes part in GC.
 //
-// Ownership: holds the wrapped callable and the callback strongly. Threads: GIL held.
+// Ownership: holds the wrapped callable, the callback and the callback's CacheOwner strongly (the
+// owner is read once, here, so a call costs no attribute lookup). Threads: GIL held.
 #include <Python.h>
 #include <structmember.h>  // T_PYSSIZET, READONLY (3.11)
 
@@ -17,8 +18,10 @@ namespace {
 
 struct CompiledFunctionObject {
   PyObject_HEAD
-  PyObject* fn;        // strong
-  PyObject* callback;  // strong
+  PyObject* fn;            // strong
+  PyObject* callback;      // strong
+  PyObject* owner_object;  // strong or null: the CacheOwner the callback carries (cache_owner)
+  CacheOwner* owner;       // borrowed from owner_object; null: the shared owner
   PyObject* dict;      // strong or null
   PyObject* weakrefs;
   vectorcallfunc vectorcall;
@@ -26,12 +29,12 @@ struct CompiledFunctionObject {
 
 PyObject* compiled_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* o = reinterpret_cast<CompiledFunctionObject*>(self);
-  PyObject* previous = exchange_callback(o->callback);  // new ref or null
+  Interception previous = exchange_interception({o->callback, o->owner_object, o->owner});  // new refs
   PyObject* result = PyObject_Vectorcall(o->fn, args, nargsf, kwnames);
   // Restoring never raises, so a pending exception from the call stays as it is.
-  PyObject* ours = exchange_callback(previous);
-  Py_XDECREF(ours);
-  Py_XDECREF(previous);
+  Interception ours = exchange_interception(previous);
+  release(ours);
+  release(previous);
   return result;
 }
 
@@ -46,10 +49,20 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "CompiledFunction(fn, callback): both must be callable");
     return nullptr;
   }
+  py::object owner_object;
+  CacheOwner* owner = nullptr;
+  try {
+    owner = owner_of_callback(callback, &owner_object);
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  }
   auto* o = reinterpret_cast<CompiledFunctionObject*>(type->tp_alloc(type, 0));
   if (o == nullptr) return nullptr;
   o->fn = Py_NewRef(fn);
   o->callback = Py_NewRef(callback);
+  o->owner_object = owner_object.release().ptr();  // null when there is none
+  o->owner = owner;
   o->dict = nullptr;
   o->weakrefs = nullptr;
   o->vectorcall = compiled_call;
@@ -61,6 +74,7 @@ int compiled_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(o->fn);
   Py_VISIT(o->callback);
+  Py_VISIT(o->owner_object);
   Py_VISIT(o->dict);
   return 0;
 }
@@ -69,6 +83,8 @@ int compiled_clear(PyObject* self) {
   auto* o = reinterpret_cast<CompiledFunctionObject*>(self);
   Py_CLEAR(o->fn);
   Py_CLEAR(o->callback);
+  o->owner = nullptr;
+  Py_CLEAR(o->owner_object);
   Py_CLEAR(o->dict);
   return 0;
 }

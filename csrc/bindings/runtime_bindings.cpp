@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "cpython/frame.h"
 #include "runtime/cache_entry.h"
+#include "runtime/cache_owner.h"
 #include "runtime/extra_state.h"
 #include "runtime/frame_handle.h"
 #include "runtime/guarded_code.h"
@@ -54,6 +55,20 @@ FrameView view_of(py::handle frame_or_mapping, py::handle globals) {
   return view;
 }
 
+// The owner named by a cache_entries()/frame_action() argument: a CacheOwner, or anything that
+// carries one (a callback, a CompiledFunction); None gives `fallback`.
+const CacheOwner* owner_arg(py::handle owner, const CacheOwner* fallback) {
+  if (owner.is_none()) return fallback;
+  if (py::isinstance<CacheOwner>(owner)) return owner.cast<CacheOwner*>();
+  py::object holder;
+  if (CacheOwner* carried = owner_of_callback(owner, &holder)) return carried;
+  if (py::hasattr(owner, "_torch_jit_cache_callback")) {
+    if (CacheOwner* carried = owner_of_callback(owner.attr("_torch_jit_cache_callback"), &holder)) return carried;
+  }
+  throw py::type_error(std::string("owner must be a CacheOwner, a callback or compiled object carrying one, or None; got ") +
+                       Py_TYPE(owner.ptr())->tp_name);
+}
+
 void reset_all() {
   // all_codes() holds a reference to every code, so clearing one cache cannot free another's
   // ExtraState under this loop.
@@ -72,12 +87,40 @@ py::dict stats_dict() {
   d["fallbacks"] = s.fallbacks;
   d["skips"] = s.skips;
   d["cache_limit_hits"] = s.cache_limit_hits;
+  d["compile_waits"] = s.compile_waits;
   return d;
 }
 
 }  // namespace
 
+CacheOwner* owner_of_callback(py::handle callback, py::object* owner_object) {
+  PyObject* attr = PyObject_GetAttrString(callback.ptr(), "cache_owner");  // new ref
+  if (attr == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  py::object held = py::reinterpret_steal<py::object>(attr);
+  if (!py::isinstance<CacheOwner>(held)) return nullptr;
+  CacheOwner* owner = held.cast<CacheOwner*>();
+  *owner_object = std::move(held);
+  return owner;
+}
+
 void init_runtime(py::module_& m) {
+  py::class_<CacheOwner, std::shared_ptr<CacheOwner>>(
+      m, "CacheOwner",
+      "Whose cache entries these are: one per compile() call. A callback that carries one in its "
+      "`cache_owner` attribute makes and looks up only that owner's entries, frame actions and cache "
+      "limits; when the owner dies its entries are evicted. Callbacks without one share a single owner.")
+      .def(py::init([](int cache_limit) {
+             if (cache_limit < 0) throw py::value_error("cache_limit must be >= 1 (or 0 for the default)");
+             return std::make_shared<CacheOwner>(cache_limit);
+           }),
+           py::arg("cache_limit") = 0)
+      .def_property_readonly("id", &CacheOwner::id)
+      .def_property_readonly("cache_limit", &CacheOwner::cache_limit)
+      .def("__repr__", [](const CacheOwner& o) { return "<CacheOwner " + std::to_string(o.id()) + ">"; });
+
   py::enum_<CallbackAction>(m, "CallbackAction", "What an eval-frame callback may return besides GuardedCode.")
       .value("SKIP", CallbackAction::kSkip, "never intercept this code again; run it uncompiled")
       .value("RUN_ORIGINAL", CallbackAction::kRunOriginal, "run this call uncompiled; ask again next time");
@@ -189,22 +232,37 @@ void init_runtime(py::module_& m) {
                ", hits=" + std::to_string(e.hits()) + ">";
       });
 
-  m.def("set_eval_frame", &set_eval_frame, py::arg("callback"),
-        "Sets this thread's callback (None disables) and returns the previous one.");
+  m.def("set_eval_frame",
+        [](py::handle callback) {
+          py::object owner_object;
+          CacheOwner* owner = callback.is_none() ? nullptr : owner_of_callback(callback, &owner_object);
+          return set_eval_frame(callback, owner_object, owner);
+        },
+        py::arg("callback"),
+        "Sets this thread's callback (None disables) and returns the previous one. The callback's "
+        "`cache_owner` attribute, when it is a CacheOwner, names whose entries it makes.");
   m.def("cache_entries",
-        [](py::handle fn_or_code) {
+        [](py::handle fn_or_code, py::handle owner) {
           py::object code = code_of(fn_or_code);
           std::vector<std::shared_ptr<CacheEntry>> entries;
-          if (ExtraState* extra = ExtraState::get(as_code(code))) entries = extra->entries();
+          if (ExtraState* extra = ExtraState::get(as_code(code))) {
+            const CacheOwner* of = owner_arg(owner, nullptr);
+            entries = of != nullptr ? extra->entries(of->id()) : extra->entries();
+          }
           return entries;
         },
-        py::arg("fn_or_code"), "The live cache entries of a function or code object, in lookup order.");
+        py::arg("fn_or_code"), py::arg("owner") = py::none(),
+        "The live cache entries of a function or code object, in lookup order: every owner's, or only "
+        "those of `owner` (a CacheOwner, or a callback or compiled object that carries one).");
   m.def("frame_action",
-        [](py::handle fn_or_code) {
+        [](py::handle fn_or_code, py::handle owner) {
           ExtraState* extra = ExtraState::get(as_code(code_of(fn_or_code)));
-          return std::string(frame_action_name(extra ? extra->action() : FrameAction::kDefault));
+          const CacheOwner* of = owner_arg(owner, &CacheOwner::shared());
+          return std::string(frame_action_name(extra ? extra->action(of->id()) : FrameAction::kDefault));
         },
-        py::arg("fn_or_code"), "'default', 'skip' or 'run-only'.");
+        py::arg("fn_or_code"), py::arg("owner") = py::none(),
+        "'default', 'skip' or 'run-only' for `owner` (default: the shared owner of plain callbacks); "
+        "'skip' for every owner once set_skip() was called.");
   m.def("set_skip",
         [](py::handle fn_or_code) {
           py::object code = code_of(fn_or_code);
@@ -223,7 +281,7 @@ void init_runtime(py::module_& m) {
         py::arg("fn_or_code"), py::arg("limit"),
         "This code's own cache limit (0: use config.cache_limit).");
   m.def("reset", &reset_all, "Drops every cache and resets every code's action. Safe while compiled frames run.");
-  m.def("stats", &stats_dict, "Counters: hits, misses, compiles, evictions, fallbacks, skips, cache_limit_hits.");
+  m.def("stats", &stats_dict, "Counters: hits, misses, compiles, evictions, fallbacks, skips, cache_limit_hits, compile_waits.");
   m.def("_live_objects", []() {
     const LiveObjects& live = live_objects();
     py::dict d;

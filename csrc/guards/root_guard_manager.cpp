@@ -43,6 +43,21 @@ absl::Status RootGuardManager::add_global_state() {
 
 bool RootGuardManager::has_identity_guards() const { return state_->weak_watches > 0; }
 
+bool RootGuardManager::local_identities_match(const FrameView& view) const {
+  for (const auto& child : children()) {
+    if (child->accessor().kind() != AccessorKind::kLocal) continue;
+    for (const auto& leaf : child->leaves()) {
+      if (leaf->kind() != LeafKind::kIdMatch) continue;
+      PyObject* value = child->accessor().fetch(nullptr, view);  // new ref or null
+      bool same = value != nullptr && leaf->check(value);
+      Py_XDECREF(value);
+      if (PyErr_Occurred()) clear_guard_error();
+      if (!same) return false;
+    }
+  }
+  return true;
+}
+
 // ---- bind.
 
 namespace {

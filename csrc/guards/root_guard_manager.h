@@ -56,6 +56,12 @@ class RootGuardManager : public GuardManager {
   void set_invalidation_callback(std::function<void()> callback);
   bool invalidated() const;
 
+  // Slow path (cache-limit accounting): true when every ID_MATCH guard placed directly on a local
+  // (`L['self']` is some module) passes for `view`; true when there are none. The runtime counts
+  // the cache limit per guarded object with it, as TorchDynamo's per-ID_MATCH buckets do. Leaves
+  // no Python error set; reorders and counts nothing.
+  bool local_identities_match(const FrameView& view) const;
+
   // ---- Added by the guard code (not used by the runtime's contract above).
 
   // Builder: children that read the frame view. local() and closure() are resolved to frame slots

@@ -48,6 +48,8 @@ class CacheEntry {
   uint64_t hits() const { return hits_; }
   uint64_t& hits_ref() { return hits_; }
   bool evicted() const { return evicted_; }
+  // The CacheOwner (cache_owner.h) whose compile made this entry; lookups for others skip it.
+  uint64_t cache_owner() const { return cache_owner_; }
   const std::string& eviction_reason() const { return eviction_reason_; }
 
   // The first failing guard for `view`, in words; nullopt when all pass or when evicted.
@@ -73,6 +75,7 @@ class CacheEntry {
   bool evicted_ = false;
   std::string eviction_reason_;
   ExtraState* owner_ = nullptr;              // see the header comment
+  uint64_t cache_owner_ = 0;                 // a CacheOwner id (never a pointer: owners die)
   std::list<std::shared_ptr<CacheEntry>>::iterator position_;  // valid while owner_ != nullptr
 };
 

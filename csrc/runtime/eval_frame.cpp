@@ -3,6 +3,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <pythread.h>
+
 #include <exception>
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 #include "common/status.h"
 #include "cpython/frame.h"
 #include "runtime/cache_entry.h"
+#include "runtime/cache_owner.h"
 #include "runtime/extra_state.h"
 #include "runtime/frame_handle.h"
 #include "runtime/guarded_code.h"
@@ -49,33 +52,75 @@ std::string describe_code(PyCodeObject* code) {
                          code->co_firstlineno);
 }
 
-// The first failing guard of the most recently hit entry, for the cache-limit warning.
-std::string last_failure(ExtraState* extra, const FrameView& view) {
-  auto entries = extra->entries();
+// The first failing guard of the owner's most recently hit entry, for the cache-limit warning.
+std::string last_failure(ExtraState* extra, uint64_t owner, const FrameView& view) {
+  auto entries = extra->entries(owner);
   if (entries.empty()) return "no entry";
   std::optional<std::string> reason = entries.front()->explain(view);
   if (PyErr_Occurred()) PyErr_Clear();
   return reason ? *reason : "the guards passed when asked again";
 }
 
+// Entries a code may hold for one owner across all its guarded objects; past it the code turns
+// run-only for that owner (TorchDynamo's accumulated limit is 256 as well).
+constexpr size_t kAccumulatedCacheLimit = 256;
+
+// The cache limit counts, per owner, the entries guarding the same objects by identity as this
+// frame (`L['self']`): N identical modules each get the full limit. When every entry counts (no
+// identity to tell them apart) or the accumulated limit is reached, the code turns run-only for
+// the owner; otherwise only this guarded object's calls that miss run uncompiled.
 [[gnu::noinline]] PyObject* handle_cache_limit(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra,
-                                                ThreadState& ts) {
-  extra->set_action(FrameAction::kRunOnly);
+                                                ThreadState& ts, size_t counted) {
+  const uint64_t owner = ts.owner->id();
+  if (counted >= extra->live_entries(owner)) extra->set_action(owner, FrameAction::kRunOnly);
+  if (!extra->warn_once_at_limit(owner)) {
+    ++runtime_stats().fallbacks;
+    return eval_original(tstate, frame, 0);
+  }
   ++runtime_stats().cache_limit_hits;
   ++ts.suspended;
-  const std::string reason = last_failure(extra, cpython::frame_view(frame));
+  const std::string reason = last_failure(extra, owner, cpython::frame_view(frame));
   --ts.suspended;
   const std::string message = absl::StrFormat(
       "torch_jit_cache: %s reached the cache limit (%d entries). Its cached entries keep running; calls that "
       "miss them now run uncompiled. Last guard failure: %s",
-      describe_code(cpython::frame_code(frame)), extra->cache_limit(), reason);
+      describe_code(cpython::frame_code(frame)), extra->cache_limit(*ts.owner), reason);
   if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) return fail(tstate, frame);
   ++runtime_stats().fallbacks;
   return eval_original(tstate, frame, 0);
 }
 
-PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra,
-                                const py::object& result) {
+// Marks the (code, owner) as being compiled by this thread while the callback runs and its result
+// is cached; every path out wakes the threads that wait for it.
+class CompileScope {
+ public:
+  CompileScope(ExtraState* extra, uint64_t owner)
+      : code_(reinterpret_cast<PyObject*>(extra->code())), owner_(owner), ticket_(extra->begin_compile(owner)) {
+    Py_INCREF(code_);  // the ExtraState must outlive end_compile(); the frame holds the code too
+  }
+  ~CompileScope() { end(); }
+  // Called once the result is cached (or refused), before the frame runs: waiters must not wait
+  // for the run itself. Idempotent.
+  void end() {
+    if (code_ == nullptr) return;
+    if (ExtraState* extra = ExtraState::get(reinterpret_cast<PyCodeObject*>(code_))) {
+      extra->end_compile(owner_, ticket_);
+    } else {
+      ticket_->finish();
+    }
+    Py_CLEAR(code_);
+  }
+  CompileScope(const CompileScope&) = delete;
+  CompileScope& operator=(const CompileScope&) = delete;
+
+ private:
+  PyObject* code_;
+  uint64_t owner_;
+  std::shared_ptr<CompileTicket> ticket_;
+};
+
+PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra, uint64_t owner,
+                                const py::object& result, CompileScope& compiling) {
   if (py::isinstance<GuardedCode>(result)) {
     const auto& guarded = result.cast<const GuardedCode&>();
     absl::Status status = validate_guarded_code(guarded, cpython::frame_code(frame));
@@ -83,17 +128,19 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
       set_python_error(status);
       return fail(tstate, frame);
     }
-    std::shared_ptr<CacheEntry> entry = extra->add(guarded.code, guarded.guards);
+    std::shared_ptr<CacheEntry> entry = extra->add(guarded.code, guarded.guards, owner);
     ++runtime_stats().compiles;
+    compiling.end();
     return run_entry(tstate, frame, std::move(entry));
   }
   if (py::isinstance<CallbackAction>(result)) {
     if (result.cast<CallbackAction>() == CallbackAction::kSkip) {
-      extra->set_action(FrameAction::kSkip);
+      extra->set_action(owner, FrameAction::kSkip);
       ++runtime_stats().skips;
     } else {
       ++runtime_stats().fallbacks;
     }
+    compiling.end();
     return eval_original(tstate, frame, 0);
   }
   PyErr_Format(PyExc_TypeError,
@@ -105,6 +152,8 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
 
 [[gnu::noinline]] PyObject* handle_miss(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra,
                                          ThreadState& ts) {
+  const uint64_t owner = ts.owner->id();
+  CompileScope compiling(extra, owner);
   py::object callback = py::reinterpret_borrow<py::object>(ts.callback);
   ++ts.suspended;
   cpython::Frame* outer_miss = ts.miss_frame;
@@ -115,7 +164,7 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
   try {
     handle = std::make_shared<FrameHandle>(frame, py::reinterpret_steal<py::object>(cpython::caller_frame_object()));
     py::list entries;
-    for (auto& entry : extra->entries()) entries.append(py::cast(entry));
+    for (auto& entry : extra->entries(owner)) entries.append(py::cast(entry));
     result = callback(py::cast(handle), entries);
   } catch (py::error_already_set& e) {
     e.restore();
@@ -129,13 +178,22 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
   --ts.suspended;
   if (raised) return fail(tstate, frame);
   try {
-    return apply_callback_result(tstate, frame, extra, result);
+    return apply_callback_result(tstate, frame, extra, owner, result, compiling);
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   }
   return fail(tstate, frame);
+}
+
+// Another thread is compiling this code for the same owner: wait for it with the GIL released (it
+// needs the GIL to finish), then look up again.
+[[gnu::noinline]] void wait_for_compile(std::shared_ptr<CompileTicket> ticket) {
+  ++runtime_stats().compile_waits;
+  Py_BEGIN_ALLOW_THREADS
+  ticket->wait();
+  Py_END_ALLOW_THREADS
 }
 
 [[gnu::noinline]] PyObject* eval_intercepted(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra,
@@ -145,21 +203,39 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     if (extra == nullptr) return fail(tstate, frame);
   }
   if (TJC_UNLIKELY(g_testing_copy_free_vars_on_entry)) cpython::copy_free_vars_like_fast_to_locals(frame);
-  ++ts.suspended;  // guards can run Python (__eq__): those frames pass through
-  std::shared_ptr<CacheEntry> entry = extra->lookup(cpython::frame_view(frame));
-  --ts.suspended;
-  if (entry) {
-    ++runtime_stats().hits;
-    ++entry->hits_ref();
-    return run_entry(tstate, frame, std::move(entry));
+  const uint64_t owner = ts.owner->id();
+  for (;;) {
+    ++ts.suspended;  // guards can run Python (__eq__): those frames pass through
+    std::shared_ptr<CacheEntry> entry = extra->lookup(cpython::frame_view(frame), owner);
+    --ts.suspended;
+    if (entry) {
+      ++runtime_stats().hits;
+      ++entry->hits_ref();
+      return run_entry(tstate, frame, std::move(entry));
+    }
+    std::shared_ptr<CompileTicket> ticket = extra->compiling(owner);
+    // The same thread missing a code it is compiling (recursion) compiles it again rather than
+    // wait for itself.
+    if (!ticket || ticket->thread() == PyThread_get_thread_ident()) break;
+    wait_for_compile(std::move(ticket));
   }
   ++runtime_stats().misses;
-  if (extra->action() == FrameAction::kRunOnly) {
-    ++runtime_stats().fallbacks;
-    return eval_original(tstate, frame, 0);
+  switch (extra->action(owner)) {
+    case FrameAction::kDefault:
+      break;
+    case FrameAction::kSkip:  // another thread's compile said SKIP while this one waited
+      ++runtime_stats().skips;
+      return eval_original(tstate, frame, 0);
+    case FrameAction::kRunOnly:
+      ++runtime_stats().fallbacks;
+      return eval_original(tstate, frame, 0);
   }
-  if (extra->live_entries() >= static_cast<size_t>(extra->cache_limit())) {
-    return handle_cache_limit(tstate, frame, extra, ts);
+  const size_t limit = static_cast<size_t>(extra->cache_limit(*ts.owner));
+  if (extra->live_entries(owner) >= limit) {
+    const size_t counted = extra->live_entries(owner) >= kAccumulatedCacheLimit
+                               ? extra->live_entries(owner)
+                               : extra->entries_counted_for_limit(cpython::frame_view(frame), owner);
+    if (counted >= limit) return handle_cache_limit(tstate, frame, extra, ts, counted);
   }
   return handle_miss(tstate, frame, extra, ts);
 }
@@ -172,7 +248,7 @@ PyObject* eval_frame_hook(PyThreadState* tstate, cpython::Frame* frame, int thro
     return eval_original(tstate, frame, throw_flag);
   }
   ExtraState* extra = ExtraState::get(cpython::frame_code(frame));
-  if (extra != nullptr && extra->action() == FrameAction::kSkip) {
+  if (extra != nullptr && extra->action(ts.owner->id()) == FrameAction::kSkip) {
     ++runtime_stats().skips;
     return eval_original(tstate, frame, 0);
   }

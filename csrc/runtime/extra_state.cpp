@@ -1,12 +1,15 @@
 // ExtraState: per-code cache list, eviction with parking, reset.
 #include "runtime/extra_state.h"
 
+#include <pythread.h>
+
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/check.h"
 #include "common/live_objects.h"
 #include "cpython/code_extra.h"
+#include "runtime/cache_owner.h"
 #include "runtime/stats.h"
 
 namespace tjc {
@@ -53,6 +56,10 @@ ExtraState::ExtraState(PyCodeObject* code) : code_(code) {
 ExtraState::~ExtraState() {
   registry().erase(this);
   --live_objects().extra_states;
+  // A compiling frame holds its code, so no compile can be in progress; wake waiters regardless.
+  for (OwnerState& state : owners_) {
+    if (state.compiling) state.compiling->finish();
+  }
   // Detach every entry first, so an invalidation that fires while payloads are released (below,
   // through arbitrary destructors) finds no owner to call back into.
   std::list<std::shared_ptr<CacheEntry>> entries = std::move(entries_);
@@ -95,11 +102,11 @@ std::vector<py::object> ExtraState::all_codes() {
   return codes;
 }
 
-std::shared_ptr<CacheEntry> ExtraState::lookup(const FrameView& view) noexcept {
+std::shared_ptr<CacheEntry> ExtraState::lookup(const FrameView& view, uint64_t owner) noexcept {
   ++busy_;
   std::shared_ptr<CacheEntry> found;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if ((*it)->check(view)) {
+    if ((*it)->cache_owner_ == owner && (*it)->check(view)) {
       found = *it;
       break;
     }
@@ -120,9 +127,11 @@ std::shared_ptr<CacheEntry> ExtraState::lookup(const FrameView& view) noexcept {
   return found && !found->evicted_ ? found : nullptr;
 }
 
-std::shared_ptr<CacheEntry> ExtraState::add(py::object code, std::shared_ptr<RootGuardManager> guards) {
+std::shared_ptr<CacheEntry> ExtraState::add(py::object code, std::shared_ptr<RootGuardManager> guards,
+                                            uint64_t owner) {
   auto entry = std::make_shared<CacheEntry>(std::move(code), guards);
   if (entry->code_ptr_ == code_) entry->code_ = py::object();  // borrowed: see CacheEntry::code_ptr_
+  entry->cache_owner_ = owner;
   entries_.push_front(entry);
   entry->owner_ = this;
   entry->position_ = entries_.begin();
@@ -153,10 +162,52 @@ void ExtraState::evict(CacheEntry* entry, const std::string& reason) {
 }
 
 void ExtraState::clear(const std::string& reason) {
-  action_ = disabled_ ? FrameAction::kSkip : FrameAction::kDefault;
+  // A compile in progress keeps its ticket (its waiters are woken when it ends); only decisions go.
+  for (OwnerState& state : owners_) {
+    state.action = FrameAction::kDefault;
+    state.warned_at_limit = false;
+  }
   for (auto& entry : entries_) {
     if (!entry->evicted_) entry->mark_evicted(reason);
   }
+  if (busy_ > 0) {
+    parked_ = true;
+    return;
+  }
+  PinCode pin(code_);
+  std::vector<py::object> codes;
+  std::vector<std::shared_ptr<RootGuardManager>> guards;
+  unlink_evicted(&codes, &guards);
+}
+
+void ExtraState::drop_owner(uint64_t owner) noexcept {
+  // all_codes() holds a reference to every code, so releasing one cache's payloads (arbitrary
+  // destructors) cannot free another's ExtraState under this loop.
+  try {
+    for (const py::object& code : all_codes()) {
+      if (ExtraState* extra = get(reinterpret_cast<PyCodeObject*>(code.ptr()))) extra->forget_owner(owner);
+    }
+  } catch (...) {
+    // all_codes() allocates; out of memory here leaves the entries to die with their codes.
+  }
+}
+
+void ExtraState::forget_owner(uint64_t owner) {
+  for (auto it = owners_.begin(); it != owners_.end(); ++it) {
+    if (it->owner == owner) {
+      if (it->compiling) it->compiling->finish();
+      owners_.erase(it);
+      break;
+    }
+  }
+  bool any = false;
+  for (auto& entry : entries_) {
+    if (entry->cache_owner_ != owner || entry->evicted_) continue;
+    entry->mark_evicted("its compile() wrapper was freed");
+    ++runtime_stats().evictions;
+    any = true;
+  }
+  if (!any) return;
   if (busy_ > 0) {
     parked_ = true;
     return;
@@ -195,7 +246,32 @@ void ExtraState::unlink_evicted(std::vector<py::object>* codes,
   }
 }
 
-int ExtraState::cache_limit() const { return cache_limit_ > 0 ? cache_limit_ : tjc::cache_limit(); }
+ExtraState::OwnerState& ExtraState::state_of(uint64_t owner) {
+  for (OwnerState& state : owners_) {
+    if (state.owner == owner) return state;
+  }
+  owners_.push_back(OwnerState{owner});
+  return owners_.back();
+}
+
+const ExtraState::OwnerState* ExtraState::find_state(uint64_t owner) const {
+  for (const OwnerState& state : owners_) {
+    if (state.owner == owner) return &state;
+  }
+  return nullptr;
+}
+
+int ExtraState::cache_limit(const CacheOwner& owner) const {
+  if (owner.cache_limit() > 0) return owner.cache_limit();
+  return cache_limit_ > 0 ? cache_limit_ : tjc::cache_limit();
+}
+
+bool ExtraState::warn_once_at_limit(uint64_t owner) {
+  OwnerState& state = state_of(owner);
+  if (state.warned_at_limit) return false;
+  state.warned_at_limit = true;
+  return true;
+}
 
 size_t ExtraState::live_entries() const {
   size_t n = 0;
@@ -203,10 +279,68 @@ size_t ExtraState::live_entries() const {
   return n;
 }
 
+size_t ExtraState::live_entries(uint64_t owner) const {
+  size_t n = 0;
+  for (const auto& entry : entries_) n += !entry->evicted_ && entry->cache_owner_ == owner ? 1 : 0;
+  return n;
+}
+
+size_t ExtraState::entries_counted_for_limit(const FrameView& view, uint64_t owner) const {
+  size_t n = 0;
+  // Identity checks only compare pointers (no Python runs), so the list cannot change under us.
+  for (const auto& entry : entries_) {
+    if (entry->evicted_ || entry->cache_owner_ != owner || !entry->guards_) continue;
+    if (entry->guards_->local_identities_match(view)) ++n;
+  }
+  return n;
+}
+
+std::shared_ptr<CompileTicket> ExtraState::compiling(uint64_t owner) const {
+  const OwnerState* state = find_state(owner);
+  return state != nullptr ? state->compiling : nullptr;
+}
+
+std::shared_ptr<CompileTicket> ExtraState::begin_compile(uint64_t owner) {
+  auto ticket = std::make_shared<CompileTicket>(PyThread_get_thread_ident());
+  OwnerState& state = state_of(owner);
+  // A compile of this thread already in progress (recursion) keeps its ticket: waiters wait for
+  // the outer one, which ends last.
+  if (!state.compiling) state.compiling = ticket;
+  return ticket;
+}
+
+void ExtraState::end_compile(uint64_t owner, const std::shared_ptr<CompileTicket>& ticket) {
+  for (OwnerState& state : owners_) {
+    if (state.owner == owner && state.compiling == ticket) state.compiling.reset();
+  }
+  ticket->finish();
+}
+
+void CompileTicket::finish() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+void CompileTicket::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return done_; });
+}
+
 std::vector<std::shared_ptr<CacheEntry>> ExtraState::entries() const {
   std::vector<std::shared_ptr<CacheEntry>> out;
   for (const auto& entry : entries_) {
     if (!entry->evicted_) out.push_back(entry);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<CacheEntry>> ExtraState::entries(uint64_t owner) const {
+  std::vector<std::shared_ptr<CacheEntry>> out;
+  for (const auto& entry : entries_) {
+    if (!entry->evicted_ && entry->cache_owner_ == owner) out.push_back(entry);
   }
   return out;
 }

@@ -5,6 +5,11 @@
 // outlives its code and holds it only as a borrowed pointer. Entries are held by shared_ptr in a
 // list, most recently hit first.
 //
+// Owners (cache_owner.h): every entry belongs to one owner (a compile() call, or the shared owner
+// of plain set_eval_frame callbacks) and a lookup sees only the current owner's entries. What a
+// callback decided (SKIP, run-only at the limit) and the compile in progress are kept per owner in
+// `owners_`; only an explicit disable() (runtime.set_skip, tjc.disable) applies to every owner.
+//
 // Re-entrancy: a guard's __eq__ or a destructor can run arbitrary Python in the middle of a
 // lookup, including code that kills a guarded object (-> an eviction), calls reset(), or runs the
 // same function on another thread. While any lookup on this ExtraState is in progress (`busy_`),
@@ -12,15 +17,18 @@
 // Operations that release Python objects first finish their own bookkeeping, pin the code object
 // (so this ExtraState cannot be freed under them), release, then unpin as their last act.
 //
-// Threads: GIL held for everything. The GIL can be released inside a guard, so two threads may be
-// inside lookup() at once; the list is only spliced when a single lookup is in progress.
+// Threads: GIL held for everything, except CompileTicket::wait(), which is called with the GIL
+// released. The GIL can be released inside a guard, so two threads may be inside lookup() at once;
+// the list is only spliced when a single lookup is in progress.
 #pragma once
 
 #include <Python.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,13 +37,34 @@
 
 namespace tjc {
 
+class CacheOwner;
+
 enum class FrameAction : uint8_t {
   kDefault,  // look up the cache; on a miss ask the callback
-  kSkip,     // never intercept this code again (the callback said SKIP)
+  kSkip,     // never intercept this code again (the callback said SKIP, or disable())
   kRunOnly,  // look up the cache; on a miss run the original code (the cache limit was reached)
 };
 
 const char* frame_action_name(FrameAction action);
+
+// One compile of one (code, owner) in progress: other threads that miss the same code for the
+// same owner wait on it, with the GIL released, instead of compiling it a second time.
+// Shared by the compiling thread (which finishes it on every path) and its waiters.
+class CompileTicket {
+ public:
+  explicit CompileTicket(unsigned long thread) : thread_(thread) {}
+  unsigned long thread() const { return thread_; }  // PyThread_get_thread_ident() of the compiler
+  // Wakes every waiter. Needs no GIL; never blocks on a thread that holds the GIL.
+  void finish();
+  // Blocks until finish(). Call with the GIL released (the compiler needs it to finish).
+  void wait();
+
+ private:
+  const unsigned long thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;  // guarded by mutex_
+};
 
 class ExtraState {
  public:
@@ -47,52 +76,89 @@ class ExtraState {
   static void free_extra(void* extra) noexcept;
   // Every live ExtraState's code, each with a new reference (for reset()).
   static std::vector<py::object> all_codes();
+  // An owner died: in every code, its entries are evicted and its state forgotten.
+  static void drop_owner(uint64_t owner) noexcept;
 
   ~ExtraState();
   ExtraState(const ExtraState&) = delete;
   ExtraState& operator=(const ExtraState&) = delete;
 
-  // The first entry whose guards pass (moved to the front), or nullptr. Never raises.
-  std::shared_ptr<CacheEntry> lookup(const FrameView& view) noexcept;
+  // The first of `owner`'s entries whose guards pass (moved to the front), or nullptr. Never
+  // raises.
+  std::shared_ptr<CacheEntry> lookup(const FrameView& view, uint64_t owner) noexcept;
 
-  // Caches a new entry at the front and wires its guards' invalidation to evict it.
-  std::shared_ptr<CacheEntry> add(py::object code, std::shared_ptr<RootGuardManager> guards);
+  // Caches a new entry of `owner` at the front and wires its guards' invalidation to evict it.
+  std::shared_ptr<CacheEntry> add(py::object code, std::shared_ptr<RootGuardManager> guards, uint64_t owner);
 
   // Evicts `entry` (unlinked now, or when the lookups in progress finish); counts an eviction.
   void evict(CacheEntry* entry, const std::string& reason);
-  // Drops every entry and resets the action to kDefault (reset()), unless the code was disabled
-  // explicitly (disable()): that outlives reset().
+  // Drops every entry and every owner's action (reset()), unless the code was disabled explicitly
+  // (disable()): that outlives reset(). Compiles in progress finish normally.
   void clear(const std::string& reason);
 
-  FrameAction action() const { return action_; }
-  void set_action(FrameAction action) { action_ = action; }
-  // An explicit "never intercept" (runtime.set_skip / tjc.disable); survives clear().
-  void disable() {
-    action_ = FrameAction::kSkip;
-    disabled_ = true;
+  // Hot path: what to do with a frame of this code for `owner`.
+  FrameAction action(uint64_t owner) const noexcept {
+    if (disabled_) return FrameAction::kSkip;
+    for (const OwnerState& state : owners_) {
+      if (state.owner == owner) return state.action;
+    }
+    return FrameAction::kDefault;
   }
+  void set_action(uint64_t owner, FrameAction action) { state_of(owner).action = action; }
+  // An explicit "never intercept", for every owner (runtime.set_skip / tjc.disable); survives
+  // clear().
+  void disable() { disabled_ = true; }
+  bool disabled() const { return disabled_; }
+
+  // Live entries: all of them, or one owner's.
   size_t live_entries() const;
-  // Entries this code may cache: its own limit when set (compile(cache_limit=...)), else the
-  // process-wide config.cache_limit.
-  int cache_limit() const;
+  size_t live_entries(uint64_t owner) const;
+  // The entries of `owner` that count against the cache limit for `view`: those whose identity
+  // guards on locals (`L['self']` is this module) pass for it. N identical modules whose frames are
+  // compiled on their own each get the full limit, as with TorchDynamo's per-ID_MATCH buckets.
+  size_t entries_counted_for_limit(const FrameView& view, uint64_t owner) const;
+  // Entries `owner` may cache per guarded object: the owner's limit (compile(cache_limit=...)),
+  // else this code's own (runtime.set_cache_limit), else the process-wide config.cache_limit.
+  int cache_limit(const CacheOwner& owner) const;
   void set_cache_limit(int limit) { cache_limit_ = limit; }
-  std::vector<std::shared_ptr<CacheEntry>> entries() const;  // live ones, lookup order
+  // Whether the cache-limit warning for `owner` was given already (then marks it given).
+  bool warn_once_at_limit(uint64_t owner);
+
+  // The compile in progress for `owner` on another thread, or nullptr.
+  std::shared_ptr<CompileTicket> compiling(uint64_t owner) const;
+  // Marks a compile for `owner` started by this thread; end_compile() finishes it (every path).
+  std::shared_ptr<CompileTicket> begin_compile(uint64_t owner);
+  void end_compile(uint64_t owner, const std::shared_ptr<CompileTicket>& ticket);
+
+  std::vector<std::shared_ptr<CacheEntry>> entries() const;                // live ones, all owners
+  std::vector<std::shared_ptr<CacheEntry>> entries(uint64_t owner) const;  // live ones of `owner`
   PyCodeObject* code() const { return code_; }
 
  private:
+  // What one owner decided for this code. Owners without a decision have no state.
+  struct OwnerState {
+    uint64_t owner;
+    FrameAction action = FrameAction::kDefault;
+    bool warned_at_limit = false;
+    std::shared_ptr<CompileTicket> compiling;  // a compile in progress, or null
+  };
+
   explicit ExtraState(PyCodeObject* code);
+  OwnerState& state_of(uint64_t owner);  // created on first use
+  const OwnerState* find_state(uint64_t owner) const;
+  // Evicts `owner`'s entries and forgets its state (drop_owner()).
+  void forget_owner(uint64_t owner);
   // Unlinks the parked (evicted) entries; returns their payloads for release by the caller.
   void unlink_evicted(std::vector<py::object>* codes, std::vector<std::shared_ptr<RootGuardManager>>* guards);
   void unlink(CacheEntry* entry);
 
   PyCodeObject* code_;  // borrowed: this object lives inside the code's co_extra
   std::list<std::shared_ptr<CacheEntry>> entries_;
-  FrameAction action_ = FrameAction::kDefault;
-  int busy_ = 0;        // lookups in progress on this ExtraState (any thread)
-  bool parked_ = false; // some entry was evicted while busy_ > 0
-  bool disabled_ = false;  // set by disable(); clear() keeps kSkip
-  int cache_limit_ = 0;     // 0: use the process-wide limit
+  std::vector<OwnerState> owners_;  // small: one per owner that made a decision for this code
+  int busy_ = 0;           // lookups in progress on this ExtraState (any thread)
+  bool parked_ = false;    // some entry was evicted while busy_ > 0
+  bool disabled_ = false;  // set by disable(); clear() keeps it
+  int cache_limit_ = 0;    // 0: use the owner's or the process-wide limit
 };
-
 
 }  // namespace tjc

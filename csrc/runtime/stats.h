@@ -14,7 +14,8 @@ struct RuntimeStats {
   uint64_t evictions = 0;   // entries freed because a weakly held object died
   uint64_t fallbacks = 0;   // frames that ran their original code after a miss
   uint64_t skips = 0;       // frames of codes marked skip
-  uint64_t cache_limit_hits = 0;  // codes turned run-only at the cache limit
+  uint64_t cache_limit_hits = 0;  // (code, owner) pairs that reached the cache limit (warned once)
+  uint64_t compile_waits = 0;     // misses that waited for another thread's compile of the same code
 };
 
 RuntimeStats& runtime_stats();

@@ -2,6 +2,7 @@
 #include "runtime/thread_state.h"
 
 #include "common/check.h"
+#include "runtime/cache_owner.h"
 #include "runtime/eval_frame.h"
 
 namespace tjc {
@@ -34,27 +35,44 @@ ThreadState& thread_state() {
   return state;
 }
 
-PyObject* exchange_callback(PyObject* callback) noexcept {
+Interception exchange_interception(const Interception& next) noexcept {
   ThreadState& ts = thread_state();
-  PyObject* previous = ts.callback;  // the reference moves to the caller
-  ts.callback = Py_XNewRef(callback);
-  if (previous == nullptr && callback != nullptr) {
+  // The references move to the caller.
+  Interception previous{ts.callback, ts.owner_object, ts.callback != nullptr ? ts.owner : nullptr};
+  ts.callback = Py_XNewRef(next.callback);
+  ts.owner_object = next.callback != nullptr ? Py_XNewRef(next.owner_object) : nullptr;
+  ts.owner = next.owner != nullptr ? next.owner : &CacheOwner::shared();
+  if (previous.callback == nullptr && next.callback != nullptr) {
     if (g_active_threads++ == 0 && !g_installed) install_hook();
-  } else if (previous != nullptr && callback == nullptr) {
+  } else if (previous.callback != nullptr && next.callback == nullptr) {
     TJC_CHECK(g_active_threads > 0);
     if (--g_active_threads == 0) uninstall_hook();
   }
   return previous;
 }
 
-py::object set_eval_frame(py::handle callback) {
+void release(const Interception& interception) noexcept {
+  Py_XDECREF(interception.callback);
+  Py_XDECREF(interception.owner_object);
+}
+
+py::object set_eval_frame(py::handle callback, py::handle owner_object, CacheOwner* owner) {
   if (!callback.is_none() && !PyCallable_Check(callback.ptr())) {
     throw py::type_error("set_eval_frame: callback must be callable or None, got " +
                          std::string(Py_TYPE(callback.ptr())->tp_name));
   }
-  PyObject* previous = exchange_callback(callback.is_none() ? nullptr : callback.ptr());
-  if (previous == nullptr) return py::none();
-  return py::reinterpret_steal<py::object>(previous);
+  Interception next;
+  if (!callback.is_none()) {
+    next.callback = callback.ptr();
+    if (owner != nullptr) {
+      next.owner_object = owner_object.ptr();
+      next.owner = owner;
+    }
+  }
+  Interception previous = exchange_interception(next);
+  Py_XDECREF(previous.owner_object);
+  if (previous.callback == nullptr) return py::none();
+  return py::reinterpret_steal<py::object>(previous.callback);
 }
 
 cpython::EvalFrameFunc previous_eval_frame() {

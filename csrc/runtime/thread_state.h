@@ -5,9 +5,9 @@
 // it, restoring whatever evaluator was there before (3.11 inlines Python calls only while no hook
 // is installed, so code outside compiled calls keeps full speed).
 //
-// Ownership: `ThreadState::callback` is a strong reference owned by the thread's state. A thread
-// that exits with a callback still set leaks that one reference and keeps the hook installed
-// (set_eval_frame callers restore the previous callback in a `finally`).
+// Ownership: `ThreadState::callback` and `owner_object` are strong references owned by the
+// thread's state. A thread that exits with a callback still set leaks those references and keeps
+// the hook installed (set_eval_frame callers restore the previous callback in a `finally`).
 //
 // Threads: every function needs the GIL; the thread-local state is only touched by its thread.
 #pragma once
@@ -21,22 +21,39 @@ namespace tjc {
 
 namespace py = pybind11;
 
+class CacheOwner;
+
 struct ThreadState {
   PyObject* callback = nullptr;  // strong; nullptr means "not intercepting"
+  // Whose entries the callback makes and looks up (cache_owner.h): borrowed from owner_object
+  // (strong), or the shared owner when owner_object is null. Never null while callback is set.
+  PyObject* owner_object = nullptr;
+  CacheOwner* owner = nullptr;
   int suspended = 0;             // > 0 while guards or the callback run: frames pass through
   cpython::Frame* miss_frame = nullptr;  // the frame whose miss the callback is handling
 };
 
 ThreadState& thread_state();
 
-// Sets this thread's callback (None disables); returns the previous one (None when none).
-// Raises TypeError for a non-callable other than None.
-py::object set_eval_frame(py::handle callback);
+// Sets this thread's callback (None disables) with the owner of the entries it makes
+// (`owner_object` holds `owner`; None and nullptr: the shared owner); returns the previous
+// callback (None when none). Raises TypeError for a non-callable other than None.
+py::object set_eval_frame(py::handle callback, py::handle owner_object = py::handle(), CacheOwner* owner = nullptr);
 
-// Sets this thread's callback to `callback` (borrowed; nullptr disables) and returns the previous
-// one as a new reference (nullptr when none), installing or removing the hook as needed. Never
-// raises; the caller guarantees `callback` is callable. The fast path of compiled calls.
-PyObject* exchange_callback(PyObject* callback) noexcept;
+// A thread's callback and owner, as exchanged by the fast path of compiled calls.
+struct Interception {
+  PyObject* callback = nullptr;      // nullptr: not intercepting
+  PyObject* owner_object = nullptr;  // nullptr: the shared owner
+  CacheOwner* owner = nullptr;       // borrowed from owner_object; nullptr: the shared owner
+};
+
+// Sets this thread's callback and owner to `next` (borrowed references; a null callback disables)
+// and returns the previous ones as new references, installing or removing the hook as needed.
+// Never raises; the caller guarantees `next.callback` is callable. The fast path of compiled
+// calls: a call exchanges twice (in, then back with what the first exchange returned) and
+// releases both results with release().
+Interception exchange_interception(const Interception& next) noexcept;
+void release(const Interception& interception) noexcept;
 
 // The evaluator that was installed before the hook (the default one when none was).
 cpython::EvalFrameFunc previous_eval_frame();

@@ -5,6 +5,7 @@
 the arguments it is told to guard.
 """
 import dataclasses
+import time
 import types
 import weakref
 
@@ -48,6 +49,16 @@ class ConstantJit:
 def call_compiled(callback, fn, *args, **kwargs):
     with runtime.eval_frame(callback):
         return fn(*args, **kwargs)
+
+
+def wait_until(predicate, timeout=10.0):
+    """Poll `predicate` (sleeping, so other threads run) until it holds; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def watch(obj):

@@ -794,7 +794,10 @@ def test_compiled_methods_and_bound_methods():
     assert cnt.frame_count == 2
     other = Scaler(5.0)
     assert same(tjc.compile(other.apply, backend=cnt)(x), x * 5.0 + 1)
-    assert cnt.frame_count == 2, "another instance with the same values hits the same entry"
+    assert cnt.frame_count == 3, "another compile() call owns its own cache (issue 8)"
+    unbound = tjc.compile(Scaler.apply, backend=cnt)
+    assert same(unbound(s, x), x * 5.0 + 1) and same(unbound(other, x), x * 5.0 + 1)
+    assert cnt.frame_count == 4, "within one compile(), another instance with the same values hits the same entry"
 
 
 def test_disable_keeps_a_function_uncompiled():

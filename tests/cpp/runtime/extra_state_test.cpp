@@ -6,6 +6,7 @@
 #include <pybind11/embed.h>
 
 #include "guards/guard_test_util.h"
+#include "runtime/cache_owner.h"
 #include "runtime/stats.h"
 
 namespace tjc {
@@ -16,6 +17,7 @@ using testing::FakeFrame;
 using testing::run_python;
 
 ExtraState* g_state_under_test = nullptr;
+constexpr uint64_t kShared = 0;  // CacheOwner::shared().id()
 
 }  // namespace
 }  // namespace tjc
@@ -74,10 +76,10 @@ class ExtraStateTest : public ::testing::Test {
   }
   void TearDown() override { g_state_under_test = nullptr; }
 
-  std::shared_ptr<CacheEntry> add(std::shared_ptr<RootGuardManager> root) {
+  std::shared_ptr<CacheEntry> add(std::shared_ptr<RootGuardManager> root, uint64_t owner = kShared) {
     EXPECT_TRUE(root->bind(code_).ok());
     // A distinct code object, as a transforming JIT returns.
-    return state_->add(fn_.attr("__code__").attr("replace")(py::arg("co_name") = "f_transformed"), std::move(root));
+    return state_->add(fn_.attr("__code__").attr("replace")(py::arg("co_name") = "f_transformed"), std::move(root), owner);
   }
 
   py::dict scope_;
@@ -89,7 +91,7 @@ class ExtraStateTest : public ::testing::Test {
 TEST_F(ExtraStateTest, GetOrCreateIsStablePerCode) {
   EXPECT_EQ(ExtraState::get(code_), state_);
   EXPECT_EQ(ExtraState::get_or_create(code_), state_);
-  EXPECT_EQ(state_->action(), FrameAction::kDefault);
+  EXPECT_EQ(state_->action(kShared), FrameAction::kDefault);
 }
 
 TEST_F(ExtraStateTest, LookupMovesTheHitToTheFront) {
@@ -97,10 +99,10 @@ TEST_F(ExtraStateTest, LookupMovesTheHitToTheFront) {
   auto two = add(equals_root("x", py::int_(2)));
   ASSERT_EQ(state_->entries().front(), two) << "newest first";
   FakeFrame frame(fn_, {py::int_(1), py::none()});
-  EXPECT_EQ(state_->lookup(frame.view), one);
+  EXPECT_EQ(state_->lookup(frame.view, kShared), one);
   EXPECT_EQ(state_->entries().front(), one) << "the hit moved to the front";
   FakeFrame miss(fn_, {py::int_(3), py::none()});
-  EXPECT_EQ(state_->lookup(miss.view), nullptr);
+  EXPECT_EQ(state_->lookup(miss.view, kShared), nullptr);
   EXPECT_EQ(state_->entries().front(), one) << "a miss reorders nothing";
 }
 
@@ -109,7 +111,7 @@ TEST_F(ExtraStateTest, EntryIsEvictedAndFreedWhenItsGuardedObjectDies) {
   auto entry = add(identity_root("y", obj));
   std::weak_ptr<RootGuardManager> guards = entry->guards();
   FakeFrame frame(fn_, {py::int_(1), obj});
-  EXPECT_EQ(state_->lookup(frame.view), entry);
+  EXPECT_EQ(state_->lookup(frame.view, kShared), entry);
   frame = FakeFrame(fn_, {py::int_(1), py::none()});
   obj = py::object();
   EXPECT_TRUE(entry->evicted());
@@ -137,7 +139,7 @@ TEST_F(ExtraStateTest, EvictionDuringALookupIsParkedUntilTheLookupEnds) {
   auto victim = add(identity_root("y", ns["holder"].attr("__getitem__")(0)));
   auto first = add(attr_equals_root("x", "v", py::int_(1)));
   FakeFrame frame(fn_, {ns["KillOnRead"](), py::none()});
-  EXPECT_EQ(state_->lookup(frame.view), nullptr);
+  EXPECT_EQ(state_->lookup(frame.view, kShared), nullptr);
   py::list seen = ns["seen"];
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].cast<py::tuple>()[0].cast<size_t>(), 1u)
@@ -159,7 +161,7 @@ TEST_F(ExtraStateTest, ClearDuringALookupIsParked) {
   auto a = add(attr_equals_root("x", "v", py::int_(1)));
   auto b = add(attr_equals_root("x", "v", py::int_(2)));
   FakeFrame frame(fn_, {ns["ClearOnRead"](), py::none()});
-  EXPECT_EQ(state_->lookup(frame.view), nullptr);
+  EXPECT_EQ(state_->lookup(frame.view, kShared), nullptr);
   EXPECT_TRUE(a->evicted() && b->evicted());
   EXPECT_EQ(state_->live_entries(), 0u);
   EXPECT_EQ(a->code(), nullptr);
@@ -194,7 +196,7 @@ TEST_F(ExtraStateTest, EntriesOutliveTheirCodeObject) {
 TEST_F(ExtraStateTest, AnEntryRunningTheOriginalCodeDoesNotKeepItAlive) {
   auto root = equals_root("x", py::int_(1));
   ASSERT_TRUE(root->bind(code_).ok());
-  auto entry = state_->add(fn_.attr("__code__"), std::move(root));  // the original code itself
+  auto entry = state_->add(fn_.attr("__code__"), std::move(root), kShared);  // the original code itself
   EXPECT_EQ(entry->code(), code_);
   py::object weak = py::module_::import("weakref").attr("ref")(fn_.attr("__code__"));
   scope_ = py::dict();
@@ -206,12 +208,82 @@ TEST_F(ExtraStateTest, AnEntryRunningTheOriginalCodeDoesNotKeepItAlive) {
 }
 
 TEST_F(ExtraStateTest, ClearResetsTheActionButNotAnExplicitDisable) {
-  state_->set_action(FrameAction::kRunOnly);
+  state_->set_action(kShared, FrameAction::kRunOnly);
   state_->clear("reset");
-  EXPECT_EQ(state_->action(), FrameAction::kDefault);
+  EXPECT_EQ(state_->action(kShared), FrameAction::kDefault);
   state_->disable();
   state_->clear("reset");
-  EXPECT_EQ(state_->action(), FrameAction::kSkip);
+  EXPECT_EQ(state_->action(kShared), FrameAction::kSkip);
+}
+
+// Issue 8, point 2: each owner (compile() call) sees only its own entries and decisions.
+TEST_F(ExtraStateTest, LookupSeesOnlyTheOwnersEntries) {
+  CacheOwner first;
+  CacheOwner second;
+  auto mine = add(equals_root("x", py::int_(1)), first.id());
+  FakeFrame frame(fn_, {py::int_(1), py::none()});
+  EXPECT_EQ(state_->lookup(frame.view, first.id()), mine);
+  EXPECT_EQ(state_->lookup(frame.view, second.id()), nullptr) << "another owner's entry is not used";
+  EXPECT_EQ(state_->live_entries(first.id()), 1u);
+  EXPECT_EQ(state_->live_entries(second.id()), 0u);
+  EXPECT_EQ(state_->entries(second.id()).size(), 0u);
+  EXPECT_EQ(state_->entries().size(), 1u) << "entries() lists every owner's";
+}
+
+TEST_F(ExtraStateTest, ActionsArePerOwnerButDisableIsForAll) {
+  CacheOwner first;
+  CacheOwner second;
+  state_->set_action(first.id(), FrameAction::kSkip);
+  EXPECT_EQ(state_->action(first.id()), FrameAction::kSkip);
+  EXPECT_EQ(state_->action(second.id()), FrameAction::kDefault);
+  state_->disable();
+  EXPECT_EQ(state_->action(second.id()), FrameAction::kSkip);
+}
+
+TEST_F(ExtraStateTest, AnOwnersDeathEvictsItsEntriesOnly) {
+  auto owner = std::make_unique<CacheOwner>();
+  auto theirs = add(equals_root("x", py::int_(1)), owner->id());
+  auto shared = add(equals_root("x", py::int_(1)), kShared);
+  state_->set_action(owner->id(), FrameAction::kRunOnly);
+  owner.reset();
+  EXPECT_TRUE(theirs->evicted());
+  EXPECT_EQ(theirs->code(), nullptr) << "released at once";
+  EXPECT_FALSE(shared->evicted());
+  EXPECT_EQ(state_->entries().size(), 1u);
+}
+
+// Issue 8, point 5: the limit counts, per guarded object, the entries that guard the same one.
+TEST_F(ExtraStateTest, EntriesCountedForTheLimitArePerIdentityGuardedLocal) {
+  py::object a = scope_["Obj"]();
+  py::object b = scope_["Obj"]();
+  add(identity_root("y", a));
+  add(identity_root("y", a));
+  add(identity_root("y", b));
+  add(equals_root("x", py::int_(1)));  // guards no identity: counts for every object
+  FakeFrame with_a(fn_, {py::int_(1), a});
+  FakeFrame with_b(fn_, {py::int_(1), b});
+  FakeFrame with_none(fn_, {py::int_(1), py::none()});
+  EXPECT_EQ(state_->entries_counted_for_limit(with_a.view, kShared), 3u);
+  EXPECT_EQ(state_->entries_counted_for_limit(with_b.view, kShared), 2u);
+  EXPECT_EQ(state_->entries_counted_for_limit(with_none.view, kShared), 1u);
+  CacheOwner other;
+  EXPECT_EQ(state_->entries_counted_for_limit(with_a.view, other.id()), 0u);
+}
+
+// Issue 8, point 8: a compile in progress is seen by others, and its end wakes its waiters.
+TEST_F(ExtraStateTest, CompileTicketIsSharedUntilTheCompileEnds) {
+  CacheOwner owner;
+  EXPECT_EQ(state_->compiling(owner.id()), nullptr);
+  auto ticket = state_->begin_compile(owner.id());
+  EXPECT_EQ(state_->compiling(owner.id()), ticket);
+  EXPECT_EQ(state_->compiling(kShared), nullptr) << "per owner";
+  auto nested = state_->begin_compile(owner.id());
+  EXPECT_EQ(state_->compiling(owner.id()), ticket) << "a recursive compile keeps the outer ticket";
+  state_->end_compile(owner.id(), nested);
+  EXPECT_EQ(state_->compiling(owner.id()), ticket);
+  state_->end_compile(owner.id(), ticket);
+  EXPECT_EQ(state_->compiling(owner.id()), nullptr);
+  ticket->wait();  // returns at once: finished
 }
 
 }  // namespace
