@@ -2,17 +2,15 @@
 
 One `FrameCompiler` per compile() call holds its settings. The runtime calls it on a cache miss
 (with the hook suspended) for every frame that runs inside the compiled call: the decorated function
-and whatever user functions it calls that the trace did not inline. Library frames (torch, the
-standard library, this package) are skipped for good.
+and whatever user functions it calls that the trace did not inline. Which frames are traced is decided
+by trace_rules (torch, the standard library and this package are skipped for good, by module name).
 """
 from __future__ import annotations
 
 import dataclasses
-import os
-import sysconfig
 import types
 
-from . import log, runtime
+from . import log, runtime, trace_rules
 from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
@@ -21,32 +19,6 @@ from .trace_result import Unsupported
 
 # Python-level counters that stats() adds to the runtime's.
 COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
-
-
-def _library_dirs() -> tuple:
-    dirs = {os.path.dirname(os.path.abspath(__file__))}
-    for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            dirs.add(os.path.abspath(path) + os.sep)
-    try:
-        import torch
-
-        dirs.add(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
-    except ImportError:
-        pass
-    return tuple(sorted(dirs))
-
-
-_LIBRARY_DIRS = None
-
-
-def is_library_code(code: types.CodeType) -> bool:
-    global _LIBRARY_DIRS
-    if _LIBRARY_DIRS is None:
-        _LIBRARY_DIRS = _library_dirs()
-    filename = os.path.abspath(code.co_filename)
-    return filename.startswith(_LIBRARY_DIRS) or code.co_filename.startswith("<frozen")
 
 
 def describe(code: types.CodeType) -> str:
@@ -67,8 +39,12 @@ class FrameCompiler:
 
     def __call__(self, frame, entries):
         code = frame.f_code
-        if code is not self.target_code and is_library_code(code):
-            return runtime.SKIP
+        if code is not self.target_code:
+            rule = trace_rules.lookup(code, frame.f_globals)
+            if rule.action is trace_rules.Action.SKIP:
+                if log.enabled("skips"):
+                    log.log("skips", f"not tracing {describe(code)}: {rule.reason}")
+                return runtime.SKIP
         if entries:
             COUNTERS["recompiles"] += 1
             if log.enabled("recompiles"):

@@ -8,7 +8,7 @@ import sys
 
 from .config import config
 
-TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks")
+TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips")
 
 logger = logging.getLogger("torch_jit_cache")
 
