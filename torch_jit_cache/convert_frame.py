@@ -4,6 +4,7 @@ One `FrameCompiler` per compile() call holds its settings. The runtime calls it 
 (with the hook suspended) for every frame that runs inside the compiled call: the decorated function
 and whatever user functions it calls that the trace did not inline. Which frames are traced is decided
 by trace_rules (torch, the standard library and this package are skipped for good, by module name).
+A frame whose trace does no tensor work is not cached: it runs its original code (see _no_graph).
 """
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
 
 def describe(code: types.CodeType) -> str:
     return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _has_tensor_work(graph) -> bool:
+    # Placeholders and the output node alone mean the frame computes nothing on tensors (it reads
+    # shapes, returns an input as is, or does pure Python work).
+    return any(node.op not in ("placeholder", "output") for node in graph.graph.nodes)
 
 
 class FullGraphError(RuntimeError):
@@ -67,7 +74,28 @@ class FrameCompiler:
             return runtime.SKIP
         finally:
             torch.random.set_rng_state(rng)
+        if not _has_tensor_work(result.graph):
+            return self._no_graph(frame, entries)
         return self._finish(frame, result)
+
+    def _no_graph(self, frame, entries):
+        """A trace with no tensor work: run the original code, cache nothing.
+
+        Caching it would add an entry per argument value (a Python helper called with 3,000
+        different ints fills the cache limit, warns, and then checks every entry's guards before
+        running code that eager runs in 50 ns). SKIP marks the code for good, so the helper runs at
+        the price of the hook alone; the code can still be compiled as part of a traced caller
+        (inlining ignores the mark), and a later call with tensors from an uncompiled frame runs
+        eagerly: slower at worst, never wrong. Two cases keep their chance and run once instead:
+        the function compile() was asked for (its next call traces again) and code with live
+        entries (SKIP would abandon them).
+        """
+        code = frame.f_code
+        if log.enabled("fallbacks"):
+            log.log("fallbacks", f"running {describe(code)} uncompiled: its trace does no tensor work")
+        if code is self.target_code or entries:
+            return runtime.RUN_ORIGINAL
+        return runtime.SKIP
 
     def _finish(self, frame, result):
         from . import backends, codegen

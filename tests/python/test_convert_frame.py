@@ -1,0 +1,102 @@
+"""convert_frame: what the cache-miss callback decides for frames that do no tensor work (issue 8,
+point 3: they run their original code, never an entry per value, never a cache-limit warning)."""
+import warnings
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import runtime  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tjc.reset()
+    yield
+    tjc.reset()
+
+
+def helper(i):
+    return (i * 7) % 13
+
+
+def outer(x):
+    # map() is a C function calling Python: this frame falls back, so every call of `helper`
+    # is a frame of its own that the runtime intercepts.
+    return x + sum(map(helper, range(300)))
+
+
+def test_python_helper_in_a_fallback_frame_is_not_cached():
+    # Failed before: helper was traced per int value, took 8 entries, warned about the cache limit
+    # and from then on checked 8 guard trees per call (9x slower than eager).
+    compiled = tjc.compile(outer)
+    x = torch.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no cache-limit warning
+        for _ in range(3):
+            assert torch.equal(compiled(x), outer(x))
+    assert tjc.cache_entries(helper) == []
+    assert runtime.frame_action(helper) == "skip"
+    stats = tjc.stats()
+    assert stats["cache_limit_hits"] == 0
+    assert stats["graphs"] == 0
+    assert stats["misses"] < 10  # helper missed once, not once per value
+
+
+def test_helper_skipped_alone_is_still_inlined_into_a_traced_caller():
+    for i in range(3):
+        tjc.compile(outer)(torch.ones(2))
+    assert runtime.frame_action(helper) == "skip"
+
+    def traced(x):
+        return x * helper(4)
+
+    compiled = tjc.compile(traced)
+    assert torch.equal(compiled(torch.ones(2)), torch.ones(2) * 2)
+    assert tjc.stats()["graphs"] == 1
+
+
+def scale_or_not(x, flag):
+    return x * 2 if flag else x
+
+
+def test_compiled_function_without_tensor_work_keeps_its_chance():
+    # The function compile() was asked for is never marked skip: a later call that does tensor
+    # work compiles. Calls without tensor work cache nothing (no entry per value).
+    def add(a, b):
+        return a + b
+
+    compiled = tjc.compile(add)
+    for i in range(10):
+        assert compiled(i, 1) == i + 1
+    assert tjc.cache_entries(add) == []
+    assert runtime.frame_action(add) == "default"
+    x = torch.ones(2)
+    assert torch.equal(compiled(x, x), x + x)
+    assert len(tjc.cache_entries(add)) == 1
+    assert tjc.stats()["graphs"] == 1
+
+
+def test_no_graph_frame_keeps_the_entries_it_has():
+    compiled = tjc.compile(scale_or_not)
+    x = torch.ones(2)
+    assert torch.equal(compiled(x, True), x * 2)
+    assert torch.equal(compiled(x, False), x)   # no tensor work: runs uncompiled, nothing cached
+    assert torch.equal(compiled(x, True), x * 2)
+    entries = tjc.cache_entries(scale_or_not)
+    assert len(entries) == 1 and entries[0].hits == 1
+
+
+def test_tensor_passed_through_a_no_graph_frame_is_freed(no_gc):
+    def ident(t):
+        return t
+
+    compiled = tjc.compile(ident)
+    x = torch.ones(4)
+    ref = weakref.ref(x)
+    assert compiled(x) is x
+    del x
+    assert ref() is None
