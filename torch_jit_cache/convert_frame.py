@@ -71,7 +71,10 @@ class FrameCompiler:
                 raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {e}") from None
             log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, e.reason),
                           f"torch_jit_cache: running {describe(code)} uncompiled: {e}")
-            return runtime.SKIP
+            # The frames it calls are still intercepted (a model's layers under a wrapper that
+            # falls back), until two runs show that nothing below it compiles or hits: then they
+            # run uncompiled with it and the hook off, at eager speed (runtime.SKIP_TREE_IF_QUIET).
+            return runtime.SKIP_TREE_IF_QUIET
         finally:
             torch.random.set_rng_state(rng)
         if not _has_tensor_work(result.graph):

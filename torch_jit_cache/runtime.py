@@ -1,6 +1,7 @@
 """The thin Python face of the C++ runtime, for JIT authors. Needs no torch.
 
     prev = runtime.set_eval_frame(callback)  # callback(frame, entries) -> GuardedCode | SKIP | RUN_ORIGINAL
+                                             #   | SKIP_TREE_IF_QUIET
     runtime.GuardedCode(code, guards)        # code keeps the original's argument names as a prefix
     runtime.cache_entries(fn_or_code)        # [CacheEntry]: .code, .guards, .hits, .evicted, .explain(frame)
     g = runtime.GuardManager()               # guard tree builder (see DESIGN.md)
@@ -8,6 +9,11 @@
 The callback is called only on a cache miss, with this thread's hook suspended (frames it runs
 are not intercepted). `frame` is valid only while the callback runs; `entries` are the code's
 live cache entries, and `entry.explain(frame)` says which guard failed for each.
+
+SKIP_TREE_IF_QUIET is SKIP for a code whose callees may still matter: the runtime watches its runs,
+and once two of them compiled nothing and hit no entry (frame_action 'skip-watch' -> 'skip-tree'),
+its later runs take the frames they call along uncompiled, with the hook removed (3.11 inlines
+Python calls only without one). A run that compiled or hit something makes it a plain 'skip'.
 
 `eval_frame(callback)` is the context manager most callers want: it sets the callback for the
 duration of a `with` block and restores the previous one on exit, even on error.
@@ -21,6 +27,7 @@ Frame = _C.Frame
 CallbackAction = _C.CallbackAction
 SKIP = _C.SKIP
 RUN_ORIGINAL = _C.RUN_ORIGINAL
+SKIP_TREE_IF_QUIET = _C.SKIP_TREE_IF_QUIET
 
 set_eval_frame = _C.set_eval_frame
 cache_entries = _C.cache_entries
@@ -73,6 +80,7 @@ set_skip(eval_frame.__exit__)
 
 __all__ = [
     "CacheEntry", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
+    "SKIP_TREE_IF_QUIET",
     "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "set_eval_frame",
     "set_cache_limit", "set_skip", "stats",
 ]

@@ -44,6 +44,36 @@ PyObject* run_entry(PyThreadState* tstate, cpython::Frame* frame, std::shared_pt
   return result;
 }
 
+uint64_t compiled_work() {
+  const RuntimeStats& stats = runtime_stats();
+  return stats.compiles + stats.hits;
+}
+
+// kSkipWatch: run the original code and tell its ExtraState whether the run was quiet (nothing
+// compiled, no entry hit, on any thread: a conservative test). The code is pinned: the frame and
+// its last reference may be gone when the run returns, and the ExtraState lives in the code.
+[[gnu::noinline]] PyObject* eval_watched(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra) {
+  PyCodeObject* code = cpython::frame_code(frame);
+  Py_INCREF(code);
+  const uint64_t before = compiled_work();
+  PyObject* result = eval_original(tstate, frame, 0);
+  extra->note_watched_run(compiled_work() == before);
+  Py_DECREF(code);
+  return result;
+}
+
+// kSkipTree: run the frame with this thread's callback cleared, so nothing below it is intercepted
+// and, when no other thread is inside a compiled call, the hook is removed (3.11 inlines Python
+// calls again). The callback is restored when the frame returns, even on error.
+[[gnu::noinline]] PyObject* eval_tree_uncompiled(PyThreadState* tstate, cpython::Frame* frame) {
+  PyObject* callback = exchange_callback(nullptr);  // new ref, ours until restored
+  PyObject* result = eval_original(tstate, frame, 0);
+  PyObject* inner = exchange_callback(callback);    // nullptr unless the frame left one set
+  Py_XDECREF(inner);
+  Py_XDECREF(callback);
+  return result;
+}
+
 std::string describe_code(PyCodeObject* code) {
   return absl::StrFormat("'%s' (%s:%d)", PyUnicode_AsUTF8(code->co_qualname), PyUnicode_AsUTF8(code->co_filename),
                          code->co_firstlineno);
@@ -88,11 +118,18 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     return run_entry(tstate, frame, std::move(entry));
   }
   if (py::isinstance<CallbackAction>(result)) {
-    if (result.cast<CallbackAction>() == CallbackAction::kSkip) {
-      extra->set_action(FrameAction::kSkip);
-      ++runtime_stats().skips;
-    } else {
-      ++runtime_stats().fallbacks;
+    switch (result.cast<CallbackAction>()) {
+      case CallbackAction::kSkip:
+        extra->set_action(FrameAction::kSkip);
+        ++runtime_stats().skips;
+        break;
+      case CallbackAction::kSkipTreeIfQuiet:
+        extra->set_action(FrameAction::kSkipWatch);
+        ++runtime_stats().skips;
+        return eval_watched(tstate, frame, extra);  // this first run counts
+      case CallbackAction::kRunOriginal:
+        ++runtime_stats().fallbacks;
+        break;
     }
     return eval_original(tstate, frame, 0);
   }
@@ -172,9 +209,21 @@ PyObject* eval_frame_hook(PyThreadState* tstate, cpython::Frame* frame, int thro
     return eval_original(tstate, frame, throw_flag);
   }
   ExtraState* extra = ExtraState::get(cpython::frame_code(frame));
-  if (extra != nullptr && extra->action() == FrameAction::kSkip) {
-    ++runtime_stats().skips;
-    return eval_original(tstate, frame, 0);
+  if (extra != nullptr) {
+    switch (extra->action()) {
+      case FrameAction::kSkip:
+        ++runtime_stats().skips;
+        return eval_original(tstate, frame, 0);
+      case FrameAction::kSkipWatch:
+        ++runtime_stats().skips;
+        return eval_watched(tstate, frame, extra);
+      case FrameAction::kSkipTree:
+        ++runtime_stats().skips;
+        return eval_tree_uncompiled(tstate, frame);
+      case FrameAction::kDefault:
+      case FrameAction::kRunOnly:
+        break;
+    }
   }
   return eval_intercepted(tstate, frame, extra, ts);
 }

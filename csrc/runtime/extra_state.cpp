@@ -41,6 +41,10 @@ const char* frame_action_name(FrameAction action) {
       return "skip";
     case FrameAction::kRunOnly:
       return "run-only";
+    case FrameAction::kSkipWatch:
+      return "skip-watch";
+    case FrameAction::kSkipTree:
+      return "skip-tree";
   }
   return "?";
 }
@@ -154,6 +158,7 @@ void ExtraState::evict(CacheEntry* entry, const std::string& reason) {
 
 void ExtraState::clear(const std::string& reason) {
   action_ = disabled_ ? FrameAction::kSkip : FrameAction::kDefault;
+  quiet_runs_ = 0;
   for (auto& entry : entries_) {
     if (!entry->evicted_) entry->mark_evicted(reason);
   }

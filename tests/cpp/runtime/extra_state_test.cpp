@@ -214,5 +214,27 @@ TEST_F(ExtraStateTest, ClearResetsTheActionButNotAnExplicitDisable) {
   EXPECT_EQ(state_->action(), FrameAction::kSkip);
 }
 
+TEST_F(ExtraStateTest, WatchedCodeTurnsSkipTreeAfterQuietRunsAndSkipAfterABusyOne) {
+  state_->set_action(FrameAction::kSkipWatch);
+  for (int i = 1; i < kQuietRunsForSkipTree; ++i) {
+    state_->note_watched_run(/*quiet=*/true);
+    EXPECT_EQ(state_->action(), FrameAction::kSkipWatch);
+  }
+  state_->note_watched_run(/*quiet=*/true);
+  EXPECT_EQ(state_->action(), FrameAction::kSkipTree);
+  state_->note_watched_run(/*quiet=*/false);  // decided already: a late report changes nothing
+  EXPECT_EQ(state_->action(), FrameAction::kSkipTree);
+
+  state_->set_action(FrameAction::kSkipWatch);
+  state_->note_watched_run(/*quiet=*/true);
+  state_->note_watched_run(/*quiet=*/false);
+  EXPECT_EQ(state_->action(), FrameAction::kSkip);
+  state_->clear("reset");  // reset() forgets what the watching decided, quiet runs included
+  EXPECT_EQ(state_->action(), FrameAction::kDefault);
+  state_->set_action(FrameAction::kSkipWatch);
+  state_->note_watched_run(/*quiet=*/true);
+  EXPECT_EQ(state_->action(), FrameAction::kSkipWatch);
+}
+
 }  // namespace
 }  // namespace tjc
