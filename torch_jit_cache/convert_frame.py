@@ -119,6 +119,10 @@ class FrameCompiler:
         runtime.set_skip(type(result.graph).forward)
         compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
                                           fallback_to_eager=config.fallback_to_eager)
+        # What the backend made (AOT-autograd's generated wrappers, whose code carries no module
+        # name the trace rules could read, inductor's runner, a user backend's callable) is never
+        # intercepted: it runs with interception off, at its own speed.
+        compiled = runtime.without_interception(compiled)
         COUNTERS["graphs"] += 1
         new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, result.output)
         guards = build_guards(specs, resolve=resolve)

@@ -37,6 +37,13 @@ set_cache_limit = _C.set_cache_limit
 hook_installed = _C.hook_installed
 
 
+def without_interception(fn):
+    """A C callable that calls `fn` with this thread's callback off: no frame `fn` runs is
+    intercepted, and the hook is removed meanwhile unless another thread needs it. For what a
+    backend generated: compiled artifacts run as they are, never traced again."""
+    return _C.CompiledFunction(fn, None)
+
+
 def reset():
     """Drop every cache (entries are evicted; `CacheEntry.evicted` turns True) and zero stats().
 
@@ -82,5 +89,5 @@ __all__ = [
     "CacheEntry", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
     "SKIP_TREE_IF_QUIET",
     "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "set_eval_frame",
-    "set_cache_limit", "set_skip", "stats",
+    "set_cache_limit", "set_skip", "stats", "without_interception",
 ]

@@ -5,6 +5,10 @@
 // type's vectorcall costs tens of nanoseconds. It has a __dict__ (functools.update_wrapper puts
 // __name__, __doc__, __wrapped__ there), binds as a method like a function, and takes part in GC.
 //
+// CompiledFunction(fn, None) calls fn with interception off: what a backend generated (AOT-autograd's
+// runtime wrappers, inductor's runner, any callable a backend returns) runs as it is, never traced
+// again, and the hook is removed for its duration when no other thread needs it.
+//
 // Ownership: holds the wrapped callable and the callback strongly. Threads: GIL held.
 #include <Python.h>
 #include <structmember.h>  // T_PYSSIZET, READONLY (3.11)
@@ -18,7 +22,7 @@ namespace {
 struct CompiledFunctionObject {
   PyObject_HEAD
   PyObject* fn;        // strong
-  PyObject* callback;  // strong
+  PyObject* callback;  // strong; nullptr: interception off
   PyObject* dict;      // strong or null
   PyObject* weakrefs;
   vectorcallfunc vectorcall;
@@ -42,14 +46,14 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:CompiledFunction", const_cast<char**>(names), &fn, &callback)) {
     return nullptr;
   }
-  if (!PyCallable_Check(fn) || !PyCallable_Check(callback)) {
-    PyErr_SetString(PyExc_TypeError, "CompiledFunction(fn, callback): both must be callable");
+  if (!PyCallable_Check(fn) || (callback != Py_None && !PyCallable_Check(callback))) {
+    PyErr_SetString(PyExc_TypeError, "CompiledFunction(fn, callback): fn must be callable, callback callable or None");
     return nullptr;
   }
   auto* o = reinterpret_cast<CompiledFunctionObject*>(type->tp_alloc(type, 0));
   if (o == nullptr) return nullptr;
   o->fn = Py_NewRef(fn);
-  o->callback = Py_NewRef(callback);
+  o->callback = callback == Py_None ? nullptr : Py_NewRef(callback);
   o->dict = nullptr;
   o->weakrefs = nullptr;
   o->vectorcall = compiled_call;
@@ -128,7 +132,7 @@ PyType_Slot compiled_slots[] = {
     {Py_tp_getset, compiled_getset},
     {Py_tp_members, compiled_members},
     {Py_tp_doc, const_cast<char*>("CompiledFunction(fn, callback): calls fn with the eval-frame callback installed "
-                                  "on this thread for the duration of the call.")},
+                                  "on this thread for the duration of the call; with callback None, with interception off.")},
     {0, nullptr},
 };
 

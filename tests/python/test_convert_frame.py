@@ -140,3 +140,38 @@ def test_fallback_frame_whose_callees_compile_keeps_them_compiled():
     assert runtime.frame_action(wrapper) == "skip"
     [entry] = tjc.cache_entries(layer)
     assert entry.hits == 3
+
+
+def matmul_relu(x, w):
+    return (x @ w).relu().sum(0)
+
+
+def test_code_a_backend_generated_is_never_intercepted(caplog):
+    # Failed before: AOT-autograd's generated wrappers (exec'd code with no module name) were
+    # intercepted, traced, and logged as falling back (2 fallbacks) on every compile.
+    compiled = tjc.compile(matmul_relu, backend="aot_eager")
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    for _ in range(3):
+        out = compiled(x, w)
+        out.sum().backward()
+    torch.testing.assert_close(out, matmul_relu(x, w))
+    stats = tjc.stats()
+    assert (stats["graphs"], stats["compiles"], stats["hits"], stats["fallbacks"]) == (1, 1, 2, 0)
+    assert not [r for r in caplog.records if "uncompiled" in r.getMessage()]
+
+
+def test_a_user_backends_callable_runs_with_interception_off():
+    seen = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            seen.append(runtime.hook_installed())
+            return gm(*args)
+        return run
+
+    compiled = tjc.compile(scale_or_not, backend=backend)
+    x = torch.ones(2)
+    for _ in range(2):
+        assert torch.equal(compiled(x, True), x * 2)
+    assert seen == [False, False]
+    assert tjc.stats()["graphs"] == 1
