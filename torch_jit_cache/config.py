@@ -25,7 +25,7 @@ class Config:
     # backend and the reason); True warns once and runs the graph eagerly instead.
     fallback_to_eager: bool = dataclasses.field(
         default_factory=lambda: os.environ.get("TJC_FALLBACK_TO_EAGER", "0") not in ("", "0", "false", "False"))
-    # TJC_LOG=recompiles,guards,graph,bytecode
+    # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(
             p.strip() for p in os.environ.get("TJC_LOG", "").split(",") if p.strip()
