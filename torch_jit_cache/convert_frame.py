@@ -2,51 +2,24 @@
 
 One `FrameCompiler` per compile() call holds its settings. The runtime calls it on a cache miss
 (with the hook suspended) for every frame that runs inside the compiled call: the decorated function
-and whatever user functions it calls that the trace did not inline. Library frames (torch, the
-standard library, this package) are skipped for good.
+and whatever user functions it calls that the trace did not inline. Which frames are traced is decided
+by trace_rules (torch, the standard library and this package are skipped for good, by module name).
+A frame whose trace does no tensor work is not cached: it runs its original code (see _no_graph).
 """
 from __future__ import annotations
 
 import dataclasses
-import os
-import sysconfig
 import types
 
-from . import log, runtime
+from . import log, runtime, trace_rules
 from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
-from .trace_result import DictOutput, ListOutput, SourceOutput, TupleOutput, Unsupported
+from .trace_result import DictOutput, GuardKind, ListOutput, SourceOutput, TupleOutput, Unsupported
 
 # Python-level counters that stats() adds to the runtime's.
 COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
-
-
-def _library_dirs() -> tuple:
-    dirs = {os.path.dirname(os.path.abspath(__file__))}
-    for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            dirs.add(os.path.abspath(path) + os.sep)
-    try:
-        import torch
-
-        dirs.add(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
-    except ImportError:
-        pass
-    return tuple(sorted(dirs))
-
-
-_LIBRARY_DIRS = None
-
-
-def is_library_code(code: types.CodeType) -> bool:
-    global _LIBRARY_DIRS
-    if _LIBRARY_DIRS is None:
-        _LIBRARY_DIRS = _library_dirs()
-    filename = os.path.abspath(code.co_filename)
-    return filename.startswith(_LIBRARY_DIRS) or code.co_filename.startswith("<frozen")
 
 
 def describe(code: types.CodeType) -> str:
@@ -79,6 +52,17 @@ def _failure_text(e: BaseException, text: str) -> str:
     return text
 
 
+def _has_tensor_work(graph) -> bool:
+    # Placeholders and the output node alone mean the frame computes nothing on tensors (it reads
+    # shapes, returns an input as is, or does pure Python work).
+    return any(node.op not in ("placeholder", "output") for node in graph.graph.nodes)
+
+
+def _is_number_value_guard(spec) -> bool:
+    # bool is kept: a flag's two values often mean graph / no graph.
+    return spec.kind is GuardKind.EQUALS_MATCH and type(spec.value) in (int, float)
+
+
 class FullGraphError(RuntimeError):
     """fullgraph=True and the tracer could not capture the whole frame."""
 
@@ -102,16 +86,20 @@ class FrameCompiler:
 
     def __call__(self, frame, entries):
         code = frame.f_code
-        if code is not self.target_code and is_library_code(code):
-            return runtime.SKIP
+        if code is not self.target_code:
+            rule = trace_rules.lookup(code, frame.f_globals)
+            if rule.action is trace_rules.Action.SKIP:
+                if log.enabled("skips"):
+                    log.log("skips", f"not tracing {describe(code)}: {rule.reason}")
+                return runtime.SKIP
         if entries:
             COUNTERS["recompiles"] += 1
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
-        reason = self._compile(frame)
+        reason = self._compile(frame, entries)
         if not isinstance(reason, str):
-            return reason  # the GuardedCode
+            return reason  # the GuardedCode, or SKIP for a trace without tensor work
         # Raised or logged here, after the failure's handler has ended: the failure's traceback
         # holds the tracer's frames, and through them example tensors and the user's values; a
         # FullGraphError raised inside the handler would carry it as __context__ (seed 000).
@@ -122,10 +110,14 @@ class FrameCompiler:
                       f"torch_jit_cache: running {describe(code)} uncompiled: {reason}")
         if log.enabled("fallbacks"):  # every fallback, where the warning above shows the first
             log.log("fallbacks", f"{describe(code)}: {reason}")
-        return runtime.SKIP
+        # The frames it calls are still intercepted (a model's layers under a wrapper that falls
+        # back), until two runs show that nothing below it compiles or hits: then they run
+        # uncompiled with it and the hook off, at eager speed (runtime.SKIP_TREE_IF_QUIET).
+        return runtime.SKIP_TREE_IF_QUIET
 
-    def _compile(self, frame):
-        """The GuardedCode for `frame`, or the reason (a str) why it runs uncompiled.
+    def _compile(self, frame, entries):
+        """The GuardedCode for `frame` (or what _no_graph returns for a trace without tensor work),
+        or the reason (a str) why it runs uncompiled.
 
         Every step from the trace to the GuardedCode may fail, on code we did not foresee, in a
         backend or in torch.fx; none of that may reach the user's call, which then runs the
@@ -150,6 +142,9 @@ class FrameCompiler:
                 result = tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure)
             finally:
                 torch.random.set_rng_state(rng)
+            if not _has_tensor_work(result.graph):
+                step = "entry without a graph"
+                return self._no_graph(frame, entries, result)
             step = "source rewriting"
             # Guards and input loads through nn.Module attributes read the modules' dicts instead.
             rewriter = SourceRewriter(resolve)
@@ -172,6 +167,10 @@ class FrameCompiler:
             runtime.set_skip(type(result.graph).forward)
             compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
                                               fallback_to_eager=config.fallback_to_eager)
+            # What the backend made (AOT-autograd's generated wrappers, whose code carries no module
+            # name the trace rules could read, inductor's runner, a user backend's callable) is never
+            # intercepted: it runs with interception off, at its own speed.
+            compiled = runtime.without_interception(compiled)
             step = "codegen"
             new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output)
             step = "guard building"
@@ -191,3 +190,31 @@ class FrameCompiler:
         if log.enabled("bytecode"):
             log.log("bytecode", f"{describe(code)}\n{codegen.format_code(new_code)}")
         return guarded
+
+    def _no_graph(self, frame, entries, result):
+        """A trace with no tensor work: its frame runs the original code, never a graph.
+
+        Caching it as usual would add an entry per argument value (a Python helper called with
+        3,000 different ints filled the cache limit, warned, and then checked every entry's guards
+        before running code that eager runs in 50 ns). Such code is marked SKIP instead, so it runs
+        at the price of the hook alone; it can still be compiled as part of a traced caller
+        (inlining ignores the mark), and a later call with tensors from an uncompiled frame runs
+        eagerly: slower at worst, never wrong.
+
+        Two kinds of code keep their chance to compile: the function compile() was asked for, and
+        code that has entries (SKIP would abandon them). They get an entry that runs the original
+        code, guarded by the trace's guards less the values of ints and floats: one entry for every
+        int, and a call that brings tensors or other types misses it and is traced again. (Running
+        them with RUN_ORIGINAL would trace every call again: 3.5 ms for a two-int `add`.)
+        """
+        code = frame.f_code
+        if log.enabled("fallbacks"):
+            log.log("fallbacks", f"running {describe(code)} uncompiled: its trace does no tensor work")
+        if code is not self.target_code and not entries:
+            return runtime.SKIP
+        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
+        specs = [g for g in result.guards if not _is_number_value_guard(g)]
+        # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.
+        guards = build_guards(specs, global_state=False,
+                              resolve=lambda s: load_source(s, f_locals, f_globals, f_builtins))
+        return runtime.GuardedCode(code, guards)

@@ -1,4 +1,7 @@
-"""TJC_LOG=recompiles,guards,graph,bytecode: what users need to see why code recompiled and what ran.
+"""TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips: why code recompiled, what ran, what did not.
+
+`fallbacks` names frames that ran uncompiled after a trace; `skips` names frames the trace rules left
+alone and the rule that did.
 
 Each topic is printed through the `torch_jit_cache` logger (handler to stderr added when TJC_LOG is
 set); `enabled(topic)` keeps the formatting work off the path when a topic is off.
@@ -8,7 +11,7 @@ import sys
 
 from .config import config
 
-TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks")
+TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips")
 
 logger = logging.getLogger("torch_jit_cache")
 

@@ -1,6 +1,7 @@
 """The thin Python face of the C++ runtime, for JIT authors. Needs no torch.
 
     prev = runtime.set_eval_frame(callback)  # callback(frame, entries) -> GuardedCode | SKIP | RUN_ORIGINAL
+                                             #   | SKIP_TREE_IF_QUIET
     runtime.GuardedCode(code, guards)        # code keeps the original's argument names as a prefix
     runtime.cache_entries(fn_or_code)        # [CacheEntry]: .code, .guards, .hits, .evicted, .explain(frame)
     runtime.cache_entries(fn, owner=compiled)  # only the entries of one compile() call
@@ -17,6 +18,11 @@ one code has one cache across `eval_frame` blocks. `set_skip` (and `tjc.disable`
 owner. Two threads that miss the same code for the same owner at once compile it once: the others
 wait (without the GIL) and use its entry.
 
+SKIP_TREE_IF_QUIET is SKIP for a code whose callees may still matter: the runtime watches its runs,
+and once two of them compiled nothing and hit no entry (frame_action 'skip-watch' -> 'skip-tree'),
+its later runs take the frames they call along uncompiled, with the hook removed (3.11 inlines
+Python calls only without one). A run that compiled or hit something makes it a plain 'skip'.
+
 `eval_frame(callback)` is the context manager most callers want: it sets the callback for the
 duration of a `with` block and restores the previous one on exit, even on error.
 """
@@ -30,6 +36,7 @@ Frame = _C.Frame
 CallbackAction = _C.CallbackAction
 SKIP = _C.SKIP
 RUN_ORIGINAL = _C.RUN_ORIGINAL
+SKIP_TREE_IF_QUIET = _C.SKIP_TREE_IF_QUIET
 
 set_eval_frame = _C.set_eval_frame
 cache_entries = _C.cache_entries
@@ -37,6 +44,13 @@ frame_action = _C.frame_action
 set_skip = _C.set_skip
 set_cache_limit = _C.set_cache_limit
 hook_installed = _C.hook_installed
+
+
+def without_interception(fn):
+    """A C callable that calls `fn` with this thread's callback off: no frame `fn` runs is
+    intercepted, and the hook is removed meanwhile unless another thread needs it. For what a
+    backend generated: compiled artifacts run as they are, never traced again."""
+    return _C.CompiledFunction(fn, None)
 
 
 def reset():
@@ -82,6 +96,7 @@ set_skip(eval_frame.__exit__)
 
 __all__ = [
     "CacheEntry", "CacheOwner", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
+    "SKIP_TREE_IF_QUIET",
     "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "set_eval_frame",
-    "set_cache_limit", "set_skip", "stats",
+    "set_cache_limit", "set_skip", "stats", "without_interception",
 ]

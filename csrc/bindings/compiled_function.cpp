@@ -5,6 +5,10 @@
 // type's vectorcall costs tens of nanoseconds. It has a __dict__ (functools.update_wrapper puts
 // __name__, __doc__, __wrapped__ there), binds as a method like a function, and takes part in GC.
 //
+// CompiledFunction(fn, None) calls fn with interception off: what a backend generated (AOT-autograd's
+// runtime wrappers, inductor's runner, any callable a backend returns) runs as it is, never traced
+// again, and the hook is removed for its duration when no other thread needs it.
+//
 // Ownership: holds the wrapped callable, the callback and the callback's CacheOwner strongly (the
 // owner is read once, here, so a call costs no attribute lookup). Threads: GIL held.
 #include <Python.h>
@@ -19,7 +23,7 @@ namespace {
 struct CompiledFunctionObject {
   PyObject_HEAD
   PyObject* fn;            // strong
-  PyObject* callback;      // strong
+  PyObject* callback;      // strong; nullptr: interception off
   PyObject* owner_object;  // strong or null: the CacheOwner the callback carries (cache_owner)
   CacheOwner* owner;       // borrowed from owner_object; null: the shared owner
   PyObject* dict;      // strong or null
@@ -45,22 +49,24 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:CompiledFunction", const_cast<char**>(names), &fn, &callback)) {
     return nullptr;
   }
-  if (!PyCallable_Check(fn) || !PyCallable_Check(callback)) {
-    PyErr_SetString(PyExc_TypeError, "CompiledFunction(fn, callback): both must be callable");
+  if (!PyCallable_Check(fn) || (callback != Py_None && !PyCallable_Check(callback))) {
+    PyErr_SetString(PyExc_TypeError, "CompiledFunction(fn, callback): fn must be callable, callback callable or None");
     return nullptr;
   }
   py::object owner_object;
   CacheOwner* owner = nullptr;
-  try {
-    owner = owner_of_callback(callback, &owner_object);
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
+  if (callback != Py_None) {
+    try {
+      owner = owner_of_callback(callback, &owner_object);
+    } catch (py::error_already_set& e) {
+      e.restore();
+      return nullptr;
+    }
   }
   auto* o = reinterpret_cast<CompiledFunctionObject*>(type->tp_alloc(type, 0));
   if (o == nullptr) return nullptr;
   o->fn = Py_NewRef(fn);
-  o->callback = Py_NewRef(callback);
+  o->callback = callback == Py_None ? nullptr : Py_NewRef(callback);
   o->owner_object = owner_object.release().ptr();  // null when there is none
   o->owner = owner;
   o->dict = nullptr;
@@ -144,7 +150,7 @@ PyType_Slot compiled_slots[] = {
     {Py_tp_getset, compiled_getset},
     {Py_tp_members, compiled_members},
     {Py_tp_doc, const_cast<char*>("CompiledFunction(fn, callback): calls fn with the eval-frame callback installed "
-                                  "on this thread for the duration of the call.")},
+                                  "on this thread for the duration of the call; with callback None, with interception off.")},
     {0, nullptr},
 };
 

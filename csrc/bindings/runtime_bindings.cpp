@@ -123,9 +123,13 @@ void init_runtime(py::module_& m) {
 
   py::enum_<CallbackAction>(m, "CallbackAction", "What an eval-frame callback may return besides GuardedCode.")
       .value("SKIP", CallbackAction::kSkip, "never intercept this code again; run it uncompiled")
-      .value("RUN_ORIGINAL", CallbackAction::kRunOriginal, "run this call uncompiled; ask again next time");
+      .value("RUN_ORIGINAL", CallbackAction::kRunOriginal, "run this call uncompiled; ask again next time")
+      .value("SKIP_TREE_IF_QUIET", CallbackAction::kSkipTreeIfQuiet,
+             "as SKIP; once two runs of the code compiled nothing and hit no entry, the frames it calls are not "
+             "intercepted either");
   m.attr("SKIP") = CallbackAction::kSkip;
   m.attr("RUN_ORIGINAL") = CallbackAction::kRunOriginal;
+  m.attr("SKIP_TREE_IF_QUIET") = CallbackAction::kSkipTreeIfQuiet;
 
   py::class_<GuardedCode>(m, "GuardedCode", "Transformed code and the guards under which it may run.")
       .def(py::init([](py::object code, py::object guards) {
@@ -261,8 +265,8 @@ void init_runtime(py::module_& m) {
           return std::string(frame_action_name(extra ? extra->action(of->id()) : FrameAction::kDefault));
         },
         py::arg("fn_or_code"), py::arg("owner") = py::none(),
-        "'default', 'skip' or 'run-only' for `owner` (default: the shared owner of plain callbacks); "
-        "'skip' for every owner once set_skip() was called.");
+        "'default', 'skip', 'run-only', 'skip-watch' or 'skip-tree' for `owner` (default: the shared owner "
+        "of plain callbacks); 'skip' for every owner once set_skip() was called.");
   m.def("set_skip",
         [](py::handle fn_or_code) {
           py::object code = code_of(fn_or_code);

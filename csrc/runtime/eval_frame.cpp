@@ -47,6 +47,54 @@ PyObject* run_entry(PyThreadState* tstate, cpython::Frame* frame, std::shared_pt
   return result;
 }
 
+uint64_t compiled_work() {
+  const RuntimeStats& stats = runtime_stats();
+  return stats.compiles + stats.hits;
+}
+
+// kSkipWatch: run the original code and tell its ExtraState whether the run was quiet (nothing
+// compiled, no entry hit, on any thread: a conservative test). The code is pinned: the frame and
+// its last reference may be gone when the run returns, and the ExtraState lives in the code.
+[[gnu::noinline]] PyObject* eval_watched(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra,
+                                          uint64_t owner) {
+  PyCodeObject* code = cpython::frame_code(frame);
+  Py_INCREF(code);
+  const uint64_t before = compiled_work();
+  PyObject* result = eval_original(tstate, frame, 0);
+  extra->note_watched_run(owner, compiled_work() == before);
+  Py_DECREF(code);
+  return result;
+}
+
+// kSkipTree: run the frame with this thread's interception cleared, so nothing below it is
+// intercepted and, when no other thread is inside a compiled call, the hook is removed (3.11
+// inlines Python calls again). Callback and owner are restored when the frame returns, even on error.
+[[gnu::noinline]] PyObject* eval_tree_uncompiled(PyThreadState* tstate, cpython::Frame* frame) {
+  Interception outer = exchange_interception(Interception{});  // new refs, ours until restored
+  PyObject* result = eval_original(tstate, frame, 0);
+  Interception inner = exchange_interception(outer);           // empty unless the frame left one set
+  release(inner);
+  release(outer);
+  return result;
+}
+
+// A frame whose code `owner` decided not to intercept (kSkip, kSkipWatch, kSkipTree).
+PyObject* eval_skipped(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra, uint64_t owner,
+                       FrameAction action) {
+  ++runtime_stats().skips;
+  switch (action) {
+    case FrameAction::kSkipWatch:
+      return eval_watched(tstate, frame, extra, owner);
+    case FrameAction::kSkipTree:
+      return eval_tree_uncompiled(tstate, frame);
+    case FrameAction::kSkip:
+    case FrameAction::kDefault:
+    case FrameAction::kRunOnly:
+      break;
+  }
+  return eval_original(tstate, frame, 0);
+}
+
 std::string describe_code(PyCodeObject* code) {
   return absl::StrFormat("'%s' (%s:%d)", PyUnicode_AsUTF8(code->co_qualname), PyUnicode_AsUTF8(code->co_filename),
                          code->co_firstlineno);
@@ -134,11 +182,18 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     return run_entry(tstate, frame, std::move(entry));
   }
   if (py::isinstance<CallbackAction>(result)) {
-    if (result.cast<CallbackAction>() == CallbackAction::kSkip) {
-      extra->set_action(owner, FrameAction::kSkip);
-      ++runtime_stats().skips;
-    } else {
-      ++runtime_stats().fallbacks;
+    switch (result.cast<CallbackAction>()) {
+      case CallbackAction::kSkip:
+        extra->set_action(owner, FrameAction::kSkip);
+        ++runtime_stats().skips;
+        break;
+      case CallbackAction::kSkipTreeIfQuiet:
+        extra->set_action(owner, FrameAction::kSkipWatch);
+        compiling.end();
+        return eval_skipped(tstate, frame, extra, owner, FrameAction::kSkipWatch);  // this first run counts
+      case CallbackAction::kRunOriginal:
+        ++runtime_stats().fallbacks;
+        break;
     }
     compiling.end();
     return eval_original(tstate, frame, 0);
@@ -223,9 +278,10 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
   switch (extra->action(owner)) {
     case FrameAction::kDefault:
       break;
-    case FrameAction::kSkip:  // another thread's compile said SKIP while this one waited
-      ++runtime_stats().skips;
-      return eval_original(tstate, frame, 0);
+    case FrameAction::kSkip:  // another thread's compile said SKIP (or SKIP_TREE_IF_QUIET) meanwhile
+    case FrameAction::kSkipWatch:
+    case FrameAction::kSkipTree:
+      return eval_skipped(tstate, frame, extra, owner, extra->action(owner));
     case FrameAction::kRunOnly:
       ++runtime_stats().fallbacks;
       return eval_original(tstate, frame, 0);
@@ -248,9 +304,11 @@ PyObject* eval_frame_hook(PyThreadState* tstate, cpython::Frame* frame, int thro
     return eval_original(tstate, frame, throw_flag);
   }
   ExtraState* extra = ExtraState::get(cpython::frame_code(frame));
-  if (extra != nullptr && extra->action(ts.owner->id()) == FrameAction::kSkip) {
-    ++runtime_stats().skips;
-    return eval_original(tstate, frame, 0);
+  if (extra != nullptr) {
+    const FrameAction action = extra->action(ts.owner->id());
+    if (action != FrameAction::kDefault && action != FrameAction::kRunOnly) {
+      return eval_skipped(tstate, frame, extra, ts.owner->id(), action);
+    }
   }
   return eval_intercepted(tstate, frame, extra, ts);
 }

@@ -44,6 +44,10 @@ const char* frame_action_name(FrameAction action) {
       return "skip";
     case FrameAction::kRunOnly:
       return "run-only";
+    case FrameAction::kSkipWatch:
+      return "skip-watch";
+    case FrameAction::kSkipTree:
+      return "skip-tree";
   }
   return "?";
 }
@@ -166,6 +170,7 @@ void ExtraState::clear(const std::string& reason) {
   for (OwnerState& state : owners_) {
     state.action = FrameAction::kDefault;
     state.warned_at_limit = false;
+    state.quiet_runs = 0;
   }
   for (auto& entry : entries_) {
     if (!entry->evicted_) entry->mark_evicted(reason);

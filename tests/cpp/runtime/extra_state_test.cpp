@@ -286,5 +286,32 @@ TEST_F(ExtraStateTest, CompileTicketIsSharedUntilTheCompileEnds) {
   ticket->wait();  // returns at once: finished
 }
 
+TEST_F(ExtraStateTest, WatchedCodeTurnsSkipTreeAfterQuietRunsAndSkipAfterABusyOne) {
+  state_->set_action(kShared, FrameAction::kSkipWatch);
+  for (int i = 1; i < kQuietRunsForSkipTree; ++i) {
+    state_->note_watched_run(kShared, /*quiet=*/true);
+    EXPECT_EQ(state_->action(kShared), FrameAction::kSkipWatch);
+  }
+  state_->note_watched_run(kShared, /*quiet=*/true);
+  EXPECT_EQ(state_->action(kShared), FrameAction::kSkipTree);
+  state_->note_watched_run(kShared, /*quiet=*/false);  // decided already: a late report changes nothing
+  EXPECT_EQ(state_->action(kShared), FrameAction::kSkipTree);
+
+  state_->set_action(kShared, FrameAction::kSkipWatch);
+  state_->note_watched_run(kShared, /*quiet=*/true);
+  state_->note_watched_run(kShared, /*quiet=*/false);
+  EXPECT_EQ(state_->action(kShared), FrameAction::kSkip);
+  state_->clear("reset");  // reset() forgets what the watching decided, quiet runs included
+  EXPECT_EQ(state_->action(kShared), FrameAction::kDefault);
+  state_->set_action(kShared, FrameAction::kSkipWatch);
+  state_->note_watched_run(kShared, /*quiet=*/true);
+  EXPECT_EQ(state_->action(kShared), FrameAction::kSkipWatch);
+  // Watching is per owner: another owner's busy run decides nothing for this one.
+  state_->set_action(kShared + 1, FrameAction::kSkipWatch);
+  state_->note_watched_run(kShared + 1, /*quiet=*/false);
+  EXPECT_EQ(state_->action(kShared + 1), FrameAction::kSkip);
+  EXPECT_EQ(state_->action(kShared), FrameAction::kSkipWatch);
+}
+
 }  // namespace
 }  // namespace tjc

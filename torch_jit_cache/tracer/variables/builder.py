@@ -2,13 +2,17 @@
 
 Guards added here: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
 TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` for
-nn.Modules); TYPE_MATCH alone for plain user objects (their attributes are guarded where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
+nn.Modules); for functions made inside another function (closures, lambdas: often made anew per
+call) and functools.partial objects, guards on their parts instead (`__code__` by identity, closure
+cells, defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for plain user objects (their attributes are guarded where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source. `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
 from __future__ import annotations
 
 import builtins
+import functools
+import inspect
 import math
 import operator
 import types
@@ -22,8 +26,8 @@ from .base import unsupported
 from .builtins import BUILTIN_HANDLERS, BuiltinVariable
 from .constant import ConstantVariable
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
-from .functions import (PureFunctionVariable, PythonModuleVariable, UserFunctionVariable,
-                        UserMethodVariable)
+from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
+                        UserFunctionVariable, UserMethodVariable)
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 from .user_object import UserObjectVariable, is_plain_user_object
@@ -130,11 +134,22 @@ def _wrap(tx, value, source, guard):
         return TorchFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
         g(GuardKind.TYPE_MATCH, types.FunctionType)
+        if guard and value.__code__.co_flags & inspect.CO_NESTED:
+            # Made inside another function, maybe anew per call: guarded by its code and by what
+            # the trace reads from it, not by the identity of a short-lived object (functions.py).
+            g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__"))
+            return UserFunctionVariable(value, source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
         g(GuardKind.ID_MATCH, value)
         # The body traced is the function's code: `fn.__code__ = other` keeps the function's
         # identity, so the code is guarded too.
         g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__") if source is not None else None)
         return UserFunctionVariable(value, source)
+    if type(value) is functools.partial and source is not None:
+        g(GuardKind.TYPE_MATCH, functools.partial)
+        return PartialVariable(value, wrap(tx, value.func, AttrSource(source, "func"), guard),
+                               list(wrap(tx, value.args, AttrSource(source, "args"), guard).items),
+                               dict(wrap(tx, value.keywords, AttrSource(source, "keywords"), guard).items),
+                               source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
     if isinstance(value, types.MethodType):
         fsrc = AttrSource(source, "__func__") if source is not None else None
         ssrc = AttrSource(source, "__self__") if source is not None else None

@@ -6,6 +6,7 @@ binding, closure cells, and the source of each global the body reads.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -68,25 +69,53 @@ class BaseFunctionVariable(VariableTracker):
 
 
 class UserFunctionVariable(BaseFunctionVariable):
-    """A real Python function object (read from the frame, a module, or a class)."""
+    """A real Python function object (read from the frame, a module, or a class).
 
-    def __init__(self, fn: types.FunctionType, source=None):
+    A function made inside another function (a closure, a lambda, a nested def) is often made
+    anew on every call of its maker: HuggingFace builds its attention-mask functions that way. A
+    guard on its identity fails on every call once the object is gone (its death even evicts the
+    entry), so every call compiled again. Such a function is guarded by what the trace relies on
+    instead (`by_contents`): its code object by identity (the builder adds that guard), its
+    closure cells where they are read, its defaults as values, its globals through its own
+    `__globals__`. `identity_guard` is called when the trace relies on the object itself (an `is`
+    test, the function used as a constant): then it is guarded by identity after all.
+    """
+
+    def __init__(self, fn: types.FunctionType, source=None, identity_guard=None):
         super().__init__(source)
         self.fn = fn
         self.code = fn.__code__
         self.f_globals = fn.__globals__
         self._cells = None
+        self._identity_guard = identity_guard
+
+    @property
+    def by_contents(self) -> bool:
+        return self._identity_guard is not None
 
     def as_python_constant(self):
+        if self._identity_guard is not None:
+            self._identity_guard()
         return self.fn
+
+    def global_source(self, tx, name: str):
+        if self.by_contents:  # another object with this code may carry other globals
+            return ItemSource(AttrSource(self.source, "__globals__"), name)
+        return super().global_source(tx, name)
 
     def defaults(self, tx):
         base = AttrSource(self.source, "__defaults__") if self.source is not None else None
+        if self.by_contents:  # another function with this code may carry other defaults: guard
+            wrapped = tx.wrap(self.fn.__defaults__, base)  # the tuple (or None) itself
+            return list(wrapped.items) if self.fn.__defaults__ is not None else []
         return [tx.wrap(v, ItemSource(base, i) if base else None)
                 for i, v in enumerate(self.fn.__defaults__ or ())]
 
     def kwdefaults(self, tx):
         base = AttrSource(self.source, "__kwdefaults__") if self.source is not None else None
+        if self.by_contents:
+            wrapped = tx.wrap(self.fn.__kwdefaults__, base)
+            return dict(wrapped.items) if self.fn.__kwdefaults__ is not None else {}
         return {k: tx.wrap(v, ItemSource(base, k) if base else None)
                 for k, v in (self.fn.__kwdefaults__ or {}).items()}
 
@@ -106,6 +135,8 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def var_getattr(self, tx, name):
         if name == "__name__":
+            if self.by_contents:
+                return tx.wrap(self.fn.__name__, AttrSource(self.source, "__name__"))
             return ConstantVariable(self.fn.__name__)
         unsupported(f"attribute {name!r} of function {self.fn.__name__}")
 
@@ -153,6 +184,31 @@ class UserMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [self.obj, *args], kwargs)
+
+
+class PartialVariable(VariableTracker):
+    """A functools.partial read from the frame, guarded by its parts (func, args, keywords, each
+    wrapped from its own source) rather than by the identity of an object made per call.
+    `identity_guard` is called when the trace relies on the object itself."""
+
+    def __init__(self, value, func, args: list, keywords: dict, source, identity_guard):
+        super().__init__(source)
+        self.value = value
+        self.func, self.args, self.keywords = func, args, keywords
+        self._identity_guard = identity_guard
+
+    def python_type(self):
+        return functools.partial
+
+    def as_python_constant(self):
+        self._identity_guard()
+        return self.value
+
+    def call_function(self, tx, args, kwargs):
+        return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def __repr__(self):
+        return f"PartialVariable({self.func!r})"
 
 
 class PythonModuleVariable(VariableTracker):

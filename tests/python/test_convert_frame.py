@@ -1,0 +1,185 @@
+"""convert_frame: what the cache-miss callback decides for frames that do no tensor work (issue 8,
+point 3: they run their original code, never an entry per value, never a cache-limit warning)."""
+import warnings
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import runtime  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tjc.reset()
+    yield
+    tjc.reset()
+
+
+def helper(i):
+    return (i * 7) % 13
+
+
+def outer(x):
+    # map() is a C function calling Python: this frame falls back, so every call of `helper`
+    # is a frame of its own that the runtime intercepts.
+    return x + sum(map(helper, range(300)))
+
+
+def test_python_helper_in_a_fallback_frame_is_not_cached():
+    # Failed before: helper was traced per int value, took 8 entries, warned about the cache limit
+    # and from then on checked 8 guard trees per call (9x slower than eager).
+    compiled = tjc.compile(outer)
+    x = torch.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no cache-limit warning
+        for _ in range(3):
+            assert torch.equal(compiled(x), outer(x))
+    assert tjc.cache_entries(helper) == []
+    assert runtime.frame_action(helper, owner=compiled) == "skip"
+    stats = tjc.stats()
+    assert stats["cache_limit_hits"] == 0
+    assert stats["graphs"] == 0
+    assert stats["misses"] < 10  # helper missed once, not once per value
+
+
+def test_helper_skipped_alone_is_still_inlined_into_a_traced_caller():
+    compiled_outer = tjc.compile(outer)
+    for i in range(3):
+        compiled_outer(torch.ones(2))
+    assert runtime.frame_action(helper, owner=compiled_outer) == "skip"
+
+    def traced(x):
+        return x * helper(4)
+
+    compiled = tjc.compile(traced)
+    assert torch.equal(compiled(torch.ones(2)), torch.ones(2) * 2)
+    assert tjc.stats()["graphs"] == 1
+
+
+def scale_or_not(x, flag):
+    return x * 2 if flag else x
+
+
+def test_compiled_function_without_tensor_work_keeps_its_chance():
+    # The function compile() was asked for is never marked skip: it gets one entry that runs its
+    # original code for any int (not one per value: failed before, 8 entries and a warning), and a
+    # later call with tensors misses it and compiles.
+    def add(a, b):
+        return a + b
+
+    compiled = tjc.compile(add)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(10):
+            assert compiled(i, 1) == i + 1
+    [entry] = tjc.cache_entries(add)
+    assert entry.code is add.__code__ and entry.hits == 9
+    assert runtime.frame_action(add, owner=compiled) == "default"
+    x = torch.ones(2)
+    assert torch.equal(compiled(x, x), x + x)
+    assert len(tjc.cache_entries(add)) == 2
+    assert tjc.stats()["graphs"] == 1
+
+
+def test_no_graph_frame_keeps_the_entries_it_has():
+    compiled = tjc.compile(scale_or_not)
+    x = torch.ones(2)
+    assert torch.equal(compiled(x, True), x * 2)
+    assert torch.equal(compiled(x, False), x)   # no tensor work: an entry that runs the original
+    assert torch.equal(compiled(x, True), x * 2)
+    assert torch.equal(compiled(x, False), x)
+    graph_entry, original = sorted(tjc.cache_entries(scale_or_not), key=lambda e: e.code is scale_or_not.__code__)
+    assert original.code is scale_or_not.__code__
+    assert (graph_entry.hits, original.hits) == (1, 1)
+    assert tjc.stats()["graphs"] == 1
+
+
+def test_tensor_passed_through_a_no_graph_frame_is_freed(no_gc):
+    def ident(t):
+        return t
+
+    compiled = tjc.compile(ident)
+    x = torch.ones(4)
+    ref = weakref.ref(x)
+    assert compiled(x) is x
+    del x
+    assert ref() is None
+
+
+def test_fallback_frame_with_only_python_below_it_runs_at_eager_speed():
+    # Failed before: the fallback frame stayed a plain skip, so every helper it called went
+    # through the hook and, on 3.11, lost inlined calls (the helper loop ran 25-50% slower).
+    seen = []
+
+    def probe(i):
+        seen.append(runtime.hook_installed())
+        return (i * 7) % 13
+
+    def work(x):
+        return x + sum(map(probe, range(3)))  # map: the frame falls back
+
+    compiled = tjc.compile(work)
+    x = torch.ones(2)
+    for _ in range(2):
+        compiled(x)
+    assert runtime.frame_action(work, owner=compiled) == "skip-tree"
+    seen.clear()
+    assert torch.equal(compiled(x), work(x))
+    assert seen[:3] == [False, False, False]
+
+
+def layer(x):
+    return x * 2
+
+
+def wrapper(x):
+    return list(map(layer, [x]))[0]  # falls back; the layer below it compiles
+
+
+def test_fallback_frame_whose_callees_compile_keeps_them_compiled():
+    compiled = tjc.compile(wrapper)
+    x = torch.ones(2)
+    for _ in range(4):
+        assert torch.equal(compiled(x), x * 2)
+    assert runtime.frame_action(wrapper, owner=compiled) == "skip"
+    [entry] = tjc.cache_entries(layer)
+    assert entry.hits == 3
+
+
+def matmul_relu(x, w):
+    return (x @ w).relu().sum(0)
+
+
+def test_code_a_backend_generated_is_never_intercepted(caplog):
+    # Failed before: AOT-autograd's generated wrappers (exec'd code with no module name) were
+    # intercepted, traced, and logged as falling back (2 fallbacks) on every compile.
+    compiled = tjc.compile(matmul_relu, backend="aot_eager")
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    for _ in range(3):
+        out = compiled(x, w)
+        out.sum().backward()
+    torch.testing.assert_close(out, matmul_relu(x, w))
+    stats = tjc.stats()
+    assert (stats["graphs"], stats["compiles"], stats["hits"], stats["fallbacks"]) == (1, 1, 2, 0)
+    assert not [r for r in caplog.records if "uncompiled" in r.getMessage()]
+
+
+def test_a_user_backends_callable_runs_with_interception_off():
+    seen = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            seen.append(runtime.hook_installed())
+            return gm(*args)
+        return run
+
+    compiled = tjc.compile(scale_or_not, backend=backend)
+    x = torch.ones(2)
+    for _ in range(2):
+        assert torch.equal(compiled(x, True), x * 2)
+    assert seen == [False, False]
+    assert tjc.stats()["graphs"] == 1

@@ -1,0 +1,136 @@
+"""trace_rules: which frames are traced, decided by module name (one test per rule), and what that
+means for installed packages, FX code, dataclasses and exec'd strings."""
+import dataclasses
+import json
+import sys
+import textwrap
+import types
+
+import pytest
+
+from torch_jit_cache import trace_rules
+from torch_jit_cache.trace_rules import Action
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import torch_jit_cache as tjc  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tjc.reset()
+    yield
+    tjc.reset()
+
+
+@pytest.mark.parametrize("module, rule", [
+    ("torch", "torch"),
+    ("torch.nn.modules.linear", "torch"),
+    ("torch._functorch.aot_autograd", "torch"),
+    ("functorch.compile", "torch"),
+    ("torchgen.model", "torch"),
+    ("torch_jit_cache.guards", "torch_jit_cache"),
+    ("numpy.linalg", "numpy"),
+    ("triton.runtime.jit", "triton"),
+    ("collections", "stdlib"),
+    ("importlib._bootstrap", "stdlib"),   # frozen modules are judged by name too
+    ("dataclasses", "stdlib"),
+    ("logging.handlers", "stdlib"),
+])
+def test_skipped_modules(module, rule):
+    got = trace_rules.rule_for_module(module)
+    assert (got.action, got.name) == (Action.SKIP, rule)
+
+
+@pytest.mark.parametrize("module", [
+    "transformers.models.bert.modeling_bert",   # third-party, installed in site-packages
+    "torchvision_like_user_lib",                # starts with "torch" but is not the torch package
+    "__main__",
+    "test_trace_rules",
+    None,                                       # exec'd code whose globals have no __name__
+    "",
+])
+def test_traced_modules(module):
+    assert trace_rules.rule_for_module(module).action is Action.TRACE
+
+
+def test_fx_generated_code_is_skipped():
+    gm = torch.fx.symbolic_trace(lambda x: x.relu() + 1)
+    code = type(gm).forward.__code__
+    assert code.co_filename.startswith("<eval_with_key>")
+    rule = trace_rules.lookup(code, type(gm).forward.__globals__)
+    assert (rule.action, rule.name) == (Action.SKIP, "fx_generated")
+
+
+def test_inductor_generated_code_is_skipped(tmp_path, monkeypatch):
+    # Inductor's compiled modules are named by a hash and live in its cache folder: only the folder
+    # tells them apart from user code.
+    fake = types.ModuleType("torch._inductor.runtime.cache_dir_utils")
+    fake.cache_dir = lambda: str(tmp_path)
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    path = tmp_path / "ab" / "cabcdef.py"
+    code = compile("def call(args):\n    return args\n", str(path), "exec")
+    rule = trace_rules.lookup(code, {"__name__": "cabcdef"})
+    assert (rule.action, rule.name) == (Action.SKIP, "inductor_generated")
+    other = compile("x = 1\n", "/elsewhere/cabcdef.py", "exec")
+    assert trace_rules.lookup(other, {"__name__": "cabcdef"}).action is Action.TRACE
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+    y: int
+
+
+def test_dataclass_generated_code_follows_its_module():
+    code = _Point.__init__.__code__
+    assert code.co_filename == "<string>"
+    assert trace_rules.lookup(code, _Point.__init__.__globals__).action is Action.TRACE
+
+
+def test_exec_string_code_is_traced():
+    ns = {}
+    exec("def f(x):\n    return x + 1\n", ns)
+    assert trace_rules.lookup(ns["f"].__code__, ns["f"].__globals__).action is Action.TRACE
+
+
+def test_stdlib_function_is_skipped():
+    rule = trace_rules.lookup(json.dumps.__code__, json.dumps.__globals__)
+    assert (rule.action, rule.name) == (Action.SKIP, "stdlib")
+
+
+def _through_c(fn, x):
+    # map() is a C function: the frame that calls it falls back (the tracer cannot follow a C
+    # call that calls Python), so `fn`'s own frame is intercepted and judged by the rules.
+    return list(map(fn, [x]))[0]
+
+
+def test_installed_third_party_package_is_traced():
+    # Failed before trace rules: transformers lies in <venv>/lib/python3.11/site-packages, inside
+    # sysconfig's platstdlib, and was skipped as library code (0 graphs).
+    activations = pytest.importorskip("transformers.activations")
+    act = activations.NewGELUActivation()
+    compiled = tjc.compile(lambda x: _through_c(act, x))
+    x = torch.randn(8)
+    assert torch.equal(compiled(x), act(x))
+    assert tjc.stats()["graphs"] >= 1
+    assert len(tjc.cache_entries(type(act).forward)) == 1
+
+
+def test_package_in_a_site_packages_folder_is_traced(tmp_path, monkeypatch):
+    site = tmp_path / "venv" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    pkg = site / "tjc_tiny_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(textwrap.dedent("""
+        def scale(x):
+            return x * 2 + 1
+    """))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "tjc_tiny_pkg", raising=False)
+    import tjc_tiny_pkg
+
+    compiled = tjc.compile(lambda x: _through_c(tjc_tiny_pkg.scale, x))
+    x = torch.randn(4)
+    assert torch.equal(compiled(x), x * 2 + 1)
+    assert len(tjc.cache_entries(tjc_tiny_pkg.scale)) == 1

@@ -1,0 +1,116 @@
+"""Trace rules: which frames the compiler intercepts and traces, decided by module name.
+
+    rule = lookup(code, f_globals)      # -> Rule(action, name, reason)
+
+A frame is judged by the module its code belongs to (`f_globals['__name__']`, the name its functions
+carry as `__module__`) and that module's top package, never by the directory the file lies in: in a
+virtual environment sysconfig's stdlib folder contains `site-packages`, so a directory prefix
+skipped every pip-installed package (transformers, a user's own library) as if it were the stdlib.
+
+What is skipped, and why (first matching rule wins):
+- code that FX, AOT-autograd and inductor generate (`<eval_with_key>` files, modules in inductor's
+  cache folder): it is the output of a compile; tracing it again would compile a compiled graph;
+- torch and the packages of its distribution, and this package: their Python code is the machinery
+  the tracer models from outside (torch functions are graph ops, not bytecode to follow);
+- the standard library (`sys.stdlib_module_names`): its frames are infrastructure (logging,
+  threading, importlib, warnings) that hold no graph work; dataclasses' *generated* methods are not
+  stdlib code: they run in the globals of the class's module and follow that module's rule;
+- a few third-party packages that hold no tensor work worth tracing and whose frames would only
+  cost trace attempts: numpy (its Python functions wrap C routines the tracer cannot see into) and
+  triton (kernel launchers that inductor generates and calls).
+Everything else is traced: third-party packages, user code, and code without a module name
+(`exec` of a string with bare globals).
+
+A module whose name shadows a stdlib module (a user's own `test.py`) is skipped with the stdlib;
+its frames run uncompiled, which is never wrong, only slower.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import sys
+import types
+
+
+class Action(enum.Enum):
+    TRACE = "trace"
+    SKIP = "skip"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    action: Action
+    name: str        # short name of the rule, for tests and logs
+    reason: str      # why, in words a user reads in a log
+
+
+# Top packages skipped by name: (packages, rule name, reason). Data, not code: a new rule is a row.
+PACKAGE_RULES: tuple = (
+    (frozenset({"torch", "functorch", "torchgen"}), "torch",
+     "torch's own Python code (its functions are graph operations, not code to follow)"),
+    (frozenset({"torch_jit_cache"}), "torch_jit_cache", "the compiler's own code"),
+    (frozenset({"numpy"}), "numpy", "numpy wraps C routines the tracer cannot see into"),
+    (frozenset({"triton"}), "triton", "kernel launchers that backends generate and call"),
+)
+
+# Filenames of code that backends and FX generate: (prefix, rule name, reason).
+GENERATED_FILENAME_RULES: tuple = (
+    ("<eval_with_key>", "fx_generated", "code that torch.fx generated (a GraphModule's forward)"),
+)
+
+STDLIB = Rule(Action.SKIP, "stdlib", "the Python standard library")
+INDUCTOR = Rule(Action.SKIP, "inductor_generated", "code that inductor generated (its compiled graph)")
+TRACE = Rule(Action.TRACE, "default", "user code or a third-party package")
+
+_PACKAGE_TABLE = {pkg: Rule(Action.SKIP, name, reason)
+                  for pkgs, name, reason in PACKAGE_RULES for pkg in pkgs}
+_FILENAME_TABLE = tuple((prefix, Rule(Action.SKIP, name, reason))
+                        for prefix, name, reason in GENERATED_FILENAME_RULES)
+_STDLIB_NAMES = frozenset(sys.stdlib_module_names)
+
+
+def _inductor_cache_dir():
+    # Inductor's modules can exist only once inductor was imported; asking for the folder earlier
+    # would import it (and create the folder) for nothing.
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    if utils is None:
+        return None
+    try:
+        return os.path.abspath(utils.cache_dir()) + os.sep
+    except Exception:  # a broken cache configuration must not break the user's call
+        return None
+
+
+def rule_for_module(module_name) -> Rule:
+    """The rule for code of module `module_name` (None: code without a module name)."""
+    if not isinstance(module_name, str) or not module_name:
+        return TRACE
+    top = module_name.partition(".")[0]
+    rule = _PACKAGE_TABLE.get(top)
+    if rule is not None:
+        return rule
+    if top in _STDLIB_NAMES:
+        return STDLIB
+    return TRACE
+
+
+def rule_for_filename(filename: str):
+    """The rule for generated code recognised by its filename, or None."""
+    for prefix, rule in _FILENAME_TABLE:
+        if filename.startswith(prefix):
+            return rule
+    if filename.startswith(os.sep):
+        cache = _inductor_cache_dir()
+        if cache is not None and filename.startswith(cache):
+            return INDUCTOR
+    return None
+
+
+def lookup(code: types.CodeType, f_globals) -> Rule:
+    """The rule for a frame running `code` with globals `f_globals`."""
+    rule = rule_for_filename(code.co_filename)
+    if rule is not None:
+        return rule
+    name = f_globals.get("__name__") if isinstance(f_globals, dict) else None
+    return rule_for_module(name)
