@@ -175,14 +175,19 @@ void ExtraState::clear(const std::string& reason) {
   for (auto& entry : entries_) {
     if (!entry->evicted_) entry->mark_evicted(reason);
   }
+  unlink_evicted_unless_busy();
+}
+
+void ExtraState::unlink_evicted_unless_busy() {
   if (busy_ > 0) {
-    parked_ = true;
+    parked_ = true;  // the last lookup in progress unlinks them
     return;
   }
   PinCode pin(code_);
   std::vector<py::object> codes;
   std::vector<std::shared_ptr<RootGuardManager>> guards;
   unlink_evicted(&codes, &guards);
+  // The payloads are released here, after the bookkeeping, then the pin.
 }
 
 void ExtraState::drop_owner(uint64_t owner) noexcept {
@@ -213,14 +218,7 @@ void ExtraState::forget_owner(uint64_t owner) {
     any = true;
   }
   if (!any) return;
-  if (busy_ > 0) {
-    parked_ = true;
-    return;
-  }
-  PinCode pin(code_);
-  std::vector<py::object> codes;
-  std::vector<std::shared_ptr<RootGuardManager>> guards;
-  unlink_evicted(&codes, &guards);
+  unlink_evicted_unless_busy();
 }
 
 void ExtraState::unlink(CacheEntry* entry) {

@@ -177,6 +177,9 @@ class ExtraState {
   OwnerState* find_mutable_state(uint64_t owner) { return const_cast<OwnerState*>(find_state(owner)); }
   // Evicts `owner`'s entries and forgets its state (drop_owner()).
   void forget_owner(uint64_t owner);
+  // Unlinks the evicted entries now and releases their payloads, or, while lookups are in progress
+  // (busy_), parks them for the last lookup to unlink (clear(), forget_owner()).
+  void unlink_evicted_unless_busy();
   // Unlinks the parked (evicted) entries; returns their payloads for release by the caller.
   void unlink_evicted(std::vector<py::object>* codes, std::vector<std::shared_ptr<RootGuardManager>>* guards);
   void unlink(CacheEntry* entry);

@@ -22,6 +22,17 @@ pytest_plugins = [] if pytest_plugin.is_autoloaded() else [pytest_plugin.MODULE]
 
 
 @pytest.fixture
+def fresh_caches():
+    """Every cache dropped and the counters zeroed before and after the test (tjc.reset()); a module
+    asks for it in its pytestmark (`pytest.mark.usefixtures("fresh_caches")`)."""
+    import torch_jit_cache
+
+    torch_jit_cache.reset()
+    yield
+    torch_jit_cache.reset()
+
+
+@pytest.fixture
 def no_gc():
     """The cycle collector stays off: whatever is freed in the test is freed by reference counting."""
     import gc

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 hypothesis = pytest.importorskip("hypothesis")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch.nn as nn  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
@@ -23,12 +23,6 @@ import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.attribute_lookup import Where, lookup  # noqa: E402
 from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def fresh():
-    tjc.reset()
-    yield
-    tjc.reset()
 
 
 # Multipliers: the eager result x * k says which definition Python picked.

@@ -10,17 +10,11 @@ import weakref
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.config import config  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tjc.reset()
-    yield
-    tjc.reset()
 
 
 def apply(fn, x):

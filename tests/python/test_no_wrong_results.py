@@ -5,17 +5,11 @@ made), so a fix cannot pass by falling back."""
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    tjc.reset()
-    yield
-    tjc.reset()
 
 
 # --- 1. *args with keyword-only parameters --------------------------------------------------------

@@ -12,16 +12,10 @@ from torch_jit_cache import trace_rules
 from torch_jit_cache.trace_rules import Action
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tjc.reset()
-    yield
-    tjc.reset()
 
 
 @pytest.mark.parametrize("module, rule", [

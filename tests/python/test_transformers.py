@@ -7,16 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tjc.reset()
-    yield
-    tjc.reset()
 
 
 def tiny_bert():
