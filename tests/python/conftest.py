@@ -22,6 +22,18 @@ pytest_plugins = [] if pytest_plugin.is_autoloaded() else [pytest_plugin.MODULE]
 
 
 @pytest.fixture
+def fresh_runtime():
+    """fresh_caches, and no eval-frame callback left installed by the test (the runtime tests)."""
+    import torch_jit_cache
+    from torch_jit_cache import runtime
+
+    torch_jit_cache.reset()
+    yield
+    assert runtime.set_eval_frame(None) is None, "a test left a callback installed"
+    torch_jit_cache.reset()
+
+
+@pytest.fixture
 def fresh_caches():
     """Every cache dropped and the counters zeroed before and after the test (tjc.reset()); a module
     asks for it in its pytestmark (`pytest.mark.usefixtures("fresh_caches")`)."""

@@ -21,12 +21,7 @@ from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, GraphOutpu
 SCALE = 7
 
 
-@pytest.fixture(autouse=True)
-def fresh_runtime():
-    tjc.reset()
-    yield
-    assert runtime.set_eval_frame(None) is None, "a test left a callback installed"
-    tjc.reset()
+pytestmark = pytest.mark.usefixtures("fresh_runtime")
 
 
 class Recorder:

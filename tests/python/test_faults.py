@@ -19,12 +19,10 @@ from jit_helpers import ConstantJit, call_compiled, outcome, replace_constant, w
 
 
 @pytest.fixture(autouse=True)
-def fresh_runtime():
-    tjc.reset()
+def no_hook_left(fresh_runtime):
+    """conftest's fresh_runtime, and the hook uninstalled once the test is over."""
     yield
-    assert runtime.set_eval_frame(None) is None, "a test left a callback installed"
     assert not runtime.hook_installed()
-    tjc.reset()
 
 
 class Payload:

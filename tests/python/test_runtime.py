@@ -16,12 +16,7 @@ from torch_jit_cache import runtime
 from jit_helpers import ConstantJit, call_compiled, replace_constant
 
 
-@pytest.fixture(autouse=True)
-def fresh_runtime():
-    tjc.reset()
-    yield
-    assert runtime.set_eval_frame(None) is None, "a test left a callback installed"
-    tjc.reset()
+pytestmark = pytest.mark.usefixtures("fresh_runtime")
 
 
 # --- hook installation and the callback contract ---

@@ -16,11 +16,8 @@ SEEN = []  # per call of leaf(): whether the hook was installed
 
 
 @pytest.fixture(autouse=True)
-def fresh_runtime():
-    tjc.reset()
+def empty_seen(fresh_runtime):
     yield
-    assert runtime.set_eval_frame(None) is None, "a test left a callback installed"
-    tjc.reset()
     # Emptied after every test: hunt-leaks repeats each test and counts references, and a list that
     # keeps a True per call reads as a leak of one reference per call.
     SEEN.clear()
