@@ -144,7 +144,7 @@ class FrameCompiler:
                 torch.random.set_rng_state(rng)
             if not _has_tensor_work(result.graph):
                 step = "entry without a graph"
-                return self._no_graph(frame, entries, result)
+                return self._no_graph(frame, entries, result, resolve)
             step = "source rewriting"
             # Guards and input loads through nn.Module attributes read the modules' dicts instead.
             rewriter = SourceRewriter(resolve)
@@ -191,7 +191,7 @@ class FrameCompiler:
             log.log("bytecode", f"{describe(code)}\n{codegen.format_code(new_code)}")
         return guarded
 
-    def _no_graph(self, frame, entries, result):
+    def _no_graph(self, frame, entries, result, resolve):
         """A trace with no tensor work: its frame runs the original code, never a graph.
 
         Caching it as usual would add an entry per argument value (a Python helper called with
@@ -212,9 +212,7 @@ class FrameCompiler:
             log.log("fallbacks", f"running {describe(code)} uncompiled: its trace does no tensor work")
         if code is not self.target_code and not entries:
             return runtime.SKIP
-        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
         specs = [g for g in result.guards if not _is_number_value_guard(g)]
         # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.
-        guards = build_guards(specs, global_state=False,
-                              resolve=lambda s: load_source(s, f_locals, f_globals, f_builtins))
+        guards = build_guards(specs, global_state=False, resolve=resolve)
         return runtime.GuardedCode(code, guards)

@@ -47,6 +47,9 @@ class OutputGraph:
         self.by_id: dict[int, object] = {}
         self.by_source: dict[Source, object] = {}
         self.keepalive: list = []
+        # Whether the trace guarded torch's global module-hook dicts empty (nn_module.py): once per
+        # trace, through whichever module was called first.
+        self.global_hooks_guarded = False
 
     # -- guards -------------------------------------------------------------------------------
     def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:

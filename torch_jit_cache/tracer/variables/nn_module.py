@@ -153,7 +153,7 @@ def _guard_no_hooks(tx, mv) -> None:
             out.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
     # The global dicts are reached from the frame through the module's class: nn.Module.__call__'s
     # globals are torch.nn.modules.module's namespace. Once per trace is enough.
-    if not getattr(out, "global_hooks_guarded", False):
+    if not out.global_hooks_guarded:
         out.global_hooks_guarded = True
         namespace = AttrSource(AttrSource(AttrSource(mv.source, "__class__"), "__call__"), "__globals__")
         for name in _GLOBAL_HOOK_DICTS:
