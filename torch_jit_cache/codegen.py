@@ -15,8 +15,8 @@ What must stay true (csrc/cpython/frame.cpp `check_shadow_compatible` refuses co
 - `compiled_fn` lives in the code's co_consts, never in the user's globals: the code object owns
   it, and dropping the code (the cache entry) frees it.
 
-Built with the `bytecode` library; the differences between CPython versions are the data in
-`_VERSION_TABLE`, read once at import. No torch here: the runtime's torch-free tests use it.
+Built with the `bytecode` library; the differences between CPython versions are the data of
+instructions.VERSIONS (shared with the tracer's decoding), read once at import. No torch here: the runtime's torch-free tests use it.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import bytecode
 from bytecode import CellVar, FreeVar, Instr
 
+from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource,
                       Source)
 from .trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
@@ -42,21 +43,7 @@ class CodegenError(ValueError):
     """The transformed code cannot be built (unsupported code, a source the frame cannot reach)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class _Opcodes:
-    """How one CPython version spells the few things codegen emits."""
-    null_before_callable: bool   # 3.11/3.12: [NULL, callable, args...]; 3.13: [callable, NULL, args...]
-    precall: bool                # 3.11 needs PRECALL n before CALL n
-    load_attr_method_flag: bool  # 3.12+: LOAD_ATTR's argument is (is_method, name)
-
-
-_VERSION_TABLE = {
-    (3, 11): _Opcodes(null_before_callable=True, precall=True, load_attr_method_flag=False),
-    (3, 12): _Opcodes(null_before_callable=True, precall=False, load_attr_method_flag=True),
-    (3, 13): _Opcodes(null_before_callable=False, precall=False, load_attr_method_flag=True),
-}
-_PY = sys.version_info[:2]
-_OPS = _VERSION_TABLE.get(_PY)
+_OPS = FACTS   # how the running version spells calls and attribute loads (instructions.py)
 
 # Shadow frames cannot run these (the runtime refuses them); say so before building anything.
 _GENERATOR_LIKE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
@@ -226,7 +213,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     None and nothing is called.
     """
     if _OPS is None:
-        raise CodegenError(f"codegen supports CPython {sorted(_VERSION_TABLE)}, not {_PY}")
+        raise CodegenError(f"codegen supports CPython {sorted(VERSIONS)}, not {PYTHON}")
     if original.co_flags & _GENERATOR_LIKE:
         raise CodegenError(f"{original.co_qualname}: generators and coroutines are not compiled")
     original_bc = bytecode.Bytecode.from_code(original)

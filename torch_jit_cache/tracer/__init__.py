@@ -8,8 +8,6 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 """
 from __future__ import annotations
 
-import sys
-
 from ..sources import ClosureSource
 from ..trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
                             TraceResult, TupleOutput, Unsupported)
@@ -22,9 +20,6 @@ __all__ = ["trace", "Unsupported"]
 
 
 def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
-    if sys.version_info[:2] != (3, 11):
-        raise Unsupported(f"the tracer handles Python 3.11 bytecode, not {sys.version_info[:2]}",
-                          filename=code.co_filename, lineno=code.co_firstlineno)
     nargs = code.co_argcount + code.co_kwonlyargcount \
         + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
     arg_names = code.co_varnames[:nargs]

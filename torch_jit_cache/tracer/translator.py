@@ -1,13 +1,21 @@
 """InstructionTranslator: the symbolic interpreter over one code object's instructions.
 
 It holds the value stack, the fast locals, the cells, and a reference to the shared OutputGraph
-(fx graph, graph inputs, guards). Each instruction is dispatched through handlers.DISPATCH with
-the translator passed explicitly. Inlined calls run a child translator on the same OutputGraph.
+(fx graph, graph inputs, guards). It runs the version-neutral instructions of instructions.py: each
+is dispatched by its normalized opname through handlers.DISPATCH, with the translator passed
+explicitly. Inlined calls run a child translator on the same OutputGraph.
+
+Checkpoints: at the start of every raw instruction (`Inst.first`) the translator records its index
+and the stack as a tuple (`self.checkpoint`). A handler may pop and then fail; the checkpoint still
+holds the stack as the interpreter had it before the instruction. Locals need no copy: handlers
+write a local only as their last step (STORE_FAST, DELETE_FAST, LOAD_FAST_AND_CLEAR), so a failing
+instruction leaves them as they were at its start.
 """
 from __future__ import annotations
 
-import dis
+import dataclasses
 
+from ..instructions import DecodeError, decode
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
 from ..trace_result import Unsupported
 from . import variables
@@ -26,6 +34,13 @@ class _Null:
         return "NULL"
 
 
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """Where the translator stood at the start of a raw instruction: its index and the stack."""
+    index: int
+    stack: tuple
+
+
 class InstructionTranslator:
     NULL = _Null()
 
@@ -38,8 +53,10 @@ class InstructionTranslator:
         self.output = output
         self.f_globals = f_globals
         self.depth = depth
-        self.instructions = list(dis.get_instructions(code))
-        self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        try:
+            self.instructions = decode(code).insts
+        except DecodeError as e:
+            unsupported(str(e))
         self.stack: list = []
         self.locals: dict = dict(arg_values or {})
         self.raw_args: dict = dict(raw_args or {})
@@ -49,6 +66,7 @@ class InstructionTranslator:
         self.result = None
         self.done = False
         self._global_source = global_source
+        self.checkpoint = Checkpoint(0, ())
 
     # -- stack ----------------------------------------------------------------------------------
     def push(self, v):
@@ -68,8 +86,8 @@ class InstructionTranslator:
         del self.stack[-n:]
         return items
 
-    def jump_to(self, offset: int):
-        self.ip = self.index_of[offset]
+    def jump_to(self, index: int):
+        self.ip = index
 
     # -- names ----------------------------------------------------------------------------------
     def has_local(self, name) -> bool:
@@ -132,14 +150,16 @@ class InstructionTranslator:
             if self.ip >= len(self.instructions):
                 unsupported("fell off the end of the code")
             inst = self.instructions[self.ip]
+            if inst.first:
+                self.checkpoint = Checkpoint(self.ip, tuple(self.stack))
             self.ip += 1
             steps += 1
             if steps > MAX_STEPS:
                 self._fail(Unsupported(f"more than {MAX_STEPS} instructions"), inst)
             try:
-                fn = DISPATCH.get(inst.opname)
+                fn = DISPATCH.get(inst.op)
                 if fn is None:
-                    unsupported(f"opcode {inst.opname}")
+                    unsupported(f"opcode {inst.instr.name}")
                 fn(self, inst)
             except Unsupported as e:
                 self._fail(e, inst)
@@ -154,9 +174,8 @@ class InstructionTranslator:
         try:
             if e.lineno:  # already located (raised in an inlined call): keep the innermost place
                 raise e
-            lineno = inst.positions.lineno if inst.positions else 0
-            located = Unsupported(e.reason, filename=self.code.co_filename, lineno=lineno or 0,
-                                  instruction=f"{inst.opname} {inst.argrepr}".strip())
+            located = Unsupported(e.reason, filename=self.code.co_filename, lineno=inst.lineno,
+                                  instruction=inst.describe())
             raise located from e.__cause__
         finally:
             # The exception's traceback holds this frame: dropping our names for it breaks the

@@ -71,7 +71,7 @@ def unpack_sequence(tx, inst):
 
 @handler("UNPACK_EX")
 def unpack_ex(tx, inst):
-    before, after = inst.arg & 0xFF, inst.arg >> 8
+    before, after = inst.arg
     items = tx.pop().unpack(tx)
     if len(items) < before + after:
         unsupported("not enough values to unpack")
@@ -101,18 +101,30 @@ def store_subscr(tx, inst):
     setitem(tx, obj, key, value)
 
 
-_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+_CONVERSIONS = {"str": str, "repr": repr, "ascii": ascii}
 
 
-@handler("FORMAT_VALUE")
-def format_value(tx, inst):
-    spec = tx.pop().as_python_constant() if inst.arg & 0x04 else ""
-    value = tx.pop()
+def _constant_of(value, what: str):
     if not value.is_python_constant():
-        unsupported(f"formatting {value} into a string")
-    v = value.as_python_constant()
-    conv = _CONVERSIONS[inst.arg & 0x03]
-    tx.push(ConstantVariable(format(conv(v) if conv else v, spec)))
+        unsupported(f"{what} {value} into a string")
+    return value.as_python_constant()
+
+
+@handler("CONVERT_VALUE")
+def convert_value(tx, inst):
+    value = _constant_of(tx.pop(), "converting")
+    tx.push(ConstantVariable(_CONVERSIONS[inst.arg](value)))
+
+
+@handler("FORMAT_SIMPLE")
+def format_simple(tx, inst):
+    tx.push(ConstantVariable(format(_constant_of(tx.pop(), "formatting"))))
+
+
+@handler("FORMAT_WITH_SPEC")
+def format_with_spec(tx, inst):
+    spec = tx.pop().as_python_constant()
+    tx.push(ConstantVariable(format(_constant_of(tx.pop(), "formatting"), spec)))
 
 
 @handler("BUILD_STRING")

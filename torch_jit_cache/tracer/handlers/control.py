@@ -1,4 +1,4 @@
-"""Control flow on Python values: jumps, conditional jumps, FOR_ITER, RETURN_VALUE.
+"""Control flow on Python values: jumps, conditional jumps, TO_BOOL, FOR_ITER, RETURN_VALUE.
 
 A condition must be a Python value known while tracing; a branch on a tensor raises Unsupported
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
@@ -10,44 +10,43 @@ from .registry import make_registry
 HANDLERS, handler = make_registry()
 
 
-@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE")
+@handler("JUMP")
 def jump(tx, inst):
-    tx.jump_to(inst.argval)
+    tx.jump_to(inst.target)
 
 
 def _is_none(v):
     return isinstance(v, ConstantVariable) and v.value is None
 
 
-@handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_IF_TRUE")
+@handler("POP_JUMP_IF_TRUE")
 def pop_jump_if_true(tx, inst):
     if tx.pop().truthy(tx):
-        tx.jump_to(inst.argval)
+        tx.jump_to(inst.target)
 
 
-@handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_IF_FALSE")
+@handler("POP_JUMP_IF_FALSE")
 def pop_jump_if_false(tx, inst):
     if not tx.pop().truthy(tx):
-        tx.jump_to(inst.argval)
+        tx.jump_to(inst.target)
 
 
-@handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_IF_NONE")
+@handler("POP_JUMP_IF_NONE")
 def pop_jump_if_none(tx, inst):
     if _is_none(tx.pop()):
-        tx.jump_to(inst.argval)
+        tx.jump_to(inst.target)
 
 
-@handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
-         "POP_JUMP_IF_NOT_NONE")
+@handler("POP_JUMP_IF_NOT_NONE")
 def pop_jump_if_not_none(tx, inst):
     if not _is_none(tx.pop()):
-        tx.jump_to(inst.argval)
+        tx.jump_to(inst.target)
 
 
 @handler("JUMP_IF_TRUE_OR_POP")
 def jump_if_true_or_pop(tx, inst):
     if tx.stack[-1].truthy(tx):
-        tx.jump_to(inst.argval)
+        tx.jump_to(inst.target)
     else:
         tx.pop()
 
@@ -55,9 +54,15 @@ def jump_if_true_or_pop(tx, inst):
 @handler("JUMP_IF_FALSE_OR_POP")
 def jump_if_false_or_pop(tx, inst):
     if not tx.stack[-1].truthy(tx):
-        tx.jump_to(inst.argval)
+        tx.jump_to(inst.target)
     else:
         tx.pop()
+
+
+@handler("TO_BOOL")
+def to_bool(tx, inst):
+    # 3.13: conditional jumps and `not` take an exact bool, made here.
+    tx.push(ConstantVariable(bool(tx.pop().truthy(tx))))
 
 
 @handler("GET_ITER")
@@ -72,9 +77,9 @@ def for_iter(tx, inst):
     if not isinstance(it, IteratorVariable):
         unsupported(f"FOR_ITER over {it}")
     item = it.next_item()
-    if item is None:
+    if item is None:  # exhausted: the iterator goes, and the loop's exit follows (instructions.py)
         tx.pop()
-        tx.jump_to(inst.argval)
+        tx.jump_to(inst.target)
     else:
         tx.push(item)
 

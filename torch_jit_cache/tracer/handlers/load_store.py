@@ -1,5 +1,5 @@
 """Loads and stores: constants, fast locals, globals, cells, attributes."""
-from ...trace_result import Unsupported  # noqa: F401
+from ...instructions import FACTS
 from ..variables import CellVariable, ConstantVariable, TupleVariable
 from ..variables.base import unsupported
 from ..variables.constant import is_constant_value
@@ -18,35 +18,48 @@ def const_variable(value):
 
 @handler("LOAD_CONST")
 def load_const(tx, inst):
-    tx.push(const_variable(inst.argval))
+    tx.push(const_variable(inst.arg))
 
 
 @handler("LOAD_FAST")
 def load_fast(tx, inst):
-    tx.push(tx.load_local(inst.argval))
+    tx.push(tx.load_local(inst.arg))
+
+
+@handler("LOAD_FAST_AND_CLEAR")
+def load_fast_and_clear(tx, inst):
+    # 3.12+ (an inlined comprehension saves the outer value of its loop variable): the value, or
+    # NULL where the local is unbound; the local is unbound afterwards.
+    name = inst.arg
+    value = tx.load_local(name) if tx.has_local(name) else tx.NULL
+    tx.locals.pop(name, None)
+    tx.push(value)
 
 
 @handler("STORE_FAST")
 def store_fast(tx, inst):
-    tx.locals[inst.argval] = tx.pop()
+    value = tx.pop()
+    if value is tx.NULL:  # restoring a local LOAD_FAST_AND_CLEAR found unbound
+        tx.locals.pop(inst.arg, None)
+        tx.raw_args.pop(inst.arg, None)
+    else:
+        tx.locals[inst.arg] = value
 
 
 @handler("DELETE_FAST")
 def delete_fast(tx, inst):
-    tx.load_local(inst.argval)
-    del tx.locals[inst.argval]
+    tx.load_local(inst.arg)
+    del tx.locals[inst.arg]
 
 
 @handler("LOAD_GLOBAL")
 def load_global(tx, inst):
-    if inst.arg & 1:
-        tx.push(tx.NULL)
-    tx.push(tx.load_global(inst.argval))
+    tx.push(tx.load_global(inst.arg))
 
 
 @handler("MAKE_CELL")
 def make_cell(tx, inst):
-    name = inst.argval
+    name = inst.arg
     value = tx.load_local(name) if tx.has_local(name) else None
     tx.locals.pop(name, None)
     tx.cells[name] = CellVariable(value)
@@ -54,33 +67,59 @@ def make_cell(tx, inst):
 
 @handler("LOAD_DEREF")
 def load_deref(tx, inst):
-    tx.push(tx.cell(inst.argval).load(tx))
+    tx.push(tx.cell(inst.arg).load(tx))
 
 
 @handler("STORE_DEREF")
 def store_deref(tx, inst):
-    tx.cell(inst.argval).store(tx, tx.pop())
+    tx.cell(inst.arg).store(tx, tx.pop())
 
 
 @handler("LOAD_CLOSURE")
 def load_closure(tx, inst):
-    tx.push(tx.cell(inst.argval))
+    tx.push(tx.cell(inst.arg))
 
 
 @handler("LOAD_ATTR")
 def load_attr(tx, inst):
     obj = tx.pop()
-    tx.push(obj.var_getattr(tx, inst.argval))
+    tx.push(obj.var_getattr(tx, inst.arg))
+
+
+def push_callable(tx, fn):
+    """Push `fn` with the NULL beside it, in this version's order (instructions.VersionFacts): a
+    bound method is tracked as one callable, so CALL sees an ordinary call."""
+    if FACTS.null_before_callable:
+        tx.push(tx.NULL)
+        tx.push(fn)
+    else:
+        tx.push(fn)
+        tx.push(tx.NULL)
 
 
 @handler("LOAD_METHOD")
 def load_method(tx, inst):
-    # Push NULL + the bound attribute: CALL then sees an ordinary call of a callable.
     obj = tx.pop()
-    tx.push(tx.NULL)
-    tx.push(obj.var_getattr(tx, inst.argval))
+    push_callable(tx, obj.var_getattr(tx, inst.arg))
+
+
+def _super_attribute(tx, inst):
+    # 3.12+: [global super, class, self] -> super(class, self).name, whether the source wrote
+    # super() or super(class, self).
+    self_, cls, super_fn = tx.pop(), tx.pop(), tx.pop()
+    return tx.call(super_fn, [cls, self_], {}).var_getattr(tx, inst.arg)
+
+
+@handler("LOAD_SUPER_ATTR")
+def load_super_attr(tx, inst):
+    tx.push(_super_attribute(tx, inst))
+
+
+@handler("LOAD_SUPER_METHOD")
+def load_super_method(tx, inst):
+    push_callable(tx, _super_attribute(tx, inst))
 
 
 @handler("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "DELETE_DEREF")
 def store_side_effect(tx, inst):
-    unsupported(f"{inst.opname} {inst.argval} (a side effect on an object outside the graph)")
+    unsupported(f"{inst.op} {inst.arg} (a side effect on an object outside the graph)")

@@ -1,10 +1,14 @@
-"""Stack shuffling and no-op opcodes: NOP, RESUME, POP_TOP, PUSH_NULL, COPY, SWAP, ..."""
+"""Stack shuffling and no-op opcodes: NOP, POP_TOP, PUSH_NULL, COPY, SWAP.
+
+RESUME, PRECALL and COPY_FREE_VARS decode to NOP (instructions.py): the shadow frame has done
+what they do before the trace's view of the frame begins.
+"""
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
 
 
-@handler("NOP", "RESUME", "EXTENDED_ARG", "PRECALL", "CACHE", "COPY_FREE_VARS")
+@handler("NOP")
 def nop(tx, inst):
     pass
 

@@ -156,6 +156,15 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self._kwdefaults = kwdefaults
         self._cells = cells
 
+    def set_parts(self, *, defaults=None, kwdefaults=None, cells=None):
+        """3.13's SET_FUNCTION_ATTRIBUTE: the parts MAKE_FUNCTION takes by flag on 3.11/3.12."""
+        if defaults is not None:
+            self._defaults = defaults
+        if kwdefaults is not None:
+            self._kwdefaults = kwdefaults
+        if cells is not None:
+            self._cells = cells
+
     def global_source(self, tx, name):
         return self._parent_global_source(tx, name)
 
