@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import dis
+import enum
 import sys
 import types
 import weakref
@@ -104,7 +105,9 @@ class Inst:
         arg = self.instr.arg
         if arg is bytecode.UNSET or isinstance(arg, Label):
             return self.instr.name
-        if isinstance(arg, (CellVar, FreeVar)):
+        if isinstance(arg, enum.Enum):   # BinaryOp, Compare, intrinsics: the symbol or the name
+            arg = _ENUM_TEXT.get(self.instr.name, lambda a: a.name)(arg)
+        elif isinstance(arg, (CellVar, FreeVar)):
             arg = arg.name
         elif isinstance(arg, tuple) and arg and isinstance(arg[-1], str) and isinstance(arg[0], bool):
             arg = arg[-1]   # (flag, ..., name)
@@ -164,16 +167,22 @@ _NB_SYMBOLS = [symbol for _, symbol in dis._nb_ops]
 _COMPARE_SYMBOLS = {"LT": "<", "LE": "<=", "EQ": "==", "NE": "!=", "GT": ">", "GE": ">="}
 
 
+_ENUM_TEXT = {
+    "BINARY_OP": lambda a: _NB_SYMBOLS[int(a)],
+    "COMPARE_OP": lambda a: _COMPARE_SYMBOLS[a.name.removesuffix("_CAST")],
+}
+
+
 def _binary_op(i):
     return [("BINARY_OP", _NB_SYMBOLS[int(i.arg)])]
 
 
 def _compare_op(i):
     # 3.13 sets a bit when the result goes straight to a conditional jump: compare, then bool().
-    name = i.arg.name
-    if name.endswith("_CAST"):
-        return [("COMPARE_OP", _COMPARE_SYMBOLS[name[:-5]]), ("TO_BOOL", None)]
-    return [("COMPARE_OP", _COMPARE_SYMBOLS[name])]
+    symbol = _COMPARE_SYMBOLS[i.arg.name.removesuffix("_CAST")]
+    if i.arg.name.endswith("_CAST"):
+        return [("COMPARE_OP", symbol), ("TO_BOOL", None)]
+    return [("COMPARE_OP", symbol)]
 
 
 _CONVERSIONS = {0: None, 1: "str", 2: "repr", 3: "ascii"}
@@ -286,8 +295,10 @@ _EXPANSIONS: dict[str, Callable] = {
 
 def _decode_one(instr: Instr, cells: frozenset) -> list:
     name = instr.name
-    if name == "LOAD_FAST" and FACTS.load_fast_of_cell_is_load_closure and instr.arg in cells:
-        return [("LOAD_CLOSURE", instr.arg)]
+    if name == "LOAD_FAST" and FACTS.load_fast_of_cell_is_load_closure:
+        arg = _plain_arg(instr.arg)   # a CellVar/FreeVar, or the name of an argument that is a cell
+        if arg in cells:
+            return [("LOAD_CLOSURE", arg)]
     rule = _EXPANSIONS.get(name)
     if rule is not None:
         return rule(instr)

@@ -261,7 +261,9 @@ def test_lookup_names_where_python_finds_the_attribute():
     assert lookup(lin, "weight").where is Where.GETATTR
     assert lookup(lin, "mro").where is Where.GETATTR, "the metaclass (type.mro) is not searched"
     assert lookup(object(), "nope").where is Where.MISSING
-    assert lookup(types.SimpleNamespace(q=1), "q").where is Where.CUSTOM, "C-level getattro: unknown"
+    module = types.ModuleType("m")
+    module.q = 1
+    assert lookup(module, "q").where is Where.CUSTOM, "C-level getattro: unknown"
 
 
 def test_a_property_replaced_on_the_class_recompiles():

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import builtins
 import dis
+import linecache
 import operator
+import weakref
 
 import torch
 import torch.fx
@@ -96,6 +98,7 @@ class OutputGraph:
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
         self.graph.output(tuple(output_nodes))
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        forget_generated_source_with(gm)
         gm.graph.lint()
         missing = unreachable_globals(type(gm).forward)
         if missing:
@@ -104,6 +107,26 @@ class OutputGraph:
             raise Unsupported(f"the fx graph's generated code loads {', '.join(missing)}, which it "
                               "cannot reach (a constant in the graph that torch.fx cannot name)")
         return gm
+
+
+def forget_generated_source_with(gm: torch.fx.GraphModule) -> None:
+    """When `gm` dies, drop the source torch.fx registered for its generated forward.
+
+    fx keeps every GraphModule's source, for tracebacks, in its loader's cache and in `linecache`
+    (a lazy entry holding a copy of the module's globals), under a new `<eval_with_key>.N` name
+    each time, and never removes it: one entry per graph for the life of the process. The entry is
+    only useful while the code can run, which is while `gm` lives.
+    """
+    filename = type(gm).forward.__code__.co_filename
+    if filename.startswith("<eval_with_key>"):
+        weakref.finalize(gm, _forget_source, filename).atexit = False
+
+
+def _forget_source(filename: str) -> None:
+    linecache.cache.pop(filename, None)
+    loader = getattr(torch.fx.graph_module, "_loader", None)   # torch's private _EvalCacheLoader
+    if loader is not None:
+        loader.eval_cache.pop(filename, None)
 
 
 def unreachable_globals(fn) -> list:
