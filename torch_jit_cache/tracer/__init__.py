@@ -8,13 +8,9 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 """
 from __future__ import annotations
 
-from ..sources import ClosureSource
-from ..trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
-                            TraceResult, TupleOutput, Unsupported)
+from ..trace_result import GraphOutput, TraceResult, Unsupported
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
-from .variables import (ConstantVariable, DictVariable, ListVariable, NNModuleVariable,
-                        TensorVariable, TupleVariable)
 
 __all__ = ["trace", "Unsupported"]
 
@@ -36,14 +32,14 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
                                free_cells=InstructionTranslator.root_cells(code, free))
     try:
         result = tx.run()
-        nodes: list = []
+        outputs = GraphOutputs()
         try:
-            spec = _output_spec(result, nodes)
+            spec = result.reconstruct(outputs)
         except Unsupported as e:
             raise Unsupported(e.reason, filename=code.co_filename,
                               lineno=code.co_firstlineno, instruction="RETURN_VALUE") from None
         try:
-            gm = output.finish(nodes)
+            gm = output.finish(outputs.nodes)
         except Unsupported:
             raise
         except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error
@@ -57,25 +53,17 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
         del tx, output
 
 
-def _output_spec(v, nodes: list):
-    if isinstance(v, TensorVariable):
-        node = v.as_node()
-        if node in nodes:
-            return GraphOutput(nodes.index(node))
-        nodes.append(node)
-        return GraphOutput(len(nodes) - 1)
-    if isinstance(v, TupleVariable):
-        return TupleOutput(tuple(_output_spec(i, nodes) for i in v.items))
-    if isinstance(v, ListVariable):
-        return ListOutput(tuple(_output_spec(i, nodes) for i in v.items))
-    if isinstance(v, DictVariable):
-        return DictOutput(tuple((k, _output_spec(i, nodes)) for k, i in v.items.items()))
-    if isinstance(v, ConstantVariable):
-        return ConstantOutput(v.value)
-    if v.source is not None and isinstance(v, NNModuleVariable) or getattr(v, "fn", None) \
-            is not None and v.source is not None:
-        return SourceOutput(v.source)
-    raise Unsupported(f"returning {v}")
+class GraphOutputs:
+    """The graph's outputs, numbered as trackers are rebuilt (`VariableTracker.reconstruct`): one
+    output per distinct node, however often it is returned."""
 
+    def __init__(self):
+        self.nodes: list = []
+        self._index: dict = {}
 
-_ = ClosureSource  # re-exported for callers that build closure sources
+    def graph_output(self, node) -> GraphOutput:
+        index = self._index.get(node)
+        if index is None:
+            index = self._index[node] = len(self.nodes)
+            self.nodes.append(node)
+        return GraphOutput(index)

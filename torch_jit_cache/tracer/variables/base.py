@@ -8,7 +8,7 @@ source)` (wrap a real value read from the frame), `tx.inline_call(func_var, args
 from __future__ import annotations
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
-from ...trace_result import Unsupported
+from ...trace_result import SourceOutput, Unsupported
 
 
 def unsupported(reason: str):
@@ -61,6 +61,19 @@ class VariableTracker:
     def truthy(self, tx) -> bool:
         unsupported(f"truth value of {self}")
 
+    # -- after the graph ------------------------------------------------------------------------
+    def reconstruct(self, outputs) -> object:
+        """How the transformed code rebuilds this value once the graph has run: an output spec
+        (trace_result.py) made of graph outputs, constants, sources read again at call time, and
+        containers of those. `outputs.graph_output(node)` numbers the graph's outputs.
+
+        Every tracker that can leave the trace says how it is rebuilt: today the returned value;
+        with graph breaks, the stack and locals live at the break too. A value read from the frame
+        is reloaded from its source only where the trace cannot have changed it: a container the
+        trace mutated is rebuilt from its items, never reloaded as the unmutated original.
+        """
+        unsupported(f"returning {self}: it cannot be rebuilt after the graph")
+
     def __repr__(self) -> str:
         src = f" from {self.source}" if self.source is not None else ""
         return f"{type(self).__name__}{src}"
@@ -79,3 +92,8 @@ class CallableVariable(VariableTracker):
 
     def python_type(self):
         return type(self.fn)
+
+    def reconstruct(self, outputs):
+        if self.source is None:
+            return super().reconstruct(outputs)
+        return SourceOutput(self.source)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 
+from ...trace_result import ConstantOutput
 from .base import VariableTracker, unsupported
 
 # Methods on constants that are pure and safe to evaluate while tracing.
@@ -19,6 +20,9 @@ class ConstantVariable(VariableTracker):
 
     def as_python_constant(self):
         return self.value
+
+    def reconstruct(self, outputs):
+        return ConstantOutput(self.value)
 
     def truthy(self, tx) -> bool:
         return bool(self.value)

@@ -6,6 +6,7 @@ built while tracing (source None) are mutated freely.
 """
 from __future__ import annotations
 
+from ...trace_result import DictOutput, ListOutput, TupleOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -26,6 +27,10 @@ class BaseListVariable(VariableTracker):
 
     def python_type(self):
         return self.kind
+
+    def reconstruct(self, outputs):
+        spec = TupleOutput if self.kind is tuple else ListOutput
+        return spec(tuple(item.reconstruct(outputs) for item in self.items))
 
     def as_python_constant(self):
         return self.kind(i.as_python_constant() for i in self.items)
@@ -136,6 +141,9 @@ class DictVariable(VariableTracker):
 
     def python_type(self):
         return dict
+
+    def reconstruct(self, outputs):
+        return DictOutput(tuple((k, v.reconstruct(outputs)) for k, v in self.items.items()))
 
     def as_python_constant(self):
         return {k: v.as_python_constant() for k, v in self.items.items()}

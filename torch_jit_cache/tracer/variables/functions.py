@@ -11,6 +11,7 @@ import inspect
 import types
 
 from ...sources import AttrSource, GlobalSource, ItemSource
+from ...trace_result import SourceOutput
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import CellVariable, DictVariable, TupleVariable
@@ -88,6 +89,11 @@ class UserFunctionVariable(BaseFunctionVariable):
         self.f_globals = fn.__globals__
         self._cells = None
         self._identity_guard = identity_guard
+
+    def reconstruct(self, outputs):
+        if self.source is None:
+            return super().reconstruct(outputs)
+        return SourceOutput(self.source)
 
     @property
     def by_contents(self) -> bool:

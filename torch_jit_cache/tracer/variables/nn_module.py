@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ...attribute_lookup import MISSING, Where, lookup, type_lookup
 from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind
+from ...trace_result import GuardKind, SourceOutput
 from .attribute import has_attribute, read_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
@@ -167,6 +167,9 @@ class NNModuleVariable(VariableTracker):
 
     def python_type(self):
         return type(self.module)
+
+    def reconstruct(self, outputs):
+        return SourceOutput(self.source)
 
     def attr(self, tx, name):
         return self.var_getattr(tx, name)

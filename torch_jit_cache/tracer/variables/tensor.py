@@ -50,6 +50,9 @@ class TensorVariable(VariableTracker):
     def as_fx_arg(self):
         return self.as_node()
 
+    def reconstruct(self, outputs):
+        return outputs.graph_output(self.as_node())
+
     def as_example(self):
         return self.example
 
