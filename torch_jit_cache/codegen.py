@@ -120,17 +120,21 @@ class _Emitter:
 
     # -- the call ----------------------------------------------------------------------------
     def call_const(self, fn: Callable, inputs: Sequence[Source]) -> None:
+        self.call_const_with(fn, [lambda s=source: self.load_source(s) for source in inputs])
+
+    def call_const_with(self, fn: Callable, emit_args: Sequence[Callable[[], None]]) -> None:
+        """Call the constant `fn` with the arguments each of `emit_args` pushes."""
         if _OPS.null_before_callable:
             self.emit("PUSH_NULL")
             self.const(fn)
         else:
             self.const(fn)
             self.emit("PUSH_NULL")
-        for source in inputs:
-            self.load_source(source)
+        for emit_arg in emit_args:
+            emit_arg()
         if _OPS.precall:
-            self.emit("PRECALL", len(inputs))
-        self.emit("CALL", len(inputs))
+            self.emit("PRECALL", len(emit_args))
+        self.emit("CALL", len(emit_args))
 
     # -- outputs -----------------------------------------------------------------------------
     def build_output(self, spec: Any, result_local: str | None) -> None:
@@ -144,6 +148,10 @@ class _Emitter:
             self.build_constant(spec.value)
         elif isinstance(spec, SourceOutput):
             self.load_source(spec.source)
+        elif isinstance(spec, TupleOutput) and spec.cls is not None:
+            plain = TupleOutput(spec.items)
+            self.call_const_with(_rebuild_tuple, [lambda: self.const(spec.cls),
+                                                  lambda: self.build_output(plain, result_local)])
         elif isinstance(spec, TupleOutput):
             for item in spec.items:
                 self.build_output(item, result_local)
@@ -182,6 +190,13 @@ class _Emitter:
             self.emit("BUILD_TUPLE", len(value))
         else:
             self.const(value)
+
+
+def _rebuild_tuple(cls: type, items: tuple) -> tuple:
+    """A tuple subclass from its items: namedtuples take them as arguments (`_make`), structseqs
+    (torch.return_types.*) and torch.Size as one sequence."""
+    make = getattr(cls, "_make", None)
+    return make(items) if make is not None else cls(items)
 
 
 def _uses_graph(spec: Any) -> bool:

@@ -56,6 +56,8 @@ class SourceOutput:
 @dataclasses.dataclass(frozen=True)
 class TupleOutput:
     items: tuple
+    # A tuple subclass to rebuild (a namedtuple, torch.return_types.max, torch.Size); None: a tuple.
+    cls: Any = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -920,3 +920,21 @@ def test_recompiled_module_is_freed_without_gc():
         assert freed == [True, True], "module and parameter freed at once"
     finally:
         gc.enable()
+
+
+# --- tuple subclasses come back as the class eager returns --------------------------------------
+Pair = __import__("collections").namedtuple("Pair", "first second")
+
+
+def f_tuple_subclasses(x, pair):
+    return x.max(dim=1), x.shape, x.size(), pair, x.sort(dim=0)
+
+
+def test_tuple_subclasses_are_rebuilt_as_their_class():
+    """torch.return_types.max, torch.Size and a namedtuple argument come back as those classes,
+    not as plain tuples (`.values`, `.indices` work as in eager)."""
+    args = (r(3, 4), Pair(1, r(2)))
+    check(f_tuple_subclasses, args, (r(3, 4), args[1]))
+    got = tjc.compile(f_tuple_subclasses)(*args)
+    assert torch.equal(got[0].values, args[0].max(dim=1).values)
+    assert got[4].indices.shape == (3, 4)

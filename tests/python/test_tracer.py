@@ -54,7 +54,10 @@ def rebuild(spec, outs, frame):
     if isinstance(spec, SourceOutput):
         return evaluate_source(spec.source, *frame)
     if isinstance(spec, TupleOutput):
-        return tuple(rebuild(s, outs, frame) for s in spec.items)
+        items = tuple(rebuild(s, outs, frame) for s in spec.items)
+        if spec.cls is None:
+            return items
+        return spec.cls._make(items) if hasattr(spec.cls, "_make") else spec.cls(items)
     if isinstance(spec, ListOutput):
         return [rebuild(s, outs, frame) for s in spec.items]
     if isinstance(spec, DictOutput):

@@ -111,7 +111,8 @@ def _wrap(tx, value, source, guard):
                  for i, v in enumerate(value)]
         if isinstance(value, list):
             return ListVariable(items, source)
-        return TupleVariable(items, source, fields=list(getattr(type(value), "_fields", ())) or None)
+        return TupleVariable(items, source, fields=list(getattr(type(value), "_fields", ())) or None,
+                             cls=type(value))
     if type(value) is dict:
         if not all(isinstance(k, (str, int)) for k in value):
             unsupported("a dict with keys other than str and int")

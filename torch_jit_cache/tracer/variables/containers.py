@@ -20,17 +20,20 @@ def _index(key: VariableTracker):
 class BaseListVariable(VariableTracker):
     kind = tuple
 
-    def __init__(self, items, source=None, fields=None):
+    def __init__(self, items, source=None, fields=None, cls=None):
         super().__init__(source)
         self.items = list(items)
         self.fields = fields  # field names of a namedtuple result (torch.return_types.max, ...)
+        self.cls = cls        # the tuple subclass the value was (None: tuple or list itself)
 
     def python_type(self):
         return self.kind
 
     def reconstruct(self, outputs):
-        spec = TupleOutput if self.kind is tuple else ListOutput
-        return spec(tuple(item.reconstruct(outputs) for item in self.items))
+        items = tuple(item.reconstruct(outputs) for item in self.items)
+        if self.kind is list:
+            return ListOutput(items)
+        return TupleOutput(items, self.cls if self.cls is not tuple else None)
 
     def as_python_constant(self):
         return self.kind(i.as_python_constant() for i in self.items)

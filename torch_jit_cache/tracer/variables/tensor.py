@@ -12,7 +12,7 @@ import torch
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
-from .containers import TupleVariable
+from .containers import ListVariable, TupleVariable
 
 # Methods/functions whose result depends on tensor *values* in a way a static graph cannot keep
 # (Python scalars, data-dependent shapes) or that change autograd/global state.
@@ -188,10 +188,8 @@ def wrap_op_result(out, node, value) -> VariableTracker:
                 unsupported("nested tensor containers in an op result")
             else:
                 items.append(wrap_constant_result(v))
-        fields = getattr(type(value), "__match_args__", None) if isinstance(value, tuple) else None
-        cls = TupleVariable
         if isinstance(value, list):
-            from .containers import ListVariable
-            cls = ListVariable
-        return cls(items, fields=list(fields) if fields else None)
+            return ListVariable(items)
+        fields = getattr(type(value), "__match_args__", None)
+        return TupleVariable(items, fields=list(fields) if fields else None, cls=type(value))
     unsupported(f"an op returned a {type(value).__name__}")
