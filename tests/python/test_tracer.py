@@ -700,3 +700,40 @@ def test_a_traced_graph_takes_its_generated_source_along_when_it_dies():
         gc.collect()
         assert filename not in _loader.eval_cache and filename not in linecache.cache
     assert (len(linecache.cache), len(_loader.eval_cache)) == before
+
+
+def test_an_fstring_with_conversion_and_spec():
+    # 3.11/3.12 decode FORMAT_VALUE with both into SWAP, CONVERT_VALUE, SWAP, FORMAT_WITH_SPEC.
+    def f(x, n, s):
+        return x * len(f"{n!r:>8}|{s!s:<3}|{n:x}")
+    r = check(f, (rand(3), 5, "ab"), (rand(3), 5, "ab"))
+    assert GuardKind.EQUALS_MATCH in guard_kinds(r, LocalSource("n"))
+
+
+def test_every_opcode_the_decoder_produces_for_this_module_has_a_handler_or_a_reason():
+    """A decoding table that names an op no handler knows (a typo, a new version's opcode) would
+    turn into fallbacks silently; every op decoded from this module's functions is either handled
+    or in the short list of what the tracer deliberately does not trace."""
+    import types as pytypes
+
+    from torch_jit_cache.instructions import decode
+    from torch_jit_cache.tracer.handlers import DISPATCH
+
+    not_traced = {"RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH",
+                  "BEFORE_WITH", "IMPORT_NAME", "IMPORT_FROM", "BUILD_SET", "SET_ADD",
+                  "SET_UPDATE", "WITH_EXCEPT_START", "RETURN_GENERATOR", "YIELD_VALUE",
+                  "LOAD_ASSERTION_ERROR", "DELETE_SUBSCR", "LOAD_BUILD_CLASS",
+                  "GET_LEN", "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
+                  "JUMP_IF_NOT_EXC_MATCH", "CLEANUP_THROW", "END_SEND", "SEND",
+                  "LOAD_NAME", "STORE_NAME"}   # class bodies
+    codes, todo = set(), [v.__code__ for v in globals().values() if isinstance(v, pytypes.FunctionType)]
+    while todo:
+        code = todo.pop()
+        if code in codes:
+            continue
+        codes.add(code)
+        todo += [c for c in code.co_consts if isinstance(c, pytypes.CodeType)]
+    ops = {inst.op for code in codes for inst in decode(code).insts}
+    assert len(codes) > 100
+    assert ops - DISPATCH.keys() - not_traced == set()
+    assert not_traced & DISPATCH.keys() == set()
