@@ -419,7 +419,11 @@ def _plain(x):
     return x * 2 + 1
 
 
+BACKEND_CALLS = []    # one None per call of _raising_backend (nothing of the graph is kept)
+
+
 def _raising_backend(gm, example_inputs):
+    BACKEND_CALLS.append(None)
     raise RuntimeError("backend exploded")
 
 
@@ -439,9 +443,17 @@ def test_seed000_calls_that_reach_the_tracer_free_the_arguments(path, no_gc, cap
     opt = tjc.compile(fn, **kwargs)
     x = torch.ones(3)
     freed = watch(x)
+    backend_calls = len(BACKEND_CALLS)
     kind, msg = outcome(opt, x)
     assert (kind == "ok") if expected == "ok" else (kind != "ok" and expected in msg), (kind, msg)
     assert sys.exc_info() == (None, None, None)
+    # The call took the path the case is named for (on a Python the tracer refuses, all fall back).
+    stats = tjc.stats()
+    if path == "compile succeeds":
+        assert (stats["compiles"], stats["fallbacks"]) == (1, 0), stats
+    else:
+        assert (stats["compiles"], stats["fallbacks"]) == (0, 1), stats
+    assert len(BACKEND_CALLS) - backend_calls == (path == "backend raises")
     del x
     assert freed == [True], f"{path}: the argument was freed without gc.collect()"
 
