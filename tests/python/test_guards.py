@@ -401,14 +401,6 @@ def test_wrappers_are_shared_owners():
 # ---- torch leaves (need the torch backend)
 
 
-def _have_torch():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.mark.torch
 def test_tensor_match():
     import torch
@@ -438,8 +430,10 @@ def test_global_state():
 
 
 def test_torch_leaves_report_a_missing_backend_clearly():
-    if _have_torch():
-        pytest.skip("torch is installed here; this test runs where it is not (3.12, 3.13)")
+    # What matters is the tensor-guard backend (_C_torch), not whether torch imports: 3.12 and 3.13
+    # have torch now, and a build without _C_torch must still fail clearly.
+    if _C._torch_backend_status()[0]:
+        pytest.skip("the tensor-guard backend is built here; this test runs where it is not")
     g = GuardManager()
     with pytest.raises(RuntimeError):
         g.global_state()
