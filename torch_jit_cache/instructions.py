@@ -317,15 +317,23 @@ class Decoded:
 
 
 # Decoding is pure in the code object, and every inlined call of a function reads the same code:
-# keep the result while the code lives (weakly keyed: a dropped function's code takes it along).
-_CACHE: "weakref.WeakKeyDictionary[types.CodeType, Decoded]" = weakref.WeakKeyDictionary()
+# keep the result while the code lives. Keyed by identity (hashing a code object hashes its
+# constants: tens of microseconds for a large forward), held through a weakref whose callback drops
+# the entry, so a dropped function's code takes its decoding along.
+_CACHE: dict = {}   # id(code) -> (weakref to code, Decoded)
+
+
+def _forget(ref, key):
+    entry = _CACHE.get(key)
+    if entry is not None and entry[0] is ref:
+        del _CACHE[key]
 
 
 def decode(code: types.CodeType) -> Decoded:
     """The decoded instructions of `code` for the running Python (cached per code object)."""
-    cached = _CACHE.get(code)
-    if cached is not None:
-        return cached
+    entry = _CACHE.get(id(code))
+    if entry is not None and entry[0]() is code:
+        return entry[1]
     if FACTS is None:
         raise DecodeError(f"the tracer reads the bytecode of CPython {sorted(VERSIONS)}, not {PYTHON}")
     bc = bytecode.Bytecode.from_code(code)
@@ -364,7 +372,8 @@ def decode(code: types.CodeType) -> Decoded:
             tb = inst.handler
             inst.handler = (label_at[tb.target], tb.stack_depth, tb.push_lasti)
     decoded = Decoded(insts, bc)
-    _CACHE[code] = decoded
+    key = id(code)
+    _CACHE[key] = (weakref.ref(code, lambda ref: _forget(ref, key)), decoded)
     return decoded
 
 

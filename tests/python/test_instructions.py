@@ -228,7 +228,7 @@ def test_decoding_is_cached_while_the_code_lives_and_goes_with_it(no_gc):
 
 def test_an_unsupported_python_is_named(monkeypatch):
     monkeypatch.setattr(instructions, "FACTS", None)
-    monkeypatch.setattr(instructions, "_CACHE", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(instructions, "_CACHE", {})
     with pytest.raises(DecodeError, match=r"\(3, 11\), \(3, 12\), \(3, 13\)"):
         decode(loop_then_code.__code__)
 
