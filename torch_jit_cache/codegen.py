@@ -31,8 +31,7 @@ import bytecode
 from bytecode import CellVar, FreeVar, Instr
 
 from .instructions import FACTS, PYTHON, VERSIONS
-from .sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource,
-                      Source)
+from .sources import Source
 from .trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
                            TupleOutput)
 
@@ -86,37 +85,37 @@ class _Emitter:
     def const(self, value: Any) -> None:
         self.emit("LOAD_CONST", value)
 
-    # -- sources -----------------------------------------------------------------------------
+    # -- sources: each Source kind's emit_load (sources.py) uses these primitives ---------------
     def load_source(self, source: Source) -> None:
-        if isinstance(source, LocalSource):
-            name = source.local_name
-            # Only arguments are bound when the (shadow) frame starts; anything else would be unbound.
-            if name not in self.args:
-                raise CodegenError(f"{source}: '{name}' is not an argument of {self.original.co_qualname}")
-            # An argument that is also a cell variable holds its cell after MAKE_CELL.
-            if name in self.cellvars:
-                self.emit("LOAD_DEREF", CellVar(name))
-            else:
-                self.emit("LOAD_FAST", name)
-        elif isinstance(source, (GlobalSource, BuiltinSource)):
-            # LOAD_GLOBAL looks in the globals, then the builtins: a BuiltinSource is by contract
-            # not shadowed by a global (guards check that), so this finds the builtin.
-            name = source.global_name if isinstance(source, GlobalSource) else source.builtin_name
-            self.emit("LOAD_GLOBAL", (False, name))
-        elif isinstance(source, ClosureSource):
-            if source.free_name not in self.freevars:
-                raise CodegenError(f"{source}: '{source.free_name}' is not a free variable of "
-                                   f"{self.original.co_qualname} (free: {self.original.co_freevars})")
-            self.emit("LOAD_DEREF", FreeVar(source.free_name))
-        elif isinstance(source, AttrSource):
-            self.load_source(source.base)
-            self.emit("LOAD_ATTR", (False, source.attr) if _OPS.load_attr_method_flag else source.attr)
-        elif isinstance(source, ItemSource):
-            self.load_source(source.base)
-            self.const(source.key)
-            self.emit("BINARY_SUBSCR")
+        source.emit_load(self)
+
+    def load_argument(self, source: Source, name: str) -> None:
+        # Only arguments are bound when the (shadow) frame starts; anything else would be unbound.
+        if name not in self.args:
+            raise CodegenError(f"{source}: '{name}' is not an argument of {self.original.co_qualname}")
+        # An argument that is also a cell variable holds its cell after MAKE_CELL.
+        if name in self.cellvars:
+            self.emit("LOAD_DEREF", CellVar(name))
         else:
-            raise CodegenError(f"codegen cannot load a {type(source).__name__} ({source})")
+            self.emit("LOAD_FAST", name)
+
+    def load_global(self, name: str) -> None:
+        self.emit("LOAD_GLOBAL", (False, name))
+
+    def load_free(self, source: Source, name: str) -> None:
+        if name not in self.freevars:
+            raise CodegenError(f"{source}: '{name}' is not a free variable of "
+                               f"{self.original.co_qualname} (free: {self.original.co_freevars})")
+        self.emit("LOAD_DEREF", FreeVar(name))
+
+    def load_attr(self, name: str) -> None:
+        """getattr(TOS, name), replacing TOS."""
+        self.emit("LOAD_ATTR", (False, name) if _OPS.load_attr_method_flag else name)
+
+    def subscript_const(self, key: Any) -> None:
+        """TOS[key], replacing TOS."""
+        self.const(key)
+        self.emit("BINARY_SUBSCR")
 
     # -- the call ----------------------------------------------------------------------------
     def call_const(self, fn: Callable, inputs: Sequence[Source]) -> None:

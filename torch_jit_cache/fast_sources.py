@@ -44,21 +44,19 @@ class SourceRewriter:
         return done
 
     def _rewrite(self, source: Source) -> Source:
-        if isinstance(source, ItemSource):
-            base = self.rewrite(source.base)
-            return source if base is source.base else ItemSource(base, source.key)
-        if not isinstance(source, AttrSource):
+        if source.base is None:
             return source
         base = self.rewrite(source.base)
-        try:
-            obj = self._resolve(source.base)
-        except Exception:  # noqa: BLE001 - a source we cannot evaluate here stays as it is
-            obj = _MISSING
-        if obj is not _MISSING and isinstance(obj, self._module):
-            path = self._module_path(obj, base, source.attr)
-            if path is not None:
-                return path
-        return source if base is source.base else AttrSource(base, source.attr)
+        if isinstance(source, AttrSource):
+            try:
+                obj = self._resolve(source.base)
+            except Exception:  # noqa: BLE001 - a source we cannot evaluate here stays as it is
+                obj = _MISSING
+            if obj is not _MISSING and isinstance(obj, self._module):
+                path = self._module_path(obj, base, source.attr)
+                if path is not None:
+                    return path
+        return source if base is source.base else source.with_base(base)
 
     def _module_path(self, obj, base: Source, name: str):
         # Rewritten only where Python's own lookup ends (attribute_lookup: a class attribute of

@@ -7,8 +7,7 @@ entry never keeps a user module alive; its death evicts the entry.
 from __future__ import annotations
 
 from . import runtime
-from .sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource,
-                      LocalSource, Source)
+from .sources import Source
 from .trace_result import GuardKind, GuardSpec
 
 _NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE}
@@ -28,20 +27,9 @@ class GuardBuilder:
         node = self._nodes.get(source)
         if node is not None:
             return node
-        if isinstance(source, LocalSource):
-            node = self.root.local(source.local_name)
-        elif isinstance(source, GlobalSource):
-            node = self.root.global_(source.global_name)
-        elif isinstance(source, BuiltinSource):
-            node = self.root.builtin(source.builtin_name)
-        elif isinstance(source, ClosureSource):
-            node = self.root.closure(source.free_name)
-        elif isinstance(source, AttrSource):
-            node = self.node(source.base).attr(source.attr)
-        elif isinstance(source, ItemSource):
-            node = self.node(source.base).item(source.key)
-        else:
-            raise TypeError(f"no guard accessor for source {source!r}")
+        # A RootSource hangs from the root; any other source from its base's node (sources.py).
+        parent = self.root if source.base is None else self.node(source.base)
+        node = source.guard_node(parent)
         self._nodes[source] = node
         return node
 

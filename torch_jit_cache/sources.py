@@ -4,107 +4,236 @@ Every value read from the frame keeps its source, so that (1) each fact the trac
 a guard on that source (guards.py), and (2) the transformed code can load graph inputs from the
 frame at call time (codegen.py). Sources are immutable, hashable and print as users read them:
 `L['x']`, `G['SCALE']`, `C['scale']` (a closure variable), `L['self'].fc1.weight`, `L['xs'][2]`.
+
+Each kind of source is one class, and that class is the one home of what the kind means:
+
+  name()                the text users read; the C++ accessor prints the same (guard failures)
+  load(frame)           the value at call time, from a FrameValues (tests, convert_frame's resolve)
+  emit_load(emitter)    the bytecode that loads it, through codegen's _Emitter primitives (the
+                        emitter keeps the per-version opcode tables)
+  guard_node(parent)    the C++ guard tree node reading it: `parent` is the root GuardManager for a
+                        RootSource, the node of `base` for a ChainedSource
+  unreachable(...)      RootSource only: why the frame cannot reach it, or None
+
+A RootSource reads the frame itself; a ChainedSource takes one step from the value of its `base`
+(load_step / emit_step / guard_node on the base's node) and inherits the rest. Adding a kind means
+writing one class; tests/python/test_sources.py checks that every concrete class is in its table of
+examples and that load, the emitted bytecode and the C++ accessor agree on each.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar, Mapping
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FrameValues:
+    """What sources are loaded from: a frame's arguments (and, for free variables, their cell
+    contents) by name, its globals, and its builtins (a dict or the builtins module)."""
+    f_locals: Mapping
+    f_globals: Mapping
+    f_builtins: Any
+
+    @property
+    def builtins_dict(self) -> Mapping:
+        return self.f_builtins if isinstance(self.f_builtins, dict) else vars(self.f_builtins)
 
 
 @dataclasses.dataclass(frozen=True)
 class Source:
+    # Every source has `base`: the source it takes a step from (ChainedSource), or None (RootSource).
+
     def name(self) -> str:
-        raise NotImplementedError
+        raise NotImplementedError(type(self).__name__)
 
     def __str__(self) -> str:
         return self.name()
 
     @property
-    def root(self) -> "Source":
+    def root(self) -> "RootSource":
         """The frame-level source (LocalSource, GlobalSource, ...) this one hangs from."""
-        return self
+        raise NotImplementedError(type(self).__name__)
+
+    def load(self, frame: FrameValues) -> Any:
+        raise NotImplementedError(type(self).__name__)
+
+    def emit_load(self, em) -> None:
+        raise NotImplementedError(type(self).__name__)
+
+    def guard_node(self, parent):
+        raise NotImplementedError(type(self).__name__)
 
 
 @dataclasses.dataclass(frozen=True)
-class LocalSource(Source):
+class RootSource(Source):
+    """A value the frame holds itself: an argument, a global, a builtin, a free variable."""
+    base: ClassVar[None] = None
+
+    @property
+    def root(self) -> "RootSource":
+        return self
+
+    def unreachable(self, arguments, freevars, f_globals, builtins: Mapping) -> str | None:
+        """Why this is not bound when the (shadow) frame starts, or None."""
+        raise NotImplementedError(type(self).__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainedSource(Source):
+    """One step (an attribute, an item, ...) from the value of `base`."""
+    base: Source
+
+    @property
+    def root(self) -> RootSource:
+        return self.base.root
+
+    def with_base(self, base: Source) -> "ChainedSource":
+        """The same step taken from another base (fast_sources rewrites bases)."""
+        return dataclasses.replace(self, base=base)
+
+    def load(self, frame: FrameValues) -> Any:
+        return self.load_step(self.base.load(frame))
+
+    def emit_load(self, em) -> None:
+        self.base.emit_load(em)
+        self.emit_step(em)
+
+    def load_step(self, value: Any) -> Any:
+        """This step applied to the base's value."""
+        raise NotImplementedError(type(self).__name__)
+
+    def emit_step(self, em) -> None:
+        """Bytecode taking this step, with the base's value on top of the stack."""
+        raise NotImplementedError(type(self).__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSource(RootSource):
     """An argument of the frame (only arguments are bound when a frame starts)."""
     local_name: str
 
     def name(self) -> str:
         return f"L[{self.local_name!r}]"
 
+    def load(self, frame: FrameValues) -> Any:
+        return frame.f_locals[self.local_name]
+
+    def emit_load(self, em) -> None:
+        em.load_argument(self, self.local_name)
+
+    def guard_node(self, parent):
+        return parent.local(self.local_name)
+
+    def unreachable(self, arguments, freevars, f_globals, builtins) -> str | None:
+        return None if self.local_name in arguments else f"{self.local_name!r} is not an argument"
+
 
 @dataclasses.dataclass(frozen=True)
-class GlobalSource(Source):
+class GlobalSource(RootSource):
     """A name in the function's globals."""
     global_name: str
 
     def name(self) -> str:
         return f"G[{self.global_name!r}]"
 
+    def load(self, frame: FrameValues) -> Any:
+        return frame.f_globals[self.global_name]
+
+    def emit_load(self, em) -> None:
+        em.load_global(self.global_name)
+
+    def guard_node(self, parent):
+        return parent.global_(self.global_name)
+
+    def unreachable(self, arguments, freevars, f_globals, builtins) -> str | None:
+        return None if self.global_name in f_globals else f"{self.global_name!r} is not a global"
+
 
 @dataclasses.dataclass(frozen=True)
-class BuiltinSource(Source):
+class BuiltinSource(RootSource):
     """A name found in the function's builtins (not shadowed by a global)."""
     builtin_name: str
 
     def name(self) -> str:
         return f"B[{self.builtin_name!r}]"
 
+    def load(self, frame: FrameValues) -> Any:
+        return frame.builtins_dict[self.builtin_name]
+
+    def emit_load(self, em) -> None:
+        # LOAD_GLOBAL looks in the globals, then the builtins: a BuiltinSource is by contract not
+        # shadowed by a global (unreachable() refuses one that is), so this finds the builtin.
+        em.load_global(self.builtin_name)
+
+    def guard_node(self, parent):
+        return parent.builtin(self.builtin_name)
+
+    def unreachable(self, arguments, freevars, f_globals, builtins) -> str | None:
+        if self.builtin_name in f_globals or self.builtin_name not in builtins:
+            return f"{self.builtin_name!r} is not an unshadowed builtin"
+        return None
+
 
 @dataclasses.dataclass(frozen=True)
-class ClosureSource(Source):
+class ClosureSource(RootSource):
     """The contents of a free variable's cell (the function's __closure__)."""
     free_name: str
 
     def name(self) -> str:
         return f"C[{self.free_name!r}]"
 
+    def load(self, frame: FrameValues) -> Any:
+        return frame.f_locals[self.free_name]
+
+    def emit_load(self, em) -> None:
+        em.load_free(self, self.free_name)
+
+    def guard_node(self, parent):
+        return parent.closure(self.free_name)
+
+    def unreachable(self, arguments, freevars, f_globals, builtins) -> str | None:
+        return None if self.free_name in freevars else f"{self.free_name!r} is not a free variable"
+
 
 @dataclasses.dataclass(frozen=True)
-class AttrSource(Source):
-    base: Source
+class AttrSource(ChainedSource):
     attr: str
 
     def name(self) -> str:
         return f"{self.base.name()}.{self.attr}"
 
-    @property
-    def root(self) -> Source:
-        return self.base.root
+    def load_step(self, value: Any) -> Any:
+        return getattr(value, self.attr)
+
+    def emit_step(self, em) -> None:
+        em.load_attr(self.attr)
+
+    def guard_node(self, parent):
+        return parent.attr(self.attr)
 
 
 @dataclasses.dataclass(frozen=True)
-class ItemSource(Source):
+class ItemSource(ChainedSource):
     """base[key] for an immutable builtin key (int, str, ...)."""
-    base: Source
     key: Any
 
     def name(self) -> str:
         return f"{self.base.name()}[{self.key!r}]"
 
-    @property
-    def root(self) -> Source:
-        return self.base.root
+    def load_step(self, value: Any) -> Any:
+        return value[self.key]
+
+    def emit_step(self, em) -> None:
+        em.subscript_const(self.key)
+
+    def guard_node(self, parent):
+        return parent.item(self.key)
 
 
 def load_source(source: Source, f_locals, f_globals, f_builtins) -> Any:
     """The value `source` names in a frame given by its locals (arguments and, for free variables,
-    their cell contents, by name), globals and builtins. Used by tests and by codegen's checks."""
-    if isinstance(source, LocalSource):
-        return f_locals[source.local_name]
-    if isinstance(source, ClosureSource):
-        return f_locals[source.free_name]
-    if isinstance(source, GlobalSource):
-        return f_globals[source.global_name]
-    if isinstance(source, BuiltinSource):
-        b = f_builtins if isinstance(f_builtins, dict) else vars(f_builtins)
-        return b[source.builtin_name]
-    if isinstance(source, AttrSource):
-        return getattr(load_source(source.base, f_locals, f_globals, f_builtins), source.attr)
-    if isinstance(source, ItemSource):
-        return load_source(source.base, f_locals, f_globals, f_builtins)[source.key]
-    raise TypeError(f"cannot load {source!r}")
+    their cell contents, by name), globals and builtins. Used by tests and by convert_frame."""
+    return source.load(FrameValues(f_locals, f_globals, f_builtins))
 
 
 def unreachable_root(source: Source, arguments, freevars, f_globals, f_builtins) -> str | None:
@@ -114,16 +243,6 @@ def unreachable_root(source: Source, arguments, freevars, f_globals, f_builtins)
     variables, its globals and builtins. A source rooted anywhere else (a module the user's code
     never imported, say) would raise NameError or fail its guard on every call.
     """
-    root = source.root
-    if isinstance(root, LocalSource):
-        return None if root.local_name in arguments else f"{source}: {root.local_name!r} is not an argument"
-    if isinstance(root, ClosureSource):
-        return None if root.free_name in freevars else f"{source}: {root.free_name!r} is not a free variable"
-    if isinstance(root, GlobalSource):
-        return None if root.global_name in f_globals else f"{source}: {root.global_name!r} is not a global"
-    if isinstance(root, BuiltinSource):
-        b = f_builtins if isinstance(f_builtins, dict) else vars(f_builtins)
-        if root.builtin_name in f_globals or root.builtin_name not in b:
-            return f"{source}: {root.builtin_name!r} is not an unshadowed builtin"
-        return None
-    return f"{source}: no frame-level root"
+    builtins = FrameValues({}, f_globals, f_builtins).builtins_dict
+    why = source.root.unreachable(arguments, freevars, f_globals, builtins)
+    return None if why is None else f"{source}: {why}"
