@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "bindings/bindings.h"
 #include "guards/guard_errors.h"
@@ -92,13 +93,7 @@ void init_guards(py::module_& m) {
   py::class_<GuardManager, NodePtr> node(m, "GuardNode", R"doc(
 One source of a guard tree (L['x'], L['self'].fc, ...): made by the GuardManager builder methods,
 never directly. Child getters return the same object for the same source.)doc");
-  node.def("attr", [](GuardManager& self, py::str name) { return value_or_raise(self.attr(name)); },
-           py::arg("name"), "Child reading getattr(value, name).")
-      .def("item", [](GuardManager& self, py::object key) { return value_or_raise(self.item(key)); },
-           py::arg("key"), "Child reading value[key]; key must be an immutable builtin.")
-      .def("type", [](GuardManager& self) { return value_or_raise(self.type()); },
-           "Child reading type(value).")
-      .def("type_match", [](GuardManager& self, py::object cls) { raise_if_error(self.add_type_match(cls)); },
+  node.def("type_match", [](GuardManager& self, py::object cls) { raise_if_error(self.add_type_match(cls)); },
            py::arg("cls"))
       .def("id_match", [](GuardManager& self, py::object obj) { raise_if_error(self.add_id_match(obj)); },
            py::arg("obj"), "value is obj; obj is held weakly and its death invalidates the tree.")
@@ -126,19 +121,37 @@ never directly. Child getters return the same object for the same source.)doc");
         return "<" + name + ": " + std::to_string(self.num_guards()) + " guards>";
       });
 
-  py::class_<RootGuardManager, GuardManager, RootPtr>(m, "GuardManager", R"doc(
+  py::class_<RootGuardManager, GuardManager, RootPtr> root(m, "GuardManager", R"doc(
 The root of a guard tree: the frame being checked. Build it with local/global_/builtin/closure and
 the leaf methods; bind(code) freezes it for a cache entry; check/explain take a dict of locals (or
-a frame) and an optional globals dict.)doc")
-      .def(py::init<>())
-      .def("local", [](RootGuardManager& self, py::str name) { return value_or_raise(self.local(name)); },
-           py::arg("name"))
-      .def("global_", [](RootGuardManager& self, py::str name) { return value_or_raise(self.global_(name)); },
-           py::arg("name"))
-      .def("builtin", [](RootGuardManager& self, py::str name) { return value_or_raise(self.builtin(name)); },
-           py::arg("name"))
-      .def("closure", [](RootGuardManager& self, py::str name) { return value_or_raise(self.closure(name)); },
-           py::arg("name"))
+a frame) and an optional globals dict.)doc");
+  // One builder method per accessor kind, named and documented by its row of kAccessorSpecs: kinds
+  // that read the frame on the root (GuardManager), kinds that read a value on every node.
+  for (const AccessorSpec& spec : kAccessorSpecs) {
+    const AccessorKind kind = spec.kind;
+    // `self` is typed as the class the method is on, so signatures and errors name that class.
+    auto add = [&spec, kind](auto& cls, auto self_type) {
+      using Self = typename decltype(self_type)::type;
+      switch (spec.operand) {
+        case Operand::kName:
+          cls.def(
+              spec.builder, [kind](Self& self, py::str name) { return value_or_raise(self.child(kind, name)); },
+              py::arg("name"), spec.doc);
+          break;
+        case Operand::kKey:
+          cls.def(
+              spec.builder, [kind](Self& self, py::object key) { return value_or_raise(self.child(kind, key)); },
+              py::arg("key"), spec.doc);
+          break;
+        case Operand::kNone:
+          cls.def(spec.builder, [kind](Self& self) { return value_or_raise(self.child(kind)); }, spec.doc);
+          break;
+      }
+    };
+    if (spec.reads == Reads::kFrame) add(root, std::type_identity<RootGuardManager>());
+    if (spec.reads == Reads::kParent) add(node, std::type_identity<GuardManager>());
+  }
+  root.def(py::init<>())
       .def("global_state", [](RootGuardManager& self) { raise_if_error(self.add_global_state()); })
       .def("bind",
            [](RootGuardManager& self, py::object code) {

@@ -16,8 +16,23 @@ PyObject* dict_get_new_ref(PyObject* dict, PyObject* key) noexcept {
   return value;  // new ref; NULL: missing (no error) or raised (error set)
 }
 
+absl::StatusOr<Accessor> Accessor::make(AccessorKind kind, py::handle operand,
+                                        const std::string& parent_source) {
+  switch (accessor_spec(kind).operand) {
+    case Operand::kName:
+      return named(kind, operand);
+    case Operand::kKey:
+      return item(operand, parent_source);
+    case Operand::kNone:
+      break;
+  }
+  TJC_DCHECK(kind != AccessorKind::kRoot);
+  return Accessor(kind, py::object());
+}
+
 absl::StatusOr<Accessor> Accessor::named(AccessorKind kind, py::handle name) {
-  TJC_DCHECK(kind != AccessorKind::kItem && kind != AccessorKind::kType && kind != AccessorKind::kRoot);
+  TJC_DCHECK(accessor_spec(kind).operand == Operand::kName);
+  if (!name) return type_error_status(absl::StrCat(accessor_spec(kind).builder, "() needs a name"));
   if (!PyUnicode_Check(name.ptr())) {
     return type_error_status(absl::StrCat("a name must be a str, got ", short_type_name(name.ptr())));
   }
@@ -28,6 +43,7 @@ absl::StatusOr<Accessor> Accessor::named(AccessorKind kind, py::handle name) {
 }
 
 absl::StatusOr<Accessor> Accessor::item(py::handle key, const std::string& parent_source) {
+  if (!key) return type_error_status(absl::StrCat(parent_source, ": item() needs a key"));
   if (!is_immutable_builtin(key.ptr())) {
     return type_error_status(absl::StrCat(
         parent_source, ": item() keys are held by the guard tree, so they must be ", kImmutableBuiltins,
@@ -71,25 +87,20 @@ bool Accessor::same_source(const Accessor& other) const {
 }
 
 std::string Accessor::source_text(const std::string& parent_source) const {
-  switch (kind_) {
-    case AccessorKind::kRoot:
-      return "";
-    case AccessorKind::kLocal:
-      return absl::StrCat("L['", name(), "']");
-    case AccessorKind::kGlobal:
-      return absl::StrCat("G['", name(), "']");
-    case AccessorKind::kBuiltin:
-      return absl::StrCat("B['", name(), "']");
-    case AccessorKind::kClosure:
-      return absl::StrCat("C['", name(), "']");
-    case AccessorKind::kAttr:
-      return absl::StrCat(parent_source, ".", name());
-    case AccessorKind::kItem:
-      return absl::StrCat(parent_source, "[", safe_repr(name_or_key_.ptr()), "]");
-    case AccessorKind::kType:
-      return absl::StrCat("type(", parent_source, ")");
+  const AccessorSpec& row = spec();
+  std::string operand;
+  switch (row.operand) {
+    case Operand::kName:
+      operand = name();
+      break;
+    case Operand::kKey:
+      operand = safe_repr(name_or_key_.ptr());
+      break;
+    case Operand::kNone:
+      break;
   }
-  return "";
+  return absl::StrCat(row.prefix, row.reads == Reads::kParent ? parent_source : "", row.infix, operand,
+                      row.suffix);
 }
 
 PyObject* Accessor::fetch_local_or_closure(const FrameView& view) const noexcept {

@@ -1,8 +1,10 @@
 // Accessor: how a guard manager's value is reached from its parent's value or from the frame.
 //
 // Kinds: local(name), global_(name), builtin(name), closure(name) read the FrameView (children of
-// the root only); attr(name), item(key), type() read the parent's value. An accessor is a small
-// value type switched on by kind: no virtual call per fetch.
+// the root only); attr(name), item(key), type() read the parent's value. Each kind is one row of
+// kAccessorSpecs below (its builder name, what it reads and takes, its source text, its docs) plus
+// one case of fetch(). An accessor is a small value type switched on by kind: no virtual call per
+// fetch.
 //
 // Ownership: `name_or_key` is owned (a str, or an immutable builtin item key, so holding it keeps
 // no user object alive). fetch() returns a NEW reference or NULL; NULL with no Python error set
@@ -15,6 +17,8 @@
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
+#include <iterator>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,22 +28,88 @@ namespace tjc {
 
 namespace py = pybind11;
 
+// Keep kType last (kLastAccessorKind); a new kind needs its row in kAccessorSpecs and its fetch()
+// case (the switch warns, and -Werror stops the build, when one is missing).
 enum class AccessorKind : uint8_t { kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kType };
+inline constexpr AccessorKind kLastAccessorKind = AccessorKind::kType;
+
+// What an accessor reads its value from.
+enum class Reads : uint8_t {
+  kNothing,  // the root: "the frame", no value of its own
+  kFrame,    // the FrameView (children of the root only)
+  kParent,   // the parent's value
+};
+// What the builder call takes and the accessor holds.
+enum class Operand : uint8_t { kNone, kName, kKey };
+// What RootGuardManager::bind() resolves for a frame-reading accessor.
+enum class FrameSlot : uint8_t {
+  kNone,      // read by name, or not from the frame
+  kArgument,  // a localsplus index: the name must be an argument of the code
+  kFreeVar,   // an index into the closure tuple: the name must be a free variable of the code
+};
+
+// One row per kind: everything that defines a kind except how fetch() reads it (a switch on the
+// hot path, in accessors.cpp). The builders (GuardManager::child), the Python bindings (a method
+// named `builder` on _C.GuardManager for kFrame kinds, on _C.GuardNode for kParent ones), bind()
+// and the source text all read this table; adding a kind is one row here plus its fetch case.
+struct AccessorSpec {
+  AccessorKind kind;
+  const char* builder;  // the builder method's name: root.local(name), node.attr(name)
+  Reads reads;
+  Operand operand;
+  FrameSlot slot;
+  // Source text: `prefix`, the parent's text (kParent only), `infix`, the operand (a name as is, a
+  // key as its repr), `suffix`. Matches sources.py's Source.name(): L['x'], x.fc, x[2], type(x).
+  const char* prefix;
+  const char* infix;
+  const char* suffix;
+  const char* example;  // how to call it, for messages
+  const char* doc;      // the Python method's docstring
+};
+
+inline constexpr AccessorSpec kAccessorSpecs[] = {
+    {AccessorKind::kRoot, "", Reads::kNothing, Operand::kNone, FrameSlot::kNone, "", "", "", "", ""},
+    {AccessorKind::kLocal, "local", Reads::kFrame, Operand::kName, FrameSlot::kArgument, "L['", "", "']",
+     "g.local('x')", "Child reading the argument `name` (L['name'])."},
+    {AccessorKind::kGlobal, "global_", Reads::kFrame, Operand::kName, FrameSlot::kNone, "G['", "", "']",
+     "g.global_('torch')", "Child reading f_globals[name] (G['name'])."},
+    {AccessorKind::kBuiltin, "builtin", Reads::kFrame, Operand::kName, FrameSlot::kNone, "B['", "", "']",
+     "g.builtin('len')", "Child reading f_builtins[name] (B['name'])."},
+    {AccessorKind::kClosure, "closure", Reads::kFrame, Operand::kName, FrameSlot::kFreeVar, "C['", "",
+     "']", "g.closure('n')", "Child reading the free variable `name`'s cell contents (C['name'])."},
+    {AccessorKind::kAttr, "attr", Reads::kParent, Operand::kName, FrameSlot::kNone, "", ".", "",
+     "g.local('self').attr('fc')", "Child reading getattr(value, name)."},
+    {AccessorKind::kItem, "item", Reads::kParent, Operand::kKey, FrameSlot::kNone, "", "[", "]",
+     "g.local('d').item('k')", "Child reading value[key]; key must be an immutable builtin."},
+    {AccessorKind::kType, "type", Reads::kParent, Operand::kNone, FrameSlot::kNone, "type(", "", ")",
+     "g.local('x').type()", "Child reading type(value)."},
+};
+
+constexpr const AccessorSpec& accessor_spec(AccessorKind kind) {
+  return kAccessorSpecs[static_cast<size_t>(kind)];
+}
+
+// Every kind has its row, at its own index.
+constexpr bool accessor_specs_in_order() {
+  for (size_t i = 0; i < std::size(kAccessorSpecs); ++i) {
+    if (static_cast<size_t>(kAccessorSpecs[i].kind) != i) return false;
+  }
+  return static_cast<size_t>(kLastAccessorKind) + 1 == std::size(kAccessorSpecs);
+}
+static_assert(accessor_specs_in_order(), "kAccessorSpecs: one row per AccessorKind, in enum order");
 
 class Accessor {
  public:
   static Accessor root() { return Accessor(AccessorKind::kRoot, py::object()); }
-  // `name` must be a str (local, global, builtin, closure, attr).
-  static absl::StatusOr<Accessor> named(AccessorKind kind, py::handle name);
-  // `key` must be an immutable builtin (held strongly); ints index lists and tuples directly.
-  static absl::StatusOr<Accessor> item(py::handle key, const std::string& parent_source);
-  static Accessor type() { return Accessor(AccessorKind::kType, py::object()); }
+  // The accessor of `kind` (not kRoot) with its operand (accessor_spec(kind).operand): a name must
+  // be a str; a key an immutable builtin (held strongly; ints index lists and tuples directly);
+  // kNone kinds ignore it. `parent_source` is for messages.
+  static absl::StatusOr<Accessor> make(AccessorKind kind, py::handle operand,
+                                       const std::string& parent_source);
 
   AccessorKind kind() const { return kind_; }
-  bool reads_frame() const {
-    return kind_ == AccessorKind::kLocal || kind_ == AccessorKind::kGlobal ||
-           kind_ == AccessorKind::kBuiltin || kind_ == AccessorKind::kClosure;
-  }
+  const AccessorSpec& spec() const { return accessor_spec(kind_); }
+  bool reads_frame() const { return spec().reads == Reads::kFrame; }
   // The name (str) or key; null for root/type.
   py::handle name_or_key() const { return name_or_key_; }
   std::string name() const;  // the name as UTF-8 ("" for item/type/root)
@@ -61,6 +131,9 @@ class Accessor {
 
  private:
   Accessor(AccessorKind kind, py::object name_or_key) : kind_(kind), name_or_key_(std::move(name_or_key)) {}
+
+  static absl::StatusOr<Accessor> named(AccessorKind kind, py::handle name);
+  static absl::StatusOr<Accessor> item(py::handle key, const std::string& parent_source);
 
   PyObject* fetch_local_or_closure(const FrameView& view) const noexcept;
   PyObject* fetch_item(PyObject* parent) const noexcept;

@@ -21,7 +21,7 @@ GuardManager::GuardManager(Accessor accessor, std::string source, std::shared_pt
 
 GuardManager::~GuardManager() { --live_objects().guard_managers; }
 
-absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::child(absl::StatusOr<Accessor> accessor) {
+absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::child_for(absl::StatusOr<Accessor> accessor) {
   if (!accessor.ok()) return accessor.status();
   for (const std::shared_ptr<GuardManager>& existing : children_) {
     if (existing->accessor_.same_source(*accessor)) return existing;
@@ -33,27 +33,25 @@ absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::child(absl::StatusOr
   return node;
 }
 
-absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::attr(py::handle name) {
-  if (is_root()) {
-    return absl::InvalidArgumentError(
-        "attr() reads a value: call it on a source, e.g. g.local('self').attr('fc')");
+absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::child(AccessorKind kind, py::handle operand) {
+  const AccessorSpec& spec = accessor_spec(kind);
+  switch (spec.reads) {
+    case Reads::kNothing:
+      return absl::InvalidArgumentError("the root is not a child: make a RootGuardManager");
+    case Reads::kFrame:
+      if (!is_root()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            spec.builder, "() reads the frame: call it on the root, e.g. ", spec.example));
+      }
+      break;
+    case Reads::kParent:
+      if (is_root()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            spec.builder, "() reads a value: call it on a source, e.g. ", spec.example));
+      }
+      break;
   }
-  return child(Accessor::named(AccessorKind::kAttr, name));
-}
-
-absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::item(py::handle key) {
-  if (is_root()) {
-    return absl::InvalidArgumentError(
-        "item() reads a value: call it on a source, e.g. g.local('d').item('k')");
-  }
-  return child(Accessor::item(key, source_));
-}
-
-absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::type() {
-  if (is_root()) {
-    return absl::InvalidArgumentError("type() reads a value: call it on a source, e.g. g.local('x').type()");
-  }
-  return child(Accessor::type());
+  return child_for(Accessor::make(kind, operand, source_));
 }
 
 absl::Status GuardManager::add_leaf(absl::StatusOr<LeafPtr> leaf) {

@@ -3,9 +3,10 @@
 //
 // Tree shape: RootGuardManager (root_guard_manager.h) is the node for "the frame"; its children
 // read the frame (local, global_, builtin, closure); every deeper child reads its parent's value
-// (attr, item, type). A node checks its leaves first, then its children, stopping at the first
-// failure. On a failure path only, the failing leaf or child moves to the front of its list and
-// its fail count grows, so the guard most likely to fail runs first next time ("fail fast").
+// (attr, item, type); which is which is the accessor table's (accessors.h). A node checks its
+// leaves first, then its children, stopping at the first failure. On a failure path only, the
+// failing leaf or child moves to the front of its list and its fail count grows, so the guard most
+// likely to fail runs first next time ("fail fast").
 //
 // Ownership: parents own children by std::shared_ptr; a child has no pointer to its parent, so a
 // Python wrapper of a child keeps that subtree alive after the root is gone, without a cycle. Every
@@ -46,10 +47,11 @@ class GuardManager {
   GuardManager(const GuardManager&) = delete;
   GuardManager& operator=(const GuardManager&) = delete;
 
-  // ---- Builder (slow path). Child getters return the existing child for the same source.
-  absl::StatusOr<std::shared_ptr<GuardManager>> attr(py::handle name);
-  absl::StatusOr<std::shared_ptr<GuardManager>> item(py::handle key);
-  absl::StatusOr<std::shared_ptr<GuardManager>> type();
+  // ---- Builder (slow path).
+  // The child reaching its value by `kind` with `operand` (a name, a key or nothing: see
+  // kAccessorSpecs in accessors.h), or the existing child for the same source. Kinds that read the
+  // frame are children of the root only; kinds that read a value, of any other node.
+  absl::StatusOr<std::shared_ptr<GuardManager>> child(AccessorKind kind, py::handle operand = py::handle());
 
   absl::Status add_type_match(py::handle cls);
   absl::Status add_id_match(py::handle obj);
@@ -76,7 +78,7 @@ class GuardManager {
 
  protected:
   // The child for `accessor`, made on first request. Refused once the tree is frozen.
-  absl::StatusOr<std::shared_ptr<GuardManager>> child(absl::StatusOr<Accessor> accessor);
+  absl::StatusOr<std::shared_ptr<GuardManager>> child_for(absl::StatusOr<Accessor> accessor);
   absl::Status add_leaf(absl::StatusOr<LeafPtr> leaf);
 
   // Hot path: leaves on `value` (borrowed; null on the root), then each child on the value its

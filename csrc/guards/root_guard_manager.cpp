@@ -23,19 +23,6 @@ RootGuardManager::~RootGuardManager() {
 
 // ---- Builder.
 
-absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::local(py::handle name) {
-  return child(Accessor::named(AccessorKind::kLocal, name));
-}
-absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::global_(py::handle name) {
-  return child(Accessor::named(AccessorKind::kGlobal, name));
-}
-absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::builtin(py::handle name) {
-  return child(Accessor::named(AccessorKind::kBuiltin, name));
-}
-absl::StatusOr<std::shared_ptr<GuardManager>> RootGuardManager::closure(py::handle name) {
-  return child(Accessor::named(AccessorKind::kClosure, name));
-}
-
 absl::Status RootGuardManager::add_global_state() {
   if (state_->frozen) return frozen_status();
   return add_leaf(make_global_state());
@@ -110,7 +97,8 @@ absl::Status RootGuardManager::bind(PyCodeObject* code) {
   std::vector<std::pair<GuardManager*, int>> slots;
   for (const std::shared_ptr<GuardManager>& node : children()) {
     const Accessor& accessor = node->accessor();
-    if (accessor.kind() == AccessorKind::kLocal) {
+    const FrameSlot slot = accessor.spec().slot;
+    if (slot == FrameSlot::kArgument) {
       int index = index_in(varnames.ptr(), accessor.name_or_key().ptr());
       if (index < 0 || index >= arguments) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -118,7 +106,7 @@ absl::Status RootGuardManager::bind(PyCodeObject* code) {
             " (only arguments are bound when the frame starts)"));
       }
       slots.emplace_back(node.get(), index);
-    } else if (accessor.kind() == AccessorKind::kClosure) {
+    } else if (slot == FrameSlot::kFreeVar) {
       int index = index_in(freevars.ptr(), accessor.name_or_key().ptr());
       if (index < 0) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -64,12 +64,9 @@ class RootGuardManager : public GuardManager {
 
   // ---- Added by the guard code (not used by the runtime's contract above).
 
-  // Builder: children that read the frame view. local() and closure() are resolved to frame slots
-  // by bind(); global_() reads f_globals only; builtin() reads f_builtins.
-  absl::StatusOr<std::shared_ptr<GuardManager>> local(py::handle name);
-  absl::StatusOr<std::shared_ptr<GuardManager>> global_(py::handle name);
-  absl::StatusOr<std::shared_ptr<GuardManager>> builtin(py::handle name);
-  absl::StatusOr<std::shared_ptr<GuardManager>> closure(py::handle name);
+  // Builder: children that read the frame view are GuardManager::child(kind, name) with a kFrame
+  // kind (kLocal, kGlobal, kBuiltin, kClosure); those with a FrameSlot (local, closure) are resolved
+  // to frame slots by bind(); global_ reads f_globals only; builtin reads f_builtins.
   // GLOBAL_STATE leaf on the root (through torch_backend()).
   absl::Status add_global_state();
   // True when some guard holds an object weakly (its death would invalidate this tree).

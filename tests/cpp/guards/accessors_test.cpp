@@ -1,6 +1,7 @@
 // Accessors: how each source reaches its value, in mapping and frame mode.
 #include "guards/accessors.h"
 
+#include "absl/strings/str_cat.h"
 #include "guards/guard_errors.h"
 
 #include "guards/guard_test_util.h"
@@ -12,7 +13,7 @@ using namespace tjc::testing;
 
 TEST(Accessors, LocalInMappingMode) {
   RootGuardManager root;
-  auto x = ok_or_die(root.local(s("x")));
+  auto x = ok_or_die(root.child(kLocal, s("x")));
   expect_ok(x->add_equals_match(py::int_(3)));
   py::dict present;
   present["x"] = 3;
@@ -25,7 +26,7 @@ TEST(Accessors, LocalInMappingMode) {
 
 TEST(Accessors, GlobalReadsGlobalsNotBuiltins) {
   RootGuardManager root;
-  expect_ok(ok_or_die(root.global_(s("len")))->add_not_none());
+  expect_ok(ok_or_die(root.child(kGlobal, s("len")))->add_not_none());
   py::dict locals, globals;
   EXPECT_FALSE(root.check(mapping_view(locals, globals)));  // len is only a builtin
   EXPECT_EQ(root.explain(mapping_view(locals, globals)), "G['len']: missing");
@@ -35,20 +36,20 @@ TEST(Accessors, GlobalReadsGlobalsNotBuiltins) {
 
 TEST(Accessors, BuiltinReadsBuiltins) {
   RootGuardManager root;
-  expect_ok(ok_or_die(root.builtin(s("len")))->add_id_match(builtins_dict()["len"]));
+  expect_ok(ok_or_die(root.child(kBuiltin, s("len")))->add_id_match(builtins_dict()["len"]));
   py::dict locals, globals;
   EXPECT_TRUE(root.check(mapping_view(locals, globals)));
   py::dict other_builtins;
   other_builtins["len"] = py::module_::import("builtins").attr("abs");
   EXPECT_FALSE(root.check(mapping_view(locals, globals, other_builtins)));
-  EXPECT_EQ(ok_or_die(root.builtin(s("len")))->source(), "B['len']");
+  EXPECT_EQ(ok_or_die(root.child(kBuiltin, s("len")))->source(), "B['len']");
 }
 
 TEST(Accessors, AttrMissingIsFailureWithErrorCleared) {
   py::dict ns = run_python("class A:\n  pass\na = A()\na.fc = 5\n");
   RootGuardManager root;
-  auto a = ok_or_die(root.local(s("a")));
-  expect_ok(ok_or_die(a->attr(s("fc")))->add_equals_match(py::int_(5)));
+  auto a = ok_or_die(root.child(kLocal, s("a")));
+  expect_ok(ok_or_die(a->child(kAttr, s("fc")))->add_equals_match(py::int_(5)));
   py::dict locals;
   locals["a"] = ns["a"];
   EXPECT_TRUE(root.check(mapping_view(locals)));
@@ -62,10 +63,10 @@ TEST(Accessors, AttrMissingIsFailureWithErrorCleared) {
 
 TEST(Accessors, ItemFastPathsAndGenericGetItem) {
   RootGuardManager root;
-  auto xs = ok_or_die(root.local(s("xs")));
-  expect_ok(ok_or_die(xs->item(py::int_(2)))->add_equals_match(py::int_(30)));
-  expect_ok(ok_or_die(xs->item(py::int_(-1)))->add_equals_match(py::int_(30)));
-  EXPECT_EQ(ok_or_die(xs->item(py::int_(2)))->source(), "L['xs'][2]");
+  auto xs = ok_or_die(root.child(kLocal, s("xs")));
+  expect_ok(ok_or_die(xs->child(kItem, py::int_(2)))->add_equals_match(py::int_(30)));
+  expect_ok(ok_or_die(xs->child(kItem, py::int_(-1)))->add_equals_match(py::int_(30)));
+  EXPECT_EQ(ok_or_die(xs->child(kItem, py::int_(2)))->source(), "L['xs'][2]");
   py::dict locals;
   locals["xs"] = py::eval("[10, 20, 30]");
   EXPECT_TRUE(root.check(mapping_view(locals)));
@@ -85,9 +86,9 @@ TEST(Accessors, DictItemAndKeyErrorFromMapping) {
   py::dict ns = run_python(
       "class M:\n  def __getitem__(self, k):\n    raise KeyError(k)\n");
   RootGuardManager root;
-  auto d = ok_or_die(root.local(s("d")));
-  expect_ok(ok_or_die(d->item(s("k")))->add_equals_match(py::int_(1)));
-  EXPECT_EQ(ok_or_die(d->item(s("k")))->source(), "L['d']['k']");
+  auto d = ok_or_die(root.child(kLocal, s("d")));
+  expect_ok(ok_or_die(d->child(kItem, s("k")))->add_equals_match(py::int_(1)));
+  EXPECT_EQ(ok_or_die(d->child(kItem, s("k")))->source(), "L['d']['k']");
   py::dict locals;
   locals["d"] = py::eval("{'k': 1}");
   EXPECT_TRUE(root.check(mapping_view(locals)));
@@ -101,15 +102,15 @@ TEST(Accessors, DictItemAndKeyErrorFromMapping) {
 
 TEST(Accessors, ItemKeysMustBeImmutableBuiltins) {
   RootGuardManager root;
-  auto d = ok_or_die(root.local(s("d")));
-  absl::StatusOr<std::shared_ptr<GuardManager>> child = d->item(py::list());
+  auto d = ok_or_die(root.child(kLocal, s("d")));
+  absl::StatusOr<std::shared_ptr<GuardManager>> child = d->child(kItem, py::list());
   ASSERT_FALSE(child.ok());
   EXPECT_TRUE(is_type_error(child.status()));
 }
 
 TEST(Accessors, TypeAccessor) {
   RootGuardManager root;
-  auto t = ok_or_die(ok_or_die(root.local(s("x")))->type());
+  auto t = ok_or_die(ok_or_die(root.child(kLocal, s("x")))->child(kType));
   EXPECT_EQ(t->source(), "type(L['x'])");
   expect_ok(t->add_id_match(py::type::of(py::int_(1))));
   py::dict locals;
@@ -122,8 +123,8 @@ TEST(Accessors, TypeAccessor) {
 TEST(Accessors, FrameModeLocalsByArgumentSlot) {
   py::dict ns = run_python("def f(a, b, *args, c, **kw):\n  d = 1\n  return a\n");
   RootGuardManager root;
-  expect_ok(ok_or_die(root.local(s("b")))->add_equals_match(py::int_(2)));
-  expect_ok(ok_or_die(root.local(s("c")))->add_equals_match(py::int_(4)));
+  expect_ok(ok_or_die(root.child(kLocal, s("b")))->add_equals_match(py::int_(2)));
+  expect_ok(ok_or_die(root.child(kLocal, s("c")))->add_equals_match(py::int_(4)));
   expect_ok(root.bind(reinterpret_cast<PyCodeObject*>(ns["f"].attr("__code__").ptr())));
   // Slots: a, b, c (kw-only), args, kw -- CPython orders kw-only before *args/**kw.
   FakeFrame frame(ns["f"], {py::int_(1), py::int_(2), py::int_(4), py::tuple(), py::dict()});
@@ -151,8 +152,8 @@ TEST(Accessors, FrameModeClosureReadsCellContents) {
       "f = outer()\n"
       "g = outer_empty()\n");
   RootGuardManager root;
-  expect_ok(ok_or_die(root.closure(s("n")))->add_equals_match(py::int_(3)));
-  EXPECT_EQ(ok_or_die(root.closure(s("n")))->source(), "C['n']");
+  expect_ok(ok_or_die(root.child(kClosure, s("n")))->add_equals_match(py::int_(3)));
+  EXPECT_EQ(ok_or_die(root.child(kClosure, s("n")))->source(), "C['n']");
   expect_ok(root.bind(reinterpret_cast<PyCodeObject*>(ns["f"].attr("__code__").ptr())));
   FakeFrame frame(ns["f"], {py::int_(1)});
   EXPECT_TRUE(root.check(frame.view));
@@ -161,6 +162,38 @@ TEST(Accessors, FrameModeClosureReadsCellContents) {
   empty.view.code = frame.view.code;
   EXPECT_FALSE(root.check(empty.view));
   EXPECT_EQ(root.explain(empty.view), "C['n']: missing");
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
+// kAccessorSpecs is the one home of what each kind is: every kind builds from its row, where its row
+// says (the root for kFrame kinds, a value's node for kParent ones), and prints its row's text.
+TEST(Accessors, EveryKindBuildsFromItsRow) {
+  RootGuardManager root;
+  auto x = ok_or_die(root.child(kLocal, s("x")));
+  for (const AccessorSpec& spec : kAccessorSpecs) {
+    if (spec.reads == Reads::kNothing) continue;
+    SCOPED_TRACE(spec.builder);
+    py::object operand = spec.operand == Operand::kName  ? py::object(s("n"))
+                         : spec.operand == Operand::kKey ? py::object(py::int_(2))
+                                                         : py::object();
+    GuardManager& parent = spec.reads == Reads::kFrame ? static_cast<GuardManager&>(root) : *x;
+    GuardManager& wrong = spec.reads == Reads::kFrame ? *x : static_cast<GuardManager&>(root);
+    auto node = ok_or_die(parent.child(spec.kind, operand));
+    EXPECT_EQ(node->accessor().kind(), spec.kind);
+    EXPECT_EQ(node.get(), ok_or_die(parent.child(spec.kind, operand)).get());
+    std::string expected = absl::StrCat(spec.prefix, spec.reads == Reads::kParent ? "L['x']" : "", spec.infix,
+                                        spec.operand == Operand::kName  ? "n"
+                                        : spec.operand == Operand::kKey ? "2"
+                                                                        : "",
+                                        spec.suffix);
+    EXPECT_EQ(node->source(), expected);
+    absl::Status refused = wrong.child(spec.kind, operand).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find(spec.example), std::string::npos) << refused.message();
+  }
+  EXPECT_EQ(ok_or_die(root.child(kBuiltin, s("len")))->source(), "B['len']");
+  EXPECT_EQ(ok_or_die(x->child(kType))->source(), "type(L['x'])");
+  EXPECT_FALSE(root.child(kRoot).ok());
   EXPECT_FALSE(PyErr_Occurred());
 }
 

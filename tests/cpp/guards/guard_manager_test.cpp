@@ -17,34 +17,35 @@ std::vector<std::string> child_sources(const GuardManager& node) {
 
 TEST(GuardManager, SameSourceGivesSameChild) {
   RootGuardManager root;
-  auto x1 = ok_or_die(root.local(s("x")));
-  auto x2 = ok_or_die(root.local(s("x")));
+  auto x1 = ok_or_die(root.child(kLocal, s("x")));
+  auto x2 = ok_or_die(root.child(kLocal, s("x")));
   EXPECT_EQ(x1, x2);
-  EXPECT_NE(ok_or_die(root.global_(s("x"))), x1);  // G['x'] is another source
-  auto self = ok_or_die(root.local(s("self")));
-  EXPECT_EQ(ok_or_die(self->attr(s("fc"))), ok_or_die(self->attr(s("fc"))));
-  auto xs = ok_or_die(root.local(s("xs")));
+  EXPECT_NE(ok_or_die(root.child(kGlobal, s("x"))), x1);  // G['x'] is another source
+  auto self = ok_or_die(root.child(kLocal, s("self")));
+  EXPECT_EQ(ok_or_die(self->child(kAttr, s("fc"))), ok_or_die(self->child(kAttr, s("fc"))));
+  auto xs = ok_or_die(root.child(kLocal, s("xs")));
   // 1 and True are equal but distinct keys for a non-dict __getitem__.
-  EXPECT_NE(ok_or_die(xs->item(py::int_(1))), ok_or_die(xs->item(py::bool_(true))));
-  EXPECT_EQ(ok_or_die(xs->item(py::int_(1))), ok_or_die(xs->item(py::int_(1))));
-  EXPECT_EQ(ok_or_die(self->type()), ok_or_die(self->type()));
+  EXPECT_NE(ok_or_die(xs->child(kItem, py::int_(1))), ok_or_die(xs->child(kItem, py::bool_(true))));
+  EXPECT_EQ(ok_or_die(xs->child(kItem, py::int_(1))), ok_or_die(xs->child(kItem, py::int_(1))));
+  EXPECT_EQ(ok_or_die(self->child(kType)), ok_or_die(self->child(kType)));
   EXPECT_EQ(root.children().size(), 4u);
 }
 
 TEST(GuardManager, SourcesNest) {
   RootGuardManager root;
-  auto w = ok_or_die(ok_or_die(ok_or_die(root.local(s("self")))->attr(s("fc1")))->attr(s("weight")));
+  auto fc1 = ok_or_die(ok_or_die(root.child(kLocal, s("self")))->child(kAttr, s("fc1")));
+  auto w = ok_or_die(fc1->child(kAttr, s("weight")));
   EXPECT_EQ(w->source(), "L['self'].fc1.weight");
-  auto k = ok_or_die(ok_or_die(root.global_(s("cfg")))->item(s("k")));
+  auto k = ok_or_die(ok_or_die(root.child(kGlobal, s("cfg")))->child(kItem, s("k")));
   EXPECT_EQ(k->source(), "G['cfg']['k']");
-  EXPECT_EQ(ok_or_die(k->type())->source(), "type(G['cfg']['k'])");
+  EXPECT_EQ(ok_or_die(k->child(kType))->source(), "type(G['cfg']['k'])");
 }
 
 TEST(GuardManager, RootRefusesValueGuardsAndValueChildren) {
   RootGuardManager root;
   EXPECT_FALSE(root.add_type_match(py::type::of(py::int_(1))).ok());
-  EXPECT_FALSE(root.attr(s("x")).ok());
-  EXPECT_FALSE(root.item(s("x")).ok());
+  EXPECT_FALSE(root.child(kAttr, s("x")).ok());
+  EXPECT_FALSE(root.child(kItem, s("x")).ok());
   EXPECT_EQ(root.num_guards(), 0);
 }
 
@@ -52,7 +53,7 @@ TEST(GuardManager, ChildOutlivesRoot) {
   std::shared_ptr<GuardManager> x;
   {
     auto root = std::make_shared<RootGuardManager>();
-    x = ok_or_die(root->local(s("x")));
+    x = ok_or_die(root->child(kLocal, s("x")));
     expect_ok(x->add_equals_match(py::int_(1)));
   }
   // The subtree is intact and still buildable (the tree was never frozen).
@@ -70,9 +71,9 @@ TEST(GuardManager, StopsAtFirstFailure) {
       "  @property\n"
       "  def b(self):\n    calls.append('b'); return 2\n");
   RootGuardManager root;
-  auto p = ok_or_die(root.local(s("p")));
-  expect_ok(ok_or_die(p->attr(s("a")))->add_equals_match(py::int_(99)));  // fails
-  expect_ok(ok_or_die(p->attr(s("b")))->add_equals_match(py::int_(2)));
+  auto p = ok_or_die(root.child(kLocal, s("p")));
+  expect_ok(ok_or_die(p->child(kAttr, s("a")))->add_equals_match(py::int_(99)));  // fails
+  expect_ok(ok_or_die(p->child(kAttr, s("b")))->add_equals_match(py::int_(2)));
   py::dict locals;
   locals["p"] = ns["Probe"]();
   EXPECT_FALSE(root.check(mapping_view(locals)));
@@ -82,7 +83,7 @@ TEST(GuardManager, StopsAtFirstFailure) {
 TEST(GuardManager, FailFastMovesTheFailingChildFirstOnlyAfterAFailure) {
   RootGuardManager root;
   for (const char* name : {"a", "b", "c"}) {
-    expect_ok(ok_or_die(root.local(s(name)))->add_equals_match(py::int_(1)));
+    expect_ok(ok_or_die(root.child(kLocal, s(name)))->add_equals_match(py::int_(1)));
   }
   py::dict locals;
   locals["a"] = 1;
@@ -109,7 +110,7 @@ TEST(GuardManager, FailFastMovesTheFailingChildFirstOnlyAfterAFailure) {
 
 TEST(GuardManager, FailFastReordersLeaves) {
   RootGuardManager root;
-  auto x = ok_or_die(root.local(s("x")));
+  auto x = ok_or_die(root.child(kLocal, s("x")));
   expect_ok(x->add_not_none());
   expect_ok(x->add_type_match(py::type::of(py::int_(1))));
   expect_ok(x->add_equals_match(py::int_(3)));
@@ -127,16 +128,16 @@ TEST(GuardManager, FailFastReordersLeaves) {
 TEST(GuardManager, DebugStringIsStableText) {
   py::dict ns = run_python("class Linear:\n  pass\nm = Linear()\n");
   RootGuardManager root;
-  auto x = ok_or_die(root.local(s("x")));
+  auto x = ok_or_die(root.child(kLocal, s("x")));
   expect_ok(x->add_type_match(py::type::of(py::int_(1))));
   expect_ok(x->add_equals_match(py::int_(3)));
-  auto self = ok_or_die(root.local(s("self")));
-  expect_ok(ok_or_die(self->attr(s("fc")))->add_id_match(ns["m"]));
-  auto d = ok_or_die(root.local(s("d")));
+  auto self = ok_or_die(root.child(kLocal, s("self")));
+  expect_ok(ok_or_die(self->child(kAttr, s("fc")))->add_id_match(ns["m"]));
+  auto d = ok_or_die(root.child(kLocal, s("d")));
   expect_ok(d->add_dict_keys(py::eval("['k']")));
-  expect_ok(ok_or_die(d->item(s("k")))->add_none_match());
-  expect_ok(ok_or_die(root.global_(s("SCALE")))->add_equals_match(py::float_(2.5)));
-  expect_ok(ok_or_die(root.builtin(s("len")))->add_id_match(builtins_dict()["len"]));
+  expect_ok(ok_or_die(d->child(kItem, s("k")))->add_none_match());
+  expect_ok(ok_or_die(root.child(kGlobal, s("SCALE")))->add_equals_match(py::float_(2.5)));
+  expect_ok(ok_or_die(root.child(kBuiltin, s("len")))->add_id_match(builtins_dict()["len"]));
   EXPECT_EQ(root.debug_string(),
             "RootGuardManager\n"
             "+- L['x']\n"

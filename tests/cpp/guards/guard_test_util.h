@@ -17,6 +17,9 @@ namespace tjc::testing {
 
 namespace py = pybind11;
 
+// Builders read as root.child(kLocal, s("x"))->child(kAttr, s("fc")).
+using enum AccessorKind;
+
 // Runs `source` in a fresh module-like namespace and returns that namespace.
 inline py::dict run_python(const std::string& source) {
   py::dict scope;

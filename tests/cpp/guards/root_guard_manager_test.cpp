@@ -30,23 +30,23 @@ class Root : public ::testing::Test {
 TEST_F(Root, BindRefusesNonArgumentsAndUnknownNames) {
   {
     RootGuardManager root;
-    ASSERT_TRUE(root.local(s("z")).ok());  // a local, but unbound at frame entry
+    ASSERT_TRUE(root.child(kLocal, s("z")).ok());  // a local, but unbound at frame entry
     absl::Status status = root.bind(code_of(ns["f"]));
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(status.message(),
               "L['z']: 'z' is not an argument of f (only arguments are bound when the frame starts)");
     EXPECT_FALSE(root.bound());
-    EXPECT_TRUE(root.local(s("w")).ok());  // a failed bind does not freeze
+    EXPECT_TRUE(root.child(kLocal, s("w")).ok());  // a failed bind does not freeze
   }
   {
     RootGuardManager root;
-    ASSERT_TRUE(root.closure(s("x")).ok());
+    ASSERT_TRUE(root.child(kClosure, s("x")).ok());
     absl::Status status = root.bind(code_of(ns["f"]));
     EXPECT_EQ(status.message(), "C['x']: 'x' is not a free variable of f");
   }
   {
     RootGuardManager root;
-    for (const char* name : {"x", "args", "y", "kw"}) ASSERT_TRUE(root.local(s(name)).ok());
+    for (const char* name : {"x", "args", "y", "kw"}) ASSERT_TRUE(root.child(kLocal, s(name)).ok());
     expect_ok(root.bind(code_of(ns["f"])));
     EXPECT_TRUE(root.bound());
     expect_ok(root.bind(code_of(ns["f"])));  // same code: no-op
@@ -56,23 +56,23 @@ TEST_F(Root, BindRefusesNonArgumentsAndUnknownNames) {
 
 TEST_F(Root, BindFreezesTheTree) {
   RootGuardManager root;
-  auto x = ok_or_die(root.local(s("x")));
+  auto x = ok_or_die(root.child(kLocal, s("x")));
   expect_ok(x->add_type_match(py::type::of(py::int_(1))));
   expect_ok(root.bind(code_of(ns["g"])));
   absl::Status status = x->add_equals_match(py::int_(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(), "guard tree is frozen: it belongs to a cache entry");
-  EXPECT_EQ(x->attr(s("real")).status().message(), status.message());
-  EXPECT_EQ(root.local(s("y")).status().message(), status.message());
+  EXPECT_EQ(x->child(kAttr, s("real")).status().message(), status.message());
+  EXPECT_EQ(root.child(kLocal, s("y")).status().message(), status.message());
   EXPECT_EQ(root.add_global_state().message(), status.message());
   // Asking for an existing source is still fine.
-  EXPECT_EQ(ok_or_die(root.local(s("x"))), x);
+  EXPECT_EQ(ok_or_die(root.child(kLocal, s("x"))), x);
   EXPECT_EQ(root.num_guards(), 1);
 }
 
 TEST_F(Root, FrameModeNeedsTheBoundCode) {
   RootGuardManager root;
-  expect_ok(ok_or_die(root.local(s("x")))->add_equals_match(py::int_(1)));
+  expect_ok(ok_or_die(root.child(kLocal, s("x")))->add_equals_match(py::int_(1)));
   FakeFrame frame(ns["g"], {py::int_(1)});
   EXPECT_FALSE(root.check(frame.view));  // unbound: no slot indices
   EXPECT_EQ(root.explain(frame.view),
@@ -91,7 +91,7 @@ TEST_F(Root, FrameModeNeedsTheBoundCode) {
 TEST_F(Root, DeathOfAnIdentityTargetInvalidatesAndCallsBackOnce) {
   auto root = std::make_shared<RootGuardManager>();
   py::object m = ns["Linear"]();
-  auto fc = ok_or_die(ok_or_die(root->local(s("self")))->attr(s("fc")));
+  auto fc = ok_or_die(ok_or_die(root->child(kLocal, s("self")))->child(kAttr, s("fc")));
   expect_ok(fc->add_id_match(m));
   EXPECT_TRUE(root->has_identity_guards());
   int calls = 0;
@@ -124,7 +124,7 @@ TEST_F(Root, DeathOfAnIdentityTargetInvalidatesAndCallsBackOnce) {
 TEST_F(Root, InvalidationBeforeTheCallbackIsSetCallsItWhenSet) {
   RootGuardManager root;
   py::object m = ns["Linear"]();
-  expect_ok(ok_or_die(root.local(s("m")))->add_id_match(m));
+  expect_ok(ok_or_die(root.child(kLocal, s("m")))->add_id_match(m));
   m = py::object();
   EXPECT_TRUE(root.invalidated());
   int calls = 0;
@@ -135,7 +135,7 @@ TEST_F(Root, InvalidationBeforeTheCallbackIsSetCallsItWhenSet) {
 TEST_F(Root, HeapTypeDeathInvalidates) {
   RootGuardManager root;
   py::dict scope = run_python("class Temp:\n  pass\n");
-  expect_ok(ok_or_die(root.local(s("x")))->add_type_match(scope["Temp"]));
+  expect_ok(ok_or_die(root.child(kLocal, s("x")))->add_type_match(scope["Temp"]));
   scope.clear();  // the class dies (no instances, no subclasses; its MRO cycle needs a collect)
   py::module_::import("gc").attr("collect")();
   EXPECT_TRUE(root.invalidated());
@@ -149,7 +149,7 @@ TEST_F(Root, ChildOutlivingTheRootNeverCallsTheRootsCallback) {
   py::object m = ns["Linear"]();
   {
     auto root = std::make_shared<RootGuardManager>();
-    child = ok_or_die(root->local(s("m")));
+    child = ok_or_die(root->child(kLocal, s("m")));
     expect_ok(child->add_id_match(m));
     root->set_invalidation_callback([&called] { called = true; });
   }
@@ -161,7 +161,7 @@ TEST_F(Root, ChildOutlivingTheRootNeverCallsTheRootsCallback) {
 TEST_F(Root, CallbackMayDropTheRoot) {
   auto root = std::make_shared<RootGuardManager>();
   py::object m = ns["Linear"]();
-  expect_ok(ok_or_die(root->local(s("m")))->add_id_match(m));
+  expect_ok(ok_or_die(root->child(kLocal, s("m")))->add_id_match(m));
   std::shared_ptr<RootGuardManager>* holder = &root;
   root->set_invalidation_callback([holder] { holder->reset(); });  // frees the tree mid-callback
   m = py::object();
@@ -175,7 +175,7 @@ TEST_F(Root, DroppingTheTreeDropsItsWeakrefs) {
   const Py_ssize_t before = py::len(weakref.attr("getweakrefs")(m));
   {
     RootGuardManager root;
-    expect_ok(ok_or_die(root.local(s("m")))->add_id_match(m));
+    expect_ok(ok_or_die(root.child(kLocal, s("m")))->add_id_match(m));
     EXPECT_EQ(py::len(weakref.attr("getweakrefs")(m)), before + 1);
   }
   EXPECT_EQ(py::len(weakref.attr("getweakrefs")(m)), before);
@@ -185,7 +185,7 @@ TEST_F(Root, CheckIsFast) {
   // One local, TYPE_MATCH + EQUALS_MATCH, frame mode (what the runtime calls). Printed for the
   // record; the bound is loose because this may be a Debug build on a shared machine.
   RootGuardManager root;
-  auto x = ok_or_die(root.local(s("x")));
+  auto x = ok_or_die(root.child(kLocal, s("x")));
   expect_ok(x->add_type_match(py::type::of(py::int_(1))));
   expect_ok(x->add_equals_match(py::int_(3)));
   expect_ok(root.bind(code_of(ns["g"])));

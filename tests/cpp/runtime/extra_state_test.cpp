@@ -32,9 +32,11 @@ PYBIND11_EMBEDDED_MODULE(tjc_extra_state_test, m) {
 namespace tjc {
 namespace {
 
+using enum AccessorKind;
+
 std::shared_ptr<RootGuardManager> equals_root(const char* name, py::object value) {
   auto root = std::make_shared<RootGuardManager>();
-  auto child = root->local(py::str(name));
+  auto child = root->child(kLocal, py::str(name));
   EXPECT_TRUE(child.ok());
   EXPECT_TRUE((*child)->add_equals_match(value).ok());
   return root;
@@ -43,9 +45,9 @@ std::shared_ptr<RootGuardManager> equals_root(const char* name, py::object value
 // L[name].attr == value: reading the attribute runs Python (a property) inside the lookup.
 std::shared_ptr<RootGuardManager> attr_equals_root(const char* name, const char* attr, py::object value) {
   auto root = std::make_shared<RootGuardManager>();
-  auto child = root->local(py::str(name));
+  auto child = root->child(kLocal, py::str(name));
   EXPECT_TRUE(child.ok());
-  auto grandchild = (*child)->attr(py::str(attr));
+  auto grandchild = (*child)->child(kAttr, py::str(attr));
   EXPECT_TRUE(grandchild.ok());
   EXPECT_TRUE((*grandchild)->add_equals_match(value).ok());
   return root;
@@ -53,7 +55,7 @@ std::shared_ptr<RootGuardManager> attr_equals_root(const char* name, const char*
 
 std::shared_ptr<RootGuardManager> identity_root(const char* name, py::object value) {
   auto root = std::make_shared<RootGuardManager>();
-  auto child = root->local(py::str(name));
+  auto child = root->child(kLocal, py::str(name));
   EXPECT_TRUE(child.ok());
   EXPECT_TRUE((*child)->add_id_match(value).ok());
   return root;
