@@ -30,10 +30,11 @@ from typing import Any, Callable, Sequence
 import bytecode
 from bytecode import CellVar, FreeVar, Instr
 
+from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
-from .trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
-                           TupleOutput)
+from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, GraphOutput, IterOutput,
+                           ListOutput, SourceOutput, TupleOutput)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
 
@@ -164,6 +165,15 @@ class _Emitter:
                 self.const(key)
                 self.build_output(item, result_local)
             self.emit("BUILD_MAP", len(spec.items))
+        elif isinstance(spec, AttrOutput):
+            self.build_output(spec.base, result_local)
+            self.emit("LOAD_ATTR", (False, spec.name) if _OPS.load_attr_method_flag else spec.name)
+        elif isinstance(spec, IterOutput) and spec.base is not None:
+            self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
+                                                  lambda: self.const(spec.skip)])
+        elif isinstance(spec, IterOutput):
+            self.build_output(TupleOutput(spec.items), result_local)
+            self.emit("GET_ITER")
         else:
             raise CodegenError(f"unknown output spec {spec!r}")
 
@@ -198,13 +208,27 @@ def _rebuild_tuple(cls: type, items: tuple) -> tuple:
     return make(items) if make is not None else cls(items)
 
 
+def _advanced_iter(iterable: Any, skip: int):
+    """`iter(iterable)` past its first `skip` items: a loop's iterator at a graph break, over the
+    very object the frame iterates."""
+    it = iter(iterable)
+    for _ in range(skip):
+        next(it)
+    return it
+
+
 def _uses_graph(spec: Any) -> bool:
     if isinstance(spec, GraphOutput):
         return True
-    if isinstance(spec, (TupleOutput, ListOutput)):
+    if isinstance(spec, (TupleOutput, ListOutput, IterOutput)):
         return any(_uses_graph(i) for i in spec.items)
+    if isinstance(spec, AttrOutput):
+        return _uses_graph(spec.base)
     if isinstance(spec, DictOutput):
         return any(_uses_graph(i) for _, i in spec.items)
+    if isinstance(spec, BreakOutput):
+        return any(_uses_graph(i) for i in spec.stack if i is not None) \
+            or any(_uses_graph(i) for _, i in spec.locals)
     return False
 
 
@@ -219,12 +243,14 @@ def _prologue(original_bc: bytecode.Bytecode) -> list:
 
 
 def build_transformed_code(original: types.CodeType, compiled_fn: Callable | None,
-                           graph_inputs: Sequence[Source], output_spec: Any) -> types.CodeType:
+                           graph_inputs: Sequence[Source], output_spec: Any,
+                           resume_fns: Sequence[Callable] = ()) -> types.CodeType:
     """The code that replaces `original`: call `compiled_fn(*inputs)`, rebuild `output_spec`.
 
     `compiled_fn` returns a tuple or list of outputs; GraphOutput(i) is its item i. When the spec
     uses no GraphOutput (a function that returns constants or its inputs), `compiled_fn` may be
-    None and nothing is called.
+    None and nothing is called. A BreakOutput spec continues past a graph break instead of
+    returning (`_emit_break`): `resume_fns` holds one resume function per target of its plan.
     """
     if _OPS is None:
         raise CodegenError(f"codegen supports CPython {sorted(VERSIONS)}, not {PYTHON}")
@@ -236,15 +262,18 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
 
     calls = compiled_fn is not None and (_uses_graph(output_spec) or graph_inputs)
     result_local = None
+    taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
     if calls:
-        taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
         result_local = _fresh_name(_RESULT_LOCAL, taken)
         em.call_const(compiled_fn, list(graph_inputs))
         em.emit("STORE_FAST", result_local)
     elif _uses_graph(output_spec):
         raise CodegenError("the output spec uses graph outputs but compiled_fn is None")
-    em.build_output(output_spec, result_local)
-    em.emit("RETURN_VALUE")
+    if isinstance(output_spec, BreakOutput):
+        _emit_break(em, output_spec, result_local, resume_fns, taken)
+    else:
+        em.build_output(output_spec, result_local)
+        em.emit("RETURN_VALUE")
 
     new_bc = bytecode.Bytecode(_prologue(original_bc) + em.instrs)
     for attr in ("argcount", "posonlyargcount", "kwonlyargcount", "first_lineno", "name",
@@ -256,6 +285,74 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     code = new_bc.to_code()
     _check_compatible(original, code)
     return code
+
+
+def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
+                resume_fns: Sequence[Callable], taken: set) -> None:
+    """After the graph: rebuild the stack and live locals, run the unsupported instruction, call
+    the resume function (graph_break.py has the whole picture)."""
+    plan = spec.plan
+    if len(resume_fns) != len(plan.targets):
+        raise CodegenError(f"{len(plan.targets)} resume targets but {len(resume_fns)} resume functions")
+
+    def temp(base):
+        name = _fresh_name(base, taken)
+        taken.add(name)
+        return name
+
+    # Everything is rebuilt before the instruction runs, so nothing it does changes what is loaded.
+    carried = spec.stack[:len(spec.stack) - plan.consumed]
+    consumed = spec.stack[len(spec.stack) - plan.consumed:]
+    carried_temps = []
+    for item in carried:
+        if item is None:
+            carried_temps.append(None)
+            continue
+        carried_temps.append(temp("___tjc_stack"))
+        em.build_output(item, result_local)
+        em.emit("STORE_FAST", carried_temps[-1])
+    local_temps = {}
+    for name, item in spec.locals:
+        local_temps[name] = temp(f"___tjc_local_{name}")
+        em.build_output(item, result_local)
+        em.emit("STORE_FAST", local_temps[name])
+    consumed_temps = []
+    for item in consumed:
+        consumed_temps.append(None if item is None else temp("___tjc_arg"))
+        if item is not None:
+            em.build_output(item, result_local)
+            em.emit("STORE_FAST", consumed_temps[-1])
+    for name in consumed_temps:
+        if name is None:
+            em.emit("PUSH_NULL")
+        else:
+            em.emit("LOAD_FAST", name)
+    # The instruction itself, at its own line (a user exception raised by it points there).
+    instr = plan.emit
+    lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
+    if spec.kw_names:
+        em.instrs.append(Instr("KW_NAMES", spec.kw_names, lineno=lineno))
+    if _OPS.precall and instr.name == "CALL":
+        em.instrs.append(Instr("PRECALL", instr.arg, lineno=lineno))
+    pushed_temps = [temp("___tjc_pushed") for null in plan.pushed if not null]
+    if plan.jump is None:
+        em.instrs.append(Instr(instr.name, instr.arg, lineno=lineno))
+        for name in reversed(pushed_temps):
+            em.emit("STORE_FAST", name)
+        _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps)
+        return
+    taken_label = bytecode.Label()
+    em.instrs.append(Instr(emitted_jump(plan.jump), taken_label, lineno=lineno))
+    _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps)
+    em.instrs.append(taken_label)
+    _call_resume(em, resume_fns[1], carried_temps, pushed_temps, plan.live[1], local_temps)
+
+
+def _call_resume(em: _Emitter, fn: Callable, carried_temps: list, pushed_temps: list, live: tuple,
+                 local_temps: dict) -> None:
+    names = [n for n in carried_temps if n is not None] + pushed_temps + [local_temps[n] for n in live]
+    em.call_const_with(fn, [lambda n=n: em.emit("LOAD_FAST", n) for n in names])
+    em.emit("RETURN_VALUE")
 
 
 def _check_compatible(original: types.CodeType, code: types.CodeType) -> None:

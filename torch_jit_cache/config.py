@@ -26,7 +26,7 @@ class Config:
     # True warns once and runs the traced graph eagerly (gm.forward) in the backend's place.
     fallback_to_eager: bool = dataclasses.field(
         default_factory=lambda: os.environ.get("TJC_FALLBACK_TO_EAGER", "0") not in ("", "0", "false", "False"))
-    # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips (log.TOPICS)
+    # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(
             p.strip() for p in os.environ.get("TJC_LOG", "").split(",") if p.strip()

@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import types
 
-from . import log, runtime, trace_rules
+from . import graph_break, log, runtime, trace_rules
 from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
-from .trace_result import DictOutput, GuardKind, ListOutput, SourceOutput, TupleOutput, Unsupported
+from .trace_result import (AttrOutput, BreakOutput, DictOutput, GuardKind, IterOutput, ListOutput, SourceOutput,
+                           TupleOutput, Unsupported)
 
 # Python-level counters that stats() adds to the runtime's.
 COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
@@ -34,6 +35,13 @@ def _output_sources(spec):
         return [s for _, item in spec.items for s in _output_sources(item)]
     if isinstance(spec, (TupleOutput, ListOutput)):
         return [s for item in spec.items for s in _output_sources(item)]
+    if isinstance(spec, AttrOutput):
+        return _output_sources(spec.base)
+    if isinstance(spec, IterOutput):
+        return _output_sources(spec.base) + [s for item in spec.items for s in _output_sources(item)]
+    if isinstance(spec, BreakOutput):
+        return [s for item in spec.stack for s in _output_sources(item)] \
+            + [s for _, item in spec.locals for s in _output_sources(item)]
     return []
 
 
@@ -86,7 +94,9 @@ class FrameCompiler:
 
     def __call__(self, frame, entries):
         code = frame.f_code
-        if code is not self.target_code:
+        # A resume function exists because its origin was compiled: it is compiled too, wherever
+        # it lives.
+        if code is not self.target_code and not graph_break.is_resume_code(code):
             rule = trace_rules.lookup(code, frame.f_globals)
             if rule.action is trace_rules.Action.SKIP:
                 if log.enabled("skips"):
@@ -138,11 +148,14 @@ class FrameCompiler:
         # generator, or the compiled call that follows would draw different numbers than eager.
         rng = torch.random.get_rng_state()
         try:
-            try:
-                result = tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure)
-            finally:
-                torch.random.set_rng_state(rng)
-            if not _has_tensor_work(result.graph):
+            result, break_reason = self._trace(tracer, code, frame, rng)
+            cut = isinstance(result.output, BreakOutput)
+            # A break with no tensor work before it is worth an entry only where the frame is
+            # meant to compile (the compile() target, a resume function): any other frame runs its
+            # original code, as one without tensor work does (a property that raises, a helper
+            # that prints first).
+            worth_cut = self._may_cut_without_graph(code)
+            if not _has_tensor_work(result.graph) and (not cut or not worth_cut):
                 step = "entry without a graph"
                 return self._no_graph(frame, entries, result, resolve)
             step = "source rewriting"
@@ -161,18 +174,23 @@ class FrameCompiler:
                 if why is not None:
                     raise Unsupported(f"unreachable from the frame: {why}", filename=code.co_filename,
                                       lineno=code.co_firstlineno)
-            step = "backend compile"
-            # The graph's own generated forward (and anything compiled from it) must run as is:
-            # marked skip before anything can call it under the hook.
-            runtime.set_skip(type(result.graph).forward)
-            compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
-                                              fallback_to_eager=config.fallback_to_eager)
-            # What the backend made (AOT-autograd's generated wrappers, whose code carries no module
-            # name the trace rules could read, inductor's runner, a user backend's callable) is never
-            # intercepted: it runs with interception off, at its own speed.
-            compiled = runtime.without_interception(compiled)
+            compiled = None
+            has_graph = _has_tensor_work(result.graph)
+            if has_graph:   # a break before any tensor work has no graph to call
+                step = "backend compile"
+                # The graph's own generated forward (and anything compiled from it) must run as is:
+                # marked skip before anything can call it under the hook.
+                runtime.set_skip(type(result.graph).forward)
+                compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
+                                                  fallback_to_eager=config.fallback_to_eager)
+                # What the backend made (AOT-autograd's generated wrappers, whose code carries no
+                # module name the trace rules could read, inductor's runner, a user backend's
+                # callable) is never intercepted: it runs with interception off, at its own speed.
+                compiled = runtime.without_interception(compiled)
             step = "codegen"
-            new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output)
+            resume_fns = _resume_functions(code, f_globals, result.output) if cut else ()
+            new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output,
+                                                      resume_fns)
             step = "guard building"
             guards = build_guards(specs, resolve=resolve)
             guards.bind(code)  # a guard the frame cannot reach fails here, not in the user's call
@@ -182,14 +200,52 @@ class FrameCompiler:
             return _failure_text(e, str(e))
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
             return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
-        COUNTERS["graphs"] += 1
-        if log.enabled("graph"):
+        COUNTERS["graphs"] += has_graph
+        if cut:
+            COUNTERS["graph_breaks"] += 1
+            log.log_once("graph_breaks", (code.co_filename, break_reason),
+                         f"graph break in {describe(code)}: {break_reason}")
+        if log.enabled("graph") and has_graph:
             log.log("graph", f"{describe(code)}\n{result.graph.print_readable(print_output=False)}")
         if log.enabled("guards"):
             log.log("guards", f"{describe(code)}\n{guards}")
         if log.enabled("bytecode"):
             log.log("bytecode", f"{describe(code)}\n{codegen.format_code(new_code)}")
         return guarded
+
+    def _may_cut_without_graph(self, code) -> bool:
+        return code is self.target_code or graph_break.is_resume_code(code)
+
+    def _trace(self, tracer, code, frame, rng):
+        """(TraceResult, None), or, when the trace fails at an instruction of this frame where it
+        can be cut, (the TraceResult of a second trace that stops there, the failure's text).
+
+        The second trace starts afresh rather than resuming the first's state (DESIGN.md: tracer
+        state is not snapshotted): the first may have added nodes and guards past the break point
+        (an inlined call that failed half-way), and none of that may reach the graph."""
+        import torch
+
+        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
+        try:
+            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure), None
+        except Unsupported as e:
+            if self.fullgraph or e.break_at is None:
+                raise
+            failure = (str(e), e.reason, e.filename, e.lineno, e.instruction, e.break_at)
+            _failure_text(e, "")
+        finally:
+            torch.random.set_rng_state(rng)
+        text, reason, filename, lineno, instruction, (index, arrival) = failure
+        try:
+            plan = graph_break.plan_break(code, index)
+        except graph_break.BreakRefused as why:
+            raise Unsupported(f"{reason}; no graph break there: {why}", filename=filename,
+                              lineno=lineno, instruction=instruction) from None
+        try:
+            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure,
+                                cut=(plan, arrival)), text
+        finally:
+            torch.random.set_rng_state(rng)
 
     def _no_graph(self, frame, entries, result, resolve):
         """A trace with no tensor work: its frame runs the original code, never a graph.
@@ -216,3 +272,13 @@ class FrameCompiler:
         # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.
         guards = build_guards(specs, global_state=False, resolve=resolve)
         return runtime.GuardedCode(code, guards)
+
+
+def _resume_functions(code, f_globals, spec: BreakOutput) -> list:
+    """One resume function per target of the break: the stack there is the items the instruction
+    left below (NULL where it was) and the ones it pushed."""
+    plan = spec.plan
+    carried = spec.stack[:len(spec.stack) - plan.consumed]
+    null_slots = tuple(item is None for item in carried) + plan.pushed
+    return [graph_break.resume_function(code, f_globals, target, null_slots, live)
+            for target, live in zip(plan.targets, plan.live)]

@@ -1,7 +1,8 @@
-"""TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips: why code recompiled, what ran, what did not.
+"""TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks: why code recompiled, what
+ran, what did not.
 
 `fallbacks` names frames that ran uncompiled after a trace; `skips` names frames the trace rules left
-alone and the rule that did.
+alone and the rule that did; `graph_breaks` names each graph break once, with its place and reason.
 
 Each topic is printed through the `torch_jit_cache` logger (handler to stderr added when TJC_LOG is
 set); `enabled(topic)` keeps the formatting work off the path when a topic is off.
@@ -11,7 +12,7 @@ import sys
 
 from .config import config
 
-TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips")
+TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips", "graph_breaks")
 
 logger = logging.getLogger("torch_jit_cache")
 
@@ -40,3 +41,11 @@ def warn_once(key, message: str, _seen=set()) -> None:  # noqa: B006 - the set i
         return
     _seen.add(key)
     logger.warning("%s", message)
+
+
+def log_once(topic: str, key, message: str, _seen=set()) -> None:  # noqa: B006 - the set is the memo
+    """`log(topic, message)` once per (topic, key) for the process."""
+    if not enabled(topic) or (topic, key) in _seen:
+        return
+    _seen.add((topic, key))
+    log(topic, message)

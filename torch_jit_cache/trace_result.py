@@ -70,6 +70,35 @@ class DictOutput:
     items: tuple  # ((key constant, spec), ...) in order
 
 
+@dataclasses.dataclass(frozen=True)
+class AttrOutput:
+    """`base.name`: a bound method the trace held before calling it (`x.item`, `xs.append`)."""
+    base: Any
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class IterOutput:
+    """An iterator part-way through a loop. `base`: a SourceOutput of what it iterates, advanced by
+    `skip` items (the very object the frame iterates, so later changes to it show through), or None:
+    an iterator over `items`, the remaining items (the trace built what it iterates)."""
+    base: Any
+    skip: int
+    items: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakOutput:
+    """The frame continues past a graph break (graph_break.py): rebuild `stack` (bottom first; None
+    where the stack held NULL) and the locals `locals` ((name, spec), ...), run `plan.instr`, then
+    call a resume function per target. `kw_names`: 3.11/3.12 keyword names of a pending CALL."""
+    plan: Any
+    stack: tuple
+    locals: tuple
+    kw_names: tuple = ()
+    reason: str = ""
+
+
 @dataclasses.dataclass
 class TraceResult:
     graph: Any                    # torch.fx.GraphModule; placeholders in the order of graph_inputs
@@ -88,5 +117,9 @@ class Unsupported(Exception):
         self.filename = filename
         self.lineno = lineno
         self.instruction = instruction
+        # Set by the root translator when the failure happened at one of its instructions (or in a
+        # call it inlined there): (decoded index, how many times the trace had reached it). The
+        # frame may then be cut there (graph_break.py); None: it cannot be cut.
+        self.break_at = None
         where = f"{filename}:{lineno}" + (f" ({instruction})" if instruction else "")
         super().__init__(f"{reason} at {where}")

@@ -592,9 +592,12 @@ def test_sgd_loop_trains_to_the_same_weights():
 
 def test_unsupported_code_runs_correctly_and_is_counted(caplog):
     def data_dependent(x):
-        if x.sum() > 0:
-            return x + 1
-        return x - 1
+        try:   # no graph break inside a try block (issue 10's first cut): the frame falls back
+            if x.sum() > 0:
+                return x + 1
+            return x - 1
+        finally:
+            pass
 
     opt = tjc.compile(data_dependent, backend=CompileCounter())
     x = torch.ones(3)
@@ -843,12 +846,19 @@ def test_tjc_log_prints_graph_guards_bytecode_and_recompiles(capsys):
 def test_tjc_log_fallbacks_prints_every_fallback_with_its_reason(capsys):
     from torch_jit_cache import log
 
+    # Inside try blocks, where no graph break is made (issue 10's first cut): both fall back.
     def first(x):
-        print("", end="")
+        try:
+            print("", end="")
+        finally:
+            pass
         return x + 1
 
     def second(x):
-        print("", end="")
+        try:
+            print("", end="")
+        finally:
+            pass
         return x + 2
 
     old = tjc.config.log

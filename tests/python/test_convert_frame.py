@@ -131,7 +131,10 @@ def layer(x):
 
 
 def wrapper(x):
-    return list(map(layer, [x]))[0]  # falls back; the layer below it compiles
+    try:   # no graph break inside a try block (issue 10's first cut)
+        return list(map(layer, [x]))[0]  # falls back; the layer below it compiles
+    finally:
+        pass
 
 
 def test_fallback_frame_whose_callees_compile_keeps_them_compiled():

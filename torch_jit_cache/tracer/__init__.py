@@ -8,14 +8,23 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 """
 from __future__ import annotations
 
-from ..trace_result import GraphOutput, TraceResult, Unsupported
+from ..sources import LocalSource
+from ..trace_result import (AttrOutput, BreakOutput, DictOutput, GraphOutput, IterOutput, ListOutput, SourceOutput,
+                            TraceResult, TupleOutput, Unsupported)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
+from .variables import (DictVariable, IteratorVariable, ListVariable, TensorVariable,
+                        TupleVariable)
+from .variables.constant import BoundConstantMethod
+from .variables.containers import _MethodOf
+from .variables.tensor import TensorMethodVariable
 
 __all__ = ["trace", "Unsupported"]
 
 
-def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
+def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> TraceResult:
+    """`cut`: (graph_break.BreakPlan, arrival): stop when the root frame reaches the plan's
+    instruction for the arrival-th time, and return a BreakOutput for the state there."""
     nargs = code.co_argcount + code.co_kwonlyargcount \
         + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
     arg_names = code.co_varnames[:nargs]
@@ -28,16 +37,22 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None) -> TraceResult:
             except ValueError:
                 free.pop(name, None)
     output = OutputGraph(f_globals, f_builtins)
+    stop_at = (cut[0].index, cut[1]) if cut is not None else None
     tx = InstructionTranslator(code, output, f_globals, raw_args=raw_args,
-                               free_cells=InstructionTranslator.root_cells(code, free))
+                               free_cells=InstructionTranslator.root_cells(code, free),
+                               stop_at=stop_at)
     try:
         result = tx.run()
         outputs = GraphOutputs()
+        if cut is not None and not tx.stopped:
+            raise Unsupported("the second trace did not reach the graph break (tracer bug)",
+                              filename=code.co_filename, lineno=code.co_firstlineno)
         try:
-            spec = result.reconstruct(outputs)
+            spec = _break_state(tx, cut[0], outputs) if cut is not None else result.reconstruct(outputs)
         except Unsupported as e:
+            where = "graph break" if cut is not None else "RETURN_VALUE"
             raise Unsupported(e.reason, filename=code.co_filename,
-                              lineno=code.co_firstlineno, instruction="RETURN_VALUE") from None
+                              lineno=code.co_firstlineno, instruction=where) from None
         try:
             gm = output.finish(outputs.nodes)
         except Unsupported:
@@ -67,3 +82,68 @@ class GraphOutputs:
             index = self._index[node] = len(self.nodes)
             self.nodes.append(node)
         return GraphOutput(index)
+
+
+def _break_state(tx, plan, outputs) -> BreakOutput:
+    """The stack and live locals at the break, as output specs (graph_break.py)."""
+    stack = tx.stack
+    if plan.consumed > len(stack):
+        raise Unsupported(f"the break instruction pops {plan.consumed} items of a stack of "
+                          f"{len(stack)} (tracer bug)")
+    rebuild = _Rebuilder(outputs)
+    stack_specs = tuple(None if v is tx.NULL else rebuild(v) for v in stack)
+    live = sorted(set().union(*plan.live), key=tx.code.co_varnames.index)
+    local_specs = []
+    for name in live:
+        if name in tx.locals:
+            local_specs.append((name, rebuild(tx.locals[name])))
+        elif name in tx.raw_args:
+            local_specs.append((name, SourceOutput(LocalSource(name))))
+        else:
+            raise Unsupported(f"local {name!r} is live after the break but unbound at it")
+    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()))
+
+
+class _Rebuilder:
+    """How a tracker at a graph break is rebuilt.
+
+    A value read from the frame is loaded again from its source: the trace never mutates one (it
+    refuses to), and the rest of the frame must see the very object (a list it appends to later,
+    a tensor it compares with `is`). A container the trace built is rebuilt from its items, once:
+    a list or dict the trace built and reached twice at the break (a local and a stack item, say)
+    would become two objects, so that is refused.
+    """
+
+    def __init__(self, outputs):
+        self.outputs = outputs
+        self.seen: set = set()
+
+    def __call__(self, v):
+        if v.source is not None:
+            if not isinstance(v, TensorVariable) or v._node is None or v._node.op == "placeholder":
+                return SourceOutput(v.source)
+        if isinstance(v, (ListVariable, DictVariable)):
+            if id(v) in self.seen:
+                raise Unsupported(f"{type(v).__name__} built by the trace is reached twice at the break")
+            self.seen.add(id(v))
+        if isinstance(v, (ListVariable, TupleVariable)):
+            items = tuple(self(i) for i in v.items)
+            if isinstance(v, ListVariable):
+                return ListOutput(items)
+            return TupleOutput(items, v.cls if v.cls is not tuple else None)
+        if isinstance(v, DictVariable):
+            return DictOutput(tuple((k, self(item)) for k, item in v.items.items()))
+        if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
+            return AttrOutput(self(v.tensor), v.name)
+        if isinstance(v, (_MethodOf, BoundConstantMethod)):
+            return AttrOutput(self(v.obj), v.name)
+        if isinstance(v, IteratorVariable):
+            origin = v.origin
+            if origin is not None and origin.source is not None:
+                return IterOutput(SourceOutput(origin.source), v.index)
+            if isinstance(origin, (ListVariable, DictVariable)):
+                if id(origin) in self.seen:
+                    raise Unsupported("a loop over a container reached again at the break")
+                self.seen.add(id(origin))
+            return IterOutput(None, 0, tuple(self(i) for i in v.items[v.index:]))
+        return v.reconstruct(self.outputs)

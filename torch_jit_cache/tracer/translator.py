@@ -45,7 +45,7 @@ class InstructionTranslator:
     NULL = _Null()
 
     def __init__(self, code, output, f_globals, *, arg_values=None, raw_args=None,
-                 free_cells=None, global_source=None, depth=0):
+                 free_cells=None, global_source=None, depth=0, stop_at=None):
         """`raw_args` (root frame): real argument values, wrapped with LocalSource when first
         read. `arg_values` (inlined call): trackers bound to parameter names. `free_cells`: one
         CellVariable per co_freevars entry."""
@@ -67,6 +67,12 @@ class InstructionTranslator:
         self.done = False
         self._global_source = global_source
         self.checkpoint = Checkpoint(0, ())
+        # Root frame only: how often each boundary was reached, so a failure can name the arrival
+        # it happened at, and a second trace (`stop_at`: (index, arrival)) stops right there with
+        # the checkpoint's stack and locals (graph breaks, graph_break.py).
+        self.arrivals = [0] * len(self.instructions) if depth == 0 else None
+        self.stop_at = stop_at
+        self.stopped = False
 
     # -- stack ----------------------------------------------------------------------------------
     def push(self, v):
@@ -152,10 +158,15 @@ class InstructionTranslator:
             inst = self.instructions[self.ip]
             if inst.first:
                 self.checkpoint = Checkpoint(self.ip, tuple(self.stack))
+                if self.arrivals is not None:
+                    self.arrivals[self.ip] += 1
+                    if self.stop_at == (self.ip, self.arrivals[self.ip]):
+                        self.stopped = True
+                        return None
             self.ip += 1
             steps += 1
             if steps > MAX_STEPS:
-                self._fail(Unsupported(f"more than {MAX_STEPS} instructions"), inst)
+                self._fail(Unsupported(f"more than {MAX_STEPS} instructions"), inst, breakable=False)
             try:
                 fn = DISPATCH.get(inst.op)
                 if fn is None:
@@ -169,13 +180,17 @@ class InstructionTranslator:
                 self._fail(err, inst)
         return self.result
 
-    def _fail(self, e: Unsupported, inst):
+    def _fail(self, e: Unsupported, inst, breakable: bool = True):
         located = None
         try:
+            if self.arrivals is not None and breakable and e.break_at is None:
+                # A failure in the root frame, or in a call it inlined at this instruction.
+                e.break_at = (self.checkpoint.index, self.arrivals[self.checkpoint.index])
             if e.lineno:  # already located (raised in an inlined call): keep the innermost place
                 raise e
             located = Unsupported(e.reason, filename=self.code.co_filename, lineno=inst.lineno,
                                   instruction=inst.describe())
+            located.break_at = e.break_at
             raise located from e.__cause__
         finally:
             # The exception's traceback holds this frame: dropping our names for it breaks the

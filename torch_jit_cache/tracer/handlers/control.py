@@ -68,7 +68,7 @@ def to_bool(tx, inst):
 @handler("GET_ITER")
 def get_iter(tx, inst):
     obj = tx.pop()
-    tx.push(obj if isinstance(obj, IteratorVariable) else IteratorVariable(obj.unpack(tx)))
+    tx.push(obj if isinstance(obj, IteratorVariable) else IteratorVariable(obj.unpack(tx), origin=obj))
 
 
 @handler("FOR_ITER")

@@ -247,12 +247,14 @@ class RangeVariable(VariableTracker):
 
 
 class IteratorVariable(VariableTracker):
-    """An iterator over known items (GET_ITER's result); FOR_ITER advances `index`."""
+    """An iterator over known items (GET_ITER's result); FOR_ITER advances `index`. `origin`: the
+    tracker iterated, if known (a graph break rebuilds the iterator from it)."""
 
-    def __init__(self, items: list):
+    def __init__(self, items: list, origin=None):
         super().__init__(None)
         self.items = items
         self.index = 0
+        self.origin = origin
 
     def next_item(self):
         if self.index >= len(self.items):

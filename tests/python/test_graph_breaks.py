@@ -1,0 +1,262 @@
+"""Graph breaks (issue 10, first cut): the frame is compiled up to an unsupported instruction, which
+runs as bytecode, and a resume function carries on. Compared with eager: values, gradients, and
+the number of graphs and breaks."""
+import io
+import contextlib
+import weakref
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import graph_break  # noqa: E402
+from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _run(fn, *args):
+    """(eager result, compiled results of two calls, graphs compiled, breaks made)."""
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = fn(*args)
+        got = [compiled(*args), compiled(*args)]
+    return expected, got, cnt.frame_count, tjc.stats()["graph_breaks"] - before
+
+
+def _check(fn, *args, graphs, breaks):
+    expected, got, n_graphs, n_breaks = _run(fn, *args)
+    for g in got:
+        torch.testing.assert_close(g, expected)
+    assert (n_graphs, n_breaks) == (graphs, breaks)
+
+
+def _print_between(x, y):
+    a = x + y
+    print("between", a.shape)
+    return (a * 2).relu()
+
+
+def _item(x):
+    a = x.sin()
+    v = a.sum().item()
+    return a * v
+
+
+def _branch(x):
+    a = x.cos() - 0.5
+    if a.sum() > 0:
+        return a + 1
+    return a - 1
+
+
+def _numpy(x):
+    a = x + 1
+    n = np.float64(np.sum(np.ones(3)))
+    return a * float(n)
+
+
+def _builtin(x):
+    a = x * 2
+    k = len(repr(id))   # repr of a builtin: not traced
+    return a + k
+
+
+def _helper(t):
+    t = t * 3
+    print("in helper")
+    return t + 1
+
+
+def _inlined(x):
+    y = x + 1
+    z = _helper(y)
+    return z * 2
+
+
+def _two(x):
+    x = x + 1
+    print("one")
+    x = x * 2
+    print("two")
+    return x - 3
+
+
+def _five(x):
+    for_print = print
+    x = x + 1
+    for_print(1)
+    x = x * 2
+    for_print(2)
+    x = x - 3
+    for_print(3)
+    x = x.sin()
+    for_print(4)
+    x = x.cos()
+    for_print(5)
+    return x + 1
+
+
+def test_print_between_tensor_ops():
+    _check(_print_between, torch.randn(4), torch.randn(4), graphs=2, breaks=1)
+
+
+def test_item_used_as_python_value():
+    _check(_item, torch.randn(4), graphs=2, breaks=1)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_branch_on_a_tensor(sign):
+    # 3.11/3.12 break at the conditional jump (two resume functions, one traced per call here);
+    # 3.13 at the COMPARE_OP that makes the bool.
+    _check(_branch, sign * torch.ones(4), graphs=2, breaks=1)
+
+
+def test_call_into_numpy():
+    # The resume function receives an ndarray on its stack, which the tracer does not wrap: it runs
+    # uncompiled (a fallback, never a wrong result).
+    _check(_numpy, torch.randn(4), graphs=1, breaks=1)
+
+
+def test_unsupported_builtin():
+    # The break is at LOAD_GLOBAL id (the tracer does not wrap it); the resume function receives
+    # the builtin on its stack, which it cannot wrap either, so it runs uncompiled.
+    _check(_builtin, torch.randn(4), graphs=1, breaks=1)
+
+
+def test_break_inside_an_inlined_helper():
+    # The break is at the root's call of _helper; _helper then runs as its own frame and breaks
+    # too: root-before, helper-before, helper-after, root-after.
+    _check(_inlined, torch.randn(4), graphs=4, breaks=2)
+
+
+def test_two_breaks():
+    _check(_two, torch.randn(4), graphs=3, breaks=2)
+
+
+def test_five_breaks_resume_functions_break_again():
+    _check(_five, torch.randn(4), graphs=6, breaks=5)
+
+
+def test_gradients_flow_through_a_break():
+    def fn(w, x):
+        a = (w * x).tanh()
+        print("mid")
+        return (a * a).sum()
+
+    w0, x = torch.randn(5, requires_grad=True), torch.randn(5)
+    w1 = w0.detach().clone().requires_grad_(True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        fn(w0, x).backward()
+        tjc.compile(fn, backend="eager")(w1, x).backward()
+    torch.testing.assert_close(w1.grad, w0.grad)
+
+
+def test_break_in_a_loop_over_a_python_list():
+    def fn(x, ws):
+        for w in ws:
+            x = x * w
+            print("it")
+            x = x + 1
+        return x
+
+    expected, got, _, breaks = _run(fn, torch.randn(4), [1.0, 2.0, 3.0])
+    for g in got:
+        torch.testing.assert_close(g, expected)
+    assert breaks == 1
+
+
+def test_live_locals_and_stack_are_rebuilt():
+    def fn(x, n):
+        scale = n * 2
+        xs = [x + 1, x + 2]
+        d = {"a": x * 3}
+        print("state")
+        return xs[0] * scale + xs[1] + d["a"]
+
+    _check(fn, torch.randn(4), 3, graphs=2, breaks=1)
+
+
+def test_user_exception_at_the_break_keeps_its_line():
+    def fn(x):
+        y = x + 1
+        int("not a number")
+        return y
+
+    compiled = tjc.compile(fn, backend="eager")
+    with pytest.raises(ValueError) as info:
+        compiled(torch.randn(2))
+    lines = [tb.tb_lineno for tb in _frames(info.value.__traceback__)]
+    assert fn.__code__.co_firstlineno + 2 in lines
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_fullgraph_still_raises_on_the_first_unsupported_instruction():
+    compiled = tjc.compile(_two, backend="eager", fullgraph=True)
+    with pytest.raises(FullGraphError, match="print"):
+        compiled(torch.randn(3))
+
+
+def test_break_inside_a_try_block_falls_back():
+    def fn(x):
+        y = x + 1
+        try:
+            print("inside")
+        finally:
+            y = y * 2
+        return y
+
+    before = tjc.stats()
+    expected, got, graphs, breaks = _run(fn, torch.randn(3))
+    for g in got:
+        torch.testing.assert_close(g, expected)
+    assert (graphs, breaks) == (0, 0)
+    assert tjc.stats()["fallbacks"] > before["fallbacks"]
+
+
+def test_graph_breaks_are_logged_once(caplog, monkeypatch):
+    monkeypatch.setattr(tjc.config, "log", frozenset({"graph_breaks"}))
+
+    def fn(x):
+        x = x + 1
+        print("logged")
+        return x
+
+    compiled = tjc.compile(fn, backend="eager")
+    for _ in range(3):
+        compiled(torch.randn(2))
+    lines = [r.getMessage() for r in caplog.records if "graph break in" in r.getMessage()]
+    assert len(lines) == 1 and "print" in lines[0] and lines[0].startswith("graph_breaks: ")
+
+
+def test_entry_resume_function_and_user_objects_die_with_the_compiled_function(no_gc):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.lin(x)
+            print("break")
+            return self.lin(y).relu()
+
+    m, x = M(), torch.randn(2, 4)
+    compiled = tjc.compile(m, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        compiled(x)
+    (entry,) = tjc.cache_entries(compiled)
+    resumes = [c for c in entry.code.co_consts if isinstance(c, type(_two))]
+    assert [graph_break.is_resume_code(r.__code__) for r in resumes] == [True]
+    refs = [weakref.ref(o) for o in (m, m.lin.weight, x, resumes[0], resumes[0].__code__)]
+    del entry, resumes, compiled, m, x
+    assert [r() for r in refs] == [None] * len(refs)

@@ -1,0 +1,264 @@
+"""Graph breaks: where a frame may be cut at an unsupported instruction, and the resume functions.
+
+When the trace of a frame fails at a raw instruction of the ROOT frame (or inside a call the root
+inlined: the failure is then the root's CALL), convert_frame traces the frame again and stops at
+that instruction's boundary (translator.py `Checkpoint`): the stack and locals there are the
+interpreter's. The transformed code (codegen.build_break_code) then
+
+1. calls the graph captured so far;
+2. rebuilds the live stack and locals from graph outputs, constants and sources, into temporaries
+   (all of them before step 3, so the unsupported instruction cannot change what they load);
+3. pushes the items the unsupported instruction consumes (NULLs of a pending call re-pushed as
+   NULL) and runs that instruction as ordinary bytecode, at its own line;
+4. calls a resume function with the stack items (NULLs left out) and the live locals, and returns
+   what it returns. A conditional jump calls one of two resume functions, one per target.
+
+A resume function is a new code object made from the original's bytecode: a prologue pushes the
+stack items back (PUSH_NULL where a NULL was) and jumps to the instruction after the break; the rest
+is the original body, unchanged. It is a normal frame: under the hook it is traced, cached on its
+own code, and may break again. It is a constant of the transformed code, so it dies with the cache
+entry that made it.
+
+What may not be cut here, and falls back to running the whole frame uncompiled (never a wrong
+result):
+- an instruction inside a try/with block (`Inst.handler`): the exception table would need the
+  block's setup replayed in the resume function;
+- frames with cell or free variables (the resume function would need the cells themselves);
+- instructions that may push NULL or self (LOAD_ATTR of a method: which one is known only at run
+  time), jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of
+  a callable is cut: its NULL is static, so the global is loaded alone and the resume function
+  pushes the NULL where the version puts it;
+- a live local that is unbound at the break.
+
+Side effects: the tracer records none today. It refuses STORE_ATTR, STORE_GLOBAL, nonlocal stores
+and mutation of any container read from the frame (ListVariable/DictVariable with a source), so
+the only effects before a break are the graph's own (in-place tensor ops, run by the graph in
+program order) and those on containers the trace built, which are rebuilt from their items. A
+refused side effect is itself the unsupported instruction: it runs as bytecode at the break, in
+order. A tracer that learns to record side effects must replay them in step 2 or refuse to break.
+
+No torch here: codegen and the runtime's torch-free tests import this module.
+"""
+from __future__ import annotations
+
+import dataclasses
+import dis
+import types
+import weakref
+
+import bytecode
+from bytecode import Instr, Label
+
+from .instructions import FACTS, decode
+
+__all__ = ["BreakPlan", "plan_break", "build_resume_code", "is_resume_code", "BreakRefused"]
+
+
+class BreakRefused(Exception):
+    """The frame cannot be cut at this instruction; the reason says why, in words."""
+
+
+# Raw instructions that may be run as ordinary bytecode at a break: they fall through (or are a
+# POP_JUMP_IF conditional jump), touch no fast local, cell or exception state, and push no NULL.
+_BREAKABLE = frozenset({
+    "CALL", "CALL_KW", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "BINARY_SLICE",
+    "COMPARE_OP", "CONTAINS_OP", "IS_OP", "UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT",
+    "TO_BOOL", "FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_STRING",
+    "STORE_ATTR", "STORE_SUBSCR", "STORE_SLICE", "DELETE_SUBSCR", "STORE_GLOBAL", "DELETE_ATTR",
+    "GET_ITER", "UNPACK_SEQUENCE", "UNPACK_EX", "IMPORT_NAME", "IMPORT_FROM", "BUILD_SLICE",
+    "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "LIST_EXTEND", "SET_UPDATE",
+    "DICT_UPDATE", "DICT_MERGE",
+})
+_COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
+                         "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
+# (items consumed, items pushed) where the bytecode library's per-instruction numbers are not the
+# instruction's own (it spreads 3.11's PRECALL/CALL pair over both); the rest use the library.
+_CALL_EFFECT = {"CALL": lambda arg: (arg + 2, 1), "CALL_KW": lambda arg: (arg + 3, 1)}
+# Instructions that end a block: no fall-through successor.
+_NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "JUMP", "RAISE_VARARGS", "RERAISE"})
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakPlan:
+    """How to cut a code object at one raw instruction.
+
+    index      the decoded index of the instruction (a boundary: `Inst.first`)
+    instr      the raw bytecode.Instr where the frame is cut
+    emit       the Instr the transformed code runs in its place (the same, or LOAD_GLOBAL without
+               its NULL)
+    consumed   how many stack items (from the top) it pops
+    pushed     per item it pushes, bottom first: True for a NULL (pushed again by the resume
+               function), False for a value (empty for a conditional jump)
+    jump       the normalized conditional-jump op, or None
+    targets    decoded indices where execution resumes: (next,) or (fall-through, jump target)
+    live       per target, the locals live there, in co_varnames order
+    """
+    index: int
+    instr: Instr
+    emit: Instr
+    consumed: int
+    pushed: tuple
+    jump: str | None
+    targets: tuple
+    live: tuple
+
+
+def plan_break(code: types.CodeType, index: int) -> BreakPlan:
+    """The plan for cutting `code` at the raw instruction that starts at decoded `index`, or
+    BreakRefused with the reason."""
+    if code.co_cellvars or code.co_freevars:
+        raise BreakRefused("the frame has cell or free variables")
+    insts = decode(code).insts
+    inst = insts[index]
+    if inst.handler is not None:
+        raise BreakRefused("the instruction is inside a try or with block")
+    instr = inst.instr
+    nxt = index + 1
+    while nxt < len(insts) and insts[nxt].instr is instr:
+        nxt += 1
+    emit = instr
+    if inst.op in _COND_JUMPS:
+        jump, consumed, pushed, targets = inst.op, 1, (), (nxt, inst.target)
+    elif instr.name == "LOAD_GLOBAL":
+        push_null, name = instr.arg
+        jump, consumed, targets = None, 0, (nxt,)
+        pushed = ((True, False) if FACTS.null_before_callable else (False, True)) if push_null \
+            else (False,)
+        emit = Instr("LOAD_GLOBAL", (False, name), lineno=instr.lineno)
+    elif instr.name in _BREAKABLE or inst.op == "LOAD_ATTR":   # LOAD_ATTR: never the method form
+        jump = None
+        if instr.name in _CALL_EFFECT:
+            consumed, n_pushed = _CALL_EFFECT[instr.name](instr.arg)
+        else:
+            pre, n_pushed = instr.pre_and_post_stack_effect(jump=False)
+            consumed = -pre
+        pushed = (False,) * n_pushed
+        targets = (nxt,)
+    else:
+        raise BreakRefused(f"cannot resume after {instr.name}")
+    if any(t >= len(insts) for t in targets):
+        raise BreakRefused("nothing follows the instruction")
+    live_in = _liveness(insts)
+    order = {name: i for i, name in enumerate(code.co_varnames)}
+    live = tuple(tuple(sorted(live_in[t], key=order.__getitem__)) for t in targets)
+    return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live)
+
+
+def _liveness(insts: list) -> list:
+    """For each decoded instruction, the set of fast locals read on some path from it before being
+    written (a backward fixpoint over fall-through, jump and exception-handler edges).
+
+    LOAD_FAST_AND_CLEAR (3.12's inlined comprehensions) neither reads nor writes: it saves a local
+    that may be unbound and STORE_FAST puts it back, so a local it touches need not be bound."""
+    n = len(insts)
+    succ = []
+    for i, inst in enumerate(insts):
+        s = []
+        if inst.op not in _NO_FALLTHROUGH and i + 1 < n:
+            s.append(i + 1)
+        if inst.target is not None:
+            s.append(inst.target)
+        if inst.handler is not None:
+            s.append(inst.handler[0])
+        succ.append(s)
+    live = [frozenset()] * n
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n - 1, -1, -1):
+            out = frozenset().union(*(live[j] for j in succ[i])) if succ[i] else frozenset()
+            op = insts[i].op
+            if op == "STORE_FAST":
+                new = out - {insts[i].arg}
+            elif op in ("LOAD_FAST", "DELETE_FAST"):
+                new = out | {insts[i].arg}
+            else:
+                new = out
+            if new != live[i]:
+                live[i] = new
+                changed = True
+    return live
+
+
+# -- resume functions ----------------------------------------------------------------------------
+
+# Resume codes made by this process, held weakly: the hook compiles them whatever the trace rules
+# say of their module (they exist only because their origin was compiled).
+_RESUME_CODES: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
+def is_resume_code(code: types.CodeType) -> bool:
+    return code in _RESUME_CODES
+
+
+def stack_arg_names(code: types.CodeType, count: int) -> list:
+    taken = set(code.co_varnames)
+    names = []
+    for i in range(count):
+        name = f"___tjc_stack_{i}"
+        while name in taken:
+            name += "_"
+        names.append(name)
+    return names
+
+
+def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
+                      live: tuple) -> types.CodeType:
+    """A code object that continues `code` at decoded index `target`.
+
+    Its arguments: one per stack item that is not NULL (`null_slots[i]` is True where the stack
+    held NULL, bottom first), then the live locals under their own names. Its prologue pushes the
+    stack back and jumps to the target; the body is the original's, after its prologue.
+    """
+    insts = decode(code).insts
+    original = decode(code).bytecode
+    target_instr = insts[target].instr
+    stack_names = stack_arg_names(code, sum(1 for null in null_slots if not null))
+    body_start = next(i for i, item in enumerate(original)
+                      if isinstance(item, Instr) and item.name == "RESUME") + 1
+    label = Label()
+    lineno = target_instr.lineno if isinstance(target_instr.lineno, int) else code.co_firstlineno
+    prologue = [Instr("RESUME", 0, lineno=lineno)]
+    names = iter(stack_names)
+    for null in null_slots:
+        prologue.append(Instr("PUSH_NULL", lineno=lineno) if null
+                        else Instr("LOAD_FAST", next(names), lineno=lineno))
+    prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
+    body = []
+    found = False
+    for item in original[body_start:]:
+        if item is target_instr:
+            body.append(label)
+            found = True
+        body.append(item)
+    if not found:
+        raise BreakRefused("the resume point is not in the code's body")
+    bc = bytecode.Bytecode(prologue + body)
+    bc.first_lineno = original.first_lineno
+    bc.filename = original.filename
+    bc.name = f"{code.co_name}_resume_at_{lineno}"
+    bc.qualname = f"{code.co_qualname}.<resume at line {lineno}>"
+    bc.flags = original.flags & ~(bytecode.CompilerFlags.VARARGS | bytecode.CompilerFlags.VARKEYWORDS)
+    bc.argnames = [*stack_names, *live]
+    bc.argcount = len(bc.argnames)
+    bc.posonlyargcount = 0
+    bc.kwonlyargcount = 0
+    resume = bc.to_code()
+    _RESUME_CODES.add(resume)
+    return resume
+
+
+def resume_function(code: types.CodeType, f_globals: dict, target: int, null_slots: tuple,
+                    live: tuple) -> types.FunctionType:
+    """The resume function for `code` at `target`: held only by the transformed code that calls it."""
+    resume = build_resume_code(code, target, null_slots, live)
+    return types.FunctionType(resume, f_globals, resume.co_name)
+
+
+def emitted_jump(op: str) -> str:
+    """The raw name that emits the normalized conditional jump `op` as a forward jump."""
+    forward = op.replace("POP_JUMP_IF_", "POP_JUMP_FORWARD_IF_")
+    return forward if forward in _OPNAMES else op
+
+
+_OPNAMES = frozenset(dis.opmap)
