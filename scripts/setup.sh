@@ -11,8 +11,8 @@
 #      --demo: abseil alone).
 #   2. Virtual environments from pyenv's Pythons, each with torch==2.13.0 and requirements-dev.txt:
 #        .venv        3.11   torch: the CPU wheel on disk (pip's find-links, --no-index)
-#        .venv-3.12   3.12   torch: the registry's build (CUDA libraries included, ~4.7 GB installed;
-#        .venv-3.13   3.13          ~3.5 min the first time, seconds from pip's cache); runs on the CPU
+#        .venv-3.12   3.12   torch: the registry's build (CUDA libraries included, ~5 GB installed,
+#        .venv-3.13   3.13          2.5-3.5 min to download and install); runs on the CPU here
 #      (TORCH_FROM below holds this per-version policy). Before a registry torch is installed, the free
 #      space of the checkout's and pip's cache's filesystems is checked (about 5 GB per such venv plus
 #      the build's); reinstalled only when the requirement files change (a stamp holds their hash).
@@ -72,7 +72,7 @@ STEPS=5
 #   disk      the CPU wheel in pip's find-links (PIP_FIND_LINKS=/opt/wheels on this kind of machine, for
 #             3.11 only), installed with --no-index: a missing wheel fails at once instead of downloading
 #   registry  the registry's torch==2.13.0 for Linux: a CUDA build (it runs on the CPU here), about
-#             4.7 GB in the venv, 3.5 minutes the first time and seconds from pip's cache
+#             5 GB in the venv, 2.5-3.5 minutes to download and install
 # torch is always asked for exactly (torch==2.13.0, from requirements-dev.txt's pin), before the other
 # requirements, which then find it satisfied; nothing is built in an isolated environment (step 4 uses
 # --no-build-isolation), so no range and no build environment can bring another torch.
@@ -80,10 +80,11 @@ declare -A TORCH_FROM=([3.11]=disk [3.12]=registry [3.13]=registry)
 REQUIREMENTS=requirements-dev.txt
 TORCH_PIN=$(grep -E '^torch==' "$REQUIREMENTS") || die "$REQUIREMENTS must pin torch with =="
 TORCH_VERSION=${TORCH_PIN#torch==}
-# Disk space asked for before installing registry torches (step 2), in MB: per venv (4.7 GB measured
-# in .venv-3.12 and .venv-3.13), pip's cache of the downloaded wheels (counted even when it may
-# already hold them), and room for the build folders and pip's temporary files.
-REGISTRY_VENV_MB=5000 PIP_CACHE_MB=3500 BUILD_MB=1000
+# Disk space asked for before installing registry torches (step 2), in MB: per venv (5,087 MB measured
+# in .venv-3.12 with requirements-dev.txt: torch 1.1 GB, the nvidia-* libraries 2.7 GB, triton 0.7 GB),
+# pip's cache of the downloaded wheels (about 3 GB; counted even when it may already hold them), and
+# room for the build folders and pip's temporary files.
+REGISTRY_VENV_MB=5500 PIP_CACHE_MB=3500 BUILD_MB=1000
 
 torch_source() {  # torch_source 3.12: disk or registry (TJC_ALLOW_TORCH_DOWNLOAD=1: always registry)
   if [[ ${TJC_ALLOW_TORCH_DOWNLOAD:-0} == 1 ]]; then echo registry; else echo "${TORCH_FROM[$1]}"; fi
@@ -200,7 +201,7 @@ sys.exit(m.version('torch').split('+')[0] != '$TORCH_VERSION')" 2>/dev/null && c
   if [[ -n $cache && $(mount_of "$cache") == $(mount_of "$ROOT") ]]; then
     need_root=$((need_root + need_cache)) need_cache=0
   fi
-  local what="torch==$TORCH_VERSION from the registry for ${todo[*]} (a CUDA build, ~4.7 GB each)"
+  local what="torch==$TORCH_VERSION from the registry for ${todo[*]} (a CUDA build, ~5 GB each)"
   if ((free_root < need_root)); then
     die "not enough disk space for $what: $ROOT's filesystem ($(mount_of "$ROOT")) has $((free_root / 1000)) GB free, needs about $((need_root / 1000)) GB ($((REGISTRY_VENV_MB / 1000)) GB per venv + $((BUILD_MB / 1000)) GB for builds$([[ -n $cache && $need_cache == 0 ]] && echo " + $((PIP_CACHE_MB / 1000)) GB for pip's cache, $cache")). Free some space, or TJC_PYTHONS=3.11 to set up only 3.11."
   fi
@@ -220,7 +221,7 @@ install_torch() {  # install_torch 3.12 VENV_PYTHON: torch==2.13.0, from where t
         die "no wheel for $TORCH_PIN on disk (pip's find-links, e.g. PIP_FIND_LINKS=/opt/wheels); refusing to download a CUDA torch of several GB. TJC_ALLOW_TORCH_DOWNLOAD=1 downloads anyway."
       ;;
     registry)
-      say "$venv: installing $TORCH_PIN from the registry (a CUDA build, ~4.7 GB: ~3.5 min the first time, seconds from pip's cache)"
+      say "$venv: installing $TORCH_PIN from the registry (a CUDA build, ~5 GB: about 3 minutes)"
       # Exactly the pin, a wheel only (never a source build), with its own dependencies.
       "$2" -m pip install --progress-bar off --only-binary torch "$TORCH_PIN" |
         grep -v '^Requirement already satisfied' || true
