@@ -9,19 +9,23 @@
 #
 #   1. Debian packages: abseil, GoogleTest, python3.11-dbg, python3.11-dev (only the missing ones;
 #      --demo: abseil alone).
-#   2. Virtual environments from pyenv's Pythons:
-#        .venv        3.11 + torch==2.13.0 (requirements-dev.txt)
-#        .venv-3.12   3.12, torch-free     (requirements-runtime.txt)
-#        .venv-3.13   3.13, torch-free     (requirements-runtime.txt)
-#      reinstalled only when the requirement files change (a stamp holds their hash).
+#   2. Virtual environments from pyenv's Pythons, each with torch==2.13.0 and requirements-dev.txt:
+#        .venv        3.11   torch: the CPU wheel on disk (pip's find-links, --no-index)
+#        .venv-3.12   3.12   torch: the registry's build (CUDA libraries included, ~5 GB installed,
+#        .venv-3.13   3.13          2.5-3.5 min to download and install); runs on the CPU here
+#      (TORCH_FROM below holds this per-version policy). Before a registry torch is installed, the free
+#      space of the checkout's and pip's cache's filesystems is checked (about 5 GB per such venv plus
+#      the build's); reinstalled only when the requirement files change (a stamp holds their hash).
 #   3. `setup.py build_ext --inplace` per environment: CMake + Ninja in build/py3XX-release, the .so
 #      files in torch_jit_cache/ (their names carry the Python version, so all three coexist).
-#      _C_torch is built where torch imports (.venv). Ninja rebuilds only what changed.
+#      _C_torch is built where torch imports: in all three (checked after the build). Ninja rebuilds
+#      only what changed.
 #      .venv then gets the package installed (editable, --no-build-isolation, --no-deps): a script in
 #      any folder imports torch_jit_cache, and pytest finds the --refleaks plugin (pytest11 entry
 #      point). Redone only when pyproject.toml or setup.py change (a stamp holds their hash).
 #   4. .venv-dbg: Debian's debug CPython (python3.11-dbg, sys.gettotalrefcount) with the torch-free
-#      requirements, and _C built against its headers (_C.cpython-311d-x86_64-linux-gnu.so, beside
+#      requirements (requirements-runtime.txt; set-up fails if torch is found there: this venv is
+#      where scripts/test.sh proves the runtime needs no torch), and _C built against its headers (_C.cpython-311d-x86_64-linux-gnu.so, beside
 #      the release one) for scripts/test.sh's hunt-leaks stage. Skipped, with a message, where
 #      python3.11-dbg is missing (TJC_SKIP_APT=1 on a machine without it).
 #
@@ -29,7 +33,8 @@
 #   TJC_SKIP_APT=1            skip step 1 (the packages are installed some other way)
 #   TJC_PYTHONS="3.11 3.12"   set up only these Pythons (default: 3.11 3.12 3.13)
 #   TJC_BUILD_TYPE, TJC_SANITIZE, TJC_JOBS, TJC_BUILD_TESTS   passed on to setup.py (see README.md)
-#   TJC_ALLOW_TORCH_DOWNLOAD=1  let pip fetch torch from the registry instead of the wheel on disk
+#   TJC_ALLOW_TORCH_DOWNLOAD=1  3.11 too takes torch==2.13.0 from the registry, not the wheel on disk
+#   TJC_SKIP_SPACE_CHECK=1    install a registry torch without checking free disk space first
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -62,8 +67,27 @@ else
 fi
 STEPS=5
 
-requirements_file() {  # the requirement file for a Python version
-  if [[ $1 == 3.11 ]]; then echo requirements-dev.txt; else echo requirements-runtime.txt; fi
+# Per-Python data: where torch comes from. Every Python gets requirements-dev.txt (torch==2.13.0, numpy,
+# transformers, the build and test tools); only torch's source differs:
+#   disk      the CPU wheel in pip's find-links (PIP_FIND_LINKS=/opt/wheels on this kind of machine, for
+#             3.11 only), installed with --no-index: a missing wheel fails at once instead of downloading
+#   registry  the registry's torch==2.13.0 for Linux: a CUDA build (it runs on the CPU here), about
+#             5 GB in the venv, 2.5-3.5 minutes to download and install
+# torch is always asked for exactly (torch==2.13.0, from requirements-dev.txt's pin), before the other
+# requirements, which then find it satisfied; nothing is built in an isolated environment (step 4 uses
+# --no-build-isolation), so no range and no build environment can bring another torch.
+declare -A TORCH_FROM=([3.11]=disk [3.12]=registry [3.13]=registry)
+REQUIREMENTS=requirements-dev.txt
+TORCH_PIN=$(grep -E '^torch==' "$REQUIREMENTS") || die "$REQUIREMENTS must pin torch with =="
+TORCH_VERSION=${TORCH_PIN#torch==}
+# Disk space asked for before installing registry torches (step 2), in MB: per venv (5,087 MB measured
+# in .venv-3.12 with requirements-dev.txt: torch 1.1 GB, the nvidia-* libraries 2.7 GB, triton 0.7 GB),
+# pip's cache of the downloaded wheels (about 3 GB; counted even when it may already hold them), and
+# room for the build folders and pip's temporary files.
+REGISTRY_VENV_MB=5500 PIP_CACHE_MB=3500 BUILD_MB=1000
+
+torch_source() {  # torch_source 3.12: disk or registry (TJC_ALLOW_TORCH_DOWNLOAD=1: always registry)
+  if [[ ${TJC_ALLOW_TORCH_DOWNLOAD:-0} == 1 ]]; then echo registry; else echo "${TORCH_FROM[$1]}"; fi
 }
 is_version() {  # is_version PYTHON 3.11: does that interpreter run and have that version?
   "$1" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$2'.split('.'))))" 2>/dev/null
@@ -116,35 +140,100 @@ find_python() {  # find_python 3.11: print an interpreter of that version (pyenv
   return 1
 }
 
-# What must import in each environment before its stamp is trusted.
-import_check() {
-  if [[ $1 == 3.11 ]]; then
-    echo "import torch, numpy, pybind11, bytecode, pytest, hypothesis, setuptools, cmake, ninja"
-  else
-    echo "import pybind11, bytecode, pytest, hypothesis, setuptools, cmake, ninja"
+# What must import in each environment before its stamp is trusted, torch at the pinned version
+# (2.13.0 or 2.13.0+cpu).
+IMPORT_CHECK="import torch, numpy, pybind11, bytecode, pytest, hypothesis, setuptools, cmake, ninja; \
+assert torch.__version__.split('+')[0] == '$TORCH_VERSION', 'torch ' + torch.__version__ + ', not $TORCH_VERSION'"
+
+requirements_hash() {  # requirements_hash VENV_PYTHON: what the venv's stamp must hold
+  { cat requirements-runtime.txt "$REQUIREMENTS"; "$1" -c 'import sys; print(sys.version)'; } |
+    sha256sum | cut -d' ' -f1
+}
+declare -A STAMP_VALID=()  # stamp_valid's answers: the import check runs once per venv (torch: ~2 s)
+stamp_valid() {  # stamp_valid 3.12: the venv exists, installed from the current requirement files
+  local venv
+  if [[ -z ${STAMP_VALID[$1]:-} ]]; then
+    venv=$(venv_dir "$1")
+    STAMP_VALID[$1]=no
+    [[ -x $venv/bin/python && -f $venv/.tjc-requirements.sha256 ]] && is_version "$venv/bin/python" "$1" &&
+      [[ $(<"$venv/.tjc-requirements.sha256") == "$(requirements_hash "$venv/bin/python")" ]] &&
+      "$venv/bin/python" -c "$IMPORT_CHECK" 2>/dev/null && STAMP_VALID[$1]=yes
   fi
+  [[ ${STAMP_VALID[$1]} == yes ]]
 }
 
-# torch comes from the CPU wheel on disk (pip's find-links; PIP_FIND_LINKS=/opt/wheels on this kind of
-# machine) and never from the registry, whose torch==2.13.0 for Linux is a CUDA build of several GB:
-# it is installed first with --no-index, so a missing wheel fails at once instead of downloading.
-# The other requirements then find torch==2.13.0 satisfied and leave it alone.
-install_torch_from_disk() {  # install_torch_from_disk VENV_PYTHON REQUIREMENT_FILE
-  local pin
-  pin=$(grep -E '^torch==' "$2") || die "$2 must pin torch with =="
-  if [[ ${TJC_ALLOW_TORCH_DOWNLOAD:-0} == 1 ]]; then
-    say "$venv: TJC_ALLOW_TORCH_DOWNLOAD=1: torch may come from the registry"
+free_mb() {  # free_mb PATH: MB free on PATH's filesystem (PATH, or its nearest existing parent)
+  local path=$1
+  while [[ ! -e $path ]]; do path=$(dirname "$path"); done
+  df -Pk "$path" | awk 'NR == 2 { print int($4 / 1024) }'
+}
+mount_of() {  # mount_of PATH: the mount point of PATH's filesystem
+  local path=$1
+  while [[ ! -e $path ]]; do path=$(dirname "$path"); done
+  df -P "$path" | awk 'NR == 2 { print $6 }'
+}
+
+# Fails before anything is downloaded when the registry torches that step 2 would install do not fit:
+# about 5 GB for each venv without torch==2.13.0 (whose stamp is not valid), pip's cache, the builds.
+# Venvs whose stamp is valid install nothing and are not counted. TJC_SKIP_SPACE_CHECK=1 skips it.
+check_space() {  # check_space VERSION...
+  local version venv todo=() cache="" base need_root need_cache free_root free_cache
+  for version; do
+    [[ $(torch_source "$version") == registry ]] || continue
+    stamp_valid "$version" && continue
+    venv=$(venv_dir "$version")
+    # Only the other requirements changed: torch==2.13.0 is installed already and stays.
+    [[ -x $venv/bin/python ]] && "$venv/bin/python" -c "import importlib.metadata as m, sys
+sys.exit(m.version('torch').split('+')[0] != '$TORCH_VERSION')" 2>/dev/null && continue
+    todo+=("$venv")
+  done
+  ((${#todo[@]})) || return 0
+  if [[ ${TJC_SKIP_SPACE_CHECK:-0} == 1 ]]; then
+    say "disk space: not checked (TJC_SKIP_SPACE_CHECK=1) before the registry torch for ${todo[*]}"
     return 0
   fi
-  say "$venv: installing $pin from the wheel on disk (--no-index; about a minute)"
-  "$1" -m pip install --quiet --progress-bar off --no-index --no-deps "$pin" ||
-    die "no wheel for $pin on disk (pip's find-links, e.g. PIP_FIND_LINKS=/opt/wheels); refusing to download a CUDA torch of several GB. TJC_ALLOW_TORCH_DOWNLOAD=1 downloads anyway."
+  # pip's cache (none where it is disabled); any interpreter's pip names the same folder.
+  base=$(find_python "${PYTHONS[0]}") && cache=$("$base" -m pip cache dir 2>/dev/null) || cache=""
+  need_root=$((${#todo[@]} * REGISTRY_VENV_MB + BUILD_MB))
+  need_cache=0
+  [[ -n $cache ]] && need_cache=$PIP_CACHE_MB
+  free_root=$(free_mb "$ROOT")
+  if [[ -n $cache && $(mount_of "$cache") == $(mount_of "$ROOT") ]]; then
+    need_root=$((need_root + need_cache)) need_cache=0
+  fi
+  local what="torch==$TORCH_VERSION from the registry for ${todo[*]} (a CUDA build, ~5 GB each)"
+  if ((free_root < need_root)); then
+    die "not enough disk space for $what: $ROOT's filesystem ($(mount_of "$ROOT")) has $((free_root / 1000)) GB free, needs about $((need_root / 1000)) GB ($((REGISTRY_VENV_MB / 1000)) GB per venv + $((BUILD_MB / 1000)) GB for builds$([[ -n $cache && $need_cache == 0 ]] && echo " + $((PIP_CACHE_MB / 1000)) GB for pip's cache, $cache")). Free some space, or TJC_PYTHONS=3.11 to set up only 3.11."
+  fi
+  if ((need_cache)); then
+    free_cache=$(free_mb "$cache")
+    ((free_cache >= need_cache)) ||
+      die "not enough disk space for $what: pip's cache $cache ($(mount_of "$cache")) has $((free_cache / 1000)) GB free, needs about $((need_cache / 1000)) GB. Free some space, or point PIP_CACHE_DIR elsewhere."
+  fi
+  say "disk space: $((free_root / 1000)) GB free for $ROOT, about $((need_root / 1000)) GB needed for $what"
+}
+
+install_torch() {  # install_torch 3.12 VENV_PYTHON: torch==2.13.0, from where torch_source says
+  case $(torch_source "$1") in
+    disk)
+      say "$venv: installing $TORCH_PIN from the wheel on disk (--no-index; about a minute)"
+      "$2" -m pip install --quiet --progress-bar off --no-index --no-deps "$TORCH_PIN" ||
+        die "no wheel for $TORCH_PIN on disk (pip's find-links, e.g. PIP_FIND_LINKS=/opt/wheels); refusing to download a CUDA torch of several GB. TJC_ALLOW_TORCH_DOWNLOAD=1 downloads anyway."
+      ;;
+    registry)
+      say "$venv: installing $TORCH_PIN from the registry (a CUDA build, ~5 GB: about 3 minutes)"
+      # Exactly the pin, a wheel only (never a source build), with its own dependencies.
+      "$2" -m pip install --progress-bar off --only-binary torch "$TORCH_PIN" |
+        grep -v '^Requirement already satisfied' || true
+      [[ ${PIPESTATUS[0]} == 0 ]] || die "$venv: pip install $TORCH_PIN failed (see above)"
+      ;;
+    *) die "no torch source for Python $1 in TORCH_FROM" ;;
+  esac
 }
 
 setup_venv() {  # setup_venv 3.11
-  local version=$1 venv req python stamp want
+  local version=$1 venv python
   venv=$(venv_dir "$version")
-  req=$(requirements_file "$version")
   python=$venv/bin/python
   if [[ -x $python ]] && is_version "$python" "$version"; then
     say "$venv: exists ($("$python" -c 'import sys; print(sys.version.split()[0])'))"
@@ -157,20 +246,17 @@ setup_venv() {  # setup_venv 3.11
     "$base" -m venv "$venv"
   fi
   # The stamp names the requirement files' contents and the interpreter they were installed for.
-  stamp=$venv/.tjc-requirements.sha256
-  want=$({ cat requirements-runtime.txt "$req"; "$python" -c 'import sys; print(sys.version)'; } |
-           sha256sum | cut -d' ' -f1)
-  if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$python" -c "$(import_check "$version")" 2>/dev/null; then
-    say "$venv: requirements up to date ($req)"
+  if stamp_valid "$version"; then
+    say "$venv: requirements up to date ($REQUIREMENTS, torch==$TORCH_VERSION from the $(torch_source "$version"))"
     return 0
   fi
-  [[ $version == 3.11 ]] && install_torch_from_disk "$python" "$req"
-  say "$venv: installing $req (pip names each package as it goes)"
+  install_torch "$version" "$python"
+  say "$venv: installing $REQUIREMENTS (pip names each package as it goes)"
   # Not --quiet: on a fresh machine this downloads, and pip's "Collecting ..." lines are the progress.
-  "$python" -m pip install --progress-bar off -r "$req" | grep -v '^Requirement already satisfied' || true
-  [[ ${PIPESTATUS[0]} == 0 ]] || die "$venv: pip install -r $req failed (see above)"
-  "$python" -c "$(import_check "$version")" || die "$venv: installed $req but the imports still fail"
-  echo "$want" >"$stamp"
+  "$python" -m pip install --progress-bar off -r "$REQUIREMENTS" | grep -v '^Requirement already satisfied' || true
+  [[ ${PIPESTATUS[0]} == 0 ]] || die "$venv: pip install -r $REQUIREMENTS failed (see above)"
+  "$python" -c "$IMPORT_CHECK" || die "$venv: installed $REQUIREMENTS but the imports still fail"
+  requirements_hash "$python" >"$venv/.tjc-requirements.sha256"
 }
 
 # --- 3. Build ------------------------------------------------------------------------------------
@@ -181,8 +267,15 @@ build() {  # build 3.11
   # The environment's bin/ goes first on PATH so that its cmake and ninja are the ones used.
   PATH="$ROOT/$venv/bin:$PATH" "$venv/bin/python" setup.py --quiet build_ext --inplace
   # The package checks at import that _C was built for this Python and this version.
-  "${PY_ENV[@]}" "$venv/bin/python" -c "import torch_jit_cache" ||
+  local suffix
+  suffix=$("${PY_ENV[@]}" "$venv/bin/python" -c "import sysconfig, torch_jit_cache
+print(sysconfig.get_config_var('EXT_SUFFIX'))") ||
     die "$venv: built, but \`import torch_jit_cache\` fails (see above)"
+  # torch imports in every venv of step 2, so setup.py must have built _C_torch (tensor guards) too.
+  # The file is checked, not imported: importing torch takes 2-5 s here and the demo waits for this
+  # step; the tests (test_tensor_match.py) and the demo import it.
+  [[ -f torch_jit_cache/_C_torch$suffix ]] ||
+    die "$venv: torch imports, but setup.py built no torch_jit_cache/_C_torch$suffix (see above)"
 }
 
 # --- 4. The package installed in .venv ----------------------------------------------------------
@@ -212,7 +305,11 @@ install_editable() {  # install_editable 3.11
 
 step 2 $STEPS "virtual environments: ${PYTHONS[*]}"
 for version in "${PYTHONS[@]}"; do
-  case $version in 3.11 | 3.12 | 3.13) ;; *) die "TJC_PYTHONS: unsupported Python $version (3.11, 3.12, 3.13)" ;; esac
+  [[ -n ${TORCH_FROM[$version]:-} ]] ||
+    die "TJC_PYTHONS: unsupported Python $version (${!TORCH_FROM[*]})"
+done
+check_space "${PYTHONS[@]}"
+for version in "${PYTHONS[@]}"; do
   setup_venv "$version"
 done
 step 3 $STEPS "build: ${PYTHONS[*]} (TJC_BUILD_TESTS=$TJC_BUILD_TESTS)"
@@ -257,7 +354,11 @@ else
     "$venv/bin/python" -c "$check" || die "$venv: installed requirements-runtime.txt but the imports still fail"
     echo "$want" >"$stamp"
   fi
-  say "$venv: building torch_jit_cache._C against the debug headers"
+  # The hunt-leaks stage runs here to show the runtime works without torch: torch must not be installed
+  # (an installed one would also make setup.py build _C_torch against the wrong headers).
+  "$venv/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)" ||
+    die "$venv has torch installed ($("$venv/bin/python" -m pip show torch 2>/dev/null | grep -m1 '^Location' || true)); it must stay torch-free: it is the environment that proves the runtime needs no torch. Remove it: rm -rf $venv, and rerun."
+  say "$venv: building torch_jit_cache._C against the debug headers (torch-free)"
   # No C++ test binary here: the gtest stages cover the release builds.
   PATH="$ROOT/$venv/bin:$PATH" TJC_BUILD_TESTS=OFF "$venv/bin/python" setup.py --quiet build_ext --inplace
   "$venv/bin/python" -c "import torch_jit_cache" || die "$venv: built, but \`import torch_jit_cache\` fails (see above)"

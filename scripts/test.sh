@@ -2,14 +2,17 @@
 # Sets everything up (scripts/setup.sh), then runs every test:
 #   gtest py3.X          the GoogleTest binary of each Python's build (3.11's is required once
 #                        tests/cpp/ has sources)
-#   pytest 3.11 (torch)  tests/python, all of it, with torch 2.13.0 (no tests collected = failure)
-#   pytest 3.12, 3.13    tests/python -m "not torch": the torch-free runtime tests
+#   pytest 3.X (torch)   tests/python, all of it, with torch 2.13.0, on 3.11, 3.12 and 3.13 (no tests
+#                        collected = failure)
 #   install check 3.11   pip install / pip wheel of the checkout into new venvs with torch, and the
 #                        installed package's smoke test there (scripts/check_install.sh)
-#   hunt-leaks 3.11-dbg  the torch-free tests under Debian's debug CPython, each run 3 warm-up + 3
-#                        measured times (scripts/hunt_leaks.py, like regrtest -R 3:3); a test whose
-#                        reference or block count grows fails the stage. Skipped where setup.sh
-#                        could not make .venv-dbg (no python3.11-dbg).
+#   hunt-leaks 3.11-dbg  the torch-free tests (-m "not torch") under Debian's debug CPython, each run
+#                        3 warm-up + 3 measured times (scripts/hunt_leaks.py, like regrtest -R 3:3); a
+#                        test whose reference or block count grows fails the stage. .venv-dbg has no
+#                        torch (checked here and by setup.sh), so this is also the stage that proves the
+#                        runtime (_C, runtime, guards, codegen) imports and works without torch; the
+#                        pytest stages prove it with torch blocked (tests/python/test_torch_free.py).
+#                        Skipped where setup.sh could not make .venv-dbg (no python3.11-dbg).
 #   asan 3.11            a Debug build with AddressSanitizer + UBSan: the C++ tests and the 3.11 Python
 #                        tests; any sanitizer report fails (TJC_SANITIZER_STAGE=0 skips it)
 # Every stage runs even when an earlier one failed; the exit status is non-zero if any failed.
@@ -136,16 +139,13 @@ for version in "${PYTHONS[@]}"; do
 done
 
 # --- Python tests --------------------------------------------------------------------------------
+# Every Python has torch (scripts/setup.sh checks torch==2.13.0 imports), so every stage runs all of
+# tests/python, the torch tests included.
 for version in "${PYTHONS[@]}"; do
   venv=$(venv_dir "$version")
   xml=$RESULTS/pytest-py${version/./}.xml
-  if [[ $version == 3.11 ]]; then
-    run_stage "pytest 3.11 (torch)" "$xml" required \
-      "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python --junitxml="$xml" "$@"
-  else
-    run_stage "pytest $version" "$xml" optional \
-      "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python -m "not torch" --junitxml="$xml" "$@"
-  fi
+  run_stage "pytest $version (torch)" "$xml" required \
+    "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python --junitxml="$xml" "$@"
 done
 
 # --- the package installed into a user's venv ------------------------------------------------------
@@ -157,7 +157,13 @@ if [[ " ${PYTHONS[*]} " == *" 3.11 "* ]] && ((!SANITIZE)); then
 fi
 
 # --- hunt-leaks under the debug interpreter ----------------------------------------------------------
-if [[ -x .venv-dbg/bin/python ]] && ls torch_jit_cache/_C.cpython-311d-*.so >/dev/null 2>&1; then
+if [[ -x .venv-dbg/bin/python ]] &&
+   .venv-dbg/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"; then
+  # The stage that shows the runtime needs no torch must not have one (setup.sh refuses it too).
+  say "hunt-leaks 3.11-dbg: .venv-dbg has torch installed; it must stay torch-free (rm -rf .venv-dbg; rerun)"
+  record "hunt-leaks 3.11-dbg" FAIL "torch in .venv-dbg" 0
+  failures=$((failures + 1)) total_failed=$((total_failed + 1))
+elif [[ -x .venv-dbg/bin/python ]] && ls torch_jit_cache/_C.cpython-311d-*.so >/dev/null 2>&1; then
   xml=$RESULTS/hunt-leaks-py311d.xml
   run_stage "hunt-leaks 3.11-dbg" "$xml" required \
     "${PY_ENV[@]}" .venv-dbg/bin/python scripts/hunt_leaks.py -R 3:3 tests/python -m "not torch" \

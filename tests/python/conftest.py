@@ -1,9 +1,11 @@
 """Shared pytest set-up for tests/python.
 
-The `torch` marker (declared in pyproject.toml) labels tests that need PyTorch. They are skipped with a
-reason where torch is not installed. torch 2.13.0 is meant for 3.11, 3.12 and 3.13 alike (issue 9);
-until the tracer handles 3.12/3.13 bytecode, scripts/test.sh deselects the torch tests there with
-`-m "not torch"`. A module that imports torch at the top should read:
+The `torch` marker (declared in pyproject.toml) labels tests that need PyTorch. Every environment of
+scripts/setup.sh (.venv, .venv-3.12, .venv-3.13) has torch 2.13.0 and runs them all; they are skipped
+with a reason where torch is not installed, which is the debug interpreter's .venv-dbg: kept torch-free
+on purpose, it runs the hunt-leaks stage with `-m "not torch"` and so shows that the runtime works
+without torch (test_torch_free.py shows it everywhere else, with torch blocked). A module that imports
+torch at the top should read:
 
     torch = pytest.importorskip("torch")
     pytestmark = pytest.mark.torch
