@@ -1,4 +1,4 @@
-"""The user API: compile(), disable(), reset(), stats(), cache_entries().
+"""The user API: compile(), explain(), disable(), reset(), stats(), cache_entries().
 
     @tjc.compile                      # or tjc.compile(fn_or_module, backend=..., fullgraph=False,
     def f(x, y): ...                  #    dynamic=False, cache_limit=None)
@@ -27,17 +27,40 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool 
         raise NotImplementedError("torch_jit_cache.compile: dynamic=True is not supported yet; shapes are static")
     if cache_limit is not None and (not isinstance(cache_limit, int) or isinstance(cache_limit, bool) or cache_limit < 1):
         raise ValueError(f"cache_limit must be an int >= 1 or None, got {cache_limit!r}")
+    _check_backend(backend)
+    # The compiler owns this call's cache (entries, skip/run-only decisions, cache limit): another
+    # compile() of the same function never sees or changes it.
+    callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
+                             cache_limit=cache_limit)
+    return _compiled(fn, callback)
+
+
+def explain(fn, *, backend="eager"):
+    """`explain(fn)(*args, **kwargs)` runs `fn` once, compiled, and returns an ExplainOutput: the
+    graphs, graph count, ops per graph, each graph break with its reason and place, the frames that
+    ran uncompiled, and the guards. It compiles under its own cache, dropped when it returns."""
+    _check_backend(backend)
+    from .explanation import ExplainOutput
+
+    def run(*args, **kwargs):
+        report = ExplainOutput()
+        callback = FrameCompiler(backend=backend, target_code=_target_code(fn), observer=report.record)
+        _compiled(fn, callback)(*args, **kwargs)
+        return report
+    return run
+
+
+def _check_backend(backend):
     if isinstance(backend, str):
         from . import backends
 
         backends.lookup(backend)  # unknown names fail here, not at the first call
     elif not callable(backend):
         raise TypeError(f"backend must be a name or a callable(gm, example_inputs), got {type(backend).__name__}")
-    # The compiler owns this call's cache (entries, skip/run-only decisions, cache limit): another
-    # compile() of the same function never sees or changes it.
-    callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
-                             cache_limit=cache_limit)
 
+
+def _compiled(fn, callback):
+    """`fn` (a function, method or module) run under `callback`, the compile() call's compiler."""
     module_type = _module_type()
     if module_type is not None and isinstance(fn, module_type):
         from .module_wrapper import CompiledModule
@@ -48,11 +71,11 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool 
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):
         warnings.warn(f"torch_jit_cache.compile: {fn!r} is not a Python function (a builtin or C function); "
-                      "it runs uncompiled", RuntimeWarning, stacklevel=2)
+                      "it runs uncompiled", RuntimeWarning, stacklevel=3)
         return fn
     if inspect.isgeneratorfunction(target) or inspect.iscoroutinefunction(target):
         warnings.warn(f"torch_jit_cache.compile: {fn!r} is a generator or coroutine function; it runs uncompiled",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
         return fn
 
     # A C callable: installs the callback, calls fn, restores the previous callback (tens of ns).

@@ -71,6 +71,26 @@ def _is_number_value_guard(spec) -> bool:
     return spec.kind is GuardKind.EQUALS_MATCH and type(spec.value) in (int, float)
 
 
+@dataclasses.dataclass(frozen=True)
+class FrameReport:
+    """What explain() is told of one frame: its graph (None: no tensor work, or it ran uncompiled),
+    the graph's op count, its guards as text, the graph break that ended it, or why it fell back."""
+    frame: str
+    graph: object
+    op_count: int
+    guards: str
+    break_reason: object = None
+    fallback_reason: object = None
+    ops: tuple = ()
+
+
+def _op_name(node) -> str:
+    target = node.target
+    if node.op == "call_function":
+        return getattr(target, "__name__", str(target))
+    return str(target)   # call_method: the method's name; call_module: the submodule's path
+
+
 class FullGraphError(RuntimeError):
     """fullgraph=True and the tracer could not capture the whole frame."""
 
@@ -88,6 +108,8 @@ class FrameCompiler:
     # frame actions and limits; they are evicted when this compiler (held by the compiled object)
     # dies.
     cache_owner: object = dataclasses.field(init=False, repr=False, compare=False)
+    # explain(): called with a FrameReport for every frame compiled or run uncompiled.
+    observer: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         self.cache_owner = runtime.CacheOwner(self.cache_limit or 0)
@@ -108,6 +130,8 @@ class FrameCompiler:
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
         reason = self._compile(frame, entries)
+        if self.observer is not None and isinstance(reason, str):
+            self.observer(FrameReport(describe(code), None, 0, "", None, reason))
         if not isinstance(reason, str):
             return reason  # the GuardedCode, or SKIP for a trace without tensor work
         # Raised or logged here, after the failure's handler has ended: the failure's traceback
@@ -211,6 +235,12 @@ class FrameCompiler:
             log.log("guards", f"{describe(code)}\n{guards}")
         if log.enabled("bytecode"):
             log.log("bytecode", f"{describe(code)}\n{codegen.format_code(new_code)}")
+        if self.observer is not None:
+            ops = [_op_name(n) for n in result.graph.graph.nodes
+                   if n.op not in ("placeholder", "output", "get_attr")] if has_graph else []
+            self.observer(FrameReport(describe(code), result.graph if has_graph else None,
+                                      len(ops), str(guards), break_reason if cut else None, None,
+                                      tuple(ops)))
         return guarded
 
     def _may_cut_without_graph(self, code) -> bool:
