@@ -5,10 +5,10 @@ import io
 import contextlib
 import weakref
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")   # with torch; the torch-free debug venv (hunt-leaks) has neither
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import graph_break  # noqa: E402
