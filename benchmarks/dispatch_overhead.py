@@ -7,7 +7,6 @@ compile). Prints a table and writes benchmarks/results/dispatch_overhead.json.
 Usage: python benchmarks/dispatch_overhead.py [--quick]
 """
 import argparse
-import json
 import platform
 import sys
 import time
@@ -18,6 +17,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
+from harness import print_head, write_results  # noqa: E402
 
 
 def one_tensor(x):
@@ -96,17 +96,12 @@ def main():
     print(f"Python {platform.python_version()}, torch {torch.__version__}, best of {repeat} x {number} calls")
     head = (f"{'case':<14}{'eager ns':>10}{'tjc ns':>10}{'t.c ns':>10}{'tjc +ns':>10}{'t.c +ns':>10}"
             f"{'tjc 1st ms':>12}{'t.c 1st ms':>12}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows:
         print(f"{r['case']:<14}{r['eager_ns']:>10.0f}{r['tjc_ns']:>10.0f}{r['torch_compile_ns']:>10.0f}"
               f"{r['tjc_ns'] - r['eager_ns']:>10.0f}{r['torch_compile_ns'] - r['eager_ns']:>10.0f}"
               f"{r['tjc_first_call_ms']:>12.1f}{r['torch_compile_first_call_ms']:>12.1f}")
-    out = Path(opts.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"python": platform.python_version(), "torch": torch.__version__,
-                               "repeat": repeat, "number": number, "rows": rows}, indent=2))
-    print(f"wrote {out}")
+    write_results(opts.json, torch.__version__, repeat=repeat, number=number, rows=rows)
 
 
 if __name__ == "__main__":

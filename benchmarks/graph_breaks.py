@@ -11,10 +11,8 @@ Prints a table and writes benchmarks/results/graph_breaks.json.
 Usage: python benchmarks/graph_breaks.py [--quick]
 """
 import argparse
-import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
@@ -22,6 +20,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
+from harness import best_us, print_head, write_results  # noqa: E402
 
 
 def step(y):
@@ -45,15 +44,6 @@ def five_breaks(x):
 
 
 CASES = [("1 break", one_break), ("2 breaks", two_breaks), ("5 breaks", five_breaks)]
-
-
-def best_us(fn, x, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(x)
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e6
 
 
 def main():
@@ -89,17 +79,12 @@ def main():
           "backend=eager, x: 64 floats")
     head = (f"{'case':<10}{'eager us':>10}{'tjc us':>10}{'t.c us':>10}{'tjc/eager':>11}{'t.c/eager':>11}"
             f"{'tjc graphs/breaks':>19}{'t.c graphs/breaks':>19}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows:
         print(f"{r['case']:<10}{r['eager_us']:>10.1f}{r['tjc_us']:>10.1f}{r['torch_compile_us']:>10.1f}"
               f"{r['tjc_us'] / r['eager_us']:>11.2f}{r['torch_compile_us'] / r['eager_us']:>11.2f}"
               f"{r['tjc_graphs']:>12}/{r['tjc_breaks']:<6}{r['tc_graphs']:>12}/{r['tc_breaks']:<6}")
-    out = Path(opts.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"python": platform.python_version(), "torch": torch.__version__,
-                               "repeat": repeat, "rows": rows}, indent=2))
-    print(f"wrote {out}")
+    write_results(opts.json, torch.__version__, repeat=repeat, rows=rows)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,8 @@ Prints a table and writes benchmarks/results/python_inside.json.
 Usage: python benchmarks/python_inside.py [--quick]
 """
 import argparse
-import json
 import platform
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -26,6 +24,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
+from harness import best_us, print_head, write_results  # noqa: E402
 
 N = 3000
 
@@ -86,15 +85,6 @@ CASES = [
 ]
 
 
-def best_us(fn, x, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(x)
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e6
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
@@ -126,18 +116,13 @@ def main():
     print(f"Python {platform.python_version()}, torch {torch.__version__}, best of {repeat} calls, backend=eager")
     head = (f"{'case':<22}{'eager us':>10}{'tjc us':>10}{'t.c us':>10}{'tjc/eager':>11}{'t.c/eager':>11}"
             f"{'tjc entries':>13}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows_out:
         print(f"{r['case']:<22}{r['eager_us']:>10.1f}{r['tjc_us']:>10.1f}{r['torch_compile_us']:>10.1f}"
               f"{r['tjc_us'] / r['eager_us']:>11.3f}{r['torch_compile_us'] / r['eager_us']:>11.3f}"
               f"{r['tjc_entries']:>13}")
     print(f"torch_jit_cache warnings: {len(tjc_warnings)}")
-    out = Path(opts.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"python": platform.python_version(), "torch": torch.__version__,
-                               "repeat": repeat, "rows": rows_out, "tjc_warnings": tjc_warnings}, indent=2))
-    print(f"wrote {out}")
+    write_results(opts.json, torch.__version__, repeat=repeat, rows=rows_out, tjc_warnings=tjc_warnings)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,32 @@
+"""What the benchmark scripts share: best-of timing, the table's rule line, the JSON result file.
+
+Each script is run directly (`python benchmarks/<script>.py`), so this folder is on sys.path.
+"""
+import json
+import platform
+import time
+from pathlib import Path
+
+
+def best_us(fn, x, repeat: int) -> float:
+    """The fastest of `repeat` calls of fn(x), in microseconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(x)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e6
+
+
+def print_head(head: str) -> None:
+    print(head)
+    print("-" * len(head))
+
+
+def write_results(path, torch_version, **fields) -> None:
+    """benchmarks/results/<name>.json: the Python and torch versions, then `fields`."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"python": platform.python_version(), "torch": torch_version, **fields},
+                              indent=2))
+    print(f"wrote {out}")
