@@ -6,7 +6,6 @@ compile). Prints a table and writes benchmarks/results/dispatch_overhead.json.
 
 Usage: python benchmarks/dispatch_overhead.py [--quick]
 """
-import argparse
 import platform
 import sys
 import time
@@ -17,7 +16,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from harness import print_head, write_results  # noqa: E402
+from harness import options, print_head, write_results  # noqa: E402
 
 
 def one_tensor(x):
@@ -57,10 +56,7 @@ def first_call_ms(make, args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "dispatch_overhead.json"))
-    opts = parser.parse_args()
+    opts = options(__doc__, "dispatch_overhead")
     repeat, number = (3, 500) if opts.quick else (7, 5000)
     torch.manual_seed(0)
     mlp = MLP16().eval()

@@ -10,7 +10,6 @@ Prints a table and writes benchmarks/results/graph_breaks.json.
 
 Usage: python benchmarks/graph_breaks.py [--quick]
 """
-import argparse
 import platform
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from harness import best_us, print_head, write_results  # noqa: E402
+from harness import best_us, options, print_head, write_results  # noqa: E402
 
 
 def step(y):
@@ -47,10 +46,7 @@ CASES = [("1 break", one_break), ("2 breaks", two_breaks), ("5 breaks", five_bre
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "graph_breaks.json"))
-    opts = parser.parse_args()
+    opts = options(__doc__, "graph_breaks")
     repeat = 200 if opts.quick else 2000
     x = torch.randn(64)
     rows = []

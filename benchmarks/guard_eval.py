@@ -11,7 +11,6 @@ same functions in the same process when torch is installed (its `recompile_limit
 
 Usage: python benchmarks/guard_eval.py [--quick] [--json PATH]
 """
-import argparse
 import json
 import os
 import platform
@@ -21,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
 import torch_jit_cache as tjc  # noqa: E402
+from harness import options  # noqa: E402
 from torch_jit_cache import runtime  # noqa: E402
 
 try:
@@ -120,10 +120,7 @@ def bench(quick: bool):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
-    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "guard_eval.json"))
-    opts = parser.parse_args()
+    opts = options(__doc__, "guard_eval")
     rows, params = bench(opts.quick)
     head = f"{'case':<28}{'plain ns':>10}{'tjc ns':>10}{'tjc +ns':>10}"
     if torch is not None:

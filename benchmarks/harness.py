@@ -2,6 +2,7 @@
 
 Each script is run directly (`python benchmarks/<script>.py`), so this folder is on sys.path.
 """
+import argparse
 import json
 import platform
 import time
@@ -30,3 +31,11 @@ def write_results(path, torch_version, **fields) -> None:
     out.write_text(json.dumps({"python": platform.python_version(), "torch": torch_version, **fields},
                               indent=2))
     print(f"wrote {out}")
+
+
+def options(doc: str, name: str):
+    """--quick (fewer calls, a smoke run) and --json (default benchmarks/results/<name>.json)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
+    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / f"{name}.json"))
+    return parser.parse_args()

@@ -13,7 +13,6 @@ Prints a table and writes benchmarks/results/python_inside.json.
 
 Usage: python benchmarks/python_inside.py [--quick]
 """
-import argparse
 import platform
 import sys
 import warnings
@@ -24,7 +23,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from harness import best_us, print_head, write_results  # noqa: E402
+from harness import best_us, options, print_head, write_results  # noqa: E402
 
 N = 3000
 
@@ -86,10 +85,7 @@ CASES = [
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "python_inside.json"))
-    opts = parser.parse_args()
+    opts = options(__doc__, "python_inside")
     repeat = 30 if opts.quick else 200
     x = torch.ones(4)
     rows_out = []
