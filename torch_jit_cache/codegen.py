@@ -43,8 +43,6 @@ class CodegenError(ValueError):
     """The transformed code cannot be built (unsupported code, a source the frame cannot reach)."""
 
 
-_OPS = FACTS   # how the running version spells calls and attribute loads (instructions.py)
-
 # Shadow frames cannot run these (the runtime refuses them); say so before building anything.
 _GENERATOR_LIKE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
                    | inspect.CO_ITERABLE_COROUTINE)
@@ -111,7 +109,7 @@ class _Emitter:
 
     def load_attr(self, name: str) -> None:
         """getattr(TOS, name), replacing TOS."""
-        self.emit("LOAD_ATTR", (False, name) if _OPS.load_attr_method_flag else name)
+        self.emit("LOAD_ATTR", (False, name) if FACTS.load_attr_method_flag else name)
 
     def subscript_const(self, key: Any) -> None:
         """TOS[key], replacing TOS."""
@@ -124,7 +122,7 @@ class _Emitter:
 
     def call_const_with(self, fn: Callable, emit_args: Sequence[Callable[[], None]]) -> None:
         """Call the constant `fn` with the arguments each of `emit_args` pushes."""
-        if _OPS.null_before_callable:
+        if FACTS.null_before_callable:
             self.emit("PUSH_NULL")
             self.const(fn)
         else:
@@ -132,7 +130,7 @@ class _Emitter:
             self.emit("PUSH_NULL")
         for emit_arg in emit_args:
             emit_arg()
-        if _OPS.precall:
+        if FACTS.precall:
             self.emit("PRECALL", len(emit_args))
         self.emit("CALL", len(emit_args))
 
@@ -167,7 +165,7 @@ class _Emitter:
             self.emit("BUILD_MAP", len(spec.items))
         elif isinstance(spec, AttrOutput):
             self.build_output(spec.base, result_local)
-            self.emit("LOAD_ATTR", (False, spec.name) if _OPS.load_attr_method_flag else spec.name)
+            self.emit("LOAD_ATTR", (False, spec.name) if FACTS.load_attr_method_flag else spec.name)
         elif isinstance(spec, IterOutput) and spec.base is not None:
             self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
                                                   lambda: self.const(spec.skip)])
@@ -252,7 +250,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     None and nothing is called. A BreakOutput spec continues past a graph break instead of
     returning (`_emit_break`): `resume_fns` holds one resume function per target of its plan.
     """
-    if _OPS is None:
+    if FACTS is None:
         raise CodegenError(f"codegen supports CPython {sorted(VERSIONS)}, not {PYTHON}")
     if original.co_flags & _GENERATOR_LIKE:
         raise CodegenError(f"{original.co_qualname}: generators and coroutines are not compiled")
@@ -332,7 +330,7 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
     lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
     if spec.kw_names:
         em.instrs.append(Instr("KW_NAMES", spec.kw_names, lineno=lineno))
-    if _OPS.precall and instr.name == "CALL":
+    if FACTS.precall and instr.name == "CALL":
         em.instrs.append(Instr("PRECALL", instr.arg, lineno=lineno))
     pushed_temps = [temp("___tjc_pushed") for null in plan.pushed if not null]
     if plan.jump is None:

@@ -2,7 +2,7 @@
 
 When the trace of a frame fails at a raw instruction of the ROOT frame (or inside a call the root
 inlined: the failure is then the root's CALL), convert_frame traces the frame again and stops at
-that instruction's boundary (translator.py `Checkpoint`): the stack and locals there are the
+that instruction's boundary (translator.py `stop_at`): the stack and locals there are the
 interpreter's. The transformed code (codegen.build_break_code) then
 
 1. calls the graph captured so far;

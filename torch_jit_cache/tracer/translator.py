@@ -5,15 +5,13 @@ It holds the value stack, the fast locals, the cells, and a reference to the sha
 is dispatched by its normalized opname through handlers.DISPATCH, with the translator passed
 explicitly. Inlined calls run a child translator on the same OutputGraph.
 
-Checkpoints: at the start of every raw instruction (`Inst.first`) the translator records its index
-and the stack as a tuple (`self.checkpoint`). A handler may pop and then fail; the checkpoint still
-holds the stack as the interpreter had it before the instruction. Locals need no copy: handlers
-write a local only as their last step (STORE_FAST, DELETE_FAST, LOAD_FAST_AND_CLEAR), so a failing
-instruction leaves them as they were at its start.
+Boundaries: at the start of every raw instruction (`Inst.first`) the tracked stack and locals are
+the interpreter's (instructions.py keeps each expansion's stack effect). The translator records the
+index of the last boundary (`self.boundary`); a failure names it, and a graph break traces the frame
+again and stops there (`stop_at`), holding that very state. Nothing is copied per instruction:
+a handler may pop and then fail, which is why the second trace stops before the instruction runs.
 """
 from __future__ import annotations
-
-import dataclasses
 
 from ..instructions import DecodeError, decode
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
@@ -32,13 +30,6 @@ class _Null:
 
     def __repr__(self):
         return "NULL"
-
-
-@dataclasses.dataclass(frozen=True)
-class Checkpoint:
-    """Where the translator stood at the start of a raw instruction: its index and the stack."""
-    index: int
-    stack: tuple
 
 
 class InstructionTranslator:
@@ -66,10 +57,10 @@ class InstructionTranslator:
         self.result = None
         self.done = False
         self._global_source = global_source
-        self.checkpoint = Checkpoint(0, ())
+        self.boundary = 0   # index of the raw instruction being run (see the module docstring)
         # Root frame only: how often each boundary was reached, so a failure can name the arrival
         # it happened at, and a second trace (`stop_at`: (index, arrival)) stops right there with
-        # the checkpoint's stack and locals (graph breaks, graph_break.py).
+        # the interpreter's stack and locals (graph breaks, graph_break.py).
         self.arrivals = [0] * len(self.instructions) if depth == 0 else None
         self.stop_at = stop_at
         self.stopped = False
@@ -157,7 +148,7 @@ class InstructionTranslator:
                 unsupported("fell off the end of the code")
             inst = self.instructions[self.ip]
             if inst.first:
-                self.checkpoint = Checkpoint(self.ip, tuple(self.stack))
+                self.boundary = self.ip
                 if self.arrivals is not None:
                     self.arrivals[self.ip] += 1
                     if self.stop_at == (self.ip, self.arrivals[self.ip]):
@@ -185,7 +176,7 @@ class InstructionTranslator:
         try:
             if self.arrivals is not None and breakable and e.break_at is None:
                 # A failure in the root frame, or in a call it inlined at this instruction.
-                e.break_at = (self.checkpoint.index, self.arrivals[self.checkpoint.index])
+                e.break_at = (self.boundary, self.arrivals[self.boundary])
             if e.lineno:  # already located (raised in an inlined call): keep the innermost place
                 raise e
             located = Unsupported(e.reason, filename=self.code.co_filename, lineno=inst.lineno,
