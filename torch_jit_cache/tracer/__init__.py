@@ -9,12 +9,11 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 from __future__ import annotations
 
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, DictOutput, GraphOutput, IterOutput, ListOutput, SourceOutput,
-                            TraceResult, TupleOutput, Unsupported)
+from ..trace_result import (AttrOutput, BreakOutput, GraphOutput, IterOutput, SourceOutput, TraceResult,
+                            Unsupported)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
-from .variables import (DictVariable, IteratorVariable, ListVariable, TensorVariable,
-                        TupleVariable)
+from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
 from .variables.tensor import TensorMethodVariable
@@ -83,6 +82,9 @@ class GraphOutputs:
             self.nodes.append(node)
         return GraphOutput(index)
 
+    def rebuild(self, v):
+        return v.reconstruct(self)
+
 
 def _break_state(tx, plan, outputs) -> BreakOutput:
     """The stack and live locals at the break, as output specs (graph_break.py)."""
@@ -118,7 +120,13 @@ class _Rebuilder:
         self.outputs = outputs
         self.seen: set = set()
 
+    def graph_output(self, node):
+        return self.outputs.graph_output(node)
+
     def __call__(self, v):
+        return self.rebuild(v)
+
+    def rebuild(self, v):
         if v.source is not None:
             if not isinstance(v, TensorVariable) or v._node is None or v._node.op == "placeholder":
                 return SourceOutput(v.source)
@@ -126,13 +134,6 @@ class _Rebuilder:
             if id(v) in self.seen:
                 raise Unsupported(f"{type(v).__name__} built by the trace is reached twice at the break")
             self.seen.add(id(v))
-        if isinstance(v, (ListVariable, TupleVariable)):
-            items = tuple(self(i) for i in v.items)
-            if isinstance(v, ListVariable):
-                return ListOutput(items)
-            return TupleOutput(items, v.cls if v.cls is not tuple else None)
-        if isinstance(v, DictVariable):
-            return DictOutput(tuple((k, self(item)) for k, item in v.items.items()))
         if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
             return AttrOutput(self(v.tensor), v.name)
         if isinstance(v, (_MethodOf, BoundConstantMethod)):
@@ -146,4 +147,4 @@ class _Rebuilder:
                     raise Unsupported("a loop over a container reached again at the break")
                 self.seen.add(id(origin))
             return IterOutput(None, 0, tuple(self(i) for i in v.items[v.index:]))
-        return v.reconstruct(self.outputs)
+        return v.reconstruct(self)   # containers come back here for each item

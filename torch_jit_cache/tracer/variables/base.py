@@ -65,7 +65,8 @@ class VariableTracker:
     def reconstruct(self, outputs) -> object:
         """How the transformed code rebuilds this value once the graph has run: an output spec
         (trace_result.py) made of graph outputs, constants, sources read again at call time, and
-        containers of those. `outputs.graph_output(node)` numbers the graph's outputs.
+        containers of those. `outputs.graph_output(node)` numbers the graph's outputs; a container
+        rebuilds its items with `outputs.rebuild(item)`, so a graph break can decide per item.
 
         Every tracker that can leave the trace says how it is rebuilt: today the returned value;
         with graph breaks, the stack and locals live at the break too. A value read from the frame

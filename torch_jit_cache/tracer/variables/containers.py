@@ -30,7 +30,7 @@ class BaseListVariable(VariableTracker):
         return self.kind
 
     def reconstruct(self, outputs):
-        items = tuple(item.reconstruct(outputs) for item in self.items)
+        items = tuple(outputs.rebuild(item) for item in self.items)
         if self.kind is list:
             return ListOutput(items)
         return TupleOutput(items, self.cls if self.cls is not tuple else None)
@@ -146,7 +146,7 @@ class DictVariable(VariableTracker):
         return dict
 
     def reconstruct(self, outputs):
-        return DictOutput(tuple((k, v.reconstruct(outputs)) for k, v in self.items.items()))
+        return DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.items.items()))
 
     def as_python_constant(self):
         return {k: v.as_python_constant() for k, v in self.items.items()}
