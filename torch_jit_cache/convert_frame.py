@@ -95,6 +95,10 @@ class FullGraphError(RuntimeError):
     """fullgraph=True and the tracer could not capture the whole frame."""
 
 
+class _EveryBreak(Exception):
+    """fullgraph=True: the frame would break more than once; the text lists each break."""
+
+
 @dataclasses.dataclass
 class FrameCompiler:
     backend: object = "eager"
@@ -220,7 +224,7 @@ class FrameCompiler:
             guards.bind(code)  # a guard the frame cannot reach fails here, not in the user's call
             step = "cache entry"
             guarded = runtime.GuardedCode(new_code, guards)
-        except (Unsupported, backends.BackendCompilerFailed) as e:  # these name their step
+        except (Unsupported, backends.BackendCompilerFailed, _EveryBreak) as e:  # these name their step
             return _failure_text(e, str(e))
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
             return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
@@ -259,7 +263,20 @@ class FrameCompiler:
         try:
             return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure), None
         except Unsupported as e:
-            if self.fullgraph or e.break_at is None:
+            if e.break_at is None:
+                raise
+            if self.fullgraph:   # name every break, not only the first
+                texts = tracer.list_breaks(code, f_locals, f_globals, f_builtins, frame.closure, e,
+                                           graph_break.plan_break)
+                if len(texts) > 1:
+                    counts = dict.fromkeys(texts, 0)
+                    for t in texts:
+                        counts[t] += 1
+                    lines = [f"  {i}. {t}" + (f" ({n} times)" if n > 1 else "")
+                             for i, (t, n) in enumerate(counts.items(), 1)]
+                    raise _EveryBreak(
+                        f"{len(texts)} graph breaks (values they make are unknown here, so breaks "
+                        "that depend on them may be missing):\n" + "\n".join(lines)) from None
                 raise
             failure = (str(e), e.reason, e.filename, e.lineno, e.instruction, e.break_at)
             _failure_text(e, "")

@@ -69,11 +69,13 @@ _BREAKABLE = frozenset({
     "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "LIST_EXTEND", "SET_UPDATE",
     "DICT_UPDATE", "DICT_MERGE",
 })
-_COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
+COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
                          "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
 # (items consumed, items pushed) where the bytecode library's per-instruction numbers are not the
-# instruction's own (it spreads 3.11's PRECALL/CALL pair over both); the rest use the library.
-_CALL_EFFECT = {"CALL": lambda arg: (arg + 2, 1), "CALL_KW": lambda arg: (arg + 3, 1)}
+# instruction's own (it spreads 3.11's PRECALL/CALL pair over both, and counts what BEFORE_WITH and
+# 3.11's LOAD_METHOD pop as pushed); the rest use the library.
+_EFFECT = {"CALL": lambda arg: (arg + 2, 1), "CALL_KW": lambda arg: (arg + 3, 1),
+           "BEFORE_WITH": lambda arg: (1, 2), "LOAD_METHOD": lambda arg: (1, 2)}
 # Instructions that end a block: no fall-through successor.
 _NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "JUMP", "RAISE_VARARGS", "RERAISE"})
 
@@ -117,7 +119,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     while nxt < len(insts) and insts[nxt].instr is instr:
         nxt += 1
     emit = instr
-    if inst.op in _COND_JUMPS:
+    if inst.op in COND_JUMPS:
         jump, consumed, pushed, targets = inst.op, 1, (), (nxt, inst.target)
     elif instr.name == "LOAD_GLOBAL":
         push_null, name = instr.arg
@@ -127,11 +129,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
         emit = Instr("LOAD_GLOBAL", (False, name), lineno=instr.lineno)
     elif instr.name in _BREAKABLE or inst.op == "LOAD_ATTR":   # LOAD_ATTR: never the method form
         jump = None
-        if instr.name in _CALL_EFFECT:
-            consumed, n_pushed = _CALL_EFFECT[instr.name](instr.arg)
-        else:
-            pre, n_pushed = instr.pre_and_post_stack_effect(jump=False)
-            consumed = -pre
+        consumed, n_pushed = stack_effect(instr)
         pushed = (False,) * n_pushed
         targets = (nxt,)
     else:
@@ -142,6 +140,14 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     order = {name: i for i, name in enumerate(code.co_varnames)}
     live = tuple(tuple(sorted(live_in[t], key=order.__getitem__)) for t in targets)
     return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live)
+
+
+def stack_effect(instr: Instr) -> tuple:
+    """(items consumed, items pushed) by the raw instruction when it falls through."""
+    if instr.name in _EFFECT:
+        return _EFFECT[instr.name](instr.arg)
+    pre, post = instr.pre_and_post_stack_effect(jump=False)
+    return max(0, -pre), post if pre <= 0 else pre + post   # loads: the library says (pushed, 0)
 
 
 def _liveness(insts: list) -> list:

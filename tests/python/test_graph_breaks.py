@@ -201,10 +201,60 @@ def _frames(tb):
         tb = tb.tb_next
 
 
-def test_fullgraph_still_raises_on_the_first_unsupported_instruction():
-    compiled = tjc.compile(_two, backend="eager", fullgraph=True)
+def _many_breaks(x, xs):
+    a = x + 1
+    print("one")
+    v = a.sum().item()
+    if a.sum() > 0:
+        a = a * 2
+    for item in xs:
+        a = a + item
+        print(item)
+    n = np.float64(np.sum(np.ones(3)))
+    return a * v * float(n)
+
+
+def test_fullgraph_lists_every_break_with_its_line_and_runs_nothing():
+    line = _many_breaks.__code__.co_firstlineno
+    compiled = tjc.compile(_many_breaks, backend="eager", fullgraph=True)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(FullGraphError) as info:
+        compiled(torch.randn(3), [1, 2])
+    text = str(info.value)
+    assert out.getvalue() == ""   # raised before any of the frame ran
+    assert "6 graph breaks" in text
+    listed = [ln for ln in text.splitlines() if ln.startswith("  ")]
+    assert [ln.split(". ", 1)[0].strip() for ln in listed] == ["1", "2", "3", "4", "5"]
+    assert f"print() (a side effect) at {__file__}:{line + 2}" in listed[0]
+    assert "item()" in listed[1] and f":{line + 3} " in listed[1]
+    assert f":{line + 4} " in listed[2]                      # the branch on a tensor
+    assert f":{line + 8} " in listed[3] and "(2 times)" in listed[3]   # print in both iterations
+    assert "numpy" in listed[4] or "np" in listed[4]
+
+
+def test_fullgraph_listing_stops_where_the_frame_cannot_be_cut():
+    def fn(x):
+        x = x + 1
+        print("cut here")
+        try:
+            print("not here")
+        finally:
+            x = x * 2
+        print("never listed")
+        return x
+
+    with pytest.raises(FullGraphError) as info:
+        tjc.compile(fn, backend="eager", fullgraph=True)(torch.randn(3))
+    text = str(info.value)
+    assert "2 graph breaks" in text
+    assert "try or with block" in text and "breaks after it are not listed" in text
+    assert "never listed" not in text and text.count("print()") == 2
+
+
+def test_fullgraph_with_one_break_names_it():
+    compiled = tjc.compile(_print_between, backend="eager", fullgraph=True)
     with pytest.raises(FullGraphError, match="print"):
-        compiled(torch.randn(3))
+        compiled(torch.randn(3), torch.randn(3))
 
 
 def test_break_inside_a_try_block_falls_back():

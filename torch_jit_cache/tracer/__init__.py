@@ -18,27 +18,16 @@ from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
 from .variables.tensor import TensorMethodVariable
 
-__all__ = ["trace", "Unsupported"]
+__all__ = ["trace", "list_breaks", "Unsupported"]
 
 
 def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> TraceResult:
     """`cut`: (graph_break.BreakPlan, arrival): stop when the root frame reaches the plan's
     instruction for the arrival-th time, and return a BreakOutput for the state there."""
-    nargs = code.co_argcount + code.co_kwonlyargcount \
-        + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
-    arg_names = code.co_varnames[:nargs]
-    raw_args = {n: f_locals[n] for n in arg_names if n in f_locals}
-    free = dict(f_locals)
-    if closure is not None:  # cell contents from the closure win over f_locals
-        for name, cell in zip(code.co_freevars, closure):
-            try:
-                free[name] = cell.cell_contents
-            except ValueError:
-                free.pop(name, None)
     output = OutputGraph(f_globals, f_builtins)
     stop_at = (cut[0].index, cut[1]) if cut is not None else None
-    tx = InstructionTranslator(code, output, f_globals, raw_args=raw_args,
-                               free_cells=InstructionTranslator.root_cells(code, free),
+    tx = InstructionTranslator(code, output, f_globals, raw_args=_root_args(code, f_locals),
+                               free_cells=InstructionTranslator.root_cells(code, _free(code, f_locals, closure)),
                                stop_at=stop_at)
     try:
         result = tx.run()
@@ -65,6 +54,62 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> Trac
     finally:
         output.release()
         del tx, output
+
+
+def _root_args(code, f_locals) -> dict:
+    nargs = code.co_argcount + code.co_kwonlyargcount \
+        + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    return {n: f_locals[n] for n in code.co_varnames[:nargs] if n in f_locals}
+
+
+def _free(code, f_locals, closure) -> dict:
+    free = dict(f_locals)
+    if closure is not None:  # cell contents from the closure win over f_locals
+        for name, cell in zip(code.co_freevars, closure):
+            try:
+                free[name] = cell.cell_contents
+            except ValueError:
+                free.pop(name, None)
+    return free
+
+
+def list_breaks(code, f_locals, f_globals, f_builtins, closure, first, plan_break,
+                limit: int = 64) -> list:
+    """fullgraph=True: the text of every break the frame would take, starting from `first` (the
+    Unsupported its trace stopped at, with `break_at` set). Each round traces the frame again,
+    passing over the breaks found so far (translator `passing_over`), to the next one. The list
+    ends at the frame's end, or with the failure that stops it: one that cannot be cut
+    (`plan_break` raises graph_break.BreakRefused), a failure in no instruction of the root, or a
+    jump on a value an unsupported instruction made (its path is unknown)."""
+    from ..graph_break import BreakRefused
+
+    found, failure = {}, first
+    texts = [str(first)]
+    while failure is not None and len(found) < limit:
+        index, arrival = failure.break_at
+        try:
+            found[(index, arrival)] = plan_break(code, index)
+        except BreakRefused as why:
+            texts[-1] += f"; no graph break there ({why}): breaks after it are not listed"
+            break
+        failure = None
+        output = OutputGraph(f_globals, f_builtins)
+        tx = InstructionTranslator(code, output, f_globals,
+                                   raw_args=_root_args(code, f_locals),
+                                   free_cells=InstructionTranslator.root_cells(code, _free(code, f_locals, closure)),
+                                   passing_over=found)
+        try:
+            tx.run()
+        except Unsupported as e:
+            texts.append(str(e))
+            if e.break_at is None or e.break_at in found:
+                break
+            failure = e
+            e.__traceback__ = None
+        finally:
+            output.release()
+            del tx, output
+    return texts
 
 
 class GraphOutputs:
