@@ -24,10 +24,10 @@ result):
 - an instruction inside a try/with block (`Inst.handler`): the exception table would need the
   block's setup replayed in the resume function;
 - frames with cell or free variables (the resume function would need the cells themselves);
-- instructions that may push NULL or self (LOAD_ATTR of a method: which one is known only at run
-  time), jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of
-  a callable is cut: its NULL is static, so the global is loaded alone and the resume function
-  pushes the NULL where the version puts it;
+- jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a
+  callable and method loads (LOAD_METHOD, LOAD_ATTR's method form, which push NULL or self as
+  only the run knows) are cut too: the callable is loaded plainly (a bound method) and the resume
+  function pushes a NULL where the version puts it;
 - a live local that is unbound at the break.
 
 Side effects: the tracer records none today. It refuses STORE_ATTR, STORE_GLOBAL, nonlocal stores
@@ -121,12 +121,20 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     emit = instr
     if inst.op in COND_JUMPS:
         jump, consumed, pushed, targets = inst.op, 1, (), (nxt, inst.target)
-    elif instr.name == "LOAD_GLOBAL":
-        push_null, name = instr.arg
-        jump, consumed, targets = None, 0, (nxt,)
+    elif instr.name == "LOAD_GLOBAL" or inst.op == "LOAD_METHOD":
+        # The callable is loaded plainly (a bound method, for a method load), and the resume
+        # function pushes the NULL where the version puts it: calling (NULL, bound method) is
+        # calling (method, self).
+        jump, targets = None, (nxt,)
+        if instr.name == "LOAD_GLOBAL":
+            push_null, name = instr.arg
+            consumed, emit = 0, Instr("LOAD_GLOBAL", (False, name), lineno=instr.lineno)
+        else:
+            push_null, name, consumed = True, inst.arg, 1
+            emit = Instr("LOAD_ATTR", (False, name) if FACTS.load_attr_method_flag else name,
+                         lineno=instr.lineno)
         pushed = ((True, False) if FACTS.null_before_callable else (False, True)) if push_null \
             else (False,)
-        emit = Instr("LOAD_GLOBAL", (False, name), lineno=instr.lineno)
     elif instr.name in _BREAKABLE or inst.op == "LOAD_ATTR":   # LOAD_ATTR: never the method form
         jump = None
         consumed, n_pushed = stack_effect(instr)

@@ -118,15 +118,74 @@ def test_branch_on_a_tensor(sign):
 
 
 def test_call_into_numpy():
-    # The resume function receives an ndarray on its stack, which the tracer does not wrap: it runs
-    # uncompiled (a fallback, never a wrong result).
-    _check(_numpy, torch.randn(4), graphs=1, breaks=1)
+    # Each numpy call is a break (np.ones fails inside numpy: the break moves to its call); the
+    # ndarray and the numpy.float64 the resume functions receive are opaque values, so the
+    # multiplication after them is compiled (before opaque values: 1 graph, then a fallback).
+    _check(_numpy, torch.randn(4), graphs=2, breaks=4)
 
 
 def test_unsupported_builtin():
-    # The break is at LOAD_GLOBAL id (the tracer does not wrap it); the resume function receives
-    # the builtin on its stack, which it cannot wrap either, so it runs uncompiled.
-    _check(_builtin, torch.randn(4), graphs=1, breaks=1)
+    # `repr(id)` breaks at the call; the resume function carries on with its result compiled
+    # (before opaque values, the break was at LOAD_GLOBAL id and the resume function, handed the
+    # builtin, ran uncompiled: 1 graph).
+    _check(_builtin, torch.randn(4), graphs=2, breaks=1)
+
+
+class _Opaque:
+    __slots__ = ("n",)   # no __dict__: not a plain user object, so opaque to the tracer
+
+    def __init__(self, n):
+        self.n = n
+
+    def scale(self):
+        return self.n
+
+
+def _uses_opaque(x, obj, dq):
+    a = x + 1
+    same = obj is None          # decided by the type guard, no break
+    s = obj.scale()             # the break: a call on an opaque value
+    c = dq.count(1)             # the break: a method of a deque
+    return a * s + c + same
+
+
+def test_opaque_values_break_where_used_and_their_type_is_guarded():
+    import collections
+    x = torch.randn(3)
+    # graphs: before the first break, and after the second (nothing between them is tensor work)
+    _check(_uses_opaque, x, _Opaque(2.0), collections.deque([1, 1]), graphs=2, breaks=2)
+    compiled = tjc.compile(_uses_opaque, backend="eager")
+    torch.testing.assert_close(compiled(x, _Opaque(3.0), collections.deque([1])), (x + 1) * 3 + 1)
+    # Another type in the same place misses the guard: a tuple's count, not a deque's.
+    torch.testing.assert_close(compiled(x, _Opaque(3.0), (1, 1, 1)), (x + 1) * 3 + 3)
+    with pytest.raises(AttributeError):   # as eager raises: None has no scale
+        compiled(x, None, collections.deque())
+
+
+class _Descriptor:
+    """A non-data descriptor the tracer does not follow: reading `obj.method` is Unsupported."""
+
+    def __get__(self, obj, cls):
+        return lambda: 5
+
+
+class _WithDescriptor:
+    method = _Descriptor()
+
+
+def test_a_method_load_that_fails_breaks_at_the_load():
+    def fn(x, obj):
+        a = x * 2
+        k = obj.method()   # LOAD_METHOD / LOAD_ATTR's method form: the break is the load itself
+        return a + k
+
+    line = fn.__code__.co_firstlineno
+    with contextlib.redirect_stdout(io.StringIO()):
+        explained = tjc.explain(fn)(torch.randn(3), _WithDescriptor())
+    assert len(explained.break_reasons) == 1
+    assert f":{line + 2} (LOAD_" in explained.break_reasons[0]
+    assert "descriptor" in explained.break_reasons[0]
+    _check(fn, torch.randn(3), _WithDescriptor(), graphs=2, breaks=1)
 
 
 def test_break_inside_an_inlined_helper():

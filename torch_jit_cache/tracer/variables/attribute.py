@@ -55,14 +55,14 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
             # plain function or value has no __func__) or the class's method is replaced (issue 13).
             fsrc = AttrSource(source, "__func__")
             tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value)
-            return UserMethodVariable(UserFunctionVariable(value, fsrc), var)
+            return UserMethodVariable(UserFunctionVariable(value, fsrc), var, source)
         if isinstance(value, staticmethod):
             return tx.wrap(value.__func__, source)
         if isinstance(value, classmethod) and isinstance(value.__func__, types.FunctionType):
             cls = tx.wrap(type(obj), AttrSource(var.source, "__class__"))
             fsrc = AttrSource(source, "__func__")
             tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value.__func__)
-            return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), cls)
+            return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), cls, source)
         if is_descriptor(value):
             unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a descriptor)")
         return tx.wrap(value, source)  # a plain class attribute, read through the instance

@@ -29,6 +29,7 @@ from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
                         UserFunctionVariable, UserMethodVariable)
 from .nn_module import NNModuleVariable
+from .opaque import OpaqueVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 from .user_object import UserObjectVariable, is_plain_user_object
 
@@ -89,7 +90,7 @@ def _wrap(tx, value, source, guard):
         out.by_id[id(value)] = vt
         out.keepalive.append(value)
         return vt
-    if isinstance(value, _SCALARS):
+    if type(value) in _SCALARS:   # subclasses (numpy.float64, an IntEnum) are not constants here
         g(GuardKind.TYPE_MATCH, type(value))
         g(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
@@ -169,4 +170,7 @@ def _wrap(tx, value, source, guard):
     if source is not None and is_plain_user_object(value):
         g(GuardKind.TYPE_MATCH, type(value))
         return UserObjectVariable(value, source)
+    if source is not None:   # used nowhere yet: a graph break where it is used (opaque.py)
+        g(GuardKind.TYPE_MATCH, type(value))
+        return OpaqueVariable(type(value), source)
     unsupported(f"value of type {type(value).__name__} read from {source}")

@@ -1,0 +1,52 @@
+"""OpaqueVariable: a value of a kind the tracer does not model, read from the frame (a compiled
+regex, a deque, a numpy array, an object from a C extension).
+
+It is never read while tracing. It may be moved (into locals, onto the stack, into a container
+the trace builds), compared with None, and given to isinstance/type/callable (its type is guarded),
+but any other use is Unsupported, so that use becomes the graph break (graph_break.py) rather
+than the load: the frame is compiled up to the call of `pattern.match(s)`, the call runs as
+bytecode, and the resume function continues with its result. An attribute of it is read only when
+the break rebuilds the stack (`pattern.match` at the CALL), never while tracing.
+"""
+from __future__ import annotations
+
+from ...trace_result import AttrOutput, SourceOutput
+from .base import VariableTracker, unsupported
+
+
+class OpaqueVariable(VariableTracker):
+    def __init__(self, cls: type, source):
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls   # guarded by TYPE_MATCH where it was wrapped
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return OpaqueAttribute(self, name)
+
+    def call_function(self, tx, args, kwargs):
+        unsupported(f"call of a {self.cls.__name__} (a type the tracer does not model)")
+
+    def reconstruct(self, outputs):
+        return SourceOutput(self.source)
+
+    def __repr__(self):
+        return f"OpaqueVariable({self.cls.__name__} from {self.source})"
+
+
+class OpaqueAttribute(VariableTracker):
+    """`base.name` of an opaque value, not read yet."""
+
+    def __init__(self, base: VariableTracker, name: str):
+        super().__init__(None)
+        self.base, self.name = base, name
+
+    def call_function(self, tx, args, kwargs):
+        unsupported(f"call of {self.base.cls.__name__}.{self.name} (a type the tracer does not model)")
+
+    def reconstruct(self, outputs):
+        return AttrOutput(outputs.rebuild(self.base), self.name)
+
+    def __repr__(self):
+        return f"OpaqueAttribute({self.base!r}.{self.name})"
