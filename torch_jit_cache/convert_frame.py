@@ -327,5 +327,6 @@ def _resume_functions(code, f_globals, spec: BreakOutput) -> list:
     plan = spec.plan
     carried = spec.stack[:len(spec.stack) - plan.consumed]
     null_slots = tuple(item is None for item in carried) + plan.pushed
-    return [graph_break.resume_function(code, f_globals, target, null_slots, live)
+    return [graph_break.resume_function(code, f_globals, target, null_slots, live,
+                                        tuple(n for n in live if n in spec.unbound))
             for target, live in zip(plan.targets, plan.live)]

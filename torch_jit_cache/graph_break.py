@@ -28,7 +28,9 @@ result):
   callable and method loads (LOAD_METHOD, LOAD_ATTR's method form, which push NULL or self as
   only the run knows) are cut too: the callable is loaded plainly (a bound method) and the resume
   function pushes a NULL where the version puts it;
-- a live local that is unbound at the break.
+
+A live local unbound at the break (assigned on a path not taken) is passed as None and deleted by
+the resume function's prologue, so a later read raises UnboundLocalError as it would have.
 
 Side effects: the tracer records none today. It refuses STORE_ATTR, STORE_GLOBAL, nonlocal stores
 and mutation of any container read from the frame (ListVariable/DictVariable with a source), so
@@ -217,12 +219,14 @@ def stack_arg_names(code: types.CodeType, count: int) -> list:
 
 
 def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
-                      live: tuple) -> types.CodeType:
+                      live: tuple, unbound: tuple = ()) -> types.CodeType:
     """A code object that continues `code` at decoded index `target`.
 
     Its arguments: one per stack item that is not NULL (`null_slots[i]` is True where the stack
-    held NULL, bottom first), then the live locals under their own names. Its prologue pushes the
-    stack back and jumps to the target; the body is the original's, after its prologue.
+    held NULL, bottom first), then the live locals under their own names. Its prologue deletes the
+    `unbound` ones (unbound at the break: a later read raises UnboundLocalError, as in the
+    original), pushes the stack back and jumps to the target; the body is the original's, after
+    its prologue.
     """
     insts = decode(code).insts
     original = decode(code).bytecode
@@ -233,6 +237,7 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
     label = Label()
     lineno = target_instr.lineno if isinstance(target_instr.lineno, int) else code.co_firstlineno
     prologue = [Instr("RESUME", 0, lineno=lineno)]
+    prologue += [Instr("DELETE_FAST", name, lineno=lineno) for name in unbound]
     names = iter(stack_names)
     for null in null_slots:
         prologue.append(Instr("PUSH_NULL", lineno=lineno) if null
@@ -263,9 +268,9 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
 
 
 def resume_function(code: types.CodeType, f_globals: dict, target: int, null_slots: tuple,
-                    live: tuple) -> types.FunctionType:
+                    live: tuple, unbound: tuple = ()) -> types.FunctionType:
     """The resume function for `code` at `target`: held only by the transformed code that calls it."""
-    resume = build_resume_code(code, target, null_slots, live)
+    resume = build_resume_code(code, target, null_slots, live, unbound)
     return types.FunctionType(resume, f_globals, resume.co_name)
 
 

@@ -91,12 +91,14 @@ class IterOutput:
 class BreakOutput:
     """The frame continues past a graph break (graph_break.py): rebuild `stack` (bottom first; None
     where the stack held NULL) and the locals `locals` ((name, spec), ...), run `plan.instr`, then
-    call a resume function per target. `kw_names`: 3.11/3.12 keyword names of a pending CALL."""
+    call a resume function per target. `kw_names`: 3.11/3.12 keyword names of a pending CALL.
+    `unbound`: live locals unbound at the break (passed as None; the resume function deletes them)."""
     plan: Any
     stack: tuple
     locals: tuple
     kw_names: tuple = ()
     reason: str = ""
+    unbound: tuple = ()
 
 
 @dataclasses.dataclass

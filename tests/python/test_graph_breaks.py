@@ -241,6 +241,39 @@ def test_live_locals_and_stack_are_rebuilt():
     _check(fn, torch.randn(4), 3, graphs=2, breaks=1)
 
 
+def _maybe_bound(x, flag):
+    if flag:
+        v = x * 3
+    a = x + 1
+    print("between")
+    if flag:
+        return a + v
+    v = a * 2
+    return v
+
+
+def test_a_live_local_unbound_at_the_break_stays_unbound():
+    x = torch.randn(3)
+    _check(_maybe_bound, x, True, graphs=2, breaks=1)
+    _check(_maybe_bound, x, False, graphs=2, breaks=1)   # v unbound at the print, bound after
+
+
+def _reads_unbound(x, flag):
+    if flag:
+        v = x * 3
+    a = x + 1
+    print("between")
+    return a + v
+
+
+def test_reading_a_local_unbound_at_the_break_raises_as_eager():
+    compiled = tjc.compile(_reads_unbound, backend="eager")
+    before = tjc.stats()["graph_breaks"]
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(UnboundLocalError):
+        compiled(torch.randn(3), False)
+    assert tjc.stats()["graph_breaks"] == before + 1
+
+
 def test_user_exception_at_the_break_keeps_its_line():
     def fn(x):
         y = x + 1

@@ -9,7 +9,7 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 from __future__ import annotations
 
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, GraphOutput, IterOutput, SourceOutput, TraceResult,
+from ..trace_result import (AttrOutput, BreakOutput, ConstantOutput, GraphOutput, IterOutput, SourceOutput, TraceResult,
                             Unsupported)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
@@ -140,15 +140,17 @@ def _break_state(tx, plan, outputs) -> BreakOutput:
     rebuild = _Rebuilder(outputs)
     stack_specs = tuple(None if v is tx.NULL else rebuild(v) for v in stack)
     live = sorted(set().union(*plan.live), key=tx.code.co_varnames.index)
-    local_specs = []
+    local_specs, unbound = [], []
     for name in live:
         if name in tx.locals:
             local_specs.append((name, rebuild(tx.locals[name])))
         elif name in tx.raw_args:
             local_specs.append((name, SourceOutput(LocalSource(name))))
-        else:
-            raise Unsupported(f"local {name!r} is live after the break but unbound at it")
-    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()))
+        else:   # unbound on the path traced: passed as None, deleted by the resume function
+            local_specs.append((name, ConstantOutput(None)))
+            unbound.append(name)
+    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()),
+                       unbound=tuple(unbound))
 
 
 class _Rebuilder:
