@@ -58,6 +58,9 @@ def argument_names(code: types.CodeType) -> tuple:
     return code.co_varnames[:n]
 
 
+_CLOSURE_FLAG = 0x08   # MAKE_FUNCTION's flag (3.11/3.12), SET_FUNCTION_ATTRIBUTE's argument (3.13)
+
+
 def _fresh_name(base: str, taken: set) -> str:
     name, i = base, 0
     while name in taken:
@@ -122,17 +125,37 @@ class _Emitter:
 
     def call_const_with(self, fn: Callable, emit_args: Sequence[Callable[[], None]]) -> None:
         """Call the constant `fn` with the arguments each of `emit_args` pushes."""
+        self.call_with(lambda: self.const(fn), emit_args)
+
+    def call_with(self, emit_fn: Callable[[], None], emit_args: Sequence[Callable[[], None]]) -> None:
+        """Call what `emit_fn` pushes with the arguments each of `emit_args` pushes."""
         if FACTS.null_before_callable:
             self.emit("PUSH_NULL")
-            self.const(fn)
+            emit_fn()
         else:
-            self.const(fn)
+            emit_fn()
             self.emit("PUSH_NULL")
         for emit_arg in emit_args:
             emit_arg()
         if FACTS.precall:
             self.emit("PRECALL", len(emit_args))
         self.emit("CALL", len(emit_args))
+
+    def make_closure(self, code: types.CodeType) -> None:
+        """Push a new function of `code`, whose free variables are this frame's own."""
+        for name in code.co_freevars:
+            if name not in self.freevars:
+                raise CodegenError(f"{code.co_qualname} needs free variable {name!r}, which "
+                                   f"{self.original.co_qualname} does not have")
+            self.emit("LOAD_FAST" if FACTS.load_fast_of_cell_is_load_closure else "LOAD_CLOSURE",
+                      FreeVar(name))
+        self.emit("BUILD_TUPLE", len(code.co_freevars))
+        self.const(code)
+        if FACTS.set_function_attribute:
+            self.emit("MAKE_FUNCTION")
+            self.emit("SET_FUNCTION_ATTRIBUTE", _CLOSURE_FLAG)
+        else:
+            self.emit("MAKE_FUNCTION", _CLOSURE_FLAG)
 
     # -- outputs -----------------------------------------------------------------------------
     def build_output(self, spec: Any, result_local: str | None) -> None:
@@ -346,10 +369,12 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
     _call_resume(em, resume_fns[1], carried_temps, pushed_temps, plan.live[1], local_temps)
 
 
-def _call_resume(em: _Emitter, fn: Callable, carried_temps: list, pushed_temps: list, live: tuple,
+def _call_resume(em: _Emitter, fn, carried_temps: list, pushed_temps: list, live: tuple,
                  local_temps: dict) -> None:
-    names = [n for n in carried_temps if n is not None] + pushed_temps + [local_temps[n] for n in live]
-    em.call_const_with(fn, [lambda n=n: em.emit("LOAD_FAST", n) for n in names])
+    """Call the resume function `fn`, or make it first from a resume code with free variables."""
+    names = [local_temps[n] for n in live] + [n for n in carried_temps if n is not None] + pushed_temps
+    emit_fn = (lambda: em.make_closure(fn)) if isinstance(fn, types.CodeType) else (lambda: em.const(fn))
+    em.call_with(emit_fn, [lambda n=n: em.emit("LOAD_FAST", n) for n in names])
     em.emit("RETURN_VALUE")
 
 

@@ -10,7 +10,7 @@ interpreter's. The transformed code (codegen.build_break_code) then
    (all of them before step 3, so the unsupported instruction cannot change what they load);
 3. pushes the items the unsupported instruction consumes (NULLs of a pending call re-pushed as
    NULL) and runs that instruction as ordinary bytecode, at its own line;
-4. calls a resume function with the stack items (NULLs left out) and the live locals, and returns
+4. calls a resume function with the live locals and the stack items (NULLs left out), and returns
    what it returns. A conditional jump calls one of two resume functions, one per target.
 
 A resume function is a new code object made from the original's bytecode: a prologue pushes the
@@ -23,10 +23,12 @@ What may not be cut here, and falls back to running the whole frame uncompiled (
 result):
 - an instruction inside a try/with block (`Inst.handler`): the exception table would need the
   block's setup replayed in the resume function;
-- frames with cell or free variables (the resume function would need the cells themselves);
+- frames with cell variables (the resume function would need the frame's own cells). A frame
+  with free variables is cut: its resume code has the same free variables, and the transformed
+  code makes the resume function per call with the frame's closure;
 - jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a
-  callable and method loads (LOAD_METHOD, LOAD_ATTR's method form, which push NULL or self as
-  only the run knows) are cut too: the callable is loaded plainly (a bound method) and the resume
+  callable and method loads (LOAD_METHOD, the method forms of LOAD_ATTR and LOAD_SUPER_ATTR, which
+  push NULL or self as only the run knows) are cut too: the callable is loaded plainly (a bound method) and the resume
   function pushes a NULL where the version puts it;
 
 A live local unbound at the break (assigned on a path not taken) is passed as None and deleted by
@@ -69,7 +71,7 @@ _BREAKABLE = frozenset({
     "STORE_ATTR", "STORE_SUBSCR", "STORE_SLICE", "DELETE_SUBSCR", "STORE_GLOBAL", "DELETE_ATTR",
     "GET_ITER", "UNPACK_SEQUENCE", "UNPACK_EX", "IMPORT_NAME", "IMPORT_FROM", "BUILD_SLICE",
     "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "LIST_EXTEND", "SET_UPDATE",
-    "DICT_UPDATE", "DICT_MERGE",
+    "DICT_UPDATE", "DICT_MERGE", "LOAD_SUPER_ATTR",
 })
 COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
                          "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
@@ -110,8 +112,8 @@ class BreakPlan:
 def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     """The plan for cutting `code` at the raw instruction that starts at decoded `index`, or
     BreakRefused with the reason."""
-    if code.co_cellvars or code.co_freevars:
-        raise BreakRefused("the frame has cell or free variables")
+    if code.co_cellvars:
+        raise BreakRefused("the frame has cell variables (locals captured by an inner function)")
     insts = decode(code).insts
     inst = insts[index]
     if inst.handler is not None:
@@ -123,18 +125,20 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     emit = instr
     if inst.op in COND_JUMPS:
         jump, consumed, pushed, targets = inst.op, 1, (), (nxt, inst.target)
-    elif instr.name == "LOAD_GLOBAL" or inst.op == "LOAD_METHOD":
+    elif instr.name == "LOAD_GLOBAL" or inst.op in ("LOAD_METHOD", "LOAD_SUPER_METHOD"):
         # The callable is loaded plainly (a bound method, for a method load), and the resume
         # function pushes the NULL where the version puts it: calling (NULL, bound method) is
         # calling (method, self).
         jump, targets = None, (nxt,)
-        if instr.name == "LOAD_GLOBAL":
-            push_null, name = instr.arg
-            consumed, emit = 0, Instr("LOAD_GLOBAL", (False, name), lineno=instr.lineno)
-        else:
-            push_null, name, consumed = True, inst.arg, 1
-            emit = Instr("LOAD_ATTR", (False, name) if FACTS.load_attr_method_flag else name,
-                         lineno=instr.lineno)
+        kind = "LOAD_GLOBAL" if instr.name == "LOAD_GLOBAL" else inst.op
+        push_null = kind != "LOAD_GLOBAL" or instr.arg[0]
+        consumed, plain_arg = {
+            "LOAD_GLOBAL": lambda: (0, (False, instr.arg[1])),
+            "LOAD_METHOD": lambda: (1, (False, inst.arg) if FACTS.load_attr_method_flag else inst.arg),
+            "LOAD_SUPER_METHOD": lambda: (3, (False, *instr.arg[1:])),
+        }[kind]()
+        emit = Instr("LOAD_ATTR" if kind == "LOAD_METHOD" else instr.name, plain_arg,
+                     lineno=instr.lineno)
         pushed = ((True, False) if FACTS.null_before_callable else (False, True)) if push_null \
             else (False,)
     elif instr.name in _BREAKABLE or inst.op == "LOAD_ATTR":   # LOAD_ATTR: never the method form
@@ -147,8 +151,11 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     if any(t >= len(insts) for t in targets):
         raise BreakRefused("nothing follows the instruction")
     live_in = _liveness(insts)
+    # Zero-argument super() reads the frame's first local without naming it (3.11 reads it
+    # implicitly): it stays live wherever the code can call super().
+    implicit = {code.co_varnames[0]} if "__class__" in code.co_freevars and code.co_argcount else set()
     order = {name: i for i, name in enumerate(code.co_varnames)}
-    live = tuple(tuple(sorted(live_in[t], key=order.__getitem__)) for t in targets)
+    live = tuple(tuple(sorted(live_in[t] | implicit, key=order.__getitem__)) for t in targets)
     return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live)
 
 
@@ -222,8 +229,9 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
                       live: tuple, unbound: tuple = ()) -> types.CodeType:
     """A code object that continues `code` at decoded index `target`.
 
-    Its arguments: one per stack item that is not NULL (`null_slots[i]` is True where the stack
-    held NULL, bottom first), then the live locals under their own names. Its prologue deletes the
+    Its arguments: the live locals under their own names (in co_varnames order, so the first
+    argument stays first where it is live), then one per stack item that is not NULL
+    (`null_slots[i]` is True where the stack held NULL, bottom first). Its prologue deletes the
     `unbound` ones (unbound at the break: a later read raises UnboundLocalError, as in the
     original), pushes the stack back and jumps to the target; the body is the original's, after
     its prologue.
@@ -236,7 +244,8 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
                       if isinstance(item, Instr) and item.name == "RESUME") + 1
     label = Label()
     lineno = target_instr.lineno if isinstance(target_instr.lineno, int) else code.co_firstlineno
-    prologue = [Instr("RESUME", 0, lineno=lineno)]
+    prologue = [Instr("COPY_FREE_VARS", len(code.co_freevars), lineno=lineno)] if code.co_freevars else []
+    prologue.append(Instr("RESUME", 0, lineno=lineno))
     prologue += [Instr("DELETE_FAST", name, lineno=lineno) for name in unbound]
     names = iter(stack_names)
     for null in null_slots:
@@ -258,7 +267,8 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
     bc.name = f"{code.co_name}_resume_at_{lineno}"
     bc.qualname = f"{code.co_qualname}.<resume at line {lineno}>"
     bc.flags = original.flags & ~(bytecode.CompilerFlags.VARARGS | bytecode.CompilerFlags.VARKEYWORDS)
-    bc.argnames = [*stack_names, *live]
+    bc.freevars = list(original.freevars)
+    bc.argnames = [*live, *stack_names]
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0
@@ -268,9 +278,13 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
 
 
 def resume_function(code: types.CodeType, f_globals: dict, target: int, null_slots: tuple,
-                    live: tuple, unbound: tuple = ()) -> types.FunctionType:
-    """The resume function for `code` at `target`: held only by the transformed code that calls it."""
+                    live: tuple, unbound: tuple = ()):
+    """The resume function for `code` at `target`, held only by the transformed code that calls
+    it; for a code with free variables, the resume code (the transformed code makes the function
+    per call, with the frame's closure)."""
     resume = build_resume_code(code, target, null_slots, live, unbound)
+    if resume.co_freevars:
+        return resume
     return types.FunctionType(resume, f_globals, resume.co_name)
 
 

@@ -60,16 +60,20 @@ class VersionFacts:
     for_iter_skips: tuple
     # 3.13 loads a cell for a closure tuple with LOAD_FAST (LOAD_CLOSURE became a pseudo-op).
     load_fast_of_cell_is_load_closure: bool
+    # 3.13: MAKE_FUNCTION takes no flags; SET_FUNCTION_ATTRIBUTE sets a closure or defaults after it.
+    set_function_attribute: bool
 
 
 VERSIONS = {
     (3, 11): VersionFacts(null_before_callable=True, precall=True, load_attr_method_flag=False,
-                          for_iter_skips=(), load_fast_of_cell_is_load_closure=False),
+                          for_iter_skips=(), load_fast_of_cell_is_load_closure=False,
+                          set_function_attribute=False),
     (3, 12): VersionFacts(null_before_callable=True, precall=False, load_attr_method_flag=True,
-                          for_iter_skips=("END_FOR",), load_fast_of_cell_is_load_closure=False),
+                          for_iter_skips=("END_FOR",), load_fast_of_cell_is_load_closure=False,
+                          set_function_attribute=False),
     (3, 13): VersionFacts(null_before_callable=False, precall=False, load_attr_method_flag=True,
                           for_iter_skips=("END_FOR", "POP_TOP"),
-                          load_fast_of_cell_is_load_closure=True),
+                          load_fast_of_cell_is_load_closure=True, set_function_attribute=True),
 }
 PYTHON = sys.version_info[:2]
 FACTS = VERSIONS.get(PYTHON)

@@ -3,6 +3,7 @@ runs as bytecode, and a resume function carries on. Compared with eager: values,
 the number of graphs and breaks."""
 import io
 import contextlib
+import sys
 import weakref
 
 import pytest
@@ -401,4 +402,63 @@ def test_entry_resume_function_and_user_objects_die_with_the_compiled_function(n
     assert [graph_break.is_resume_code(r.__code__) for r in resumes] == [True]
     refs = [weakref.ref(o) for o in (m, m.lin.weight, x, resumes[0], resumes[0].__code__)]
     del entry, resumes, compiled, m, x
+    assert [r() for r in refs] == [None] * len(refs)
+
+
+def _make_closure(w):
+    def fn(x):
+        a = x * w
+        print("break")
+        return a + w
+    return fn
+
+
+def test_a_frame_with_free_variables_breaks_and_each_closure_resumes_with_its_own_cells():
+    f2, f3 = _make_closure(2.0), _make_closure(3.0)
+    _check(f2, torch.randn(3), graphs=2, breaks=1)
+    x = torch.randn(3)
+    c2, c3 = tjc.compile(f2, backend="eager"), tjc.compile(f3, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        for _ in range(2):
+            torch.testing.assert_close(c2(x), x * 2 + 2)
+            torch.testing.assert_close(c3(x), x * 3 + 3)
+
+
+class _Base(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+class _UsesSuper(_Base):   # zero-argument super(): forward has the free variable __class__
+    def forward(self, x):
+        y = super().forward(x) * 2
+        print("break")
+        return super().forward(y)
+
+
+def test_a_method_using_super_breaks_instead_of_falling_back():
+    m = _UsesSuper()
+    assert m.forward.__code__.co_freevars == ("__class__",)
+    before = tjc.stats()["fallbacks"]
+    # The tracer does not follow super() yet (issue 11): each use is a break too. 3.11 calls
+    # super() (a break at the call, whose result the resume function cannot read: another at
+    # `.forward`); 3.12+ load super().forward in one LOAD_SUPER_ATTR. The resume functions find
+    # `self` as their first argument, as 3.11's zero-argument super() needs.
+    breaks = {(3, 11): 5}.get(sys.version_info[:2], 3)
+    _check(m, torch.randn(3), graphs=2, breaks=breaks)
+    assert tjc.stats()["fallbacks"] == before
+
+
+def test_a_closure_compiled_with_a_break_and_dropped_is_freed(no_gc):
+    big = torch.randn(64)
+    fn = _make_closure(big)
+    compiled = tjc.compile(fn, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.testing.assert_close(compiled(torch.ones(64)), big + big)
+    (entry,) = tjc.cache_entries(compiled)
+    resume_codes = [c for c in entry.code.co_consts if isinstance(c, type(fn.__code__))
+                    and graph_break.is_resume_code(c)]
+    assert len(resume_codes) == 1 and resume_codes[0].co_freevars == ("w",)
+    refs = [weakref.ref(o) for o in (fn, big, resume_codes[0])]
+    del entry, resume_codes, compiled, fn, big
     assert [r() for r in refs] == [None] * len(refs)
