@@ -327,3 +327,32 @@ def test_objects_touched_by_replay_are_freed_when_dropped(no_gc):
                                       x, xs[1])]
     del module, state, compiled_module, compiled_fn, compiled_append, x, xs
     assert [r() for r in refs] == [None] * len(refs)
+
+
+# -- replay order ------------------------------------------------------------------------------
+def _swap_and_redirect(x, o):
+    o.a, o.b = o.b, o.a              # each value is loaded before any store is replayed
+    ys = o.items
+    o.items = o.spare                # the path L['o'].items now leads elsewhere...
+    ys.append(x + 1)                 # ...but the append goes to the list read before
+    setattr(o, "k", x * 3)
+    return o.k + o.a
+
+
+def test_replay_loads_every_target_and_value_before_applying_any():
+    x = torch.randn(3)
+    calls = _Calls(_swap_and_redirect)
+
+    def make():
+        o = State()
+        o.a, o.b, o.items, o.spare = x, x * 2, [x], ()   # a tuple: not a list that may alias
+        return o
+    for _ in range(2):
+        eo, co = make(), make()
+        eitems, citems = eo.items, co.items
+        _same(calls(x, co), _swap_and_redirect(x, eo))
+        _same(co.a, eo.a)
+        _same(co.b, eo.b)
+        assert co.items is co.spare and len(citems) == len(eitems) == 2
+        _same(citems[1], eitems[1])
+    calls.check(graphs=1, recompiles=0)

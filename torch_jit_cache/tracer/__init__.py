@@ -154,7 +154,8 @@ class _Rebuilder:
                 return SourceOutput(v.source)
         if isinstance(v, (ListVariable, DictVariable)):
             if id(v) in self.seen:
-                raise Unsupported(f"{type(v).__name__} built by the trace is reached twice at the break")
+                raise Unsupported(f"{type(v).__name__} built by the trace is reached twice after the "
+                                  "graph (rebuilt twice, it would become two objects)")
             self.seen.add(id(v))
         if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
             return AttrOutput(self(v.tensor), v.name)
