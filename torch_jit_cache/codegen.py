@@ -3,7 +3,11 @@
 `build_transformed_code(original, compiled_fn, graph_inputs, output_spec)` returns a code object
 that, run in a shadow frame of the original (csrc/cpython/shadow_frame.cpp), loads every graph
 input from the frame by its Source, calls `compiled_fn` with them positionally, and rebuilds the
-original's return value from the output spec (trace_result.py).
+original's return value from the output spec (trace_result.py). Side effects the trace recorded
+(trace_result.SideEffect, tracer/side_effects.py) are replayed after the call: every target and
+value is loaded into a temporary first, together with what is returned (or the state at a graph
+break), then the effects are applied in program order (`_REPLAY`), then the frame returns (or runs
+the break instruction). Loading first keeps an effect from changing what another loads.
 
 What must stay true (csrc/cpython/frame.cpp `check_shadow_compatible` refuses code otherwise):
 - the original's argument names are a prefix of co_varnames, with the same kinds (cell or not);
@@ -33,8 +37,8 @@ from bytecode import CellVar, FreeVar, Instr
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, GraphOutput, IterOutput,
-                           ListOutput, SourceOutput, TupleOutput)
+from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, EffectKind, GraphOutput,
+                           IterOutput, ListOutput, SourceOutput, TupleOutput)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
 
@@ -238,6 +242,69 @@ def _advanced_iter(iterable: Any, skip: int):
     return it
 
 
+def _replace_list(target: list, items: list) -> None:
+    """A list the trace mutated gets its final contents; it stays the same object."""
+    target[:] = items
+
+
+def _replace_dict(target: dict, items: dict) -> None:
+    """A dict the trace mutated gets its final items, in the trace's order; the same object."""
+    target.clear()
+    target.update(items)
+
+
+def _replay_call(helper):
+    def replay(em, name, target, value):
+        em.call_const_with(helper, [lambda: em.emit("LOAD_FAST", target),
+                                    lambda: em.emit("LOAD_FAST", value)])
+        em.emit("POP_TOP")
+    return replay
+
+
+# How each kind of side effect is applied, from the temporaries holding its target and value. The
+# same bytecode in 3.11, 3.12 and 3.13 (STORE_ATTR and friends take a name everywhere).
+_REPLAY = {
+    EffectKind.SET_ATTR: lambda em, name, target, value: (
+        em.emit("LOAD_FAST", value), em.emit("LOAD_FAST", target), em.emit("STORE_ATTR", name)),
+    EffectKind.DEL_ATTR: lambda em, name, target, value: (
+        em.emit("LOAD_FAST", target), em.emit("DELETE_ATTR", name)),
+    EffectKind.SET_GLOBAL: lambda em, name, target, value: (
+        em.emit("LOAD_FAST", value), em.emit("STORE_GLOBAL", name)),
+    EffectKind.DEL_GLOBAL: lambda em, name, target, value: em.emit("DELETE_GLOBAL", name),
+    EffectKind.SET_LIST: _replay_call(_replace_list),
+    EffectKind.SET_DICT: _replay_call(_replace_dict),
+}
+
+
+def _load_effects(em: "_Emitter", effects: Sequence, result_local: str | None, temp) -> list:
+    """Each effect's target and value into temporaries: [(effect, target temp, value temp)]."""
+    loaded = []
+    for effect in effects:
+        names = []
+        for spec in (effect.target, effect.value):
+            if spec is None:
+                names.append(None)
+                continue
+            names.append(temp("___tjc_effect"))
+            em.build_output(spec, result_local)
+            em.emit("STORE_FAST", names[-1])
+        loaded.append((effect, *names))
+    return loaded
+
+
+def _apply_effects(em: "_Emitter", loaded: list) -> None:
+    for effect, target, value in loaded:
+        _REPLAY[effect.kind](em, effect.name, target, value)
+
+
+def _temps(taken: set):
+    def temp(base):
+        name = _fresh_name(base, taken)
+        taken.add(name)
+        return name
+    return temp
+
+
 def _uses_graph(spec: Any) -> bool:
     if isinstance(spec, GraphOutput):
         return True
@@ -250,6 +317,8 @@ def _uses_graph(spec: Any) -> bool:
     if isinstance(spec, BreakOutput):
         return any(_uses_graph(i) for i in spec.stack if i is not None) \
             or any(_uses_graph(i) for _, i in spec.locals)
+    if isinstance(spec, (tuple, list)):   # side effects
+        return any(_uses_graph(e.target) or _uses_graph(e.value) for e in spec)
     return False
 
 
@@ -265,8 +334,10 @@ def _prologue(original_bc: bytecode.Bytecode) -> list:
 
 def build_transformed_code(original: types.CodeType, compiled_fn: Callable | None,
                            graph_inputs: Sequence[Source], output_spec: Any,
-                           resume_fns: Sequence[Callable] = ()) -> types.CodeType:
-    """The code that replaces `original`: call `compiled_fn(*inputs)`, rebuild `output_spec`.
+                           resume_fns: Sequence[Callable] = (),
+                           side_effects: Sequence = ()) -> types.CodeType:
+    """The code that replaces `original`: call `compiled_fn(*inputs)`, replay `side_effects`
+    (trace_result.SideEffect, in program order), rebuild `output_spec`.
 
     `compiled_fn` returns a tuple or list of outputs; GraphOutput(i) is its item i. When the spec
     uses no GraphOutput (a function that returns constants or its inputs), `compiled_fn` may be
@@ -281,17 +352,27 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     lineno = original.co_firstlineno
     em = _Emitter(original, lineno)
 
-    calls = compiled_fn is not None and (_uses_graph(output_spec) or graph_inputs)
+    uses_graph = _uses_graph(output_spec) or _uses_graph(tuple(side_effects))
+    calls = compiled_fn is not None and (uses_graph or graph_inputs)
     result_local = None
     taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
+    temp = _temps(taken)
     if calls:
-        result_local = _fresh_name(_RESULT_LOCAL, taken)
+        result_local = temp(_RESULT_LOCAL)
         em.call_const(compiled_fn, list(graph_inputs))
         em.emit("STORE_FAST", result_local)
-    elif _uses_graph(output_spec):
+    elif uses_graph:
         raise CodegenError("the output spec uses graph outputs but compiled_fn is None")
+    loaded = _load_effects(em, side_effects, result_local, temp)
     if isinstance(output_spec, BreakOutput):
-        _emit_break(em, output_spec, result_local, resume_fns, taken)
+        _emit_break(em, output_spec, result_local, resume_fns, temp, loaded)
+    elif loaded:
+        returned = temp("___tjc_return")
+        em.build_output(output_spec, result_local)
+        em.emit("STORE_FAST", returned)
+        _apply_effects(em, loaded)
+        em.emit("LOAD_FAST", returned)
+        em.emit("RETURN_VALUE")
     else:
         em.build_output(output_spec, result_local)
         em.emit("RETURN_VALUE")
@@ -309,17 +390,13 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
 
 
 def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
-                resume_fns: Sequence[Callable], taken: set) -> None:
-    """After the graph: rebuild the stack and live locals, run the unsupported instruction, call
-    the resume function (graph_break.py has the whole picture)."""
+                resume_fns: Sequence[Callable], temp, loaded: list) -> None:
+    """After the graph: rebuild the stack and live locals, replay the side effects (`loaded` into
+    temporaries already), run the unsupported instruction, call the resume function (graph_break.py
+    has the whole picture)."""
     plan = spec.plan
     if len(resume_fns) != len(plan.targets):
         raise CodegenError(f"{len(plan.targets)} resume targets but {len(resume_fns)} resume functions")
-
-    def temp(base):
-        name = _fresh_name(base, taken)
-        taken.add(name)
-        return name
 
     # Everything is rebuilt before the instruction runs, so nothing it does changes what is loaded.
     carried = spec.stack[:len(spec.stack) - plan.consumed]
@@ -343,6 +420,7 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
         if item is not None:
             em.build_output(item, result_local)
             em.emit("STORE_FAST", consumed_temps[-1])
+    _apply_effects(em, loaded)   # in program order, before the instruction runs
     for name in consumed_temps:
         if name is None:
             em.emit("PUSH_NULL")

@@ -196,6 +196,8 @@ class FrameCompiler:
             step = "source check"
             arguments, freevars = codegen.argument_names(code), code.co_freevars
             used = [*graph_inputs, *_output_sources(result.output)]
+            used += [s for e in result.side_effects for spec in (e.target, e.value)
+                     for s in _output_sources(spec)]
             used += [s for g in specs for s in (g.source, g.value) if isinstance(s, Source)]
             for source in used:
                 why = unreachable_root(source, arguments, freevars, f_globals, f_builtins)
@@ -218,7 +220,7 @@ class FrameCompiler:
             step = "codegen"
             resume_fns = _resume_functions(code, f_globals, result.output) if cut else ()
             new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output,
-                                                      resume_fns)
+                                                      resume_fns, result.side_effects)
             step = "guard building"
             guards = build_guards(specs, resolve=resolve)
             guards.bind(code)  # a guard the frame cannot reach fails here, not in the user's call

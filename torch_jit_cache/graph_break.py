@@ -7,7 +7,9 @@ interpreter's. The transformed code (codegen.build_break_code) then
 
 1. calls the graph captured so far;
 2. rebuilds the live stack and locals from graph outputs, constants and sources, into temporaries
-   (all of them before step 3, so the unsupported instruction cannot change what they load);
+   (all of them before step 3, so the unsupported instruction cannot change what they load), loads
+   the targets and values of the side effects recorded before the break the same way, and then
+   replays those effects in program order (tracer/side_effects.py);
 3. pushes the items the unsupported instruction consumes (NULLs of a pending call re-pushed as
    NULL) and runs that instruction as ordinary bytecode, at its own line;
 4. calls a resume function with the live locals and the stack items (NULLs left out), and returns
@@ -34,12 +36,17 @@ result):
 A live local unbound at the break (assigned on a path not taken) is passed as None and deleted by
 the resume function's prologue, so a later read raises UnboundLocalError as it would have.
 
-Side effects: the tracer records none today. It refuses STORE_ATTR, STORE_GLOBAL, nonlocal stores
-and mutation of any container read from the frame (ListVariable/DictVariable with a source), so
-the only effects before a break are the graph's own (in-place tensor ops, run by the graph in
-program order) and those on containers the trace built, which are rebuilt from their items. A
-refused side effect is itself the unsupported instruction: it runs as bytecode at the break, in
-order. A tracer that learns to record side effects must replay them in step 2 or refuse to break.
+Side effects: the tracer records attribute stores and deletions on plain user objects and
+nn.Modules, global stores and deletions, and mutation of lists and dicts read from the frame
+(tracer/side_effects.py), and step 2 replays them, in program order, before the instruction runs:
+the instruction (a print, say) and the resume function see the state eager would have there. The
+state rebuilt in step 2 reloads objects read from the frame from their sources (the very objects
+the effects were applied to), and all loads happen before the first effect is applied, so an
+effect cannot redirect a source path. Tensor effects are the graph's own (in-place ops, run by the
+graph in program order); containers the trace built are rebuilt from their items, once. What the
+tracer refuses to record (a property setter, a custom __setattr__, a tensor attribute, nonlocal
+stores, a mutation it cannot prove unaliased) is itself the unsupported instruction: it runs as
+bytecode at the break, after the recorded effects, which is program order.
 
 No torch here: codegen and the runtime's torch-free tests import this module.
 """

@@ -101,6 +101,25 @@ class BreakOutput:
     unbound: tuple = ()
 
 
+class EffectKind(enum.Enum):
+    """What a replayed side effect does (tracer/side_effects.py records them; codegen replays them).
+    `target` and `value` are output specs, `name` an attribute or global name."""
+    SET_ATTR = "setattr"         # target.name = value (the type's own __setattr__ runs)
+    DEL_ATTR = "delattr"         # del target.name
+    SET_GLOBAL = "set_global"    # global name = value, in the frame's globals
+    DEL_GLOBAL = "del_global"    # del global name
+    SET_LIST = "set_list"        # target[:] = value: the list's final contents, same object
+    SET_DICT = "set_dict"        # target.clear(); target.update(value): final items, in order
+
+
+@dataclasses.dataclass(frozen=True)
+class SideEffect:
+    kind: EffectKind
+    target: Any = None           # an output spec (None for globals)
+    name: str | None = None
+    value: Any = None            # an output spec (None for deletions)
+
+
 @dataclasses.dataclass
 class TraceResult:
     graph: Any                    # torch.fx.GraphModule; placeholders in the order of graph_inputs
@@ -108,6 +127,9 @@ class TraceResult:
     example_inputs: list          # [torch.Tensor]: the values seen while tracing, same order
     output: Any                   # an output spec (GraphOutput, ConstantOutput, TupleOutput, ...)
     guards: list                  # [GuardSpec]: every fact the trace relied on
+    # SideEffects on objects outside the graph, in program order: replayed after the graph call,
+    # before returning or before the instruction at a graph break.
+    side_effects: tuple = ()
     # Graph-input mutations the graph performs are part of the graph (in-place ops on inputs).
 
 

@@ -631,19 +631,56 @@ def test_data_dependent_values_are_unsupported(body):
         do_trace(body, rand(3))
 
 
-def test_side_effects_are_unsupported():
+def test_side_effects_are_recorded_not_applied():
+    """Stores and container mutations become SideEffect specs (replayed by codegen); the trace
+    leaves the real objects alone (tests/python/test_side_effects.py runs them end to end)."""
+    from torch_jit_cache.trace_result import EffectKind
+
     class Counter(nn.Module):
         def forward(self, x):
             self.count = 1
-            return x
-    with pytest.raises(Unsupported, match="STORE_ATTR"):
-        do_trace(Counter.forward, Counter(), rand(2))
+            return x + self.count
+    m = Counter()
+    r = do_trace(Counter.forward, m, rand(2))
+    assert [(e.kind, e.name, e.value) for e in r.side_effects] == \
+        [(EffectKind.SET_ATTR, "count", ConstantOutput(1))]
+    assert "count" not in vars(m)
 
     def f(xs, x):
-        xs.append(x)
+        xs.append(x + 1)
         return x
-    with pytest.raises(Unsupported, match="mutation"):
-        do_trace(f, [], rand(2))
+    xs = []
+    r = do_trace(f, xs, rand(2))
+    assert [e.kind for e in r.side_effects] == [EffectKind.SET_LIST] and xs == []
+
+
+def test_side_effects_that_cannot_be_replayed_are_unsupported():
+    def tensor_attr(x):
+        x.requires_grad = True
+        return x
+    with pytest.raises(Unsupported, match="STORE_ATTR requires_grad"):
+        do_trace(tensor_attr, rand(2))
+
+    class P:
+        @property
+        def v(self):
+            return 1
+
+        @v.setter
+        def v(self, value):
+            pass
+
+    def prop(o, x):
+        o.v = 2
+        return x
+    with pytest.raises(Unsupported, match="data descriptor"):
+        do_trace(prop, P(), rand(2))
+
+    def aliased(a, b, x):
+        a.append(x)
+        return x * len(b)
+    with pytest.raises(Unsupported, match="same object"):
+        do_trace(aliased, [], [], rand(2))
 
 
 def test_unknown_call_is_unsupported():
@@ -722,7 +759,7 @@ def test_every_opcode_the_decoder_produces_for_this_module_has_a_handler_or_a_re
     not_traced = {"RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH",
                   "BEFORE_WITH", "IMPORT_NAME", "IMPORT_FROM", "BUILD_SET", "SET_ADD",
                   "SET_UPDATE", "WITH_EXCEPT_START", "RETURN_GENERATOR", "YIELD_VALUE",
-                  "LOAD_ASSERTION_ERROR", "DELETE_SUBSCR", "LOAD_BUILD_CLASS",
+                  "LOAD_ASSERTION_ERROR", "LOAD_BUILD_CLASS",
                   "GET_LEN", "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
                   "JUMP_IF_NOT_EXC_MATCH", "CLEANUP_THROW", "END_SEND", "SEND",
                   "LOAD_NAME", "STORE_NAME"}   # class bodies

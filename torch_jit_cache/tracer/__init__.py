@@ -36,7 +36,10 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> Trac
             raise Unsupported("the second trace did not reach the graph break (tracer bug)",
                               filename=code.co_filename, lineno=code.co_firstlineno)
         try:
-            spec = _break_state(tx, cut[0], outputs) if cut is not None else result.reconstruct(outputs)
+            if cut is not None:
+                spec, effects = _break_state(tx, cut[0], outputs)
+            else:
+                spec, effects = _return_state(result, output.side_effects, outputs)
         except Unsupported as e:
             where = "graph break" if cut is not None else "RETURN_VALUE"
             raise Unsupported(e.reason, filename=code.co_filename,
@@ -50,7 +53,7 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> Trac
                               filename=code.co_filename, lineno=code.co_firstlineno) from None
         return TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
                            example_inputs=list(output.example_inputs), output=spec,
-                           guards=output.guards)
+                           guards=output.guards, side_effects=effects)
     finally:
         output.release()
         del tx, output
@@ -131,13 +134,30 @@ class GraphOutputs:
         return v.reconstruct(self)
 
 
-def _break_state(tx, plan, outputs) -> BreakOutput:
-    """The stack and live locals at the break, as output specs (graph_break.py)."""
+def _return_state(result, side_effects, outputs):
+    """(the returned value's output spec, the side effects to replay before returning).
+
+    Without side effects the value is rebuilt as it always was. With them it is rebuilt like the
+    state at a break (`_Rebuilder`), together with the effects' targets and values: a value read
+    from the frame is reloaded from its source (a list the trace appended to is the very list the
+    replay appends to), and a container the trace built is reached once (stored and also returned,
+    it would become two objects)."""
+    if not side_effects:
+        return result.reconstruct(outputs), ()
+    rebuild = _Rebuilder(outputs)
+    spec = rebuild(result)
+    return spec, side_effects.reconstruct(rebuild)
+
+
+def _break_state(tx, plan, outputs):
+    """(the stack and live locals at the break, as output specs (graph_break.py), the side effects
+    to replay before the break instruction runs)."""
     stack = tx.stack
     if plan.consumed > len(stack):
         raise Unsupported(f"the break instruction pops {plan.consumed} items of a stack of "
                           f"{len(stack)} (tracer bug)")
     rebuild = _Rebuilder(outputs)
+    effects = tx.output.side_effects.reconstruct(rebuild)
     stack_specs = tuple(None if v is tx.NULL else rebuild(v) for v in stack)
     live = sorted(set().union(*plan.live), key=tx.code.co_varnames.index)
     local_specs, unbound = [], []
@@ -150,15 +170,17 @@ def _break_state(tx, plan, outputs) -> BreakOutput:
             local_specs.append((name, ConstantOutput(None)))
             unbound.append(name)
     return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()),
-                       unbound=tuple(unbound))
+                       unbound=tuple(unbound)), effects
 
 
 class _Rebuilder:
     """How a tracker at a graph break is rebuilt.
 
-    A value read from the frame is loaded again from its source: the trace never mutates one (it
-    refuses to), and the rest of the frame must see the very object (a list it appends to later,
-    a tensor it compares with `is`). A container the trace built is rebuilt from its items, once:
+    A value read from the frame is loaded again from its source: the rest of the frame must see
+    the very object (a list it appends to later, a tensor it compares with `is`), and what the
+    trace did to it is replayed on it first (side_effects.py; sources are loaded before any effect
+    is applied, so a store cannot redirect a path). Side effects' targets and values are rebuilt
+    by the same rebuilder. A container the trace built is rebuilt from its items, once:
     a list or dict the trace built and reached twice at the break (a local and a stack item, say)
     would become two objects, so that is refused.
     """
@@ -179,7 +201,8 @@ class _Rebuilder:
                 return SourceOutput(v.source)
         if isinstance(v, (ListVariable, DictVariable)):
             if id(v) in self.seen:
-                raise Unsupported(f"{type(v).__name__} built by the trace is reached twice at the break")
+                raise Unsupported(f"{type(v).__name__} built by the trace is reached twice after the "
+                                  "graph (rebuilt twice, it would become two objects)")
             self.seen.add(id(v))
         if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
             return AttrOutput(self(v.tensor), v.name)

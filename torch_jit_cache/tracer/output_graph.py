@@ -16,6 +16,7 @@ import torch.fx
 
 from ..sources import Source
 from ..trace_result import GuardKind, GuardSpec, Unsupported
+from .side_effects import SideEffects
 
 # In-place operators emitted as call_function nodes: registering them keeps dead-code elimination
 # from dropping a mutation whose result nobody reads (x.add_(1) on an input, x += y).
@@ -52,6 +53,8 @@ class OutputGraph:
         # Whether the trace guarded torch's global module-hook dicts empty (nn_module.py): once per
         # trace, through whichever module was called first.
         self.global_hooks_guarded = False
+        # What the trace does to objects outside the graph, replayed after it (side_effects.py).
+        self.side_effects = SideEffects()
 
     # -- guards -------------------------------------------------------------------------------
     def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:
@@ -90,6 +93,7 @@ class OutputGraph:
         self.by_id.clear()
         self.by_source.clear()
         self.keepalive.clear()
+        self.side_effects.release()
         self._guards.clear()
         self.example_inputs = []
         self.graph_inputs = []

@@ -125,7 +125,18 @@ class InstructionTranslator:
             return self._global_source(tx, name)
         return GlobalSource(name)
 
+    def _root_global(self, name) -> bool:
+        """Whether global `name` of this code is the traced frame's own G[name] (not another
+        function's __globals__, which may be another dict at a later call)."""
+        return self.f_globals is self.output.root_globals and \
+            isinstance(self.global_source(self, name), GlobalSource)
+
     def load_global(self, name):
+        effects = self.output.side_effects
+        if not self._root_global(name):
+            effects.note_foreign_global(name)
+        elif effects.touches_global(name):
+            return effects.global_value(name)   # stored earlier in this trace (deleted: refused)
         if name in self.f_globals:
             return self.wrap(self.f_globals[name], self.global_source(self, name))
         builtins = self.output.root_builtins
@@ -134,6 +145,23 @@ class InstructionTranslator:
         if name in builtins:
             return self.wrap(builtins[name], BuiltinSource(name))
         unsupported(f"NameError: name {name!r} is not defined")
+
+    def store_global(self, name, value):
+        if not self._root_global(name):
+            unsupported(f"store to global {name!r} of another module")
+        self.output.side_effects.store_global(name, value)
+
+    def delete_global(self, name):
+        if not self._root_global(name):
+            unsupported(f"deletion of global {name!r} of another module")
+        effects = self.output.side_effects
+        if effects.touches_global(name):
+            effects.global_value(name)   # deleted twice: NameError in Python, refused here
+        elif name not in self.f_globals:
+            unsupported(f"NameError: deletion of global {name!r}, which is not defined")
+        else:
+            self.load_global(name)   # its guards fail when the global is gone at a later call
+        effects.delete_global(name)
 
     # -- services for variables ------------------------------------------------------------------
     def wrap(self, value, source, guard: bool = True):

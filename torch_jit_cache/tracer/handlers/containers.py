@@ -1,7 +1,7 @@
 """Container opcodes: BUILD_*, LIST_APPEND/EXTEND, MAP_ADD, UNPACK_SEQUENCE, subscripts, strings."""
 from ..variables import ConstantVariable, DictVariable, ListVariable, TupleVariable
 from ..variables.base import unsupported
-from ..variables.operators import getitem, setitem
+from ..variables.operators import delitem, getitem, setitem
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -99,6 +99,12 @@ def binary_subscr(tx, inst):
 def store_subscr(tx, inst):
     key, obj, value = tx.pop(), tx.pop(), tx.pop()
     setitem(tx, obj, key, value)
+
+
+@handler("DELETE_SUBSCR")
+def delete_subscr(tx, inst):
+    key, obj = tx.pop(), tx.pop()
+    delitem(tx, obj, key)
 
 
 _CONVERSIONS = {"str": str, "repr": repr, "ascii": ascii}

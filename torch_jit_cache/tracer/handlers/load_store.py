@@ -120,6 +120,29 @@ def load_super_method(tx, inst):
     push_callable(tx, _super_attribute(tx, inst))
 
 
-@handler("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "DELETE_DEREF")
-def store_side_effect(tx, inst):
+# Side effects on objects outside the graph: recorded for replay after the graph where that can be
+# done faithfully (tracer/side_effects.py), refused otherwise.
+@handler("STORE_ATTR")
+def store_attr(tx, inst):
+    obj, value = tx.pop(), tx.pop()
+    obj.var_setattr(tx, inst.arg, value)
+
+
+@handler("DELETE_ATTR")
+def delete_attr(tx, inst):
+    tx.pop().var_delattr(tx, inst.arg)
+
+
+@handler("STORE_GLOBAL")
+def store_global(tx, inst):
+    tx.store_global(inst.arg, tx.pop())
+
+
+@handler("DELETE_GLOBAL")
+def delete_global(tx, inst):
+    tx.delete_global(inst.arg)
+
+
+@handler("DELETE_DEREF")
+def delete_deref(tx, inst):
     unsupported(f"{inst.op} {inst.arg} (a side effect on an object outside the graph)")

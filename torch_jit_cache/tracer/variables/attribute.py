@@ -6,12 +6,20 @@ place into a tracker. Every value keeps a source through the object (`L['self'].
 does at each call: when a later assignment changes where the name resolves, the guard fails.
 What cannot be followed exactly (a custom __getattribute__, descriptors other than property,
 __slots__ members, functions, staticmethod and classmethod) raises Unsupported, never a guess.
+
+Stores and deletions (`obj.name = v`, `del obj.name`) are recorded for replay after the graph
+(tracer/side_effects.py), never applied while tracing; a read that follows in the same trace sees
+the stored tracker. Recorded only where the store is a plain one that replay repeats exactly: the
+type's __setattr__/__delattr__ is object's (or nn.Module's, nn_module.py), its lookup is not
+customised, and no data descriptor (property, __slots__ member) of that name is on the type; a
+store lands in the instance __dict__, which wins over everything but data descriptors, so reading
+the stored tracker back is what Python would read.
 """
 from __future__ import annotations
 
 import types
 
-from ...attribute_lookup import Where, instance_dict, is_descriptor, lookup
+from ...attribute_lookup import Where, instance_dict, is_descriptor, lookup, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import unsupported
@@ -26,6 +34,9 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
     """
     if var.source is None:
         unsupported(f"attribute {name!r} of an object with no source")
+    stored = tx.output.side_effects.attr(obj, name)
+    if stored is not None:   # stored earlier in this trace (refused if deleted)
+        return stored
     found = lookup(obj, name)
     where, value = found.where, found.value
     cls_name = type(obj).__name__
@@ -82,6 +93,9 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
     _buffers, _modules); an attribute added later to any of them fails the guard. (The class is
     pinned by the object's type guard; a class mutated in place is not seen.)
     """
+    if tx.output.side_effects.has_attr_effect(obj, name):
+        tx.output.side_effects.attr(obj, name)   # stored in this trace: present (deleted: refused)
+        return True
     found = lookup(obj, name)
     d = instance_dict(obj) or {}
     present = found.where in (Where.DATA_DESCRIPTOR, Where.INSTANCE_DICT, Where.CLASS) or \
@@ -99,3 +113,54 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
         if store in d:
             tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
     return False
+
+
+def _check_plain(var, obj, name: str, hook: str, impl) -> None:
+    """Unsupported unless `obj.name = v` (hook "__setattr__") or `del obj.name` ("__delattr__") is
+    `impl` storing into the instance __dict__, with nothing of that name on the type to intercept
+    it or to win over the instance dict on a later read."""
+    cls = type(obj)
+    what = "store to" if hook == "__setattr__" else "deletion of"
+    if var.source is None:
+        unsupported(f"{what} attribute {name!r} of an object with no source")
+    if type_lookup(cls, hook) is not impl:
+        unsupported(f"{what} {cls.__name__}.{name}: the class defines its own {hook}")
+    found = lookup(obj, name)
+    if found.where is Where.CUSTOM:
+        unsupported(f"{what} {cls.__name__}.{name}: the class overrides __getattribute__")
+    if found.where is Where.DATA_DESCRIPTOR:
+        unsupported(f"{what} {cls.__name__}.{name}, a {type(found.value).__name__} on the class "
+                    "(a data descriptor: property, __slots__ member)")
+    if instance_dict(obj) is None:
+        unsupported(f"{what} attribute {name!r} of a {cls.__name__}, which has no __dict__")
+
+
+def store_attribute(tx, var, obj, name: str, value, *, impl=object.__setattr__,
+                    by_identity: bool = False) -> None:
+    """Record `obj.name = value` for replay (`var` is obj's tracker); `impl` is the __setattr__
+    the type must have. `by_identity`: obj is guarded by identity (side_effects.py, aliasing)."""
+    _check_plain(var, obj, name, "__setattr__", impl)
+    tx.output.side_effects.store_attr(var, obj, name, value, by_identity=by_identity)
+
+
+def delete_attribute(tx, var, obj, name: str, *, impl=object.__delattr__, by_identity: bool = False,
+                     stores: tuple = ()) -> None:
+    """Record `del obj.name` for replay. The name must be in the instance __dict__ (or stored
+    earlier in this trace); the instance dict's keys are guarded, and the `stores` dicts' (a
+    module's _parameters, _buffers, _modules, which nn.Module.__delattr__ looks in first)."""
+    _check_plain(var, obj, name, "__delattr__", impl)
+    effects = tx.output.side_effects
+    if effects.has_attr_effect(obj, name):
+        effects.attr(obj, name)   # deleted twice: AttributeError in Python, refused here
+    else:
+        d = instance_dict(obj)
+        if name not in d:
+            unsupported(f"deletion of {type(obj).__name__}.{name}, which is not in its __dict__")
+        dict_source = AttrSource(var.source, "__dict__")
+        tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
+        for store in stores:
+            if store in d:
+                tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
+                if name in d[store]:
+                    unsupported(f"deletion of {type(obj).__name__}.{name}, which is in its {store}")
+    effects.delete_attr(var, obj, name, by_identity=by_identity)

@@ -48,6 +48,14 @@ class VariableTracker:
     def var_getattr(self, tx, name: str) -> "VariableTracker":
         unsupported(f"attribute {name!r} of {self}")
 
+    def var_setattr(self, tx, name: str, value: "VariableTracker") -> None:
+        """`self.name = value`: recorded for replay (tracer/side_effects.py) where the store can be
+        replayed faithfully; everything else is refused."""
+        unsupported(f"STORE_ATTR {name} on {self} (a side effect that cannot be replayed)")
+
+    def var_delattr(self, tx, name: str) -> None:
+        unsupported(f"DELETE_ATTR {name} on {self} (a side effect that cannot be replayed)")
+
     def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
         unsupported(f"call to {self}")
 
@@ -70,8 +78,9 @@ class VariableTracker:
 
         Every tracker that can leave the trace says how it is rebuilt: today the returned value;
         with graph breaks, the stack and locals live at the break too. A value read from the frame
-        is reloaded from its source only where the trace cannot have changed it: a container the
-        trace mutated is rebuilt from its items, never reloaded as the unmutated original.
+        is reloaded from its source only where the trace cannot have changed it, or where the change
+        is replayed on that very object first (side_effects.py: a list read from the frame and
+        appended to is reloaded, and the replay has appended to it by then).
         """
         unsupported(f"returning {self}: it cannot be rebuilt after the graph")
 

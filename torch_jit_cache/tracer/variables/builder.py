@@ -65,6 +65,9 @@ def wrap(tx, value, source, guard: bool = True):
     vt = _wrap(tx, value, source, guard and source is not None)
     if source is not None:
         out.by_source[source] = vt
+        if isinstance(vt, (UserObjectVariable, ListVariable, DictVariable)):
+            # Guarded by type, not identity: side_effects.py keeps mutation of such objects sound.
+            out.side_effects.reached(value, vt)
     return vt
 
 

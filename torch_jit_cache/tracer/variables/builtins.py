@@ -64,14 +64,14 @@ def _enumerate(tx, args, kwargs):
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
     start = start.as_python_constant()
     return IteratorVariable([TupleVariable([ConstantVariable(i + start), v])
-                             for i, v in enumerate(args[0].unpack(tx))])
+                             for i, v in enumerate(args[0].unpack(tx))], watch=args[:1])
 
 
 def _zip(tx, args, kwargs):
     if kwargs:
         unsupported("zip(strict=...)")
     seqs = [a.unpack(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)])
+    return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)], watch=args)
 
 
 def _minmax(fn):
@@ -103,6 +103,20 @@ def _getattr(tx, args, kwargs):
         if obj.is_python_constant() and not hasattr(obj.as_python_constant(), name):
             return args[2]
     return obj.var_getattr(tx, name)
+
+
+def _setattr(tx, args, kwargs):
+    if len(args) != 3 or kwargs:
+        unsupported("setattr() with other than three arguments")
+    args[0].var_setattr(tx, args[1].as_python_constant(), args[2])   # recorded: side_effects.py
+    return ConstantVariable(None)
+
+
+def _delattr(tx, args, kwargs):
+    if len(args) != 2 or kwargs:
+        unsupported("delattr() with other than two arguments")
+    args[0].var_delattr(tx, args[1].as_python_constant())
+    return ConstantVariable(None)
 
 
 def _hasattr(tx, args, kwargs):
@@ -147,7 +161,7 @@ def _sum(tx, args, kwargs):
 
 def _iter(tx, args, kwargs):
     return args[0] if isinstance(args[0], IteratorVariable) else IteratorVariable(
-        args[0].unpack(tx))
+        args[0].unpack(tx), watch=args[:1])
 
 
 def _next(tx, args, kwargs):
@@ -179,7 +193,7 @@ def _print(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
-    return IteratorVariable(list(reversed(args[0].unpack(tx))))
+    return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1])
 
 
 def _all_any(fn):
@@ -196,6 +210,7 @@ def _callable(tx, args, kwargs):
 BUILTIN_HANDLERS = {
     len: _len, range: _range, isinstance: _isinstance, enumerate: _enumerate, zip: _zip,
     min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
+    setattr: _setattr, delattr: _delattr,
     int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _scalar(str),
     tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),

@@ -1,12 +1,15 @@
 """Containers: tuples, lists, dicts, ranges, iterators and cells, holding variable trackers.
 
-Containers read from the frame carry a source and are immutable here: mutating one (append,
-setitem, ...) would be a side effect the graph cannot replay, so it raises Unsupported. Containers
-built while tracing (source None) are mutated freely.
+A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
+its tracker, so later reads in the trace see the change, and is recorded for replay on the real
+object after the graph (tracer/side_effects.py, `_mutating`). Containers built while tracing
+(source None) are mutated freely and rebuilt from their items. Every mutation that changes what an
+iteration would yield bumps `version`; an iterator over the container refuses to go on after one
+(the trace's iterator holds a snapshot, Python's sees the change).
 """
 from __future__ import annotations
 
-from ...trace_result import DictOutput, ListOutput, TupleOutput
+from ...trace_result import DictOutput, EffectKind, ListOutput, TupleOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -89,24 +92,44 @@ class TupleVariable(BaseListVariable):
 class ListVariable(BaseListVariable):
     kind = list
 
-    def _check_mutable(self):
-        if self.source is not None:
-            unsupported(f"mutation of the list {self.source} read from the frame")
+    version = 0
+
+    def _mutating(self, tx):
+        """Called before each mutation (side_effects.py records it where the list has a source)."""
+        tx.output.side_effects.mutate_container(self, EffectKind.SET_LIST)
+        self.version += 1
 
     def setitem(self, tx, key, value):
-        self._check_mutable()
         k = _index(key)
         if not isinstance(k, int):
             unsupported("list slice assignment")
+        if not -len(self.items) <= k < len(self.items):
+            unsupported(f"IndexError: list assignment index {k} out of range")
+        self._mutating(tx)
         self.items[k] = value
+
+    def delitem(self, tx, key):
+        k = _index(key)
+        if not isinstance(k, int) or not -len(self.items) <= k < len(self.items):
+            unsupported(f"del of list index {k!r}")
+        self._mutating(tx)
+        del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
-            self._check_mutable()
+            if name == "pop" and (not self.items or args and not
+                                  -len(self.items) <= _index(args[0]) < len(self.items)):
+                unsupported("IndexError: pop from an empty list or out of range")
+            if kwargs or name in ("append", "extend") and len(args) != 1 or \
+                    name == "insert" and len(args) != 2:
+                unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
+            if name == "extend":
+                new_items = args[0].unpack(tx)   # before the list changes (xs.extend(xs))
+            self._mutating(tx)
             if name == "append":
                 self.items.append(args[0])
             elif name == "extend":
-                self.items.extend(args[0].unpack(tx))
+                self.items.extend(new_items)
             elif name == "insert":
                 self.items.insert(_index(args[0]), args[1])
             elif name == "pop":
@@ -138,9 +161,17 @@ class _MethodOf(VariableTracker):
 class DictVariable(VariableTracker):
     """A dict with constant keys; `items` maps each Python key to a tracker, in order."""
 
+    version = 0
+
     def __init__(self, items: dict, source=None):
         super().__init__(source)
         self.items = dict(items)
+
+    def _mutating(self, tx, keys_change: bool = True):
+        """Called before each mutation (side_effects.py records it where the dict has a source)."""
+        tx.output.side_effects.mutate_container(self, EffectKind.SET_DICT)
+        if keys_change:   # a new value for an existing key leaves an iteration over the dict alone
+            self.version += 1
 
     def python_type(self):
         return dict
@@ -170,9 +201,16 @@ class DictVariable(VariableTracker):
         return self.items[k]
 
     def setitem(self, tx, key, value):
-        if self.source is not None:
-            unsupported(f"mutation of the dict {self.source} read from the frame")
-        self.items[_index(key)] = value
+        k = _index(key)
+        self._mutating(tx, keys_change=k not in self.items)
+        self.items[k] = value
+
+    def delitem(self, tx, key):
+        k = _index(key)
+        if k not in self.items:
+            unsupported(f"KeyError {k!r}")
+        self._mutating(tx)
+        del self.items[k]
 
     def var_getattr(self, tx, name):
         return _MethodOf(self, name)
@@ -196,28 +234,38 @@ class DictVariable(VariableTracker):
             return ConstantVariable(_index(args[0]) in self.items)
         if name == "copy":
             return DictVariable(self.items)
-        if name in ("update", "pop", "setdefault", "__setitem__"):
-            if self.source is not None:
-                unsupported(f"mutation of the dict {self.source} read from the frame")
-            if name == "update":
-                other = args[0] if args else None
-                if isinstance(other, DictVariable):
-                    self.items.update(other.items)
-                elif other is not None:
-                    unsupported("dict.update from a non-dict")
-                self.items.update(kwargs)
-                return ConstantVariable(None)
-            if name == "pop":
-                k = _index(args[0])
-                if k in self.items:
-                    return self.items.pop(k)
-                if len(args) > 1:
-                    return args[1]
-                unsupported(f"KeyError {k!r}")
-            if name == "setdefault":
-                return self.items.setdefault(_index(args[0]),
-                                             args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "update":
+            other = args[0] if args else None
+            if not isinstance(other, DictVariable) and other is not None or len(args) > 1:
+                unsupported("dict.update from a non-dict")
+            new = dict(other.items) if other is not None else {}
+            new.update(kwargs)
+            self._mutating(tx, keys_change=not new.keys() <= self.items.keys())
+            self.items.update(new)
+            return ConstantVariable(None)
+        if name == "pop":
+            k = _index(args[0])
+            if k in self.items:
+                self._mutating(tx)
+                return self.items.pop(k)
+            if len(args) > 1:
+                return args[1]
+            unsupported(f"KeyError {k!r}")
+        if name == "setdefault":
+            k = _index(args[0])
+            if k in self.items:
+                return self.items[k]
+            self._mutating(tx)
+            return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "clear" and not args:
+            self._mutating(tx)
+            self.items.clear()
+            return ConstantVariable(None)
+        if name == "__setitem__":
             self.setitem(tx, args[0], args[1])
+            return ConstantVariable(None)
+        if name == "__delitem__":
+            self.delitem(tx, args[0])
             return ConstantVariable(None)
         unsupported(f"dict.{name}")
 
@@ -248,21 +296,32 @@ class RangeVariable(VariableTracker):
 
 class IteratorVariable(VariableTracker):
     """An iterator over known items (GET_ITER's result); FOR_ITER advances `index`. `origin`: the
-    tracker iterated, if known (a graph break rebuilds the iterator from it)."""
+    tracker iterated, if known (a graph break rebuilds the iterator from it). `watch`: lists and
+    dicts whose items these are (origin by default): a mutation of one while the iteration goes on
+    would show in Python's iterator but not in these items, so it is refused."""
 
-    def __init__(self, items: list, origin=None):
+    def __init__(self, items: list, origin=None, watch=None):
         super().__init__(None)
         self.items = items
         self.index = 0
         self.origin = origin
+        watch = (origin,) if watch is None else watch
+        self._watch = [(c, c.version) for c in watch if isinstance(c, (ListVariable, DictVariable))]
+
+    def _check_unchanged(self):
+        for container, version in self._watch:
+            if container.version != version:
+                unsupported("a list or dict changed while a loop iterates over it")
 
     def next_item(self):
+        self._check_unchanged()
         if self.index >= len(self.items):
             return None
         self.index += 1
         return self.items[self.index - 1]
 
     def unpack(self, tx):
+        self._check_unchanged()
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest

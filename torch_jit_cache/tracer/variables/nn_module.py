@@ -4,6 +4,11 @@ User modules are traced by inlining `type(m).forward`. Built-in leaf modules (Li
 BatchNorm2d, ...) become calls to their torch.nn.functional form with the parameters and buffers
 as graph inputs (read through AttrSource, so codegen loads them from the frame at call time).
 Containers (Sequential, ModuleList, ModuleDict) are unrolled.
+
+`self.name = v` is recorded for replay with nn.Module.__setattr__ (side_effects.py), where its
+outcome is known: a plain attribute (into __dict__), or a tensor (or None) replacing a buffer
+(re-registered in _buffers). Assigning a Parameter or a module, storing over a parameter or a
+submodule, and nn.Module's own state (training, the hook dicts, forward) are refused.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import torch.nn.functional as F
 from ...attribute_lookup import MISSING, Where, lookup, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
-from .attribute import has_attribute, read_attribute
+from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable
@@ -128,6 +133,11 @@ LEAF_MODULES = {
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 _MODULE_STORES = ("_parameters", "_buffers", "_modules")  # what nn.Module.__getattr__ reads, in order
+# Attributes a store may not replace: nn.Module's own state (read by __call__, __getattr__ and this
+# tracer from the real module, never through the trace's stores), and `forward`, which _forward
+# looks up on the real instance.
+_MODULE_OWN_STATE = frozenset(vars(nn.Module())) | {"forward"}
+_BUFFER = getattr(nn, "Buffer", None)
 
 
 # The hook dicts nn.Module.__call__ consults: on the instance, and module-global ones in
@@ -184,6 +194,49 @@ class NNModuleVariable(VariableTracker):
         if type_lookup(type(self.module), "__getattr__") is not nn.Module.__getattr__:
             unsupported(f"hasattr on module {type(self.module).__name__}, which defines its own __getattr__")
         return has_attribute(tx, self, self.module, name, stores=_MODULE_STORES)
+
+    def var_setattr(self, tx, name, value):
+        m, cls = self.module, type(self.module)
+        if name in _MODULE_OWN_STATE:
+            unsupported(f"store to {cls.__name__}.{name} (nn.Module's own state)")
+        if type_lookup(cls, "__getattr__") is not nn.Module.__getattr__:
+            unsupported(f"store to {cls.__name__}.{name}: the class defines its own __getattr__")
+        real = value.real if isinstance(value, TensorVariable) else None
+        if isinstance(value, NNModuleVariable) or isinstance(real, nn.Parameter) or \
+                _BUFFER is not None and isinstance(real, _BUFFER):
+            kind = type(value.module if real is None else real).__name__
+            unsupported(f"store of a {kind} to {cls.__name__}.{name} (registered by nn.Module.__setattr__)")
+        d = m.__dict__
+        for store in ("_parameters", "_modules"):
+            if name in d.get(store, {}):
+                unsupported(f"store to {cls.__name__}.{name}, which is in its {store}")
+        if name in d.get("_buffers", {}):
+            # nn.Module.__setattr__ re-registers the buffer: a tensor or None, through
+            # register_buffer, which runs the global buffer-registration hooks.
+            if not isinstance(value, TensorVariable) and not \
+                    (isinstance(value, ConstantVariable) and value.value is None):
+                unsupported(f"store of {value} to buffer {cls.__name__}.{name} (TypeError in Python)")
+            if type_lookup(cls, "register_buffer") is not nn.Module.register_buffer:
+                unsupported(f"store to buffer {cls.__name__}.{name}: the class defines its own register_buffer")
+            from torch.nn.modules import module as mm
+            if mm._global_buffer_registration_hooks:
+                unsupported("store to a buffer while global buffer-registration hooks are registered")
+            namespace = AttrSource(AttrSource(AttrSource(self.source, "__class__"), "__setattr__"),
+                                   "__globals__")
+            tx.output.add_guard(ItemSource(namespace, "_global_buffer_registration_hooks"),
+                                GuardKind.LENGTH, 0)
+        # Where the store lands is decided by these dicts' keys at call time: pinned.
+        dict_source = AttrSource(self.source, "__dict__")
+        for store in _MODULE_STORES:
+            if store in d:
+                tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
+        store_attribute(tx, self, m, name, value, impl=nn.Module.__setattr__, by_identity=True)
+
+    def var_delattr(self, tx, name):
+        if name in _MODULE_OWN_STATE:
+            unsupported(f"deletion of {type(self.module).__name__}.{name} (nn.Module's own state)")
+        delete_attribute(tx, self, self.module, name, impl=nn.Module.__delattr__, by_identity=True,
+                         stores=_MODULE_STORES)
 
     def _module_getattr(self, tx, name, hook):
         """nn.Module.__getattr__: what normal lookup did not find, from _parameters, _buffers or

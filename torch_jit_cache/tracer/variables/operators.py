@@ -43,7 +43,7 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
             return a
         if base == "*" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
             if symbol == "*=":  # in place: every other name bound to the list sees it
-                a._check_mutable()
+                a._mutating(tx)
                 a.items[:] = a.items * b.as_python_constant()
                 return a
             return type(a)(a.items * b.as_python_constant())
@@ -130,3 +130,10 @@ def setitem(tx, obj, key, value) -> None:
         obj.setitem(tx, key, value)
         return
     unsupported(f"item assignment on {obj}")
+
+
+def delitem(tx, obj, key) -> None:
+    if hasattr(obj, "delitem"):
+        obj.delitem(tx, key)
+        return
+    unsupported(f"item deletion on {obj}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 
-from .attribute import has_attribute, read_attribute
+from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import VariableTracker, unsupported
 
 _MISSING = object()
@@ -39,6 +39,12 @@ class UserObjectVariable(VariableTracker):
 
     def has_attribute(self, tx, name: str) -> bool:
         return has_attribute(tx, self, self.value, name)
+
+    def var_setattr(self, tx, name: str, value) -> None:
+        store_attribute(tx, self, self.value, name, value)
+
+    def var_delattr(self, tx, name: str) -> None:
+        delete_attribute(tx, self, self.value, name)
 
     def truthy(self, tx) -> bool:
         cls = type(self.value)

@@ -1,0 +1,186 @@
+"""SideEffects: what a trace does to objects outside the graph, in program order, for replay.
+
+The one home of side effects. The tracer never touches a real object while tracing; instead it
+records here, in program order:
+
+  obj.name = v / del obj.name       on plain user objects and nn.Modules reached through a Source
+                                    (attribute.py and nn_module.py decide what can be replayed)
+  global name = v / del global name in the root frame's globals
+  list and dict mutation            of containers read from the frame (containers.py)
+
+and answers the reads that follow in the same trace: a stored attribute or global reads back as
+the stored tracker, a deleted one is refused, and a mutated container is its own tracker (whose
+items the trace updated). After the trace, `reconstruct(rebuild)` turns the log into
+trace_result.SideEffect specs, and codegen replays them after the graph call: on the return path
+before returning, at a graph break before the unsupported instruction (graph_break.py, step 2).
+Replay loads every target and value first, then applies the effects in program order, so an
+effect never changes what a later one loads (`self.a, self.b = self.b, self.a`). A container is
+replayed once, with its final contents, at the place of its last mutation (no hook runs on a list
+or dict store, so nothing can tell the two apart); attribute stores are replayed one by one, with
+the type's own __setattr__ (nn.Module's registers a replaced buffer in `_buffers`).
+
+Guards are taken from the real objects while tracing, so they describe the state at frame entry:
+a list appended to has its entry length guarded, and the next call, which sees the replayed list,
+misses when the length matters. What guards cannot see is aliasing: a plain object, list or dict
+is guarded by its type (and length, keys), not its identity, so two sources that are distinct
+objects now may be one object at a later call (or the reverse), and a store through one would
+change what the trace read through the other. So a mutated object must be the only object of its
+exact type the trace reads from the frame (`_check_alone`, `reached`); otherwise the mutation is
+Unsupported (a graph break there, the mutation then running as bytecode). Modules are guarded by
+identity, so they are exempt.
+
+Imports nothing from variables/ (the log holds trackers opaquely): output_graph.py owns one.
+"""
+from __future__ import annotations
+
+import enum
+
+from ..trace_result import DictOutput, EffectKind, ListOutput, SideEffect, Unsupported
+
+
+class _Gone(enum.Enum):
+    DELETED = "deleted"      # an attribute or global deleted earlier in the trace
+
+
+def _unsupported(reason: str):
+    raise Unsupported(reason)
+
+
+class SideEffects:
+    """Mutable per-trace state; the GIL is the only lock (one trace runs at a time per thread)."""
+
+    def __init__(self):
+        # (kind, target tracker, name, value tracker): program order. A container has one entry,
+        # moved to the end when it is mutated again.
+        self._log: list = []
+        self._attrs: dict = {}            # (id(real object), name) -> tracker | _Gone.DELETED
+        self._globals: dict = {}          # name -> tracker | _Gone.DELETED
+        self._foreign_globals: set = set()  # globals read through another function's __globals__
+        # Plain objects, lists and dicts read from the frame: exact type -> id(object) -> trackers;
+        # and the real object behind each such tracker.
+        self._reached: dict = {}
+        self._real: dict = {}             # id(tracker) -> real object
+        self._mutated_types: set = set()
+        self._keepalive: list = []        # the objects whose ids key the dicts above
+
+    def __bool__(self) -> bool:
+        return bool(self._log)
+
+    # -- reads in the same trace ----------------------------------------------------------------
+    def attr(self, obj, name: str):
+        """The tracker stored to `obj.name` earlier in the trace, or None if none was."""
+        value = self._attrs.get((id(obj), name))
+        if value is _Gone.DELETED:
+            _unsupported(f"attribute {name!r} of {type(obj).__name__} read after the trace deleted it")
+        return value
+
+    def global_value(self, name: str):
+        value = self._globals.get(name)
+        if value is _Gone.DELETED:
+            _unsupported(f"global {name!r} read after the trace deleted it")
+        return value
+
+    def touches_global(self, name: str) -> bool:
+        return name in self._globals
+
+    def note_foreign_global(self, name: str) -> None:
+        """Global `name` was read through another function's __globals__, which may be the frame's
+        own globals at a later call: a store to that name in this trace would go unseen there."""
+        if name in self._globals:
+            _unsupported(f"global {name!r} is read through another function's __globals__ after "
+                         "the trace stored it")
+        self._foreign_globals.add(name)
+
+    # -- what the trace reads from the frame ----------------------------------------------------
+    def reached(self, value, tracker) -> None:
+        """A plain object, list or dict read from the frame (builder.wrap, once per source)."""
+        cls = type(value)
+        if cls in self._mutated_types:
+            _unsupported(f"{tracker.source} is a {cls.__name__}, like an object this trace mutates: "
+                         "guards cannot tell whether they are the same object at a later call")
+        self._reached.setdefault(cls, {}).setdefault(id(value), []).append(tracker)
+        self._real[id(tracker)] = value
+        self._keepalive.append(value)
+
+    def _check_alone(self, value, tracker) -> None:
+        cls = type(value)
+        for trackers in self._reached.get(cls, {}).values():
+            for other in trackers:
+                if other is not tracker:
+                    _unsupported(f"mutation of {tracker.source} while the trace also reads "
+                                 f"{other.source}, another {cls.__name__}: guards cannot tell "
+                                 "whether they are the same object at a later call")
+        self._mutated_types.add(cls)
+
+    # -- recording --------------------------------------------------------------------------------
+    def store_attr(self, target, obj, name: str, value, *, by_identity: bool) -> None:
+        """`obj.name = value`, `target` being obj's tracker (with a source). `by_identity`: obj is
+        guarded by identity (an nn.Module), so aliasing is pinned by the guards."""
+        if not by_identity:
+            self._check_alone(obj, target)
+        self._keepalive.append(obj)
+        self._attrs[(id(obj), name)] = value
+        self._log.append((EffectKind.SET_ATTR, target, name, value))
+
+    def delete_attr(self, target, obj, name: str, *, by_identity: bool) -> None:
+        if not by_identity:
+            self._check_alone(obj, target)
+        self._keepalive.append(obj)
+        self._attrs[(id(obj), name)] = _Gone.DELETED
+        self._log.append((EffectKind.DEL_ATTR, target, name, None))
+
+    def has_attr_effect(self, obj, name: str) -> bool:
+        return (id(obj), name) in self._attrs
+
+    def store_global(self, name: str, value) -> None:
+        if name in self._foreign_globals:
+            _unsupported(f"store to global {name!r}, which the trace also read through another "
+                         "function's __globals__")
+        self._globals[name] = value
+        self._log.append((EffectKind.SET_GLOBAL, None, name, value))
+
+    def delete_global(self, name: str) -> None:
+        if name in self._foreign_globals:
+            _unsupported(f"deletion of global {name!r}, which the trace also read through another "
+                         "function's __globals__")
+        self._globals[name] = _Gone.DELETED
+        self._log.append((EffectKind.DEL_GLOBAL, None, name, None))
+
+    def mutate_container(self, tracker, kind: EffectKind) -> None:
+        """A list (SET_LIST) or dict (SET_DICT) read from the frame is about to be mutated; its
+        tracker holds the items from now on. Containers the trace built need nothing here: they are
+        rebuilt from their items wherever they leave the trace."""
+        if tracker.source is None:
+            return
+        real = self._real.get(id(tracker))
+        if real is None:
+            _unsupported(f"mutation of {tracker.source}, which was not read through wrap (tracer bug)")
+        self._check_alone(real, tracker)
+        self._log = [e for e in self._log if e[1] is not tracker or e[0] is not kind]
+        self._log.append((kind, tracker, None, None))
+
+    # -- after the trace --------------------------------------------------------------------------
+    def reconstruct(self, rebuild) -> tuple:
+        """The log as SideEffect specs; `rebuild(tracker)` gives a tracker's output spec (a
+        container or object read from the frame: its source, so the very object is changed)."""
+        out = []
+        for kind, target, name, value in self._log:
+            if kind is EffectKind.SET_LIST:
+                out.append(SideEffect(kind, rebuild(target), None,
+                                      ListOutput(tuple(rebuild(i) for i in target.items))))
+            elif kind is EffectKind.SET_DICT:
+                out.append(SideEffect(kind, rebuild(target), None,
+                                      DictOutput(tuple((k, rebuild(v)) for k, v in target.items.items()))))
+            else:
+                out.append(SideEffect(kind, None if target is None else rebuild(target), name,
+                                      None if value is None else rebuild(value)))
+        return tuple(out)
+
+    def release(self) -> None:
+        """Drops every tracker and user object (OutputGraph.release: nothing waits for gc)."""
+        self._log.clear()
+        self._attrs.clear()
+        self._globals.clear()
+        self._reached.clear()
+        self._real.clear()
+        self._keepalive.clear()
