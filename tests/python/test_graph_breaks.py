@@ -1,8 +1,9 @@
-"""Graph breaks (issue 10, first cut): the frame is compiled up to an unsupported instruction, which
+"""Graph breaks (issue 10): the frame is compiled up to an unsupported instruction, which
 runs as bytecode, and a resume function carries on. Compared with eager: values, gradients, and
 the number of graphs and breaks."""
 import io
 import contextlib
+import logging
 import sys
 import weakref
 
@@ -462,3 +463,56 @@ def test_a_closure_compiled_with_a_break_and_dropped_is_freed(no_gc):
     refs = [weakref.ref(o) for o in (fn, big, resume_codes[0])]
     del entry, resume_codes, compiled, fn, big
     assert [r() for r in refs] == [None] * len(refs)
+
+
+_logger = logging.getLogger("tjc.test_graph_breaks")
+
+
+def _logs(x):
+    a = x + 1
+    _logger.warning("shape %s", tuple(a.shape))
+    return a * 2
+
+
+def test_logging_call_is_a_break_and_logs_as_eager(caplog):
+    with caplog.at_level(logging.WARNING, logger=_logger.name):
+        _check(_logs, torch.randn(3), graphs=2, breaks=1)
+    # eager once, compiled twice
+    assert [r.getMessage() for r in caplog.records if r.name == _logger.name] == ["shape (3,)"] * 3
+
+
+def _tolist(x):
+    a = x + 1
+    vals = a.tolist()
+    return a * len(vals) + vals[0]
+
+
+def _bool_of_tensor(x):
+    a = x - 0.5
+    if bool(a.sum() > 0):
+        return a * 2
+    return a * 3
+
+
+@pytest.mark.parametrize("fn", [_tolist, _bool_of_tensor])
+def test_tolist_and_bool_of_a_tensor_are_breaks(fn):
+    _check(fn, torch.randn(3), graphs=2, breaks=1)
+
+
+def _random_around_a_break(x):
+    a = torch.nn.functional.dropout(x, 0.5, training=True)
+    print("between")
+    return a + torch.randn(3)
+
+
+def test_random_ops_on_both_sides_of_a_break_draw_as_eager():
+    x = torch.randn(3)
+    cnt = CompileCounter()
+    compiled = tjc.compile(_random_around_a_break, backend=cnt)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for _ in range(2):
+            torch.manual_seed(0)
+            expected = _random_around_a_break(x)
+            torch.manual_seed(0)
+            torch.testing.assert_close(compiled(x), expected)
+    assert cnt.frame_count == 2
