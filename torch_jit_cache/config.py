@@ -26,6 +26,9 @@ class Config:
     # True warns once and runs the traced graph eagerly (gm.forward) in the backend's place.
     fallback_to_eager: bool = dataclasses.field(
         default_factory=lambda: os.environ.get("TJC_FALLBACK_TO_EAGER", "0") not in ("", "0", "false", "False"))
+    # Resume functions made from resume functions, at most (a graph break inside a loop makes
+    # one per iteration): deeper, the resume function runs uncompiled, with the reason logged.
+    max_resume_depth: int = dataclasses.field(default_factory=lambda: _env_int("TJC_MAX_RESUME_DEPTH", 32))
     # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(

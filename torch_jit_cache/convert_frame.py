@@ -328,7 +328,11 @@ def _resume_functions(code, f_globals, spec: BreakOutput) -> list:
     left below (NULL where it was) and the ones it pushed."""
     plan = spec.plan
     carried = spec.stack[:len(spec.stack) - plan.consumed]
-    null_slots = tuple(item is None for item in carried) + plan.pushed
-    return [graph_break.resume_function(code, f_globals, target, null_slots, live,
-                                        tuple(n for n in live if n in spec.unbound))
+    slots = tuple(graph_break.NULL if item is None else
+                  graph_break.ITER if i in spec.iter_slots else graph_break.VALUE
+                  for i, item in enumerate(carried))
+    slots += tuple(graph_break.NULL if null else graph_break.VALUE for null in plan.pushed)
+    return [graph_break.resume_function(code, f_globals, target, slots, live,
+                                        tuple(n for n in live if n in spec.unbound),
+                                        config.max_resume_depth)
             for target, live in zip(plan.targets, plan.live)]

@@ -212,9 +212,28 @@ def _liveness(insts: list) -> list:
 
 # -- resume functions ----------------------------------------------------------------------------
 
-# Resume codes made by this process, held weakly: the hook compiles them whatever the trace rules
-# say of their module (they exist only because their origin was compiled).
-_RESUME_CODES: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+# Resume codes made by this process, held weakly, with how many resume codes they descend from
+# (1: made from a user's code): the hook compiles them whatever the trace rules say of their
+# module (they exist only because their origin was compiled).
+_RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, _Origin]" = weakref.WeakKeyDictionary()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Origin:
+    """Where a resume code comes from: the user's function it continues, and its depth."""
+    name: str
+    qualname: str
+    depth: int
+
+# What the resume function's prologue pushes for each stack slot (bottom first): NULL, a value
+# passed as an argument, or an iterator made from a tuple passed as an argument (a loop's iterator,
+# passed as the items it has still to yield: tracer/__init__.py `_break_state`).
+NULL, VALUE, ITER = "null", "value", "iter"
+_SLOT_PUSH = {
+    NULL: lambda name, lineno: [Instr("PUSH_NULL", lineno=lineno)],
+    VALUE: lambda name, lineno: [Instr("LOAD_FAST", name, lineno=lineno)],
+    ITER: lambda name, lineno: [Instr("LOAD_FAST", name, lineno=lineno), Instr("GET_ITER", lineno=lineno)],
+}
 
 
 def is_resume_code(code: types.CodeType) -> bool:
@@ -232,21 +251,27 @@ def stack_arg_names(code: types.CodeType, count: int) -> list:
     return names
 
 
-def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
-                      live: tuple, unbound: tuple = ()) -> types.CodeType:
+def build_resume_code(code: types.CodeType, target: int, slots: tuple,
+                      live: tuple, unbound: tuple = (), max_depth: int = 32) -> types.CodeType:
     """A code object that continues `code` at decoded index `target`.
 
     Its arguments: the live locals under their own names (in co_varnames order, so the first
     argument stays first where it is live), then one per stack item that is not NULL
-    (`null_slots[i]` is True where the stack held NULL, bottom first). Its prologue deletes the
+    (`slots`: NULL, VALUE or ITER per stack item, bottom first). Its prologue deletes the
     `unbound` ones (unbound at the break: a later read raises UnboundLocalError, as in the
     original), pushes the stack back and jumps to the target; the body is the original's, after
     its prologue.
     """
+    parent = _RESUME_CODES.get(code)
+    origin = _Origin(code.co_name, code.co_qualname, 1) if parent is None \
+        else dataclasses.replace(parent, depth=parent.depth + 1)
+    if origin.depth > max_depth:
+        raise BreakRefused(f"more than {max_depth} resume functions in a chain (a graph break in a "
+                           "long loop: the rest runs uncompiled; TJC_MAX_RESUME_DEPTH raises it)")
     insts = decode(code).insts
     original = decode(code).bytecode
     target_instr = insts[target].instr
-    stack_names = stack_arg_names(code, sum(1 for null in null_slots if not null))
+    stack_names = stack_arg_names(code, sum(1 for slot in slots if slot != NULL))
     body_start = next(i for i, item in enumerate(original)
                       if isinstance(item, Instr) and item.name == "RESUME") + 1
     label = Label()
@@ -255,9 +280,8 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
     prologue.append(Instr("RESUME", 0, lineno=lineno))
     prologue += [Instr("DELETE_FAST", name, lineno=lineno) for name in unbound]
     names = iter(stack_names)
-    for null in null_slots:
-        prologue.append(Instr("PUSH_NULL", lineno=lineno) if null
-                        else Instr("LOAD_FAST", next(names), lineno=lineno))
+    for slot in slots:
+        prologue += _SLOT_PUSH[slot](None if slot == NULL else next(names), lineno)
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     body = []
     found = False
@@ -271,8 +295,8 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
     bc = bytecode.Bytecode(prologue + body)
     bc.first_lineno = original.first_lineno
     bc.filename = original.filename
-    bc.name = f"{code.co_name}_resume_at_{lineno}"
-    bc.qualname = f"{code.co_qualname}.<resume at line {lineno}>"
+    bc.name = f"{origin.name}_resume_at_{lineno}"
+    bc.qualname = f"{origin.qualname}.<resume at line {lineno}>"
     bc.flags = original.flags & ~(bytecode.CompilerFlags.VARARGS | bytecode.CompilerFlags.VARKEYWORDS)
     bc.freevars = list(original.freevars)
     bc.argnames = [*live, *stack_names]
@@ -280,16 +304,16 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0
     resume = bc.to_code()
-    _RESUME_CODES.add(resume)
+    _RESUME_CODES[resume] = origin
     return resume
 
 
-def resume_function(code: types.CodeType, f_globals: dict, target: int, null_slots: tuple,
-                    live: tuple, unbound: tuple = ()):
+def resume_function(code: types.CodeType, f_globals: dict, target: int, slots: tuple,
+                    live: tuple, unbound: tuple = (), max_depth: int = 32):
     """The resume function for `code` at `target`, held only by the transformed code that calls
     it; for a code with free variables, the resume code (the transformed code makes the function
     per call, with the frame's closure)."""
-    resume = build_resume_code(code, target, null_slots, live, unbound)
+    resume = build_resume_code(code, target, slots, live, unbound, max_depth)
     if resume.co_freevars:
         return resume
     return types.FunctionType(resume, f_globals, resume.co_name)

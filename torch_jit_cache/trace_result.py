@@ -92,13 +92,16 @@ class BreakOutput:
     """The frame continues past a graph break (graph_break.py): rebuild `stack` (bottom first; None
     where the stack held NULL) and the locals `locals` ((name, spec), ...), run `plan.instr`, then
     call a resume function per target. `kw_names`: 3.11/3.12 keyword names of a pending CALL.
-    `unbound`: live locals unbound at the break (passed as None; the resume function deletes them)."""
+    `unbound`: live locals unbound at the break (passed as None; the resume function deletes them).
+    `iter_slots`: stack positions holding a loop's iterator, rebuilt as the tuple of its remaining
+    items (the resume function's prologue makes it an iterator again)."""
     plan: Any
     stack: tuple
     locals: tuple
     kw_names: tuple = ()
     reason: str = ""
     unbound: tuple = ()
+    iter_slots: tuple = ()
 
 
 class EffectKind(enum.Enum):

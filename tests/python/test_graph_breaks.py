@@ -226,10 +226,77 @@ def test_break_in_a_loop_over_a_python_list():
             x = x + 1
         return x
 
+    # A list read from the frame may change after the break (the loop must see that): the resume
+    # function keeps Python's own iterator, which the tracer cannot read, so the rest of the loop
+    # runs uncompiled.
     expected, got, _, breaks = _run(fn, torch.randn(4), [1.0, 2.0, 3.0])
     for g in got:
         torch.testing.assert_close(g, expected)
     assert breaks == 1
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        x = x * 2
+        for layer in self.layers:
+            x = layer(x)
+            print("layer")
+        return self.head(x).relu()
+
+
+def test_a_break_in_a_loop_over_layers_keeps_the_rest_of_the_loop_compiled():
+    # The loop's iterator goes to each resume function as the tuple of layers still to run: one
+    # graph per iteration's remainder (before: 1 graph, then the rest of the loop uncompiled).
+    m = _Stack()
+    _check(m, torch.randn(2, 4), graphs=4, breaks=3)
+    x = torch.randn(2, 4)
+    compiled = tjc.compile(m, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = m(x)
+        expected.sum().backward()
+        grads = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        got = compiled(x)
+        got.sum().backward()
+    torch.testing.assert_close(got, expected)
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+
+
+def _loops(x, scales):
+    for i, s in enumerate(scales):   # enumerate over a tuple: the items are known
+        x = x * s + i
+        print(i)
+    for k in range(2):
+        x = x - k
+        print(k)
+    return x
+
+
+def test_breaks_in_loops_over_tuples_enumerate_and_range_stay_compiled():
+    before = tjc.stats()["fallbacks"]
+    # the last resume function only returns x: no tensor work, no graph
+    _check(_loops, torch.randn(3), (2.0, 3.0), graphs=4, breaks=4)
+    assert tjc.stats()["fallbacks"] == before
+
+
+def test_a_break_in_a_long_loop_stops_making_resume_functions(monkeypatch):
+    monkeypatch.setattr(tjc.config, "max_resume_depth", 4)
+
+    def fn(x):
+        for k in range(10):
+            x = x + k
+            print(k)
+        return x * 2
+
+    before = tjc.stats()["fallbacks"]
+    _check(fn, torch.randn(3), graphs=5, breaks=4)
+    assert tjc.stats()["fallbacks"] > before   # the fifth resume function runs uncompiled
 
 
 def test_live_locals_and_stack_are_rebuilt():

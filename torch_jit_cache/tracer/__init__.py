@@ -9,7 +9,7 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 from __future__ import annotations
 
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, ConstantOutput, GraphOutput, IterOutput, SourceOutput, TraceResult,
+from ..trace_result import (AttrOutput, BreakOutput, ConstantOutput, GraphOutput, TupleOutput, IterOutput, SourceOutput, TraceResult,
                             Unsupported)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
@@ -158,7 +158,19 @@ def _break_state(tx, plan, outputs):
                           f"{len(stack)} (tracer bug)")
     rebuild = _Rebuilder(outputs)
     effects = tx.output.side_effects.reconstruct(rebuild)
-    stack_specs = tuple(None if v is tx.NULL else rebuild(v) for v in stack)
+    # A loop's iterator on the stack whose items are known goes to the resume function as a tuple
+    # of what it has still to yield, made an iterator again by the resume's prologue: the tracer
+    # can read a tuple, so the rest of the loop is compiled (a Python iterator it cannot read).
+    stack_specs, iter_slots = [], []
+    for i, v in enumerate(stack):
+        if v is tx.NULL:
+            stack_specs.append(None)
+        elif isinstance(v, IteratorVariable) and not rebuild.live_iterator(v) and i < len(stack) - plan.consumed:
+            stack_specs.append(TupleOutput(rebuild.remaining(v)))
+            iter_slots.append(i)
+        else:
+            stack_specs.append(rebuild(v))
+    stack_specs = tuple(stack_specs)
     live = sorted(set().union(*plan.live), key=tx.code.co_varnames.index)
     local_specs, unbound = [], []
     for name in live:
@@ -170,7 +182,7 @@ def _break_state(tx, plan, outputs):
             local_specs.append((name, ConstantOutput(None)))
             unbound.append(name)
     return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()),
-                       unbound=tuple(unbound)), effects
+                       unbound=tuple(unbound), iter_slots=tuple(iter_slots)), effects
 
 
 class _Rebuilder:
@@ -209,12 +221,26 @@ class _Rebuilder:
         if isinstance(v, (_MethodOf, BoundConstantMethod)):
             return AttrOutput(self(v.obj), v.name)
         if isinstance(v, IteratorVariable):
-            origin = v.origin
-            if origin is not None and origin.source is not None:
-                return IterOutput(SourceOutput(origin.source), v.index)
-            if isinstance(origin, (ListVariable, DictVariable)):
-                if id(origin) in self.seen:
-                    raise Unsupported("a loop over a container reached again at the break")
-                self.seen.add(id(origin))
-            return IterOutput(None, 0, tuple(self(i) for i in v.items[v.index:]))
+            if self.live_iterator(v):
+                return IterOutput(SourceOutput(v.origin.source), v.index)
+            return IterOutput(None, 0, self.remaining(v))
         return v.reconstruct(self)   # containers come back here for each item
+
+    @staticmethod
+    def live_iterator(v) -> bool:
+        """Whether the loop iterator `v` must stay Python's own iterator over the very list or
+        dict read from the frame (the rest of the frame may change it, and the loop must see
+        that); otherwise it may be rebuilt from its remaining items."""
+        return isinstance(v.origin, (ListVariable, DictVariable)) and v.origin.source is not None
+
+    def remaining(self, v) -> tuple:
+        """The specs of the items `v` has still to yield (each container it iterates reached once)."""
+        if id(v) in self.seen:
+            raise Unsupported("a loop's iterator is reached twice at the break")
+        self.seen.add(id(v))
+        origin = v.origin
+        if isinstance(origin, (ListVariable, DictVariable)) and origin.source is None:
+            if id(origin) in self.seen:
+                raise Unsupported("a loop over a container reached again at the break")
+            self.seen.add(id(origin))
+        return tuple(self(i) for i in v.items[v.index:])

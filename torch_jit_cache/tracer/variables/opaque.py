@@ -5,13 +5,23 @@ It is never read while tracing. It may be moved (into locals, onto the stack, in
 the trace builds), compared with None, and given to isinstance/type/callable (its type is guarded),
 but any other use is Unsupported, so that use becomes the graph break (graph_break.py) rather
 than the load: the frame is compiled up to the call of `pattern.match(s)`, the call runs as
-bytecode, and the resume function continues with its result. An attribute of it is read only when
-the break rebuilds the stack (`pattern.match` at the CALL), never while tracing.
+bytecode, and the resume function continues with its result. A method of its type is read only
+when the break rebuilds the stack (`pattern.match` at the CALL), never while tracing; any other
+attribute is itself a break (its read may fail, or run a property).
 """
 from __future__ import annotations
 
+import inspect
+import types
+
 from ...trace_result import AttrOutput, SourceOutput
 from .base import VariableTracker, unsupported
+
+# Class attributes whose read through an instance cannot raise (an instance attribute of the same
+# name would be read instead, which cannot raise either).
+_METHOD_KINDS = (types.FunctionType, types.MethodDescriptorType, types.BuiltinFunctionType,
+                 types.WrapperDescriptorType, types.ClassMethodDescriptorType, classmethod,
+                 staticmethod)
 
 
 class OpaqueVariable(VariableTracker):
@@ -23,7 +33,12 @@ class OpaqueVariable(VariableTracker):
         return self.cls   # guarded by TYPE_MATCH where it was wrapped
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        return OpaqueAttribute(self, name)
+        # Read later only where reading it cannot fail: a method of the (guarded) type.
+        # (A __getattribute__ written in Python may do anything; one in C finds the type's methods.)
+        if not isinstance(inspect.getattr_static(self.cls, "__getattribute__"), types.FunctionType) and \
+                isinstance(inspect.getattr_static(self.cls, name, None), _METHOD_KINDS):
+            return OpaqueAttribute(self, name)
+        unsupported(f"attribute {name!r} of a {self.cls.__name__} (a type the tracer does not model)")
 
     def call_function(self, tx, args, kwargs):
         unsupported(f"call of a {self.cls.__name__} (a type the tracer does not model)")
