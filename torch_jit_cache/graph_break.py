@@ -60,7 +60,7 @@ import weakref
 import bytecode
 from bytecode import Instr, Label
 
-from .instructions import FACTS, decode
+from .instructions import FACTS, SUPERINSTRUCTIONS, decode
 
 __all__ = ["BreakPlan", "plan_break", "build_resume_code", "is_resume_code", "BreakRefused"]
 
@@ -289,7 +289,7 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
         if item is target_instr:
             body.append(label)
             found = True
-        body.append(item)
+        body += _split(item)
     if not found:
         raise BreakRefused("the resume point is not in the code's body")
     bc = bytecode.Bytecode(prologue + body)
@@ -306,6 +306,15 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
     resume = bc.to_code()
     _RESUME_CODES[resume] = origin
     return resume
+
+
+def _split(item) -> list:
+    """A superinstruction as its two instructions (the resume function's arguments come first, so
+    its locals' indices change and may no longer fit the pair's 4-bit halves); anything else as is."""
+    pair = SUPERINSTRUCTIONS.get(getattr(item, "name", None))
+    if pair is None:
+        return [item]
+    return [Instr(op, name, location=item.location) for op, name in zip(pair, item.arg)]
 
 
 def resume_function(code: types.CodeType, f_globals: dict, target: int, slots: tuple,

@@ -272,6 +272,14 @@ _RENAMES = {
     "LOAD_FAST_CHECK": "LOAD_FAST",          # 3.12+: LOAD_FAST that may find the local unbound
 }
 
+# 3.13's pairs of fast-local instructions in one, each local's index in 4 bits of the argument
+# (code that moves locals past index 15 must split them: graph_break.build_resume_code).
+SUPERINSTRUCTIONS = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+}
+
 # Raw names whose decoding is more than a rename.
 _EXPANSIONS: dict[str, Callable] = {
     "RESUME": _nothing, "PRECALL": _nothing, "COPY_FREE_VARS": _nothing, "NOP": _nothing,
@@ -283,9 +291,7 @@ _EXPANSIONS: dict[str, Callable] = {
     "FORMAT_VALUE": _format_value,
     "CONVERT_VALUE": _convert_value,
     "CALL_INTRINSIC_1": _intrinsic_1,
-    "LOAD_FAST_LOAD_FAST": _pair("LOAD_FAST", "LOAD_FAST"),
-    "STORE_FAST_STORE_FAST": _pair("STORE_FAST", "STORE_FAST"),
-    "STORE_FAST_LOAD_FAST": _pair("STORE_FAST", "LOAD_FAST"),
+    **{name: _pair(*ops) for name, ops in SUPERINSTRUCTIONS.items()},
     "UNPACK_EX": _unpack_ex,
     "CALL": _call,
     "CALL_KW": _call_kw,

@@ -583,3 +583,20 @@ def test_random_ops_on_both_sides_of_a_break_draw_as_eager():
             torch.manual_seed(0)
             torch.testing.assert_close(compiled(x), expected)
     assert cnt.frame_count == 2
+
+
+def _locals_move_up(x):
+    t = u = None
+    a0, a1, a2, a3, a4, a5, a6 = x + 0, x + 1, x + 2, x + 3, x + 4, x + 5, x + 6
+    a7, a8, a9, a10, a11, a12, a13 = x + 7, x + 8, x + 9, x + 10, x + 11, x + 12, x + 13
+    print("break")
+    t, u = a0, a1   # 3.13: STORE_FAST_STORE_FAST, each local's index in 4 bits
+    return (t - u) * 3 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13
+
+
+def test_superinstructions_in_a_resume_function_whose_locals_moved_past_index_15():
+    # The resume function's arguments come first: t and u move from indices 1-2 to 15-16. A
+    # superinstruction kept as is encoded them in 4 bits, wrongly: 3.13 crashed.
+    code = _locals_move_up.__code__
+    assert code.co_varnames.index("u") < 16
+    _check(_locals_move_up, torch.randn(3), graphs=2, breaks=1)
