@@ -92,6 +92,8 @@ class BreakPlan:
     jump       the normalized conditional-jump op, or None
     targets    decoded indices where execution resumes: (next,) or (fall-through, jump target)
     live       per target, the locals live there, in co_varnames order
+    with_slots the stack slots holding the `__exit__` of each with block around the instruction,
+               outermost first (what the blocks are is known only to the trace)
     """
     index: int
     instr: Instr
@@ -101,6 +103,7 @@ class BreakPlan:
     jump: str | None
     targets: tuple
     live: tuple
+    with_slots: tuple = ()
 
 
 def plan_break(code: types.CodeType, index: int) -> BreakPlan:
@@ -110,8 +113,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
         raise BreakRefused("the frame has cell or free variables")
     insts = decode(code).insts
     inst = insts[index]
-    if inst.handler is not None:
-        raise BreakRefused("the instruction is inside a try or with block")
+    with_slots = _with_blocks(insts, inst)
     instr = inst.instr
     nxt = index + 1
     while nxt < len(insts) and insts[nxt].instr is instr:
@@ -141,7 +143,34 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     live_in = _liveness(insts)
     order = {name: i for i, name in enumerate(code.co_varnames)}
     live = tuple(tuple(sorted(live_in[t], key=order.__getitem__)) for t in targets)
-    return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live)
+    return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live, with_slots)
+
+
+def _with_blocks(insts: list, inst) -> tuple:
+    """The stack slots of the `__exit__`s of the with blocks around `inst`, outermost first; a try
+    block around it is refused.
+
+    The exception table nests by chains, the same in 3.11, 3.12 and 3.13: an instruction in a with
+    body goes to the block's handler (PUSH_EXC_INFO, WITH_EXCEPT_START, ...) at the depth where
+    BEFORE_WITH left the exit, plus one; that handler's first instruction goes to its own cleanup
+    (COPY 3, POP_EXCEPT, RERAISE 1), and the cleanup's first instruction to whatever encloses the
+    block: the next with block's handler, a try block's, or nothing."""
+    slots = []
+    handler = inst.handler
+    while handler is not None:
+        target, depth, lasti = handler
+        if target + 1 >= len(insts) or insts[target].op != "PUSH_EXC_INFO" \
+                or insts[target + 1].op != "WITH_EXCEPT_START" or not lasti or depth < 1:
+            raise BreakRefused("the instruction is inside a try block")
+        slots.append(depth - 1)
+        cleanup = insts[target].handler
+        if cleanup is None or insts[cleanup[0]].op != "COPY":
+            raise BreakRefused("a with block's exception handler of an unknown shape")
+        handler = insts[cleanup[0]].handler
+    slots.reverse()
+    if any(a >= b for a, b in zip(slots, slots[1:])):
+        raise BreakRefused("with blocks whose exits are not nested on the stack")
+    return tuple(slots)
 
 
 def _liveness(insts: list) -> list:
@@ -202,27 +231,34 @@ def stack_arg_names(code: types.CodeType, count: int) -> list:
     return names
 
 
-def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
+def build_resume_code(code: types.CodeType, target: int, slots: tuple,
                       live: tuple) -> types.CodeType:
     """A code object that continues `code` at decoded index `target`.
 
-    Its arguments: one per stack item that is not NULL (`null_slots[i]` is True where the stack
-    held NULL, bottom first), then the live locals under their own names. Its prologue pushes the
-    stack back and jumps to the target; the body is the original's, after its prologue.
+    `slots`, one per stack item, bottom first: True where the stack held NULL, False for a value,
+    else a with block to enter again (an object whose `enter` is a constant callable that makes
+    the context manager: trace_result.EnteredContext). Its arguments: one per value slot, then the
+    live locals under their own names. Its prologue pushes the stack back (PUSH_NULL, LOAD_FAST,
+    or `enter()`, BEFORE_WITH, POP_TOP, which leaves the block's exit where the original's exception
+    table expects it) and jumps to the target; the body is the original's, after its prologue.
     """
     insts = decode(code).insts
     original = decode(code).bytecode
     target_instr = insts[target].instr
-    stack_names = stack_arg_names(code, sum(1 for null in null_slots if not null))
+    stack_names = stack_arg_names(code, sum(1 for slot in slots if slot is False))
     body_start = next(i for i, item in enumerate(original)
                       if isinstance(item, Instr) and item.name == "RESUME") + 1
     label = Label()
     lineno = target_instr.lineno if isinstance(target_instr.lineno, int) else code.co_firstlineno
     prologue = [Instr("RESUME", 0, lineno=lineno)]
     names = iter(stack_names)
-    for null in null_slots:
-        prologue.append(Instr("PUSH_NULL", lineno=lineno) if null
-                        else Instr("LOAD_FAST", next(names), lineno=lineno))
+    for slot in slots:
+        if slot is True:
+            prologue.append(Instr("PUSH_NULL", lineno=lineno))
+        elif slot is False:
+            prologue.append(Instr("LOAD_FAST", next(names), lineno=lineno))
+        else:
+            prologue += _enter_again(slot.enter, lineno)
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     body = []
     found = False
@@ -248,10 +284,21 @@ def build_resume_code(code: types.CodeType, target: int, null_slots: tuple,
     return resume
 
 
-def resume_function(code: types.CodeType, f_globals: dict, target: int, null_slots: tuple,
+def _enter_again(enter, lineno) -> list:
+    """`enter()` then BEFORE_WITH, keeping the exit: a with block entered again in a prologue."""
+    call = [Instr("PUSH_NULL", lineno=lineno), Instr("LOAD_CONST", enter, lineno=lineno)]
+    if not FACTS.null_before_callable:
+        call.reverse()
+    if FACTS.precall:
+        call.append(Instr("PRECALL", 0, lineno=lineno))
+    return call + [Instr("CALL", 0, lineno=lineno), Instr("BEFORE_WITH", lineno=lineno),
+                   Instr("POP_TOP", lineno=lineno)]
+
+
+def resume_function(code: types.CodeType, f_globals: dict, target: int, slots: tuple,
                     live: tuple) -> types.FunctionType:
     """The resume function for `code` at `target`: held only by the transformed code that calls it."""
-    resume = build_resume_code(code, target, null_slots, live)
+    resume = build_resume_code(code, target, slots, live)
     return types.FunctionType(resume, f_globals, resume.co_name)
 
 

@@ -9,13 +9,14 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 from __future__ import annotations
 
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, GraphOutput, IterOutput, SourceOutput, TraceResult,
-                            Unsupported)
+from ..trace_result import (AttrOutput, BreakOutput, GraphOutput, IterOutput, ModeSwitch, SourceOutput,
+                            TraceResult, Unsupported)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
+from .variables.contexts import GradModeExitVariable
 from .variables.tensor import TensorMethodVariable
 
 __all__ = ["trace", "Unsupported"]
@@ -92,18 +93,48 @@ def _break_state(tx, plan, outputs) -> BreakOutput:
     if plan.consumed > len(stack):
         raise Unsupported(f"the break instruction pops {plan.consumed} items of a stack of "
                           f"{len(stack)} (tracer bug)")
+    mode = _grad_mode_blocks(tx, plan)
     rebuild = _Rebuilder(outputs)
-    stack_specs = tuple(None if v is tx.NULL else rebuild(v) for v in stack)
+    stack_specs = tuple(None if v is tx.NULL else v.entered_context() if i in plan.with_slots
+                        else rebuild(v) for i, v in enumerate(stack))
     live = sorted(set().union(*plan.live), key=tx.code.co_varnames.index)
     local_specs = []
     for name in live:
+        # A live local unbound at the break (read only on another path: the exception path of a
+        # with block reads what its body assigns) is left out: unbound in the resume function too.
         if name in tx.locals:
             local_specs.append((name, rebuild(tx.locals[name])))
         elif name in tx.raw_args:
             local_specs.append((name, SourceOutput(LocalSource(name))))
-        else:
-            raise Unsupported(f"local {name!r} is live after the break but unbound at it")
-    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()))
+    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()), mode=mode)
+
+
+def _grad_mode_blocks(tx, plan):
+    """The ModeSwitch the cut instruction runs under (None: the frame's own mode), after checking
+    that the with blocks around the break are grad-mode blocks that a resume function can enter
+    again in order from the frame's mode: each block's exit restores the mode of the block around
+    it, and the mode now is the innermost block's."""
+    stack, output = tx.stack, tx.output
+    exits = []
+    for slot in plan.with_slots:
+        if slot >= len(stack) - plan.consumed or not isinstance(stack[slot], GradModeExitVariable):
+            raise Unsupported(f"the break is inside a with block of {stack[slot] if slot < len(stack) else '?'}, "
+                              "not a grad-mode block")
+        exits.append(stack[slot])
+    if sum(isinstance(v, GradModeExitVariable) for v in stack) != len(exits):
+        raise Unsupported("a grad-mode block's exit on the stack outside its with block")
+    outside = output.entry_grad_mode
+    expected = outside
+    for e in exits:
+        if e.prev != expected:
+            raise Unsupported("grad-mode blocks that a resume function cannot enter again in order")
+        expected = e.mode
+    if output.grad_mode != expected:
+        raise Unsupported("the grad mode at the break is not its with block's")
+    if expected == outside:
+        return None
+    import torch
+    return ModeSwitch(torch._C._set_grad_enabled, expected, outside)
 
 
 class _Rebuilder:
