@@ -19,16 +19,35 @@ is the original body, unchanged. It is a normal frame: under the hook it is trac
 own code, and may break again. It is a constant of the transformed code, so it dies with the cache
 entry that made it.
 
+Inside grad-mode with blocks (`with torch.no_grad()`, `enable_grad()`, `set_grad_enabled(flag)`;
+tracer/variables/contexts.py), as TorchDynamo does: the blocks around the instruction are read
+from the exception table (`_with_blocks`: each with body's handler is PUSH_EXC_INFO,
+WITH_EXCEPT_START at the depth of the block's exit plus one; its cleanup's handler is whatever
+encloses the block), and the trace says which grad mode each one sets (trace_result.EnteredContext
+in the exit's stack slot). The graph ends in the frame's own mode; step 3 runs the instruction in
+the innermost block's mode, inside a protected range whose handler sets the frame's mode back and
+re-raises (what the blocks' exits do in eager when the exception leaves them), and sets it back
+before step 4 on the normal path. The resume function's prologue enters the blocks again in
+order, outermost first: `torch.no_grad()` or `torch.enable_grad()` (a constant), BEFORE_WITH,
+POP_TOP, which leaves a new exit where the original's exception table expects one; the body's
+with-block handler and the exit call at the end of the block are the original's, unchanged. So
+the rest of the block, and its exit, run as in eager, and the mode after the call is eager's.
+
 What may not be cut here, and falls back to running the whole frame uncompiled (never a wrong
 result):
-- an instruction inside a try/with block (`Inst.handler`): the exception table would need the
-  block's setup replayed in the resume function;
+- an instruction inside a try block, or inside a with block of anything but a grad mode (the
+  exception table would need the block's setup replayed in the resume function);
 - frames with cell or free variables (the resume function would need the cells themselves);
 - instructions that may push NULL or self (LOAD_ATTR of a method: which one is known only at run
   time), jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of
   a callable is cut: its NULL is static, so the global is loaded alone and the resume function
   pushes the NULL where the version puts it;
-- a live local that is unbound at the break.
+- grad-mode blocks a resume function could not enter again in order (the mode at the break is not
+  the innermost block's, or a block's exit restores another mode than the block around it sets).
+
+A live local that is unbound at the break (read only on another path, such as a with block's
+handler reading what the body assigns) is left out of the resume function's arguments: unbound
+there too, as in the original frame.
 
 Side effects: the tracer records none today. It refuses STORE_ATTR, STORE_GLOBAL, nonlocal stores
 and mutation of any container read from the frame (ListVariable/DictVariable with a source), so

@@ -237,7 +237,19 @@ def _helper_that_breaks(a):
     return a + 1
 
 
+def _break_on_a_tensor(x, w):
+    with torch.no_grad():
+        y = x * w
+        if y.sum() > -100:   # a jump on a tensor: two resume functions, each entering the block
+            z = y + 1
+        else:
+            z = y - 1
+        _record_mode()
+    return z, x * w
+
+
 @pytest.mark.parametrize("fn, graphs, breaks", [(_break_print, 2, 1), (_break_nested, 2, 1),
+                                                (_break_on_a_tensor, 3, 2),
                                                 (_break_in_helper, 2, 1), (_break_item, 2, 2)],
                          ids=lambda v: getattr(v, "__name__", str(v)))
 def test_break_inside_a_block_runs_the_instruction_in_the_blocks_mode(fn, graphs, breaks):
