@@ -8,6 +8,8 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 """
 from __future__ import annotations
 
+import torch
+
 from ..sources import LocalSource
 from ..trace_result import (AttrOutput, BreakOutput, GraphOutput, IterOutput, ModeSwitch, SourceOutput,
                             TraceResult, Unsupported)
@@ -133,7 +135,6 @@ def _grad_mode_blocks(tx, plan):
         raise Unsupported("the grad mode at the break is not its with block's")
     if expected == outside:
         return None
-    import torch
     return ModeSwitch(torch._C._set_grad_enabled, expected, outside)
 
 

@@ -22,7 +22,7 @@ import torch
 import torch.utils._contextlib as _torch_contextlib
 
 from ...sources import AttrSource, ItemSource
-from ...trace_result import EnteredContext
+from ...trace_result import EnteredContext, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -90,7 +90,6 @@ class GradModeClassVariable(VariableTracker):
     def reconstruct(self, outputs):
         if self.source is None:
             return super().reconstruct(outputs)
-        from ...trace_result import SourceOutput
         return SourceOutput(self.source)
 
     def __repr__(self):
