@@ -32,12 +32,13 @@ import types
 from typing import Any, Callable, Sequence
 
 import bytecode
-from bytecode import CellVar, FreeVar, Instr
+from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, EffectKind, GraphOutput,
+from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, EffectKind, EnteredContext,
+                           GraphOutput,
                            IterOutput, ListOutput, SourceOutput, TupleOutput)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
@@ -403,7 +404,7 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
     consumed = spec.stack[len(spec.stack) - plan.consumed:]
     carried_temps = []
     for item in carried:
-        if item is None:
+        if item is None or isinstance(item, EnteredContext):   # the resume function re-enters a block
             carried_temps.append(None)
             continue
         carried_temps.append(temp("___tjc_stack"))
@@ -421,6 +422,17 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
             em.build_output(item, result_local)
             em.emit("STORE_FAST", consumed_temps[-1])
     _apply_effects(em, loaded)   # in program order, before the instruction runs
+    # Inside grad-mode blocks the instruction runs in the innermost block's mode, and the mode
+    # outside them is back before the resume function enters the blocks again, or before an
+    # exception the instruction raises leaves the frame (as the blocks' exits would do in eager).
+    # The protected range starts on an empty stack (the loads in it cannot raise), so the handler
+    # finds the exception alone.
+    switch = spec.mode
+    handler = bytecode.Label()
+    if switch is not None:
+        _set_mode(em, switch, switch.inside)
+        try_begin = TryBegin(handler, push_lasti=False)
+        em.instrs.append(try_begin)
     for name in consumed_temps:
         if name is None:
             em.emit("PUSH_NULL")
@@ -436,21 +448,40 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
     pushed_temps = [temp("___tjc_pushed") for null in plan.pushed if not null]
     if plan.jump is None:
         em.instrs.append(Instr(instr.name, instr.arg, lineno=lineno))
+        if switch is not None:
+            em.instrs.append(TryEnd(try_begin))
         for name in reversed(pushed_temps):
             em.emit("STORE_FAST", name)
-        _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps)
-        return
-    taken_label = bytecode.Label()
-    em.instrs.append(Instr(emitted_jump(plan.jump), taken_label, lineno=lineno))
-    _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps)
-    em.instrs.append(taken_label)
-    _call_resume(em, resume_fns[1], carried_temps, pushed_temps, plan.live[1], local_temps)
+        _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps, switch)
+    else:
+        taken_label = bytecode.Label()
+        em.instrs.append(Instr(emitted_jump(plan.jump), taken_label, lineno=lineno))
+        if switch is not None:
+            em.instrs.append(TryEnd(try_begin))
+        _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps, switch)
+        em.instrs.append(taken_label)
+        _call_resume(em, resume_fns[1], carried_temps, pushed_temps, plan.live[1], local_temps, switch)
+    if switch is not None:
+        # [exception]: the mode outside, then raise it again (RERAISE adds no traceback entry: the
+        # traceback still points at the instruction's line).
+        em.instrs.append(handler)
+        _set_mode(em, switch, switch.outside)
+        em.emit("RERAISE", 0)
+
+
+def _set_mode(em: _Emitter, switch, mode) -> None:
+    em.call_const_with(switch.set, [lambda: em.const(mode)])
+    em.emit("POP_TOP")
 
 
 def _call_resume(em: _Emitter, fn, carried_temps: list, pushed_temps: list, live: tuple,
-                 local_temps: dict) -> None:
+                 local_temps: dict, switch) -> None:
     """Call the resume function `fn`, or make it first from a resume code with free variables."""
-    names = [local_temps[n] for n in live] + [n for n in carried_temps if n is not None] + pushed_temps
+    if switch is not None:
+        _set_mode(em, switch, switch.outside)
+    # A live local unbound at the break has no temporary: it stays unbound in the resume function.
+    names = [local_temps[n] for n in live if n in local_temps] \
+        + [n for n in carried_temps if n is not None] + pushed_temps
     emit_fn = (lambda: em.make_closure(fn)) if isinstance(fn, types.CodeType) else (lambda: em.const(fn))
     em.call_with(emit_fn, [lambda n=n: em.emit("LOAD_FAST", n) for n in names])
     em.emit("RETURN_VALUE")

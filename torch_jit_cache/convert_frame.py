@@ -16,8 +16,8 @@ from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
-from .trace_result import (AttrOutput, BreakOutput, DictOutput, GuardKind, IterOutput, ListOutput, SourceOutput,
-                           TupleOutput, Unsupported)
+from .trace_result import (AttrOutput, BreakOutput, DictOutput, EnteredContext, GuardKind, IterOutput,
+                           ListOutput, SourceOutput, TupleOutput, Unsupported)
 
 # Python-level counters that stats() adds to the runtime's.
 COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
@@ -325,14 +325,15 @@ class FrameCompiler:
 
 def _resume_functions(code, f_globals, spec: BreakOutput) -> list:
     """One resume function per target of the break: the stack there is the items the instruction
-    left below (NULL where it was) and the ones it pushed."""
+    left below (NULL where it was, a grad-mode block entered again where its exit was) and the ones
+    it pushed; its arguments are those values and the live locals bound at the break."""
     plan = spec.plan
     carried = spec.stack[:len(spec.stack) - plan.consumed]
-    slots = tuple(graph_break.NULL if item is None else
+    slots = tuple(graph_break.NULL if item is None else item if isinstance(item, EnteredContext) else
                   graph_break.ITER if i in spec.iter_slots else graph_break.VALUE
                   for i, item in enumerate(carried))
     slots += tuple(graph_break.NULL if null else graph_break.VALUE for null in plan.pushed)
-    return [graph_break.resume_function(code, f_globals, target, slots, live,
-                                        tuple(n for n in live if n in spec.unbound),
-                                        config.max_resume_depth)
+    bound = {name for name, _ in spec.locals}
+    return [graph_break.resume_function(code, f_globals, target, slots,
+                                        tuple(n for n in live if n in bound), config.max_resume_depth)
             for target, live in zip(plan.targets, plan.live)]

@@ -21,20 +21,37 @@ is the original body, unchanged. It is a normal frame: under the hook it is trac
 own code, and may break again. It is a constant of the transformed code, so it dies with the cache
 entry that made it.
 
+Inside grad-mode with blocks (`with torch.no_grad()`, `enable_grad()`, `set_grad_enabled(flag)`;
+tracer/variables/contexts.py), as TorchDynamo does: the blocks around the instruction are read
+from the exception table (`_with_blocks`: each with body's handler is PUSH_EXC_INFO,
+WITH_EXCEPT_START at the depth of the block's exit plus one; its cleanup's handler is whatever
+encloses the block), and the trace says which grad mode each one sets (trace_result.EnteredContext
+in the exit's stack slot). The graph ends in the frame's own mode; step 3 runs the instruction in
+the innermost block's mode, inside a protected range whose handler sets the frame's mode back and
+re-raises (what the blocks' exits do in eager when the exception leaves them), and sets it back
+before step 4 on the normal path. The resume function's prologue enters the blocks again in
+order, outermost first: `torch.no_grad()` or `torch.enable_grad()` (a constant), BEFORE_WITH,
+POP_TOP, which leaves a new exit where the original's exception table expects one; the body's
+with-block handler and the exit call at the end of the block are the original's, unchanged. So
+the rest of the block, and its exit, run as in eager, and the mode after the call is eager's.
+
 What may not be cut here, and falls back to running the whole frame uncompiled (never a wrong
 result):
-- an instruction inside a try/with block (`Inst.handler`): the exception table would need the
-  block's setup replayed in the resume function;
+- an instruction inside a try block, or inside a with block of anything but a grad mode (the
+  exception table would need the block's setup replayed in the resume function);
 - frames with cell variables (the resume function would need the frame's own cells). A frame
   with free variables is cut: its resume code has the same free variables, and the transformed
   code makes the resume function per call with the frame's closure;
 - jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a
   callable and method loads (LOAD_METHOD, the method forms of LOAD_ATTR and LOAD_SUPER_ATTR, which
-  push NULL or self as only the run knows) are cut too: the callable is loaded plainly (a bound method) and the resume
-  function pushes a NULL where the version puts it;
+  push NULL or self as only the run knows) are cut too: the callable is loaded plainly (a bound
+  method) and the resume function pushes a NULL where the version puts it;
+- grad-mode blocks a resume function could not enter again in order (the mode at the break is not
+  the innermost block's, or a block's exit restores another mode than the block around it sets).
 
-A live local unbound at the break (assigned on a path not taken) is passed as None and deleted by
-the resume function's prologue, so a later read raises UnboundLocalError as it would have.
+A live local that is unbound at the break (assigned on a path not taken, or read only on another
+path, such as a with block's handler reading what the body assigns) is left out of the resume
+function's arguments: unbound there too, so a later read raises UnboundLocalError as it would have.
 
 Side effects: the tracer records attribute stores and deletions on plain user objects and
 nn.Modules, global stores and deletions, and mutation of lists and dicts read from the frame
@@ -105,6 +122,8 @@ class BreakPlan:
     jump       the normalized conditional-jump op, or None
     targets    decoded indices where execution resumes: (next,) or (fall-through, jump target)
     live       per target, the locals live there, in co_varnames order
+    with_slots the stack slots holding the `__exit__` of each with block around the instruction,
+               outermost first (what the blocks are is known only to the trace)
     """
     index: int
     instr: Instr
@@ -114,6 +133,7 @@ class BreakPlan:
     jump: str | None
     targets: tuple
     live: tuple
+    with_slots: tuple = ()
 
 
 def plan_break(code: types.CodeType, index: int) -> BreakPlan:
@@ -123,8 +143,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
         raise BreakRefused("the frame has cell variables (locals captured by an inner function)")
     insts = decode(code).insts
     inst = insts[index]
-    if inst.handler is not None:
-        raise BreakRefused("the instruction is inside a try or with block")
+    with_slots = _with_blocks(insts, inst)
     instr = inst.instr
     nxt = index + 1
     while nxt < len(insts) and insts[nxt].instr is instr:
@@ -163,7 +182,34 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     implicit = {code.co_varnames[0]} if "__class__" in code.co_freevars and code.co_argcount else set()
     order = {name: i for i, name in enumerate(code.co_varnames)}
     live = tuple(tuple(sorted(live_in[t] | implicit, key=order.__getitem__)) for t in targets)
-    return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live)
+    return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live, with_slots)
+
+
+def _with_blocks(insts: list, inst) -> tuple:
+    """The stack slots of the `__exit__`s of the with blocks around `inst`, outermost first; a try
+    block around it is refused.
+
+    The exception table nests by chains, the same in 3.11, 3.12 and 3.13: an instruction in a with
+    body goes to the block's handler (PUSH_EXC_INFO, WITH_EXCEPT_START, ...) at the depth where
+    BEFORE_WITH left the exit, plus one; that handler's first instruction goes to its own cleanup
+    (COPY 3, POP_EXCEPT, RERAISE 1), and the cleanup's first instruction to whatever encloses the
+    block: the next with block's handler, a try block's, or nothing."""
+    slots = []
+    handler = inst.handler
+    while handler is not None:
+        target, depth, lasti = handler
+        if target + 1 >= len(insts) or insts[target].op != "PUSH_EXC_INFO" \
+                or insts[target + 1].op != "WITH_EXCEPT_START" or not lasti or depth < 1:
+            raise BreakRefused("the instruction is inside a try block")
+        slots.append(depth - 1)
+        cleanup = insts[target].handler
+        if cleanup is None or insts[cleanup[0]].op != "COPY":
+            raise BreakRefused("a with block's exception handler of an unknown shape")
+        handler = insts[cleanup[0]].handler
+    slots.reverse()
+    if any(a >= b for a, b in zip(slots, slots[1:])):
+        raise BreakRefused("with blocks whose exits are not nested on the stack")
+    return tuple(slots)
 
 
 def stack_effect(instr: Instr) -> tuple:
@@ -252,15 +298,17 @@ def stack_arg_names(code: types.CodeType, count: int) -> list:
 
 
 def build_resume_code(code: types.CodeType, target: int, slots: tuple,
-                      live: tuple, unbound: tuple = (), max_depth: int = 32) -> types.CodeType:
+                      live: tuple, max_depth: int = 32) -> types.CodeType:
     """A code object that continues `code` at decoded index `target`.
 
-    Its arguments: the live locals under their own names (in co_varnames order, so the first
-    argument stays first where it is live), then one per stack item that is not NULL
-    (`slots`: NULL, VALUE or ITER per stack item, bottom first). Its prologue deletes the
-    `unbound` ones (unbound at the break: a later read raises UnboundLocalError, as in the
-    original), pushes the stack back and jumps to the target; the body is the original's, after
-    its prologue.
+    `slots`, one per stack item, bottom first: NULL, VALUE, ITER (`_SLOT_PUSH`), or a with block
+    to enter again (an object whose `enter` is a constant callable that makes the context manager:
+    trace_result.EnteredContext). Its arguments: the live locals under their own names (in
+    co_varnames order, so the first argument stays first where it is live), then one per VALUE or
+    ITER slot. Its prologue pushes the stack back (PUSH_NULL, LOAD_FAST, LOAD_FAST and GET_ITER,
+    or `enter()`, BEFORE_WITH, POP_TOP, which leaves the block's exit where the original's
+    exception table expects it) and jumps to the target; the body is the original's, after its
+    prologue.
     """
     parent = _RESUME_CODES.get(code)
     origin = _Origin(code.co_name, code.co_qualname, 1) if parent is None \
@@ -271,17 +319,19 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
     insts = decode(code).insts
     original = decode(code).bytecode
     target_instr = insts[target].instr
-    stack_names = stack_arg_names(code, sum(1 for slot in slots if slot != NULL))
+    stack_names = stack_arg_names(code, sum(1 for slot in slots if slot in (VALUE, ITER)))
     body_start = next(i for i, item in enumerate(original)
                       if isinstance(item, Instr) and item.name == "RESUME") + 1
     label = Label()
     lineno = target_instr.lineno if isinstance(target_instr.lineno, int) else code.co_firstlineno
     prologue = [Instr("COPY_FREE_VARS", len(code.co_freevars), lineno=lineno)] if code.co_freevars else []
     prologue.append(Instr("RESUME", 0, lineno=lineno))
-    prologue += [Instr("DELETE_FAST", name, lineno=lineno) for name in unbound]
     names = iter(stack_names)
     for slot in slots:
-        prologue += _SLOT_PUSH[slot](None if slot == NULL else next(names), lineno)
+        if slot in _SLOT_PUSH:
+            prologue += _SLOT_PUSH[slot](next(names) if slot != NULL else None, lineno)
+        else:
+            prologue += _enter_again(slot.enter, lineno)
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     body = []
     found = False
@@ -317,12 +367,23 @@ def _split(item) -> list:
     return [Instr(op, name, location=item.location) for op, name in zip(pair, item.arg)]
 
 
+def _enter_again(enter, lineno) -> list:
+    """`enter()` then BEFORE_WITH, keeping the exit: a with block entered again in a prologue."""
+    call = [Instr("PUSH_NULL", lineno=lineno), Instr("LOAD_CONST", enter, lineno=lineno)]
+    if not FACTS.null_before_callable:
+        call.reverse()
+    if FACTS.precall:
+        call.append(Instr("PRECALL", 0, lineno=lineno))
+    return call + [Instr("CALL", 0, lineno=lineno), Instr("BEFORE_WITH", lineno=lineno),
+                   Instr("POP_TOP", lineno=lineno)]
+
+
 def resume_function(code: types.CodeType, f_globals: dict, target: int, slots: tuple,
-                    live: tuple, unbound: tuple = (), max_depth: int = 32):
+                    live: tuple, max_depth: int = 32):
     """The resume function for `code` at `target`, held only by the transformed code that calls
     it; for a code with free variables, the resume code (the transformed code makes the function
     per call, with the frame's closure)."""
-    resume = build_resume_code(code, target, slots, live, unbound, max_depth)
+    resume = build_resume_code(code, target, slots, live, max_depth)
     if resume.co_freevars:
         return resume
     return types.FunctionType(resume, f_globals, resume.co_name)

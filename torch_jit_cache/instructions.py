@@ -346,7 +346,9 @@ def decode(code: types.CodeType) -> Decoded:
         return entry[1]
     if FACTS is None:
         raise DecodeError(f"the tracer reads the bytecode of CPython {sorted(VERSIONS)}, not {PYTHON}")
-    bc = bytecode.Bytecode.from_code(code)
+    # The exception table's stack depths are kept (Inst.handler): a graph break reads where a with
+    # block's exit lies on the stack from them (graph_break.py).
+    bc = bytecode.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     cells = frozenset(code.co_cellvars) | frozenset(code.co_freevars)
     insts: list[Inst] = []
     label_at: dict[Label, int] = {}

@@ -88,11 +88,33 @@ class IterOutput:
 
 
 @dataclasses.dataclass(frozen=True)
+class EnteredContext:
+    """A stack slot at a graph break that holds the `__exit__` BEFORE_WITH left for a grad-mode
+    block the frame is inside (graph_break.py). It is not rebuilt as a value: the break code runs
+    the cut instruction in the innermost block's mode, and the resume function enters the block
+    again in its prologue: `enter()` (a constant: torch.no_grad or torch.enable_grad), then
+    BEFORE_WITH. `mode`: the grad mode inside the block; `prev`: the mode its exit restores."""
+    enter: Any
+    mode: bool
+    prev: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeSwitch:
+    """Run the cut instruction of a graph break with `set(inside)` before it and `set(outside)`
+    after it, on both paths, normal and exception (`set`: torch._C._set_grad_enabled)."""
+    set: Any
+    inside: Any
+    outside: Any
+
+
+@dataclasses.dataclass(frozen=True)
 class BreakOutput:
     """The frame continues past a graph break (graph_break.py): rebuild `stack` (bottom first; None
-    where the stack held NULL) and the locals `locals` ((name, spec), ...), run `plan.instr`, then
+    where the stack held NULL, an EnteredContext where it held a grad-mode block's exit) and the
+    locals `locals` ((name, spec), ...; a live local unbound at the break is left out and stays
+    unbound), run `plan.instr` (under `mode`, a ModeSwitch, when inside grad-mode blocks), then
     call a resume function per target. `kw_names`: 3.11/3.12 keyword names of a pending CALL.
-    `unbound`: live locals unbound at the break (passed as None; the resume function deletes them).
     `iter_slots`: stack positions holding a loop's iterator, rebuilt as the tuple of its remaining
     items (the resume function's prologue makes it an iterator again)."""
     plan: Any
@@ -100,7 +122,7 @@ class BreakOutput:
     locals: tuple
     kw_names: tuple = ()
     reason: str = ""
-    unbound: tuple = ()
+    mode: Any = None
     iter_slots: tuple = ()
 
 

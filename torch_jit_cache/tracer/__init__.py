@@ -8,14 +8,17 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 """
 from __future__ import annotations
 
+import torch
+
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, ConstantOutput, GraphOutput, TupleOutput, IterOutput, SourceOutput, TraceResult,
-                            Unsupported)
+from ..trace_result import (AttrOutput, BreakOutput, GraphOutput, IterOutput, ModeSwitch, SourceOutput,
+                            TraceResult, TupleOutput, Unsupported)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
+from .variables.contexts import GradModeExitVariable
 from .variables.tensor import TensorMethodVariable
 
 __all__ = ["trace", "list_breaks", "Unsupported"]
@@ -156,6 +159,7 @@ def _break_state(tx, plan, outputs):
     if plan.consumed > len(stack):
         raise Unsupported(f"the break instruction pops {plan.consumed} items of a stack of "
                           f"{len(stack)} (tracer bug)")
+    mode = _grad_mode_blocks(tx, plan)
     rebuild = _Rebuilder(outputs)
     effects = tx.output.side_effects.reconstruct(rebuild)
     # A loop's iterator on the stack whose items are known goes to the resume function as a tuple
@@ -165,6 +169,8 @@ def _break_state(tx, plan, outputs):
     for i, v in enumerate(stack):
         if v is tx.NULL:
             stack_specs.append(None)
+        elif i in plan.with_slots:
+            stack_specs.append(v.entered_context())
         elif isinstance(v, IteratorVariable) and not rebuild.live_iterator(v) and i < len(stack) - plan.consumed:
             stack_specs.append(TupleOutput(rebuild.remaining(v)))
             iter_slots.append(i)
@@ -172,17 +178,43 @@ def _break_state(tx, plan, outputs):
             stack_specs.append(rebuild(v))
     stack_specs = tuple(stack_specs)
     live = sorted(set().union(*plan.live), key=tx.code.co_varnames.index)
-    local_specs, unbound = [], []
+    local_specs = []
     for name in live:
+        # A live local unbound at the break (read only on another path: the exception path of a
+        # with block reads what its body assigns) is left out: unbound in the resume function too.
         if name in tx.locals:
             local_specs.append((name, rebuild(tx.locals[name])))
         elif name in tx.raw_args:
             local_specs.append((name, SourceOutput(LocalSource(name))))
-        else:   # unbound on the path traced: passed as None, deleted by the resume function
-            local_specs.append((name, ConstantOutput(None)))
-            unbound.append(name)
-    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()),
-                       unbound=tuple(unbound), iter_slots=tuple(iter_slots)), effects
+    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()), mode=mode,
+                       iter_slots=tuple(iter_slots)), effects
+
+
+def _grad_mode_blocks(tx, plan):
+    """The ModeSwitch the cut instruction runs under (None: the frame's own mode), after checking
+    that the with blocks around the break are grad-mode blocks that a resume function can enter
+    again in order from the frame's mode: each block's exit restores the mode of the block around
+    it, and the mode now is the innermost block's."""
+    stack, output = tx.stack, tx.output
+    exits = []
+    for slot in plan.with_slots:
+        if slot >= len(stack) - plan.consumed or not isinstance(stack[slot], GradModeExitVariable):
+            raise Unsupported(f"the break is inside a with block of {stack[slot] if slot < len(stack) else '?'}, "
+                              "not a grad-mode block")
+        exits.append(stack[slot])
+    if sum(isinstance(v, GradModeExitVariable) for v in stack) != len(exits):
+        raise Unsupported("a grad-mode block's exit on the stack outside its with block")
+    outside = output.entry_grad_mode
+    expected = outside
+    for e in exits:
+        if e.prev != expected:
+            raise Unsupported("grad-mode blocks that a resume function cannot enter again in order")
+        expected = e.mode
+    if output.grad_mode != expected:
+        raise Unsupported("the grad mode at the break is not its with block's")
+    if expected == outside:
+        return None
+    return ModeSwitch(torch._C._set_grad_enabled, expected, outside)
 
 
 class _Rebuilder:

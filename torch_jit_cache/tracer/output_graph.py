@@ -55,6 +55,15 @@ class OutputGraph:
         self.global_hooks_guarded = False
         # What the trace does to objects outside the graph, replayed after it (side_effects.py).
         self.side_effects = SideEffects()
+        # Grad mode (contexts.py). `entry_grad_mode`: the frame's at its start (the GLOBAL_STATE
+        # guard pins it); `grad_mode`: the traced code's now, which the real mode follows while
+        # tracing, so that example ops and torch.is_grad_enabled() see it; `_graph_grad_mode`:
+        # the mode the graph's nodes so far leave behind. A switch becomes a node only before the
+        # next op (create_node), and the graph ends in the entry mode (finish): a block with no
+        # op in it costs nothing, and the caller of the graph never sees its mode changed.
+        self.entry_grad_mode = torch.is_grad_enabled()
+        self.grad_mode = self.entry_grad_mode
+        self._graph_grad_mode = self.entry_grad_mode
 
     # -- guards -------------------------------------------------------------------------------
     def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:
@@ -81,7 +90,20 @@ class OutputGraph:
         return node
 
     def create_node(self, op: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
+        self._switch_graph_grad_mode(self.grad_mode)
         return self.graph.create_node(op, target, tuple(args), dict(kwargs))
+
+    # -- grad mode ------------------------------------------------------------------------------
+    def set_grad_mode(self, mode: bool) -> None:
+        """The traced code switches grad mode (entering or leaving a block)."""
+        self.grad_mode = mode
+        torch._C._set_grad_enabled(mode)
+
+    def _switch_graph_grad_mode(self, mode: bool) -> None:
+        if self._graph_grad_mode != mode:
+            # torch._C._set_grad_enabled is side-effectful for fx (dead-code elimination keeps it).
+            self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
+            self._graph_grad_mode = mode
 
     def release(self) -> None:
         """Drops every reference the trace state holds to user objects and trackers.
@@ -95,11 +117,13 @@ class OutputGraph:
         self.keepalive.clear()
         self.side_effects.release()
         self._guards.clear()
+        torch._C._set_grad_enabled(self.entry_grad_mode)   # the trace's blocks end here too
         self.example_inputs = []
         self.graph_inputs = []
         self.root_globals = self.root_builtins = None
 
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
+        self._switch_graph_grad_mode(self.entry_grad_mode)
         self.graph.output(tuple(output_nodes))
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         forget_generated_source_with(gm)

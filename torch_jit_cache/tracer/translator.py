@@ -104,6 +104,14 @@ class InstructionTranslator:
     def jump_to(self, index: int):
         self.ip = index
 
+    def next_op(self):
+        """The normalized op of the next raw instruction (None past the end): a call that must be
+        followed by BEFORE_WITH checks it (contexts.py)."""
+        ip = self.ip
+        while ip < len(self.instructions) and not self.instructions[ip].first:
+            ip += 1
+        return self.instructions[ip].op if ip < len(self.instructions) else None
+
     # -- names ----------------------------------------------------------------------------------
     def has_local(self, name) -> bool:
         return name in self.locals or name in self.raw_args

@@ -1,9 +1,11 @@
-"""Control flow on Python values: jumps, conditional jumps, TO_BOOL, FOR_ITER, RETURN_VALUE.
+"""Control flow on Python values: jumps, conditional jumps, TO_BOOL, FOR_ITER, RETURN_VALUE,
+BEFORE_WITH.
 
 A condition must be a Python value known while tracing; a branch on a tensor raises Unsupported
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
 """
 from ..variables import ConstantVariable, IteratorVariable
+from ..variables.contexts import GradModeVariable
 from ..variables.base import unsupported
 from .registry import make_registry
 
@@ -87,3 +89,16 @@ def for_iter(tx, inst):
 @handler("RETURN_VALUE")
 def return_value(tx, inst):
     tx.return_value(tx.pop())
+
+
+@handler("BEFORE_WITH")
+def before_with(tx, inst):
+    # [ctx] -> [bound __exit__, what __enter__ returned]. Only grad-mode blocks are entered
+    # (variables/contexts.py); their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never
+    # reached while tracing, since a raise is Unsupported.
+    ctx = tx.pop()
+    if not isinstance(ctx, GradModeVariable):
+        unsupported(f"with {ctx}: only grad-mode context managers are traced")
+    exit_, entered = ctx.enter(tx)
+    tx.push(exit_)
+    tx.push(entered)

@@ -3,6 +3,7 @@ from ...instructions import FACTS
 from ..variables import CellVariable, ConstantVariable, TupleVariable
 from ..variables.base import unsupported
 from ..variables.constant import is_constant_value
+from ..variables.contexts import context_class
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -13,6 +14,9 @@ def const_variable(value):
         return TupleVariable([const_variable(v) for v in value])
     if is_constant_value(value) or hasattr(value, "co_code"):
         return ConstantVariable(value)
+    ctx = context_class(value, None) if isinstance(value, type) else None
+    if ctx is not None:   # a resume function's prologue enters a grad-mode block again
+        return ctx
     unsupported(f"constant of type {type(value).__name__}")
 
 

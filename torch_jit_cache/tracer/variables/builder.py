@@ -25,6 +25,7 @@ from ...trace_result import GuardKind
 from .base import unsupported
 from .builtins import BUILTIN_HANDLERS, BuiltinVariable
 from .constant import ConstantVariable
+from .contexts import context_class
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
                         UserFunctionVariable, UserMethodVariable)
@@ -134,6 +135,11 @@ def _wrap(tx, value, source, guard):
     if any(value is b for b in BUILTIN_HANDLERS):
         g(GuardKind.ID_MATCH, value)
         return BuiltinVariable(value, source)
+    if isinstance(value, type):
+        ctx = context_class(value, source)   # torch.no_grad and friends (contexts.py)
+        if ctx is not None:
+            g(GuardKind.ID_MATCH, value)
+            return ctx
     if is_torch_callable(value):
         g(GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)

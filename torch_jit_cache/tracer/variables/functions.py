@@ -15,6 +15,7 @@ from ...trace_result import SourceOutput
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import CellVariable, DictVariable, TupleVariable
+from .contexts import call_decorated, decorated_grad_mode
 
 _NOT_INLINABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR \
     | inspect.CO_ITERABLE_COROUTINE
@@ -94,6 +95,12 @@ class UserFunctionVariable(BaseFunctionVariable):
         if self.source is None:
             return super().reconstruct(outputs)
         return SourceOutput(self.source)
+
+    def call_function(self, tx, args, kwargs):
+        decorated = decorated_grad_mode(self.fn)   # @torch.no_grad(): its function, under the mode
+        if decorated is not None:
+            return call_decorated(tx, self, *decorated, args, kwargs)
+        return tx.inline_call(self, args, kwargs)
 
     @property
     def by_contents(self) -> bool:

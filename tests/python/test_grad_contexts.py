@@ -1,0 +1,376 @@
+"""Grad-mode context managers in traced code (issues 10 and 11): `with torch.no_grad()`,
+`torch.enable_grad()`, `torch.set_grad_enabled(flag)`, methods decorated with `@torch.no_grad()`,
+and graph breaks inside such blocks. Compared with eager: values, `requires_grad` of the results,
+gradients, `torch.is_grad_enabled()` after the call, and the number of graphs and breaks."""
+import contextlib
+import io
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import graph_break  # noqa: E402
+from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _leaves(*shapes):
+    return [torch.randn(*s, requires_grad=True) for s in shapes]
+
+
+def _clones(tensors):
+    return [t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+            for t in tensors]
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True):
+    """Run `fn` eagerly and compiled (`calls` times) on copies of `inputs`; check values,
+    requires_grad, gradients and the grad mode after each call. Returns (graphs, breaks)."""
+    cnt = CompileCounter() if backend is None else CompileCounterWithBackend(backend)
+    compiled = tjc.compile(fn, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    runs = []
+    with contextlib.redirect_stdout(io.StringIO()):
+        for f in [fn] + [compiled] * calls:
+            args = _clones(inputs)
+            mode_before = torch.is_grad_enabled()
+            out = _flat(f(*args))
+            runs.append((out, torch.is_grad_enabled(), mode_before, args))
+    (expected, mode_after, _, eager_args) = runs[0]
+    if grad:
+        sum(o.sum() for o in expected if o.requires_grad).backward()
+    for out, after, mode_before, args in runs[1:]:
+        assert after == mode_after
+        assert [getattr(o, "requires_grad", o) for o in out] == \
+            [getattr(o, "requires_grad", o) for o in expected]
+        for o, e in zip(out, expected):
+            torch.testing.assert_close(o, e)
+        if grad:
+            sum(o.sum() for o in out if o.requires_grad).backward()
+            for a, e in zip(args, eager_args):
+                if isinstance(a, torch.Tensor):
+                    torch.testing.assert_close(a.grad, e.grad)
+    return cnt.frame_count, tjc.stats()["graph_breaks"] - before
+
+
+# -- traced without a break ------------------------------------------------------------------------
+
+def _no_grad_root(x, w):
+    a = x * w
+    with torch.no_grad():
+        b = a * 3
+        c = b.sin()
+    return a + c, b, c
+
+
+def _nested(x, w):
+    with torch.no_grad():
+        a = x * w
+        with torch.enable_grad():
+            b = (x * w).cos()
+        c = b * 2
+    return a, b, c + x
+
+
+def _set_grad_enabled(x, w, flag):
+    with torch.set_grad_enabled(flag):
+        a = x * w
+    return a, a.requires_grad, x + a
+
+
+def _helper(x, w):
+    with torch.no_grad():
+        return (x * w).exp()
+
+
+def _inlined(x, w):
+    y = _helper(x, w)
+    return x * y + w
+
+
+def _reads_mode(x):
+    with torch.no_grad():
+        inside = torch.is_grad_enabled()
+        y = x * 2
+    return y, inside, y.requires_grad
+
+
+@pytest.mark.parametrize("fn", [_no_grad_root, _nested, _inlined], ids=lambda f: f.__name__)
+def test_grad_blocks_are_traced_into_one_graph(fn):
+    assert _eager_and_compiled(fn, _leaves((4,), (4,))) == (1, 0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_backends_see_the_grad_mode_switch(backend):
+    assert _eager_and_compiled(_nested, _leaves((3, 4), (4,)), backend=backend) == (1, 0)
+    assert _eager_and_compiled(_no_grad_root, _leaves((3, 4), (4,)), backend=backend) == (1, 0)
+
+
+def test_graph_records_the_switch_and_restores_the_mode():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x, w = _leaves((4,), (4,))
+    tjc.compile(_no_grad_root, backend=backend)(x, w)
+    (gm,) = graphs
+    switches = [n.args for n in gm.graph.nodes if n.target is torch._C._set_grad_enabled]
+    assert switches == [(False,), (True,)]
+
+
+def test_set_grad_enabled_with_a_guarded_flag():
+    cnt = CompileCounter()
+    compiled = tjc.compile(_set_grad_enabled, backend=cnt)
+    x, w = _leaves((4,), (4,))
+    for flag in (False, True, False, True):
+        out = compiled(x, w, flag)
+        assert out[1] is flag and out[0].requires_grad is flag
+        assert torch.is_grad_enabled()
+    assert cnt.frame_count == 2
+    assert _eager_and_compiled(_set_grad_enabled, [x, w, False], grad=False) == (1, 0)
+
+
+def test_is_grad_enabled_inside_the_block_is_the_blocks_mode():
+    x = torch.randn(3, requires_grad=True)
+    out = tjc.compile(_reads_mode, backend="eager")(x)
+    assert out[1:] == (False, False)
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    @torch.no_grad()
+    def stats(self, x):
+        return self.lin(x).mean(0)
+
+    def forward(self, x):
+        return self.lin(x).relu() * self.stats(x)
+
+
+def test_method_decorated_with_no_grad_is_inlined_under_the_mode():
+    m = _Net()
+    x = torch.randn(2, 4)
+    cnt = CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    expected = m(x)
+    got = compiled(x)
+    torch.testing.assert_close(got, expected)
+    expected.sum().backward()
+    grads = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    compiled(x).sum().backward()
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+
+
+# -- graph breaks inside a block ---------------------------------------------------------------------
+
+_MODES: list = []
+
+
+class _Probe:
+    """Printed at a graph break: records the grad mode the print runs in."""
+
+    def __str__(self):
+        _MODES.append(torch.is_grad_enabled())
+        return "probe"
+
+
+_PROBE = _Probe()
+
+
+def _record_mode():
+    print(_PROBE, end="")   # print is a graph break; the probe records the mode it runs in
+
+
+def _break_print(x, w):
+    a = x * w
+    with torch.no_grad():
+        b = a * 2
+        print("inside", b.shape, _PROBE)
+        c = b + a
+    return a * c, c
+
+
+def _break_item(x, w):
+    with torch.no_grad():
+        b = (x * w).sum()
+        v = b.item()
+        _record_mode()
+        c = x * v
+    return c, x * w
+
+
+def _break_nested(x, w):
+    with torch.no_grad():
+        a = x * w
+        with torch.enable_grad():
+            b = x * w
+            _record_mode()
+            c = b * 2
+        d = c + a
+    return a, b, c, d
+
+
+def _break_in_helper(x, w):
+    with torch.no_grad():
+        a = x * w
+        b = _helper_that_breaks(a)
+    return a, b * w
+
+
+def _helper_that_breaks(a):
+    _record_mode()
+    return a + 1
+
+
+def _break_on_a_tensor(x, w):
+    with torch.no_grad():
+        y = x * w
+        if y.sum() > -100:   # a jump on a tensor: two resume functions, each entering the block
+            z = y + 1
+        else:
+            z = y - 1
+        _record_mode()
+    return z, x * w
+
+
+@pytest.mark.parametrize("fn, graphs, breaks", [(_break_print, 2, 1), (_break_nested, 2, 1),
+                                                (_break_on_a_tensor, 3, 2),
+                                                (_break_in_helper, 2, 1), (_break_item, 2, 2)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_break_inside_a_block_runs_the_instruction_in_the_blocks_mode(fn, graphs, breaks):
+    _MODES.clear()
+    assert _eager_and_compiled(fn, _leaves((4,), (4,))) == (graphs, breaks)
+    # the unsupported instruction ran in the block's mode in every call, as in eager
+    n = len(_MODES) // 3
+    assert n > 0 and _MODES == _MODES[:n] * 3
+
+
+def test_break_inside_a_block_under_an_outer_no_grad_and_then_with_grad():
+    x, w = _leaves((4,), (4,))
+    cnt = CompileCounter()
+    compiled = tjc.compile(_break_print, backend=cnt)
+    with contextlib.redirect_stdout(io.StringIO()):
+        with torch.no_grad():
+            a, c = compiled(x, w)
+            assert torch.is_grad_enabled() is False
+        assert (a.requires_grad, c.requires_grad) == (False, False)
+        a, c = compiled(x, w)
+        assert torch.is_grad_enabled() is True
+        assert (a.requires_grad, c.requires_grad) == (True, False)
+        with torch.no_grad():
+            compiled(x, w)
+        compiled(x, w)
+    assert cnt.frame_count == 4   # entry + resume function, per grad mode
+
+
+def test_exception_at_the_break_leaves_the_mode_as_eager_does():
+    def fn(x):
+        y = x + 1
+        with torch.no_grad():
+            y = y * 2
+            int("not a number")
+        return y
+
+    compiled = tjc.compile(fn, backend="eager")
+    for _ in range(2):
+        with pytest.raises(ValueError) as info:
+            compiled(torch.randn(2))
+        assert torch.is_grad_enabled()
+        lines = [tb.tb_lineno for tb in _frames(info.value.__traceback__)]
+        assert fn.__code__.co_firstlineno + 4 in lines
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_break_inside_a_with_block_inside_try_falls_back():
+    def fn(x):
+        y = x + 1
+        try:
+            with torch.no_grad():
+                print("inside")
+        except ValueError:
+            pass
+        return y * 2
+
+    before = tjc.stats()
+    assert _eager_and_compiled(fn, _leaves((3,))) == (0, 0)
+    assert tjc.stats()["fallbacks"] > before["fallbacks"]
+
+
+def test_unknown_context_manager_falls_back():
+    def fn(x):
+        with contextlib.nullcontext():
+            y = x + 1
+        return y * 2
+
+    before = tjc.stats()
+    assert _eager_and_compiled(fn, _leaves((3,)))[0] == 0
+    assert tjc.stats()["fallbacks"] > before["fallbacks"]
+
+
+def test_set_grad_enabled_outside_a_with_block_runs_as_bytecode():
+    def fn(x):
+        y = x * 2
+        torch.set_grad_enabled(False)
+        z = y * 3
+        torch.set_grad_enabled(True)
+        return y, z
+
+    # the calls are graph breaks: each runs as bytecode and changes the mode for what follows
+    assert _eager_and_compiled(fn, _leaves((3,)))[1] >= 1
+    assert torch.is_grad_enabled()
+
+
+def test_inference_mode_is_not_traced():
+    def fn(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y, y + 0
+
+    x = torch.randn(3)
+    expected = fn(x)
+    for _ in range(2):
+        got = tjc.compile(fn, backend="eager")(x)
+        assert [t.is_inference() for t in got] == [t.is_inference() for t in expected]
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+
+
+def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
+    def fn(x, w):
+        a = x * w
+        with torch.no_grad():
+            b = a * 2
+            print("inside")
+            c = b + 1
+        return a * c
+
+    x, w = _leaves((4,), (4,))
+    compiled = tjc.compile(fn, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        compiled(x, w)
+    (entry,) = tjc.cache_entries(compiled)
+    resumes = [c for c in entry.code.co_consts if isinstance(c, type(fn))]
+    assert [graph_break.is_resume_code(r.__code__) for r in resumes] == [True]
+    refs = [weakref.ref(o) for o in (x, w, resumes[0], resumes[0].__code__)]
+    del entry, resumes, compiled, x, w
+    assert [r() for r in refs] == [None] * len(refs)

@@ -1,0 +1,185 @@
+"""Grad-mode context managers: `with torch.no_grad()`, `torch.enable_grad()`,
+`torch.set_grad_enabled(flag)`, and functions decorated with `@torch.no_grad()`/`@torch.enable_grad()`.
+
+Each enters a grad mode and restores the mode it found on exit. The trace follows that as eager
+does: entering sets the mode (OutputGraph.set_grad_mode: the real mode too, so the example ops and
+`torch.is_grad_enabled()` see it; the graph gets a `torch._C._set_grad_enabled` node before its
+next op), BEFORE_WITH pushes a GradModeExitVariable where the interpreter keeps the bound
+`__exit__`, and calling it with (None, None, None) restores the previous mode. The exception path
+of a block is never traced (a raise in a traced frame is Unsupported).
+
+At a graph break inside such blocks the exit tracker is not rebuilt as a value: the break code runs
+the cut instruction in the block's mode, and the resume function enters the block again in its
+prologue with `REENTER[mode]()` and BEFORE_WITH (graph_break.py).
+
+Not traced, with the reason: `torch.inference_mode` (inference tensors are a different kind of
+tensor: the examples and the graph would have to be made under it), `torch.autocast` (a dtype
+policy over every op, which the examples would have to follow), any other context manager.
+"""
+from __future__ import annotations
+
+import torch
+import torch.utils._contextlib as _torch_contextlib
+
+from ...sources import AttrSource, ItemSource
+from ...trace_result import EnteredContext, SourceOutput
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable
+
+# The classes the tracer enters, and how each finds its mode from the arguments it was made with.
+# set_grad_enabled sets the mode when it is made, not when it is entered: it is followed only where
+# BEFORE_WITH comes right after it (GradModeClassVariable), where the two are the same.
+GRAD_MODE_CLASSES = {
+    torch.no_grad: lambda: False,
+    torch.enable_grad: lambda: True,
+    torch.set_grad_enabled: lambda mode: mode,
+}
+# What a resume function builds to enter a block of mode m again (no arguments: nothing to load).
+REENTER = {False: torch.no_grad, True: torch.enable_grad}
+# Context managers refused by name, so the fallback says why.
+_REFUSED = {
+    torch.inference_mode: "torch.inference_mode is not traced (inference tensors would have to be "
+                          "made by the examples and the graph)",
+    torch.autocast: "torch.autocast is not traced (its dtype policy would have to apply to the "
+                    "examples)",
+    torch.amp.autocast: "torch.autocast is not traced (its dtype policy would have to apply to "
+                        "the examples)",
+}
+# The code of the wrapper that `@torch.no_grad()` and friends put around a function
+# (torch.utils._contextlib.context_decorator): every decorated function shares it.
+_DECORATOR_CODE = torch.no_grad()(lambda: None).__code__
+_CLONE = _torch_contextlib._DecoratorContextManager.clone
+
+
+def context_class(value, source) -> VariableTracker | None:
+    """The tracker for a context-manager class the tracer knows (or refuses by name), else None."""
+    if value in GRAD_MODE_CLASSES:
+        return GradModeClassVariable(value, source)
+    if value in _REFUSED:
+        return RefusedContextClass(value, source)
+    return None
+
+
+class GradModeClassVariable(VariableTracker):
+    """torch.no_grad, torch.enable_grad or torch.set_grad_enabled, before it is called."""
+
+    def __init__(self, cls, source=None):
+        super().__init__(source)
+        self.cls = cls
+
+    def as_python_constant(self):
+        return self.cls
+
+    def python_type(self):
+        return type
+
+    def call_function(self, tx, args, kwargs):
+        try:
+            mode = GRAD_MODE_CLASSES[self.cls](*[a.as_python_constant() for a in args],
+                                               **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except TypeError as e:
+            unsupported(f"{self.cls.__name__}(...): {e}")
+        if type(mode) is not bool:
+            unsupported(f"{self.cls.__name__}({mode!r}): the mode is not a bool")
+        if self.cls is torch.set_grad_enabled and tx.next_op() != "BEFORE_WITH":
+            # Called as a function it changes the mode for the rest of the frame and beyond: the
+            # call runs as bytecode (a graph break), never as a block the trace would close.
+            unsupported("torch.set_grad_enabled outside a with statement (it sets the mode when made)")
+        return GradModeVariable(self.cls, mode)
+
+    def reconstruct(self, outputs):
+        if self.source is None:
+            return super().reconstruct(outputs)
+        return SourceOutput(self.source)
+
+    def __repr__(self):
+        return f"GradModeClassVariable({self.cls.__name__})"
+
+
+class RefusedContextClass(VariableTracker):
+    def __init__(self, cls, source=None):
+        super().__init__(source)
+        self.cls = cls
+
+    def call_function(self, tx, args, kwargs):
+        unsupported(_REFUSED[self.cls])
+
+
+class GradModeVariable(VariableTracker):
+    """A grad-mode context manager made by the trace, not entered yet."""
+
+    def __init__(self, cls, mode: bool):
+        super().__init__(None)
+        self.cls, self.mode = cls, mode
+
+    def python_type(self):
+        return self.cls
+
+    def enter(self, tx):
+        """BEFORE_WITH: (what it leaves below: the exit, what `as` binds: None)."""
+        prev = tx.output.grad_mode
+        tx.output.set_grad_mode(self.mode)
+        return GradModeExitVariable(self.mode, prev), ConstantVariable(None)
+
+    def __repr__(self):
+        return f"GradModeVariable({self.cls.__name__}, {self.mode})"
+
+
+class GradModeExitVariable(VariableTracker):
+    """The bound `__exit__` BEFORE_WITH left on the stack for a grad-mode block: `mode` inside the
+    block, `prev` the mode it restores."""
+
+    def __init__(self, mode: bool, prev: bool):
+        super().__init__(None)
+        self.mode, self.prev = mode, prev
+        self.exited = False
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
+                                               for a in args):
+            unsupported("a grad-mode block's __exit__ called with an exception (tracer bug)")
+        if self.exited:
+            unsupported("a grad-mode block exited twice (tracer bug)")
+        self.exited = True
+        tx.output.set_grad_mode(self.prev)
+        return ConstantVariable(None)
+
+    def entered_context(self) -> EnteredContext:
+        """How a graph break inside the block carries it over (graph_break.py)."""
+        return EnteredContext(REENTER[self.mode], self.mode, self.prev)
+
+    def __repr__(self):
+        return f"GradModeExitVariable(mode={self.mode}, prev={self.prev})"
+
+
+def decorated_grad_mode(fn):
+    """(mode, index of the wrapped function in the wrapper's closure) when `fn` is the wrapper
+    `@torch.no_grad()` or `@torch.enable_grad()` made, else None."""
+    if getattr(fn, "__code__", None) is not _DECORATOR_CODE or not fn.__closure__:
+        return None
+    names = fn.__code__.co_freevars
+    try:
+        factory = fn.__closure__[names.index("ctx_factory")].cell_contents
+        index = names.index("func")
+    except (ValueError, IndexError):
+        return None
+    ctx = getattr(factory, "__self__", None)
+    if getattr(factory, "__func__", None) is not _CLONE or type(ctx) not in (torch.no_grad, torch.enable_grad):
+        return None   # a subclass may enter differently; set_grad_enabled's clone carries a mode
+    return GRAD_MODE_CLASSES[type(ctx)](), index
+
+
+def call_decorated(tx, wrapper, mode: bool, index: int, args, kwargs):
+    """Call the function a grad-mode decorator wraps, inlined, under its mode. `wrapper` is the
+    UserFunctionVariable of the decorator's wrapper, pinned by identity (its closure, which holds
+    the mode and the function, is fixed when it is made)."""
+    if wrapper.source is None:
+        unsupported("a function decorated with a grad mode, not reachable from the frame")
+    wrapper.as_python_constant()   # the identity guard, where the wrapper was guarded by contents
+    cell = AttrSource(ItemSource(AttrSource(wrapper.source, "__closure__"), index), "cell_contents")
+    inner = tx.wrap(wrapper.fn.__closure__[index].cell_contents, cell)
+    prev = tx.output.grad_mode
+    tx.output.set_grad_mode(mode)
+    result = tx.call(inner, args, kwargs)
+    tx.output.set_grad_mode(prev)
+    return result
