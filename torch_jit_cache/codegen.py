@@ -38,7 +38,7 @@ from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, EffectKind, EnteredContext,
-                           GraphOutput,
+                           FunctionOutput, GraphOutput,
                            IterOutput, ListOutput, SourceOutput, TupleOutput)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
@@ -63,7 +63,8 @@ def argument_names(code: types.CodeType) -> tuple:
     return code.co_varnames[:n]
 
 
-_CLOSURE_FLAG = 0x08   # MAKE_FUNCTION's flag (3.11/3.12), SET_FUNCTION_ATTRIBUTE's argument (3.13)
+# MAKE_FUNCTION's flags (3.11/3.12), SET_FUNCTION_ATTRIBUTE's arguments (3.13).
+_DEFAULTS_FLAG, _KWDEFAULTS_FLAG, _CLOSURE_FLAG = 0x01, 0x02, 0x08
 
 
 def _fresh_name(base: str, taken: set) -> str:
@@ -146,21 +147,40 @@ class _Emitter:
             self.emit("PRECALL", len(emit_args))
         self.emit("CALL", len(emit_args))
 
+    def cell(self, name: str):
+        """The bytecode argument naming one of the frame's cells: its own, or a free variable."""
+        if name in self.cellvars:
+            return CellVar(name)
+        if name in self.freevars:
+            return FreeVar(name)
+        raise CodegenError(f"{self.original.co_qualname} has no cell {name!r}")
+
     def make_closure(self, code: types.CodeType) -> None:
-        """Push a new function of `code`, whose free variables are this frame's own."""
-        for name in code.co_freevars:
-            if name not in self.freevars:
-                raise CodegenError(f"{code.co_qualname} needs free variable {name!r}, which "
-                                   f"{self.original.co_qualname} does not have")
+        """Push a new function of `code`, whose free variables are this frame's own cells and free
+        variables."""
+        self.make_function(code, {_CLOSURE_FLAG: lambda: self.closure(code.co_freevars)})
+
+    def closure(self, names: Sequence[str]) -> None:
+        """Push the tuple of this frame's cells `names`."""
+        for name in names:
             self.emit("LOAD_FAST" if FACTS.load_fast_of_cell_is_load_closure else "LOAD_CLOSURE",
-                      FreeVar(name))
-        self.emit("BUILD_TUPLE", len(code.co_freevars))
+                      self.cell(name))
+        self.emit("BUILD_TUPLE", len(names))
+
+    def make_function(self, code: types.CodeType, parts: dict) -> None:
+        """Push a new function of `code`; `parts`: {MAKE_FUNCTION flag: what pushes that part}.
+        3.11/3.12 take the parts by flag; 3.13 sets them one by one after MAKE_FUNCTION, the last
+        pushed first."""
+        flags = sorted(parts)
+        for flag in flags:
+            parts[flag]()
         self.const(code)
         if FACTS.set_function_attribute:
             self.emit("MAKE_FUNCTION")
-            self.emit("SET_FUNCTION_ATTRIBUTE", _CLOSURE_FLAG)
+            for flag in reversed(flags):
+                self.emit("SET_FUNCTION_ATTRIBUTE", flag)
         else:
-            self.emit("MAKE_FUNCTION", _CLOSURE_FLAG)
+            self.emit("MAKE_FUNCTION", sum(flags))
 
     # -- outputs -----------------------------------------------------------------------------
     def build_output(self, spec: Any, result_local: str | None) -> None:
@@ -194,6 +214,15 @@ class _Emitter:
         elif isinstance(spec, AttrOutput):
             self.build_output(spec.base, result_local)
             self.emit("LOAD_ATTR", (False, spec.name) if FACTS.load_attr_method_flag else spec.name)
+        elif isinstance(spec, FunctionOutput):
+            parts = {}
+            if spec.defaults is not None:
+                parts[_DEFAULTS_FLAG] = lambda: self.build_output(spec.defaults, result_local)
+            if spec.kwdefaults is not None:
+                parts[_KWDEFAULTS_FLAG] = lambda: self.build_output(spec.kwdefaults, result_local)
+            if spec.cells:
+                parts[_CLOSURE_FLAG] = lambda: self.closure(spec.cells)
+            self.make_function(spec.code, parts)
         elif isinstance(spec, IterOutput) and spec.base is not None:
             self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
                                                   lambda: self.const(spec.skip)])
@@ -272,6 +301,8 @@ _REPLAY = {
     EffectKind.SET_GLOBAL: lambda em, name, target, value: (
         em.emit("LOAD_FAST", value), em.emit("STORE_GLOBAL", name)),
     EffectKind.DEL_GLOBAL: lambda em, name, target, value: em.emit("DELETE_GLOBAL", name),
+    EffectKind.SET_CELL: lambda em, name, target, value: (
+        em.emit("LOAD_FAST", value), em.emit("STORE_DEREF", em.cell(name))),
     EffectKind.SET_LIST: _replay_call(_replace_list),
     EffectKind.SET_DICT: _replay_call(_replace_dict),
 }
@@ -313,6 +344,8 @@ def _uses_graph(spec: Any) -> bool:
         return any(_uses_graph(i) for i in spec.items)
     if isinstance(spec, AttrOutput):
         return _uses_graph(spec.base)
+    if isinstance(spec, FunctionOutput):
+        return _uses_graph(spec.defaults) or _uses_graph(spec.kwdefaults)
     if isinstance(spec, DictOutput):
         return any(_uses_graph(i) for _, i in spec.items)
     if isinstance(spec, BreakOutput):

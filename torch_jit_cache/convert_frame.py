@@ -16,7 +16,7 @@ from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
-from .trace_result import (AttrOutput, BreakOutput, DictOutput, EnteredContext, GuardKind, IterOutput,
+from .trace_result import (AttrOutput, BreakOutput, DictOutput, EnteredContext, FunctionOutput, GuardKind, IterOutput,
                            ListOutput, SourceOutput, TupleOutput, Unsupported)
 
 # Python-level counters that stats() adds to the runtime's.
@@ -37,6 +37,8 @@ def _output_sources(spec):
         return [s for item in spec.items for s in _output_sources(item)]
     if isinstance(spec, AttrOutput):
         return _output_sources(spec.base)
+    if isinstance(spec, FunctionOutput):
+        return _output_sources(spec.defaults) + _output_sources(spec.kwdefaults)
     if isinstance(spec, IterOutput):
         return _output_sources(spec.base) + [s for item in spec.items for s in _output_sources(item)]
     if isinstance(spec, BreakOutput):

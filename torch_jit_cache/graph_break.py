@@ -39,15 +39,19 @@ What may not be cut here, and falls back to running the whole frame uncompiled (
 result):
 - an instruction inside a try block, or inside a with block of anything but a grad mode (the
   exception table would need the block's setup replayed in the resume function);
-- frames with cell variables (the resume function would need the frame's own cells). A frame
-  with free variables is cut: its resume code has the same free variables, and the transformed
-  code makes the resume function per call with the frame's closure;
 - jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a
   callable and method loads (LOAD_METHOD, the method forms of LOAD_ATTR and LOAD_SUPER_ATTR, which
   push NULL or self as only the run knows) are cut too: the callable is loaded plainly (a bound
   method) and the resume function pushes a NULL where the version puts it;
 - grad-mode blocks a resume function could not enter again in order (the mode at the break is not
   the innermost block's, or a block's exit restores another mode than the block around it sets).
+
+Cells: the resume code's free variables are the original's cell variables, then its free
+variables (instructions on a cell variable are made to read a free variable); the transformed code
+makes the resume function per call, closing over the frame's real cells, so a closure made before
+the break and the rest of the frame share them. Stores the trace made to the frame's own cells are
+side effects replayed in step 2; a store to a free variable is itself a break (STORE_DEREF runs on
+the real cell), since a function read through another path may share the cell.
 
 A live local that is unbound at the break (assigned on a path not taken, or read only on another
 path, such as a with block's handler reading what the body assigns) is left out of the resume
@@ -75,7 +79,7 @@ import types
 import weakref
 
 import bytecode
-from bytecode import Instr, Label
+from bytecode import CellVar, FreeVar, Instr, Label
 
 from .instructions import FACTS, SUPERINSTRUCTIONS, decode
 
@@ -87,7 +91,8 @@ class BreakRefused(Exception):
 
 
 # Raw instructions that may be run as ordinary bytecode at a break: they fall through (or are a
-# POP_JUMP_IF conditional jump), touch no fast local, cell or exception state, and push no NULL.
+# POP_JUMP_IF conditional jump), touch no fast local or exception state, and push no NULL. A cell
+# store runs on the frame's real cell (the transformed code has the original's cells).
 _BREAKABLE = frozenset({
     "CALL", "CALL_KW", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "BINARY_SLICE",
     "COMPARE_OP", "CONTAINS_OP", "IS_OP", "UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT",
@@ -95,7 +100,7 @@ _BREAKABLE = frozenset({
     "STORE_ATTR", "STORE_SUBSCR", "STORE_SLICE", "DELETE_SUBSCR", "STORE_GLOBAL", "DELETE_ATTR",
     "GET_ITER", "UNPACK_SEQUENCE", "UNPACK_EX", "IMPORT_NAME", "IMPORT_FROM", "BUILD_SLICE",
     "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "LIST_EXTEND", "SET_UPDATE",
-    "DICT_UPDATE", "DICT_MERGE", "LOAD_SUPER_ATTR",
+    "DICT_UPDATE", "DICT_MERGE", "LOAD_SUPER_ATTR", "STORE_DEREF", "DELETE_DEREF",
 })
 COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
                          "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
@@ -139,8 +144,6 @@ class BreakPlan:
 def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     """The plan for cutting `code` at the raw instruction that starts at decoded `index`, or
     BreakRefused with the reason."""
-    if code.co_cellvars:
-        raise BreakRefused("the frame has cell variables (locals captured by an inner function)")
     insts = decode(code).insts
     inst = insts[index]
     with_slots = _with_blocks(insts, inst)
@@ -324,7 +327,9 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
                       if isinstance(item, Instr) and item.name == "RESUME") + 1
     label = Label()
     lineno = target_instr.lineno if isinstance(target_instr.lineno, int) else code.co_firstlineno
-    prologue = [Instr("COPY_FREE_VARS", len(code.co_freevars), lineno=lineno)] if code.co_freevars else []
+    # The frame's own cells become free variables of the resume function, before its own.
+    freevars = [*code.co_cellvars, *code.co_freevars]
+    prologue = [Instr("COPY_FREE_VARS", len(freevars), lineno=lineno)] if freevars else []
     prologue.append(Instr("RESUME", 0, lineno=lineno))
     names = iter(stack_names)
     for slot in slots:
@@ -339,7 +344,7 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
         if item is target_instr:
             body.append(label)
             found = True
-        body += _split(item)
+        body += _split(_cell_as_free(item))
     if not found:
         raise BreakRefused("the resume point is not in the code's body")
     bc = bytecode.Bytecode(prologue + body)
@@ -348,7 +353,8 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
     bc.name = f"{origin.name}_resume_at_{lineno}"
     bc.qualname = f"{origin.qualname}.<resume at line {lineno}>"
     bc.flags = original.flags & ~(bytecode.CompilerFlags.VARARGS | bytecode.CompilerFlags.VARKEYWORDS)
-    bc.freevars = list(original.freevars)
+    bc.cellvars = []
+    bc.freevars = freevars
     bc.argnames = [*live, *stack_names]
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = 0
@@ -356,6 +362,13 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
     resume = bc.to_code()
     _RESUME_CODES[resume] = origin
     return resume
+
+
+def _cell_as_free(item):
+    """An instruction on one of the frame's own cells, made to read it as a free variable."""
+    if isinstance(getattr(item, "arg", None), CellVar):
+        return Instr(item.name, FreeVar(item.arg.name), location=item.location)
+    return item
 
 
 def _split(item) -> list:

@@ -71,6 +71,17 @@ class DictOutput:
 
 
 @dataclasses.dataclass(frozen=True)
+class FunctionOutput:
+    """A function the trace made (a nested def, a lambda) in the frame, made again after the graph:
+    `code`, closing over the frame's cells named `cells` (its own or its free variables), with
+    `defaults` (a TupleOutput) and `kwdefaults` (a DictOutput), or None."""
+    code: Any
+    cells: tuple = ()
+    defaults: Any = None
+    kwdefaults: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
 class AttrOutput:
     """`base.name`: a bound method the trace held before calling it (`x.item`, `xs.append`)."""
     base: Any
@@ -133,6 +144,7 @@ class EffectKind(enum.Enum):
     DEL_ATTR = "delattr"         # del target.name
     SET_GLOBAL = "set_global"    # global name = value, in the frame's globals
     DEL_GLOBAL = "del_global"    # del global name
+    SET_CELL = "set_cell"        # the frame's own cell `name` = value
     SET_LIST = "set_list"        # target[:] = value: the list's final contents, same object
     SET_DICT = "set_dict"        # target.clear(); target.update(value): final items, in order
 

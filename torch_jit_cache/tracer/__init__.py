@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, GraphOutput, IterOutput, ModeSwitch, SourceOutput,
-                            TraceResult, TupleOutput, Unsupported)
+from ..trace_result import (AttrOutput, BreakOutput, DictOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
+                            ModeSwitch, SourceOutput, TraceResult, TupleOutput, Unsupported)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
@@ -125,6 +125,7 @@ class GraphOutputs:
     def __init__(self):
         self.nodes: list = []
         self._index: dict = {}
+        self.seen: set = set()
 
     def graph_output(self, node) -> GraphOutput:
         index = self._index.get(node)
@@ -135,6 +136,18 @@ class GraphOutputs:
 
     def rebuild(self, v):
         return v.reconstruct(self)
+
+    def claim(self, v) -> None:
+        """`v` is rebuilt as a new object (a function the trace made): reached twice, it would
+        become two objects where the frame has one."""
+        _claim(self.seen, v)
+
+
+def _claim(seen: set, v) -> None:
+    if id(v) in seen:
+        raise Unsupported(f"{v} is reached twice after the graph (rebuilt twice, it would become "
+                          "two objects)")
+    seen.add(id(v))
 
 
 def _return_state(result, side_effects, outputs):
@@ -149,7 +162,28 @@ def _return_state(result, side_effects, outputs):
         return result.reconstruct(outputs), ()
     rebuild = _Rebuilder(outputs)
     spec = rebuild(result)
-    return spec, side_effects.reconstruct(rebuild)
+    # The frame's own cells die with it, unless a function made again after the graph (returned,
+    # or stored by an effect) closes over them: only those cells' stores are replayed.
+    effects = side_effects.reconstruct(rebuild, cells=False)
+    kept = {name for s in (spec, *(e.value for e in effects)) for name in _closed_over(s)}
+    if kept:   # again with those cells' stores, by one rebuilder (each object rebuilt once)
+        rebuild = _Rebuilder(outputs)
+        spec = rebuild(result)
+        effects = side_effects.reconstruct(rebuild, cells=kept)
+    return spec, effects
+
+
+def _closed_over(spec) -> set:
+    """The names of the frame's cells that functions in the output spec close over."""
+    if isinstance(spec, FunctionOutput):
+        return set(spec.cells) | _closed_over(spec.defaults) | _closed_over(spec.kwdefaults)
+    if isinstance(spec, (TupleOutput, ListOutput)):
+        return set().union(*(_closed_over(i) for i in spec.items))
+    if isinstance(spec, DictOutput):
+        return set().union(*(_closed_over(i) for _, i in spec.items))
+    if isinstance(spec, AttrOutput):
+        return _closed_over(spec.base)
+    return set()
 
 
 def _break_state(tx, plan, outputs):
@@ -236,6 +270,9 @@ class _Rebuilder:
     def graph_output(self, node):
         return self.outputs.graph_output(node)
 
+    def claim(self, v) -> None:
+        _claim(self.seen, v)
+
     def __call__(self, v):
         return self.rebuild(v)
 
@@ -244,10 +281,7 @@ class _Rebuilder:
             if not isinstance(v, TensorVariable) or v._node is None or v._node.op == "placeholder":
                 return SourceOutput(v.source)
         if isinstance(v, (ListVariable, DictVariable)):
-            if id(v) in self.seen:
-                raise Unsupported(f"{type(v).__name__} built by the trace is reached twice after the "
-                                  "graph (rebuilt twice, it would become two objects)")
-            self.seen.add(id(v))
+            self.claim(v)
         if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
             return AttrOutput(self(v.tensor), v.name)
         if isinstance(v, (_MethodOf, BoundConstantMethod)):

@@ -6,6 +6,10 @@ records here, in program order:
   obj.name = v / del obj.name       on plain user objects and nn.Modules reached through a Source
                                     (attribute.py and nn_module.py decide what can be replayed)
   global name = v / del global name in the root frame's globals
+  cell = v                          in the root frame's own cells (STORE_DEREF, `nonlocal` in a
+                                    closure it made and the trace inlines). Its free variables'
+                                    cells are shared with functions the trace may read through
+                                    another path, so a store to one is refused (a graph break)
   list and dict mutation            of containers read from the frame (containers.py)
 
 and answers the reads that follow in the same trace: a stored attribute or global reads back as
@@ -146,6 +150,10 @@ class SideEffects:
         self._globals[name] = _Gone.DELETED
         self._log.append((EffectKind.DEL_GLOBAL, None, name, None))
 
+    def store_cell(self, name: str, value) -> None:
+        """A store to one of the root frame's own cells."""
+        self._log.append((EffectKind.SET_CELL, None, name, value))
+
     def mutate_container(self, tracker, kind: EffectKind) -> None:
         """A list (SET_LIST) or dict (SET_DICT) read from the frame is about to be mutated; its
         tracker holds the items from now on. Containers the trace built need nothing here: they are
@@ -160,11 +168,14 @@ class SideEffects:
         self._log.append((kind, tracker, None, None))
 
     # -- after the trace --------------------------------------------------------------------------
-    def reconstruct(self, rebuild) -> tuple:
+    def reconstruct(self, rebuild, cells=True) -> tuple:
         """The log as SideEffect specs; `rebuild(tracker)` gives a tracker's output spec (a
-        container or object read from the frame: its source, so the very object is changed)."""
+        container or object read from the frame: its source, so the very object is changed).
+        `cells`: the own cells whose stores are kept (True: all, False: none)."""
         out = []
         for kind, target, name, value in self._log:
+            if kind is EffectKind.SET_CELL and not (cells is True or cells and name in cells):
+                continue
             if kind is EffectKind.SET_LIST:
                 out.append(SideEffect(kind, rebuild(target), None,
                                       ListOutput(tuple(rebuild(i) for i in target.items))))

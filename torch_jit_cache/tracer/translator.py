@@ -26,6 +26,10 @@ MAX_INLINE_DEPTH = 32
 MAX_STEPS = 1_000_000
 
 
+def _frame_global_source(tx, name):
+    return GlobalSource(name)
+
+
 class _Null:
     """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL's low bit)."""
 
@@ -129,9 +133,13 @@ class InstructionTranslator:
         return self.cells[name]
 
     def global_source(self, tx, name):
-        if self._global_source is not None:
-            return self._global_source(tx, name)
-        return GlobalSource(name)
+        return self.global_resolver()(tx, name)
+
+    def global_resolver(self):
+        """How this frame's globals are named as sources, as a callable (tx, name) that does not
+        hold the translator: a function made here keeps it, and a translator held by a function
+        its own locals hold would be a cycle, keeping every traced value until gc (seed 000)."""
+        return self._global_source or _frame_global_source
 
     def _root_global(self, name) -> bool:
         """Whether global `name` of this code is the traced frame's own G[name] (not another

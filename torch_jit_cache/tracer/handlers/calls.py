@@ -73,8 +73,9 @@ def make_function(tx, inst):
         tx.pop()
     kwdefaults = tx.pop().items if flags & _KWDEFAULTS else {}
     defaults = tx.pop().items if flags & _DEFAULTS else []
-    tx.push(NestedFunctionVariable(code, tx.f_globals, tx.global_source, list(defaults),
-                                   dict(kwdefaults), list(cells)))
+    tx.push(NestedFunctionVariable(code, tx.f_globals, tx.global_resolver(), list(defaults),
+                                   dict(kwdefaults), list(cells), in_root=tx.depth == 0,
+                                   annotated=bool(flags & _ANNOTATIONS)))
 
 
 @handler("SET_FUNCTION_ATTRIBUTE")
@@ -88,7 +89,9 @@ def set_function_attribute(tx, inst):
         fn.set_parts(kwdefaults=dict(value.items))
     elif inst.arg == _DEFAULTS:
         fn.set_parts(defaults=list(value.items))
-    elif inst.arg != _ANNOTATIONS:
+    elif inst.arg == _ANNOTATIONS:
+        fn.annotated = True
+    else:
         unsupported(f"SET_FUNCTION_ATTRIBUTE {inst.arg}")
     tx.push(fn)
 

@@ -66,7 +66,7 @@ def make_cell(tx, inst):
     name = inst.arg
     value = tx.load_local(name) if tx.has_local(name) else None
     tx.locals.pop(name, None)
-    tx.cells[name] = CellVariable(value)
+    tx.cells[name] = CellVariable(value, root_name=name if tx.depth == 0 else None)
 
 
 @handler("LOAD_DEREF")

@@ -332,11 +332,15 @@ class CellVariable(VariableTracker):
     a real cell not read yet. A cell read from a real closure is not writable (STORE_DEREF to
     it would be a side effect)."""
 
-    def __init__(self, contents=None, *, lazy=None, writable=True):
+    def __init__(self, contents=None, *, lazy=None, writable=True, root_name=None):
         super().__init__(None)
         self.contents = contents
         self.lazy = lazy
         self.writable = writable
+        # One of the root frame's own cells: a store to it is a side effect, replayed into the
+        # real cell (side_effects.py), since code after a graph break reads it there. (No real
+        # function can close over it while the root is traced: only trackers share it.)
+        self.root_name = root_name
 
     def load(self, tx):
         if self.contents is None and self.lazy is not None:
@@ -349,4 +353,6 @@ class CellVariable(VariableTracker):
     def store(self, tx, value):
         if not self.writable:
             unsupported("assignment to a closure variable of the traced frame (nonlocal)")
+        if self.root_name is not None:
+            tx.output.side_effects.store_cell(self.root_name, value)
         self.contents = value

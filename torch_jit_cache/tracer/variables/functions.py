@@ -11,7 +11,7 @@ import inspect
 import types
 
 from ...sources import AttrSource, GlobalSource, ItemSource
-from ...trace_result import SourceOutput
+from ...trace_result import DictOutput, FunctionOutput, SourceOutput, TupleOutput
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import CellVariable, DictVariable, TupleVariable
@@ -160,7 +160,8 @@ class UserFunctionVariable(BaseFunctionVariable):
 class NestedFunctionVariable(BaseFunctionVariable):
     """A function made by MAKE_FUNCTION while tracing (a nested def, a lambda, a comprehension)."""
 
-    def __init__(self, code, f_globals, parent_global_source, defaults, kwdefaults, cells):
+    def __init__(self, code, f_globals, parent_global_source, defaults, kwdefaults, cells, *,
+                 in_root=False, annotated=False):
         super().__init__(None)
         self.code = code
         self.f_globals = f_globals
@@ -168,6 +169,23 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self._defaults = defaults
         self._kwdefaults = kwdefaults
         self._cells = cells
+        self.in_root = in_root        # made by the root frame (its globals are the frame's)
+        self.annotated = annotated    # annotations are not kept while tracing
+
+    def reconstruct(self, outputs):
+        """Made again from its code, closing over the frame's own cells (the very cells, shared
+        with the rest of the frame): only a function the root frame made, once."""
+        if not self.in_root or self.annotated:
+            unsupported(f"{self}: made {'with annotations' if self.annotated else 'in an inlined call'}, "
+                        "it cannot be made again after the graph")
+        names = tuple(getattr(c, "root_name", None) for c in self._cells)
+        if None in names:
+            unsupported(f"{self} closes over a cell that is not the frame's own")
+        outputs.claim(self)
+        defaults = TupleOutput(tuple(outputs.rebuild(d) for d in self._defaults)) if self._defaults else None
+        kwdefaults = DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self._kwdefaults.items())) \
+            if self._kwdefaults else None
+        return FunctionOutput(self.code, names, defaults, kwdefaults)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None):
         """3.13's SET_FUNCTION_ATTRIBUTE: the parts MAKE_FUNCTION takes by flag on 3.11/3.12."""
