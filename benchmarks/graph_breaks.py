@@ -1,7 +1,8 @@
 """Graph breaks: per-call time and graph/break counts, eager vs tjc.compile vs torch.compile.
 
 Each function breaks 1, 2 or 5 times on `.item()` read as a Python number between tensor ops (both
-compilers break there: torch's capture_scalar_outputs is off by default). A break costs each
+compilers break there: torch's capture_scalar_outputs is off by default); "4 layers" breaks once
+per layer inside a loop over an nn.ModuleList, "no_grad" inside a `with torch.no_grad()` block. A break costs each
 compiler the calls between its graphs and the resume code; the bar (issue 10) is that a break costs
 tjc no more than it costs torch.compile. Both use backend="eager". Counts come from tjc.explain and
 torch._dynamo.explain on the same inputs.
@@ -42,7 +43,28 @@ def five_breaks(x):
     return y
 
 
-CASES = [("1 break", one_break), ("2 breaks", two_breaks), ("5 breaks", five_breaks)]
+class Layers(torch.nn.Module):
+    """A loop over layers with a break in each: tjc keeps the rest of the loop compiled (the layers
+    still to run go to each resume function); torch.compile skips a frame that breaks in a loop."""
+
+    def __init__(self, n=4, d=64):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = step(layer(x))
+        return x
+
+
+def in_no_grad(x):
+    with torch.no_grad():     # the break runs in the block's mode; the resume function re-enters it
+        return step(x.cos()) * 2
+
+
+torch.manual_seed(0)
+CASES = [("1 break", one_break), ("2 breaks", two_breaks), ("5 breaks", five_breaks),
+         ("4 layers", Layers()), ("no_grad", in_no_grad)]
 
 
 def main():
