@@ -38,8 +38,8 @@ from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, EffectKind, EnteredContext,
-                           FunctionOutput, GraphOutput,
-                           IterOutput, ListOutput, SourceOutput, TupleOutput)
+                           FunctionOutput, GraphOutput, IterOutput, ListOutput, SourceOutput, TupleOutput,
+                           walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
 
@@ -338,22 +338,7 @@ def _temps(taken: set):
 
 
 def _uses_graph(spec: Any) -> bool:
-    if isinstance(spec, GraphOutput):
-        return True
-    if isinstance(spec, (TupleOutput, ListOutput, IterOutput)):
-        return any(_uses_graph(i) for i in spec.items)
-    if isinstance(spec, AttrOutput):
-        return _uses_graph(spec.base)
-    if isinstance(spec, FunctionOutput):
-        return _uses_graph(spec.defaults) or _uses_graph(spec.kwdefaults)
-    if isinstance(spec, DictOutput):
-        return any(_uses_graph(i) for _, i in spec.items)
-    if isinstance(spec, BreakOutput):
-        return any(_uses_graph(i) for i in spec.stack if i is not None) \
-            or any(_uses_graph(i) for _, i in spec.locals)
-    if isinstance(spec, (tuple, list)):   # side effects
-        return any(_uses_graph(e.target) or _uses_graph(e.value) for e in spec)
-    return False
+    return any(isinstance(s, GraphOutput) for s in walk(spec))
 
 
 def _prologue(original_bc: bytecode.Bytecode) -> list:

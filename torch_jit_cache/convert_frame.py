@@ -16,8 +16,7 @@ from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
-from .trace_result import (AttrOutput, BreakOutput, DictOutput, EnteredContext, FunctionOutput, GuardKind, IterOutput,
-                           ListOutput, SourceOutput, TupleOutput, Unsupported)
+from .trace_result import BreakOutput, EnteredContext, GuardKind, SourceOutput, Unsupported, walk
 
 # Python-level counters that stats() adds to the runtime's.
 COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
@@ -29,22 +28,7 @@ def describe(code: types.CodeType) -> str:
 
 def _output_sources(spec):
     """The sources an output spec loads (SourceOutput leaves, at any depth)."""
-    if isinstance(spec, SourceOutput):
-        return [spec.source]
-    if isinstance(spec, DictOutput):
-        return [s for _, item in spec.items for s in _output_sources(item)]
-    if isinstance(spec, (TupleOutput, ListOutput)):
-        return [s for item in spec.items for s in _output_sources(item)]
-    if isinstance(spec, AttrOutput):
-        return _output_sources(spec.base)
-    if isinstance(spec, FunctionOutput):
-        return _output_sources(spec.defaults) + _output_sources(spec.kwdefaults)
-    if isinstance(spec, IterOutput):
-        return _output_sources(spec.base) + [s for item in spec.items for s in _output_sources(item)]
-    if isinstance(spec, BreakOutput):
-        return [s for item in spec.stack for s in _output_sources(item)] \
-            + [s for _, item in spec.locals for s in _output_sources(item)]
-    return []
+    return [s.source for s in walk(spec) if isinstance(s, SourceOutput)]
 
 
 def _failure_text(e: BaseException, text: str) -> str:
@@ -270,8 +254,7 @@ class FrameCompiler:
             if e.break_at is None:
                 raise
             if self.fullgraph:   # name every break, not only the first
-                texts = tracer.list_breaks(code, f_locals, f_globals, f_builtins, frame.closure, e,
-                                           graph_break.plan_break)
+                texts = tracer.list_breaks(code, f_locals, f_globals, f_builtins, frame.closure, e)
                 if len(texts) > 1:
                     counts = dict.fromkeys(texts, 0)
                     for t in texts:

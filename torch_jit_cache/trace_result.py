@@ -157,6 +157,36 @@ class SideEffect:
     value: Any = None            # an output spec (None for deletions)
 
 
+def walk(spec):
+    """Every output spec in `spec`, itself included, depth first; `spec` may also be a sequence
+    of SideEffects (their targets and values are walked)."""
+    if isinstance(spec, (tuple, list)):
+        for effect in spec:
+            yield from walk(effect.target)
+            yield from walk(effect.value)
+        return
+    if spec is None:
+        return
+    yield spec
+    if isinstance(spec, (TupleOutput, ListOutput)):
+        parts = spec.items
+    elif isinstance(spec, DictOutput):
+        parts = [item for _, item in spec.items]
+    elif isinstance(spec, AttrOutput):
+        parts = [spec.base]
+    elif isinstance(spec, IterOutput):
+        parts = [spec.base, *spec.items]
+    elif isinstance(spec, FunctionOutput):
+        parts = [spec.defaults, spec.kwdefaults]
+    elif isinstance(spec, BreakOutput):   # EnteredContext slots are no output specs
+        parts = [i for i in spec.stack if not isinstance(i, EnteredContext)] + [i for _, i in spec.locals]
+    else:
+        parts = []
+    for part in parts:
+        if part is not None:
+            yield from walk(part)
+
+
 @dataclasses.dataclass
 class TraceResult:
     graph: Any                    # torch.fx.GraphModule; placeholders in the order of graph_inputs

@@ -4,6 +4,7 @@ and graph breaks inside such blocks. Compared with eager: values, `requires_grad
 gradients, `torch.is_grad_enabled()` after the call, and the number of graphs and breaks."""
 import contextlib
 import io
+import traceback
 import weakref
 
 import pytest
@@ -291,14 +292,8 @@ def test_exception_at_the_break_leaves_the_mode_as_eager_does():
         with pytest.raises(ValueError) as info:
             compiled(torch.randn(2))
         assert torch.is_grad_enabled()
-        lines = [tb.tb_lineno for tb in _frames(info.value.__traceback__)]
+        lines = [f.lineno for f in traceback.extract_tb(info.value.__traceback__)]
         assert fn.__code__.co_firstlineno + 4 in lines
-
-
-def _frames(tb):
-    while tb is not None:
-        yield tb
-        tb = tb.tb_next
 
 
 def test_break_inside_a_with_block_inside_try_falls_back():

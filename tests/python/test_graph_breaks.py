@@ -5,6 +5,7 @@ import io
 import contextlib
 import logging
 import sys
+import traceback
 import weakref
 
 import pytest
@@ -352,14 +353,8 @@ def test_user_exception_at_the_break_keeps_its_line():
     compiled = tjc.compile(fn, backend="eager")
     with pytest.raises(ValueError) as info:
         compiled(torch.randn(2))
-    lines = [tb.tb_lineno for tb in _frames(info.value.__traceback__)]
+    lines = [f.lineno for f in traceback.extract_tb(info.value.__traceback__)]
     assert fn.__code__.co_firstlineno + 2 in lines
-
-
-def _frames(tb):
-    while tb is not None:
-        yield tb
-        tb = tb.tb_next
 
 
 def _many_breaks(x, xs):

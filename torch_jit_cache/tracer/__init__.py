@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from .. import graph_break
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, DictOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
-                            ModeSwitch, SourceOutput, TraceResult, TupleOutput, Unsupported)
+from ..trace_result import (AttrOutput, BreakOutput, FunctionOutput, GraphOutput, IterOutput, ModeSwitch,
+                            SourceOutput, TraceResult, TupleOutput, Unsupported, walk)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
@@ -27,11 +28,8 @@ __all__ = ["trace", "list_breaks", "Unsupported"]
 def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> TraceResult:
     """`cut`: (graph_break.BreakPlan, arrival): stop when the root frame reaches the plan's
     instruction for the arrival-th time, and return a BreakOutput for the state there."""
-    output = OutputGraph(f_globals, f_builtins)
     stop_at = (cut[0].index, cut[1]) if cut is not None else None
-    tx = InstructionTranslator(code, output, f_globals, raw_args=_root_args(code, f_locals),
-                               free_cells=InstructionTranslator.root_cells(code, _free(code, f_locals, closure)),
-                               stop_at=stop_at)
+    output, tx = _root(code, f_locals, f_globals, f_builtins, closure, stop_at=stop_at)
     try:
         result = tx.run()
         outputs = GraphOutputs()
@@ -79,31 +77,32 @@ def _free(code, f_locals, closure) -> dict:
     return free
 
 
-def list_breaks(code, f_locals, f_globals, f_builtins, closure, first, plan_break,
-                limit: int = 64) -> list:
+def _root(code, f_locals, f_globals, f_builtins, closure, **options):
+    """A fresh OutputGraph and the root frame's translator over it."""
+    output = OutputGraph(f_globals, f_builtins)
+    cells = InstructionTranslator.root_cells(code, _free(code, f_locals, closure))
+    return output, InstructionTranslator(code, output, f_globals, raw_args=_root_args(code, f_locals),
+                                         free_cells=cells, **options)
+
+
+def list_breaks(code, f_locals, f_globals, f_builtins, closure, first, limit: int = 64) -> list:
     """fullgraph=True: the text of every break the frame would take, starting from `first` (the
     Unsupported its trace stopped at, with `break_at` set). Each round traces the frame again,
     passing over the breaks found so far (translator `passing_over`), to the next one. The list
     ends at the frame's end, or with the failure that stops it: one that cannot be cut
-    (`plan_break` raises graph_break.BreakRefused), a failure in no instruction of the root, or a
-    jump on a value an unsupported instruction made (its path is unknown)."""
-    from ..graph_break import BreakRefused
-
+    (graph_break.plan_break refuses it), a failure in no instruction of the root, or a jump on a
+    value an unsupported instruction made (its path is unknown)."""
     found, failure = {}, first
     texts = [str(first)]
     while failure is not None and len(found) < limit:
         index, arrival = failure.break_at
         try:
-            found[(index, arrival)] = plan_break(code, index)
-        except BreakRefused as why:
+            found[(index, arrival)] = graph_break.plan_break(code, index)
+        except graph_break.BreakRefused as why:
             texts[-1] += f"; no graph break there ({why}): breaks after it are not listed"
             break
         failure = None
-        output = OutputGraph(f_globals, f_builtins)
-        tx = InstructionTranslator(code, output, f_globals,
-                                   raw_args=_root_args(code, f_locals),
-                                   free_cells=InstructionTranslator.root_cells(code, _free(code, f_locals, closure)),
-                                   passing_over=found)
+        output, tx = _root(code, f_locals, f_globals, f_builtins, closure, passing_over=found)
         try:
             tx.run()
         except Unsupported as e:
@@ -175,15 +174,7 @@ def _return_state(result, side_effects, outputs):
 
 def _closed_over(spec) -> set:
     """The names of the frame's cells that functions in the output spec close over."""
-    if isinstance(spec, FunctionOutput):
-        return set(spec.cells) | _closed_over(spec.defaults) | _closed_over(spec.kwdefaults)
-    if isinstance(spec, (TupleOutput, ListOutput)):
-        return set().union(*(_closed_over(i) for i in spec.items))
-    if isinstance(spec, DictOutput):
-        return set().union(*(_closed_over(i) for _, i in spec.items))
-    if isinstance(spec, AttrOutput):
-        return _closed_over(spec.base)
-    return set()
+    return {name for s in walk(spec) if isinstance(s, FunctionOutput) for name in s.cells}
 
 
 def _break_state(tx, plan, outputs):

@@ -107,12 +107,17 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
         unsupported(f"hasattr({type(obj).__name__}, {name!r}): its lookup is customised")
     if var.source is None:
         unsupported(f"hasattr on an object with no source ({type(obj).__name__})")
+    _pin_keys(tx, var, d, stores)
+    return False
+
+
+def _pin_keys(tx, var, d: dict, stores: tuple) -> None:
+    """Guard the keys of the instance __dict__ `d` of `var`, and of the `stores` dicts in it."""
     dict_source = AttrSource(var.source, "__dict__")
     tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
     for store in stores:
         if store in d:
             tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
-    return False
 
 
 def _check_plain(var, obj, name: str, hook: str, impl) -> None:
@@ -156,11 +161,8 @@ def delete_attribute(tx, var, obj, name: str, *, impl=object.__delattr__, by_ide
         d = instance_dict(obj)
         if name not in d:
             unsupported(f"deletion of {type(obj).__name__}.{name}, which is not in its __dict__")
-        dict_source = AttrSource(var.source, "__dict__")
-        tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
+        _pin_keys(tx, var, d, stores)
         for store in stores:
-            if store in d:
-                tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
-                if name in d[store]:
-                    unsupported(f"deletion of {type(obj).__name__}.{name}, which is in its {store}")
+            if name in d.get(store, ()):
+                unsupported(f"deletion of {type(obj).__name__}.{name}, which is in its {store}")
     effects.delete_attr(var, obj, name, by_identity=by_identity)
