@@ -21,6 +21,13 @@ is the original body, unchanged. It is a normal frame: under the hook it is trac
 own code, and may break again. It is a constant of the transformed code, so it dies with the cache
 entry that made it.
 
+Loops: a loop's iterator on the stack whose items the trace knows (a tuple, a range, enumerate or
+zip, an nn.ModuleList, a container the trace built) is passed as the tuple of the items it has
+still to yield, and the prologue makes it an iterator again (slot ITER), so the resume function's
+trace reads the rest of the loop; a list or dict read from the frame keeps Python's own iterator
+(the rest of the frame may change it), which no trace can read. A break in every iteration makes
+one resume function per iteration, in a chain at most `max_depth` long (config.max_resume_depth).
+
 Inside grad-mode with blocks (`with torch.no_grad()`, `enable_grad()`, `set_grad_enabled(flag)`;
 tracer/variables/contexts.py), as TorchDynamo does: the blocks around the instruction are read
 from the exception table (`_with_blocks`: each with body's handler is PUSH_EXC_INFO,
@@ -103,7 +110,7 @@ _BREAKABLE = frozenset({
     "DICT_UPDATE", "DICT_MERGE", "LOAD_SUPER_ATTR", "STORE_DEREF", "DELETE_DEREF",
 })
 COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
-                         "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
+                        "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
 # (items consumed, items pushed) where the bytecode library's per-instruction numbers are not the
 # instruction's own (it spreads 3.11's PRECALL/CALL pair over both, and counts what BEFORE_WITH and
 # 3.11's LOAD_METHOD pop as pushed); the rest use the library.
