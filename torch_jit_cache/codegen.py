@@ -463,6 +463,7 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
         em.instrs.append(Instr("KW_NAMES", spec.kw_names, lineno=lineno))
     if FACTS.precall and instr.name == "CALL":
         em.instrs.append(Instr("PRECALL", instr.arg, lineno=lineno))
+    em.instrs += [Instr(p.name, p.arg, lineno=lineno) for p in plan.prefix]
     pushed_temps = [temp("___tjc_pushed") for null in plan.pushed if not null]
     if plan.jump is None:
         em.instrs.append(Instr(instr.name, instr.arg, lineno=lineno))

@@ -136,6 +136,7 @@ class BreakPlan:
     live       per target, the locals live there, in co_varnames order
     with_slots the stack slots holding the `__exit__` of each with block around the instruction,
                outermost first (what the blocks are is known only to the trace)
+    prefix     instructions run just before `emit` (TO_BOOL before the jump it feeds)
     """
     index: int
     instr: Instr
@@ -146,11 +147,12 @@ class BreakPlan:
     targets: tuple
     live: tuple
     with_slots: tuple = ()
+    prefix: tuple = ()
 
 
 def plan_break(code: types.CodeType, index: int) -> BreakPlan:
-    """The plan for cutting `code` at the raw instruction that starts at decoded `index`, or
-    BreakRefused with the reason."""
+    """The plan for cutting `code` at decoded `index`, or BreakRefused with the reason: the start
+    of a raw instruction, or the TO_BOOL that ends a 3.13 COMPARE_OP (translator `_fail`)."""
     insts = decode(code).insts
     inst = insts[index]
     with_slots = _with_blocks(insts, inst)
@@ -158,9 +160,22 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     nxt = index + 1
     while nxt < len(insts) and insts[nxt].instr is instr:
         nxt += 1
-    emit = instr
+    emit, prefix = instr, ()
     if inst.op in COND_JUMPS:
         jump, consumed, pushed, targets = inst.op, 1, (), (nxt, inst.target)
+    elif inst.op == "TO_BOOL" and nxt < len(insts) and insts[nxt].op in COND_JUMPS:
+        # bool() of a tensor for the jump after it (3.13: a raw TO_BOOL, or the tail of a COMPARE_OP
+        # with its bool-cast bit, whose comparison then stays in the graph): both run as bytecode,
+        # and a resume function per branch follows, as for a jump on a tensor in 3.11/3.12.
+        after = nxt + 1
+        while after < len(insts) and insts[after].instr is insts[nxt].instr:
+            after += 1
+        prefix = (Instr("TO_BOOL", lineno=inst.lineno),)
+        emit = insts[nxt].instr
+        jump, consumed, pushed, targets = insts[nxt].op, 1, (), (after, insts[nxt].target)
+    elif inst.op == "TO_BOOL" and not inst.first:   # the tail of a COMPARE_OP, no jump after it
+        emit = Instr("TO_BOOL", lineno=inst.lineno)
+        jump, consumed, pushed, targets = None, 1, (False,), (nxt,)
     elif instr.name == "LOAD_GLOBAL" or inst.op in ("LOAD_METHOD", "LOAD_SUPER_METHOD"):
         # The callable is loaded plainly (a bound method, for a method load), and the resume
         # function pushes the NULL where the version puts it: calling (NULL, bound method) is
@@ -192,7 +207,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     implicit = {code.co_varnames[0]} if "__class__" in code.co_freevars and code.co_argcount else set()
     order = {name: i for i, name in enumerate(code.co_varnames)}
     live = tuple(tuple(sorted(live_in[t] | implicit, key=order.__getitem__)) for t in targets)
-    return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live, with_slots)
+    return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live, with_slots, prefix)
 
 
 def _with_blocks(insts: list, inst) -> tuple:

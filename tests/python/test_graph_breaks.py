@@ -115,9 +115,24 @@ def test_item_used_as_python_value():
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_branch_on_a_tensor(sign):
-    # 3.11/3.12 break at the conditional jump (two resume functions, one traced per call here);
-    # 3.13 at the COMPARE_OP that makes the bool.
+    # Every version breaks at the conditional jump: two resume functions, one traced per call
+    # here (3.13's COMPARE_OP casts to bool itself: the break is at that cast, and the cast and
+    # the jump run as bytecode).
     _check(_branch, sign * torch.ones(4), graphs=2, breaks=1)
+
+
+def test_branch_on_a_tensor_keeps_the_comparison_in_the_graph_and_a_resume_per_branch():
+    # Before, 3.13 ran the comparison outside the graph and resumed after it with a Python bool:
+    # the other branch recompiled that resume function.
+    explained = tjc.explain(_branch)(torch.ones(4))
+    assert explained.ops_per_graph[0][-1] == "gt"
+    cnt = CompileCounter()
+    compiled = tjc.compile(_branch, backend=cnt)
+    before = tjc.stats()["recompiles"]
+    for v in (0.0, 3.0, 0.0, 3.0):   # cos(0) - 0.5 > 0, cos(3) - 0.5 < 0: both branches, twice
+        x = torch.full((4,), v)
+        torch.testing.assert_close(compiled(x), _branch(x))
+    assert cnt.frame_count == 3 and tjc.stats()["recompiles"] == before
 
 
 def test_call_into_numpy():

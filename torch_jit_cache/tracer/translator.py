@@ -213,11 +213,12 @@ class InstructionTranslator:
                 self.boundary = self.ip
                 if self.arrivals is not None:
                     self.arrivals[self.ip] += 1
-                    if self.stop_at == (self.ip, self.arrivals[self.ip]):
-                        self.stopped = True
-                        return None
-                    if self.passing_over is not None and self._pass_over(inst):
-                        continue
+            if self.arrivals is not None:   # the root frame: a cut may stop or pass over here
+                if self.stop_at == (self.ip, self.arrivals[self.boundary]):
+                    self.stopped = True
+                    return None
+                if self.passing_over is not None and self._pass_over(inst):
+                    continue
             self.ip += 1
             steps += 1
             if steps > MAX_STEPS:
@@ -236,11 +237,13 @@ class InstructionTranslator:
         return self.result
 
     def _pass_over(self, inst) -> bool:
-        """Listing breaks: run the raw instruction at `self.ip` abstractly, when it is a break
-        already listed or uses an UNKNOWN. False: run it as usual."""
-        plan = self.passing_over.get((self.ip, self.arrivals[self.ip]))
+        """Listing breaks: run the instruction at `self.ip` abstractly, when it is a break already
+        listed or a raw instruction that uses an UNKNOWN. False: run it as usual."""
+        plan = self.passing_over.get((self.ip, self.arrivals[self.boundary]))
         if plan is not None:
             consumed, pushed, target = plan.consumed, plan.pushed, plan.targets[0]
+        elif not inst.first:
+            return False
         else:
             end = self.ip
             while end < len(self.instructions) and self.instructions[end].instr is inst.instr:
@@ -267,8 +270,10 @@ class InstructionTranslator:
         located = None
         try:
             if self.arrivals is not None and breakable and e.break_at is None:
-                # A failure in the root frame, or in a call it inlined at this instruction.
-                e.break_at = (self.boundary, self.arrivals[self.boundary])
+                # A failure in the root frame, or in a call it inlined at this instruction. The
+                # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
+                where = inst.index if inst.op == "TO_BOOL" else self.boundary
+                e.break_at = (where, self.arrivals[self.boundary])
             if e.lineno:  # already located (raised in an inlined call): keep the innermost place
                 raise e
             located = Unsupported(e.reason, filename=self.code.co_filename, lineno=inst.lineno,
