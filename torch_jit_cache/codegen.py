@@ -37,9 +37,9 @@ from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, DictOutput, EffectKind, EnteredContext,
-                           FunctionOutput, GraphOutput, IterOutput, ListOutput, SourceOutput, TupleOutput,
-                           walk)
+from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
+                           EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, SourceOutput,
+                           TupleOutput, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
 
@@ -440,15 +440,15 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
             em.build_output(item, result_local)
             em.emit("STORE_FAST", consumed_temps[-1])
     _apply_effects(em, loaded)   # in program order, before the instruction runs
-    # Inside grad-mode blocks the instruction runs in the innermost block's mode, and the mode
+    # Inside grad-mode or autocast blocks the instruction runs in the blocks' state, and the state
     # outside them is back before the resume function enters the blocks again, or before an
     # exception the instruction raises leaves the frame (as the blocks' exits would do in eager).
     # The protected range starts on an empty stack (the loads in it cannot raise), so the handler
     # finds the exception alone.
-    switch = spec.mode
+    switch = _Switches(em, spec.switches, temp) if spec.switches else None
     handler = bytecode.Label()
     if switch is not None:
-        _set_mode(em, switch, switch.inside)
+        switch.enter()
         try_begin = TryBegin(handler, push_lasti=False)
         em.instrs.append(try_begin)
     for name in consumed_temps:
@@ -484,20 +484,47 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
         # [exception]: the mode outside, then raise it again (RERAISE adds no traceback entry: the
         # traceback still points at the instruction's line).
         em.instrs.append(handler)
-        _set_mode(em, switch, switch.outside)
+        switch.leave()
         em.emit("RERAISE", 0)
 
 
-def _set_mode(em: _Emitter, switch, mode) -> None:
-    em.call_const_with(switch.set, [lambda: em.const(mode)])
-    em.emit("POP_TOP")
+class _Switches:
+    """Emits the entry into a break's switches (trace_result.ModeSwitch, ContextSwitch), outermost
+    first, and the way out of them, innermost first: `set(inside)` and `set(outside)`; or
+    `enter()`, BEFORE_WITH, its exit kept in a temporary, and that exit called with (None, None,
+    None)."""
+
+    def __init__(self, em: _Emitter, switches: tuple, temp):
+        self.em, self.switches = em, switches
+        self.exits = [temp("___tjc_exit") if isinstance(s, ContextSwitch) else None for s in switches]
+
+    def enter(self) -> None:
+        em = self.em
+        for switch, exit_ in zip(self.switches, self.exits):
+            if exit_ is None:
+                em.call_const_with(switch.set, [lambda switch=switch: em.const(switch.inside)])
+                em.emit("POP_TOP")
+            else:
+                em.call_const_with(switch.enter, [])
+                em.emit("BEFORE_WITH")
+                em.emit("POP_TOP")
+                em.emit("STORE_FAST", exit_)
+
+    def leave(self) -> None:
+        em = self.em
+        for switch, exit_ in reversed(list(zip(self.switches, self.exits))):
+            if exit_ is None:
+                em.call_const_with(switch.set, [lambda switch=switch: em.const(switch.outside)])
+            else:
+                em.call_with(lambda exit_=exit_: em.emit("LOAD_FAST", exit_), [lambda: em.const(None)] * 3)
+            em.emit("POP_TOP")
 
 
 def _call_resume(em: _Emitter, fn, carried_temps: list, pushed_temps: list, live: tuple,
                  local_temps: dict, switch) -> None:
     """Call the resume function `fn`, or make it first from a resume code with free variables."""
     if switch is not None:
-        _set_mode(em, switch, switch.outside)
+        switch.leave()
     # A live local unbound at the break has no temporary: it stays unbound in the resume function.
     names = [local_temps[n] for n in live if n in local_temps] \
         + [n for n in carried_temps if n is not None] + pushed_temps

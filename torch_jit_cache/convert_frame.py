@@ -310,8 +310,8 @@ class FrameCompiler:
 
 def _resume_functions(code, f_globals, spec: BreakOutput) -> list:
     """One resume function per target of the break: the stack there is the items the instruction
-    left below (NULL where it was, a grad-mode block entered again where its exit was) and the ones
-    it pushed; its arguments are those values and the live locals bound at the break."""
+    left below (NULL where it was, a grad-mode or autocast block entered again where its exit was)
+    and the ones it pushed; its arguments are those values and the live locals bound at the break."""
     plan = spec.plan
     carried = spec.stack[:len(spec.stack) - plan.consumed]
     slots = tuple(graph_break.NULL if item is None else item if isinstance(item, EnteredContext) else

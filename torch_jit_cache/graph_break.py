@@ -42,16 +42,27 @@ POP_TOP, which leaves a new exit where the original's exception table expects on
 with-block handler and the exit call at the end of the block are the original's, unchanged. So
 the rest of the block, and its exit, run as in eager, and the mode after the call is eager's.
 
+Inside autocast blocks (`with torch.autocast("cpu", ...)`, `torch.amp.autocast(...)`) the same
+way, with the block's arguments: the graph leaves every autocast block it entered before its end;
+step 3 enters `torch.autocast(*args)` around the instruction (BEFORE_WITH, its exit kept in a
+temporary: trace_result.ContextSwitch) and calls that exit with (None, None, None) after it, on
+both paths, innermost first; the resume function's prologue enters the block again with
+`functools.partial(torch.autocast, *args)()` (the EnteredContext's constant). Entering and leaving
+a real block, rather than setting the state, keeps torch's autocast nesting count and weight cache
+as a block's would be (the cache does not outlive one graph or the instruction: a weight cast
+before the break is cast again after it).
+
 What may not be cut here, and falls back to running the whole frame uncompiled (never a wrong
 result):
-- an instruction inside a try block, or inside a with block of anything but a grad mode (the
-  exception table would need the block's setup replayed in the resume function);
+- an instruction inside a try block, or inside a with block of anything but a grad mode or a CPU
+  autocast (the exception table would need the block's setup replayed in the resume function);
 - jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a
   callable and method loads (LOAD_METHOD, the method forms of LOAD_ATTR and LOAD_SUPER_ATTR, which
   push NULL or self as only the run knows) are cut too: the callable is loaded plainly (a bound
   method) and the resume function pushes a NULL where the version puts it;
 - grad-mode blocks a resume function could not enter again in order (the mode at the break is not
-  the innermost block's, or a block's exit restores another mode than the block around it sets).
+  the innermost block's, or a block's exit restores another mode than the block around it sets),
+  and autocast blocks on the stack that are not the trace's open blocks, in order.
 
 Cells: the resume code's free variables are the original's cell variables, then its free
 variables (instructions on a cell variable are made to read a free variable); the transformed code

@@ -100,14 +100,11 @@ class IterOutput:
 
 @dataclasses.dataclass(frozen=True)
 class EnteredContext:
-    """A stack slot at a graph break that holds the `__exit__` BEFORE_WITH left for a grad-mode
-    block the frame is inside (graph_break.py). It is not rebuilt as a value: the break code runs
-    the cut instruction in the innermost block's mode, and the resume function enters the block
-    again in its prologue: `enter()` (a constant: torch.no_grad or torch.enable_grad), then
-    BEFORE_WITH. `mode`: the grad mode inside the block; `prev`: the mode its exit restores."""
+    """A stack slot at a graph break that holds the `__exit__` BEFORE_WITH left for a grad-mode or
+    autocast block the frame is inside (graph_break.py). It is not rebuilt as a value: the
+    resume function enters the block again in its prologue: `enter()` (a constant: torch.no_grad,
+    torch.enable_grad, or functools.partial(torch.autocast, *args)), then BEFORE_WITH."""
     enter: Any
-    mode: bool
-    prev: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,11 +117,20 @@ class ModeSwitch:
 
 
 @dataclasses.dataclass(frozen=True)
+class ContextSwitch:
+    """Run the cut instruction of a graph break inside the context `enter()` makes, entered as a
+    with statement enters it and exited with (None, None, None) after the instruction, on both
+    paths (an autocast block: its exit restores the state its entry found, whatever that was)."""
+    enter: Any
+
+
+@dataclasses.dataclass(frozen=True)
 class BreakOutput:
     """The frame continues past a graph break (graph_break.py): rebuild `stack` (bottom first; None
-    where the stack held NULL, an EnteredContext where it held a grad-mode block's exit) and the
+    where the stack held NULL, an EnteredContext where it held a grad-mode or autocast block's exit) and the
     locals `locals` ((name, spec), ...; a live local unbound at the break is left out and stays
-    unbound), run `plan.instr` (under `mode`, a ModeSwitch, when inside grad-mode blocks), then
+    unbound), run `plan.instr` (inside `switches`, ModeSwitch and ContextSwitch steps entered in
+    order and left in reverse, when inside grad-mode or autocast blocks), then
     call a resume function per target. `kw_names`: 3.11/3.12 keyword names of a pending CALL.
     `iter_slots`: stack positions holding a loop's iterator, rebuilt as the tuple of its remaining
     items (the resume function's prologue makes it an iterator again)."""
@@ -133,7 +139,7 @@ class BreakOutput:
     locals: tuple
     kw_names: tuple = ()
     reason: str = ""
-    mode: Any = None
+    switches: tuple = ()
     iter_slots: tuple = ()
 
 

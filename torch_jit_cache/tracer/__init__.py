@@ -12,14 +12,15 @@ import torch
 
 from .. import graph_break
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, FunctionOutput, GraphOutput, IterOutput, ModeSwitch,
+from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, FunctionOutput, GraphOutput, IterOutput,
+                            ModeSwitch,
                             SourceOutput, TraceResult, TupleOutput, Unsupported, walk)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
-from .variables.contexts import GradModeExitVariable
+from .variables.contexts import AutocastExitVariable, GradModeExitVariable
 from .variables.tensor import TensorMethodVariable
 
 __all__ = ["trace", "list_breaks", "Unsupported"]
@@ -184,7 +185,7 @@ def _break_state(tx, plan, outputs):
     if plan.consumed > len(stack):
         raise Unsupported(f"the break instruction pops {plan.consumed} items of a stack of "
                           f"{len(stack)} (tracer bug)")
-    mode = _grad_mode_blocks(tx, plan)
+    switches = _break_switches(tx, plan)
     rebuild = _Rebuilder(outputs)
     effects = tx.output.side_effects.reconstruct(rebuild)
     # A loop's iterator on the stack whose items are known goes to the resume function as a tuple
@@ -211,35 +212,46 @@ def _break_state(tx, plan, outputs):
             local_specs.append((name, rebuild(tx.locals[name])))
         elif name in tx.raw_args:
             local_specs.append((name, SourceOutput(LocalSource(name))))
-    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()), mode=mode,
+    return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()), switches=switches,
                        iter_slots=tuple(iter_slots)), effects
 
 
-def _grad_mode_blocks(tx, plan):
-    """The ModeSwitch the cut instruction runs under (None: the frame's own mode), after checking
-    that the with blocks around the break are grad-mode blocks that a resume function can enter
-    again in order from the frame's mode: each block's exit restores the mode of the block around
-    it, and the mode now is the innermost block's."""
+def _break_switches(tx, plan) -> tuple:
+    """What the cut instruction runs inside (outermost first; empty: the frame's own state), after
+    checking that the with blocks around the break are grad-mode and autocast blocks that a resume
+    function can enter again in order from the frame's state.
+
+    Grad-mode blocks: each block's exit restores the mode of the grad-mode block around it, and the
+    mode now is the innermost one's; they become one ModeSwitch (the mode is one flag). Autocast
+    blocks: the ones on the stack are the trace's open blocks, in order; each becomes a
+    ContextSwitch that enters the very block again (its state is several values and a nesting
+    count, which only entering and leaving it sets as eager does). The two states are independent,
+    so the grad switch goes first."""
     stack, output = tx.stack, tx.output
     exits = []
     for slot in plan.with_slots:
-        if slot >= len(stack) - plan.consumed or not isinstance(stack[slot], GradModeExitVariable):
+        if slot >= len(stack) - plan.consumed \
+                or not isinstance(stack[slot], (GradModeExitVariable, AutocastExitVariable)):
             raise Unsupported(f"the break is inside a with block of {stack[slot] if slot < len(stack) else '?'}, "
-                              "not a grad-mode block")
+                              "not a grad-mode or autocast block")
         exits.append(stack[slot])
-    if sum(isinstance(v, GradModeExitVariable) for v in stack) != len(exits):
-        raise Unsupported("a grad-mode block's exit on the stack outside its with block")
+    if sum(isinstance(v, (GradModeExitVariable, AutocastExitVariable)) for v in stack) != len(exits):
+        raise Unsupported("a block's exit on the stack outside its with block")
     outside = output.entry_grad_mode
     expected = outside
     for e in exits:
-        if e.prev != expected:
-            raise Unsupported("grad-mode blocks that a resume function cannot enter again in order")
-        expected = e.mode
+        if isinstance(e, GradModeExitVariable):
+            if e.prev != expected:
+                raise Unsupported("grad-mode blocks that a resume function cannot enter again in order")
+            expected = e.mode
     if output.grad_mode != expected:
         raise Unsupported("the grad mode at the break is not its with block's")
-    if expected == outside:
-        return None
-    return ModeSwitch(torch._C._set_grad_enabled, expected, outside)
+    blocks = [e.block for e in exits if isinstance(e, AutocastExitVariable)]
+    if len(blocks) != len(output.autocast_blocks) or any(a is not b for a, b in zip(blocks, output.autocast_blocks)):
+        raise Unsupported("the autocast blocks open at the break are not its with blocks")
+    grad = (ModeSwitch(torch._C._set_grad_enabled, expected, outside),) if expected != outside else ()
+    return grad + tuple(ContextSwitch(e.entered_context().enter) for e in exits
+                        if isinstance(e, AutocastExitVariable))
 
 
 class _Rebuilder:

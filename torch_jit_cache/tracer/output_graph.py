@@ -6,6 +6,7 @@ variable trackers: it deals in fx Nodes, Sources, example tensors and GuardSpecs
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import dis
 import linecache
 import operator
@@ -26,6 +27,19 @@ _INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itru
                       operator.irshift, operator.setitem)
 for _op in _INPLACE_OPERATORS:
     torch.fx.node.has_side_effect(_op)
+# The autocast switch nodes, as TorchDynamo records them (torch keeps both side-effectful for fx).
+_ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
+_EXIT_AUTOCAST = torch.amp.autocast_mode._exit_autocast
+for _op in (_ENTER_AUTOCAST, _EXIT_AUTOCAST):
+    torch.fx.node.has_side_effect(_op)
+
+
+@dataclasses.dataclass(eq=False)
+class AutocastBlock:
+    """An autocast block the traced code is in: `args` as _enter_autocast takes them, `real` the
+    torch.autocast entered for real while it is traced (None once left)."""
+    args: tuple
+    real: object = None
 
 
 def mark_side_effect(target) -> None:
@@ -64,6 +78,12 @@ class OutputGraph:
         self.entry_grad_mode = torch.is_grad_enabled()
         self.grad_mode = self.entry_grad_mode
         self._graph_grad_mode = self.entry_grad_mode
+        # Autocast blocks, the same way (contexts.py): `autocast_blocks` are the traced code's,
+        # outermost first, each entered for real while traced; `_graph_autocast` the (block,
+        # _enter_autocast node) pairs the graph's nodes so far leave open. The entry state is the
+        # GLOBAL_STATE guard's (autocast_cpu); a block's args are constants in the graph.
+        self.autocast_blocks: list[AutocastBlock] = []
+        self._graph_autocast: list = []
 
     # -- guards -------------------------------------------------------------------------------
     def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:
@@ -91,6 +111,7 @@ class OutputGraph:
 
     def create_node(self, op: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
         self._switch_graph_grad_mode(self.grad_mode)
+        self._switch_graph_autocast(self.autocast_blocks)
         return self.graph.create_node(op, target, tuple(args), dict(kwargs))
 
     # -- grad mode ------------------------------------------------------------------------------
@@ -105,6 +126,34 @@ class OutputGraph:
             self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
             self._graph_grad_mode = mode
 
+    # -- autocast -------------------------------------------------------------------------------
+    def enter_autocast(self, args: tuple) -> AutocastBlock:
+        """The traced code enters an autocast block: the real one too, so the examples follow it."""
+        real = torch.amp.autocast(*args)
+        real.__enter__()
+        block = AutocastBlock(args, real)
+        self.autocast_blocks.append(block)
+        return block
+
+    def exit_autocast(self, block: AutocastBlock) -> None:
+        if not self.autocast_blocks or self.autocast_blocks[-1] is not block:
+            raise Unsupported("autocast blocks left out of order (tracer bug)")
+        self.autocast_blocks.pop()
+        real, block.real = block.real, None
+        real.__exit__(None, None, None)
+
+    def _switch_graph_autocast(self, blocks: list) -> None:
+        """Make the graph's open autocast blocks `blocks`: leave the ones it has that `blocks` do
+        not, innermost first, then enter the missing ones, outermost first."""
+        graph = self._graph_autocast
+        keep = 0
+        while keep < min(len(graph), len(blocks)) and graph[keep][0] is blocks[keep]:
+            keep += 1
+        while len(graph) > keep:
+            self.graph.create_node("call_function", _EXIT_AUTOCAST, (graph.pop()[1],), {})
+        for block in blocks[keep:]:
+            graph.append((block, self.graph.create_node("call_function", _ENTER_AUTOCAST, block.args, {})))
+
     def release(self) -> None:
         """Drops every reference the trace state holds to user objects and trackers.
 
@@ -118,12 +167,15 @@ class OutputGraph:
         self.side_effects.release()
         self._guards.clear()
         torch._C._set_grad_enabled(self.entry_grad_mode)   # the trace's blocks end here too
+        while self.autocast_blocks:   # innermost first, as their exits would run
+            self.exit_autocast(self.autocast_blocks[-1])
         self.example_inputs = []
         self.graph_inputs = []
         self.root_globals = self.root_builtins = None
 
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
         self._switch_graph_grad_mode(self.entry_grad_mode)
+        self._switch_graph_autocast([])
         self.graph.output(tuple(output_nodes))
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         forget_generated_source_with(gm)

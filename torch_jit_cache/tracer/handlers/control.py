@@ -5,7 +5,7 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
 """
 from ..variables import ConstantVariable, IteratorVariable
-from ..variables.contexts import GradModeVariable
+from ..variables.contexts import AutocastVariable, GradModeVariable
 from ..variables.base import unsupported
 from .registry import make_registry
 
@@ -93,12 +93,12 @@ def return_value(tx, inst):
 
 @handler("BEFORE_WITH")
 def before_with(tx, inst):
-    # [ctx] -> [bound __exit__, what __enter__ returned]. Only grad-mode blocks are entered
-    # (variables/contexts.py); their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never
-    # reached while tracing, since a raise is Unsupported.
+    # [ctx] -> [bound __exit__, what __enter__ returned]. Only grad-mode and autocast blocks are
+    # entered (variables/contexts.py); their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is
+    # never reached while tracing, since a raise is Unsupported.
     ctx = tx.pop()
-    if not isinstance(ctx, GradModeVariable):
-        unsupported(f"with {ctx}: only grad-mode context managers are traced")
+    if not isinstance(ctx, (GradModeVariable, AutocastVariable)):
+        unsupported(f"with {ctx}: only grad-mode and autocast context managers are traced")
     exit_, entered = ctx.enter(tx)
     tx.push(exit_)
     tx.push(entered)

@@ -14,8 +14,8 @@ def const_variable(value):
         return TupleVariable([const_variable(v) for v in value])
     if is_constant_value(value) or hasattr(value, "co_code"):
         return ConstantVariable(value)
-    ctx = context_class(value, None) if isinstance(value, type) else None
-    if ctx is not None:   # a resume function's prologue enters a grad-mode block again
+    ctx = context_class(value, None)
+    if ctx is not None:   # a resume function's prologue enters a grad-mode or autocast block again
         return ctx
     unsupported(f"constant of type {type(value).__name__}")
 

@@ -25,7 +25,7 @@ from ...trace_result import GuardKind
 from .base import unsupported
 from .builtins import BUILTIN_HANDLERS, BuiltinVariable
 from .constant import ConstantVariable
-from .contexts import context_class
+from .contexts import context_class, refuse_autocast_object
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
                         UserFunctionVariable, UserMethodVariable)
@@ -140,6 +140,7 @@ def _wrap(tx, value, source, guard):
         if ctx is not None:
             g(GuardKind.ID_MATCH, value)
             return ctx
+    refuse_autocast_object(value)   # callable, but no torch function (contexts.py)
     if is_torch_callable(value):
         g(GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)

@@ -1,5 +1,6 @@
-"""Grad-mode context managers: `with torch.no_grad()`, `torch.enable_grad()`,
-`torch.set_grad_enabled(flag)`, and functions decorated with `@torch.no_grad()`/`@torch.enable_grad()`.
+"""Context managers the tracer enters: grad modes (`with torch.no_grad()`, `torch.enable_grad()`,
+`torch.set_grad_enabled(flag)`, functions decorated with `@torch.no_grad()`/`@torch.enable_grad()`)
+and autocast (`with torch.autocast("cpu", ...)`, `torch.amp.autocast(...)`).
 
 Each enters a grad mode and restores the mode it found on exit. The trace follows that as eager
 does: entering sets the mode (OutputGraph.set_grad_mode: the real mode too, so the example ops and
@@ -8,15 +9,32 @@ next op), BEFORE_WITH pushes a GradModeExitVariable where the interpreter keeps 
 `__exit__`, and calling it with (None, None, None) restores the previous mode. The exception path
 of a block is never traced (a raise in a traced frame is Unsupported).
 
+Autocast blocks the same way, with their own state: entering one enters a real `torch.autocast`
+with the same arguments while the block is traced (OutputGraph.enter_autocast), so the example ops
+get eager's dtypes, and the graph gets `torch.amp.autocast_mode._enter_autocast(*args)` before the
+block's first op and `_exit_autocast(that node)` after its last, as TorchDynamo records it. The
+arguments must be constants (or guarded values): device "cpu" only (torch.autocast("cuda") on this
+torch warns and disables itself: refused, the frame runs as eager does, warning included), and any
+warning or error the constructor gives (a dtype autocast does not support on the device) is
+refused too. `dtype=None` and `cache_enabled=None` stay None in the graph and the resume
+functions: torch resolves them when the block is entered, as eager does.
+
 At a graph break inside such blocks the exit tracker is not rebuilt as a value: the break code runs
-the cut instruction in the block's mode, and the resume function enters the block again in its
-prologue with `REENTER[mode]()` and BEFORE_WITH (graph_break.py).
+the cut instruction inside the blocks (tracer/__init__.py `_break_switches`), and the resume
+function enters each block again in its prologue with `entered_context().enter()` and BEFORE_WITH
+(graph_break.py): `REENTER[mode]` for a grad mode, a constant `functools.partial(torch.autocast,
+*args)` for autocast.
 
 Not traced, with the reason: `torch.inference_mode` (inference tensors are a different kind of
-tensor: the examples and the graph would have to be made under it), `torch.autocast` (a dtype
-policy over every op, which the examples would have to follow), any other context manager.
+tensor: the examples and the graph would have to be made under it), `torch.cpu.amp.autocast` and
+`torch.cuda.amp.autocast` (deprecated: eager warns when one is made), an autocast object made
+outside the trace (its arguments are not known), autocast as a decorator, any other context
+manager.
 """
 from __future__ import annotations
+
+import functools
+import warnings
 
 import torch
 import torch.utils._contextlib as _torch_contextlib
@@ -36,14 +54,25 @@ GRAD_MODE_CLASSES = {
 }
 # What a resume function builds to enter a block of mode m again (no arguments: nothing to load).
 REENTER = {False: torch.no_grad, True: torch.enable_grad}
+# torch.autocast is torch.amp.autocast; its arguments, in the order _enter_autocast takes them.
+AUTOCAST = torch.amp.autocast
+_AUTOCAST_PARAMS = ("device_type", "dtype", "enabled", "cache_enabled")
+_AUTOCAST_DEFAULTS = {"dtype": None, "enabled": True, "cache_enabled": None}
+# What the argument values may be (bool is checked by type: 1 is not True to autocast's users).
+_AUTOCAST_CHECKS = {
+    "device_type": lambda v: v == "cpu",
+    "dtype": lambda v: v is None or isinstance(v, torch.dtype),
+    "enabled": lambda v: type(v) is bool,
+    "cache_enabled": lambda v: v is None or type(v) is bool,
+}
 # Context managers refused by name, so the fallback says why.
 _REFUSED = {
     torch.inference_mode: "torch.inference_mode is not traced (inference tensors would have to be "
                           "made by the examples and the graph)",
-    torch.autocast: "torch.autocast is not traced (its dtype policy would have to apply to the "
-                    "examples)",
-    torch.amp.autocast: "torch.autocast is not traced (its dtype policy would have to apply to "
-                        "the examples)",
+    torch.cpu.amp.autocast: "torch.cpu.amp.autocast is not traced (deprecated: eager warns when "
+                            "one is made)",
+    torch.cuda.amp.autocast: "torch.cuda.amp.autocast is not traced (deprecated: eager warns when "
+                             "one is made)",
 }
 # The code of the wrapper that `@torch.no_grad()` and friends put around a function
 # (torch.utils._contextlib.context_decorator): every decorated function shares it.
@@ -52,9 +81,16 @@ _CLONE = _torch_contextlib._DecoratorContextManager.clone
 
 
 def context_class(value, source) -> VariableTracker | None:
-    """The tracker for a context-manager class the tracer knows (or refuses by name), else None."""
+    """The tracker for a context-manager class the tracer knows (or refuses by name), or for the
+    constant that enters an autocast block again in a resume function's prologue, else None."""
+    if isinstance(value, functools.partial) and value.func is AUTOCAST and not value.keywords:
+        return AutocastClassVariable(source, value.args)
+    if not isinstance(value, type):
+        return None
     if value in GRAD_MODE_CLASSES:
         return GradModeClassVariable(value, source)
+    if value is AUTOCAST:
+        return AutocastClassVariable(source)
     if value in _REFUSED:
         return RefusedContextClass(value, source)
     return None
@@ -146,10 +182,107 @@ class GradModeExitVariable(VariableTracker):
 
     def entered_context(self) -> EnteredContext:
         """How a graph break inside the block carries it over (graph_break.py)."""
-        return EnteredContext(REENTER[self.mode], self.mode, self.prev)
+        return EnteredContext(REENTER[self.mode])
 
     def __repr__(self):
         return f"GradModeExitVariable(mode={self.mode}, prev={self.prev})"
+
+
+class AutocastClassVariable(VariableTracker):
+    """torch.autocast (torch.amp.autocast) before it is called; `bound`: the arguments a resume
+    function's constant `functools.partial(torch.autocast, *args)` already holds."""
+
+    def __init__(self, source=None, bound: tuple = ()):
+        super().__init__(source)
+        self.bound = bound
+
+    def python_type(self):
+        return type if not self.bound else functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
+            unsupported("torch.autocast with an argument that is not a constant")
+        values = [*self.bound, *(a.as_python_constant() for a in args)]
+        named = {k: v.as_python_constant() for k, v in kwargs.items()}
+        if len(values) > len(_AUTOCAST_PARAMS) or set(named) - set(_AUTOCAST_PARAMS) \
+                or set(named) & set(_AUTOCAST_PARAMS[:len(values)]):
+            unsupported("torch.autocast called with arguments it does not take")
+        bound = dict(_AUTOCAST_DEFAULTS, **dict(zip(_AUTOCAST_PARAMS, values)), **named)
+        if "device_type" not in bound:
+            unsupported("torch.autocast without a device_type")
+        for name in _AUTOCAST_PARAMS:
+            if not _AUTOCAST_CHECKS[name](bound[name]):
+                unsupported(f"torch.autocast({name}={bound[name]!r}) is not traced (device 'cpu', a "
+                            "dtype or None, and bools are)")
+        args = tuple(bound[name] for name in _AUTOCAST_PARAMS)
+        # Made once here, as eager makes it: a warning (an unsupported dtype, which disables it) or
+        # an error is eager's to give, so the frame falls back.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                AUTOCAST(*args)
+            except Exception as e:
+                unsupported(f"torch.autocast{args} raised {type(e).__name__}: {e}")
+        if caught:
+            unsupported(f"torch.autocast{args} warns: {caught[0].message}")
+        return AutocastVariable(args)
+
+    def reconstruct(self, outputs):
+        if self.source is None or self.bound:
+            return super().reconstruct(outputs)
+        return SourceOutput(self.source)
+
+    def __repr__(self):
+        return f"AutocastClassVariable{self.bound}"
+
+
+class AutocastVariable(VariableTracker):
+    """An autocast context manager made by the trace, not entered yet: `args` as _enter_autocast
+    takes them (device_type, dtype, enabled, cache_enabled). Calling it (the decorator form) or
+    rebuilding it after the graph is refused (the base class)."""
+
+    def __init__(self, args: tuple):
+        super().__init__(None)
+        self.args = args
+
+    def python_type(self):
+        return AUTOCAST
+
+    def enter(self, tx):
+        """BEFORE_WITH: (the exit it leaves below, what `as` binds: the autocast object)."""
+        return AutocastExitVariable(tx.output.enter_autocast(self.args)), self
+
+    def __repr__(self):
+        return f"AutocastVariable{self.args}"
+
+
+class AutocastExitVariable(VariableTracker):
+    """The bound `__exit__` BEFORE_WITH left on the stack for an autocast block; `block` is
+    OutputGraph's record of it."""
+
+    def __init__(self, block):
+        super().__init__(None)
+        self.block = block
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
+                                               for a in args):
+            unsupported("an autocast block's __exit__ called with an exception (tracer bug)")
+        tx.output.exit_autocast(self.block)
+        return ConstantVariable(None)
+
+    def entered_context(self) -> EnteredContext:
+        """How a graph break inside the block carries it over (graph_break.py)."""
+        return EnteredContext(functools.partial(AUTOCAST, *self.block.args))
+
+    def __repr__(self):
+        return f"AutocastExitVariable{self.block.args}"
+
+
+def refuse_autocast_object(value) -> None:
+    """An autocast object made outside the trace: its arguments are not known to it."""
+    if isinstance(value, AUTOCAST):
+        unsupported("an autocast object made outside the traced code")
 
 
 def decorated_grad_mode(fn):

@@ -1,0 +1,399 @@
+"""Autocast blocks in traced code: `with torch.autocast("cpu", dtype=...)`, `torch.amp.autocast(...)`,
+nested with grad-mode blocks, in inlined calls, and graph breaks inside them. Compared with eager:
+values and dtypes of the results, gradients, the autocast state after the call, and the number of
+graphs and breaks.
+
+Forward values must be equal; gradients are compared at bfloat16's tolerance: they are sums of
+low-precision terms, summed in another order by AOTAutograd's backward, and at a graph break the
+autocast weight cache (one cast of a weight per block, in eager) ends with the graph, so the rest
+of the block casts the weight again and its gradient is summed in float32 rather than bfloat16.
+The values of the casts are the same."""
+import contextlib
+import io
+import traceback
+import warnings
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import graph_break  # noqa: E402
+from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+class _Recorder(CompileCounter):
+    """Counts like CompileCounter and keeps the graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return super().__call__(gm, example_inputs)
+
+
+def _call_targets(gm) -> list:
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def _autocast_state():
+    return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
+            torch.is_autocast_cache_enabled(), torch.is_grad_enabled())
+
+
+def _leaves(*shapes):
+    return [torch.randn(*s, requires_grad=True) for s in shapes]
+
+
+def _clones(tensors):
+    return [t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+            for t in tensors]
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True):
+    """Run `fn` eagerly and compiled (`calls` times) on copies of `inputs`; check values, dtypes,
+    requires_grad, gradients and the autocast and grad state after each call. Returns (graphs,
+    breaks)."""
+    cnt = CompileCounter() if backend is None else CompileCounterWithBackend(backend)
+    compiled = tjc.compile(fn, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    state = _autocast_state()
+    runs = []
+    with contextlib.redirect_stdout(io.StringIO()):
+        for f in [fn] + [compiled] * calls:
+            args = _clones(inputs)
+            out = _flat(f(*args))
+            assert _autocast_state() == state
+            runs.append((out, args))
+    expected, eager_args = runs[0]
+    if grad:
+        sum(o.float().sum() for o in expected if o.requires_grad).backward()
+    for out, args in runs[1:]:
+        assert [o.dtype for o in out] == [o.dtype for o in expected]
+        assert [o.requires_grad for o in out] == [o.requires_grad for o in expected]
+        for o, e in zip(out, expected):
+            torch.testing.assert_close(o, e)
+        if grad:
+            sum(o.float().sum() for o in out if o.requires_grad).backward()
+            for a, e in zip(args, eager_args):
+                if isinstance(a, torch.Tensor):
+                    torch.testing.assert_close(a.grad, e.grad, rtol=1.6e-2, atol=3e-2)
+    return cnt.frame_count, tjc.stats()["graph_breaks"] - before
+
+
+# -- traced without a break ------------------------------------------------------------------------
+
+def _matmul_linear(x, w, b):
+    a = x @ w
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        y = x @ w
+        z = torch.nn.functional.linear(y, w, b)
+        s = z.sum(dim=0)
+    return a, y, z, s, z.float() + a
+
+
+def _amp_default_dtype(x, w, b):
+    with torch.amp.autocast("cpu"):
+        y = torch.mm(x, w)
+    return y, y + b
+
+
+def _disabled(x, w, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+        y = x @ w
+    return y, y + b
+
+
+def _fp16_no_cache(x, w, b):
+    with torch.autocast("cpu", dtype=torch.float16, cache_enabled=False):
+        y = x @ w
+    return y.float() + b
+
+
+def _nested_in_no_grad(x, w, b):
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+        z = y.float() + b
+    return y, z, x @ w
+
+
+def _no_grad_inside(x, w, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        with torch.no_grad():
+            z = y @ w
+            with torch.autocast("cpu", enabled=False):
+                u = z.float() @ w
+        v = y @ w
+    return y, z, u, v
+
+
+def _helper(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return x @ w
+
+
+def _inlined(x, w, b):
+    y = _helper(x, w)
+    return y, y.float() + b, x @ w
+
+
+@pytest.mark.parametrize("fn", [_matmul_linear, _amp_default_dtype, _disabled, _fp16_no_cache,
+                                _nested_in_no_grad, _no_grad_inside, _inlined],
+                         ids=lambda f: f.__name__)
+def test_autocast_blocks_are_traced_into_one_graph(fn):
+    assert _eager_and_compiled(fn, _leaves((4, 4), (4, 4), (4,))) == (1, 0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_backends_see_the_autocast_block(backend):
+    assert _eager_and_compiled(_matmul_linear, _leaves((4, 4), (4, 4), (4,)), backend=backend) == (1, 0)
+
+
+def test_graph_records_enter_and_exit_nodes():
+    cnt = _Recorder()
+    tjc.compile(_matmul_linear, backend=cnt)(*_leaves((4, 4), (4, 4), (4,)))
+    (gm,) = cnt.graphs
+    targets = _call_targets(gm)
+    enter, exit_ = torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast
+    assert targets.count(enter) == 1 and targets.count(exit_) == 1
+    assert targets.index(enter) == 1   # after the first matmul, before the block's first op
+    assert targets.index(exit_) == targets.index(enter) + 3   # after the linear (sum: a method)
+
+
+def test_graph_exits_the_block_when_the_frame_returns_inside_it():
+    cnt = _Recorder()
+    tjc.compile(_inlined, backend=cnt)(*_leaves((4, 4), (4, 4), (4,)))
+    (gm,) = cnt.graphs
+    targets = _call_targets(gm)
+    assert targets.count(torch.amp.autocast_mode._exit_autocast) == 1
+
+
+def test_an_outer_autocast_is_a_different_entry():
+    x, w, b = _leaves((4, 4), (4, 4), (4,))
+    cnt = CompileCounter()
+    compiled = tjc.compile(_disabled, backend=cnt)
+    compiled(x, w, b)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, expected = compiled(x, w, b), _disabled(x, w, b)
+    assert [t.dtype for t in got] == [t.dtype for t in expected]
+    assert cnt.frame_count == 2   # the GLOBAL_STATE guard pins autocast_cpu
+
+
+# -- refused: the frame falls back --------------------------------------------------------------
+
+def _cuda(x, w):
+    with torch.autocast("cuda"):
+        return x @ w
+
+
+def _dtype_from_tensor(x, w):
+    with torch.autocast("cpu", dtype=x.dtype):   # float32 on CPU: eager warns and disables it
+        return x @ w
+
+
+def _as_decorator(x, w):
+    return torch.autocast("cpu")(torch.mm)(x, w)
+
+
+@pytest.mark.parametrize("fn", [_cuda, _dtype_from_tensor, _as_decorator], ids=lambda f: f.__name__)
+def test_refused_autocast_falls_back_like_eager(fn):
+    x, w = _leaves((3, 3), (3, 3))
+    state = _autocast_state()
+    with warnings.catch_warnings(record=True) as eager_warnings:
+        warnings.simplefilter("always")
+        expected = fn(x, w)
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as got_warnings:
+            warnings.simplefilter("always")
+            got = compiled(x, w)
+        assert [str(w.message) for w in got_warnings] == [str(w.message) for w in eager_warnings]
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected)
+        assert _autocast_state() == state
+    assert cnt.frame_count == 0
+
+
+def test_cpu_amp_autocast_is_refused_by_name():
+    def fn(x):
+        with torch.cpu.amp.autocast():
+            return x @ x
+
+    x = torch.randn(3, 3)
+    cnt = CompileCounter()
+    with pytest.warns(FutureWarning):
+        got = tjc.compile(fn, backend=cnt)(x)
+    assert got.dtype == torch.bfloat16 and cnt.frame_count == 0
+
+
+def test_trace_failing_inside_the_block_leaves_autocast_as_it_was():
+    def fn(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            try:                       # a break inside a try block: the whole frame falls back
+                print("inside")
+                z = y * 2
+            except ValueError:
+                z = y
+        return z
+
+    x, w = _leaves((3, 3), (3, 3))
+    state = _autocast_state()
+    cnt = CompileCounter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        got = tjc.compile(fn, backend=cnt)(x, w)
+    assert _autocast_state() == state and got.dtype == torch.bfloat16
+    # a trace that fails while the real autocast is entered (an unsupported construct in the block)
+    assert _eager_and_compiled(fn, [x, w], grad=False)[0] == 0
+    assert _autocast_state() == state
+
+
+# -- graph breaks inside a block -------------------------------------------------------------------
+
+_STATES: list = []
+
+
+class _Probe:
+    """Printed at a graph break: records the autocast and grad state the print runs in."""
+
+    def __str__(self):
+        _STATES.append(_autocast_state())
+        return "probe"
+
+
+_PROBE = _Probe()
+
+
+def _record_state():
+    print(_PROBE, end="")   # print is a graph break; the probe records the state it runs in
+
+
+def _break_print(x, w, b):
+    a = x @ w
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = a @ w
+        print("inside", y.dtype, _PROBE)
+        z = torch.nn.functional.linear(y, w, b)
+    return a, y, z, z.float() + a
+
+
+def _break_item(x, w, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        v = y.sum().item()
+        _record_state()
+        z = (x * v) @ w
+    return y, z
+
+
+def _break_nested(x, w, b):
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            with torch.autocast("cpu", dtype=torch.float16, cache_enabled=False):
+                _record_state()
+                z = y @ w
+            u = z @ w
+        v = u.float() + b
+    return y, z, u, v, x @ w
+
+
+def _break_in_grad_inside(x, w, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        with torch.no_grad():
+            _record_state()
+            z = y @ w
+        u = y @ w
+    return y, z, u
+
+
+def _break_in_helper(x, w, b):
+    with torch.amp.autocast(device_type="cpu", dtype=torch.bfloat16):
+        y = _helper_that_breaks(x @ w)
+    return y, y.float() @ w
+
+
+def _helper_that_breaks(a):
+    _record_state()
+    return a @ a
+
+
+@pytest.mark.parametrize("fn, graphs, breaks", [(_break_print, 2, 1), (_break_item, 2, 2),
+                                                (_break_nested, 2, 1), (_break_in_grad_inside, 2, 1),
+                                                (_break_in_helper, 2, 1)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_break_inside_a_block_runs_the_instruction_in_the_blocks_state(fn, graphs, breaks):
+    _STATES.clear()
+    assert _eager_and_compiled(fn, _leaves((4, 4), (4, 4), (4,))) == (graphs, breaks)
+    # the unsupported instruction ran in the block's state in every call, as in eager
+    n = len(_STATES) // 3
+    assert n > 0 and _STATES == _STATES[:n] * 3
+    assert any(s[0] for s in _STATES)
+
+
+def test_break_code_enters_the_block_and_the_resume_function_again():
+    cnt = _Recorder()
+    compiled = tjc.compile(_break_print, backend=cnt)
+    with contextlib.redirect_stdout(io.StringIO()):
+        compiled(*_leaves((4, 4), (4, 4), (4,)))
+    (entry,) = tjc.cache_entries(compiled)
+    (resume,) = [c for c in entry.code.co_consts if isinstance(c, type(_break_print))]
+    enters = [c for c in resume.__code__.co_consts if getattr(c, "func", None) is torch.autocast]
+    assert [(e.args, e.keywords) for e in enters] == [(("cpu", torch.bfloat16, True, None), {})]
+    # both graphs start and end outside the block
+    for gm in cnt.graphs:
+        targets = _call_targets(gm)
+        assert targets.count(torch.amp.autocast_mode._enter_autocast) == 1
+        assert targets.count(torch.amp.autocast_mode._exit_autocast) == 1
+
+
+def test_exception_at_the_break_leaves_autocast_as_eager_does():
+    def fn(x):
+        y = x + 1
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = y @ y
+            int("not a number")
+        return y
+
+    state = _autocast_state()
+    compiled = tjc.compile(fn, backend="eager")
+    for _ in range(2):
+        with pytest.raises(ValueError) as info:
+            compiled(torch.randn(2, 2))
+        assert _autocast_state() == state
+        lines = [f.lineno for f in traceback.extract_tb(info.value.__traceback__)]
+        assert fn.__code__.co_firstlineno + 4 in lines
+
+
+def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
+    def fn(x, w):
+        a = x @ w
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            b = a @ w
+            print("inside")
+            c = b @ w
+        return a, c
+
+    x, w = _leaves((4, 4), (4, 4))
+    compiled = tjc.compile(fn, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        compiled(x, w)
+    (entry,) = tjc.cache_entries(compiled)
+    resumes = [c for c in entry.code.co_consts if isinstance(c, type(fn))]
+    assert [graph_break.is_resume_code(r.__code__) for r in resumes] == [True]
+    refs = [weakref.ref(o) for o in (x, w, resumes[0], resumes[0].__code__)]
+    del entry, resumes, compiled, x, w
+    assert [r() for r in refs] == [None] * len(refs)
