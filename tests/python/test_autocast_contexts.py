@@ -21,8 +21,18 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import graph_break  # noqa: E402
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
+from context_helpers import eager_and_compiled, global_state, leaves  # noqa: E402
 
 pytestmark = pytest.mark.torch
+
+
+# Gradients at bfloat16's tolerance: torch caches one low-precision copy of each weight per
+# autocast block, and the cache ends with each graph, so after a break a weight is cast again.
+_BF16_GRAD = (1.6e-2, 3e-2)
+
+
+def _run(fn, inputs, **options):
+    return eager_and_compiled(fn, inputs, grad_tol=_BF16_GRAD, **options)
 
 
 class _Recorder(CompileCounter):
@@ -41,53 +51,14 @@ def _call_targets(gm) -> list:
     return [n.target for n in gm.graph.nodes if n.op == "call_function"]
 
 
-def _autocast_state():
-    return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
-            torch.is_autocast_cache_enabled(), torch.is_grad_enabled())
 
 
-def _leaves(*shapes):
-    return [torch.randn(*s, requires_grad=True) for s in shapes]
 
 
-def _clones(tensors):
-    return [t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
-            for t in tensors]
 
 
-def _flat(out):
-    return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def _eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True):
-    """Run `fn` eagerly and compiled (`calls` times) on copies of `inputs`; check values, dtypes,
-    requires_grad, gradients and the autocast and grad state after each call. Returns (graphs,
-    breaks)."""
-    cnt = CompileCounter() if backend is None else CompileCounterWithBackend(backend)
-    compiled = tjc.compile(fn, backend=cnt)
-    before = tjc.stats()["graph_breaks"]
-    state = _autocast_state()
-    runs = []
-    with contextlib.redirect_stdout(io.StringIO()):
-        for f in [fn] + [compiled] * calls:
-            args = _clones(inputs)
-            out = _flat(f(*args))
-            assert _autocast_state() == state
-            runs.append((out, args))
-    expected, eager_args = runs[0]
-    if grad:
-        sum(o.float().sum() for o in expected if o.requires_grad).backward()
-    for out, args in runs[1:]:
-        assert [o.dtype for o in out] == [o.dtype for o in expected]
-        assert [o.requires_grad for o in out] == [o.requires_grad for o in expected]
-        for o, e in zip(out, expected):
-            torch.testing.assert_close(o, e)
-        if grad:
-            sum(o.float().sum() for o in out if o.requires_grad).backward()
-            for a, e in zip(args, eager_args):
-                if isinstance(a, torch.Tensor):
-                    torch.testing.assert_close(a.grad, e.grad, rtol=1.6e-2, atol=3e-2)
-    return cnt.frame_count, tjc.stats()["graph_breaks"] - before
 
 
 # -- traced without a break ------------------------------------------------------------------------
@@ -152,17 +123,17 @@ def _inlined(x, w, b):
                                 _nested_in_no_grad, _no_grad_inside, _inlined],
                          ids=lambda f: f.__name__)
 def test_autocast_blocks_are_traced_into_one_graph(fn):
-    assert _eager_and_compiled(fn, _leaves((4, 4), (4, 4), (4,))) == (1, 0)
+    assert _run(fn, leaves((4, 4), (4, 4), (4,))) == (1, 0)
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_backends_see_the_autocast_block(backend):
-    assert _eager_and_compiled(_matmul_linear, _leaves((4, 4), (4, 4), (4,)), backend=backend) == (1, 0)
+    assert _run(_matmul_linear, leaves((4, 4), (4, 4), (4,)), backend=backend) == (1, 0)
 
 
 def test_graph_records_enter_and_exit_nodes():
     cnt = _Recorder()
-    tjc.compile(_matmul_linear, backend=cnt)(*_leaves((4, 4), (4, 4), (4,)))
+    tjc.compile(_matmul_linear, backend=cnt)(*leaves((4, 4), (4, 4), (4,)))
     (gm,) = cnt.graphs
     targets = _call_targets(gm)
     enter, exit_ = torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast
@@ -173,14 +144,14 @@ def test_graph_records_enter_and_exit_nodes():
 
 def test_graph_exits_the_block_when_the_frame_returns_inside_it():
     cnt = _Recorder()
-    tjc.compile(_inlined, backend=cnt)(*_leaves((4, 4), (4, 4), (4,)))
+    tjc.compile(_inlined, backend=cnt)(*leaves((4, 4), (4, 4), (4,)))
     (gm,) = cnt.graphs
     targets = _call_targets(gm)
     assert targets.count(torch.amp.autocast_mode._exit_autocast) == 1
 
 
 def test_an_outer_autocast_is_a_different_entry():
-    x, w, b = _leaves((4, 4), (4, 4), (4,))
+    x, w, b = leaves((4, 4), (4, 4), (4,))
     cnt = CompileCounter()
     compiled = tjc.compile(_disabled, backend=cnt)
     compiled(x, w, b)
@@ -208,8 +179,8 @@ def _as_decorator(x, w):
 
 @pytest.mark.parametrize("fn", [_cuda, _dtype_from_tensor, _as_decorator], ids=lambda f: f.__name__)
 def test_refused_autocast_falls_back_like_eager(fn):
-    x, w = _leaves((3, 3), (3, 3))
-    state = _autocast_state()
+    x, w = leaves((3, 3), (3, 3))
+    state = global_state()
     with warnings.catch_warnings(record=True) as eager_warnings:
         warnings.simplefilter("always")
         expected = fn(x, w)
@@ -222,7 +193,7 @@ def test_refused_autocast_falls_back_like_eager(fn):
         assert [str(w.message) for w in got_warnings] == [str(w.message) for w in eager_warnings]
         assert got.dtype == expected.dtype
         torch.testing.assert_close(got, expected)
-        assert _autocast_state() == state
+        assert global_state() == state
     assert cnt.frame_count == 0
 
 
@@ -249,15 +220,15 @@ def test_trace_failing_inside_the_block_leaves_autocast_as_it_was():
                 z = y
         return z
 
-    x, w = _leaves((3, 3), (3, 3))
-    state = _autocast_state()
+    x, w = leaves((3, 3), (3, 3))
+    state = global_state()
     cnt = CompileCounter()
     with contextlib.redirect_stdout(io.StringIO()):
         got = tjc.compile(fn, backend=cnt)(x, w)
-    assert _autocast_state() == state and got.dtype == torch.bfloat16
+    assert global_state() == state and got.dtype == torch.bfloat16
     # a trace that fails while the real autocast is entered (an unsupported construct in the block)
-    assert _eager_and_compiled(fn, [x, w], grad=False)[0] == 0
-    assert _autocast_state() == state
+    assert _run(fn, [x, w], grad=False)[0] == 0
+    assert global_state() == state
 
 
 # -- graph breaks inside a block -------------------------------------------------------------------
@@ -269,7 +240,7 @@ class _Probe:
     """Printed at a graph break: records the autocast and grad state the print runs in."""
 
     def __str__(self):
-        _STATES.append(_autocast_state())
+        _STATES.append(global_state())
         return "probe"
 
 
@@ -337,18 +308,18 @@ def _helper_that_breaks(a):
                          ids=lambda v: getattr(v, "__name__", str(v)))
 def test_break_inside_a_block_runs_the_instruction_in_the_blocks_state(fn, graphs, breaks):
     _STATES.clear()
-    assert _eager_and_compiled(fn, _leaves((4, 4), (4, 4), (4,))) == (graphs, breaks)
+    assert _run(fn, leaves((4, 4), (4, 4), (4,))) == (graphs, breaks)
     # the unsupported instruction ran in the block's state in every call, as in eager
     n = len(_STATES) // 3
     assert n > 0 and _STATES == _STATES[:n] * 3
-    assert any(s[0] for s in _STATES)
+    assert any(s[1] for s in _STATES)   # global_state()[1]: autocast on, in some break
 
 
 def test_break_code_enters_the_block_and_the_resume_function_again():
     cnt = _Recorder()
     compiled = tjc.compile(_break_print, backend=cnt)
     with contextlib.redirect_stdout(io.StringIO()):
-        compiled(*_leaves((4, 4), (4, 4), (4,)))
+        compiled(*leaves((4, 4), (4, 4), (4,)))
     (entry,) = tjc.cache_entries(compiled)
     (resume,) = [c for c in entry.code.co_consts if isinstance(c, type(_break_print))]
     enters = [c for c in resume.__code__.co_consts if getattr(c, "func", None) is torch.autocast]
@@ -368,12 +339,12 @@ def test_exception_at_the_break_leaves_autocast_as_eager_does():
             int("not a number")
         return y
 
-    state = _autocast_state()
+    state = global_state()
     compiled = tjc.compile(fn, backend="eager")
     for _ in range(2):
         with pytest.raises(ValueError) as info:
             compiled(torch.randn(2, 2))
-        assert _autocast_state() == state
+        assert global_state() == state
         lines = [f.lineno for f in traceback.extract_tb(info.value.__traceback__)]
         assert fn.__code__.co_firstlineno + 4 in lines
 
@@ -387,7 +358,7 @@ def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
             c = b @ w
         return a, c
 
-    x, w = _leaves((4, 4), (4, 4))
+    x, w = leaves((4, 4), (4, 4))
     compiled = tjc.compile(fn, backend="eager")
     with contextlib.redirect_stdout(io.StringIO()):
         compiled(x, w)

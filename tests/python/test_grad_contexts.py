@@ -14,51 +14,17 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import graph_break  # noqa: E402
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
+from context_helpers import eager_and_compiled, leaves  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
 
-def _leaves(*shapes):
-    return [torch.randn(*s, requires_grad=True) for s in shapes]
 
 
-def _clones(tensors):
-    return [t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
-            for t in tensors]
 
 
-def _flat(out):
-    return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def _eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True):
-    """Run `fn` eagerly and compiled (`calls` times) on copies of `inputs`; check values,
-    requires_grad, gradients and the grad mode after each call. Returns (graphs, breaks)."""
-    cnt = CompileCounter() if backend is None else CompileCounterWithBackend(backend)
-    compiled = tjc.compile(fn, backend=cnt)
-    before = tjc.stats()["graph_breaks"]
-    runs = []
-    with contextlib.redirect_stdout(io.StringIO()):
-        for f in [fn] + [compiled] * calls:
-            args = _clones(inputs)
-            mode_before = torch.is_grad_enabled()
-            out = _flat(f(*args))
-            runs.append((out, torch.is_grad_enabled(), mode_before, args))
-    (expected, mode_after, _, eager_args) = runs[0]
-    if grad:
-        sum(o.sum() for o in expected if o.requires_grad).backward()
-    for out, after, mode_before, args in runs[1:]:
-        assert after == mode_after
-        assert [getattr(o, "requires_grad", o) for o in out] == \
-            [getattr(o, "requires_grad", o) for o in expected]
-        for o, e in zip(out, expected):
-            torch.testing.assert_close(o, e)
-        if grad:
-            sum(o.sum() for o in out if o.requires_grad).backward()
-            for a, e in zip(args, eager_args):
-                if isinstance(a, torch.Tensor):
-                    torch.testing.assert_close(a.grad, e.grad)
-    return cnt.frame_count, tjc.stats()["graph_breaks"] - before
 
 
 # -- traced without a break ------------------------------------------------------------------------
@@ -105,13 +71,13 @@ def _reads_mode(x):
 
 @pytest.mark.parametrize("fn", [_no_grad_root, _nested, _inlined], ids=lambda f: f.__name__)
 def test_grad_blocks_are_traced_into_one_graph(fn):
-    assert _eager_and_compiled(fn, _leaves((4,), (4,))) == (1, 0)
+    assert eager_and_compiled(fn, leaves((4,), (4,))) == (1, 0)
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_backends_see_the_grad_mode_switch(backend):
-    assert _eager_and_compiled(_nested, _leaves((3, 4), (4,)), backend=backend) == (1, 0)
-    assert _eager_and_compiled(_no_grad_root, _leaves((3, 4), (4,)), backend=backend) == (1, 0)
+    assert eager_and_compiled(_nested, leaves((3, 4), (4,)), backend=backend) == (1, 0)
+    assert eager_and_compiled(_no_grad_root, leaves((3, 4), (4,)), backend=backend) == (1, 0)
 
 
 def test_graph_records_the_switch_and_restores_the_mode():
@@ -121,7 +87,7 @@ def test_graph_records_the_switch_and_restores_the_mode():
         graphs.append(gm)
         return gm.forward
 
-    x, w = _leaves((4,), (4,))
+    x, w = leaves((4,), (4,))
     tjc.compile(_no_grad_root, backend=backend)(x, w)
     (gm,) = graphs
     switches = [n.args for n in gm.graph.nodes if n.target is torch._C._set_grad_enabled]
@@ -131,13 +97,13 @@ def test_graph_records_the_switch_and_restores_the_mode():
 def test_set_grad_enabled_with_a_guarded_flag():
     cnt = CompileCounter()
     compiled = tjc.compile(_set_grad_enabled, backend=cnt)
-    x, w = _leaves((4,), (4,))
+    x, w = leaves((4,), (4,))
     for flag in (False, True, False, True):
         out = compiled(x, w, flag)
         assert out[1] is flag and out[0].requires_grad is flag
         assert torch.is_grad_enabled()
     assert cnt.frame_count == 2
-    assert _eager_and_compiled(_set_grad_enabled, [x, w, False], grad=False) == (1, 0)
+    assert eager_and_compiled(_set_grad_enabled, [x, w, False], grad=False) == (1, 0)
 
 
 def test_is_grad_enabled_inside_the_block_is_the_blocks_mode():
@@ -255,14 +221,14 @@ def _break_on_a_tensor(x, w):
                          ids=lambda v: getattr(v, "__name__", str(v)))
 def test_break_inside_a_block_runs_the_instruction_in_the_blocks_mode(fn, graphs, breaks):
     _MODES.clear()
-    assert _eager_and_compiled(fn, _leaves((4,), (4,))) == (graphs, breaks)
+    assert eager_and_compiled(fn, leaves((4,), (4,))) == (graphs, breaks)
     # the unsupported instruction ran in the block's mode in every call, as in eager
     n = len(_MODES) // 3
     assert n > 0 and _MODES == _MODES[:n] * 3
 
 
 def test_break_inside_a_block_under_an_outer_no_grad_and_then_with_grad():
-    x, w = _leaves((4,), (4,))
+    x, w = leaves((4,), (4,))
     cnt = CompileCounter()
     compiled = tjc.compile(_break_print, backend=cnt)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -307,7 +273,7 @@ def test_break_inside_a_with_block_inside_try_falls_back():
         return y * 2
 
     before = tjc.stats()
-    assert _eager_and_compiled(fn, _leaves((3,))) == (0, 0)
+    assert eager_and_compiled(fn, leaves((3,))) == (0, 0)
     assert tjc.stats()["fallbacks"] > before["fallbacks"]
 
 
@@ -318,7 +284,7 @@ def test_unknown_context_manager_falls_back():
         return y * 2
 
     before = tjc.stats()
-    assert _eager_and_compiled(fn, _leaves((3,)))[0] == 0
+    assert eager_and_compiled(fn, leaves((3,)))[0] == 0
     assert tjc.stats()["fallbacks"] > before["fallbacks"]
 
 
@@ -331,7 +297,7 @@ def test_set_grad_enabled_outside_a_with_block_runs_as_bytecode():
         return y, z
 
     # the calls are graph breaks: each runs as bytecode and changes the mode for what follows
-    assert _eager_and_compiled(fn, _leaves((3,)))[1] >= 1
+    assert eager_and_compiled(fn, leaves((3,)))[1] >= 1
     assert torch.is_grad_enabled()
 
 
@@ -359,7 +325,7 @@ def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
             c = b + 1
         return a * c
 
-    x, w = _leaves((4,), (4,))
+    x, w = leaves((4,), (4,))
     compiled = tjc.compile(fn, backend="eager")
     with contextlib.redirect_stdout(io.StringIO()):
         compiled(x, w)
