@@ -3,10 +3,12 @@ the same inputs and compare what a context manager can change. Imports torch: im
 `pytest.importorskip("torch")`."""
 import contextlib
 import io
+import weakref
 
 import torch
 
 import torch_jit_cache as tjc
+from torch_jit_cache import graph_break
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend
 
 
@@ -16,8 +18,9 @@ def global_state():
             torch.is_autocast_cache_enabled())
 
 
-def leaves(*shapes):
-    return [torch.randn(*s, requires_grad=True) for s in shapes]
+def leaves(*shapes, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=generator, requires_grad=True) for s in shapes]
 
 
 def clones(tensors):
@@ -31,8 +34,9 @@ def flat(out):
 
 def eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True, grad_tol=None):
     """Run `fn` eagerly and compiled (`calls` times) on copies of `inputs`; check values, dtypes,
-    requires_grad, gradients (within `grad_tol`, (rtol, atol), where given) and `global_state()`
-    after each call against eager's. Returns (graphs, breaks)."""
+    requires_grad, gradients and `global_state()` after each call against eager's. `grad_tol`: a
+    gradient may differ from eager's by that fraction of its largest element (low-precision
+    rounding); None: the default closeness. Returns (graphs, breaks)."""
     cnt = CompileCounter() if backend is None else CompileCounterWithBackend(backend)
     compiled = tjc.compile(fn, backend=cnt)
     before = tjc.stats()["graph_breaks"]
@@ -45,7 +49,6 @@ def eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True, grad_tol
     expected, state_after, eager_args = runs[0]
     if grad:
         sum(o.float().sum() for o in expected if o.requires_grad).backward()
-    tol = {} if grad_tol is None else dict(zip(("rtol", "atol"), grad_tol))
     for out, state, args in runs[1:]:
         assert state == state_after
         assert [getattr(o, "dtype", o) for o in out] == [getattr(o, "dtype", o) for o in expected]
@@ -57,5 +60,23 @@ def eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True, grad_tol
             sum(o.float().sum() for o in out if o.requires_grad).backward()
             for a, e in zip(args, eager_args):
                 if isinstance(a, torch.Tensor):
+                    tol = {} if grad_tol is None or e.grad is None else \
+                        {"rtol": 0.0, "atol": grad_tol * e.grad.abs().max().item()}
                     torch.testing.assert_close(a.grad, e.grad, **tol)
     return cnt.frame_count, tjc.stats()["graph_breaks"] - before
+
+
+def assert_break_frees_everything(fn, inputs: list):
+    """Compile `fn` (which breaks once), call it on `inputs`, then drop everything: the entry's
+    resume function, its code and the inputs must be freed (run it under the `no_gc` fixture).
+    `inputs` is emptied: the caller must hold no other reference."""
+    compiled = tjc.compile(fn, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        compiled(*inputs)
+    (entry,) = tjc.cache_entries(compiled)
+    resumes = [c for c in entry.code.co_consts if isinstance(c, type(fn))]
+    assert [graph_break.is_resume_code(r.__code__) for r in resumes] == [True]
+    refs = [weakref.ref(o) for o in (*inputs, resumes[0], resumes[0].__code__)]
+    inputs.clear()
+    del entry, resumes, compiled
+    assert [r() for r in refs] == [None] * len(refs)

@@ -12,23 +12,23 @@ import contextlib
 import io
 import traceback
 import warnings
-import weakref
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import graph_break  # noqa: E402
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
-from context_helpers import eager_and_compiled, global_state, leaves  # noqa: E402
+from context_helpers import assert_break_frees_everything, eager_and_compiled, global_state, leaves  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
 
-# Gradients at bfloat16's tolerance: torch caches one low-precision copy of each weight per
-# autocast block, and the cache ends with each graph, so after a break a weight is cast again.
-_BF16_GRAD = (1.6e-2, 3e-2)
+# Gradients within two bfloat16 steps of their largest element: torch caches one low-precision
+# copy of each weight per autocast block, and the cache ends with each graph, so after a break a
+# weight is cast again and its gradient is summed in float32 instead of bfloat16 (measured over
+# 300 random inputs of _break_print: at most 0.0038 of the largest element, one step).
+_BF16_GRAD = 2 ** -7
 
 
 def _run(fn, inputs, **options):
@@ -358,13 +358,4 @@ def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
             c = b @ w
         return a, c
 
-    x, w = leaves((4, 4), (4, 4))
-    compiled = tjc.compile(fn, backend="eager")
-    with contextlib.redirect_stdout(io.StringIO()):
-        compiled(x, w)
-    (entry,) = tjc.cache_entries(compiled)
-    resumes = [c for c in entry.code.co_consts if isinstance(c, type(fn))]
-    assert [graph_break.is_resume_code(r.__code__) for r in resumes] == [True]
-    refs = [weakref.ref(o) for o in (x, w, resumes[0], resumes[0].__code__)]
-    del entry, resumes, compiled, x, w
-    assert [r() for r in refs] == [None] * len(refs)
+    assert_break_frees_everything(fn, leaves((4, 4), (4, 4)))

@@ -5,16 +5,14 @@ gradients, `torch.is_grad_enabled()` after the call, and the number of graphs an
 import contextlib
 import io
 import traceback
-import weakref
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import graph_break  # noqa: E402
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
-from context_helpers import eager_and_compiled, leaves  # noqa: E402
+from context_helpers import assert_break_frees_everything, eager_and_compiled, leaves  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -325,13 +323,4 @@ def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
             c = b + 1
         return a * c
 
-    x, w = leaves((4,), (4,))
-    compiled = tjc.compile(fn, backend="eager")
-    with contextlib.redirect_stdout(io.StringIO()):
-        compiled(x, w)
-    (entry,) = tjc.cache_entries(compiled)
-    resumes = [c for c in entry.code.co_consts if isinstance(c, type(fn))]
-    assert [graph_break.is_resume_code(r.__code__) for r in resumes] == [True]
-    refs = [weakref.ref(o) for o in (x, w, resumes[0], resumes[0].__code__)]
-    del entry, resumes, compiled, x, w
-    assert [r() for r in refs] == [None] * len(refs)
+    assert_break_frees_everything(fn, leaves((4,), (4,)))
