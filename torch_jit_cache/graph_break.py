@@ -99,7 +99,7 @@ import weakref
 import bytecode
 from bytecode import CellVar, FreeVar, Instr, Label
 
-from .instructions import FACTS, SUPERINSTRUCTIONS, decode
+from .instructions import FACTS, SUPERINSTRUCTIONS, decode, next_raw
 
 __all__ = ["BreakPlan", "plan_break", "build_resume_code", "is_resume_code", "BreakRefused"]
 
@@ -168,9 +168,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     inst = insts[index]
     with_slots = _with_blocks(insts, inst)
     instr = inst.instr
-    nxt = index + 1
-    while nxt < len(insts) and insts[nxt].instr is instr:
-        nxt += 1
+    nxt = next_raw(insts, index)
     emit, prefix = instr, ()
     if inst.op in COND_JUMPS:
         jump, consumed, pushed, targets = inst.op, 1, (), (nxt, inst.target)
@@ -178,9 +176,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
         # bool() of a tensor for the jump after it (3.13: a raw TO_BOOL, or the tail of a COMPARE_OP
         # with its bool-cast bit, whose comparison then stays in the graph): both run as bytecode,
         # and a resume function per branch follows, as for a jump on a tensor in 3.11/3.12.
-        after = nxt + 1
-        while after < len(insts) and insts[after].instr is insts[nxt].instr:
-            after += 1
+        after = next_raw(insts, nxt)
         prefix = (Instr("TO_BOOL", lineno=inst.lineno),)
         emit = insts[nxt].instr
         jump, consumed, pushed, targets = insts[nxt].op, 1, (), (after, insts[nxt].target)

@@ -38,7 +38,7 @@ from typing import Any, Callable
 import bytecode
 from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-__all__ = ["Inst", "VersionFacts", "VERSIONS", "FACTS", "decode", "DecodeError"]
+__all__ = ["Inst", "VersionFacts", "VERSIONS", "FACTS", "decode", "next_raw", "DecodeError"]
 
 
 class DecodeError(ValueError):
@@ -389,12 +389,19 @@ def decode(code: types.CodeType) -> Decoded:
     return decoded
 
 
+def next_raw(insts: list, index: int) -> int:
+    """The index of the first Inst after the raw instruction that Inst `index` belongs to."""
+    raw = insts[index].instr
+    index += 1
+    while index < len(insts) and insts[index].instr is raw:
+        index += 1
+    return index
+
+
 def _past(insts: list, index: int, names: tuple) -> int:
     """The index after the raw instructions `names` that start at `index` (FOR_ITER's exit)."""
     for name in names:
         if index >= len(insts) or insts[index].instr.name != name:
             raise DecodeError(f"FOR_ITER's target is not followed by {names} (at {index})")
-        raw = insts[index].instr
-        while index < len(insts) and insts[index].instr is raw:
-            index += 1
+        index = next_raw(insts, index)
     return index

@@ -14,7 +14,7 @@ a handler may pop and then fail, which is why the second trace stops before the 
 from __future__ import annotations
 
 from .. import graph_break
-from ..instructions import DecodeError, decode
+from ..instructions import DecodeError, decode, next_raw
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
 from ..trace_result import Unsupported
 from . import variables
@@ -245,9 +245,7 @@ class InstructionTranslator:
         elif not inst.first:
             return False
         else:
-            end = self.ip
-            while end < len(self.instructions) and self.instructions[end].instr is inst.instr:
-                end += 1
+            end = next_raw(self.instructions, self.ip)
             parts = self.instructions[self.ip:end]
             if all(i.op in _MOVES for i in parts):
                 return False
