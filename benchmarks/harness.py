@@ -33,9 +33,12 @@ def write_results(path, torch_version, **fields) -> None:
     print(f"wrote {out}")
 
 
-def options(doc: str, name: str):
-    """--quick (fewer calls, a smoke run) and --json (default benchmarks/results/<name>.json)."""
+def options(doc: str, name: str, extra=None):
+    """--quick (fewer calls, a smoke run) and --json (default benchmarks/results/<name>.json);
+    `extra(parser)` adds a script's own options."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     parser.add_argument("--json", default=str(Path(__file__).parent / "results" / f"{name}.json"))
+    if extra is not None:
+        extra(parser)
     return parser.parse_args()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import weakref
 
 from . import graph_break, log, runtime, trace_rules
 from .config import config
@@ -101,8 +102,14 @@ class FrameCompiler:
     # explain(): called with a FrameReport for every frame compiled or run uncompiled.
     observer: object = dataclasses.field(default=None, repr=False, compare=False)
 
+    # How often each code this compiler made an entry for came back with none alive (its entries
+    # evicted because an object they guard by identity died). Weak keys: codes die with their
+    # functions.
+    _evicted_returns: object = dataclasses.field(init=False, repr=False, compare=False)
+
     def __post_init__(self):
         self.cache_owner = runtime.CacheOwner(self.cache_limit or 0)
+        self._evicted_returns = weakref.WeakKeyDictionary()
 
     def __call__(self, frame, entries):
         code = frame.f_code
@@ -114,6 +121,8 @@ class FrameCompiler:
                 if log.enabled("skips"):
                     log.log("skips", f"not tracing {describe(code)}: {rule.reason}")
                 return runtime.SKIP
+        if self._thrashing(code, entries):
+            return runtime.SKIP
         if entries:
             COUNTERS["recompiles"] += 1
             if log.enabled("recompiles"):
@@ -138,6 +147,31 @@ class FrameCompiler:
         # back), until two runs show that nothing below it compiles or hits: then they run
         # uncompiled with it and the hook off, at eager speed (runtime.SKIP_TREE_IF_QUIET).
         return runtime.SKIP_TREE_IF_QUIET
+
+    def _thrashing(self, code, entries) -> bool:
+        """Whether `code`'s entries keep dying: an object it guards by identity is made anew per
+        call (a module built in forward, a slice of a ModuleList taken at a graph break), so every
+        call would compile again and run far slower than eager. The cache limit cannot see it (a
+        dead entry no longer counts); at the same number of returns the code runs uncompiled for
+        this compile() call, with one warning."""
+        if entries:
+            return False
+        returns = self._evicted_returns.get(code)
+        if returns is None:
+            self._evicted_returns[code] = 0
+            return False
+        returns += 1
+        self._evicted_returns[code] = returns
+        if returns < (self.cache_limit or config.cache_limit):
+            return False
+        reason = (f"compiled {returns + 1} times: each time its entry was evicted because an object "
+                  "it guards by identity died (one made anew per call)")
+        COUNTERS["unsupported"] += 1
+        log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, "thrashing"),
+                      f"torch_jit_cache: running {describe(code)} uncompiled: {reason}")
+        if self.observer is not None:
+            self.observer(FrameReport(describe(code), None, 0, "", None, reason))
+        return True
 
     def _compile(self, frame, entries):
         """The GuardedCode for `frame` (or what _no_graph returns for a trace without tensor work),

@@ -948,3 +948,55 @@ def test_tuple_subclasses_are_rebuilt_as_their_class():
     got = tjc.compile(f_tuple_subclasses)(*args)
     assert torch.equal(got[0].values, args[0].max(dim=1).values)
     assert got[4].indices.shape == (3, 4)
+
+
+def test_a_code_whose_entries_die_every_call_stops_compiling(caplog):
+    # Each call passes a new module: the entry guards it by identity, so it is evicted when the
+    # module dies, and the cache limit (live entries) never sees the code. Before, every call
+    # compiled again (10 compiles for 10 calls, each far slower than eager).
+    cnt = CompileCounter()
+
+    def f(m, x):
+        return m(x).relu() * 2
+
+    compiled = tjc.compile(f, backend=cnt, cache_limit=3)
+    x = torch.randn(2, 4)
+    for _ in range(10):
+        m = torch.nn.Linear(4, 4)
+        torch.testing.assert_close(compiled(m, x), f(m, x))
+    assert cnt.frame_count == 3
+    messages = [r.getMessage() for r in caplog.records if "evicted because an object it guards" in r.getMessage()]
+    assert len(messages) == 1, messages
+
+
+class _FirstLayers(torch.nn.Module):
+    """HuggingFace's decoder loop: `for layer in self.layers[: config.num_hidden_layers]`."""
+
+    def __init__(self, n=3, used=2):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+        self.used = used
+
+    def forward(self, x):
+        for layer in self.layers[: self.used]:
+            x = layer(x).tanh()
+        return x, self.layers[1:]
+
+
+def test_a_modulelist_slice_is_traced_as_its_layers():
+    # Failed before: the slice was a graph break, and the new ModuleList it made per call was
+    # guarded by identity in the resume function, which was compiled again on every call.
+    model = _FirstLayers()
+    x = torch.randn(2, 4)
+    report = tjc.explain(model)(x)
+    assert (report.graph_count, report.graph_break_count) == (1, 0), str(report)
+    cnt = CompileCounter()
+    compiled = tjc.compile(model, backend=cnt)
+    for _ in range(3):
+        out, rest = compiled(x)
+    torch.testing.assert_close(out, model(x)[0])
+    assert type(rest) is torch.nn.ModuleList and list(rest) == list(model.layers[1:])
+    assert cnt.frame_count == 1
+    probe = weakref.ref(model)
+    del model, compiled, rest
+    assert probe() is None

@@ -292,6 +292,10 @@ class NNModuleVariable(VariableTracker):
             return self.var_getattr(tx, k)
         if isinstance(k, int) and -len(children) <= k < len(children):
             return children[k][1]
+        if isinstance(k, slice) and type(self.module) is nn.ModuleList:
+            # `self.layers[:n]` makes a new ModuleList per call: traced as its children, so no
+            # guard ever holds the short-lived list (an entry guarding it would die with it).
+            return ModuleListSliceVariable([v for _, v in children][k])
         unsupported(f"index {k!r} into {type(self.module).__name__}")
 
     def call_method(self, tx, name, args, kwargs):
@@ -353,3 +357,22 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__} from {self.source})"
+
+
+class ModuleListSliceVariable(TupleVariable):
+    """A slice of an nn.ModuleList, `ModuleList(children[k])` in Python: iterated, indexed and
+    measured as its children; made again as a new ModuleList where it outlives the trace."""
+
+    def __init__(self, items):
+        super().__init__(items, cls=nn.ModuleList)
+
+    def python_type(self):
+        return nn.ModuleList
+
+    def call_method(self, tx, name, args, kwargs):
+        if name not in ("__len__", "__getitem__", "__iter__"):
+            unsupported(f"method {name} of a ModuleList slice")
+        return super().call_method(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"ModuleListSliceVariable({self.items!r})"
