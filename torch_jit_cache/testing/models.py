@@ -273,7 +273,8 @@ class PositionalEncoding(nn.Module):
 
 class TransformerModel(nn.Transformer):
     def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout=0.0):
-        super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid, num_encoder_layers=nlayers)
+        super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid, num_encoder_layers=nlayers,
+                         dropout=dropout)  # (the original keeps nn.Transformer's 0.1: 0 compares exactly)
         self.model_type = "Transformer"
         self.src_mask = None
         self.pos_encoder = PositionalEncoding(ninp, dropout)

@@ -1,0 +1,131 @@
+"""Real models compiled whole (issue 11): the zoo (torch_jit_cache/testing/models.py: nanoGPT, a
+torchvision-style ResNet, pytorch/examples' LSTM and Transformer language models, tiny HuggingFace
+Bert/GPT2/Llama/T5 from configs with random weights) compiled with tjc.compile and compared with
+eager on a training step: outputs, the gradient of every parameter, the buffers the forward updates
+(batch-norm running statistics), the parameters after an SGD step, and the outputs of the next
+call. Each model is also compared with torch.compile on graph breaks (tjc has no more), and
+dropped compiled models are freed."""
+import copy
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import models as zoo  # noqa: E402
+
+NAMES = [pytest.param(n, marks=pytest.mark.skipif(not zoo.available(n), reason="needs transformers"))
+         for n in zoo.MODELS]
+
+
+def _step(model, inputs):
+    """One training step: forward, loss, backward, SGD; returns (outputs, grads, buffers, params)."""
+    out = model(*inputs.args, **inputs.kwargs)
+    zoo.loss_of(out).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p -= 0.1 * p.grad
+                p.grad = None
+    buffers = {n: b.clone() for n, b in model.named_buffers()}
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    return [t.detach() for t in zoo.tensors(out)], grads, buffers, params
+
+
+def _assert_same(got, expected, what):
+    if isinstance(expected, dict):
+        assert got.keys() == expected.keys(), what
+        for key in expected:
+            torch.testing.assert_close(got[key], expected[key], rtol=1e-4, atol=1e-5, msg=f"{what} {key}")
+    else:
+        assert len(got) == len(expected), what
+        for i, (g, e) in enumerate(zip(got, expected)):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5, msg=f"{what} {i}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_training_steps_match_eager(name):
+    model, inputs = zoo.build(name)
+    model.train()
+    twin = copy.deepcopy(model)
+    compiled = tjc.compile(twin)
+    for step in range(2):   # the second step runs on the updated weights (cache hits)
+        expected = _step(model, inputs)
+        got = _step(compiled, inputs)
+        for what, g, e in zip(("outputs", "gradients", "buffers", "parameters"), got, expected):
+            _assert_same(g, e, f"{name} step {step}: {what}")
+    assert tjc.stats()["graphs"] > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_inference_matches_eager_and_compiles_once(name):
+    model, inputs = zoo.build(name)
+    model.eval()
+    compiled = tjc.compile(model)
+    with torch.no_grad():
+        expected = zoo.tensors(model(*inputs.args, **inputs.kwargs))
+        first = zoo.tensors(compiled(*inputs.args, **inputs.kwargs))
+        compiles = tjc.stats()["compiles"]
+        again = zoo.tensors(compiled(*inputs.args, **inputs.kwargs))
+    _assert_same(first, expected, f"{name} first call")
+    _assert_same(again, expected, f"{name} second call")
+    assert tjc.stats()["compiles"] == compiles, "the second call compiled again"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_more_graph_breaks_than_torch_compile(name):
+    import torch._dynamo
+
+    model, inputs = zoo.build(name)
+    ours = tjc.explain(model)(*inputs.args, **inputs.kwargs)
+    torch._dynamo.reset()
+    try:
+        theirs = torch._dynamo.explain(model)(*inputs.args, **inputs.kwargs)
+    finally:
+        torch._dynamo.reset()
+    assert ours.graph_break_count <= theirs.graph_break_count, str(ours)
+    assert not ours.fallbacks, str(ours)
+
+
+def _freed_without_gc(make_and_run) -> bool:
+    probe = make_and_run()
+    return probe() is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_dropped_compiled_model_is_freed(name):
+    # Compiling must not keep a model alive, nor make a model that eager frees by reference
+    # counting wait for the cycle collector (some HuggingFace models hold cycles of their own:
+    # there, both must be freed by gc.collect()).
+    import gc
+
+    def eager():
+        model, inputs = zoo.build(name)
+        model(*inputs.args, **inputs.kwargs)
+        return weakref.ref(model)
+
+    def compiled():
+        model, inputs = zoo.build(name)
+        wrapper = tjc.compile(model)
+        wrapper(*inputs.args, **inputs.kwargs)
+        entries = [e for code in _forward_codes(model) for e in tjc.cache_entries(code)]
+        assert entries, "nothing was compiled"
+        compiled.entries = entries
+        return weakref.ref(model)
+
+    by_refcount = _freed_without_gc(eager)
+    gc.collect()
+    probe = compiled()
+    if by_refcount:
+        assert probe() is None, "the compiled model outlived its last reference"
+    else:
+        gc.collect()
+        assert probe() is None, "the compiled model survived gc.collect()"
+    assert all(e.evicted for e in compiled.entries)
+
+
+def _forward_codes(model):
+    return {type(m).forward.__code__ for m in model.modules() if hasattr(type(m).forward, "__code__")}
