@@ -12,7 +12,7 @@ import dataclasses
 import types
 import weakref
 
-from . import graph_break, log, runtime, trace_rules
+from . import graph_break, log, proxies, runtime, trace_rules
 from .config import config
 from .guards import build_guards
 from .fast_sources import SourceRewriter
@@ -231,12 +231,20 @@ class FrameCompiler:
                 # The graph's own generated forward (and anything compiled from it) must run as is:
                 # marked skip before anything can call it under the hook.
                 runtime.set_skip(type(result.graph).forward)
-                compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
-                                                  fallback_to_eager=config.fallback_to_eager)
+                # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
+                # what the swap leaves in their derived state is put back (proxies.py).
+                with proxies.preserving_derived_state(result.graph.modules()):
+                    compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
+                                                      fallback_to_eager=config.fallback_to_eager)
                 # What the backend made (AOT-autograd's generated wrappers, whose code carries no
                 # module name the trace rules could read, inductor's runner, a user backend's
                 # callable) is never intercepted: it runs with interception off, at its own speed.
                 compiled = runtime.without_interception(compiled)
+                # fx links the graph back to its GraphModule, a cycle only the collector frees; the
+                # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
+                # them the modules' parameters, which must go when the entry does, by reference
+                # counting (seed 001). Nothing needs the link once the backend is done.
+                result.graph.graph.owning_module = None
             step = "codegen"
             resume_fns = _resume_functions(code, f_globals, result.output) if cut else ()
             new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output,

@@ -84,6 +84,11 @@ class OutputGraph:
         # GLOBAL_STATE guard's (autocast_cpu); a block's args are constants in the graph.
         self.autocast_blocks: list[AutocastBlock] = []
         self._graph_autocast: list = []
+        # Modules the graph calls opaquely (tracer/variables/opaque_calls.py): submodule name ->
+        # proxy (proxies.py), registered on the GraphModule by finish(); `_submodule_names` maps
+        # id(original) -> name for the trace (the module is in `keepalive` meanwhile).
+        self.submodules: dict[str, object] = {}
+        self._submodule_names: dict[int, str] = {}
 
     # -- guards -------------------------------------------------------------------------------
     def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:
@@ -113,6 +118,17 @@ class OutputGraph:
         self._switch_graph_grad_mode(self.grad_mode)
         self._switch_graph_autocast(self.autocast_blocks)
         return self.graph.create_node(op, target, tuple(args), dict(kwargs))
+
+    def add_submodule(self, module, make_proxy) -> str:
+        """The name of the GraphModule's submodule standing for `module`: one `make_proxy(module)`
+        per module and trace, however often the graph calls it."""
+        name = self._submodule_names.get(id(module))
+        if name is None:
+            name = f"opaque{len(self.submodules)}_{type(module).__name__}"
+            self.submodules[name] = make_proxy(module)
+            self._submodule_names[id(module)] = name
+            self.keepalive.append(module)
+        return name
 
     # -- grad mode ------------------------------------------------------------------------------
     def set_grad_mode(self, mode: bool) -> None:
@@ -171,13 +187,18 @@ class OutputGraph:
             self.exit_autocast(self.autocast_blocks[-1])
         self.example_inputs = []
         self.graph_inputs = []
+        self.submodules = {}
+        self._submodule_names.clear()
         self.root_globals = self.root_builtins = None
 
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
         self._switch_graph_grad_mode(self.entry_grad_mode)
         self._switch_graph_autocast([])
         self.graph.output(tuple(output_nodes))
-        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        root = torch.nn.Module()
+        for name, proxy in self.submodules.items():
+            root.add_module(name, proxy)
+        gm = torch.fx.GraphModule(root, self.graph)
         forget_generated_source_with(gm)
         gm.graph.lint()
         missing = unreachable_globals(type(gm).forward)

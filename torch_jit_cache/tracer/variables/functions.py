@@ -10,12 +10,14 @@ import functools
 import inspect
 import types
 
+from ...proxies import is_allowed_in_graph
 from ...sources import AttrSource, GlobalSource, ItemSource
 from ...trace_result import DictOutput, FunctionOutput, SourceOutput, TupleOutput
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import CellVariable, DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
+from .opaque_calls import call_opaque_function
 
 _NOT_INLINABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR \
     | inspect.CO_ITERABLE_COROUTINE
@@ -97,6 +99,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         return SourceOutput(self.source)
 
     def call_function(self, tx, args, kwargs):
+        if is_allowed_in_graph(self.fn):   # tjc.allow_in_graph: one opaque node (opaque_calls.py)
+            return call_opaque_function(tx, self, args, kwargs)
         decorated = decorated_grad_mode(self.fn)   # @torch.no_grad(): its function, under the mode
         if decorated is not None:
             return call_decorated(tx, self, *decorated, args, kwargs)

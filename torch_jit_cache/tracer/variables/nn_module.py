@@ -1,6 +1,8 @@
 """NNModuleVariable: torch.nn.Module instances read from the frame.
 
-User modules are traced by inlining `type(m).forward`. Built-in leaf modules (Linear, Conv2d,
+User modules are traced by inlining `type(m).forward`. The built-in modules of
+proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the Transformer family) and classes marked
+with tjc.allow_in_graph are called as one opaque node instead (opaque_calls.py). Built-in leaf modules (Linear, Conv2d,
 BatchNorm2d, ...) become calls to their torch.nn.functional form with the parameters and buffers
 as graph inputs (read through AttrSource, so codegen loads them from the frame at call time).
 Containers (Sequential, ModuleList, ModuleDict) are unrolled.
@@ -19,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...attribute_lookup import MISSING, Where, lookup, type_lookup
+from ...proxies import builtin_opaque_reason, is_allowed_in_graph
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
@@ -26,6 +29,7 @@ from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
+from .opaque_calls import call_opaque_module
 from .tensor import TensorVariable, call_op
 
 
@@ -346,6 +350,9 @@ class NNModuleVariable(VariableTracker):
             for child in self.unpack(tx):
                 x = tx.call(child, [x], {})
             return x
+        why = builtin_opaque_reason(cls) or ("marked with tjc.allow_in_graph" if is_allowed_in_graph(cls) else None)
+        if why is not None:   # one node calling a proxy of the module (opaque_calls.py)
+            return call_opaque_module(tx, self, args, kwargs, why)
         leaf = LEAF_MODULES.get(cls)
         if leaf is not None:
             if kwargs or not 1 <= len(args) <= _LEAF_ARITY.get(cls, 1):

@@ -1,0 +1,460 @@
+"""Opaque calls (proxies.py, tracer/variables/opaque_calls.py): built-in modules the tracer does not
+trace (LSTM, GRU, MultiheadAttention, the Transformer family) and what tjc.allow_in_graph marks are
+called as one node of the graph, through a proxy that shares the module's __dict__.
+
+Checked against eager: outputs and gradients (parameters and inputs), train and eval, graph and
+break counts; the proxy's type and shared state; guards (training, a replaced parameter, a hook
+added after compiling); lifetimes (seed 001: the module dies without gc.collect() and its entry
+is evicted). Needs torch.
+"""
+import copy
+import warnings
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import proxies  # noqa: E402
+from torch_jit_cache.testing import CompileCounterWithBackend  # noqa: E402
+from torch_jit_cache.testing import models as zoo  # noqa: E402
+
+from jit_helpers import watch  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    tjc.reset()
+    torch.manual_seed(0)
+    yield
+    tjc.reset()
+
+
+# --- models with an opaque module inside ---------------------------------------------------------
+
+class WithLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(6, 8)
+        self.rnn = nn.LSTM(8, 8, 2, dropout=0.25)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x, h, c):
+        y, (h2, c2) = self.rnn(torch.tanh(self.inp(x)), (h, c))
+        return self.out(y), h2 * 2, c2
+
+    @staticmethod
+    def inputs():
+        return [torch.randn(5, 2, 6, requires_grad=True), torch.randn(2, 2, 8), torch.randn(2, 2, 8)]
+
+
+class WithGRU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(6, 8, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        y, h = self.rnn(x * 2)
+        return y.relu(), h
+
+    @staticmethod
+    def inputs():
+        return [torch.randn(2, 5, 6, requires_grad=True)]
+
+
+class WithMHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, dropout=0.2)
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x, mask):
+        a, w = self.attn(x, x, x, attn_mask=mask)
+        return self.norm(a + x), w
+
+    @staticmethod
+    def inputs():
+        return [torch.randn(5, 2, 8, requires_grad=True), torch.triu(torch.full((5, 5), float("-inf")), 1)]
+
+
+class WithEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # enable_nested_tensor without batch_first
+            self.encoder = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x, padding):
+        return self.head(self.encoder(x * 3, src_key_padding_mask=padding))
+
+    @staticmethod
+    def inputs():
+        padding = torch.zeros(2, 5, dtype=torch.bool)
+        padding[1, 3:] = True
+        return [torch.randn(5, 2, 8, requires_grad=True), padding]
+
+
+MODELS = {"LSTM": WithLSTM, "GRU": WithGRU, "MultiheadAttention": WithMHA, "TransformerEncoder": WithEncoder}
+
+
+def _flat(out):
+    out = out if isinstance(out, tuple) else (out,)
+    return [t for o in out for t in (_flat(o) if isinstance(o, tuple) else [o])]
+
+
+def _run(fn, model, inputs, seed, grad):
+    torch.manual_seed(seed)
+    args = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+    with torch.set_grad_enabled(grad):
+        out = _flat(fn(*args))
+    grads = {}
+    if grad:
+        sum(o.float().sum() for o in out if o.requires_grad).backward()
+        grads = {n: p.grad for n, p in model.named_parameters()}
+        grads.update({i: a.grad for i, a in enumerate(args) if a.requires_grad})
+        model.zero_grad(set_to_none=True)
+    return [o.detach() for o in out], grads
+
+
+def _no_dropout(model):
+    for m in model.modules():
+        if hasattr(m, "dropout") and isinstance(m.dropout, float):
+            m.dropout = 0.0
+    return model
+
+
+def _compare_with_eager(cls, *, train, grad=True, backend="eager", calls=3, prepare=lambda m: m):
+    """The model compiled and a copy run eagerly, `calls` times on the same seeds: outputs and
+    gradients equal. Returns (graphs compiled, graph breaks)."""
+    torch.manual_seed(1)
+    model = prepare(cls().train(train))
+    eager = copy.deepcopy(model)
+    inputs = cls.inputs()
+    counter = CompileCounterWithBackend(backend)
+    compiled = tjc.compile(model, backend=counter)
+    breaks = tjc.stats()["graph_breaks"]
+    for seed in range(calls):
+        expected, expected_grads = _run(eager, eager, inputs, seed, grad)
+        got, got_grads = _run(compiled, model, inputs, seed, grad)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+        assert got_grads.keys() == expected_grads.keys()
+        for k in expected_grads:
+            torch.testing.assert_close(got_grads[k], expected_grads[k], msg=lambda m: f"grad of {k}: {m}")
+    return counter.frame_count, tjc.stats()["graph_breaks"] - breaks
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_opaque_module_equals_eager_on_outputs_and_gradients(name, train):
+    assert _compare_with_eager(MODELS[name], train=train) == (1, 0)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_opaque_module_in_eval_without_grad_keeps_eagers_fast_path(name):
+    """eval + no_grad: TransformerEncoderLayer and MultiheadAttention take torch's fused fast path;
+    the opaque call runs the module itself, so it takes it too and the values are eager's."""
+    assert _compare_with_eager(MODELS[name], train=False, grad=False) == (1, 0)
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU", "MultiheadAttention"])
+def test_opaque_module_under_aot_eager_differentiates_its_parameters(name):
+    """AOTAutograd sees the proxy as a submodule of the graph and its parameters as the graph's.
+    Without dropout: AOTAutograd decomposes the fused ops, whose random streams differ from eager's."""
+    assert _compare_with_eager(MODELS[name], train=True, backend="aot_eager", prepare=_no_dropout) == (1, 0)
+
+
+def test_zoo_lstm_lm_and_transformer_lm_are_one_graph():
+    """torch.compile: lstm_lm 1 graph / 0 breaks, transformer_lm 2 / 1. Before opaque calls both
+    broke at the built-in module (2 graphs / 1 break each)."""
+    for name in ("lstm_lm", "transformer_lm"):
+        model, inp = zoo.build(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = tjc.explain(model)(*inp.args, **inp.kwargs)
+        assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, []), (name, str(report))
+        torch.manual_seed(0)              # transformer_lm's layers have dropout 0.1
+        expected = model(*inp.args, **inp.kwargs)
+        compiled = tjc.compile(model)
+        torch.manual_seed(0)
+        got = compiled(*inp.args, **inp.kwargs)
+        for g, e in zip(_flat(got), _flat(expected)):
+            torch.testing.assert_close(g, e)
+
+
+def test_the_graph_calls_a_proxy_of_the_same_type_sharing_the_modules_dict():
+    model = WithLSTM()
+    report = tjc.explain(model)(*WithLSTM.inputs())
+    (gm,) = report.graphs
+    (name,) = [n.target for n in gm.graph.nodes if n.op == "call_module"]
+    proxy = gm.get_submodule(name)
+    assert type(proxy) is nn.LSTM and proxy is not model.rnn
+    assert vars(proxy) is vars(model.rnn)
+    assert proxy.weight_hh_l0 is model.rnn.weight_hh_l0
+    assert proxies.builtin_opaque_reason(nn.LSTM) and proxies.builtin_opaque_reason(WithLSTM) is None
+
+
+# --- guards: what the call reads is guarded, later changes to the module show through ---------
+
+class Recording:
+    """A backend that runs graphs eagerly and remembers them weakly (a test must not keep them)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(weakref.ref(gm))
+        return gm.forward
+
+    def opaque_calls(self):
+        """The modules the live graphs call opaquely (their call_module targets)."""
+        return [gm.get_submodule(n.target) for ref in self.graphs if ref() is not None
+                for gm in [ref()] for n in gm.graph.nodes if n.op == "call_module"]
+
+
+def _lstm_step():
+    rnn = nn.LSTM(4, 4)
+
+    def step(x):
+        y, (h, c) = rnn(x)
+        return y.sum(0) + h[0]
+    return rnn, step
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_parameter_replaced_on_the_original_is_used_by_the_next_compiled_call(backend):
+    rnn, step = _lstm_step()
+    counter = CompileCounterWithBackend(backend)
+    compiled = tjc.compile(step, backend=counter)
+    # requires_grad: AOTAutograd (torch 2.13) fails at run time on an LSTM submodule whose input
+    # needs no grad (it saves a None for backward); torch.compile lifts the weights instead.
+    x = torch.randn(3, 2, 4, requires_grad=backend == "aot_eager")
+    torch.testing.assert_close(compiled(x), step(x))
+    assert (counter.frame_count, tjc.stats()["graph_breaks"]) == (1, 0)
+    rnn.weight_hh_l0 = nn.Parameter(torch.randn(16, 4))
+    with torch.no_grad():
+        rnn.bias_ih_l0.add_(1.0)          # in place: same object, new values
+    torch.testing.assert_close(compiled(x), step(x))
+    # The parameter's identity is guarded: AOTAutograd took the old one as the graph's own.
+    assert (counter.frame_count, tjc.stats()["graph_breaks"]) == (2, 0)
+
+
+def test_a_hook_registered_on_the_original_after_compiling_runs():
+    rnn, step = _lstm_step()
+    backend = Recording()
+    compiled = tjc.compile(step, backend=backend)
+    x = torch.randn(3, 2, 4)
+    torch.testing.assert_close(compiled(x), step(x))
+    assert [type(m) for m in backend.opaque_calls()] == [nn.LSTM]
+    seen = []
+
+    def hook(module, args, output):
+        seen.append(module)
+        return output[0] * 10, output[1]
+    handle = rnn.register_forward_hook(hook)
+    expected = step(x)
+    assert seen == [rnn]
+    torch.testing.assert_close(compiled(x), expected)
+    assert seen == [rnn, rnn], "the hook ran once for the compiled call, never for tracing"
+    assert tjc.stats()["graph_breaks"] == 1, "a module with hooks is called where the frame breaks"
+    handle.remove()
+    torch.testing.assert_close(compiled(x), step(x))
+    assert len(seen) == 2
+
+
+def test_switching_training_and_an_attribute_recompiles():
+    rnn = nn.LSTM(4, 4, 2, dropout=0.5)
+
+    def step(x):
+        return rnn(x)[0] + 1
+    counter = CompileCounterWithBackend("eager")
+    compiled = tjc.compile(step, backend=counter)
+    x = torch.randn(3, 2, 4)
+    for mode in (True, False, True):
+        rnn.train(mode)
+        torch.manual_seed(3)
+        expected = step(x)
+        torch.manual_seed(3)
+        torch.testing.assert_close(compiled(x), expected)
+    assert counter.frame_count == 2
+    rnn.dropout = 0.0                     # read by LSTM.forward: guarded by value
+    torch.testing.assert_close(compiled(x), step(x))
+    assert counter.frame_count == 3
+
+
+# --- lifetimes (seed 001, leak 2) -------------------------------------------------------------
+
+class _Holder(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+@pytest.mark.parametrize("how", ["directly", "in a module", "by a closure"])
+def test_seed001_an_opaque_module_compiled_and_dropped_is_freed_and_its_entry_evicted(how, no_gc):
+    """torch.compile's leak 2: a built-in module compiled without inlining stayed alive through
+    the GraphModule that called it. Here the graph holds a proxy, so dropping the module frees it
+    and its parameters by reference counting, and evicts its cache entry. (`directly`: the frame
+    compiled is LSTM.forward itself, traced; the others call the LSTM opaquely.)"""
+    mod = nn.LSTM(4, 4)
+    backend = Recording()
+    if how == "directly":
+        compiled = tjc.compile(mod, backend=backend)
+    elif how == "in a module":
+        compiled = tjc.compile(_Holder(mod), backend=backend)
+    else:
+        def compiled_fn(x):
+            return mod(x)
+        compiled = tjc.compile(compiled_fn, backend=backend)
+    x = torch.randn(3, 2, 4)
+    with torch.no_grad():                 # an autograd graph would keep the weights alive
+        expected = mod(x)
+        got = compiled(x)
+    torch.testing.assert_close(got, expected)
+    (entry,) = tjc.cache_entries(compiled)
+    assert "ID_MATCH: <LSTM object> (weak)" in entry.guards
+    proxies_called = backend.opaque_calls()
+    assert [type(p) for p in proxies_called] == ([] if how == "directly" else [nn.LSTM])
+    assert all(p is not mod and vars(p) is vars(mod) for p in proxies_called)
+    freed = [watch(mod), watch(mod.weight_ih_l0)]
+    del mod, compiled, got, expected, proxies_called
+    if how == "by a closure":
+        del compiled_fn
+    assert freed == [[True], [True]], "module and parameter freed without gc.collect()"
+    assert entry.evicted
+    assert [ref() for ref in backend.graphs] == [None], "the graph freed with its entry"
+
+
+def test_a_model_holding_an_opaque_module_is_freed_with_its_proxy(no_gc):
+    model = WithEncoder().eval()
+    backend = Recording()
+    compiled = tjc.compile(model, backend=backend)
+    with torch.no_grad():
+        compiled(*WithEncoder.inputs())
+    (entry,) = tjc.cache_entries(compiled)
+    assert [type(m) for m in backend.opaque_calls()] == [nn.TransformerEncoder]
+    freed = [watch(model), watch(model.encoder), watch(model.encoder.layers[0].self_attn.in_proj_weight)]
+    del model, compiled
+    assert freed == [[True]] * 3
+    assert entry.evicted
+
+
+# --- tjc.allow_in_graph ------------------------------------------------------------------------
+
+def _sign_dependent(x):
+    # A branch on a tensor's value: traced, it would be a graph break.
+    if x.sum() > 0:
+        return x * 2, x.relu()
+    return x - 1, x.abs()
+
+
+class Gate(nn.Module):
+    """Updates state in forward (BatchNorm's running statistics) and branches on data."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(4)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.norm(x)
+        return self.lin(y) if y.mean() > 0 else self.lin(-y)
+
+
+def test_allow_in_graph_rejects_what_it_cannot_mark():
+    with pytest.raises(TypeError):
+        tjc.allow_in_graph(int)
+    with pytest.raises(TypeError):
+        tjc.allow_in_graph(nn.Linear(2, 2).forward)
+
+
+def test_allow_in_graph_function_is_one_opaque_node():
+    fn = tjc.allow_in_graph(_sign_dependent)
+    assert fn is _sign_dependent and proxies.is_allowed_in_graph(fn)
+
+    def f(x):
+        a, b = _sign_dependent(x + 1)
+        return a.sin() + b
+    counter = CompileCounterWithBackend("eager")
+    compiled = tjc.compile(f, backend=counter)
+    for x in (torch.ones(3), -torch.ones(3) * 5, torch.full((3,), 2.0)):
+        x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got, expected = compiled(x1), f(x2)
+        torch.testing.assert_close(got, expected)
+        got.sum().backward(), expected.sum().backward()
+        torch.testing.assert_close(x1.grad, x2.grad)
+    assert counter.frame_count == 1 and tjc.stats()["graph_breaks"] == 0
+
+
+def test_allow_in_graph_module_class_runs_once_per_call():
+    tjc.allow_in_graph(Gate)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), Gate())
+    eager = copy.deepcopy(model)
+    counter = CompileCounterWithBackend("eager")
+    compiled = tjc.compile(model, backend=counter)
+    for scale in (1.0, -1.0, 2.0):
+        x = torch.randn(6, 4) * scale
+        torch.testing.assert_close(compiled(x), eager(x))
+        torch.testing.assert_close(model[1].norm.running_mean, eager[1].norm.running_mean)
+    assert model[1].norm.num_batches_tracked.item() == 3, "tracing did not update the statistics"
+    assert counter.frame_count == 1 and tjc.stats()["graph_breaks"] == 0
+
+
+def test_allow_in_graph_marks_are_weak_and_a_marked_local_function_is_freed(no_gc):
+    marks = len(proxies._ALLOWED)
+
+    def scale(x):
+        return x * 3
+    tjc.allow_in_graph(scale)
+    assert len(proxies._ALLOWED) == marks + 1
+
+    def f(x):
+        return scale(x) + 1
+    compiled = tjc.compile(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 3 + 1)
+    (entry,) = tjc.cache_entries(compiled)
+    freed = watch(scale)
+    del scale, f, compiled
+    assert freed == [True]
+    assert entry.evicted
+    assert len(proxies._ALLOWED) == marks
+
+
+class Tied(nn.Module):
+    """Two names for one parameter: the example run copies it once (functional_call refuses two
+    different values for tied names)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.b.weight = self.a.weight
+
+    def forward(self, x):
+        return self.b(self.a(x)) if x.sum() > 0 else self.a(x)
+
+
+def test_allow_in_graph_module_with_tied_weights():
+    tjc.allow_in_graph(Tied)
+    model = nn.Sequential(Tied(), nn.ReLU())
+    eager = copy.deepcopy(model)
+    report = tjc.explain(model)(torch.randn(2, 4))
+    assert (report.graph_count, report.graph_break_count) == (1, 0), str(report)
+    compiled = tjc.compile(model)
+    for scale in (1.0, -1.0):
+        x = torch.ones(2, 4) * scale
+        got, expected = compiled(x), eager(x)
+        torch.testing.assert_close(got, expected)
+        got.sum().backward(), expected.sum().backward()
+        torch.testing.assert_close(model[0].a.weight.grad, eager[0].a.weight.grad)

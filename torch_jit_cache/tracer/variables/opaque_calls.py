@@ -1,0 +1,183 @@
+"""Opaque calls: a module or function called as one node of the graph instead of being traced.
+
+Who: the built-in modules of proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the
+Transformer family) and what the user marked with tjc.allow_in_graph. The node calls a proxy
+(proxies.py), never the user's object: a module becomes a `call_module` of a submodule of the
+GraphModule (so AOTAutograd sees its parameters as the graph's own and differentiates them), a
+function a `call_function` of a function proxy.
+
+The node's example result comes from running the call on the example inputs; a module runs with
+copies of its parameters and buffers (torch.func.functional_call), so state it updates in forward
+(BatchNorm's running statistics) is not updated an extra time by tracing.
+
+Guards: the module and every submodule by identity and training flag (builder.py), their
+parameters and buffers by identity and tensor properties, every other attribute in their instance
+dicts by value (or identity, for functions), their dicts' keys, and that none of them has hooks
+(a module with hooks is refused: its hooks would run once more while tracing). The backend may
+compile through the call (aot_eager, inductor), so nothing the call reads may change unguarded.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ...proxies import DERIVED_ATTRIBUTES, function_proxy, module_proxy, preserving_derived_state
+from ...sources import AttrSource, ItemSource
+from ...trace_result import GuardKind
+from .base import unsupported
+from .constant import ConstantVariable
+from .containers import DictVariable, ListVariable, TupleVariable
+from .tensor import TensorVariable
+
+# Constants that may appear as arguments of an opaque node: values fx prints, never user objects
+# (the graph must not hold those).
+_CONSTANT_ARGS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice,
+                  torch.dtype, torch.device, torch.layout, torch.memory_format)
+# nn.Module's own instance state: read by __call__ and __getattr__, guarded on its own terms below
+# (the hook dicts, the parameter/buffer/submodule stores) or irrelevant to forward (state_dict
+# hooks, non-persistent buffer names).
+_MODULE_OWN_STATE = frozenset(vars(nn.Module()))
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
+    """`mv.module(*args, **kwargs)` as one call_module node (mv: the NNModuleVariable)."""
+    from .nn_module import _guard_no_hooks, _has_hooks
+
+    module = mv.module
+    for name, sub in module.named_modules(remove_duplicate=False):
+        if _has_hooks(sub):
+            unsupported(f"opaque module {type(module).__name__} ({why}): "
+                        f"{name or 'the module'} has hooks, which would run while tracing")
+    _guard_module_tree(tx, mv, _guard_no_hooks)
+    fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(type(module).__name__, args, kwargs)
+    copies, state = {}, {}   # a tensor under two names (tied weights) gets one copy
+    for name, t in [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]:
+        if id(t) not in copies:
+            copies[id(t)] = _copy_tensor(t)
+        state[name] = copies[id(t)]
+    try:
+        with preserving_derived_state(module.modules()):
+            result = torch.func.functional_call(module, state, tuple(ex_args), ex_kwargs)
+    except Exception as e:  # the original call raises too: let it run eagerly and raise there
+        unsupported(f"opaque module {type(module).__name__} raised {type(e).__name__}: {e}")
+    out = tx.output
+    target = out.add_submodule(module, module_proxy)
+    node = out.create_node("call_module", target, fx_args, fx_kwargs)
+    return _wrap_result(out, node, result, type(module).__name__)
+
+
+def call_opaque_function(tx, fv, args: list, kwargs: dict):
+    """`fv.fn(*args, **kwargs)` for a function marked with allow_in_graph, as one call_function node."""
+    fn = fv.fn
+    if fv.source is None:
+        unsupported(f"allow_in_graph function {fn.__qualname__} made while tracing (no source to guard)")
+    fv.as_python_constant()   # guards the function by identity (a closure made per call too)
+    tx.wrap(fn.__defaults__, AttrSource(fv.source, "__defaults__"))   # the proxy copies them
+    tx.wrap(fn.__kwdefaults__, AttrSource(fv.source, "__kwdefaults__"))
+    fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(fn.__qualname__, args, kwargs)
+    try:
+        result = fn(*ex_args, **ex_kwargs)
+    except Exception as e:
+        unsupported(f"allow_in_graph function {fn.__qualname__} raised {type(e).__name__}: {e}")
+    out = tx.output
+    node = out.create_node("call_function", function_proxy(fn), fx_args, fx_kwargs)
+    return _wrap_result(out, node, result, fn.__qualname__)
+
+
+def _copy_tensor(t):
+    c = t.detach().clone()
+    return c.requires_grad_(t.requires_grad) if c.is_floating_point() or c.is_complex() else c
+
+
+def _arguments(what: str, args, kwargs):
+    for a in [*args, *kwargs.values()]:
+        _check_argument(what, a)
+    return (tuple(a.as_fx_arg() for a in args), {k: v.as_fx_arg() for k, v in kwargs.items()},
+            [a.as_example() for a in args], {k: v.as_example() for k, v in kwargs.items()})
+
+
+def _check_argument(what: str, vt) -> None:
+    """Only tensors, printable constants and containers of them become arguments of the node."""
+    if isinstance(vt, TensorVariable):
+        return
+    if isinstance(vt, (TupleVariable, ListVariable)):
+        for item in vt.items:
+            _check_argument(what, item)
+        return
+    if isinstance(vt, DictVariable):
+        for item in vt.items.values():
+            _check_argument(what, item)
+        return
+    if isinstance(vt, ConstantVariable) and isinstance(vt.value, _CONSTANT_ARGS):
+        return
+    unsupported(f"opaque call of {what} with argument {vt} (only tensors and constants are passed)")
+
+
+def _wrap_result(out, node, value, what: str):
+    """Trackers for the call's result: tensors (getitem nodes into tuples), None, nested tuples."""
+    import operator
+
+    if isinstance(value, torch.Tensor):
+        return TensorVariable(out, value, node)
+    if value is None:
+        return ConstantVariable(None)
+    if type(value) in (tuple, list):
+        items = [_wrap_result(out, out.create_node("call_function", operator.getitem, (node, i), {}), v, what)
+                 for i, v in enumerate(value)]
+        return ListVariable(items) if type(value) is list else TupleVariable(items)
+    unsupported(f"opaque call of {what} returned a {type(value).__name__} (only tensors, None, "
+                "tuples and lists of them)")
+
+
+def _guard_module_tree(tx, mv, guard_no_hooks) -> None:
+    """Guards everything a call of `mv.module` reads from its instance dicts (see the docstring)."""
+    out = tx.output
+    module, source = mv.module, mv.source
+    guard_no_hooks(tx, mv)
+    d = vars(module)
+    out.add_guard(AttrSource(source, "__dict__"), GuardKind.DICT_KEYS, tuple(d))
+    for store in ("_parameters", "_buffers"):
+        store_source = ItemSource(AttrSource(source, "__dict__"), store)
+        out.add_guard(store_source, GuardKind.DICT_KEYS, tuple(d[store]))
+        for name, t in d[store].items():
+            child = AttrSource(source, name)
+            tx.wrap(t, child)   # TENSOR_MATCH (None: its value)
+            if t is not None:
+                out.add_guard(child, GuardKind.ID_MATCH, t)
+    out.add_guard(ItemSource(AttrSource(source, "__dict__"), "_modules"), GuardKind.DICT_KEYS,
+                  tuple(d["_modules"]))
+    for name, sub in d["_modules"].items():
+        sv = tx.wrap(sub, AttrSource(source, name))   # TYPE_MATCH, ID_MATCH, training
+        if sub is not None:
+            _guard_module_tree(tx, sv, guard_no_hooks)
+    for name, value in d.items():
+        if name in _MODULE_OWN_STATE or name in DERIVED_ATTRIBUTES:
+            continue
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+            # Neither parameter nor buffer: AOTAutograd would bake its data into the graph.
+            unsupported(f"opaque module {type(module).__name__} holds a tensor attribute {name!r} "
+                        "that is neither a parameter nor a buffer")
+        _require_guardable(tx.wrap(value, AttrSource(source, name)), type(module).__name__, name)
+
+
+def _require_guardable(vt, cls_name: str, name: str) -> None:
+    """Values the builder guards completely: constants, tensors, functions by identity, and
+    containers of those. Plain objects are guarded by type alone (their attributes where read):
+    not enough for a call that reads them unseen."""
+    from .functions import UserFunctionVariable
+    from .nn_module import NNModuleVariable
+    from .tensor import TorchFunctionVariable
+
+    if isinstance(vt, (TupleVariable, ListVariable)):
+        for item in vt.items:
+            _require_guardable(item, cls_name, name)
+        return
+    if isinstance(vt, (ConstantVariable, TensorVariable, TorchFunctionVariable)):
+        return
+    if isinstance(vt, UserFunctionVariable):
+        vt.as_python_constant()   # by identity
+        return
+    if isinstance(vt, NNModuleVariable):   # a module outside _modules: its state goes unguarded
+        unsupported(f"opaque module {cls_name}: module {name!r} is not a registered submodule")
+    unsupported(f"opaque module {cls_name}: attribute {name!r} is a {vt} the tracer cannot guard")
