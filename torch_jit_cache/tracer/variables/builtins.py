@@ -11,6 +11,7 @@ import operator
 from ...attribute_lookup import MISSING, type_lookup
 from .base import CallableVariable, unsupported
 from .constant import ConstantVariable, wrap_constant_result
+from .generators import GeneratorVariable, refuse_lazy
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
 
@@ -61,6 +62,7 @@ def _isinstance(tx, args, kwargs):
 
 
 def _enumerate(tx, args, kwargs):
+    refuse_lazy("enumerate", args)
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
     start = start.as_python_constant()
     return IteratorVariable([TupleVariable([ConstantVariable(i + start), v])
@@ -70,6 +72,7 @@ def _enumerate(tx, args, kwargs):
 def _zip(tx, args, kwargs):
     if kwargs:
         unsupported("zip(strict=...)")
+    refuse_lazy("zip", args)
     seqs = [a.unpack(tx) for a in args]
     return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)], watch=args)
 
@@ -160,12 +163,12 @@ def _sum(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
-    return args[0] if isinstance(args[0], IteratorVariable) else IteratorVariable(
+    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else IteratorVariable(
         args[0].unpack(tx), watch=args[:1])
 
 
 def _next(tx, args, kwargs):
-    item = args[0].next_item() if isinstance(args[0], IteratorVariable) else None
+    item = args[0].next_item() if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else None
     if item is None:
         if len(args) > 1:
             return args[1]
@@ -198,6 +201,9 @@ def _reversed(tx, args, kwargs):
 
 def _all_any(fn):
     def handler(tx, args, kwargs):
+        if isinstance(args[0], GeneratorVariable):   # stops at the first decisive item, as Python
+            gen = args[0]
+            return ConstantVariable(fn(item.truthy(tx) for item in iter(gen.next_item, None)))
         return ConstantVariable(fn(item.truthy(tx) for item in args[0].unpack(tx)))
     return handler
 

@@ -55,6 +55,9 @@ class BoundConstantMethod(VariableTracker):
         self.obj, self.name = obj, name
 
     def call_function(self, tx, args, kwargs):
+        if self.name == "join" and isinstance(self.obj.value, str) and len(args) == 1 and not kwargs \
+                and not args[0].is_python_constant():   # " ".join(a generator or list of strings)
+            args = [ConstantVariable(tuple(i.as_python_constant() for i in args[0].unpack(tx)))]
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             unsupported(f"{type(self.obj.value).__name__}.{self.name} on non-constant arguments")
         result = getattr(self.obj.value, self.name)(

@@ -1,0 +1,299 @@
+"""The Python that model code uses, traced into the graph or broken on with a reason (issue 11):
+imports inside functions, torch's is_compiling queries, generators and generator expressions,
+nn.Module's generator methods, sets, slices, itertools/functools helpers, torch value types and
+modules built inside forward. Each compares with eager and counts graphs and breaks."""
+import gc
+import logging
+import sys
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+from context_helpers import eager_and_compiled, leaves  # noqa: E402
+
+
+def explain(fn, *args):
+    rep = tjc.explain(fn)(*args)
+    return rep.graph_count, rep.graph_break_count, rep.fallbacks
+
+
+# -- imports --------------------------------------------------------------------------------------
+
+def _import_plain(x):
+    import math
+    return x * math.pi
+
+
+def _import_dotted_as(x):
+    import torch.nn.functional as F
+    return F.relu(x)
+
+
+def _import_from(x):
+    from torch.nn import functional
+    from torch import sigmoid
+    return sigmoid(functional.gelu(x))
+
+
+def _import_in_try(x):
+    # transformers' is_torchdynamo_compiling() and friends: an import inside a try block, where no
+    # graph break can be made (the whole frame ran uncompiled before).
+    try:
+        import torch.fx
+        y = isinstance(x, torch.fx.Proxy)
+    except ImportError:
+        y = True
+    return x + 1 if not y else x - 1
+
+
+@pytest.mark.parametrize("fn", [_import_plain, _import_dotted_as, _import_from, _import_in_try])
+def test_import_of_a_loaded_module_is_traced(fn):
+    graphs, breaks = eager_and_compiled(fn, leaves((3, 4)))
+    assert (graphs, breaks) == (1, 0)
+    assert explain(fn, torch.randn(3, 4))[2] == []
+
+
+def test_import_of_a_module_not_loaded_yet_breaks_and_imports_it():
+    name = "tjc_test_fresh_module_for_import"
+    sys.modules.pop(name, None)
+
+    def fn(x):
+        y = x + 1
+        try:
+            import tjc_test_fresh_module_for_import  # noqa: F401
+        except ImportError:
+            pass
+        return y * 2
+
+    graphs, breaks, fallbacks = explain(fn, torch.randn(2))
+    assert fallbacks and "not imported yet" in fallbacks[0]   # inside try: no break there
+    assert graphs == 0
+
+    def fn2(x):
+        import json  # noqa: F401  (stdlib, maybe not loaded: either traced or broken on)
+        import tjc_never_existing_module_xyz  # noqa: F401
+        return x
+
+    with pytest.raises(ModuleNotFoundError):   # raises where eager raises, never in the tracer
+        tjc.compile(fn2)(torch.randn(2))
+
+
+def test_module_imported_inside_reaches_its_attributes_through_a_guarded_source():
+    mod = type(sys)("tjc_test_patched_module")
+    mod.scale = lambda t: t * 2
+    sys.modules["tjc_test_patched_module"] = mod
+    g = {"__name__": "tjc_caller", "tjc_test_patched_module": mod}
+    exec("def fn(x):\n    import tjc_test_patched_module as m\n    return m.scale(x)\n", g)
+    fn = g["fn"]
+    try:
+        compiled = tjc.compile(fn, backend=CompileCounter())
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), x * 2)
+        mod.scale = lambda t: t * 3   # a monkeypatch after compiling must be seen
+        torch.testing.assert_close(compiled(x), x * 3)
+    finally:
+        del sys.modules["tjc_test_patched_module"]
+
+
+def test_module_imported_inside_that_the_frame_does_not_reach_breaks():
+    mod = type(sys)("tjc_test_unreachable_module")
+    mod.scale = lambda t: t * 2
+    sys.modules["tjc_test_unreachable_module"] = mod
+    g = {"__name__": "tjc_caller2"}
+    exec("def fn(x):\n    y = x + 1\n    import tjc_test_unreachable_module as m\n    return m.scale(y)\n", g)
+    try:
+        graphs, breaks, fallbacks = explain(g["fn"], torch.randn(3))
+        # x + 1, then the resume function, which reads the module Python imported from its local
+        assert (graphs, breaks, fallbacks) == (2, 1, [])
+        compiled = tjc.compile(g["fn"])
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), (x + 1) * 2)
+        mod.scale = lambda t: t * 3
+        torch.testing.assert_close(compiled(x), (x + 1) * 3)
+    finally:
+        del sys.modules["tjc_test_unreachable_module"]
+
+
+def test_torch_imported_inside_survives_a_graph_break():
+    def fn(x):
+        import torch
+        y = x + 1
+        print("", end="")
+        return torch.relu(y)
+
+    graphs, breaks, fallbacks = explain(fn, torch.randn(3))
+    assert (graphs, breaks, fallbacks) == (2, 1, [])
+    x = torch.randn(3)
+    torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
+
+
+def test_transformers_import_helpers_are_traced():
+    iu = pytest.importorskip("transformers.utils.import_utils")
+
+    def fn(x):
+        if iu.is_torchdynamo_compiling() and not iu.is_jit_tracing() and not iu.is_torch_fx_proxy(x):
+            return x + 1
+        return x - 1
+
+    graphs, breaks, fallbacks = explain(fn, torch.randn(2))
+    assert (graphs, breaks, fallbacks) == (1, 0, [])
+    x = torch.randn(2)
+    torch.testing.assert_close(tjc.compile(fn)(x), x + 1)   # as under torch.compile
+
+
+# -- is_compiling ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", ["torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling",
+                                   "torch._dynamo.is_compiling"])
+def test_is_compiling_is_true_in_the_trace_and_false_in_eager(query):
+    import torch._dynamo  # noqa: F401
+    fn_q = eval(query)
+
+    def fn(x):
+        return x + 1 if fn_q() else x - 1
+
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), x - 1)
+    cnt = CompileCounter()
+    torch.testing.assert_close(tjc.compile(fn, backend=cnt)(x), x + 1)
+    assert cnt.frame_count == 1
+    expected = torch.compile(fn, backend="eager")(x)   # what torch.compile answers
+    torch.testing.assert_close(expected, x + 1)
+
+
+# -- generators -----------------------------------------------------------------------------------
+
+def _genexpr_sum(x):
+    return sum(x * i for i in range(3))
+
+
+def _genexpr_tuple(x):
+    return torch.cat(tuple(x + i for i in range(2)))
+
+
+def _genexpr_any_all(x):
+    a = any(i > 1 for i in [1, 2, 3])
+    b = all(i > 1 for i in [1, 2, 3])
+    return x + int(a) - int(b)
+
+
+def _gen():
+    yield 1
+    yield 2
+
+
+def _gen_of(x, n):
+    for i in range(n):
+        yield x * i
+
+
+def _generator_function(x):
+    return x + sum(list(_gen())) + torch.stack(list(_gen_of(x, 3))).sum(0)
+
+
+def _generator_for_loop(x):
+    out = x
+    for t in _gen_of(x, 3):
+        out = out + t
+    return out
+
+
+def _generator_next(x):
+    g = _gen_of(x, 3)
+    a = next(g)
+    b = next(g)
+    return a + b + next(g, x)
+
+
+def _genexpr_join(x):
+    return x + len(" ".join(str(i) for i in range(3)))
+
+
+def _generator_interleaved_with_mutation(x):
+    # Lazy as in Python: each item is computed after the body mutated x.
+    y = x.clone()
+    out = []
+    for t in (y * 1 for _ in range(3)):
+        y.add_(1)
+        out.append(t)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [_genexpr_sum, _genexpr_tuple, _genexpr_any_all, _generator_function,
+                                _generator_for_loop, _generator_next, _genexpr_join,
+                                _generator_interleaved_with_mutation])
+def test_generators_are_traced_in_the_graph(fn):
+    graphs, breaks = eager_and_compiled(fn, leaves((3, 4)))
+    assert (graphs, breaks) == (1, 0)
+
+
+def test_any_stops_at_the_first_true_item_as_python_does():
+    seen = []
+
+    def fn(x, log):
+        def items():
+            for i in range(4):
+                log.append(i)
+                yield i
+        return x + any(i >= 1 for i in items())
+
+    x = torch.randn(2)
+    log_eager, log_compiled = [], []
+    expected = fn(x, log_eager)
+    torch.testing.assert_close(tjc.compile(fn)(x, log_compiled), expected)
+    assert log_compiled == log_eager == [0, 1]
+    del seen
+
+
+def test_a_failure_inside_a_generator_breaks_where_it_was_made():
+    def fn(x):
+        y = x * 2
+        g = (t.item() for t in [y, y])   # .item() is refused in the trace
+        return y + sum(g)
+
+    graphs, breaks, fallbacks = explain(fn, torch.randn(()))
+    assert fallbacks == [] and breaks >= 1 and graphs >= 1
+    x = torch.randn(())
+    torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
+
+
+def test_a_break_inside_a_loop_over_a_generator_keeps_what_came_before():
+    def fn(x):
+        y = x * 2
+        for t in _gen_of(y, 2):
+            print("", end="")   # a graph break inside the loop
+            y = y + t
+        return y
+
+    x = torch.randn(3)
+    torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
+    graphs, breaks, fallbacks = explain(fn, x)
+    assert graphs >= 1 and breaks >= 1
+
+
+def test_zip_over_a_generator_breaks_instead_of_draining_it_early():
+    def fn(x):
+        return sum(a * b for a, b in zip(_gen_of(x, 3), [1, 2, 3]))
+
+    x = torch.randn(3)
+    torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
+    graphs, breaks, fallbacks = explain(fn, x)
+    assert any("zip() over generator" in r for r in tjc.explain(fn)(x).break_reasons)
+
+
+def test_generator_traced_frees_its_inputs(no_gc):
+    def fn(x):
+        return torch.stack(list(_gen_of(x, 3))).sum(0) + sum(x * i for i in range(2))
+
+    x = torch.randn(3)
+    compiled = tjc.compile(fn, backend="eager")
+    compiled(x)
+    ref = weakref.ref(x)
+    del x
+    assert ref() is None
