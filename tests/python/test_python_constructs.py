@@ -297,3 +297,88 @@ def test_generator_traced_frees_its_inputs(no_gc):
     ref = weakref.ref(x)
     del x
     assert ref() is None
+
+
+# -- nn.Module's generator methods ----------------------------------------------------------------
+
+class _Members(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.ModuleList([nn.Linear(4, 4), nn.ReLU()])
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x):
+        n = sum(p.numel() for p in self.parameters())
+        for name, p in self.named_parameters():
+            x = x + p.sum() * len(name)
+        for name, m in self.named_modules():
+            x = x + len(name)
+        return x * n + len(list(self.children())) + next(self.buffers()) + len(list(self.modules()))
+
+
+def test_module_generator_methods_are_traced_by_their_result():
+    m = _Members()
+    graphs, breaks, fallbacks = explain(m, torch.randn(2, 4))
+    assert (graphs, breaks, fallbacks) == (1, 0, [])
+    cnt = CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), m(x))
+    m.extra = nn.Parameter(torch.ones(1))   # a new parameter: the key guard fails, and it counts
+    torch.testing.assert_close(compiled(x), m(x))
+    assert cnt.frame_count == 2
+
+
+def test_module_generator_methods_gradients():
+    m = _Members()
+    x = torch.randn(2, 4)
+    eager = m(x).sum()
+    eager.backward()
+    expected = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    tjc.compile(m)(x).sum().backward()
+    for p, e in zip(m.parameters(), expected):
+        torch.testing.assert_close(p.grad, e)
+
+
+def test_module_traced_through_its_generator_methods_is_freed(no_gc):
+    m = _Members()
+    compiled = tjc.compile(m, backend="eager")
+    compiled(torch.randn(2, 4))
+    refs = [weakref.ref(m), weakref.ref(m.a.weight)]
+    del m, compiled
+    assert [r() for r in refs] == [None, None]
+
+
+# -- value types ----------------------------------------------------------------------------------
+
+def _slice_object(x):
+    s = slice(0, 2)
+    return x[s] + x[slice(1, 3)]
+
+
+def _finfo_iinfo_device(x):
+    y = x.clamp(min=torch.finfo(x.dtype).min, max=torch.finfo(torch.float16).max)
+    return y.to(torch.device("cpu")) + torch.iinfo(torch.int32).max % 7
+
+
+def _dtype_values(x):
+    if x.dtype == torch.float32 and x.dtype.is_floating_point:
+        return x.to(torch.float64).to(x.dtype) * 2
+    return x
+
+
+@pytest.mark.parametrize("fn", [_slice_object, _finfo_iinfo_device, _dtype_values])
+def test_value_types_are_constants_in_the_graph(fn):
+    graphs, breaks = eager_and_compiled(fn, leaves((3, 4)))
+    assert (graphs, breaks) == (1, 0)
+
+
+def test_finfo_of_the_input_dtype_is_guarded():
+    cnt = CompileCounter()
+    compiled = tjc.compile(_finfo_iinfo_device, backend=cnt)
+    for dtype in (torch.float32, torch.float64, torch.float32):
+        x = torch.randn(3, dtype=dtype)
+        torch.testing.assert_close(compiled(x), _finfo_iinfo_device(x))
+    assert cnt.frame_count == 2

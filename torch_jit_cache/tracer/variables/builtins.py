@@ -222,7 +222,7 @@ BUILTIN_HANDLERS = {
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _fold(sorted), round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
-    callable: _callable,
+    callable: _callable, slice: _fold(slice),
 }
 
 

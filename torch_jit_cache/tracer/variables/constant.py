@@ -38,6 +38,17 @@ class ConstantVariable(VariableTracker):
             return ConstantVariable(attr)
         unsupported(f"attribute {name!r} of constant {self.value!r}")
 
+    def call_function(self, tx, args, kwargs):
+        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'): immutable values, folded
+        # (their arguments are constants the trace has guarded).
+        if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            try:
+                return ConstantVariable(self.value(*[a.as_python_constant() for a in args],
+                                                   **{k: v.as_python_constant() for k, v in kwargs.items()}))
+            except Exception as e:
+                unsupported(f"{self.value.__name__}() raised {e!r}")
+        return super().call_function(tx, args, kwargs)
+
     def unpack(self, tx):
         if isinstance(self.value, (str, bytes, tuple, range)):
             return [wrap_constant_result(c) for c in self.value]
@@ -68,7 +79,13 @@ class BoundConstantMethod(VariableTracker):
 
 def _is_dtype(value) -> bool:
     import torch
-    return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format))
+    return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format,
+                              torch.finfo, torch.iinfo))
+
+
+def _foldable_class(value) -> bool:
+    import torch
+    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device))
 
 
 def is_constant_value(value) -> bool:

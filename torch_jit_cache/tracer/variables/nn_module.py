@@ -24,7 +24,7 @@ from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import IteratorVariable, ListVariable, TupleVariable
+from .containers import IteratorVariable, ListVariable, TupleVariable, _MethodOf
 from .functions import UserFunctionVariable
 from .tensor import TensorVariable, call_op
 
@@ -132,6 +132,10 @@ LEAF_MODULES = {
                                                    m.output_size),
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+# nn.Module's generator methods traced by their result (NNModuleVariable._members): the stores
+# each walk reads, whose keys are guarded on every module visited.
+_MEMBER_STORES = {"named_parameters": ("_modules", "_parameters"), "named_buffers": ("_modules", "_buffers"),
+                  "named_children": ("_modules",), "named_modules": ("_modules",)}
 _MODULE_STORES = ("_parameters", "_buffers", "_modules")  # what nn.Module.__getattr__ reads, in order
 # Attributes a store may not replace: nn.Module's own state (read by __call__, __getattr__ and this
 # tracer from the real module, never through the trace's stores), and `forward`, which _forward
@@ -188,6 +192,9 @@ class NNModuleVariable(VariableTracker):
         return AttrSource(self.source, name)
 
     def var_getattr(self, tx, name):
+        if (name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES) and name not in self.module.__dict__ \
+                and type_lookup(type(self.module), name) is getattr(nn.Module, name):
+            return _MethodOf(self, name)   # m.parameters(): traced by its result (_members)
         return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
 
     def has_attribute(self, tx, name) -> bool:
@@ -294,7 +301,48 @@ class NNModuleVariable(VariableTracker):
             return children[k][1]
         unsupported(f"index {k!r} into {type(self.module).__name__}")
 
+    def _members(self, tx, name, args, kwargs):
+        """m.parameters(), named_modules(), children(), ...: the items nn.Module's generator
+        yields, each reached by its attribute path from this module (so each is guarded as a read
+        of it is), with the key sets of every module's stores that the walk read guarded too: a
+        parameter or submodule added or removed later fails them."""
+        if type_lookup(type(self.module), name) is not getattr(nn.Module, name):
+            unsupported(f"{type(self.module).__name__}.{name} is overridden")
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            unsupported(f"{name}() with non-constant arguments")
+        a = [v.as_python_constant() for v in args]
+        k = {key: v.as_python_constant() for key, v in kwargs.items()}
+        named = name if name.startswith("named_") else "named_" + name
+        try:
+            if name in ("parameters", "buffers"):   # (recurse=True): the named form's names
+                k = dict(zip(("recurse",), a), **k)
+                a = []
+            items = list(getattr(self.module, named)(*a, **k))
+        except Exception as e:
+            unsupported(f"{name}() raised {type(e).__name__}: {e}")
+        stores = _MEMBER_STORES[named]
+        for path, sub in [("", self.module), *self.module.named_modules(remove_duplicate=False)]:
+            if not isinstance(sub, nn.Module):
+                continue
+            node = self._path(tx, path)
+            for store in stores:
+                tx.output.add_guard(ItemSource(AttrSource(node.source, "__dict__"), store),
+                                    GuardKind.DICT_KEYS, tuple(sub.__dict__[store]))
+        out = []
+        for path, value in items:
+            v = self._path(tx, path)
+            out.append(TupleVariable([ConstantVariable(path), v]) if name.startswith("named_") else v)
+        return IteratorVariable(out)
+
+    def _path(self, tx, path: str):
+        v = self
+        for part in path.split(".") if path else ():
+            v = v.var_getattr(tx, part)
+        return v
+
     def call_method(self, tx, name, args, kwargs):
+        if name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES:
+            return self._members(tx, name, args, kwargs)
         if isinstance(self.module, _CONTAINERS):
             if name == "__len__":
                 return ConstantVariable(len(self._children(tx)))
