@@ -12,6 +12,7 @@ from ...attribute_lookup import MISSING, type_lookup
 from .base import CallableVariable, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .generators import GeneratorVariable, refuse_lazy
+from .sets import SetVariable, constants_of
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
 
@@ -208,6 +209,18 @@ def _all_any(fn):
     return handler
 
 
+def _set(tx, args, kwargs):
+    if kwargs or len(args) > 1:
+        unsupported("set() with more than one argument")
+    return SetVariable(constants_of(args[0].unpack(tx), "set()") if args else ())
+
+
+def _frozenset(tx, args, kwargs):
+    if kwargs or len(args) > 1:
+        unsupported("frozenset() with more than one argument")
+    return ConstantVariable(frozenset(constants_of(args[0].unpack(tx), "frozenset()") if args else ()))
+
+
 def _callable(tx, args, kwargs):
     # callable(v) is "type(v) has __call__" (a tensor or a number is not callable; a class is).
     return ConstantVariable(type_lookup(args[0].python_type(), "__call__") is not MISSING)
@@ -222,7 +235,7 @@ BUILTIN_HANDLERS = {
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _fold(sorted), round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
-    callable: _callable, slice: _fold(slice),
+    callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
 }
 
 

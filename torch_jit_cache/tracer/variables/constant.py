@@ -50,7 +50,7 @@ class ConstantVariable(VariableTracker):
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
-        if isinstance(self.value, (str, bytes, tuple, range)):
+        if isinstance(self.value, (str, bytes, tuple, range, frozenset)):
             return [wrap_constant_result(c) for c in self.value]
         unsupported(f"iteration over constant {self.value!r}")
 
@@ -104,6 +104,9 @@ def wrap_constant_result(value) -> VariableTracker:
         return TupleVariable([wrap_constant_result(v) for v in value])
     if isinstance(value, list):
         return ListVariable([wrap_constant_result(v) for v in value])
+    if type(value) is set and all(is_constant_value(v) for v in value):
+        from .sets import SetVariable
+        return SetVariable(value)
     if is_constant_value(value):
         return ConstantVariable(value)
     unsupported(f"a constant computation produced a {type(value).__name__}")
