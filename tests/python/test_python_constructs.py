@@ -277,16 +277,6 @@ def test_a_break_inside_a_loop_over_a_generator_keeps_what_came_before():
     assert graphs >= 1 and breaks >= 1
 
 
-def test_zip_over_a_generator_breaks_instead_of_draining_it_early():
-    def fn(x):
-        return sum(a * b for a, b in zip(_gen_of(x, 3), [1, 2, 3]))
-
-    x = torch.randn(3)
-    torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
-    graphs, breaks, fallbacks = explain(fn, x)
-    assert any("zip() over generator" in r for r in tjc.explain(fn)(x).break_reasons)
-
-
 def test_generator_traced_frees_its_inputs(no_gc):
     def fn(x):
         return torch.stack(list(_gen_of(x, 3))).sum(0) + sum(x * i for i in range(2))
@@ -450,3 +440,157 @@ def test_set_pop_and_sets_of_tensors_break():
         return x + len({x, x})   # hashing tensors: by identity in Python, not a constant here
 
     torch.testing.assert_close(tjc.compile(fn2)(x), fn2(x))
+
+
+# -- map / filter / zip / enumerate / itertools / functools / sorted ------------------------------
+
+import functools  # noqa: E402
+import itertools  # noqa: E402
+
+
+def _map_zip(x):
+    return sum(a * b for a, b in zip(map(lambda t: t + 1, [x, x * 2]), [1, 2]))
+
+
+def _filter_chain_product(x):
+    kept = list(filter(lambda v: v > 0, [1, -1, 2]))
+    total = sum(t for t in itertools.chain([x], [x * 2], (x * i for i in range(2))))
+    pairs = sum(a * b for a, b in itertools.product([1, 2], [3, 4]))
+    return total * len(kept) + pairs + sum(itertools.chain.from_iterable([[1], [2]]))
+
+
+def _reduce_partial_sorted(x):
+    r = functools.reduce(lambda a, b: a + b, [x, x * 2, x * 3])
+    r2 = functools.reduce(lambda a, b: a * b, [2, 3], 1)
+    add2 = functools.partial(torch.add, alpha=2)
+    order = sorted([3, 1, 2], key=lambda v: -v)
+    named = sorted([("b", x), ("a", x * 2)], key=lambda kv: kv[0])
+    return add2(r, x) * r2 + order[0] + named[0][1]
+
+
+def _enumerate_zip_over_generators(x):
+    out = x
+    for i, (a, b) in enumerate(zip(_gen_of(x, 3), _gen_of(x, 2))):
+        out = out + i * a - b
+    return out
+
+
+@pytest.mark.parametrize("fn", [_map_zip, _filter_chain_product, _reduce_partial_sorted,
+                                _enumerate_zip_over_generators])
+def test_lazy_builtins_and_helpers_are_traced(fn):
+    graphs, breaks = eager_and_compiled(fn, leaves((3,)))
+    assert (graphs, breaks) == (1, 0)
+
+
+def test_map_calls_its_function_lazily_in_python_order():
+    def fn(x, log):
+        def f(t):
+            log.append("f")
+            return t + 1
+        out = x
+        for t in map(f, [x, x]):
+            log.append("body")
+            out = out + t
+        return out
+
+    x = torch.randn(2)
+    log_eager, log_compiled = [], []
+    expected = fn(x, log_eager)
+    torch.testing.assert_close(tjc.compile(fn)(x, log_compiled), expected)
+    assert log_compiled == log_eager == ["f", "body", "f", "body"]
+
+
+def test_zip_over_generators_pulls_as_python_does():
+    def fn(x, log):
+        def g(n):
+            for i in range(n):
+                log.append(i)
+                yield x * i
+        return sum(a + b for a, b in zip(g(3), [1, 2]))
+
+    x = torch.randn(2)
+    log_eager, log_compiled = [], []
+    expected = fn(x, log_eager)
+    torch.testing.assert_close(tjc.compile(fn)(x, log_compiled), expected)
+    assert log_compiled == log_eager == [0, 1, 2]
+
+
+# -- modules built inside forward -----------------------------------------------------------------
+
+class _BuildsModules(nn.Module):
+    def forward(self, x):
+        y = nn.Softmax(dim=1)(x)
+        y = nn.Identity()(nn.ReLU()(y - 0.2)) + nn.GELU(approximate="tanh")(x)
+        return nn.Flatten(0, 1)(nn.LogSoftmax(dim=-1)(y))
+
+
+def test_modules_built_in_forward_are_their_functional_form():
+    m = _BuildsModules()
+    graphs, breaks = eager_and_compiled(m, leaves((2, 3)))
+    assert (graphs, breaks) == (1, 0)
+    ops = tjc.explain(m)(torch.randn(2, 3)).ops_per_graph[0]
+    assert "softmax" in " ".join(map(str, ops))
+
+
+def test_module_built_in_forward_does_not_reach_the_artifact(no_gc):
+    built = []
+    orig = nn.Softmax.__init__
+
+    def tracking_init(self, *a, **k):
+        orig(self, *a, **k)
+        built.append(weakref.ref(self))
+
+    nn.Softmax.__init__ = tracking_init
+    try:
+        compiled = tjc.compile(_BuildsModules(), backend="eager")
+        compiled(torch.randn(2, 3))
+    finally:
+        nn.Softmax.__init__ = orig
+    assert built and [r() for r in built] == [None] * len(built)
+    del compiled
+
+
+def test_global_module_hooks_are_guarded_for_modules_built_in_forward():
+    m = _BuildsModules()
+    compiled = tjc.compile(m)
+    x = torch.randn(2, 3)
+    compiled(x)
+    calls = []
+    handle = nn.modules.module.register_module_forward_hook(lambda mod, i, o: calls.append(type(mod)))
+    try:
+        expected = m(x)
+        eager_calls = list(calls)
+        calls.clear()
+        torch.testing.assert_close(compiled(x), expected)
+        assert calls == eager_calls and nn.Softmax in calls   # the hooks ran in the compiled call
+    finally:
+        handle.remove()
+
+
+# -- logging --------------------------------------------------------------------------------------
+
+def test_logging_calls_break_instead_of_running_the_frame_uncompiled():
+    log = logging.getLogger("tjc_test_constructs")
+
+    def fn(x):
+        y = x + 1
+        log.warning("a warning %d", 3)
+        return y * 2
+
+    graphs, breaks, fallbacks = explain(fn, torch.randn(2))
+    assert fallbacks == [] and breaks == 1 and graphs == 2
+
+
+def test_transformers_warning_once_breaks_instead_of_running_the_frame_uncompiled():
+    tlog = pytest.importorskip("transformers.utils.logging")
+    logger = tlog.get_logger("tjc_test_constructs")
+
+    def fn(x):
+        y = x + 1
+        logger.warning_once("once")
+        return y * 2
+
+    graphs, breaks, fallbacks = explain(fn, torch.randn(2))
+    assert fallbacks == [] and breaks >= 1 and graphs == 2
+    x = torch.randn(2)
+    torch.testing.assert_close(tjc.compile(fn)(x), (x + 1) * 2)

@@ -47,6 +47,11 @@ class ConstantVariable(VariableTracker):
                                                    **{k: v.as_python_constant() for k, v in kwargs.items()}))
             except Exception as e:
                 unsupported(f"{self.value.__name__}() raised {e!r}")
+        if isinstance(self.value, type):   # nn.Softmax(dim=1) and friends (nn_module.py)
+            from .nn_module import build_module
+            built = build_module(tx, self, args, kwargs)
+            if built is not None:
+                return built
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
@@ -80,7 +85,7 @@ class BoundConstantMethod(VariableTracker):
 def _is_dtype(value) -> bool:
     import torch
     return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format,
-                              torch.finfo, torch.iinfo))
+                              torch.finfo, torch.iinfo, torch.Size))   # immutable torch values
 
 
 def _foldable_class(value) -> bool:

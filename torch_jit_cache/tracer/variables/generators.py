@@ -8,9 +8,9 @@ generator's body runs interleaved with its consumer exactly as Python runs it: a
 it, next(), any()/all() (which stop at the first decisive item) take one item at a time.
 
 Consumers that take every item at once (list(), tuple(), sum(), max(), `a, b = g`, `f(*g)`) drain
-it through `unpack`, as Python does. Lazy consumers that would take items ahead of their own
-caller (zip, enumerate, map, filter) refuse a generator (`refuse_lazy`): draining it early would
-move its body before code that runs between the items in Python.
+it through `unpack`, as Python does. Lazy consumers (zip, enumerate, map, filter, itertools.chain)
+over a generator are traced through their Python versions (polyfills.py), themselves generators:
+draining it early would move its body before code that runs between the items in Python.
 
 A suspended generator cannot be rebuilt after the graph (its frame is the trace's). A failure
 while one made by the root frame is being advanced, or while one is on the root's stack, breaks
@@ -71,9 +71,3 @@ class GeneratorVariable(VariableTracker):
     def __repr__(self):
         return f"GeneratorVariable({self.name})"
 
-
-def refuse_lazy(what: str, args) -> None:
-    """zip/enumerate/map/filter over a generator: see the module docstring."""
-    for a in args:
-        if isinstance(a, GeneratorVariable):
-            unsupported(f"{what}() over generator {a.name} (it would be drained ahead of its consumer)")
