@@ -594,3 +594,23 @@ def test_transformers_warning_once_breaks_instead_of_running_the_frame_uncompile
     assert fallbacks == [] and breaks >= 1 and graphs == 2
     x = torch.randn(2)
     torch.testing.assert_close(tjc.compile(fn)(x), (x + 1) * 2)
+
+
+def test_a_break_goes_where_the_first_live_generator_was_made_in_time():
+    # b is made at a lower instruction index than a but later in time: cutting at b's call would
+    # find a alive (it cannot be rebuilt) and run the whole frame uncompiled.
+    def fn(x):
+        y = x * 2
+        a = b = None
+        for i in range(2):
+            if i == 1:
+                b = _gen_of(y, 2)
+            else:
+                a = _gen_of(y, 2)
+        print("", end="")   # a graph break while both are alive
+        return y + sum(a) + sum(b)
+
+    x = torch.randn(3)
+    torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
+    graphs, breaks, fallbacks = explain(fn, x)
+    assert fallbacks == [] and graphs >= 1

@@ -306,9 +306,9 @@ class InstructionTranslator:
     def _generator_made_here(self):
         """Where the first generator this frame made and has not exhausted was made: the state at a
         break could hold it (on the stack, in a local, or popped by the failing instruction), and a
-        suspended generator cannot be rebuilt (generators.py), so the break goes there."""
-        made = [g.created_at for g in self.generators if not g.done]
-        return min(made) if made else None
+        suspended generator cannot be rebuilt (generators.py), so the break goes there. The first
+        in time (`generators` is in the order they were made), so no other is alive there yet."""
+        return next((g.created_at for g in self.generators if not g.done), None)
 
     @staticmethod
     def root_cells(code, f_locals) -> list:

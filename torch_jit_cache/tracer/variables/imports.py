@@ -21,7 +21,7 @@ import sys
 import types
 
 from ...sources import BuiltinSource
-from ...trace_result import GuardKind
+from ...trace_result import GuardKind, Unsupported
 from .base import unsupported
 from .functions import PythonModuleVariable, is_trusted_module
 
@@ -68,10 +68,11 @@ def module_variable(tx, module: types.ModuleType) -> PythonModuleVariable:
     for name in names:
         if tx.f_globals.get(name) is module:
             try:
-                source = tx.global_source(tx, name)
-            except Exception:
+                found = tx.load_global(name)   # as LOAD_GLOBAL reads it: guarded by identity
+            except Unsupported:
                 continue
-            return tx.wrap(module, source)
+            if isinstance(found, PythonModuleVariable) and found.module is module:
+                return found
     if not is_trusted_module(module):
         unsupported(f"module {module.__name__} imported inside the function is not a global of it "
                     "(its attributes could not be guarded)")
