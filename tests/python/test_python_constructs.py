@@ -614,3 +614,32 @@ def test_a_break_goes_where_the_first_live_generator_was_made_in_time():
     torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
     graphs, breaks, fallbacks = explain(fn, x)
     assert fallbacks == [] and graphs >= 1
+
+
+# -- nn containers --------------------------------------------------------------------------------
+
+class _SlicedLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.n = 2
+
+    def forward(self, x):
+        for layer in self.layers[: self.n]:
+            x = layer(x)
+        return x + len(self.layers[1:]) + self.layers[-2:][0](x)
+
+
+def test_module_list_slices_are_traced_and_guarded():
+    m = _SlicedLayers()
+    graphs, breaks, fallbacks = explain(m, torch.randn(2, 4))
+    assert (graphs, breaks, fallbacks) == (1, 0, [])
+    cnt = CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), m(x))
+    m.layers.append(nn.Linear(4, 4))   # the list's length is guarded
+    torch.testing.assert_close(compiled(x), m(x))
+    m.n = 3
+    torch.testing.assert_close(compiled(x), m(x))
+    assert cnt.frame_count == 3

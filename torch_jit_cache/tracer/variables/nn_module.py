@@ -299,6 +299,8 @@ class NNModuleVariable(VariableTracker):
             return self.var_getattr(tx, k)
         if isinstance(k, int) and -len(children) <= k < len(children):
             return children[k][1]
+        if isinstance(k, slice) and type(self.module) is nn.ModuleList:
+            return ModuleListSliceVariable([v for _, v in children][k])
         unsupported(f"index {k!r} into {type(self.module).__name__}")
 
     def _members(self, tx, name, args, kwargs):
@@ -462,3 +464,19 @@ class BuiltModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"BuiltModuleVariable({type(self.module).__name__})"
+
+
+class ModuleListSliceVariable(TupleVariable):
+    """`layers[:n]` of an nn.ModuleList: Python makes a new ModuleList of the same children. The
+    trace iterates it, indexes it and takes its length like a tuple of the children (guarded by the
+    list's length, as iterating the list is); it is made by the trace, so it cannot be rebuilt after
+    a graph as the ModuleList it is."""
+
+    def python_type(self):
+        return nn.ModuleList
+
+    def reconstruct(self, outputs):
+        unsupported("a slice of an nn.ModuleList alive at the graph break (it cannot be rebuilt)")
+
+    def __repr__(self):
+        return f"ModuleListSliceVariable({len(self.items)} modules)"
