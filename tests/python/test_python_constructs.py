@@ -353,13 +353,19 @@ def _finfo_iinfo_device(x):
     return y.to(torch.device("cpu")) + torch.iinfo(torch.int32).max % 7
 
 
+def _size_ops(x):
+    s = x.shape
+    t = torch.Size([s[0], 2]) + s[1:]
+    return x.reshape(s.numel()).sum() + len(t) + t.numel() + x.new_zeros(s[:-1] + (1,)).sum()
+
+
 def _dtype_values(x):
     if x.dtype == torch.float32 and x.dtype.is_floating_point:
         return x.to(torch.float64).to(x.dtype) * 2
     return x
 
 
-@pytest.mark.parametrize("fn", [_slice_object, _finfo_iinfo_device, _dtype_values])
+@pytest.mark.parametrize("fn", [_slice_object, _finfo_iinfo_device, _dtype_values, _size_ops])
 def test_value_types_are_constants_in_the_graph(fn):
     graphs, breaks = eager_and_compiled(fn, leaves((3, 4)))
     assert (graphs, breaks) == (1, 0)

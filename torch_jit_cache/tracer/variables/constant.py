@@ -39,7 +39,8 @@ class ConstantVariable(VariableTracker):
         unsupported(f"attribute {name!r} of constant {self.value!r}")
 
     def call_function(self, tx, args, kwargs):
-        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'): immutable values, folded
+        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):
+        # immutable values, folded
         # (their arguments are constants the trace has guarded).
         if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             try:
@@ -90,7 +91,7 @@ def _is_dtype(value) -> bool:
 
 def _foldable_class(value) -> bool:
     import torch
-    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device))
+    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size))
 
 
 def is_constant_value(value) -> bool:
