@@ -1,5 +1,6 @@
 """convert_frame: what the cache-miss callback decides for frames that do no tensor work (issue 8,
 point 3: they run their original code, never an entry per value, never a cache-limit warning)."""
+import itertools
 import warnings
 import weakref
 
@@ -18,9 +19,13 @@ def helper(i):
 
 
 def outer(x):
-    # map() is a C function calling Python: this frame falls back, so every call of `helper`
-    # is a frame of its own that the runtime intercepts.
-    return x + sum(map(helper, range(300)))
+    # itertools.starmap() is a C function calling Python that the tracer does not model (map()
+    # is traced now), inside a try block, where no graph break can be made: this frame falls back,
+    # so every call of `helper` is a frame of its own that the runtime intercepts.
+    try:
+        return x + sum(itertools.starmap(helper, zip(range(300))))
+    finally:
+        pass
 
 
 def test_python_helper_in_a_fallback_frame_is_not_cached():
@@ -114,7 +119,10 @@ def test_fallback_frame_with_only_python_below_it_runs_at_eager_speed():
         return (i * 7) % 13
 
     def work(x):
-        return x + sum(map(probe, range(3)))  # map: the frame falls back
+        try:   # starmap inside a try block: the frame falls back
+            return x + sum(itertools.starmap(probe, zip(range(3))))
+        finally:
+            pass
 
     compiled = tjc.compile(work)
     x = torch.ones(2)
@@ -132,7 +140,7 @@ def layer(x):
 
 def wrapper(x):
     try:   # no graph break inside a try block (issue 10's first cut)
-        return list(map(layer, [x]))[0]  # falls back; the layer below it compiles
+        return list(itertools.starmap(layer, [(x,)]))[0]  # falls back; the layer below it compiles
     finally:
         pass
 

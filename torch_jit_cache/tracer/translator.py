@@ -21,8 +21,10 @@ from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable
 from .variables.base import unsupported
+from .variables.generators import GeneratorVariable
 
 MAX_INLINE_DEPTH = 32
+_CO_GENERATOR = 0x20   # inspect.CO_GENERATOR
 MAX_STEPS = 1_000_000
 
 
@@ -73,6 +75,8 @@ class InstructionTranslator:
         self.ip = 0
         self.result = None
         self.done = False
+        self.suspended = False
+        self.generators: list = []   # root frame: the generators it made (see _generator_made_here)
         self._global_source = global_source
         self.boundary = 0   # index of the raw instruction being run (see the module docstring)
         # Root frame only: how often each boundary was reached, so a failure can name the arrival
@@ -195,7 +199,20 @@ class InstructionTranslator:
         child = InstructionTranslator(fn.code, self.output, fn.f_globals, arg_values=bound,
                                       free_cells=fn.cells(self),
                                       global_source=fn.global_source, depth=self.depth + 1)
+        if fn.code.co_flags & _CO_GENERATOR:   # runs nothing yet: each next() runs it to a yield
+            where = (self.boundary, self.arrivals[self.boundary]) if self.arrivals is not None else None
+            gen = GeneratorVariable(child, fn.code.co_name, created_at=where)
+            if where is not None:
+                self.generators.append(gen)
+            return gen
         return child.run()
+
+    def yield_value(self, value):
+        """YIELD_VALUE: `run` returns `value` to the generator's consumer (generators.py)."""
+        if self.depth == 0:
+            unsupported("yield in the traced frame itself (tracer bug: generators are not compiled)")
+        self.result = value
+        self.suspended = True
 
     def return_value(self, value):
         self.result = value
@@ -228,6 +245,9 @@ class InstructionTranslator:
                 if fn is None:
                     unsupported(f"opcode {inst.instr.name}")
                 fn(self, inst)
+                if self.suspended:   # YIELD_VALUE: the next run() goes on after it
+                    self.suspended = False
+                    return self.result
             except Unsupported as e:
                 self._fail(e, inst)
             except Exception as e:  # a tracer bug must not become a wrong result: fall back
@@ -271,7 +291,7 @@ class InstructionTranslator:
                 # A failure in the root frame, or in a call it inlined at this instruction. The
                 # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
                 where = inst.index if inst.op == "TO_BOOL" else self.boundary
-                e.break_at = (where, self.arrivals[self.boundary])
+                e.break_at = self._generator_made_here() or (where, self.arrivals[self.boundary])
             if e.lineno:  # already located (raised in an inlined call): keep the innermost place
                 raise e
             located = Unsupported(e.reason, filename=self.code.co_filename, lineno=inst.lineno,
@@ -282,6 +302,13 @@ class InstructionTranslator:
             # The exception's traceback holds this frame: dropping our names for it breaks the
             # exception <-> frame cycle that would keep every traced value alive until gc (seed 000).
             e = located = None
+
+    def _generator_made_here(self):
+        """Where the first generator this frame made and has not exhausted was made: the state at a
+        break could hold it (on the stack, in a local, or popped by the failing instruction), and a
+        suspended generator cannot be rebuilt (generators.py), so the break goes there. The first
+        in time (`generators` is in the order they were made), so no other is alive there yet."""
+        return next((g.created_at for g in self.generators if not g.done), None)
 
     @staticmethod
     def root_cells(code, f_locals) -> list:

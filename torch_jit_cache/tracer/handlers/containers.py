@@ -1,7 +1,9 @@
-"""Container opcodes: BUILD_*, LIST_APPEND/EXTEND, MAP_ADD, UNPACK_SEQUENCE, subscripts, strings."""
+"""Container opcodes: BUILD_*, LIST_APPEND/EXTEND, SET_ADD/UPDATE (variables/sets.py), MAP_ADD,
+UNPACK_SEQUENCE, subscripts, strings."""
 from ..variables import ConstantVariable, DictVariable, ListVariable, TupleVariable
 from ..variables.base import unsupported
 from ..variables.operators import delitem, getitem, setitem
+from ..variables.sets import SetVariable, constants_of
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -15,6 +17,26 @@ def build_tuple(tx, inst):
 @handler("BUILD_LIST")
 def build_list(tx, inst):
     tx.push(ListVariable(tx.popn(inst.arg)))
+
+
+@handler("BUILD_SET")
+def build_set(tx, inst):
+    tx.push(SetVariable(constants_of(tx.popn(inst.arg), "a set literal")))
+
+
+@handler("SET_ADD")
+def set_add(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "add", [v], {})
+
+
+@handler("SET_UPDATE")
+def set_update(tx, inst):
+    v = tx.pop()
+    target = tx.stack[-inst.arg]
+    if not isinstance(target, SetVariable):
+        unsupported(f"SET_UPDATE on {target} (tracer bug)")
+    target.items.update(constants_of(v.unpack(tx), "a set literal"))
 
 
 @handler("LIST_TO_TUPLE")

@@ -1,11 +1,12 @@
 """Control flow on Python values: jumps, conditional jumps, TO_BOOL, FOR_ITER, RETURN_VALUE,
-BEFORE_WITH.
+BEFORE_WITH, and a generator's RETURN_GENERATOR / YIELD_VALUE (variables/generators.py).
 
 A condition must be a Python value known while tracing; a branch on a tensor raises Unsupported
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
 """
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.contexts import AutocastVariable, GradModeVariable
+from ..variables.generators import GeneratorVariable
 from ..variables.base import unsupported
 from .registry import make_registry
 
@@ -70,13 +71,16 @@ def to_bool(tx, inst):
 @handler("GET_ITER")
 def get_iter(tx, inst):
     obj = tx.pop()
-    tx.push(obj if isinstance(obj, IteratorVariable) else IteratorVariable(obj.unpack(tx), origin=obj))
+    if isinstance(obj, (IteratorVariable, GeneratorVariable)):   # iter(it) is it
+        tx.push(obj)
+    else:
+        tx.push(IteratorVariable(obj.unpack(tx), origin=obj))
 
 
 @handler("FOR_ITER")
 def for_iter(tx, inst):
     it = tx.stack[-1]
-    if not isinstance(it, IteratorVariable):
+    if not isinstance(it, (IteratorVariable, GeneratorVariable)):
         unsupported(f"FOR_ITER over {it}")
     item = it.next_item()
     if item is None:  # exhausted: the iterator goes, and the loop's exit follows (instructions.py)
@@ -84,6 +88,21 @@ def for_iter(tx, inst):
         tx.jump_to(inst.target)
     else:
         tx.push(item)
+
+
+@handler("RETURN_GENERATOR")
+def return_generator(tx, inst):
+    # A generator's first instruction: by the time its body runs (the first next()), the value
+    # sent in (None) is on the stack, and the POP_TOP after this pops it (generators.py).
+    tx.push(ConstantVariable(None))
+
+
+@handler("YIELD_VALUE")
+def yield_value(tx, inst):
+    # The translator returns the value to the consumer; resumed, the value sent in (None: only
+    # next() and for loops drive a traced generator) is what the yield expression gives.
+    tx.yield_value(tx.pop())
+    tx.push(ConstantVariable(None))
 
 
 @handler("RETURN_VALUE")

@@ -1,9 +1,10 @@
-"""Loads and stores: constants, fast locals, globals, cells, attributes."""
+"""Loads and stores: constants, fast locals, globals, cells, attributes, imports."""
 from ...instructions import FACTS
 from ..variables import CellVariable, ConstantVariable, TupleVariable
 from ..variables.base import unsupported
 from ..variables.constant import is_constant_value
 from ..variables.contexts import context_class
+from ..variables.imports import import_from, import_name
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -145,6 +146,19 @@ def store_global(tx, inst):
 @handler("DELETE_GLOBAL")
 def delete_global(tx, inst):
     tx.delete_global(inst.arg)
+
+
+@handler("IMPORT_NAME")
+def import_name_(tx, inst):
+    # [level, fromlist] -> module (variables/imports.py: modules already imported only)
+    fromlist, level = tx.pop().as_python_constant(), tx.pop().as_python_constant()
+    tx.push(import_name(tx, inst.arg, fromlist, level))
+
+
+@handler("IMPORT_FROM")
+def import_from_(tx, inst):
+    # [module] -> [module, module.name]
+    tx.push(import_from(tx, tx.stack[-1], inst.arg))
 
 
 @handler("DELETE_DEREF")

@@ -6,11 +6,16 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 from __future__ import annotations
 
 import builtins
+import functools
+import itertools
 import operator
 
 from ...attribute_lookup import MISSING, type_lookup
-from .base import CallableVariable, unsupported
+from . import polyfills
+from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
+from .generators import GeneratorVariable
+from .sets import SetVariable, constants_of
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
 
@@ -61,6 +66,8 @@ def _isinstance(tx, args, kwargs):
 
 
 def _enumerate(tx, args, kwargs):
+    if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
+        return _polyfill(polyfills.enumerate_)(tx, args, kwargs)
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
     start = start.as_python_constant()
     return IteratorVariable([TupleVariable([ConstantVariable(i + start), v])
@@ -70,6 +77,8 @@ def _enumerate(tx, args, kwargs):
 def _zip(tx, args, kwargs):
     if kwargs:
         unsupported("zip(strict=...)")
+    if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
+        return _polyfill(polyfills.zip_)(tx, args, kwargs)
     seqs = [a.unpack(tx) for a in args]
     return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)], watch=args)
 
@@ -160,12 +169,12 @@ def _sum(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
-    return args[0] if isinstance(args[0], IteratorVariable) else IteratorVariable(
+    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else IteratorVariable(
         args[0].unpack(tx), watch=args[:1])
 
 
 def _next(tx, args, kwargs):
-    item = args[0].next_item() if isinstance(args[0], IteratorVariable) else None
+    item = args[0].next_item() if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else None
     if item is None:
         if len(args) > 1:
             return args[1]
@@ -198,8 +207,84 @@ def _reversed(tx, args, kwargs):
 
 def _all_any(fn):
     def handler(tx, args, kwargs):
+        if isinstance(args[0], GeneratorVariable):   # stops at the first decisive item, as Python
+            gen = args[0]
+            return ConstantVariable(fn(item.truthy(tx) for item in iter(gen.next_item, None)))
         return ConstantVariable(fn(item.truthy(tx) for item in args[0].unpack(tx)))
     return handler
+
+
+def _set(tx, args, kwargs):
+    if kwargs or len(args) > 1:
+        unsupported("set() with more than one argument")
+    return SetVariable(constants_of(args[0].unpack(tx), "set()") if args else ())
+
+
+def _frozenset(tx, args, kwargs):
+    if kwargs or len(args) > 1:
+        unsupported("frozenset() with more than one argument")
+    return ConstantVariable(frozenset(constants_of(args[0].unpack(tx), "frozenset()") if args else ()))
+
+
+def _sorted(tx, args, kwargs):
+    """sorted(items, key=fn, reverse=b): the key traced per item (as sorted calls it, once each, in
+    order); the keys must be constants, and the items are reordered as sorted orders them."""
+    if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
+        unsupported("sorted() with other than one iterable, key= and reverse=")
+    items = args[0].unpack(tx)
+    key = kwargs.get("key")
+    if key is not None and key.is_python_constant() and key.as_python_constant() is None:
+        key = None
+    keys = [tx.call(key, [i], {}) if key is not None else i for i in items]
+    if not all(k.is_python_constant() for k in keys):
+        unsupported("sorted() by keys that are not Python constants")
+    reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
+    values = [k.as_python_constant() for k in keys]
+    try:
+        order = sorted(range(len(items)), key=values.__getitem__, reverse=bool(reverse))
+    except TypeError as e:
+        unsupported(f"sorted() raised {e!r}")
+    return ListVariable([items[j] for j in order])
+
+
+def _polyfill(fn):
+    """A builtin traced through its Python version (polyfills.py)."""
+    def handler(tx, args, kwargs):
+        from .functions import UserFunctionVariable
+        return tx.call(UserFunctionVariable(fn), args, kwargs)
+    return handler
+
+
+class PolyfillVariable(CallableVariable):
+    """A helper reached as an attribute of a builtin (itertools.chain.from_iterable), traced
+    through its Python version (polyfills.py)."""
+
+    def call_function(self, tx, args, kwargs):
+        return _polyfill(self.fn)(tx, args, kwargs)
+
+
+def _partial(tx, args, kwargs):
+    if not args:
+        unsupported("functools.partial() without a function")
+    return PartialCallVariable(args[0], list(args[1:]), dict(kwargs))
+
+
+class PartialCallVariable(VariableTracker):
+    """functools.partial(fn, ...) made in the trace: calling it calls fn with the bound arguments
+    first. It lives in the trace only (a partial read from the frame is functions.PartialVariable)."""
+
+    def __init__(self, func, args: list, keywords: dict):
+        super().__init__(None)
+        self.func, self.args, self.keywords = func, args, keywords
+
+    def python_type(self):
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def __repr__(self):
+        return f"PartialCallVariable({self.func!r})"
 
 
 def _callable(tx, args, kwargs):
@@ -214,9 +299,12 @@ BUILTIN_HANDLERS = {
     int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _scalar(str),
     tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
-    any: _all_any(any), sorted: _fold(sorted), round: _fold(round), divmod: _fold(divmod),
+    any: _all_any(any), sorted: _sorted, round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
-    callable: _callable,
+    callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
+    map: _polyfill(polyfills.map_), filter: _polyfill(polyfills.filter_),
+    itertools.chain: _polyfill(polyfills.chain_), itertools.product: _polyfill(polyfills.product_),
+    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
 }
 
 
@@ -225,6 +313,11 @@ class BuiltinVariable(CallableVariable):
 
     def call_function(self, tx, args, kwargs):
         return BUILTIN_HANDLERS[self.fn](tx, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if self.fn is itertools.chain and name == "from_iterable":
+            return PolyfillVariable(polyfills.chain_from_iterable_)
+        return super().var_getattr(tx, name)
 
     def __repr__(self):
         return f"BuiltinVariable({self.fn.__name__})"

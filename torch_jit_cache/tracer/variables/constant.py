@@ -38,8 +38,25 @@ class ConstantVariable(VariableTracker):
             return ConstantVariable(attr)
         unsupported(f"attribute {name!r} of constant {self.value!r}")
 
+    def call_function(self, tx, args, kwargs):
+        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):
+        # immutable values, folded
+        # (their arguments are constants the trace has guarded).
+        if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            try:
+                return ConstantVariable(self.value(*[a.as_python_constant() for a in args],
+                                                   **{k: v.as_python_constant() for k, v in kwargs.items()}))
+            except Exception as e:
+                unsupported(f"{self.value.__name__}() raised {e!r}")
+        if isinstance(self.value, type):   # nn.Softmax(dim=1) and friends (nn_module.py)
+            from .nn_module import build_module
+            built = build_module(tx, self, args, kwargs)
+            if built is not None:
+                return built
+        return super().call_function(tx, args, kwargs)
+
     def unpack(self, tx):
-        if isinstance(self.value, (str, bytes, tuple, range)):
+        if isinstance(self.value, (str, bytes, tuple, range, frozenset)):
             return [wrap_constant_result(c) for c in self.value]
         unsupported(f"iteration over constant {self.value!r}")
 
@@ -55,6 +72,9 @@ class BoundConstantMethod(VariableTracker):
         self.obj, self.name = obj, name
 
     def call_function(self, tx, args, kwargs):
+        if self.name == "join" and isinstance(self.obj.value, str) and len(args) == 1 and not kwargs \
+                and not args[0].is_python_constant():   # " ".join(a generator or list of strings)
+            args = [ConstantVariable(tuple(i.as_python_constant() for i in args[0].unpack(tx)))]
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             unsupported(f"{type(self.obj.value).__name__}.{self.name} on non-constant arguments")
         result = getattr(self.obj.value, self.name)(
@@ -65,7 +85,13 @@ class BoundConstantMethod(VariableTracker):
 
 def _is_dtype(value) -> bool:
     import torch
-    return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format))
+    return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format,
+                              torch.finfo, torch.iinfo, torch.Size))   # immutable torch values
+
+
+def _foldable_class(value) -> bool:
+    import torch
+    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size))
 
 
 def is_constant_value(value) -> bool:
@@ -84,6 +110,9 @@ def wrap_constant_result(value) -> VariableTracker:
         return TupleVariable([wrap_constant_result(v) for v in value])
     if isinstance(value, list):
         return ListVariable([wrap_constant_result(v) for v in value])
+    if type(value) is set and all(is_constant_value(v) for v in value):
+        from .sets import SetVariable
+        return SetVariable(value)
     if is_constant_value(value):
         return ConstantVariable(value)
     unsupported(f"a constant computation produced a {type(value).__name__}")

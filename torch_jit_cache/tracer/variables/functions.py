@@ -12,15 +12,15 @@ import types
 
 from ...proxies import is_allowed_in_graph
 from ...sources import AttrSource, GlobalSource, ItemSource
-from ...trace_result import DictOutput, FunctionOutput, SourceOutput, TupleOutput
+from ...trace_result import ConstantOutput, DictOutput, FunctionOutput, SourceOutput, TupleOutput
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import CellVariable, DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .opaque_calls import call_opaque_function
 
-_NOT_INLINABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR \
-    | inspect.CO_ITERABLE_COROUTINE
+# Generators are run lazily (generators.py); coroutines are not traced.
+_NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
 class BaseFunctionVariable(VariableTracker):
@@ -46,7 +46,7 @@ class BaseFunctionVariable(VariableTracker):
     def bind_args(self, tx, args: list, kwargs: dict) -> dict:
         """Bind trackers to parameter names as a call would (defaults included)."""
         if self.code.co_flags & _NOT_INLINABLE:
-            unsupported(f"call to generator or coroutine {self.code.co_name}")
+            unsupported(f"call to coroutine {self.code.co_name}")
         dummy_closure = tuple(types.CellType() for _ in self.code.co_freevars) or None
         fake = types.FunctionType(self.code, {}, self.code.co_name,
                                   tuple(self.defaults(tx)) or None, dummy_closure)
@@ -268,6 +268,13 @@ class PythonModuleVariable(VariableTracker):
 
     def python_type(self):
         return types.ModuleType
+
+    def reconstruct(self, outputs):
+        if self.source is not None:
+            return SourceOutput(self.source)
+        if is_trusted_module(self.module):   # torch or math imported inside the function
+            return ConstantOutput(self.module)
+        return super().reconstruct(outputs)
 
     def var_getattr(self, tx, name):
         try:

@@ -27,7 +27,7 @@ from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import IteratorVariable, ListVariable, TupleVariable
+from .containers import IteratorVariable, ListVariable, TupleVariable, _MethodOf
 from .functions import UserFunctionVariable
 from .opaque_calls import call_opaque_module
 from .tensor import TensorVariable, call_op
@@ -136,6 +136,10 @@ LEAF_MODULES = {
                                                    m.output_size),
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+# nn.Module's generator methods traced by their result (NNModuleVariable._members): the stores
+# each walk reads, whose keys are guarded on every module visited.
+_MEMBER_STORES = {"named_parameters": ("_modules", "_parameters"), "named_buffers": ("_modules", "_buffers"),
+                  "named_children": ("_modules",), "named_modules": ("_modules",)}
 _MODULE_STORES = ("_parameters", "_buffers", "_modules")  # what nn.Module.__getattr__ reads, in order
 # Attributes a store may not replace: nn.Module's own state (read by __call__, __getattr__ and this
 # tracer from the real module, never through the trace's stores), and `forward`, which _forward
@@ -192,6 +196,9 @@ class NNModuleVariable(VariableTracker):
         return AttrSource(self.source, name)
 
     def var_getattr(self, tx, name):
+        if (name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES) and name not in self.module.__dict__ \
+                and type_lookup(type(self.module), name) is getattr(nn.Module, name):
+            return _MethodOf(self, name)   # m.parameters(): traced by its result (_members)
         return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
 
     def has_attribute(self, tx, name) -> bool:
@@ -302,7 +309,48 @@ class NNModuleVariable(VariableTracker):
             return ModuleListSliceVariable([v for _, v in children][k])
         unsupported(f"index {k!r} into {type(self.module).__name__}")
 
+    def _members(self, tx, name, args, kwargs):
+        """m.parameters(), named_modules(), children(), ...: the items nn.Module's generator
+        yields, each reached by its attribute path from this module (so each is guarded as a read
+        of it is), with the key sets of every module's stores that the walk read guarded too: a
+        parameter or submodule added or removed later fails them."""
+        if type_lookup(type(self.module), name) is not getattr(nn.Module, name):
+            unsupported(f"{type(self.module).__name__}.{name} is overridden")
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            unsupported(f"{name}() with non-constant arguments")
+        a = [v.as_python_constant() for v in args]
+        k = {key: v.as_python_constant() for key, v in kwargs.items()}
+        named = name if name.startswith("named_") else "named_" + name
+        try:
+            if name in ("parameters", "buffers"):   # (recurse=True): the named form's names
+                k = dict(zip(("recurse",), a), **k)
+                a = []
+            items = list(getattr(self.module, named)(*a, **k))
+        except Exception as e:
+            unsupported(f"{name}() raised {type(e).__name__}: {e}")
+        stores = _MEMBER_STORES[named]
+        for path, sub in [("", self.module), *self.module.named_modules(remove_duplicate=False)]:
+            if not isinstance(sub, nn.Module):
+                continue
+            node = self._path(tx, path)
+            for store in stores:
+                tx.output.add_guard(ItemSource(AttrSource(node.source, "__dict__"), store),
+                                    GuardKind.DICT_KEYS, tuple(sub.__dict__[store]))
+        out = []
+        for path, value in items:
+            v = self._path(tx, path)
+            out.append(TupleVariable([ConstantVariable(path), v]) if name.startswith("named_") else v)
+        return IteratorVariable(out)
+
+    def _path(self, tx, path: str):
+        v = self
+        for part in path.split(".") if path else ():
+            v = v.var_getattr(tx, part)
+        return v
+
     def call_method(self, tx, name, args, kwargs):
+        if name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES:
+            return self._members(tx, name, args, kwargs)
         if isinstance(self.module, _CONTAINERS):
             if name == "__len__":
                 return ConstantVariable(len(self._children(tx)))
@@ -364,6 +412,67 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__} from {self.source})"
+
+
+# Modules that model code builds inside forward (`nn.Softmax(dim=1)(x)`), by their functional form:
+# built for real from constants (torch's __init__ only stores settings), called as that form. The
+# module object never reaches the graph or the artifact: only the op and its constant settings do.
+_BUILT_IN_FORWARD = {
+    nn.Identity: lambda tx, m, x: x,
+    nn.ReLU: lambda tx, m, x: _fn(tx, F.relu, x),
+    nn.GELU: lambda tx, m, x: _fn(tx, F.gelu, x, approximate=m.approximate),
+    nn.SiLU: lambda tx, m, x: _fn(tx, F.silu, x),
+    nn.Tanh: lambda tx, m, x: _fn(tx, torch.tanh, x),
+    nn.Sigmoid: lambda tx, m, x: _fn(tx, torch.sigmoid, x),
+    nn.Softmax: lambda tx, m, x: _fn(tx, F.softmax, x, m.dim),
+    nn.LogSoftmax: lambda tx, m, x: _fn(tx, F.log_softmax, x, m.dim),
+    nn.Flatten: lambda tx, m, x: _fn(tx, torch.flatten, x, m.start_dim, m.end_dim),
+}
+
+
+def build_module(tx, cls_var, args, kwargs):
+    """`cls(*args)` for a module class of _BUILT_IN_FORWARD with constant arguments, else None."""
+    cls = cls_var.value
+    if not any(cls is c for c in _BUILT_IN_FORWARD):
+        return None
+    if cls_var.source is None:
+        unsupported(f"{cls.__name__} built from a class the frame does not reach (hooks unguarded)")
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        unsupported(f"{cls.__name__}() with non-constant arguments")
+    try:
+        m = cls(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
+    except Exception as e:
+        unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}")
+    if getattr(m, "inplace", False):
+        unsupported(f"{cls.__name__}(inplace=True) built inside forward")
+    return BuiltModuleVariable(m, cls_var.source)
+
+
+class BuiltModuleVariable(VariableTracker):
+    """A module of _BUILT_IN_FORWARD built in the trace. Calling it runs nn.Module.__call__, which
+    consults torch's global hook dicts: they are guarded empty, reached through the class's source
+    (`cls.__call__.__globals__`, torch.nn.modules.module's namespace)."""
+
+    def __init__(self, module, cls_source):
+        super().__init__(None)
+        self.module, self.cls_source = module, cls_source
+
+    def python_type(self):
+        return type(self.module)
+
+    def call_function(self, tx, args, kwargs):
+        from torch.nn.modules import module as mm
+        if kwargs or len(args) != 1:
+            unsupported(f"{type(self.module).__name__} built inside forward called with {len(args)} args")
+        if any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS):
+            unsupported("global module hooks are registered")
+        namespace = AttrSource(AttrSource(self.cls_source, "__call__"), "__globals__")
+        for name in _GLOBAL_HOOK_DICTS:
+            tx.output.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
+        return _BUILT_IN_FORWARD[type(self.module)](tx, self.module, args[0])
+
+    def __repr__(self):
+        return f"BuiltModuleVariable({type(self.module).__name__})"
 
 
 class ModuleListSliceVariable(TupleVariable):

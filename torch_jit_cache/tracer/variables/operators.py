@@ -10,6 +10,7 @@ from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable, wrap_constant_result
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
 from .nn_module import NNModuleVariable
+from .sets import SetVariable
 from .tensor import TensorVariable, call_op
 
 _INPLACE = {"+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="}
@@ -24,6 +25,8 @@ def _const_fold(fn, *vs):
 
 def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> VariableTracker:
     base = symbol.rstrip("=") if symbol in _INPLACE else symbol
+    if isinstance(a, SetVariable) and symbol in ("|=", "&=", "-=", "^="):
+        return a.inplace(tx, symbol, b)
     if symbol in _INPLACE and not isinstance(a, (TensorVariable, ListVariable)):
         # `a op= b` calls a.__iop__ only where a's type has one; numbers, strings and tuples have
         # none (they are immutable), so Python computes `a op b` and rebinds the name. The

@@ -7,6 +7,8 @@ whose non-tensor result depends on tensor data (.item(), .tolist(), torch.equal)
 """
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from ..output_graph import mark_side_effect
@@ -107,10 +109,38 @@ class TensorMethodVariable(VariableTracker):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
 
+# torch's "am I being compiled / traced?" questions, answered as under torch.compile: True while
+# tracing, so library code (HuggingFace's is_torchdynamo_compiling) takes its compile-friendly
+# path in the graph; the frame run uncompiled asks torch itself and gets False. By (module, name),
+# looked up when asked: torch._dynamo is imported only by code that uses it.
+_ANSWERS_WHILE_TRACING = {
+    ("torch.compiler", "is_compiling"): True,
+    ("torch.compiler", "is_dynamo_compiling"): True,
+    ("torch.compiler", "is_exporting"): False,
+    ("torch._dynamo", "is_compiling"): True,
+    ("torch._dynamo.external_utils", "is_compiling"): True,
+    ("torch._utils", "is_compiling"): True,
+    ("torch.jit", "is_tracing"): False,
+    ("torch.jit", "is_scripting"): False,
+}
+
+
+def answer_while_tracing(fn):
+    """(True, the constant answer) when `fn` is one of torch's compiling/tracing queries."""
+    name = getattr(fn, "__name__", None)
+    for (module_name, attr), answer in _ANSWERS_WHILE_TRACING.items():
+        if attr == name and getattr(sys.modules.get(module_name), attr, None) is fn:
+            return True, answer
+    return False, None
+
+
 class TorchFunctionVariable(CallableVariable):
     """A function from torch, torch.nn.functional, torch.linalg, ... called as a graph op."""
 
     def call_function(self, tx, args, kwargs):
+        known, answer = answer_while_tracing(self.fn)
+        if known and not args and not kwargs:
+            return ConstantVariable(answer)
         if self.fn is torch.is_tensor:
             return ConstantVariable(isinstance(args[0], TensorVariable))
         if self.fn in (torch.is_grad_enabled,):

@@ -1,0 +1,73 @@
+"""GeneratorVariable: a generator function's call (a `def` with `yield`, a generator expression)
+made in the trace, run lazily by a suspended child translator.
+
+Calling a generator function runs nothing: the arguments are bound and a child translator is made
+over the generator's code. Each `next` runs it up to its next YIELD_VALUE (the translator returns
+there, `InstructionTranslator.run`) and hands out the yielded tracker; RETURN_VALUE ends it. So the
+generator's body runs interleaved with its consumer exactly as Python runs it: a `for` loop over
+it, next(), any()/all() (which stop at the first decisive item) take one item at a time.
+
+Consumers that take every item at once (list(), tuple(), sum(), max(), `a, b = g`, `f(*g)`) drain
+it through `unpack`, as Python does. Lazy consumers (zip, enumerate, map, filter, itertools.chain)
+over a generator are traced through their Python versions (polyfills.py), themselves generators:
+draining it early would move its body before code that runs between the items in Python.
+
+A suspended generator cannot be rebuilt after the graph (its frame is the trace's). A failure
+while one made by the root frame is being advanced, or while one is on the root's stack, breaks
+the graph where it was made (`created_at`, InstructionTranslator._fail): Python makes the real
+generator there and the rest of the frame runs as written.
+"""
+from __future__ import annotations
+
+from ...trace_result import Unsupported
+from .base import VariableTracker, unsupported
+
+
+class GeneratorVariable(VariableTracker):
+    def __init__(self, child, name: str, created_at=None):
+        super().__init__(None)
+        self.child = child            # the InstructionTranslator over the generator's code
+        self.name = name
+        self.created_at = created_at  # (index, arrival) in the root frame, if made there
+        self.done = False
+        self.running = False
+
+    def python_type(self):
+        import types
+        return types.GeneratorType
+
+    def next_item(self):
+        """The next yielded tracker, or None when the generator returns."""
+        if self.done:
+            return None
+        if self.running:
+            unsupported("ValueError: generator already executing")
+        self.running = True
+        try:
+            value = self.child.run()
+        except Unsupported as e:
+            if self.created_at is not None and e.break_at is None:
+                e.break_at = self.created_at
+            raise
+        finally:
+            self.running = False
+        if self.child.done:   # returned: StopIteration (its value is not used by consumers here)
+            self.done = True
+            return None
+        return value
+
+    def unpack(self, tx):
+        items = []
+        while (item := self.next_item()) is not None:
+            items.append(item)
+        return items
+
+    def truthy(self, tx):
+        return True
+
+    def reconstruct(self, outputs):
+        unsupported(f"generator {self.name} is suspended at the graph break (it cannot be rebuilt)")
+
+    def __repr__(self):
+        return f"GeneratorVariable({self.name})"
+

@@ -1,0 +1,72 @@
+"""Python versions of lazy builtins and itertools/functools helpers, traced like user code.
+
+map, filter, itertools.chain and itertools.product return iterators that run their functions
+item by item, interleaved with whoever consumes them. Written as generator functions, they are
+traced as such (generators.py: run lazily by a suspended child translator), so the order of calls
+is Python's. functools.reduce is a plain loop. Each reads nothing from its module's globals (only
+builtins, which resolve through the traced frame's builtins): the tracer inlines them without a
+source for their globals.
+"""
+
+
+def map_(fn, *iterables):
+    for args in zip(*iterables):
+        yield fn(*args)
+
+
+def filter_(fn, iterable):
+    for item in iterable:
+        if (item if fn is None else fn(item)):
+            yield item
+
+
+def chain_(*iterables):
+    for iterable in iterables:
+        for item in iterable:
+            yield item
+
+
+def chain_from_iterable_(iterables):
+    for iterable in iterables:
+        for item in iterable:
+            yield item
+
+
+def product_(*iterables, repeat=1):
+    # Like itertools.product, every input is read to the end before the first item.
+    pools = [tuple(pool) for pool in iterables] * repeat
+    result = [()]
+    for pool in pools:
+        result = [prefix + (item,) for prefix in result for item in pool]
+    for item in result:
+        yield item
+
+
+def reduce_(fn, iterable, *initial):
+    it = iter(iterable)
+    value = initial[0] if initial else next(it)
+    for item in it:
+        value = fn(value, item)
+    return value
+
+
+def zip_(*iterables):
+    # zip over a generator: one item from each input in turn, stopping at the first exhausted one
+    # (the inputs before it have given one item more, as in Python).
+    its = [iter(iterable) for iterable in iterables]
+    while its:
+        items = []
+        for it in its:
+            for item in it:   # next(it), or return when it is exhausted
+                items.append(item)
+                break
+            else:
+                return
+        yield tuple(items)
+
+
+def enumerate_(iterable, start=0):
+    index = start
+    for item in iterable:
+        yield (index, item)
+        index += 1
