@@ -21,6 +21,10 @@ _NOT_INLINABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_
     | inspect.CO_ITERABLE_COROUTINE
 
 
+# Function attributes read as values (their data descriptors on the function type cannot run code).
+_FUNCTION_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+
+
 class BaseFunctionVariable(VariableTracker):
     """What inlining needs: `code`, `f_globals`, `name`, `defaults`, `kwdefaults`, `cells`."""
 
@@ -147,10 +151,19 @@ class UserFunctionVariable(BaseFunctionVariable):
         return self._cells
 
     def var_getattr(self, tx, name):
-        if name == "__name__":
-            if self.by_contents:
-                return tx.wrap(self.fn.__name__, AttrSource(self.source, "__name__"))
-            return ConstantVariable(self.fn.__name__)
+        if name == "__code__":
+            # The code inlined is this very object, and the builder guards `fn.__code__` by
+            # identity wherever the function has a source: a constant.
+            return ConstantVariable(self.code)
+        if name in _FUNCTION_NAMES or name in vars(self.fn):
+            # Writable on the function (functools.wraps copies them; `__wrapped__` lives in its
+            # __dict__): read through the function's source so the value is guarded where it is.
+            value = getattr(self.fn, name)
+            if self.source is None:
+                if type(value) is not str:
+                    unsupported(f"attribute {name!r} of function {self.fn.__name__} with no source")
+                return ConstantVariable(value)
+            return tx.wrap(value, AttrSource(self.source, name))
         unsupported(f"attribute {name!r} of function {self.fn.__name__}")
 
     def __repr__(self):
@@ -198,6 +211,16 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def global_source(self, tx, name):
         return self._parent_global_source(tx, name)
+
+    def var_getattr(self, tx, name):
+        # Made here from a constant code object, whose names it keeps until assigned (refused).
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        if name == "__name__":
+            return ConstantVariable(self.code.co_name)
+        if name == "__qualname__":
+            return ConstantVariable(self.code.co_qualname)
+        unsupported(f"attribute {name!r} of function {self.code.co_name} made while tracing")
 
     def defaults(self, tx):
         return self._defaults

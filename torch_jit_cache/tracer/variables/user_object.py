@@ -4,13 +4,14 @@ Its attributes are read through the object's source (`L['self'].k`), so each val
 guarded where it lives (EQUALS_MATCH on constants, TENSOR_MATCH on tensors); the object itself is
 guarded only by type, so another instance holding the same values hits the same entry. Methods
 defined in Python are inlined with the object as `self`; attributes resolve in Python's order
-(attribute.py). Objects whose attribute lookup is customised (__getattr__, __getattribute__) are
-refused.
+(attribute.py). Objects whose attribute lookup is customised (__getattr__, a __getattribute__ that
+attribute_lookup.TRUSTED_GETATTRIBUTE does not list) are refused.
 """
 from __future__ import annotations
 
 import inspect
 
+from ...attribute_lookup import resolved_name
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import VariableTracker, unsupported
 
@@ -21,7 +22,7 @@ def is_plain_user_object(value) -> bool:
     cls = type(value)
     if cls.__module__ in ("builtins",) or not hasattr(value, "__dict__"):
         return False
-    if cls.__getattribute__ is not object.__getattribute__:
+    if resolved_name(value, "__dict__") is None:   # a __getattribute__ we cannot follow
         return False
     return inspect.getattr_static(cls, "__getattr__", _MISSING) is _MISSING
 
