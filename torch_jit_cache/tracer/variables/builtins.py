@@ -176,7 +176,19 @@ def _next(tx, args, kwargs):
 def _type(tx, args, kwargs):
     if len(args) != 1:
         unsupported("type() with three arguments")
-    return ConstantVariable(args[0].python_type())
+    from ...sources import AttrSource
+    from .nn_module import NNModuleVariable
+    from .user_object import ClassVariable, UserObjectVariable
+    # A class whose attributes can be read (`type(self).forward`) through `obj.__class__`, where
+    # python_type() is exactly the object's type (a tensor's may be a base of it).
+    if isinstance(args[0], (UserObjectVariable, NNModuleVariable)) and args[0].source is not None:
+        return tx.wrap(args[0].python_type(), AttrSource(args[0].source, "__class__"))
+    return ClassVariable(args[0].python_type())
+
+
+def _super(tx, args, kwargs):
+    from .user_object import call_super
+    return call_super(tx, args, kwargs)
 
 
 def _scalar(fn):
@@ -216,7 +228,7 @@ BUILTIN_HANDLERS = {
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _fold(sorted), round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
-    callable: _callable,
+    callable: _callable, super: _super,
 }
 
 
