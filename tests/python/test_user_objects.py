@@ -296,3 +296,33 @@ def test_registry_and_class_freed_when_dropped(no_gc):
     del reg, Local, compiled, f
     gc.collect()   # the class's own cycles (its MRO, __dict__) are gc's by design, not ours
     assert [r() for r in refs] == [None, None]
+
+
+# -- nested functions made with annotations (transformers' padding_mask_function) -----------------
+
+def make_mask_function(x):
+    y = x * 2
+
+    def inner(b: int, *, scale: float = 1.0) -> torch.Tensor:
+        return y[b] * scale
+    return inner, y + 1
+
+
+def test_nested_function_with_annotations_is_returned():
+    # Failed before: "NestedFunctionVariable(inner): made with annotations, it cannot be made again".
+    x = torch.randn(2, 3)
+    assert counts(make_mask_function, x) == (1, 0)
+    (got_fn, got), (exp_fn, exp) = tjc.compile(make_mask_function)(x), make_mask_function(x)
+    assert got_fn.__annotations__ == exp_fn.__annotations__
+    assert got_fn.__kwdefaults__ == exp_fn.__kwdefaults__ == {"scale": 1.0}
+    torch.testing.assert_close(got_fn(1, scale=3.0), exp_fn(1, scale=3.0))
+    torch.testing.assert_close(got, exp)
+
+
+def test_returned_nested_function_freed_when_dropped(no_gc):
+    compiled = tjc.compile(make_mask_function, backend="eager")
+    fn, out = compiled(torch.randn(2, 3))
+    closed_over = fn.__closure__[0].cell_contents
+    refs = [weakref.ref(fn), weakref.ref(out), weakref.ref(closed_over)]
+    del fn, out, closed_over
+    assert [r() for r in refs] == [None] * len(refs)

@@ -174,7 +174,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
     """A function made by MAKE_FUNCTION while tracing (a nested def, a lambda, a comprehension)."""
 
     def __init__(self, code, f_globals, parent_global_source, defaults, kwdefaults, cells, *,
-                 in_root=False, annotated=False):
+                 in_root=False, annotations=None):
         super().__init__(None)
         self.code = code
         self.f_globals = f_globals
@@ -183,14 +183,15 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self._kwdefaults = kwdefaults
         self._cells = cells
         self.in_root = in_root        # made by the root frame (its globals are the frame's)
-        self.annotated = annotated    # annotations are not kept while tracing
+        # MAKE_FUNCTION's annotations tuple ('x', int, ...), kept only to make the function again
+        # (trackers of constants, or classes read from the frame): the trace never reads them.
+        self.annotations = annotations
 
     def reconstruct(self, outputs):
         """Made again from its code, closing over the frame's own cells (the very cells, shared
         with the rest of the frame): only a function the root frame made, once."""
-        if not self.in_root or self.annotated:
-            unsupported(f"{self}: made {'with annotations' if self.annotated else 'in an inlined call'}, "
-                        "it cannot be made again after the graph")
+        if not self.in_root:
+            unsupported(f"{self}: made in an inlined call, it cannot be made again after the graph")
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
         if None in names:
             unsupported(f"{self} closes over a cell that is not the frame's own")
@@ -198,9 +199,10 @@ class NestedFunctionVariable(BaseFunctionVariable):
         defaults = TupleOutput(tuple(outputs.rebuild(d) for d in self._defaults)) if self._defaults else None
         kwdefaults = DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self._kwdefaults.items())) \
             if self._kwdefaults else None
-        return FunctionOutput(self.code, names, defaults, kwdefaults)
+        annotations = outputs.rebuild(self.annotations) if self.annotations is not None else None
+        return FunctionOutput(self.code, names, defaults, kwdefaults, annotations)
 
-    def set_parts(self, *, defaults=None, kwdefaults=None, cells=None):
+    def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
         """3.13's SET_FUNCTION_ATTRIBUTE: the parts MAKE_FUNCTION takes by flag on 3.11/3.12."""
         if defaults is not None:
             self._defaults = defaults
@@ -208,6 +210,8 @@ class NestedFunctionVariable(BaseFunctionVariable):
             self._kwdefaults = kwdefaults
         if cells is not None:
             self._cells = cells
+        if annotations is not None:
+            self.annotations = annotations
 
     def global_source(self, tx, name):
         return self._parent_global_source(tx, name)
