@@ -326,3 +326,51 @@ def test_returned_nested_function_freed_when_dropped(no_gc):
     refs = [weakref.ref(fn), weakref.ref(out), weakref.ref(closed_over)]
     del fn, out, closed_over
     assert [r() for r in refs] == [None] * len(refs)
+
+
+class CallsThroughSuper(torch.nn.Module):
+    """A layer whose own __call__ adjusts its arguments and ends in super().__call__."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def __call__(self, x, *args, **kwargs):
+        return super().__call__(x * 2, *args, **kwargs)
+
+    def forward(self, x, bias=0.0):
+        return self.lin(x) + bias
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = CallsThroughSuper()
+
+    def forward(self, x):
+        return self.layer(x, bias=1.0).relu()
+
+
+def test_module_call_override_ending_in_super_call():
+    # Failed before: "module CallsThroughSuper overrides __call__".
+    m, x = Outer(), torch.randn(2, 3)
+    assert counts(m, x) == (1, 0)
+    torch.testing.assert_close(tjc.compile(m)(x), m(x))
+
+
+def test_class_attribute_from_a_metaclass_descriptor_is_not_taken_from_a_base():
+    # type's __annotations__ getset reads only the class's own __dict__: B has none of its own
+    # (Python gives it a new empty dict), although its base A has one. Read from the MRO, the
+    # trace would answer A's.
+    class A:
+        x: int = 1
+
+    class B(A):
+        pass
+
+    def f(t, cls):
+        return t + len(cls.__annotations__)
+
+    got = tjc.compile(f)(torch.zeros(1), B)      # compiled first: B gets its dict from Python
+    torch.testing.assert_close(got, torch.zeros(1))
+    torch.testing.assert_close(got, f(torch.zeros(1), B))

@@ -15,7 +15,8 @@ import types
 
 import torch
 
-from ...attribute_lookup import MISSING as MISSING_, Where, lookup, resolved_name, type_lookup
+from ...attribute_lookup import (MISSING as MISSING_, Where, is_data_descriptor, lookup, resolved_name,
+                                type_lookup)
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
@@ -189,11 +190,17 @@ class ClassVariable(ConstantVariable):
             value = getattr(cls, name)
             return tx.wrap(value, AttrSource(self.source, name)) if self.source is not None \
                 else ConstantVariable(value)
-        if type(cls) is not type and type_lookup(type(cls), name) is not MISSING_:
+        # type.__getattribute__: a data descriptor of the metaclass wins (type's own __dict__,
+        # __annotations__ and __doc__ are getsets that read only the class's own __dict__, not its
+        # bases'), then the class's MRO, then the metaclass's other attributes.
+        meta = type(cls)
+        meta_attr = type_lookup(meta, name)
+        if type_lookup(meta, "__getattribute__") is not type.__getattribute__ or \
+                meta_attr is not MISSING_ and is_data_descriptor(meta_attr):
             unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")
         raw = type_lookup(cls, name)
         if raw is MISSING_:
-            unsupported(f"AttributeError: class {cls.__name__} has no attribute {name!r}")
+            unsupported(f"attribute {name!r} of class {cls.__name__}: not in its MRO")
         if self.source is None:
             unsupported(f"attribute {name!r} of class {cls.__name__}, which has no source")
         return _class_member(tx, self, raw, AttrSource(self.source, name), None)
@@ -251,7 +258,20 @@ class SuperVariable(VariableTracker):
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
         if _mixin(raw) is not None:
             return MixinMethodVariable(self.obj, _mixin(raw), name)
+        if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
+            return _ModuleCall(self.obj)
         unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
 
     def __repr__(self):
         return f"SuperVariable({self.cls.__name__}, {self.obj!r})"
+
+
+class _ModuleCall(VariableTracker):
+    """super().__call__ reaching nn.Module.__call__ from a module class's own __call__."""
+
+    def __init__(self, module_var):
+        super().__init__(None)
+        self.module_var = module_var
+
+    def call_function(self, tx, args, kwargs):
+        return self.module_var.module_call(tx, args, kwargs, own_call=True)
