@@ -374,3 +374,49 @@ def test_class_attribute_from_a_metaclass_descriptor_is_not_taken_from_a_base():
     got = tjc.compile(f)(torch.zeros(1), B)      # compiled first: B gets its dict from Python
     torch.testing.assert_close(got, torch.zeros(1))
     torch.testing.assert_close(got, f(torch.zeros(1), B))
+
+
+class Plain:
+    kind = "a"
+
+    def __init__(self):
+        self.v = 2.0
+
+    @property
+    def double(self):
+        return self.v * 2
+
+
+class PlainChild(Plain):
+    pass
+
+
+def introspect(x, o):
+    y = x
+    if issubclass(type(o), Plain) and isinstance(o, (Plain, int)):
+        y = y + 1
+    if hasattr(o, "double") and not hasattr(o, "nope"):
+        y = y * o.double
+    if getattr(PlainChild, "kind", None) == "a" and getattr(type(o), "missing", 3) == 3:
+        y = y - 1
+    if o.__class__.__name__ == "PlainChild" and type(o).__qualname__.endswith("Child") and \
+            introspect.__module__ == __name__:
+        y = y * 10
+    return y
+
+
+def test_issubclass_isinstance_hasattr_getattr_and_class_names():
+    # Failed before: "call of a builtin_function_or_method" (issubclass) and class attributes.
+    x, o = torch.randn(3), PlainChild()
+    assert counts(introspect, x, o) == (1, 0)
+    cnt = CompileCounter()
+    compiled = tjc.compile(introspect, backend=cnt)
+    torch.testing.assert_close(compiled(x, o), introspect(x, o))
+    PlainChild.kind = "b"          # a class attribute read through the class: guarded
+    try:
+        torch.testing.assert_close(compiled(x, o), introspect(x, o))
+    finally:
+        del PlainChild.kind
+    o.v = 5.0                      # read by the inlined property
+    torch.testing.assert_close(compiled(x, o), introspect(x, o))
+    assert cnt.frame_count == 3

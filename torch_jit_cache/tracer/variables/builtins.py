@@ -60,6 +60,16 @@ def _isinstance(tx, args, kwargs):
     return ConstantVariable(issubclass(obj.python_type(), cls.as_python_constant()))
 
 
+def _issubclass(tx, args, kwargs):
+    # Classes are guarded by identity where they are read; ABCs' register() later is not seen (as
+    # for isinstance above).
+    cls, base = args
+    c = _consts(args, kwargs)
+    if c is None or not isinstance(c[0][0], type):
+        unsupported(f"issubclass({cls}, {base}) on values that are not classes")
+    return _fold(issubclass)(tx, args, kwargs)
+
+
 def _enumerate(tx, args, kwargs):
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
     start = start.as_python_constant()
@@ -229,6 +239,7 @@ BUILTIN_HANDLERS = {
     any: _all_any(any), sorted: _fold(sorted), round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
     callable: _callable, super: _super,
+    issubclass: _issubclass,
 }
 
 
