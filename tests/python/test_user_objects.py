@@ -420,3 +420,18 @@ def test_issubclass_isinstance_hasattr_getattr_and_class_names():
     o.v = 5.0                      # read by the inlined property
     torch.testing.assert_close(compiled(x, o), introspect(x, o))
     assert cnt.frame_count == 3
+
+
+def test_compiled_hf_model_and_config_freed_when_dropped():
+    # A HuggingFace model holds cycles of its own (eager, it too needs the collector): after one
+    # gc.collect() the compiled model and its config, read through the trusted __getattribute__,
+    # are gone, so nothing of ours holds them.
+    from torch_jit_cache.testing import models as zoo
+    model, inp = zoo.build("bert")
+    refs = [weakref.ref(model), weakref.ref(model.config)]
+    compiled = tjc.compile(model, backend="eager")
+    for _ in range(2):
+        compiled(*inp.args, **inp.kwargs)
+    del model, compiled, inp
+    gc.collect()
+    assert [r() for r in refs] == [None, None]

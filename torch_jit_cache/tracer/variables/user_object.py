@@ -5,7 +5,13 @@ guarded where it lives (EQUALS_MATCH on constants, TENSOR_MATCH on tensors); the
 guarded only by type, so another instance holding the same values hits the same entry. Methods
 defined in Python are inlined with the object as `self`; attributes resolve in Python's order
 (attribute.py). Objects whose attribute lookup is customised (__getattr__, a __getattribute__ that
-attribute_lookup.TRUSTED_GETATTRIBUTE does not list) are refused.
+attribute_lookup.TRUSTED_GETATTRIBUTE does not list) are refused. `obj[k]` and `k in obj` inline
+the type's Python __getitem__/__contains__; collections.abc.Mapping's `in` and `.get` over such a
+__getitem__ are modelled (below), since the tracer follows no try block.
+
+Also here, because they read user classes the same way: ClassVariable (a class's attributes as
+`Class.name` returns them: Class.forward, classmethods, staticmethods) and SuperVariable (super(),
+zero-argument or explicit: the member found by its place in type(obj).__mro__).
 """
 from __future__ import annotations
 
