@@ -14,6 +14,15 @@ live in _modules/_parameters, reached only through __getattr__), and an instance
 over a method. The tracer (tracer/variables/attribute.py) and the rewriting of module attribute
 paths into dict lookups (fast_sources.py) both decide with `lookup`, so they cannot disagree.
 
+A type whose __getattribute__ is written in Python may do anything, so its lookup is CUSTOM (not
+followed) unless the function is in TRUSTED_GETATTRIBUTE: a table, keyed by the function's module
+and qualified name (strings, never the classes), of __getattribute__ overrides known to be pure
+renamings in front of object's order. HuggingFace's PreTrainedConfig maps a model's own names
+(`n_embd`) to the standard ones (`hidden_size`) through its class's `attribute_map`, then calls
+object.__getattribute__; TorchDynamo trusts it the same way. For those, `lookup` follows Python's
+order for the renamed name (Found.name); the value is still read from the object by getattr (the
+guard's accessor), so it runs the real __getattribute__ at every call.
+
 Only the type's MRO is searched, never its metaclass (inspect.getattr_static(cls, name) would find
 `type.mro` for an instance). No torch here: fast_sources.py runs without it.
 """
@@ -39,6 +48,7 @@ class Where(enum.Enum):
 class Found:
     where: Where
     value: Any = None
+    name: str | None = None   # the name looked up on the type and instance dict (after renaming)
 
 
 def type_lookup(cls: type, name: str) -> Any:
@@ -67,20 +77,74 @@ def instance_dict(obj) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
+def _attribute_map_name(obj, name: str):
+    """PreTrainedConfig.__getattribute__: `attribute_map` (read with object's lookup) renames."""
+    if name == "attribute_map":
+        return name
+    try:
+        mapping = object.__getattribute__(obj, "attribute_map")
+    except AttributeError:
+        return None
+    if type(mapping) is not dict:
+        return None
+    new = mapping.get(name, name)
+    return new if type(new) is str else None
+
+
+def _homogeneous_config_name(obj, name: str):
+    """HeterogeneousConfigMixin.__getattribute__ only checks (raises or warns) when the config has
+    a `_heterogeneity_spec`; without one it passes the name on. Every value read is guarded by an
+    accessor that calls getattr, so a spec set later reaches the real check at the next call: the
+    guard raises (counts as failed) and the retrace finds this lookup CUSTOM."""
+    d = instance_dict(obj)
+    return name if d is not None and d.get("_heterogeneity_spec") is None else None
+
+
+# (module, qualname) of a pure __getattribute__ -> renaming(obj, name): the name it hands on to
+# the next __getattribute__ in the MRO (each must be listed here, down to object's), or None where
+# the renaming cannot be decided (then the lookup is CUSTOM).
+TRUSTED_GETATTRIBUTE = {
+    ("transformers.configuration_utils", "PreTrainedConfig.__getattribute__"): _attribute_map_name,
+    ("transformers.configuration_utils", "PretrainedConfig.__getattribute__"): _attribute_map_name,
+    ("transformers.integrations.heterogeneity.configuration_utils",
+     "HeterogeneousConfigMixin.__getattribute__"): _homogeneous_config_name,
+}
+
+
+def resolved_name(obj, name: str) -> str | None:
+    """The name object's lookup order is followed for: `name` itself when the type keeps
+    object.__getattribute__, the renamed one through trusted overrides, None when not followed."""
+    for klass in type(obj).__mro__:
+        hook = vars(klass).get("__getattribute__")
+        if hook is None:
+            continue
+        if hook is object.__getattribute__:
+            return name
+        rename = TRUSTED_GETATTRIBUTE.get((getattr(hook, "__module__", None),
+                                           getattr(hook, "__qualname__", None)))
+        if rename is None:
+            return None
+        name = rename(obj, name)
+        if name is None:
+            return None
+    return None
+
+
 def lookup(obj, name: str) -> Found:
     """Where Python's `getattr(obj, name)` finds its answer (without running any descriptor)."""
     cls = type(obj)
-    if type_lookup(cls, "__getattribute__") is not object.__getattribute__:
+    name = resolved_name(obj, name)
+    if name is None:
         return Found(Where.CUSTOM)
     attr = type_lookup(cls, name)
     if attr is not MISSING and is_data_descriptor(attr):
-        return Found(Where.DATA_DESCRIPTOR, attr)
+        return Found(Where.DATA_DESCRIPTOR, attr, name)
     d = instance_dict(obj)
     if d is not None and name in d:
-        return Found(Where.INSTANCE_DICT, d[name])
+        return Found(Where.INSTANCE_DICT, d[name], name)
     if attr is not MISSING:
-        return Found(Where.CLASS, attr)
+        return Found(Where.CLASS, attr, name)
     hook = type_lookup(cls, "__getattr__")
     if hook is not MISSING:
-        return Found(Where.GETATTR, hook)
-    return Found(Where.MISSING)
+        return Found(Where.GETATTR, hook, name)
+    return Found(Where.MISSING, None, name)

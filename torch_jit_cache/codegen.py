@@ -64,7 +64,7 @@ def argument_names(code: types.CodeType) -> tuple:
 
 
 # MAKE_FUNCTION's flags (3.11/3.12), SET_FUNCTION_ATTRIBUTE's arguments (3.13).
-_DEFAULTS_FLAG, _KWDEFAULTS_FLAG, _CLOSURE_FLAG = 0x01, 0x02, 0x08
+_DEFAULTS_FLAG, _KWDEFAULTS_FLAG, _ANNOTATIONS_FLAG, _CLOSURE_FLAG = 0x01, 0x02, 0x04, 0x08
 
 
 def _fresh_name(base: str, taken: set) -> str:
@@ -220,6 +220,8 @@ class _Emitter:
                 parts[_DEFAULTS_FLAG] = lambda: self.build_output(spec.defaults, result_local)
             if spec.kwdefaults is not None:
                 parts[_KWDEFAULTS_FLAG] = lambda: self.build_output(spec.kwdefaults, result_local)
+            if spec.annotations is not None:
+                parts[_ANNOTATIONS_FLAG] = lambda: self.build_output(spec.annotations, result_local)
             if spec.cells:
                 parts[_CLOSURE_FLAG] = lambda: self.closure(spec.cells)
             self.make_function(spec.code, parts)

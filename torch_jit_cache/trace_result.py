@@ -74,11 +74,13 @@ class DictOutput:
 class FunctionOutput:
     """A function the trace made (a nested def, a lambda) in the frame, made again after the graph:
     `code`, closing over the frame's cells named `cells` (its own or its free variables), with
-    `defaults` (a TupleOutput) and `kwdefaults` (a DictOutput), or None."""
+    `defaults` (a TupleOutput), `kwdefaults` (a DictOutput) and `annotations` (the flat
+    ('name', annotation, ...) tuple MAKE_FUNCTION takes), or None."""
     code: Any
     cells: tuple = ()
     defaults: Any = None
     kwdefaults: Any = None
+    annotations: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +185,7 @@ def walk(spec):
     elif isinstance(spec, IterOutput):
         parts = [spec.base, *spec.items]
     elif isinstance(spec, FunctionOutput):
-        parts = [spec.defaults, spec.kwdefaults]
+        parts = [spec.defaults, spec.kwdefaults, spec.annotations]
     elif isinstance(spec, BreakOutput):   # EnteredContext slots are no output specs
         parts = [i for i in spec.stack if not isinstance(i, EnteredContext)] + [i for _, i in spec.locals]
     else:

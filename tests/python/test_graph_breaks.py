@@ -518,11 +518,10 @@ def test_a_method_using_super_breaks_instead_of_falling_back():
     m = _UsesSuper()
     assert m.forward.__code__.co_freevars == ("__class__",)
     before = tjc.stats()["fallbacks"]
-    # The tracer does not follow super() yet (issue 11): each use is a break too. 3.11 calls
-    # super() (a break at the call, whose result the resume function cannot read: another at
-    # `.forward`); 3.12+ load super().forward in one LOAD_SUPER_ATTR. The resume functions find
-    # `self` as their first argument, as 3.11's zero-argument super() needs.
-    breaks = {(3, 11): 5}.get(sys.version_info[:2], 3)
+    # super() is traced (issue 11; 3.11 calls super(), 3.12+ load super().forward in one
+    # LOAD_SUPER_ATTR): the print is the one break. The resume function finds `self` as its first
+    # argument, as zero-argument super() needs.
+    breaks = 1
     _check(m, torch.randn(3), graphs=2, breaks=breaks)
     assert tjc.stats()["fallbacks"] == before
 

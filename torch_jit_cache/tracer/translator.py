@@ -20,7 +20,7 @@ from ..trace_result import Unsupported
 from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable
-from .variables.base import unsupported
+from .variables.base import TracedKeyError, unsupported
 from .variables.generators import GeneratorVariable
 
 MAX_INLINE_DEPTH = 32
@@ -292,10 +292,15 @@ class InstructionTranslator:
                 # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
                 where = inst.index if inst.op == "TO_BOOL" else self.boundary
                 e.break_at = self._generator_made_here() or (where, self.arrivals[self.boundary])
-            if e.lineno:  # already located (raised in an inlined call): keep the innermost place
+            # A KeyError the trace models may be caught by a caller (Mapping mixins) only where
+            # no try or with block of the code it crossed would have caught it first.
+            caught_here = isinstance(e, TracedKeyError) and inst.handler is not None
+            kind = TracedKeyError if isinstance(e, TracedKeyError) and not caught_here else Unsupported
+            if e.lineno and not caught_here:  # raised in an inlined call: keep the innermost place
                 raise e
-            located = Unsupported(e.reason, filename=self.code.co_filename, lineno=inst.lineno,
-                                  instruction=inst.describe())
+            located = kind(e.reason, filename=e.filename if e.lineno else self.code.co_filename,
+                           lineno=e.lineno or inst.lineno,
+                           instruction=e.instruction if e.lineno else inst.describe())
             located.break_at = e.break_at
             raise located from e.__cause__
         finally:

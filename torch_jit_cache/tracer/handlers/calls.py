@@ -69,13 +69,12 @@ def make_function(tx, inst):
     code = tx.pop().as_python_constant()
     flags = inst.arg or 0
     cells = tx.pop().items if flags & _CLOSURE else []
-    if flags & _ANNOTATIONS:
-        tx.pop()
+    annotations = tx.pop() if flags & _ANNOTATIONS else None
     kwdefaults = tx.pop().items if flags & _KWDEFAULTS else {}
     defaults = tx.pop().items if flags & _DEFAULTS else []
     tx.push(NestedFunctionVariable(code, tx.f_globals, tx.global_resolver(), list(defaults),
                                    dict(kwdefaults), list(cells), in_root=tx.depth == 0,
-                                   annotated=bool(flags & _ANNOTATIONS)))
+                                   annotations=annotations))
 
 
 @handler("SET_FUNCTION_ATTRIBUTE")
@@ -90,7 +89,7 @@ def set_function_attribute(tx, inst):
     elif inst.arg == _DEFAULTS:
         fn.set_parts(defaults=list(value.items))
     elif inst.arg == _ANNOTATIONS:
-        fn.annotated = True
+        fn.set_parts(annotations=value)
     else:
         unsupported(f"SET_FUNCTION_ATTRIBUTE {inst.arg}")
     tx.push(fn)

@@ -4,7 +4,8 @@ Where the answer comes from is decided by attribute_lookup.lookup (Python's orde
 place into a tracker. Every value keeps a source through the object (`L['self'].name`, or
 `L['self'].name.__func__` for a method), so its guard re-reads the attribute the same way Python
 does at each call: when a later assignment changes where the name resolves, the guard fails.
-What cannot be followed exactly (a custom __getattribute__, descriptors other than property,
+What cannot be followed exactly (a custom __getattribute__ that attribute_lookup does not trust,
+descriptors other than property,
 __slots__ members, functions, staticmethod and classmethod) raises Unsupported, never a guess.
 
 Stores and deletions (`obj.name = v`, `del obj.name`) are recorded for replay after the graph
@@ -49,7 +50,7 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
                 unsupported(f"property {cls_name}.{name} has no Python getter")
             # Guarded where Python finds it (type(obj).name.fget): replacing the property on the
             # class fails the guard instead of running the old getter.
-            getter = AttrSource(AttrSource(AttrSource(var.source, "__class__"), name), "fget")
+            getter = AttrSource(AttrSource(AttrSource(var.source, "__class__"), found.name), "fget")
             return tx.call(tx.wrap(value.fget, getter), [var], {})
         if isinstance(value, types.MemberDescriptorType) or name == "__class__" and \
                 isinstance(value, types.GetSetDescriptorType) and value.__objclass__ is object:

@@ -15,6 +15,12 @@ def unsupported(reason: str):
     raise Unsupported(reason)
 
 
+class TracedKeyError(Unsupported):
+    """A subscript the trace knows raises KeyError (a dict tracker's keys are exact and guarded).
+    Unsupported like any other raise, except where a caller models Python catching it: the
+    collections.abc.Mapping mixins (`in`, `.get`) over a user __getitem__ (user_object.py)."""
+
+
 class VariableTracker:
     """Base class. `source` is where the value came from in the frame, or None if built here."""
 

@@ -32,7 +32,7 @@ from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVaria
 from .nn_module import NNModuleVariable
 from .opaque import OpaqueVariable
 from .tensor import TensorVariable, TorchFunctionVariable
-from .user_object import UserObjectVariable, is_plain_user_object
+from .user_object import ClassVariable, UserObjectVariable, is_plain_user_object
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
 _TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
@@ -174,7 +174,7 @@ def _wrap(tx, value, source, guard):
         return PureFunctionVariable(value, source)
     if isinstance(value, type):
         g(GuardKind.ID_MATCH, value)
-        return ConstantVariable(value, source)
+        return ClassVariable(value, source)
     if value is builtins.print:
         return BuiltinVariable(value, source)
     if source is not None and is_plain_user_object(value):

@@ -65,6 +65,16 @@ def _isinstance(tx, args, kwargs):
     return ConstantVariable(issubclass(obj.python_type(), cls.as_python_constant()))
 
 
+def _issubclass(tx, args, kwargs):
+    # Classes are guarded by identity where they are read; ABCs' register() later is not seen (as
+    # for isinstance above).
+    cls, base = args
+    c = _consts(args, kwargs)
+    if c is None or not isinstance(c[0][0], type):
+        unsupported(f"issubclass({cls}, {base}) on values that are not classes")
+    return _fold(issubclass)(tx, args, kwargs)
+
+
 def _enumerate(tx, args, kwargs):
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
         return _polyfill(polyfills.enumerate_)(tx, args, kwargs)
@@ -185,7 +195,19 @@ def _next(tx, args, kwargs):
 def _type(tx, args, kwargs):
     if len(args) != 1:
         unsupported("type() with three arguments")
-    return ConstantVariable(args[0].python_type())
+    from ...sources import AttrSource
+    from .nn_module import NNModuleVariable
+    from .user_object import ClassVariable, UserObjectVariable
+    # A class whose attributes can be read (`type(self).forward`) through `obj.__class__`, where
+    # python_type() is exactly the object's type (a tensor's may be a base of it).
+    if isinstance(args[0], (UserObjectVariable, NNModuleVariable)) and args[0].source is not None:
+        return tx.wrap(args[0].python_type(), AttrSource(args[0].source, "__class__"))
+    return ClassVariable(args[0].python_type())
+
+
+def _super(tx, args, kwargs):
+    from .user_object import call_super
+    return call_super(tx, args, kwargs)
 
 
 def _scalar(fn):
@@ -305,6 +327,7 @@ BUILTIN_HANDLERS = {
     map: _polyfill(polyfills.map_), filter: _polyfill(polyfills.filter_),
     itertools.chain: _polyfill(polyfills.chain_), itertools.product: _polyfill(polyfills.product_),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
+    super: _super, issubclass: _issubclass,
 }
 
 

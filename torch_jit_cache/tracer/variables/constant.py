@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import operator
+import types
 
 from ...trace_result import ConstantOutput
 from .base import VariableTracker, unsupported
@@ -36,6 +37,10 @@ class ConstantVariable(VariableTracker):
             if callable(attr):
                 return BoundConstantMethod(self, name)
             return ConstantVariable(attr)
+        if isinstance(self.value, types.CodeType) and name.startswith("co_") and \
+                not callable(getattr(self.value, name, None)):
+            # A code object is immutable: its co_* fields (co_varnames, co_argcount) are constants.
+            return wrap_constant_result(getattr(self.value, name))
         unsupported(f"attribute {name!r} of constant {self.value!r}")
 
     def call_function(self, tx, args, kwargs):

@@ -10,7 +10,7 @@ iteration would yield bumps `version`; an iterator over the container refuses to
 from __future__ import annotations
 
 from ...trace_result import DictOutput, EffectKind, ListOutput, TupleOutput
-from .base import VariableTracker, unsupported
+from .base import VariableTracker, unsupported, TracedKeyError
 from .constant import ConstantVariable
 
 
@@ -197,7 +197,7 @@ class DictVariable(VariableTracker):
     def getitem(self, tx, key):
         k = _index(key)
         if k not in self.items:
-            unsupported(f"KeyError {k!r}")
+            raise TracedKeyError(f"KeyError {k!r}")
         return self.items[k]
 
     def setitem(self, tx, key, value):

@@ -23,6 +23,10 @@ from .opaque_calls import call_opaque_function
 _NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
+# Function attributes read as values (their data descriptors on the function type cannot run code).
+_FUNCTION_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+
+
 class BaseFunctionVariable(VariableTracker):
     """What inlining needs: `code`, `f_globals`, `name`, `defaults`, `kwdefaults`, `cells`."""
 
@@ -151,10 +155,19 @@ class UserFunctionVariable(BaseFunctionVariable):
         return self._cells
 
     def var_getattr(self, tx, name):
-        if name == "__name__":
-            if self.by_contents:
-                return tx.wrap(self.fn.__name__, AttrSource(self.source, "__name__"))
-            return ConstantVariable(self.fn.__name__)
+        if name == "__code__":
+            # The code inlined is this very object, and the builder guards `fn.__code__` by
+            # identity wherever the function has a source: a constant.
+            return ConstantVariable(self.code)
+        if name in _FUNCTION_NAMES or name in vars(self.fn):
+            # Writable on the function (functools.wraps copies them; `__wrapped__` lives in its
+            # __dict__): read through the function's source so the value is guarded where it is.
+            value = getattr(self.fn, name)
+            if self.source is None:
+                if type(value) is not str:
+                    unsupported(f"attribute {name!r} of function {self.fn.__name__} with no source")
+                return ConstantVariable(value)
+            return tx.wrap(value, AttrSource(self.source, name))
         unsupported(f"attribute {name!r} of function {self.fn.__name__}")
 
     def __repr__(self):
@@ -165,7 +178,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
     """A function made by MAKE_FUNCTION while tracing (a nested def, a lambda, a comprehension)."""
 
     def __init__(self, code, f_globals, parent_global_source, defaults, kwdefaults, cells, *,
-                 in_root=False, annotated=False):
+                 in_root=False, annotations=None):
         super().__init__(None)
         self.code = code
         self.f_globals = f_globals
@@ -174,14 +187,15 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self._kwdefaults = kwdefaults
         self._cells = cells
         self.in_root = in_root        # made by the root frame (its globals are the frame's)
-        self.annotated = annotated    # annotations are not kept while tracing
+        # MAKE_FUNCTION's annotations tuple ('x', int, ...), kept only to make the function again
+        # (trackers of constants, or classes read from the frame): the trace never reads them.
+        self.annotations = annotations
 
     def reconstruct(self, outputs):
         """Made again from its code, closing over the frame's own cells (the very cells, shared
         with the rest of the frame): only a function the root frame made, once."""
-        if not self.in_root or self.annotated:
-            unsupported(f"{self}: made {'with annotations' if self.annotated else 'in an inlined call'}, "
-                        "it cannot be made again after the graph")
+        if not self.in_root:
+            unsupported(f"{self}: made in an inlined call, it cannot be made again after the graph")
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
         if None in names:
             unsupported(f"{self} closes over a cell that is not the frame's own")
@@ -189,9 +203,10 @@ class NestedFunctionVariable(BaseFunctionVariable):
         defaults = TupleOutput(tuple(outputs.rebuild(d) for d in self._defaults)) if self._defaults else None
         kwdefaults = DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self._kwdefaults.items())) \
             if self._kwdefaults else None
-        return FunctionOutput(self.code, names, defaults, kwdefaults)
+        annotations = outputs.rebuild(self.annotations) if self.annotations is not None else None
+        return FunctionOutput(self.code, names, defaults, kwdefaults, annotations)
 
-    def set_parts(self, *, defaults=None, kwdefaults=None, cells=None):
+    def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
         """3.13's SET_FUNCTION_ATTRIBUTE: the parts MAKE_FUNCTION takes by flag on 3.11/3.12."""
         if defaults is not None:
             self._defaults = defaults
@@ -199,9 +214,21 @@ class NestedFunctionVariable(BaseFunctionVariable):
             self._kwdefaults = kwdefaults
         if cells is not None:
             self._cells = cells
+        if annotations is not None:
+            self.annotations = annotations
 
     def global_source(self, tx, name):
         return self._parent_global_source(tx, name)
+
+    def var_getattr(self, tx, name):
+        # Made here from a constant code object, whose names it keeps until assigned (refused).
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        if name == "__name__":
+            return ConstantVariable(self.code.co_name)
+        if name == "__qualname__":
+            return ConstantVariable(self.code.co_qualname)
+        unsupported(f"attribute {name!r} of function {self.code.co_name} made while tracing")
 
     def defaults(self, tx):
         return self._defaults

@@ -370,15 +370,28 @@ class NNModuleVariable(VariableTracker):
 
     # -- calls ----------------------------------------------------------------------------------
     def call_function(self, tx, args, kwargs):
+        call = type_lookup(type(self.module), "__call__")
+        if call is not nn.Module.__call__ and isinstance(call, types.FunctionType) and \
+                not call.__module__.startswith("torch."):
+            # A Python __call__ of the user's class (one that ends in super().__call__(...), as
+            # transformers' checkpointing layers once did): inlined like any method, guarded
+            # where it is found; super().__call__ comes back to module_call below.
+            fn = tx.wrap(call, AttrSource(AttrSource(self.source, "__class__"), "__call__"))
+            return tx.call(fn, [self, *args], kwargs)
+        return self.module_call(tx, args, kwargs)
+
+    def module_call(self, tx, args, kwargs, *, own_call: bool = False):
+        """nn.Module.__call__ on this module: hooks (refused unless empty, and guarded so), then
+        forward. `own_call`: reached through super().__call__ from the class's own __call__."""
         if _has_hooks(self.module):
             unsupported(f"module {type(self.module).__name__} has hooks")
         _guard_no_hooks(tx, self)
-        return self._forward(tx, args, kwargs)
+        return self._forward(tx, args, kwargs, own_call=own_call)
 
-    def _forward(self, tx, args, kwargs):
+    def _forward(self, tx, args, kwargs, own_call: bool = False):
         m, cls = self.module, type(self.module)
         # m(x) runs type(m).__call__, which calls self.forward: both resolve like any attribute.
-        if type_lookup(cls, "__call__") is not nn.Module.__call__:
+        if type_lookup(cls, "__call__") is not nn.Module.__call__ and not own_call:
             unsupported(f"module {cls.__name__} overrides __call__")
         forward = lookup(m, "forward")
         if forward.where is Where.INSTANCE_DICT:

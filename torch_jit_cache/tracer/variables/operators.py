@@ -9,6 +9,7 @@ import operator
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable, wrap_constant_result
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
+from .functions import UserFunctionVariable
 from .nn_module import NNModuleVariable
 from .sets import SetVariable
 from .tensor import TensorVariable, call_op
@@ -81,6 +82,10 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = a.example is b.example
     elif _is_none(a) or _is_none(b):
         same = False  # a container, module, tensor or function is never None
+    elif isinstance(a, UserFunctionVariable) and isinstance(b, UserFunctionVariable):
+        # Both guarded by identity (as_python_constant adds it for a function guarded by contents):
+        # `type(self).forward is wrapper`, as transformers' checkpointing layers test.
+        same = a.as_python_constant() is b.as_python_constant()
     else:
         unsupported(f"identity test between {a} and {b}")
     return ConstantVariable(same != invert)
@@ -89,8 +94,8 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     if isinstance(container, DictVariable):
         found = item.as_python_constant() in container.items
-    elif isinstance(container, NNModuleVariable):
-        found = container.contains(tx, item)
+    elif isinstance(container, NNModuleVariable) or hasattr(container, "contains"):
+        found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
         if not (item.is_python_constant() and container.is_python_constant()):
             unsupported(f"membership test of {item} in {container}")

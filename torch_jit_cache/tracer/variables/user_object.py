@@ -4,15 +4,30 @@ Its attributes are read through the object's source (`L['self'].k`), so each val
 guarded where it lives (EQUALS_MATCH on constants, TENSOR_MATCH on tensors); the object itself is
 guarded only by type, so another instance holding the same values hits the same entry. Methods
 defined in Python are inlined with the object as `self`; attributes resolve in Python's order
-(attribute.py). Objects whose attribute lookup is customised (__getattr__, __getattribute__) are
-refused.
+(attribute.py). Objects whose attribute lookup is customised (__getattr__, a __getattribute__ that
+attribute_lookup.TRUSTED_GETATTRIBUTE does not list) are refused. `obj[k]` and `k in obj` inline
+the type's Python __getitem__/__contains__; collections.abc.Mapping's `in` and `.get` over such a
+__getitem__ are modelled (below), since the tracer follows no try block.
+
+Also here, because they read user classes the same way: ClassVariable (a class's attributes as
+`Class.name` returns them: Class.forward, classmethods, staticmethods) and SuperVariable (super(),
+zero-argument or explicit: the member found by its place in type(obj).__mro__).
 """
 from __future__ import annotations
 
+import collections.abc
 import inspect
+import types
 
+import torch
+
+from ...attribute_lookup import (MISSING as MISSING_, Where, is_data_descriptor, lookup, resolved_name,
+                                type_lookup)
+from ...sources import AttrSource, ItemSource
+from ...trace_result import GuardKind
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import VariableTracker, unsupported
+from .base import TracedKeyError, VariableTracker, unsupported
+from .constant import ConstantVariable
 
 _MISSING = object()
 
@@ -21,7 +36,7 @@ def is_plain_user_object(value) -> bool:
     cls = type(value)
     if cls.__module__ in ("builtins",) or not hasattr(value, "__dict__"):
         return False
-    if cls.__getattribute__ is not object.__getattribute__:
+    if resolved_name(value, "__dict__") is None:   # a __getattribute__ we cannot follow
         return False
     return inspect.getattr_static(cls, "__getattr__", _MISSING) is _MISSING
 
@@ -35,7 +50,36 @@ class UserObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        found = lookup(self.value, name)
+        if found.where is Where.CLASS and _mixin(found.value) is not None:
+            # `obj.get.__func__ is Mapping.get`, as read_attribute guards any method it binds.
+            tx.output.add_guard(AttrSource(AttrSource(self.source, name), "__func__"),
+                                GuardKind.ID_MATCH, found.value)
+            return MixinMethodVariable(self, _mixin(found.value), name)
         return read_attribute(tx, self, self.value, name)
+
+    def special_method(self, tx, name: str):
+        """`type(obj).name` for a special method (Python looks those up on the type): the function,
+        guarded where it is found (`obj.__class__.name`), or None if it is not a Python function."""
+        fn = type_lookup(type(self.value), name)
+        if not isinstance(fn, types.FunctionType):
+            return None
+        return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
+
+    def getitem(self, tx, key) -> VariableTracker:
+        fn = self.special_method(tx, "__getitem__")
+        if fn is None:
+            unsupported(f"subscript of {self} (its __getitem__ is not a Python function)")
+        return tx.call(fn, [self, key], {})
+
+    def contains(self, tx, item) -> bool:
+        raw = type_lookup(type(self.value), "__contains__")
+        if _mixin(raw) is not None:
+            return _mixin(raw)(tx, self, [item], {}).truthy(tx)
+        fn = self.special_method(tx, "__contains__")
+        if fn is None:
+            unsupported(f"membership test in {self} (its __contains__ is not a Python function)")
+        return tx.call(fn, [self, item], {}).truthy(tx)
 
     def has_attribute(self, tx, name: str) -> bool:
         return has_attribute(tx, self, self.value, name)
@@ -54,3 +98,186 @@ class UserObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserObjectVariable({type(self.value).__name__} from {self.source})"
+
+
+# -- collections.abc.Mapping's mixins ------------------------------------------------------------
+# A user mapping (transformers' AttentionInterface) writes __getitem__ and inherits `in` and
+# `.get` from Mapping, which call it and catch KeyError. The tracer follows no try block, so those
+# two are modelled here: __getitem__ is inlined, and a KeyError the trace knows it raises (a dict
+# tracker's keys are exact and guarded) is caught, as Mapping does; only where nothing in between
+# had a try or with block of its own (translator._fail) and the grad/autocast state is as before.
+
+def _catching_key_error(tx, run):
+    state = (torch.is_grad_enabled(), len(tx.output.autocast_blocks))
+    try:
+        return run(), True
+    except TracedKeyError:
+        if (torch.is_grad_enabled(), len(tx.output.autocast_blocks)) != state:
+            unsupported("a KeyError raised inside a grad-mode or autocast block")
+        return None, False
+
+
+def _mapping_contains(tx, obj, args, kwargs):
+    if len(args) != 1 or kwargs:
+        unsupported("Mapping.__contains__ with other than one argument")
+    _, found = _catching_key_error(tx, lambda: obj.getitem(tx, args[0]))
+    return ConstantVariable(found)
+
+
+def _mapping_get(tx, obj, args, kwargs):
+    if not 1 <= len(args) <= 2 or kwargs:
+        unsupported("Mapping.get with other than one or two arguments")
+    value, found = _catching_key_error(tx, lambda: obj.getitem(tx, args[0]))
+    return value if found else (args[1] if len(args) == 2 else ConstantVariable(None))
+
+
+_MAPPING_MIXINS = {
+    "__contains__": _mapping_contains,
+    "get": _mapping_get,
+}
+
+
+def _mixin(fn):
+    """The model of `fn` if it is one of Mapping's mixin methods, else None."""
+    name = getattr(fn, "__name__", None)
+    if name in _MAPPING_MIXINS and vars(collections.abc.Mapping).get(name) is fn:
+        return _MAPPING_MIXINS[name]
+    return None
+
+
+class MixinMethodVariable(VariableTracker):
+    """`obj.get` where get is Mapping's: called as modelled above, with obj as self."""
+
+    def __init__(self, obj, model, name: str):
+        super().__init__(None)
+        self.obj, self.model, self.name = obj, model, name
+
+    def call_function(self, tx, args, kwargs):
+        return self.model(tx, self.obj, args, kwargs)
+
+    def __repr__(self):
+        return f"MixinMethodVariable({self.obj!r}.{self.name})"
+
+
+# -- classes and super() -------------------------------------------------------------------------
+
+def _class_member(tx, owner_var, raw, source, bind_to):
+    """A member `raw` found in a class's __dict__, as `getattr` returns it: a function (bound to
+    `bind_to` when it is not None), a staticmethod's function, a classmethod bound to the class, or
+    a plain value; `source` reads that very member (guarded where it is found)."""
+    if isinstance(raw, types.FunctionType):
+        mixin = _mixin(raw) if bind_to is not None else None
+        if mixin is not None:
+            return MixinMethodVariable(bind_to, mixin, raw.__name__)
+        fn = tx.wrap(raw, source)
+        return fn if bind_to is None else _bound(fn, bind_to)
+    if isinstance(raw, staticmethod) and isinstance(raw.__func__, types.FunctionType):
+        return tx.wrap(raw.__func__, source)
+    if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
+        return _bound(tx.wrap(raw.__func__, AttrSource(source, "__func__")), owner_var)
+    if type_lookup(type(raw), "__get__") is not MISSING_:
+        unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
+    return tx.wrap(raw, source)
+
+
+def _bound(fn, obj):
+    from .functions import UserMethodVariable
+    return UserMethodVariable(fn, obj)
+
+
+class ClassVariable(ConstantVariable):
+    """A class read from the frame (guarded by identity) or given by type(obj). A constant for
+    isinstance and `is`; its attributes are read from its MRO as `Class.name` returns them, each
+    through its own source (`L['self'].__class__.forward`), so a replaced method fails a guard."""
+
+    def var_getattr(self, tx, name):
+        cls = self.value
+        if name in ("__name__", "__qualname__"):
+            value = getattr(cls, name)
+            return tx.wrap(value, AttrSource(self.source, name)) if self.source is not None \
+                else ConstantVariable(value)
+        # type.__getattribute__: a data descriptor of the metaclass wins (type's own __dict__,
+        # __annotations__ and __doc__ are getsets that read only the class's own __dict__, not its
+        # bases'), then the class's MRO, then the metaclass's other attributes.
+        meta = type(cls)
+        meta_attr = type_lookup(meta, name)
+        if type_lookup(meta, "__getattribute__") is not type.__getattribute__ or \
+                meta_attr is not MISSING_ and is_data_descriptor(meta_attr):
+            unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")
+        raw = type_lookup(cls, name)
+        if raw is MISSING_:
+            unsupported(f"attribute {name!r} of class {cls.__name__}: not in its MRO")
+        if self.source is None:
+            unsupported(f"attribute {name!r} of class {cls.__name__}, which has no source")
+        return _class_member(tx, self, raw, AttrSource(self.source, name), None)
+
+    def __repr__(self):
+        return f"ClassVariable({self.value.__qualname__})"
+
+
+def call_super(tx, args, kwargs):
+    """super(cls, obj), or super() in a method: its class from the `__class__` cell the compiler
+    made, obj from the method's first argument (what CPython's zero-argument super reads)."""
+    if kwargs:
+        unsupported("super() with keyword arguments")
+    if not args:
+        code = tx.code
+        if "__class__" not in code.co_freevars or code.co_argcount + code.co_kwonlyargcount < 1:
+            unsupported("super() outside a method")
+        first = code.co_varnames[0]
+        obj = tx.cell(first).load(tx) if first in code.co_cellvars else tx.load_local(first)
+        cls = tx.cell("__class__").load(tx)
+    elif len(args) == 2:
+        cls, obj = args
+    else:
+        unsupported("super() with one argument")
+    if not cls.is_python_constant() or not isinstance(cls.as_python_constant(), type):
+        unsupported(f"super() of {cls}")
+    return SuperVariable(cls.as_python_constant(), obj)
+
+
+class SuperVariable(VariableTracker):
+    """super(cls, obj): attribute reads search type(obj).__mro__ after cls. type(obj) is pinned by
+    obj's type guard, so the class holding the member is found by position in that MRO and read
+    from there (`L['self'].__class__.__mro__[2].get`)."""
+
+    def __init__(self, cls: type, obj):
+        super().__init__(None)
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name):
+        objtype = self.obj.python_type()
+        mro = objtype.__mro__
+        if self.cls not in mro or self.obj.source is None:
+            unsupported(f"super({self.cls.__name__}, {self.obj}): not an instance with a source")
+        for i in range(mro.index(self.cls) + 1, len(mro)):
+            if name in vars(mro[i]):
+                break
+        else:
+            unsupported(f"AttributeError: 'super' object has no attribute {name!r}")
+        raw = vars(mro[i])[name]
+        klass = ItemSource(AttrSource(AttrSource(self.obj.source, "__class__"), "__mro__"), i)
+        if isinstance(raw, (types.FunctionType, staticmethod, classmethod)) and \
+                not mro[i].__module__.startswith(("torch.", "builtins")):
+            owner = tx.wrap(objtype, AttrSource(self.obj.source, "__class__"))
+            bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
+            return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
+        if _mixin(raw) is not None:
+            return MixinMethodVariable(self.obj, _mixin(raw), name)
+        if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
+            return _ModuleCall(self.obj)
+        unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
+
+    def __repr__(self):
+        return f"SuperVariable({self.cls.__name__}, {self.obj!r})"
+
+
+class _ModuleCall(VariableTracker):
+    """super().__call__ reaching nn.Module.__call__ from a module class's own __call__."""
+
+    def __init__(self, module_var):
+        super().__init__(None)
+        self.module_var = module_var
+
+    def call_function(self, tx, args, kwargs):
+        return self.module_var.module_call(tx, args, kwargs, own_call=True)
