@@ -38,7 +38,8 @@ from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
-                           EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, SourceOutput,
+                           EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
+                           SourceOutput,
                            TupleOutput, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
@@ -223,6 +224,11 @@ class _Emitter:
             if spec.cells:
                 parts[_CLOSURE_FLAG] = lambda: self.closure(spec.cells)
             self.make_function(spec.code, parts)
+        elif isinstance(spec, ObjectOutput):
+            values = TupleOutput(spec.values)
+            self.call_const_with(_rebuild_object, [lambda: self.build_output(spec.cls, result_local),
+                                                   lambda: self.const(spec.names),
+                                                   lambda: self.build_output(values, result_local)])
         elif isinstance(spec, IterOutput) and spec.base is not None:
             self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
                                                   lambda: self.const(spec.skip)])
@@ -261,6 +267,14 @@ def _rebuild_tuple(cls: type, items: tuple) -> tuple:
     (torch.return_types.*) and torch.Size as one sequence."""
     make = getattr(cls, "_make", None)
     return make(items) if make is not None else cls(items)
+
+
+def _rebuild_object(cls: type, names: tuple, values: tuple):
+    """An object the trace constructed (trace_result.ObjectOutput): its class's __new__, __setattr__
+    and __getattribute__ are object's (new_object.py), so this is the object eager code made."""
+    obj = cls.__new__(cls)
+    vars(obj).update(zip(names, values))
+    return obj
 
 
 def _advanced_iter(iterable: Any, skip: int):

@@ -2,6 +2,9 @@
 stores to cache objects passed in while other objects of their type are reached (the aliasing
 check, tracer/side_effects.py), mutation of the frame's own **kwargs dict, and objects the trace
 constructs. Every test compares with eager and counts graphs and breaks."""
+import dataclasses
+import gc
+import typing
 import weakref
 
 import pytest
@@ -172,3 +175,209 @@ def test_objects_mutated_by_the_trace_are_freed_when_dropped(no_gc):
     del cache
     assert [r() for r in refs] == [None] * len(refs)
     del compiled
+
+
+# -- objects the trace constructs (new_object.py) ----------------------------------------------
+class NewLayer:
+    def __init__(self):
+        self.keys = None
+        self.is_initialized = False
+
+    def lazy_init(self, k):
+        self.dtype = k.dtype
+        self.keys = torch.zeros(0, *k.shape[1:], dtype=k.dtype)
+        self.is_initialized = True
+
+    def update(self, k):
+        if not self.is_initialized:
+            self.lazy_init(k)
+        self.keys = torch.cat([self.keys, k], dim=0)
+        return self.keys
+
+
+class NewCache:
+    """transformers' DynamicCache, reduced: built in forward, a list of layers, __len__."""
+    default_layers = 2
+
+    def __init__(self, n=None):
+        self.layers = [NewLayer() for _ in range(n or self.default_layers)]
+
+    def __len__(self):
+        return len(self.layers)
+
+    def update(self, k, i):
+        return self.layers[i].update(k)
+
+    def seq_len(self):
+        return self.layers[0].keys.shape[0] if self.layers[0].is_initialized else 0
+
+
+@dataclasses.dataclass
+class Record:
+    hidden: torch.Tensor
+    cache: typing.Optional[NewCache] = None
+    extra: typing.Optional[torch.Tensor] = None
+
+    def __post_init__(self):
+        self.steps = len(self.cache) if self.cache is not None else 0
+
+
+def _build_and_return(x):
+    cache = NewCache()
+    h = x
+    for i in range(len(cache)):
+        h = h + cache.update(h * 2, i).sum(0)
+    out = Record(h, cache=cache)
+    return out, out.hidden + cache.seq_len(), isinstance(out, Record)
+
+
+def _same_object(got, want):
+    """Same class, same instance __dict__ (keys in order, values compared), recursively."""
+    assert type(got) is type(want)
+    if isinstance(want, torch.Tensor):
+        _same(got, want)
+    elif isinstance(want, list):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _same_object(g, w)
+    elif hasattr(want, "__dict__") and not isinstance(want, type):
+        assert list(vars(got)) == list(vars(want))
+        for g, w in zip(vars(got).values(), vars(want).values()):
+            _same_object(g, w)
+    else:
+        assert got == want
+
+
+def test_objects_built_in_the_trace_are_read_and_returned_as_eager_builds_them():
+    x = torch.randn(3, 4)
+    calls = _Calls(_build_and_return)
+    for _ in range(2):
+        got, want = calls(x), _build_and_return(x)
+        _same_object(got[0], want[0])
+        _same(got[1], want[1])
+        assert got[2] is True
+        assert got[0].cache.layers[0] is not got[0].cache.layers[1]
+    calls.check(graphs=1)
+
+
+class Holder:
+    pass
+
+
+def _store_new_object(x, holder):
+    c = NewCache(1)
+    holder.cache = c                 # replayed after the graph: the rebuilt object, final state
+    c.update(x, 0)
+    return c.update(x + 1, 0) * 2
+
+
+def test_an_object_built_in_the_trace_and_stored_on_an_argument_has_its_final_state():
+    x = torch.randn(2, 3)
+    calls = _Calls(_store_new_object)
+    for _ in range(2):
+        eh, ch = Holder(), Holder()
+        _same(calls(x, ch), _store_new_object(x, eh))
+        _same_object(ch.cache, eh.cache)
+    calls.check(graphs=1)
+
+
+def _returned_twice(x):
+    c = NewCache(1)
+    c.update(x, 0)
+    return c, [c]
+
+
+def test_an_object_reached_twice_after_the_graph_stays_one_object():
+    x = torch.randn(2, 3)
+    calls = _Calls(_returned_twice)
+    for _ in range(2):
+        c, cs = calls(x)
+        assert cs[0] is c
+        _same_object(c, _returned_twice(x)[0])
+
+
+def _break_with_object_live(x):
+    c = NewCache(1)
+    c.update(x, 0)
+    print("", end="")                # a graph break: c is rebuilt for the rest of the frame
+    c.update(x * 2, 0)
+    return c, c.seq_len()
+
+
+def test_an_object_live_at_a_graph_break_is_rebuilt_once_for_the_rest_of_the_frame():
+    x = torch.randn(2, 3)
+    calls = _Calls(_break_with_object_live)
+    for _ in range(2):
+        got, want = calls(x), _break_with_object_live(x)
+        _same_object(got[0], want[0])
+        assert got[1] == want[1] == 4
+    assert calls.delta("graph_breaks") == 1 and calls.delta("fallbacks") == 0
+
+
+class CustomSetattr:
+    def __init__(self):
+        self.v = 1
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value * 2)
+
+
+class Slotted:
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = 1
+
+
+class Finalised:
+    def __init__(self):
+        self.v = 1
+
+    def __del__(self):
+        pass
+
+
+@pytest.mark.parametrize("cls", [CustomSetattr, Slotted, Finalised])
+def test_classes_that_rebuilding_would_change_stay_a_graph_break(cls):
+    def fn(x):
+        o = cls()
+        return x * o.v, o
+    x = torch.randn(3)
+    calls = _Calls(fn)
+    got, want = calls(x), fn(x)
+    _same(got[0], want[0])
+    assert type(got[1]) is cls and got[1].v == want[1].v
+    assert calls.delta("graph_breaks") + calls.delta("fallbacks") >= 1
+
+
+def test_objects_built_in_the_trace_are_not_held_by_the_entry(no_gc):
+    cnt = CompileCounter()
+    compiled = tjc.compile(_build_and_return, backend=cnt)
+    x = torch.randn(3, 4)
+    out = compiled(x)
+    refs = [weakref.ref(o) for o in (out[0], out[0].cache, *out[0].cache.layers, out[0].hidden)]
+    del out
+    assert [r() for r in refs] == [None] * len(refs)
+    out = compiled(x)                # a cache hit builds new ones
+    assert cnt.frame_count == 1 and type(out[0]) is Record
+    del out
+
+
+def test_a_class_built_from_in_the_trace_dies_with_its_code():
+    # Classes are cyclic (cls.__mro__ holds cls): gc.collect() is needed for any class. The entry
+    # must hold the class weakly, by its identity guard and its source only.
+    def make():
+        class Local:
+            def __init__(self, x):
+                self.x = x * 2
+
+        def fn(x):
+            return Local(x).x + 1
+        return Local, fn
+    cls, fn = make()
+    compiled = tjc.compile(fn, backend="eager")
+    _same(compiled(torch.ones(2)), torch.full((2,), 3.0))
+    ref = weakref.ref(cls)
+    del cls, fn, compiled
+    gc.collect()
+    assert ref() is None
