@@ -37,7 +37,7 @@ from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
+from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
                            EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
                            SourceOutput,
                            TupleOutput, walk)
@@ -229,6 +229,11 @@ class _Emitter:
             self.call_const_with(_rebuild_object, [lambda: self.build_output(spec.cls, result_local),
                                                    lambda: self.const(spec.names),
                                                    lambda: self.build_output(values, result_local)])
+        elif isinstance(spec, CallOutput):
+            values = TupleOutput(spec.values)
+            self.call_const_with(_call_with_keywords, [
+                lambda: self.build_output(spec.fn, result_local), lambda: self.const(spec.names),
+                lambda: self.build_output(values, result_local)])
         elif isinstance(spec, IterOutput) and spec.base is not None:
             self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
                                                   lambda: self.const(spec.skip)])
@@ -275,6 +280,11 @@ def _rebuild_object(cls: type, names: tuple, values: tuple):
     obj = cls.__new__(cls)
     vars(obj).update(zip(names, values))
     return obj
+
+
+def _call_with_keywords(fn, names: tuple, values: tuple):
+    """`fn(**dict(zip(names, values)))` (trace_result.CallOutput)."""
+    return fn(**dict(zip(names, values)))
 
 
 def _advanced_iter(iterable: Any, skip: int):

@@ -92,6 +92,16 @@ class ObjectOutput:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallOutput:
+    """An object the trace constructed, made again after the graph by calling `fn` (an output spec,
+    a class's source) with the keywords `names` = `values` (output specs): a HuggingFace
+    ModelOutput (tracer/variables/model_output.py)."""
+    fn: Any
+    names: tuple
+    values: tuple
+
+
+@dataclasses.dataclass(frozen=True)
 class AttrOutput:
     """`base.name`: a bound method the trace held before calling it (`x.item`, `xs.append`)."""
     base: Any
@@ -196,6 +206,8 @@ def walk(spec):
         parts = [spec.defaults, spec.kwdefaults]
     elif isinstance(spec, ObjectOutput):
         parts = [spec.cls, *spec.values]
+    elif isinstance(spec, CallOutput):
+        parts = [spec.fn, *spec.values]
     elif isinstance(spec, BreakOutput):   # EnteredContext slots are no output specs
         parts = [i for i in spec.stack if not isinstance(i, EnteredContext)] + [i for _, i in spec.locals]
     else:

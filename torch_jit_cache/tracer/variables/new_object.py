@@ -33,6 +33,7 @@ from ...trace_result import ObjectOutput, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
+from .model_output import construct as construct_model_output, is_model_output_class
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
@@ -68,6 +69,8 @@ class UserClassVariable(ConstantVariable):
 
     def call_function(self, tx, args, kwargs):
         cls = self.value
+        if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
+            return construct_model_output(tx, self, args, kwargs)
         why = _refusal(cls)
         if why is not None or self.source is None:
             unsupported(f"construction of {cls.__qualname__} in the trace: "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
+from ...trace_result import SourceOutput
 from .base import VariableTracker, unsupported
 
 _MISSING = object()
@@ -51,6 +52,11 @@ class UserObjectVariable(VariableTracker):
         if any(inspect.getattr_static(cls, m, _MISSING) is not _MISSING for m in ("__bool__", "__len__")):
             unsupported(f"truth value of a {cls.__name__} (it defines __bool__ or __len__)")
         return True
+
+    def reconstruct(self, outputs):
+        # The very object, loaded again: attribute stores the trace made are replayed on it first
+        # (side_effects.py), so it is the object eager code returns, in the state it leaves it in.
+        return SourceOutput(self.source)
 
     def __repr__(self):
         return f"UserObjectVariable({type(self.value).__name__} from {self.source})"
