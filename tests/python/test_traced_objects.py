@@ -500,3 +500,15 @@ def test_zoo_models_with_caches_and_model_outputs_match_eager(name):
     assert grads[0].keys() == grads[1].keys()
     for n in grads[0]:
         torch.testing.assert_close(grads[1][n], grads[0][n], msg=n)
+
+
+def test_a_class_returned_by_the_trace_is_not_held_by_the_entry():
+    # The class is a global of fn's module; the user deletes it while the compiled function lives.
+    namespace = {}
+    exec("class Local:\n    pass\n\ndef fn(x):\n    return x + 1, Local\n", namespace)
+    compiled = tjc.compile(namespace["fn"], backend="eager")
+    assert compiled(torch.ones(2))[1] is namespace["Local"]
+    ref = weakref.ref(namespace.pop("Local"))
+    gc.collect()
+    assert ref() is None
+    del compiled

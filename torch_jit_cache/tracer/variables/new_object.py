@@ -67,6 +67,11 @@ class UserClassVariable(ConstantVariable):
     """A plain user class read from the frame (guarded by identity): calling it constructs a
     NewObjectVariable. Everything else a class constant does (isinstance, `is`) is unchanged."""
 
+    def reconstruct(self, outputs):
+        # Loaded again from where it was read: a constant in the transformed code would hold the
+        # user's class strongly from the cache entry.
+        return SourceOutput(self.source) if self.source is not None else super().reconstruct(outputs)
+
     def call_function(self, tx, args, kwargs):
         cls = self.value
         if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
