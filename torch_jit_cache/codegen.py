@@ -87,6 +87,11 @@ class _Emitter:
         self.args = set(argument_names(original))
         self.cellvars = set(original.co_cellvars)
         self.freevars = set(original.co_freevars)
+        # Objects the trace constructed (ObjectOutput, CallOutput) are built once: id(spec) -> the
+        # temporary holding the object, loaded wherever the same spec object appears again. The
+        # body is straight-line code up to the resume calls, so the first build runs first.
+        self.temp = None
+        self._built: dict = {}
 
     def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
         self.instrs.append(Instr(name, arg, lineno=self.lineno))
@@ -224,24 +229,29 @@ class _Emitter:
             if spec.cells:
                 parts[_CLOSURE_FLAG] = lambda: self.closure(spec.cells)
             self.make_function(spec.code, parts)
-        elif isinstance(spec, ObjectOutput):
-            values = TupleOutput(spec.values)
-            self.call_const_with(_rebuild_object, [lambda: self.build_output(spec.cls, result_local),
-                                                   lambda: self.const(spec.names),
-                                                   lambda: self.build_output(values, result_local)])
-        elif isinstance(spec, CallOutput):
-            values = TupleOutput(spec.values)
-            self.call_const_with(_call_with_keywords, [
-                lambda: self.build_output(spec.fn, result_local), lambda: self.const(spec.names),
-                lambda: self.build_output(values, result_local)])
         elif isinstance(spec, IterOutput) and spec.base is not None:
             self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
                                                   lambda: self.const(spec.skip)])
         elif isinstance(spec, IterOutput):
             self.build_output(TupleOutput(spec.items), result_local)
             self.emit("GET_ITER")
+        elif isinstance(spec, (ObjectOutput, CallOutput)) and id(spec) in self._built:
+            self.emit("LOAD_FAST", self._built[id(spec)])
+        elif isinstance(spec, (ObjectOutput, CallOutput)):
+            self._build_made(spec, result_local)
+            name = self._built[id(spec)] = self.temp("___tjc_made")
+            self.emit("COPY", 1)
+            self.emit("STORE_FAST", name)
         else:
             raise CodegenError(f"unknown output spec {spec!r}")
+
+    def _build_made(self, spec, result_local) -> None:
+        """An object the trace constructed: `cls.__new__` plus its __dict__, or a call."""
+        helper = _rebuild_object if isinstance(spec, ObjectOutput) else _call_with_keywords
+        values = TupleOutput(spec.values)
+        self.call_const_with(helper, [
+            lambda: self.build_output(spec.cls if isinstance(spec, ObjectOutput) else spec.fn, result_local),
+            lambda: self.const(spec.names), lambda: self.build_output(values, result_local)])
 
     def build_constant(self, value: Any) -> None:
         # A mutable constant is rebuilt on every call: LOAD_CONST would hand every caller the same
@@ -399,7 +409,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     calls = compiled_fn is not None and (uses_graph or graph_inputs)
     result_local = None
     taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
-    temp = _temps(taken)
+    temp = em.temp = _temps(taken)
     if calls:
         result_local = temp(_RESULT_LOCAL)
         em.call_const(compiled_fn, list(graph_inputs))

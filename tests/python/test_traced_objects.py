@@ -512,3 +512,42 @@ def test_a_class_returned_by_the_trace_is_not_held_by_the_entry():
     gc.collect()
     assert ref() is None
     del compiled
+
+
+def _shared_at_a_break(x, holder):
+    c = NewCache(1)
+    holder.cache = c
+    c.update(x, 0)
+    pair = [c]                       # a list the trace built: refused if reached twice, so once
+    print("", end="")                # a break: c is a local, an item of `pair`, and stored on holder
+    c.update(x * 2, 0)
+    return c, pair, c.seq_len()
+
+
+def test_an_object_reached_several_times_at_a_break_stays_one_object():
+    x = torch.randn(2, 3)
+    calls = _Calls(_shared_at_a_break)
+    for _ in range(2):
+        ch, eh = Holder(), Holder()
+        got, want = calls(x, ch), _shared_at_a_break(x, eh)
+        assert got[1][0] is got[0] and ch.cache is got[0]
+        _same_object(got[0], want[0])
+        assert got[2] == want[2] == 4
+    assert calls.delta("graph_breaks") == 1 and calls.delta("fallbacks") == 0
+
+
+def _returned_in_two_places(x):
+    Base = BaseModelOutputWithPast
+    c = NewCache(1)
+    c.update(x, 0)
+    return Base(last_hidden_state=x + 1, past_key_values=c), c
+
+
+def test_an_object_returned_in_two_places_stays_one_object():
+    _model_outputs()
+    x = torch.randn(2, 3)
+    calls = _Calls(_returned_in_two_places)
+    for _ in range(2):
+        out, c = calls(x)
+        assert out.past_key_values is c and out["past_key_values"] is c
+    calls.check(graphs=1)

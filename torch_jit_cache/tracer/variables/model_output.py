@@ -188,9 +188,9 @@ class ModelOutputVariable(VariableTracker):
         if self.keys != expected:
             unsupported(f"a {self.cls.__name__} whose items {self.keys} are not its non-None "
                         f"fields in order {expected}: calling the class again would not make it")
-        outputs.claim(self)
-        return CallOutput(SourceOutput(self.cls_var.source), tuple(self.fields),
-                          tuple(outputs.rebuild(v) for v in self.fields.values()))
+        return outputs.once(self, lambda: CallOutput(
+            SourceOutput(self.cls_var.source), tuple(self.fields),
+            tuple(outputs.rebuild(v) for v in self.fields.values())))
 
     def __repr__(self):
         return f"ModelOutputVariable({self.cls.__name__})"

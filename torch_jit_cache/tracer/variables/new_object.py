@@ -19,8 +19,9 @@ identity (builder.py, held weakly); its methods are read through that source (`c
 guarded where they are found, so replacing a method fails the guard. (A class changed in place
 so that it stops being plain, say a __setattr__ added later, is not seen, as elsewhere.)
 
-An object rebuilt twice would become two objects where eager has one: the second rebuild is
-refused (`outputs.claim`), the same rule as for containers the trace built.
+An object reached twice after the graph (returned and stored, or a local and a call argument at
+a graph break) stays one object: its spec is made once (`outputs.once`) and codegen builds it once
+and loads it again wherever that same spec appears.
 """
 from __future__ import annotations
 
@@ -159,9 +160,9 @@ class NewObjectVariable(VariableTracker):
         return True
 
     def reconstruct(self, outputs):
-        outputs.claim(self)
-        return ObjectOutput(SourceOutput(self.cls_var.source), tuple(self.attrs),
-                            tuple(outputs.rebuild(v) for v in self.attrs.values()))
+        return outputs.once(self, lambda: ObjectOutput(
+            SourceOutput(self.cls_var.source), tuple(self.attrs),
+            tuple(outputs.rebuild(v) for v in self.attrs.values())))
 
     def __repr__(self):
         return f"NewObjectVariable({self.cls.__name__})"
