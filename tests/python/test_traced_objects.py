@@ -551,3 +551,20 @@ def test_an_object_returned_in_two_places_stays_one_object():
         out, c = calls(x)
         assert out.past_key_values is c and out["past_key_values"] is c
     calls.check(graphs=1)
+
+
+def _none_over_an_item(x):
+    out = BaseModelOutputWithPast(last_hidden_state=x, hidden_states=(x,))
+    out.hidden_states = None         # the attribute is None, the item keeps (x,)
+    return out["hidden_states"], out.hidden_states is None, x * 2
+
+
+def test_a_field_set_to_none_keeps_its_item_as_in_eager():
+    _model_outputs()
+    x = torch.randn(3)
+    calls = _Calls(_none_over_an_item)
+    for _ in range(2):
+        got, want = calls(x), _none_over_an_item(x)
+        assert isinstance(got[0], tuple) and len(got[0]) == 1
+        _same(got[0][0], want[0][0])
+        assert got[1] == want[1] is True

@@ -74,6 +74,8 @@ def _refusal(cls: type) -> str | None:
     fields = dataclasses.fields(cls)
     if not fields:
         return "it has no fields"
+    if any(not f.init or getattr(f, "kw_only", False) for f in fields):
+        return "a field is left out of __init__ or keyword-only"
     if any(f.default is not None for f in fields[1:]) or \
             any(f.default_factory is not dataclasses.MISSING for f in fields):
         return "a field other than the first has a default other than None"
@@ -165,6 +167,9 @@ class ModelOutputVariable(VariableTracker):
     def _store(self, name: str, value, *, item: bool) -> None:
         if name not in self.fields:
             unsupported(f"store of {name!r}, not a field of {self.cls.__name__}")
+        if not item and _is_none(value) and name in self.keys:
+            # ModelOutput.__setattr__ leaves the item as it was: attribute and item now differ.
+            unsupported(f"{self.cls.__name__}.{name} = None while its item is set")
         self.fields[name] = value
         if (item or not _is_none(value)) and name not in self.keys:
             self.keys.append(name)
