@@ -37,8 +37,9 @@ from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
-                           EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, SourceOutput,
+from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
+                           EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
+                           SourceOutput,
                            TupleOutput, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
@@ -86,6 +87,11 @@ class _Emitter:
         self.args = set(argument_names(original))
         self.cellvars = set(original.co_cellvars)
         self.freevars = set(original.co_freevars)
+        # Objects the trace constructed (ObjectOutput, CallOutput) are built once: id(spec) -> the
+        # temporary holding the object, loaded wherever the same spec object appears again. The
+        # body is straight-line code up to the resume calls, so the first build runs first.
+        self.temp = None
+        self._built: dict = {}
 
     def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
         self.instrs.append(Instr(name, arg, lineno=self.lineno))
@@ -231,8 +237,23 @@ class _Emitter:
         elif isinstance(spec, IterOutput):
             self.build_output(TupleOutput(spec.items), result_local)
             self.emit("GET_ITER")
+        elif isinstance(spec, (ObjectOutput, CallOutput)) and id(spec) in self._built:
+            self.emit("LOAD_FAST", self._built[id(spec)])
+        elif isinstance(spec, (ObjectOutput, CallOutput)):
+            self._build_made(spec, result_local)
+            name = self._built[id(spec)] = self.temp("___tjc_made")
+            self.emit("COPY", 1)
+            self.emit("STORE_FAST", name)
         else:
             raise CodegenError(f"unknown output spec {spec!r}")
+
+    def _build_made(self, spec, result_local) -> None:
+        """An object the trace constructed: `cls.__new__` plus its __dict__, or a call."""
+        helper = _rebuild_object if isinstance(spec, ObjectOutput) else _call_with_keywords
+        values = TupleOutput(spec.values)
+        self.call_const_with(helper, [
+            lambda: self.build_output(spec.cls if isinstance(spec, ObjectOutput) else spec.fn, result_local),
+            lambda: self.const(spec.names), lambda: self.build_output(values, result_local)])
 
     def build_constant(self, value: Any) -> None:
         # A mutable constant is rebuilt on every call: LOAD_CONST would hand every caller the same
@@ -263,6 +284,19 @@ def _rebuild_tuple(cls: type, items: tuple) -> tuple:
     (torch.return_types.*) and torch.Size as one sequence."""
     make = getattr(cls, "_make", None)
     return make(items) if make is not None else cls(items)
+
+
+def _rebuild_object(cls: type, names: tuple, values: tuple):
+    """An object the trace constructed (trace_result.ObjectOutput): its class's __new__, __setattr__
+    and __getattribute__ are object's (new_object.py), so this is the object eager code made."""
+    obj = cls.__new__(cls)
+    vars(obj).update(zip(names, values))
+    return obj
+
+
+def _call_with_keywords(fn, names: tuple, values: tuple):
+    """`fn(**dict(zip(names, values)))` (trace_result.CallOutput)."""
+    return fn(**dict(zip(names, values)))
 
 
 def _advanced_iter(iterable: Any, skip: int):
@@ -377,7 +411,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     calls = compiled_fn is not None and (uses_graph or graph_inputs)
     result_local = None
     taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
-    temp = _temps(taken)
+    temp = em.temp = _temps(taken)
     if calls:
         result_local = temp(_RESULT_LOCAL)
         em.call_const(compiled_fn, list(graph_inputs))

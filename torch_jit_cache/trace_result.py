@@ -84,6 +84,26 @@ class FunctionOutput:
 
 
 @dataclasses.dataclass(frozen=True)
+class ObjectOutput:
+    """An object of a plain class the trace constructed (tracer/variables/new_object.py), made
+    again after the graph: `cls.__new__(cls)` (cls: an output spec, its source), then its
+    instance __dict__ filled with `names` = `values` (output specs), in that order."""
+    cls: Any
+    names: tuple
+    values: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class CallOutput:
+    """An object the trace constructed, made again after the graph by calling `fn` (an output spec,
+    a class's source) with the keywords `names` = `values` (output specs): a HuggingFace
+    ModelOutput (tracer/variables/model_output.py)."""
+    fn: Any
+    names: tuple
+    values: tuple
+
+
+@dataclasses.dataclass(frozen=True)
 class AttrOutput:
     """`base.name`: a bound method the trace held before calling it (`x.item`, `xs.append`)."""
     base: Any
@@ -186,6 +206,10 @@ def walk(spec):
         parts = [spec.base, *spec.items]
     elif isinstance(spec, FunctionOutput):
         parts = [spec.defaults, spec.kwdefaults, spec.annotations]
+    elif isinstance(spec, ObjectOutput):
+        parts = [spec.cls, *spec.values]
+    elif isinstance(spec, CallOutput):
+        parts = [spec.fn, *spec.values]
     elif isinstance(spec, BreakOutput):   # EnteredContext slots are no output specs
         parts = [i for i in spec.stack if not isinstance(i, EnteredContext)] + [i for _, i in spec.locals]
     else:

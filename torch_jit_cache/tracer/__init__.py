@@ -126,6 +126,7 @@ class GraphOutputs:
         self.nodes: list = []
         self._index: dict = {}
         self.seen: set = set()
+        self.made: dict = {}   # id(tracker) -> its spec (`once`); the trackers live as long
 
     def graph_output(self, node) -> GraphOutput:
         index = self._index.get(node)
@@ -141,6 +142,24 @@ class GraphOutputs:
         """`v` is rebuilt as a new object (a function the trace made): reached twice, it would
         become two objects where the frame has one."""
         _claim(self.seen, v)
+
+    def once(self, v, make):
+        return _once(self.made, v, make)
+
+
+def _once(made: dict, v, make):
+    """The output spec of `v`, an object the trace constructed (new_object.py, model_output.py),
+    from `make()` the first time and the very same spec object wherever `v` is reached again:
+    codegen builds such a spec once and loads it again (`_Emitter.build_output`), so the frame
+    gets one object, as in eager. An object that reaches itself has no spec (refused)."""
+    key = id(v)
+    if key in made:
+        if made[key] is None:
+            raise Unsupported(f"{v} reaches itself through its attributes")
+        return made[key]
+    made[key] = None
+    made[key] = spec = make()
+    return spec
 
 
 def _claim(seen: set, v) -> None:
@@ -269,12 +288,16 @@ class _Rebuilder:
     def __init__(self, outputs):
         self.outputs = outputs
         self.seen: set = set()
+        self.made: dict = {}
 
     def graph_output(self, node):
         return self.outputs.graph_output(node)
 
     def claim(self, v) -> None:
         _claim(self.seen, v)
+
+    def once(self, v, make):
+        return _once(self.made, v, make)
 
     def __call__(self, v):
         return self.rebuild(v)

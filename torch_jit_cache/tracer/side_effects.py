@@ -28,10 +28,22 @@ a list appended to has its entry length guarded, and the next call, which sees t
 misses when the length matters. What guards cannot see is aliasing: a plain object, list or dict
 is guarded by its type (and length, keys), not its identity, so two sources that are distinct
 objects now may be one object at a later call (or the reverse), and a store through one would
-change what the trace read through the other. So a mutated object must be the only object of its
-exact type the trace reads from the frame (`_check_alone`, `reached`); otherwise the mutation is
-Unsupported (a graph break there, the mutation then running as bytecode). Modules are guarded by
-identity, so they are exempt.
+change what the trace read through the other. Modules are guarded by identity, so they are exempt.
+
+  Attribute stores on plain objects are checked name by name (`_check_read`): a store through one
+  tracker changes what another tracker reads only if that read names the same attribute and comes
+  after the store, and the two objects have the same exact type (one object has one type, and
+  types are guarded). So a read of `name` through a tracker is refused when the last store or
+  deletion of `name` on an object of that exact type went through another tracker (another
+  source: the same object now, or another object now; either may change at a later call). Reads
+  before the store, reads of other names, and reads through the tracker that stored last see what
+  Python would see whether or not the objects are one. This is what lets a cache object passed in
+  (`past_key_values.layers[0].keys = ...` while `layers[1]` is also reached) be mutated in the
+  graph: wrapping a list reaches every item, but no item's stored name is read through another.
+
+  Lists and dicts are refused coarsely: a mutated container must be the only object of its exact
+  type the trace reads from the frame (`_check_alone`, `reached`), because wrapping a container
+  reads all its items at once, so reads cannot be ordered against the mutation.
 
 Imports nothing from variables/ (the log holds trackers opaquely): output_graph.py owns one.
 """
@@ -64,15 +76,23 @@ class SideEffects:
         # and the real object behind each such tracker.
         self._reached: dict = {}
         self._real: dict = {}             # id(tracker) -> real object
-        self._mutated_types: set = set()
+        self._mutated_types: set = set()  # container types mutated in this trace
+        # (exact type, attribute name) -> the tracker whose store or deletion of that name on an
+        # object of that type came last (by-identity targets, modules, are not recorded).
+        self._last_store: dict = {}
         self._keepalive: list = []        # the objects whose ids key the dicts above
+        # Sources of objects made anew for each call (the root frame's **kwargs dict): they alias
+        # nothing else the trace reaches, so their mutation needs no aliasing check.
+        self._fresh: set = set()
 
     def __bool__(self) -> bool:
         return bool(self._log)
 
     # -- reads in the same trace ----------------------------------------------------------------
-    def attr(self, obj, name: str):
-        """The tracker stored to `obj.name` earlier in the trace, or None if none was."""
+    def attr(self, tracker, obj, name: str):
+        """The tracker stored to `obj.name` earlier in the trace, or None if none was; `tracker` is
+        obj's tracker, reading (Unsupported where the answer depends on aliasing, `_check_read`)."""
+        self._check_read(tracker, obj, name)
         value = self._attrs.get((id(obj), name))
         if value is _Gone.DELETED:
             _unsupported(f"attribute {name!r} of {type(obj).__name__} read after the trace deleted it")
@@ -96,9 +116,17 @@ class SideEffects:
         self._foreign_globals.add(name)
 
     # -- what the trace reads from the frame ----------------------------------------------------
+    def fresh(self, source) -> None:
+        """The object at `source` is made anew by each call (before it is first read)."""
+        self._fresh.add(source)
+
     def reached(self, value, tracker) -> None:
         """A plain object, list or dict read from the frame (builder.wrap, once per source)."""
         cls = type(value)
+        if tracker.source in self._fresh:
+            self._real[id(tracker)] = value
+            self._keepalive.append(value)
+            return
         if cls in self._mutated_types:
             _unsupported(f"{tracker.source} is a {cls.__name__}, like an object this trace mutates: "
                          "guards cannot tell whether they are the same object at a later call")
@@ -106,7 +134,16 @@ class SideEffects:
         self._real[id(tracker)] = value
         self._keepalive.append(value)
 
+    def _check_read(self, tracker, obj, name: str) -> None:
+        last = self._last_store.get((type(obj), name))
+        if last is not None and last is not tracker:
+            _unsupported(f"{tracker.source}.{name} read after a store to {last.source}.{name}, "
+                         f"another {type(obj).__name__}: guards cannot tell whether they are the "
+                         "same object at a later call")
+
     def _check_alone(self, value, tracker) -> None:
+        if tracker.source in self._fresh:
+            return
         cls = type(value)
         for trackers in self._reached.get(cls, {}).values():
             for other in trackers:
@@ -121,19 +158,20 @@ class SideEffects:
         """`obj.name = value`, `target` being obj's tracker (with a source). `by_identity`: obj is
         guarded by identity (an nn.Module), so aliasing is pinned by the guards."""
         if not by_identity:
-            self._check_alone(obj, target)
+            self._last_store[(type(obj), name)] = target
         self._keepalive.append(obj)
         self._attrs[(id(obj), name)] = value
         self._log.append((EffectKind.SET_ATTR, target, name, value))
 
     def delete_attr(self, target, obj, name: str, *, by_identity: bool) -> None:
         if not by_identity:
-            self._check_alone(obj, target)
+            self._last_store[(type(obj), name)] = target
         self._keepalive.append(obj)
         self._attrs[(id(obj), name)] = _Gone.DELETED
         self._log.append((EffectKind.DEL_ATTR, target, name, None))
 
-    def has_attr_effect(self, obj, name: str) -> bool:
+    def has_attr_effect(self, tracker, obj, name: str) -> bool:
+        self._check_read(tracker, obj, name)
         return (id(obj), name) in self._attrs
 
     def store_global(self, name: str, value) -> None:
@@ -194,4 +232,6 @@ class SideEffects:
         self._globals.clear()
         self._reached.clear()
         self._real.clear()
+        self._last_store.clear()
+        self._fresh.clear()
         self._keepalive.clear()

@@ -13,6 +13,8 @@ a handler may pop and then fail, which is why the second trace stops before the 
 """
 from __future__ import annotations
 
+import inspect
+
 from .. import graph_break
 from ..instructions import DecodeError, decode, next_raw
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
@@ -30,6 +32,15 @@ MAX_STEPS = 1_000_000
 
 def _frame_global_source(tx, name):
     return GlobalSource(name)
+
+
+def _varkw_name(code):
+    """The name of the code's **kwargs parameter, or None. (A resume function has none: it takes
+    the original's kwargs as a plain argument, graph_break.py.)"""
+    if not code.co_flags & inspect.CO_VARKEYWORDS:
+        return None
+    return code.co_varnames[code.co_argcount + code.co_kwonlyargcount
+                            + bool(code.co_flags & inspect.CO_VARARGS)]
 
 
 class _Null:
@@ -128,6 +139,10 @@ class InstructionTranslator:
         if name not in self.locals:
             if name not in self.raw_args:
                 unsupported(f"local variable {name!r} referenced before assignment")
+            if name == _varkw_name(self.code):
+                # CPython makes the **kwargs dict anew for every call: it is no other object the
+                # trace reaches, now or at a later call (side_effects.py, aliasing).
+                self.output.side_effects.fresh(LocalSource(name))
             self.locals[name] = self.wrap(self.raw_args.pop(name), LocalSource(name))
         return self.locals[name]
 

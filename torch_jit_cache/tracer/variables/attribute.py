@@ -35,7 +35,7 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
     """
     if var.source is None:
         unsupported(f"attribute {name!r} of an object with no source")
-    stored = tx.output.side_effects.attr(obj, name)
+    stored = tx.output.side_effects.attr(var, obj, name)
     if stored is not None:   # stored earlier in this trace (refused if deleted)
         return stored
     found = lookup(obj, name)
@@ -94,8 +94,8 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
     _buffers, _modules); an attribute added later to any of them fails the guard. (The class is
     pinned by the object's type guard; a class mutated in place is not seen.)
     """
-    if tx.output.side_effects.has_attr_effect(obj, name):
-        tx.output.side_effects.attr(obj, name)   # stored in this trace: present (deleted: refused)
+    if tx.output.side_effects.has_attr_effect(var, obj, name):
+        tx.output.side_effects.attr(var, obj, name)   # stored in this trace: present (deleted: refused)
         return True
     found = lookup(obj, name)
     d = instance_dict(obj) or {}
@@ -156,8 +156,8 @@ def delete_attribute(tx, var, obj, name: str, *, impl=object.__delattr__, by_ide
     module's _parameters, _buffers, _modules, which nn.Module.__delattr__ looks in first)."""
     _check_plain(var, obj, name, "__delattr__", impl)
     effects = tx.output.side_effects
-    if effects.has_attr_effect(obj, name):
-        effects.attr(obj, name)   # deleted twice: AttributeError in Python, refused here
+    if effects.has_attr_effect(var, obj, name):
+        effects.attr(var, obj, name)   # deleted twice: AttributeError in Python, refused here
     else:
         d = instance_dict(obj)
         if name not in d:

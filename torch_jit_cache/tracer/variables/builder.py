@@ -29,6 +29,7 @@ from .contexts import context_class, refuse_autocast_object
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
                         UserFunctionVariable, UserMethodVariable)
+from .new_object import UserClassVariable, is_user_class
 from .nn_module import NNModuleVariable
 from .opaque import OpaqueVariable
 from .tensor import TensorVariable, TorchFunctionVariable
@@ -174,6 +175,8 @@ def _wrap(tx, value, source, guard):
         return PureFunctionVariable(value, source)
     if isinstance(value, type):
         g(GuardKind.ID_MATCH, value)
+        if is_user_class(value):   # calling it builds an object in the trace (new_object.py)
+            return UserClassVariable(value, source)
         return ClassVariable(value, source)
     if value is builtins.print:
         return BuiltinVariable(value, source)

@@ -18,6 +18,7 @@ from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
+from .new_object import NewObjectVariable
 
 
 def _consts(args, kwargs):
@@ -50,6 +51,11 @@ def _len(tx, args, kwargs):
         return ConstantVariable(obj.example.shape[0])
     if hasattr(obj, "module"):  # ModuleList and friends
         return obj.call_method(tx, "__len__", [], {})
+    if isinstance(obj, NewObjectVariable):   # its __len__ inlined; len() insists on an int
+        n = obj.call_method(tx, "__len__", [], {})
+        if not (n.is_python_constant() and type(n.as_python_constant()) is int and n.as_python_constant() >= 0):
+            unsupported(f"__len__ of {obj} returned {n}")
+        return n
     return _fold(len)(tx, args, kwargs)
 
 

@@ -24,7 +24,7 @@ import torch
 from ...attribute_lookup import (MISSING as MISSING_, Where, is_data_descriptor, lookup, resolved_name,
                                 type_lookup)
 from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind
+from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
@@ -95,6 +95,11 @@ class UserObjectVariable(VariableTracker):
         if any(inspect.getattr_static(cls, m, _MISSING) is not _MISSING for m in ("__bool__", "__len__")):
             unsupported(f"truth value of a {cls.__name__} (it defines __bool__ or __len__)")
         return True
+
+    def reconstruct(self, outputs):
+        # The very object, loaded again: attribute stores the trace made are replayed on it first
+        # (side_effects.py), so it is the object eager code returns, in the state it leaves it in.
+        return SourceOutput(self.source)
 
     def __repr__(self):
         return f"UserObjectVariable({type(self.value).__name__} from {self.source})"

@@ -1,0 +1,170 @@
+"""NewObjectVariable: an instance of a plain Python class that the trace itself constructs.
+
+HuggingFace model code builds small objects inside forward (`DynamicCache(config=...)`, a layer
+list of `DynamicLayer()`s, dataclass-like records) and then reads, mutates and returns them. Such
+an object exists only in the trace: no real object is made while tracing. Its instance __dict__ is
+tracked as a dict of trackers (`attrs`, in Python's insertion order), its methods are inlined with
+`self` = the tracker, and where it leaves the trace (returned, stored on an object or global by a
+replayed side effect, live at a graph break) it is rebuilt after the graph as
+`cls.__new__(cls)` with its final attributes put into its __dict__ in that order
+(trace_result.ObjectOutput). Nothing the trace reads about it depends on the frame, so it needs no
+guards of its own, and it can alias nothing read from the frame (it is new).
+
+Only classes whose instances that rebuild reproduces exactly are constructed (`_refusal`): no
+metaclass, Python classes only up to `object` (no builtin base: its C state would be lost), no
+__slots__, and __new__, __setattr__, __delattr__, __getattribute__ all object's, no __getattr__,
+no __del__ (a finaliser would run for the trace's object too, in eager), and an __init__ that is a
+Python function (inlined) or object's. The class is reached through a source and guarded by
+identity (builder.py, held weakly); its methods are read through that source (`cls.name`) and
+guarded where they are found, so replacing a method fails the guard. (A class changed in place
+so that it stops being plain, say a __setattr__ added later, is not seen, as elsewhere.)
+
+An object reached twice after the graph (returned and stored, or a local and a call argument at
+a graph break) stays one object: its spec is made once (`outputs.once`) and codegen builds it once
+and loads it again wherever that same spec appears.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
+from ...sources import AttrSource
+from ...trace_result import ObjectOutput, SourceOutput
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable
+from .functions import UserMethodVariable
+from .model_output import construct as construct_model_output, is_model_output_class
+from .user_object import ClassVariable
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+
+# Hooks that must be object's own for `cls.__new__(cls)` plus a __dict__ update to be the object
+# eager code makes (and for STORE_ATTR/LOAD_ATTR to be plain dict operations).
+_OBJECT_HOOKS = ("__new__", "__setattr__", "__delattr__", "__getattribute__")
+
+
+def _refusal(cls: type) -> str | None:
+    """Why instances of `cls` cannot be built in the trace, or None."""
+    if type(cls) is not type:
+        return f"its metaclass is {type(cls).__name__}"
+    for klass in cls.__mro__[:-1]:
+        if not klass.__flags__ & _HEAPTYPE:
+            return f"it derives from the builtin {klass.__name__}"
+        if "__slots__" in vars(klass):
+            return f"{klass.__name__} defines __slots__"
+    for hook in _OBJECT_HOOKS:
+        if type_lookup(cls, hook) is not vars(object)[hook]:
+            return f"it defines its own {hook}"
+    for hook in ("__getattr__", "__del__"):
+        if type_lookup(cls, hook) is not MISSING:
+            return f"it defines {hook}"
+    init = type_lookup(cls, "__init__")
+    if init is not vars(object)["__init__"] and not isinstance(init, types.FunctionType):
+        return f"its __init__ is a {type(init).__name__}"
+    return None
+
+
+class UserClassVariable(ClassVariable):
+    """A plain user class read from the frame (guarded by identity): calling it constructs a
+    NewObjectVariable. Everything else a class does (isinstance, `is`, its attributes read from
+    its MRO: user_object.ClassVariable) is unchanged."""
+
+    def reconstruct(self, outputs):
+        # Loaded again from where it was read: a constant in the transformed code would hold the
+        # user's class strongly from the cache entry.
+        return SourceOutput(self.source) if self.source is not None else super().reconstruct(outputs)
+
+    def call_function(self, tx, args, kwargs):
+        cls = self.value
+        if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
+            return construct_model_output(tx, self, args, kwargs)
+        why = _refusal(cls)
+        if why is not None or self.source is None:
+            unsupported(f"construction of {cls.__qualname__} in the trace: "
+                        f"{why or 'the class has no source'}")
+        obj = NewObjectVariable(cls, self)
+        init = type_lookup(cls, "__init__")
+        if init is vars(object)["__init__"]:
+            if args or kwargs:
+                unsupported(f"{cls.__qualname__}() takes no arguments")
+            return obj
+        result = tx.call(tx.wrap(init, AttrSource(self.source, "__init__")), [obj, *args], kwargs)
+        if not (isinstance(result, ConstantVariable) and result.value is None):
+            unsupported(f"{cls.__qualname__}.__init__ returned {result}, not None")
+        return obj
+
+
+def is_user_class(value) -> bool:
+    """A class a UserClassVariable stands for: made by a class statement, outside torch."""
+    return isinstance(value, type) and bool(value.__flags__ & _HEAPTYPE) and \
+        not (value.__module__ or "").startswith("torch")
+
+
+class NewObjectVariable(VariableTracker):
+    """An object the trace constructed: its class (a UserClassVariable) and its attributes."""
+
+    def __init__(self, cls: type, cls_var: UserClassVariable):
+        super().__init__(None)
+        self.cls, self.cls_var = cls, cls_var
+        self.attrs: dict = {}
+
+    def python_type(self):
+        return self.cls
+
+    def _class_attr(self, tx, name: str):
+        """`cls.name` as the tracker of a value read through the guarded class."""
+        return tx.wrap(getattr(self.cls, name), AttrSource(self.cls_var.source, name))
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__class__":
+            return self.cls_var
+        attr = type_lookup(self.cls, name)
+        if attr is not MISSING and is_data_descriptor(attr):
+            if type(attr) is property and isinstance(attr.fget, types.FunctionType):
+                getter = AttrSource(AttrSource(self.cls_var.source, name), "fget")
+                return tx.call(tx.wrap(attr.fget, getter), [self], {})
+            unsupported(f"attribute {name!r} of a {self.cls.__name__} built in the trace is a "
+                        f"{type(attr).__name__} (a data descriptor)")
+        if name in self.attrs:
+            return self.attrs[name]
+        if attr is MISSING:
+            unsupported(f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}")
+        if isinstance(attr, types.FunctionType):
+            return UserMethodVariable(self._class_attr(tx, name), self)
+        if isinstance(attr, (staticmethod, classmethod)) or not is_descriptor(attr):
+            return self._class_attr(tx, name)   # the function, a bound classmethod, or a value
+        unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
+                    "(a descriptor)")
+
+    def has_attribute(self, tx, name: str) -> bool:
+        return name in self.attrs or name == "__class__" or type_lookup(self.cls, name) is not MISSING
+
+    def _check_plain_store(self, name: str, what: str) -> None:
+        attr = type_lookup(self.cls, name)
+        if attr is not MISSING and is_data_descriptor(attr):
+            unsupported(f"{what} {self.cls.__name__}.{name}, a {type(attr).__name__} on the class")
+
+    def var_setattr(self, tx, name: str, value) -> None:
+        self._check_plain_store(name, "store to")
+        self.attrs[name] = value
+
+    def var_delattr(self, tx, name: str) -> None:
+        self._check_plain_store(name, "deletion of")
+        if name not in self.attrs:
+            unsupported(f"AttributeError: deletion of {self.cls.__name__}.{name}, which is not set")
+        del self.attrs[name]
+
+    def truthy(self, tx) -> bool:
+        for hook in ("__bool__", "__len__"):
+            if inspect.getattr_static(self.cls, hook, MISSING) is not MISSING:
+                unsupported(f"truth value of a {self.cls.__name__} (it defines {hook})")
+        return True
+
+    def reconstruct(self, outputs):
+        return outputs.once(self, lambda: ObjectOutput(
+            SourceOutput(self.cls_var.source), tuple(self.attrs),
+            tuple(outputs.rebuild(v) for v in self.attrs.values())))
+
+    def __repr__(self):
+        return f"NewObjectVariable({self.cls.__name__})"
