@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 import bytecode
 from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 
+from . import runtime
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
@@ -294,9 +295,15 @@ def _rebuild_object(cls: type, names: tuple, values: tuple):
     return obj
 
 
-def _call_with_keywords(fn, names: tuple, values: tuple):
+def _call_with_keywords_impl(fn, names: tuple, values: tuple):
     """`fn(**dict(zip(names, values)))` (trace_result.CallOutput)."""
     return fn(**dict(zip(names, values)))
+
+
+# With interception off: the trace already followed the constructor it calls (a ModelOutput's
+# __init__/__post_init__, modelled), and tracing its frames again at every call would only find
+# frames that do no tensor work, each a needless cache lookup (or a fallback warning).
+_call_with_keywords = runtime.without_interception(_call_with_keywords_impl)
 
 
 def _advanced_iter(iterable: Any, skip: int):

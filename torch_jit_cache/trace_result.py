@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 from typing import Any
 
 from .sources import Source
@@ -101,6 +102,12 @@ class CallOutput:
     fn: Any
     names: tuple
     values: tuple
+
+
+def bound_method(function, instance):
+    """`function` bound to `instance`: a method the trace held (a super() method, a class's
+    function read through an object), made again after the graph by CallOutput."""
+    return types.MethodType(function, instance)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,8 @@ import types
 
 from ...proxies import is_allowed_in_graph
 from ...sources import AttrSource, GlobalSource, ItemSource
-from ...trace_result import ConstantOutput, DictOutput, FunctionOutput, SourceOutput, TupleOutput
+from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, SourceOutput, TupleOutput,
+                             bound_method)
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import CellVariable, DictVariable, TupleVariable
@@ -255,6 +256,15 @@ class UserMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [self.obj, *args], kwargs)
+
+    def reconstruct(self, outputs):
+        # Alive at a break (a method loaded before the call that breaks): the same function bound
+        # to the same object again, not `obj.name`, which a super() method or an instance
+        # attribute would answer differently.
+        if self.source is not None:
+            return SourceOutput(self.source)
+        return CallOutput(ConstantOutput(bound_method), ("function", "instance"),
+                          (outputs.rebuild(self.func), outputs.rebuild(self.obj)))
 
 
 class PartialVariable(VariableTracker):

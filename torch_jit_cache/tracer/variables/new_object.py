@@ -25,6 +25,7 @@ and loads it again wherever that same spec appears.
 """
 from __future__ import annotations
 
+import abc
 import inspect
 import types
 
@@ -46,12 +47,17 @@ _OBJECT_HOOKS = ("__new__", "__setattr__", "__delattr__", "__getattribute__")
 
 def _refusal(cls: type) -> str | None:
     """Why instances of `cls` cannot be built in the trace, or None."""
-    if type(cls) is not type:
+    if type(cls) is abc.ABCMeta:
+        # ABCMeta leaves calls to type.__call__; object.__new__ refuses a class with abstract
+        # methods left, which the trace would not see.
+        if cls.__abstractmethods__:
+            return f"it has abstract methods ({', '.join(sorted(cls.__abstractmethods__))})"
+    elif type(cls) is not type:
         return f"its metaclass is {type(cls).__name__}"
     for klass in cls.__mro__[:-1]:
         if not klass.__flags__ & _HEAPTYPE:
             return f"it derives from the builtin {klass.__name__}"
-        if "__slots__" in vars(klass):
+        if vars(klass).get("__slots__", ()):   # empty slots (collections.abc's bases) add none
             return f"{klass.__name__} defines __slots__"
     for hook in _OBJECT_HOOKS:
         if type_lookup(cls, hook) is not vars(object)[hook]:
