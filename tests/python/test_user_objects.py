@@ -6,6 +6,7 @@ Each is compared with eager and counted; guards and lifetimes are checked where 
 import collections.abc
 import functools
 import gc
+import inspect
 import weakref
 
 import pytest
@@ -467,3 +468,46 @@ def test_super_of_a_member_not_followed_breaks_and_is_made_again():
     assert graphs == 2 and 1 <= breaks <= 2
     torch.testing.assert_close(tjc.compile(m)(x), m(x))
     assert tjc.stats()["fallbacks"] == before
+
+
+# -- inspect.signature(f).parameters (transformers' apply_chunking_to_forward) ----------------------
+
+def apply_chunked(forward_fn, *tensors):
+    params = inspect.signature(forward_fn).parameters
+    if len(params) != len(tensors) or "b" in params and list(params)[0] != "a":
+        return tensors[0] * 0
+    return forward_fn(*tensors)
+
+
+class Chunked(torch.nn.Module):
+    def chunk(self, a, b):
+        return a * b + 1
+
+    def forward(self, x, y):
+        return apply_chunked(self.chunk, x, y) + apply_chunked(lambda a: a - 1, x)
+
+
+def test_inspect_signature_parameters_of_functions_and_methods():
+    # Failed before: inspect's own code was inlined, "call to ConstantVariable(partial)".
+    m, x, y = Chunked(), torch.randn(3), torch.randn(3)
+    assert counts(m, x, y) == (1, 0)
+    torch.testing.assert_close(tjc.compile(m)(x, y), m(x, y))
+
+
+def test_inspect_signature_follows_wrapped_set_later():
+    def two(a, b):
+        return a + b
+
+    def one(a):
+        return a
+
+    def f(x, fn):
+        return x * len(inspect.signature(fn).parameters)
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x, two), f(x, two))
+    two.__wrapped__ = one          # inspect.signature now reports one's parameters: guarded
+    torch.testing.assert_close(compiled(x, two), f(x, two))
+    torch.testing.assert_close(f(x, two), x)

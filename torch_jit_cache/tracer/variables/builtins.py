@@ -45,6 +45,8 @@ def _len(tx, args, kwargs):
         return ConstantVariable(obj.example.shape[0])
     if hasattr(obj, "module"):  # ModuleList and friends
         return obj.call_method(tx, "__len__", [], {})
+    if hasattr(obj, "length"):  # a tracker that knows its length (Signature.parameters)
+        return ConstantVariable(obj.length(tx))
     return _fold(len)(tx, args, kwargs)
 
 
