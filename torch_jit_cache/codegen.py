@@ -40,8 +40,7 @@ from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
                            EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
-                           SourceOutput,
-                           TupleOutput, walk)
+                           SourceOutput, SuperOutput, TupleOutput, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
 
@@ -232,6 +231,9 @@ class _Emitter:
             if spec.cells:
                 parts[_CLOSURE_FLAG] = lambda: self.closure(spec.cells)
             self.make_function(spec.code, parts)
+        elif isinstance(spec, SuperOutput):
+            self.call_const_with(super, [lambda: self.build_output(spec.cls, result_local),
+                                         lambda: self.build_output(spec.obj, result_local)])
         elif isinstance(spec, IterOutput) and spec.base is not None:
             self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
                                                   lambda: self.const(spec.skip)])

@@ -111,6 +111,14 @@ def bound_method(function, instance):
 
 
 @dataclasses.dataclass(frozen=True)
+class SuperOutput:
+    """`super(cls, obj)`, made again after the graph: a super object the trace held on the stack
+    at a break (its attribute is read by the bytecode that follows)."""
+    cls: Any
+    obj: Any
+
+
+@dataclasses.dataclass(frozen=True)
 class AttrOutput:
     """`base.name`: a bound method the trace held before calling it (`x.item`, `xs.append`)."""
     base: Any
@@ -211,6 +219,8 @@ def walk(spec):
         parts = [spec.base]
     elif isinstance(spec, IterOutput):
         parts = [spec.base, *spec.items]
+    elif isinstance(spec, SuperOutput):
+        parts = [spec.cls, spec.obj]
     elif isinstance(spec, FunctionOutput):
         parts = [spec.defaults, spec.kwdefaults, spec.annotations]
     elif isinstance(spec, ObjectOutput):

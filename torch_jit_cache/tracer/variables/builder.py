@@ -28,7 +28,7 @@ from .constant import ConstantVariable
 from .contexts import context_class, refuse_autocast_object
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
-                        UserFunctionVariable, UserMethodVariable)
+                        SignatureFunctionVariable, UserFunctionVariable, UserMethodVariable)
 from .new_object import UserClassVariable, is_user_class
 from .nn_module import NNModuleVariable
 from .opaque import OpaqueVariable
@@ -145,6 +145,9 @@ def _wrap(tx, value, source, guard):
     if is_torch_callable(value):
         g(GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)
+    if value is inspect.signature:   # its parameters' names, from the code (functions.py)
+        g(GuardKind.ID_MATCH, value)
+        return SignatureFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
         g(GuardKind.TYPE_MATCH, types.FunctionType)
         if guard and value.__code__.co_flags & inspect.CO_NESTED:

@@ -56,6 +56,8 @@ def _len(tx, args, kwargs):
         if not (n.is_python_constant() and type(n.as_python_constant()) is int and n.as_python_constant() >= 0):
             unsupported(f"__len__ of {obj} returned {n}")
         return n
+    if hasattr(obj, "length"):  # a tracker that knows its length (Signature.parameters)
+        return ConstantVariable(obj.length(tx))
     return _fold(len)(tx, args, kwargs)
 
 

@@ -24,7 +24,7 @@ import torch
 from ...attribute_lookup import (MISSING as MISSING_, Where, is_data_descriptor, lookup, resolved_name,
                                 type_lookup)
 from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind, SourceOutput
+from ...trace_result import GuardKind, SourceOutput, SuperOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
@@ -238,7 +238,7 @@ def call_super(tx, args, kwargs):
         unsupported("super() with one argument")
     if not cls.is_python_constant() or not isinstance(cls.as_python_constant(), type):
         unsupported(f"super() of {cls}")
-    return SuperVariable(cls.as_python_constant(), obj)
+    return SuperVariable(cls.as_python_constant(), obj, cls)
 
 
 class SuperVariable(VariableTracker):
@@ -246,9 +246,16 @@ class SuperVariable(VariableTracker):
     obj's type guard, so the class holding the member is found by position in that MRO and read
     from there (`L['self'].__class__.__mro__[2].get`)."""
 
-    def __init__(self, cls: type, obj):
+    def __init__(self, cls: type, obj, cls_var=None):
         super().__init__(None)
-        self.cls, self.obj = cls, obj
+        self.cls, self.obj, self.cls_var = cls, obj, cls_var
+
+    def reconstruct(self, outputs):
+        # At a break before `super().name` (a member the trace does not follow), made again from
+        # the class's and the object's own trackers.
+        if self.cls_var is None:
+            return super().reconstruct(outputs)
+        return SuperOutput(outputs.rebuild(self.cls_var), outputs.rebuild(self.obj))
 
     def var_getattr(self, tx, name):
         objtype = self.obj.python_type()
