@@ -649,3 +649,20 @@ def test_module_list_slices_are_traced_and_guarded():
     m.n = 3
     torch.testing.assert_close(compiled(x), m(x))
     assert cnt.frame_count == 3
+
+
+def test_a_generator_left_unexhausted_does_not_move_a_later_break():
+    # any() stops at the first true item and drops the generator: a later break stays where it is
+    # (the graph before it keeps both ops).
+    def fn(x):
+        y = x * 2
+        ok = any(i > 0 for i in [1, 2, 3])
+        z = y + 1
+        print("", end="")
+        return z * ok
+
+    x = torch.randn(3)
+    torch.testing.assert_close(tjc.compile(fn)(x), fn(x))
+    rep = tjc.explain(fn)(x)
+    assert rep.graph_break_count == 1 and rep.fallbacks == []
+    assert len(rep.ops_per_graph[0]) == 2

@@ -21,14 +21,48 @@ from .variables import DictVariable, IteratorVariable, ListVariable, TensorVaria
 from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
 from .variables.contexts import AutocastExitVariable, GradModeExitVariable
+from .variables.generators import GeneratorVariable
 from .variables.tensor import TensorMethodVariable
 
 __all__ = ["trace", "list_breaks", "Unsupported"]
 
 
+_MAX_BREAK_MOVES = 8
+
+
 def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> TraceResult:
     """`cut`: (graph_break.BreakPlan, arrival): stop when the root frame reaches the plan's
-    instruction for the arrival-th time, and return a BreakOutput for the state there."""
+    instruction for the arrival-th time, and return a BreakOutput for the state there.
+
+    A generator alive at the cut cannot be rebuilt (variables/generators.py): the cut moves to
+    where the first generator the frame made and had not exhausted there was made (before it,
+    that generator does not exist yet), and the frame is traced again, a few times at most."""
+    for _ in range(_MAX_BREAK_MOVES):
+        try:
+            return _trace(code, f_locals, f_globals, f_builtins, closure, cut)
+        except _GeneratorAtBreak as moved:
+            where = moved.to
+        if where is None or where == (cut[0].index, cut[1]):
+            break
+        try:
+            cut = (graph_break.plan_break(code, where[0]), where[1])
+        except graph_break.BreakRefused as why:
+            raise Unsupported(f"a generator is alive at the graph break, and the frame cannot be cut "
+                              f"where it was made ({why})", filename=code.co_filename,
+                              lineno=code.co_firstlineno, instruction="graph break") from None
+    raise Unsupported("a generator is alive at the graph break (it cannot be rebuilt)",
+                      filename=code.co_filename, lineno=code.co_firstlineno, instruction="graph break")
+
+
+class _GeneratorAtBreak(Exception):
+    """The state at a cut holds a suspended generator; `to`: where to cut instead, or None."""
+
+    def __init__(self, to):
+        super().__init__(to)
+        self.to = to
+
+
+def _trace(code, f_locals, f_globals, f_builtins, closure, cut) -> TraceResult:
     stop_at = (cut[0].index, cut[1]) if cut is not None else None
     output, tx = _root(code, f_locals, f_globals, f_builtins, closure, stop_at=stop_at)
     try:
@@ -39,7 +73,11 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> Trac
                               filename=code.co_filename, lineno=code.co_firstlineno)
         try:
             if cut is not None:
-                spec, effects = _break_state(tx, cut[0], outputs)
+                try:
+                    spec, effects = _break_state(tx, cut[0], outputs)
+                except _GeneratorAtBreak:
+                    raise _GeneratorAtBreak(next((g.created_at for g in tx.generators if not g.done),
+                                                 None)) from None
             else:
                 spec, effects = _return_state(result, output.side_effects, outputs)
         except Unsupported as e:
@@ -312,6 +350,8 @@ class _Rebuilder:
             return AttrOutput(self(v.tensor), v.name)
         if isinstance(v, (_MethodOf, BoundConstantMethod)):
             return AttrOutput(self(v.obj), v.name)
+        if isinstance(v, GeneratorVariable):
+            raise _GeneratorAtBreak(None)   # trace() moves the cut (generators.py)
         if isinstance(v, IteratorVariable):
             if self.live_iterator(v):
                 return IterOutput(SourceOutput(v.origin.source), v.index)

@@ -87,7 +87,7 @@ class InstructionTranslator:
         self.result = None
         self.done = False
         self.suspended = False
-        self.generators: list = []   # root frame: the generators it made (see _generator_made_here)
+        self.generators: list = []   # root frame: the generators it made, in order (tracer.trace)
         self._global_source = global_source
         self.boundary = 0   # index of the raw instruction being run (see the module docstring)
         # Root frame only: how often each boundary was reached, so a failure can name the arrival
@@ -306,7 +306,7 @@ class InstructionTranslator:
                 # A failure in the root frame, or in a call it inlined at this instruction. The
                 # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
                 where = inst.index if inst.op == "TO_BOOL" else self.boundary
-                e.break_at = self._generator_made_here() or (where, self.arrivals[self.boundary])
+                e.break_at = (where, self.arrivals[self.boundary])
             # A KeyError the trace models may be caught by a caller (Mapping mixins) only where
             # no try or with block of the code it crossed would have caught it first.
             caught_here = isinstance(e, TracedKeyError) and inst.handler is not None
@@ -322,13 +322,6 @@ class InstructionTranslator:
             # The exception's traceback holds this frame: dropping our names for it breaks the
             # exception <-> frame cycle that would keep every traced value alive until gc (seed 000).
             e = located = None
-
-    def _generator_made_here(self):
-        """Where the first generator this frame made and has not exhausted was made: the state at a
-        break could hold it (on the stack, in a local, or popped by the failing instruction), and a
-        suspended generator cannot be rebuilt (generators.py), so the break goes there. The first
-        in time (`generators` is in the order they were made), so no other is alive there yet."""
-        return next((g.created_at for g in self.generators if not g.done), None)
 
     @staticmethod
     def root_cells(code, f_locals) -> list:

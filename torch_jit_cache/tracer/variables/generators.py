@@ -13,9 +13,9 @@ over a generator are traced through their Python versions (polyfills.py), themse
 draining it early would move its body before code that runs between the items in Python.
 
 A suspended generator cannot be rebuilt after the graph (its frame is the trace's). A failure
-while one made by the root frame is being advanced, or while one is on the root's stack, breaks
-the graph where it was made (`created_at`, InstructionTranslator._fail): Python makes the real
-generator there and the rest of the frame runs as written.
+while one made by the root frame is being advanced breaks the graph where it was made
+(`created_at`); a break whose state holds one moves there too (tracer.trace): Python makes the
+real generator there and the rest of the frame runs as written.
 """
 from __future__ import annotations
 
