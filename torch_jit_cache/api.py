@@ -13,7 +13,7 @@ import inspect
 import types
 import warnings
 
-from . import _C, runtime
+from . import _C, log, runtime
 from .convert_frame import COUNTERS, FrameCompiler
 
 _WRAPPED = "_torch_jit_cache_original"
@@ -112,6 +112,7 @@ def disable(fn):
 def reset():
     """Drop every cache and zero the counters. Safe while compiled frames run."""
     runtime.reset()
+    log.forget_once()
     for key in COUNTERS:
         COUNTERS[key] = 0
 

@@ -35,17 +35,27 @@ def log(topic: str, message: str) -> None:
         logger.info("%s: %s", topic, message)
 
 
-def warn_once(key, message: str, _seen=set()) -> None:  # noqa: B006 - the set is the memo
-    """A warning logged once per key (a code object's id and reason, say) for the process."""
-    if key in _seen:
+# Keys already warned or logged once (warn_once, log_once); tjc.reset() forgets them, so the
+# reasons show again for what compiles again.
+_SEEN: set = set()
+
+
+def warn_once(key, message: str) -> None:
+    """A warning logged once per key (a code object's id and reason, say), until reset()."""
+    if ("warn", key) in _SEEN:
         return
-    _seen.add(key)
+    _SEEN.add(("warn", key))
     logger.warning("%s", message)
 
 
-def log_once(topic: str, key, message: str, _seen=set()) -> None:  # noqa: B006 - the set is the memo
-    """`log(topic, message)` once per (topic, key) for the process."""
-    if not enabled(topic) or (topic, key) in _seen:
+def log_once(topic: str, key, message: str) -> None:
+    """`log(topic, message)` once per (topic, key), until reset()."""
+    if not enabled(topic) or (topic, key) in _SEEN:
         return
-    _seen.add((topic, key))
+    _SEEN.add((topic, key))
     log(topic, message)
+
+
+def forget_once() -> None:
+    """Forget what warn_once/log_once have said (tjc.reset())."""
+    _SEEN.clear()

@@ -427,23 +427,15 @@ def test_compiled_hf_model_and_config_freed_when_dropped():
     # A HuggingFace model holds cycles of its own (eager, it too needs the collector): after one
     # gc.collect() the compiled model and its config, read through the trusted __getattribute__,
     # are gone, so nothing of ours holds them.
-    from torch_jit_cache import log
     from torch_jit_cache.testing import models as zoo
-    # The fallback warnings are logged once per process: leave that memo as found, so that
-    # test_transformers' check of the logged reasons does not depend on the order of the tests.
-    seen = log.warn_once.__defaults__[0]
-    memo = set(seen)
-    try:
-        model, inp = zoo.build("bert")
-        refs = [weakref.ref(model), weakref.ref(model.config)]
-        compiled = tjc.compile(model, backend="eager")
-        for _ in range(2):
-            compiled(*inp.args, **inp.kwargs)
-        del model, compiled, inp
-        gc.collect()
-        assert [r() for r in refs] == [None, None]
-    finally:
-        seen.intersection_update(memo)
+    model, inp = zoo.build("bert")
+    refs = [weakref.ref(model), weakref.ref(model.config)]
+    compiled = tjc.compile(model, backend="eager")
+    for _ in range(2):
+        compiled(*inp.args, **inp.kwargs)
+    del model, compiled, inp
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
 
 
 class ObjectMethodThroughSuper(torch.nn.Module):
