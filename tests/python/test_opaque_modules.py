@@ -233,8 +233,8 @@ def test_a_parameter_replaced_on_the_original_is_used_by_the_next_compiled_call(
     rnn, step = _lstm_step()
     counter = CompileCounterWithBackend(backend)
     compiled = tjc.compile(step, backend=counter)
-    # requires_grad: AOTAutograd (torch 2.13) fails at run time on an LSTM submodule whose input
-    # needs no grad (it saves a None for backward); torch.compile lifts the weights instead.
+    # requires_grad: this package's aot_eager fails at run time on an LSTM whose input needs no
+    # grad (AOTAutograd saves a None for backward), traced or opaque alike (docs/compile.md).
     x = torch.randn(3, 2, 4, requires_grad=backend == "aot_eager")
     torch.testing.assert_close(compiled(x), step(x))
     assert (counter.frame_count, tjc.stats()["graph_breaks"]) == (1, 0)
