@@ -233,8 +233,8 @@ def test_a_parameter_replaced_on_the_original_is_used_by_the_next_compiled_call(
     rnn, step = _lstm_step()
     counter = CompileCounterWithBackend(backend)
     compiled = tjc.compile(step, backend=counter)
-    # requires_grad: AOTAutograd (torch 2.13) fails at run time on an LSTM submodule whose input
-    # needs no grad (it saves a None for backward); torch.compile lifts the weights instead.
+    # requires_grad: this package's aot_eager fails at run time on an LSTM whose input needs no
+    # grad (AOTAutograd saves a None for backward), traced or opaque alike (docs/compile.md).
     x = torch.randn(3, 2, 4, requires_grad=backend == "aot_eager")
     torch.testing.assert_close(compiled(x), step(x))
     assert (counter.frame_count, tjc.stats()["graph_breaks"]) == (1, 0)
@@ -458,3 +458,73 @@ def test_allow_in_graph_module_with_tied_weights():
         torch.testing.assert_close(got, expected)
         got.sum().backward(), expected.sum().backward()
         torch.testing.assert_close(model[0].a.weight.grad, eager[0].a.weight.grad)
+
+
+# --- what is refused becomes a graph break with its reason, never a wrong result ------------------
+
+class _Settings:
+    scale = 2.0
+
+
+class HoldsAnObject(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.settings = _Settings()       # read by forward, but only its type could be guarded
+
+    def forward(self, x):
+        return x * self.settings.scale
+
+
+class HoldsATensor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.ones(4)        # neither parameter nor buffer
+
+    def forward(self, x):
+        return x * self.table
+
+
+@pytest.mark.parametrize("cls, reason", [(HoldsAnObject, "attribute 'settings'"),
+                                         (HoldsATensor, "tensor attribute 'table'")])
+def test_an_opaque_module_whose_state_cannot_be_guarded_is_a_graph_break(cls, reason):
+    tjc.allow_in_graph(cls)
+    inner = cls()
+
+    def f(x):
+        return inner(x + 1) - 1
+    report = tjc.explain(f)(torch.ones(4))
+    assert report.graph_break_count == 1 and reason in report.break_reasons[0], str(report)
+    compiled = tjc.compile(f)
+    torch.testing.assert_close(compiled(torch.ones(4)), f(torch.ones(4)))
+    if cls is HoldsAnObject:
+        inner.settings.scale = 5.0        # seen: the module runs eagerly at the break
+    else:
+        inner.table.mul_(3)
+    torch.testing.assert_close(compiled(torch.ones(4)), f(torch.ones(4)))
+
+
+def test_a_module_called_opaquely_with_a_module_argument_is_a_graph_break():
+    @tjc.allow_in_graph
+    def apply(layer, x):
+        return layer(x) * 2
+    lin = nn.Linear(4, 4)
+
+    def f(x):
+        return apply(lin, x)
+    report = tjc.explain(f)(torch.ones(2, 4))
+    assert report.graph_break_count == 1 and "only tensors and constants" in report.break_reasons[0], str(report)
+
+
+def test_an_allow_in_graph_module_compiled_and_dropped_is_freed(no_gc):
+    tjc.allow_in_graph(Gate)
+    model = nn.Sequential(nn.Linear(4, 4), Gate()).eval()
+    backend = Recording()
+    compiled = tjc.compile(model, backend=backend)
+    with torch.no_grad():
+        compiled(torch.randn(3, 4))
+    (entry,) = tjc.cache_entries(compiled)
+    assert [type(m) for m in backend.opaque_calls()] == [Gate]
+    freed = [watch(model[1]), watch(model[1].norm.running_mean), watch(model[1].lin.weight)]
+    del model, compiled
+    assert freed == [[True]] * 3
+    assert entry.evicted and [ref() for ref in backend.graphs] == [None]

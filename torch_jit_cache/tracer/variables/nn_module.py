@@ -1,11 +1,11 @@
 """NNModuleVariable: torch.nn.Module instances read from the frame.
 
-User modules are traced by inlining `type(m).forward`. The built-in modules of
-proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the Transformer family) and classes marked
-with tjc.allow_in_graph are called as one opaque node instead (opaque_calls.py). Built-in leaf modules (Linear, Conv2d,
+User modules are traced by inlining `type(m).forward`. Built-in leaf modules (Linear, Conv2d,
 BatchNorm2d, ...) become calls to their torch.nn.functional form with the parameters and buffers
 as graph inputs (read through AttrSource, so codegen loads them from the frame at call time).
-Containers (Sequential, ModuleList, ModuleDict) are unrolled.
+Containers (Sequential, ModuleList, ModuleDict) are unrolled. The built-in modules of
+proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the Transformer family) and classes
+marked with tjc.allow_in_graph are called as one opaque node through a proxy (opaque_calls.py).
 
 `self.name = v` is recorded for replay with nn.Module.__setattr__ (side_effects.py), where its
 outcome is known: a plain attribute (into __dict__), or a tensor (or None) replacing a buffer
@@ -411,7 +411,8 @@ class NNModuleVariable(VariableTracker):
             for child in self.unpack(tx):
                 x = tx.call(child, [x], {})
             return x
-        why = builtin_opaque_reason(cls) or ("marked with tjc.allow_in_graph" if is_allowed_in_graph(cls) else None)
+        why = builtin_opaque_reason(cls) or \
+            ("marked with tjc.allow_in_graph" if is_allowed_in_graph(cls) else None)
         if why is not None:   # one node calling a proxy of the module (opaque_calls.py)
             return call_opaque_module(tx, self, args, kwargs, why)
         leaf = LEAF_MODULES.get(cls)

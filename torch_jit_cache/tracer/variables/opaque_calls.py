@@ -37,7 +37,6 @@ _CONSTANT_ARGS = (bool, int, float, complex, str, bytes, type(None), type(Ellips
 # (the hook dicts, the parameter/buffer/submodule stores) or irrelevant to forward (state_dict
 # hooks, non-persistent buffer names).
 _MODULE_OWN_STATE = frozenset(vars(nn.Module()))
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
 def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
@@ -73,8 +72,8 @@ def call_opaque_function(tx, fv, args: list, kwargs: dict):
     if fv.source is None:
         unsupported(f"allow_in_graph function {fn.__qualname__} made while tracing (no source to guard)")
     fv.as_python_constant()   # guards the function by identity (a closure made per call too)
-    tx.wrap(fn.__defaults__, AttrSource(fv.source, "__defaults__"))   # the proxy copies them
-    tx.wrap(fn.__kwdefaults__, AttrSource(fv.source, "__kwdefaults__"))
+    for name in ("__defaults__", "__kwdefaults__"):   # the proxy copies them: guarded by value
+        _require_guardable(tx.wrap(getattr(fn, name), AttrSource(fv.source, name)), fn.__qualname__, name)
     fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(fn.__qualname__, args, kwargs)
     try:
         result = fn(*ex_args, **ex_kwargs)
@@ -158,10 +157,10 @@ def _guard_module_tree(tx, mv, guard_no_hooks) -> None:
             # Neither parameter nor buffer: AOTAutograd would bake its data into the graph.
             unsupported(f"opaque module {type(module).__name__} holds a tensor attribute {name!r} "
                         "that is neither a parameter nor a buffer")
-        _require_guardable(tx.wrap(value, AttrSource(source, name)), type(module).__name__, name)
+        _require_guardable(tx.wrap(value, AttrSource(source, name)), f"module {type(module).__name__}", name)
 
 
-def _require_guardable(vt, cls_name: str, name: str) -> None:
+def _require_guardable(vt, what: str, name: str) -> None:
     """Values the builder guards completely: constants, tensors, functions by identity, and
     containers of those. Plain objects are guarded by type alone (their attributes where read):
     not enough for a call that reads them unseen."""
@@ -171,7 +170,11 @@ def _require_guardable(vt, cls_name: str, name: str) -> None:
 
     if isinstance(vt, (TupleVariable, ListVariable)):
         for item in vt.items:
-            _require_guardable(item, cls_name, name)
+            _require_guardable(item, what, name)
+        return
+    if isinstance(vt, DictVariable):
+        for item in vt.items.values():
+            _require_guardable(item, what, name)
         return
     if isinstance(vt, (ConstantVariable, TensorVariable, TorchFunctionVariable)):
         return
@@ -179,5 +182,5 @@ def _require_guardable(vt, cls_name: str, name: str) -> None:
         vt.as_python_constant()   # by identity
         return
     if isinstance(vt, NNModuleVariable):   # a module outside _modules: its state goes unguarded
-        unsupported(f"opaque module {cls_name}: module {name!r} is not a registered submodule")
-    unsupported(f"opaque module {cls_name}: attribute {name!r} is a {vt} the tracer cannot guard")
+        unsupported(f"opaque call of {what}: module {name!r} is not a registered submodule")
+    unsupported(f"opaque call of {what}: attribute {name!r} is a {vt} the tracer cannot guard")
