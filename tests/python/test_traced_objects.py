@@ -2,6 +2,7 @@
 stores to cache objects passed in while other objects of their type are reached (the aliasing
 check, tracer/side_effects.py), mutation of the frame's own **kwargs dict, and objects the trace
 constructs. Every test compares with eager and counts graphs and breaks."""
+import abc
 import dataclasses
 import gc
 import typing
@@ -568,3 +569,84 @@ def test_a_field_set_to_none_keeps_its_item_as_in_eager():
         assert isinstance(got[0], tuple) and len(got[0]) == 1
         _same(got[0][0], want[0][0])
         assert got[1] == want[1] is True
+
+
+class Sized:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+def _lengths(x, passed):
+    made = NewCache(3)
+    made.__len__ = lambda: 99        # an instance attribute: len() looks on the type, never here
+    return x * len(passed) + len(made)
+
+
+def test_len_of_user_objects_runs_their_types_len():
+    x = torch.randn(3)
+    calls = _Calls(_lengths)
+    for n in (2, 2, 5):
+        _same(calls(x, Sized(n)), _lengths(x, Sized(n)))
+    calls.check(graphs=2)            # n is read by the inlined __len__ and guarded: 5 recompiles
+
+
+class AbstractLayer(abc.ABC):
+    @abc.abstractmethod
+    def update(self, k): ...
+
+
+class ConcreteLayer(AbstractLayer):
+    def __init__(self):
+        self.keys = None
+
+    def update(self, k):
+        self.keys = k if self.keys is None else torch.cat([self.keys, k])
+        return self.keys
+
+
+def _abc_layers(x):
+    layer = ConcreteLayer()          # an ABC with nothing abstract left: built in the trace
+    layer.update(x)
+    return layer, layer.update(x + 1) * 2
+
+
+def _abstract(x):
+    y = x * 2
+    AbstractLayer()                  # TypeError in eager: refused in the trace, raised when run
+    return y
+
+
+def test_abc_subclasses_are_built_and_abstract_classes_still_raise():
+    x = torch.randn(2, 3)
+    calls = _Calls(_abc_layers)
+    for _ in range(2):
+        got, want = calls(x), _abc_layers(x)
+        _same_object(got[0], want[0])
+        _same(got[1], want[1])
+    calls.check(graphs=1)
+    abstract = _Calls(_abstract)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="abstract"):
+            abstract(x)
+
+
+def test_a_transformers_cache_layer_is_built_updated_and_returned_in_one_graph():
+    pytest.importorskip("transformers")
+    from transformers.cache_utils import DynamicLayer
+
+    def fn(k, v):
+        layer = DynamicLayer()
+        layer.update(k, v)
+        keys, values = layer.update(k * 2, v * 2)
+        return layer, keys.sum() + values.sum(), layer.get_seq_length()
+    k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
+    calls = _Calls(fn)
+    for _ in range(2):
+        got, want = calls(k, v), fn(k, v)
+        _same_object(got[0], want[0])
+        _same(got[1], want[1])
+        assert got[2] == want[2] == 6
+    calls.check(graphs=1)

@@ -13,7 +13,6 @@ from .base import CallableVariable, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
-from .new_object import NewObjectVariable
 
 
 def _consts(args, kwargs):
@@ -46,8 +45,8 @@ def _len(tx, args, kwargs):
         return ConstantVariable(obj.example.shape[0])
     if hasattr(obj, "module"):  # ModuleList and friends
         return obj.call_method(tx, "__len__", [], {})
-    if isinstance(obj, NewObjectVariable):   # its __len__ inlined; len() insists on an int
-        n = obj.call_method(tx, "__len__", [], {})
+    if hasattr(obj, "type_method"):   # a user object: its type's __len__ inlined, as len() does
+        n = tx.call(obj.type_method(tx, "__len__"), [obj], {})
         if not (n.is_python_constant() and type(n.as_python_constant()) is int and n.as_python_constant() >= 0):
             unsupported(f"__len__ of {obj} returned {n}")
         return n

@@ -11,8 +11,8 @@ replayed side effect, live at a graph break) it is rebuilt after the graph as
 guards of its own, and it can alias nothing read from the frame (it is new).
 
 Only classes whose instances that rebuild reproduces exactly are constructed (`_refusal`): no
-metaclass, Python classes only up to `object` (no builtin base: its C state would be lost), no
-__slots__, and __new__, __setattr__, __delattr__, __getattribute__ all object's, no __getattr__,
+metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC), Python classes only up to `object` (no builtin base: its C state would be lost), no
+__slots__ that declare anything (abc.ABC's empty ones are fine) and a __dict__, and __new__, __setattr__, __delattr__, __getattribute__ all object's, no __getattr__,
 no __del__ (a finaliser would run for the trace's object too, in eager), and an __init__ that is a
 Python function (inlined) or object's. The class is reached through a source and guarded by
 identity (builder.py, held weakly); its methods are read through that source (`cls.name`) and
@@ -25,6 +25,7 @@ and loads it again wherever that same spec appears.
 """
 from __future__ import annotations
 
+import abc
 import inspect
 import types
 
@@ -45,13 +46,19 @@ _OBJECT_HOOKS = ("__new__", "__setattr__", "__delattr__", "__getattribute__")
 
 def _refusal(cls: type) -> str | None:
     """Why instances of `cls` cannot be built in the trace, or None."""
-    if type(cls) is not type:
+    if type(cls) is abc.ABCMeta:
+        # ABCMeta leaves calling to type; object.__new__ refuses a class with abstract methods.
+        if cls.__abstractmethods__:
+            return "it has abstract methods"
+    elif type(cls) is not type:
         return f"its metaclass is {type(cls).__name__}"
     for klass in cls.__mro__[:-1]:
         if not klass.__flags__ & _HEAPTYPE:
             return f"it derives from the builtin {klass.__name__}"
-        if "__slots__" in vars(klass):
+        if vars(klass).get("__slots__", ()):   # `__slots__ = ()` (abc.ABC's) declares nothing
             return f"{klass.__name__} defines __slots__"
+    if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]):
+        return "its instances have no __dict__"
     for hook in _OBJECT_HOOKS:
         if type_lookup(cls, hook) is not vars(object)[hook]:
             return f"it defines its own {hook}"
@@ -134,6 +141,13 @@ class NewObjectVariable(VariableTracker):
             return self._class_attr(tx, name)   # the function, a bound classmethod, or a value
         unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
                     "(a descriptor)")
+
+    def type_method(self, tx, name: str):
+        """The function `name` on the class, as an implicit special-method call finds it (never the
+        instance's own attribute)."""
+        if not isinstance(type_lookup(self.cls, name), types.FunctionType):
+            unsupported(f"{self.cls.__name__}.{name} is not a Python function")
+        return self._class_attr(tx, name)
 
     def has_attribute(self, tx, name: str) -> bool:
         return name in self.attrs or name == "__class__" or type_lookup(self.cls, name) is not MISSING

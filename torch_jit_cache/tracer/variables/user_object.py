@@ -10,8 +10,11 @@ refused.
 from __future__ import annotations
 
 import inspect
+import types
 
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
+from ...attribute_lookup import type_lookup
+from ...sources import AttrSource
 from ...trace_result import SourceOutput
 from .base import VariableTracker, unsupported
 
@@ -52,6 +55,14 @@ class UserObjectVariable(VariableTracker):
         if any(inspect.getattr_static(cls, m, _MISSING) is not _MISSING for m in ("__bool__", "__len__")):
             unsupported(f"truth value of a {cls.__name__} (it defines __bool__ or __len__)")
         return True
+
+    def type_method(self, tx, name: str):
+        """The function `name` on the object's class, as an implicit special-method call (`len(o)`)
+        finds it, read as `type(o).name` and guarded there by identity."""
+        fn = type_lookup(type(self.value), name)
+        if not isinstance(fn, types.FunctionType):
+            unsupported(f"{type(self.value).__name__}.{name} is not a Python function")
+        return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
 
     def reconstruct(self, outputs):
         # The very object, loaded again: attribute stores the trace made are replayed on it first
