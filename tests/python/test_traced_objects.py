@@ -650,3 +650,32 @@ def test_a_transformers_cache_layer_is_built_updated_and_returned_in_one_graph()
         _same(got[1], want[1])
         assert got[2] == want[2] == 6
     calls.check(graphs=1)
+
+
+class TinyDecoder(torch.nn.Module):
+    """A module whose forward builds a cache and a model output, as a HuggingFace model does."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        cache = NewCache(1)
+        h = self.proj(x)
+        cache.update(h, 0)
+        return BaseModelOutputWithPast(last_hidden_state=h * 2, past_key_values=cache)
+
+
+def test_a_module_whose_forward_builds_objects_is_freed_when_dropped(no_gc):
+    _model_outputs()
+    model = TinyDecoder()
+    cnt = CompileCounter()
+    compiled = tjc.compile(model, backend=cnt)
+    x = torch.randn(2, 3)
+    out = compiled(x)
+    want = model(x)
+    _same_model_output(out, want)
+    assert cnt.frame_count == 1 and tjc.stats()["graph_breaks"] == 0
+    refs = [weakref.ref(o) for o in (model, model.proj.weight, out, out.past_key_values)]
+    del model, compiled, out, want
+    assert [r() for r in refs] == [None] * len(refs)
