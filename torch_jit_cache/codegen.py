@@ -37,10 +37,9 @@ from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
-                           EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
-                           SourceOutput,
-                           TupleOutput, walk)
+from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch,
+                           DictOutput, EffectKind, EnteredContext, FunctionOutput, GraphOutput,
+                           IterOutput, ListOutput, ObjectOutput, SourceOutput, TupleOutput, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
 

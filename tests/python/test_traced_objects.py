@@ -470,8 +470,8 @@ def test_a_returned_model_output_is_not_held_by_the_entry(no_gc):
 
 # -- the zoo's HuggingFace models --------------------------------------------------------------
 # Reasons this part of issue 11 removes: none may be left in a zoo model's breaks or fallbacks.
-_OBJECT_REASONS = ("while the trace also reads", "construction of", "call to ConstantVariable(<class 'transformers.",
-                   "UserObjectVariable(DynamicCache", "UserObjectVariable(EncoderDecoderCache")
+_OBJECT_REASONS = ("while the trace also reads", "construction of",
+                   "call to ConstantVariable(<class 'transformers.", "UserObjectVariable(DynamicCache", "UserObjectVariable(EncoderDecoderCache")
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])

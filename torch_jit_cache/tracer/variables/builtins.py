@@ -47,7 +47,8 @@ def _len(tx, args, kwargs):
         return obj.call_method(tx, "__len__", [], {})
     if hasattr(obj, "type_method"):   # a user object: its type's __len__ inlined, as len() does
         n = tx.call(obj.type_method(tx, "__len__"), [obj], {})
-        if not (n.is_python_constant() and type(n.as_python_constant()) is int and n.as_python_constant() >= 0):
+        value = n.as_python_constant() if n.is_python_constant() else None
+        if type(value) is not int or value < 0:
             unsupported(f"__len__ of {obj} returned {n}")
         return n
     return _fold(len)(tx, args, kwargs)

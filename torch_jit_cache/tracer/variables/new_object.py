@@ -11,13 +11,16 @@ replayed side effect, live at a graph break) it is rebuilt after the graph as
 guards of its own, and it can alias nothing read from the frame (it is new).
 
 Only classes whose instances that rebuild reproduces exactly are constructed (`_refusal`): no
-metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC), Python classes only up to `object` (no builtin base: its C state would be lost), no
-__slots__ that declare anything (abc.ABC's empty ones are fine) and a __dict__, and __new__, __setattr__, __delattr__, __getattribute__ all object's, no __getattr__,
-no __del__ (a finaliser would run for the trace's object too, in eager), and an __init__ that is a
-Python function (inlined) or object's. The class is reached through a source and guarded by
-identity (builder.py, held weakly); its methods are read through that source (`cls.name`) and
-guarded where they are found, so replacing a method fails the guard. (A class changed in place
-so that it stops being plain, say a __setattr__ added later, is not seen, as elsewhere.)
+metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
+refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C
+state would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a
+__dict__, __new__, __setattr__, __delattr__ and __getattribute__ all object's, no __getattr__, no
+__del__ (an object that never leaves the trace is never made, so its finaliser would never run),
+and an __init__ that is a Python function (inlined) or object's. The class is reached through a
+source and guarded by identity (builder.py, held weakly); its methods are read through that source
+(`cls.name`) and guarded where they are found, so replacing a method fails the guard. (A class
+changed in place so that it stops being plain, say a __setattr__ added later, is not seen, as
+elsewhere.)
 
 An object reached twice after the graph (returned and stored, or a local and a call argument at
 a graph break) stays one object: its spec is made once (`outputs.once`) and codegen builds it once
