@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 import bytecode
 from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 
+from . import runtime
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
@@ -291,9 +292,15 @@ def _rebuild_object(cls: type, names: tuple, values: tuple):
     return obj
 
 
-def _call_with_keywords(fn, names: tuple, values: tuple):
-    """`fn(**dict(zip(names, values)))` (trace_result.CallOutput)."""
+def _call_keywords(fn, names: tuple, values: tuple):
     return fn(**dict(zip(names, values)))
+
+
+# `fn(**dict(zip(names, values)))` (trace_result.CallOutput), with interception off: the call only
+# remakes an object the trace already followed (a ModelOutput's __init__ and __post_init__, no
+# tensor work), and each frame it runs would otherwise pass through the eval-frame callback
+# (measured: a compiled forward returning a ModelOutput took 46 us against eager's 35.5 us).
+_call_with_keywords = runtime.without_interception(_call_keywords)
 
 
 def _advanced_iter(iterable: Any, skip: int):
