@@ -695,3 +695,33 @@ def test_remaking_a_model_output_runs_no_frame_through_the_callback():
         _same_model_output(compiled(x), _plain_model_output(x))
     stats = tjc.stats()
     assert (stats["misses"], stats["hits"], stats["skips"], stats["fallbacks"]) == (1, 2, 0, 0)
+
+
+# -- the aliasing rule, exhaustively over short programs --------------------------------------
+_ALIAS_OPS = ("a.v = x + 1", "b.v = x * 2", "r = r + a.v", "r = r + b.v", "b.w = a.v", "r = r + b.w")
+
+
+# Every program of three ops that starts with a store (a read first sees the same either way).
+@pytest.mark.parametrize("ops", [(i, j, k) for i in (0, 1, 4) for j in range(6) for k in range(6)])
+def test_stores_and_reads_through_two_objects_equal_eager_whether_or_not_they_are_one(ops):
+    body = "\n".join(f"    {_ALIAS_OPS[i]}" for i in ops)
+    namespace = {}
+    exec(f"def fn(x, a, b):\n    r = x\n{body}\n    return r\n", namespace)
+    fn = namespace["fn"]
+    compiled = tjc.compile(fn, backend="eager")
+    x = torch.randn(3)
+    for shared in (False, True, False, True):
+        def make():
+            a = Holder()
+            a.v, a.w = x * 5, x * 7
+            if shared:
+                return a, a
+            b = Holder()
+            b.v, b.w = x * 11, x * 13
+            return a, b
+        (ea, eb), (ca, cb) = make(), make()
+        _same(compiled(x, ca, cb), fn(x, ea, eb))
+        for e, c in ((ea, ca), (eb, cb)):
+            assert vars(e).keys() == vars(c).keys()
+            for k in vars(e):
+                _same(getattr(c, k), getattr(e, k))
