@@ -5,17 +5,19 @@ guarded where it lives (EQUALS_MATCH on constants, TENSOR_MATCH on tensors); the
 guarded only by type, so another instance holding the same values hits the same entry. Methods
 defined in Python are inlined with the object as `self`; attributes resolve in Python's order
 (attribute.py). Objects whose attribute lookup is customised (__getattr__, __getattribute__) are
-refused.
+refused. Implicit special-method calls (`len(obj)`) find the method on the type (`type_method`).
+Where it leaves the trace it is the very object, loaded again from its source, after the stores
+the trace made to it were replayed (side_effects.py).
 """
 from __future__ import annotations
 
 import inspect
 import types
 
-from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from ...attribute_lookup import type_lookup
 from ...sources import AttrSource
 from ...trace_result import SourceOutput
+from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import VariableTracker, unsupported
 
 _MISSING = object()
