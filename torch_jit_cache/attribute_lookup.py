@@ -25,6 +25,16 @@ from typing import Any
 
 MISSING = object()
 
+# object.__getattribute__ under other names: dict sets its tp_getattro to PyObject_GenericGetAttr
+# itself, which gives it a wrapper of its own that every dict subclass (OrderedDict, HuggingFace's
+# ModelOutput) finds first on its MRO. Same lookup, so not "custom".
+_GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__)
+
+
+def has_generic_getattribute(cls: type) -> bool:
+    found = type_lookup(cls, "__getattribute__")
+    return any(found is generic for generic in _GENERIC_GETATTRIBUTE)
+
 
 class Where(enum.Enum):
     CUSTOM = "custom"                    # the type overrides __getattribute__: nothing is known
@@ -70,7 +80,7 @@ def instance_dict(obj) -> dict | None:
 def lookup(obj, name: str) -> Found:
     """Where Python's `getattr(obj, name)` finds its answer (without running any descriptor)."""
     cls = type(obj)
-    if type_lookup(cls, "__getattribute__") is not object.__getattribute__:
+    if not has_generic_getattribute(cls):
         return Found(Where.CUSTOM)
     attr = type_lookup(cls, name)
     if attr is not MISSING and is_data_descriptor(attr):

@@ -725,3 +725,22 @@ def test_stores_and_reads_through_two_objects_equal_eager_whether_or_not_they_ar
             assert vars(e).keys() == vars(c).keys()
             for k in vars(e):
                 _same(getattr(c, k), getattr(e, k))
+
+
+def _reads_a_model_output_passed_in(x, out):
+    h = out.last_hidden_state * 2 + x          # the instance __dict__: read and guarded there
+    if out.hidden_states is not None:
+        h = h + out.hidden_states[0]
+    return h, out[0]                           # ModelOutput.__getitem__: not followed, a break
+
+
+def test_attributes_of_a_model_output_passed_in_are_read_in_the_graph():
+    _model_outputs()
+    x = torch.randn(3)
+    calls = _Calls(_reads_a_model_output_passed_in)
+    for hidden in (None, (x * 3,), None):
+        out = BaseModelOutputWithPast(last_hidden_state=x + 1, hidden_states=hidden)
+        got, want = calls(x, out), _reads_a_model_output_passed_in(x, out)
+        _same(got[0], want[0])
+        assert got[1] is out.last_hidden_state
+    assert calls.cnt.frame_count == 2 and calls.delta("graph_breaks") == 2   # one per None-ness

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from ...attribute_lookup import type_lookup
+from ...attribute_lookup import has_generic_getattribute, type_lookup
 from ...sources import AttrSource
 from ...trace_result import SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
@@ -27,7 +27,7 @@ def is_plain_user_object(value) -> bool:
     cls = type(value)
     if cls.__module__ in ("builtins",) or not hasattr(value, "__dict__"):
         return False
-    if cls.__getattribute__ is not object.__getattribute__:
+    if not has_generic_getattribute(cls):
         return False
     return inspect.getattr_static(cls, "__getattr__", _MISSING) is _MISSING
 
