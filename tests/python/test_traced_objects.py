@@ -386,9 +386,10 @@ def test_a_class_built_from_in_the_trace_dies_with_its_code():
 
 # -- HuggingFace ModelOutput (model_output.py) -------------------------------------------------
 try:
+    from transformers.cache_utils import DynamicLayer
     from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 except ImportError:   # the tests below skip themselves
-    BaseModelOutputWithPast = CausalLMOutputWithPast = None
+    BaseModelOutputWithPast = CausalLMOutputWithPast = DynamicLayer = None
 
 
 def _model_outputs():
@@ -744,3 +745,65 @@ def test_attributes_of_a_model_output_passed_in_are_read_in_the_graph():
         _same(got[0], want[0])
         assert got[1] is out.last_hidden_state
     assert calls.cnt.frame_count == 2 and calls.delta("graph_breaks") == 2   # one per None-ness
+
+
+# -- an HF-style language model over two generation steps ----------------------------------------
+class _LayerCache:
+    """transformers' DynamicCache, reduced to its layer list (its real __init__ calls super())."""
+
+    def __init__(self, n):
+        self.layers = [DynamicLayer() for _ in range(n)]
+
+    def update(self, k, v, i):
+        return self.layers[i].update(k, v)
+
+
+class _Attn(torch.nn.Module):
+    def __init__(self, i):
+        super().__init__()
+        self.i = i
+        self.q = torch.nn.Linear(8, 8)
+
+    def forward(self, h, past_key_values=None):
+        q = self.q(h).view(1, 1, -1, 8)
+        k, v = past_key_values.update(q, q, self.i) if past_key_values is not None else (q, q)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).view(1, -1, 8)
+
+
+class _LM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_Attn(i) for i in range(2)])
+        self.head = torch.nn.Linear(8, 4)
+
+    def body(self, h, past_key_values):
+        if past_key_values is None:
+            past_key_values = _LayerCache(len(self.layers))
+        for layer in self.layers:
+            h = h + layer(h, past_key_values=past_key_values)
+        return BaseModelOutputWithPast(last_hidden_state=h, past_key_values=past_key_values)
+
+    def forward(self, h, past_key_values=None):
+        out = self.body(h, past_key_values)
+        return CausalLMOutputWithPast(logits=self.head(out.last_hidden_state),
+                                      past_key_values=out.past_key_values)
+
+
+@torch.no_grad()
+def test_an_hf_style_lm_builds_its_cache_in_one_graph_and_takes_it_back_equal_to_eager():
+    _model_outputs()
+    torch.manual_seed(0)
+    model = _LM()
+    cnt = CompileCounter()
+    compiled = tjc.compile(model, backend=cnt)
+    h1, h2 = torch.randn(1, 3, 8), torch.randn(1, 1, 8)
+    want, got = model(h1), compiled(h1)
+    _same(got.logits, want.logits)
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"]) == (1, 0)   # step 1: one graph
+    # Step 2 takes the cache back: layer 1 reads `keys` after layer 0 stored it, through another
+    # DynamicLayer that guards cannot tell apart from it, so those reads break (still equal).
+    want2, got2 = model(h2, want.past_key_values), compiled(h2, got.past_key_values)
+    _same(got2.logits, want2.logits)
+    for gl, wl in zip(got2.past_key_values.layers, want2.past_key_values.layers):
+        _same(gl.keys, wl.keys)
+        assert gl.get_seq_length() == wl.get_seq_length() == 4
