@@ -34,6 +34,16 @@ from typing import Any
 
 MISSING = object()
 
+# object.__getattribute__ under other names: dict sets its tp_getattro to PyObject_GenericGetAttr
+# itself, which gives it a wrapper of its own that every dict subclass (OrderedDict, HuggingFace's
+# ModelOutput) finds first on its MRO. Same lookup, so not "custom".
+_GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__)
+
+
+def has_generic_getattribute(cls: type) -> bool:
+    found = type_lookup(cls, "__getattribute__")
+    return any(found is generic for generic in _GENERIC_GETATTRIBUTE)
+
 
 class Where(enum.Enum):
     CUSTOM = "custom"                    # the type overrides __getattribute__: nothing is known
@@ -118,7 +128,7 @@ def resolved_name(obj, name: str) -> str | None:
         hook = vars(klass).get("__getattribute__")
         if hook is None:
             continue
-        if hook is object.__getattribute__:
+        if any(hook is generic for generic in _GENERIC_GETATTRIBUTE):
             return name
         rename = TRUSTED_GETATTRIBUTE.get((getattr(hook, "__module__", None),
                                            getattr(hook, "__qualname__", None)))

@@ -297,15 +297,15 @@ def _rebuild_object(cls: type, names: tuple, values: tuple):
     return obj
 
 
-def _call_with_keywords_impl(fn, names: tuple, values: tuple):
-    """`fn(**dict(zip(names, values)))` (trace_result.CallOutput)."""
+def _call_keywords(fn, names: tuple, values: tuple):
     return fn(**dict(zip(names, values)))
 
 
-# With interception off: the trace already followed the constructor it calls (a ModelOutput's
-# __init__/__post_init__, modelled), and tracing its frames again at every call would only find
-# frames that do no tensor work, each a needless cache lookup (or a fallback warning).
-_call_with_keywords = runtime.without_interception(_call_with_keywords_impl)
+# `fn(**dict(zip(names, values)))` (trace_result.CallOutput), with interception off: the call only
+# remakes an object the trace already followed (a ModelOutput's __init__ and __post_init__, no
+# tensor work), and each frame it runs would otherwise pass through the eval-frame callback
+# (measured: a compiled forward returning a ModelOutput took 46 us against eager's 35.5 us).
+_call_with_keywords = runtime.without_interception(_call_keywords)
 
 
 def _advanced_iter(iterable: Any, skip: int):

@@ -164,7 +164,7 @@ class GraphOutputs:
         self.nodes: list = []
         self._index: dict = {}
         self.seen: set = set()
-        self.made: dict = {}   # id(tracker) -> its spec (`once`); the trackers live as long
+        self.made: dict = {}   # id(tracker) -> its spec (`once`); trackers outlive the rebuild
 
     def graph_output(self, node) -> GraphOutput:
         index = self._index.get(node)

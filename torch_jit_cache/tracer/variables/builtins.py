@@ -18,7 +18,6 @@ from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
-from .new_object import NewObjectVariable
 
 
 def _consts(args, kwargs):
@@ -51,9 +50,10 @@ def _len(tx, args, kwargs):
         return ConstantVariable(obj.example.shape[0])
     if hasattr(obj, "module"):  # ModuleList and friends
         return obj.call_method(tx, "__len__", [], {})
-    if isinstance(obj, NewObjectVariable):   # its __len__ inlined; len() insists on an int
-        n = obj.call_method(tx, "__len__", [], {})
-        if not (n.is_python_constant() and type(n.as_python_constant()) is int and n.as_python_constant() >= 0):
+    if hasattr(obj, "type_method"):   # a user object: its type's __len__ inlined, as len() does
+        n = tx.call(obj.type_method(tx, "__len__"), [obj], {})
+        value = n.as_python_constant() if n.is_python_constant() else None
+        if type(value) is not int or value < 0:
             unsupported(f"__len__ of {obj} returned {n}")
         return n
     if hasattr(obj, "length"):  # a tracker that knows its length (Signature.parameters)

@@ -11,13 +11,16 @@ replayed side effect, live at a graph break) it is rebuilt after the graph as
 guards of its own, and it can alias nothing read from the frame (it is new).
 
 Only classes whose instances that rebuild reproduces exactly are constructed (`_refusal`): no
-metaclass, Python classes only up to `object` (no builtin base: its C state would be lost), no
-__slots__, and __new__, __setattr__, __delattr__, __getattribute__ all object's, no __getattr__,
-no __del__ (a finaliser would run for the trace's object too, in eager), and an __init__ that is a
-Python function (inlined) or object's. The class is reached through a source and guarded by
-identity (builder.py, held weakly); its methods are read through that source (`cls.name`) and
-guarded where they are found, so replacing a method fails the guard. (A class changed in place
-so that it stops being plain, say a __setattr__ added later, is not seen, as elsewhere.)
+metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
+refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C
+state would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a
+__dict__, __new__, __setattr__, __delattr__ and __getattribute__ all object's, no __getattr__, no
+__del__ (an object that never leaves the trace is never made, so its finaliser would never run),
+and an __init__ that is a Python function (inlined) or object's. The class is reached through a
+source and guarded by identity (builder.py, held weakly); its methods are read through that source
+(`cls.name`) and guarded where they are found, so replacing a method fails the guard. (A class
+changed in place so that it stops being plain, say a __setattr__ added later, is not seen, as
+elsewhere.)
 
 An object reached twice after the graph (returned and stored, or a local and a call argument at
 a graph break) stays one object: its spec is made once (`outputs.once`) and codegen builds it once
@@ -59,6 +62,8 @@ def _refusal(cls: type) -> str | None:
             return f"it derives from the builtin {klass.__name__}"
         if vars(klass).get("__slots__", ()):   # empty slots (collections.abc's bases) add none
             return f"{klass.__name__} defines __slots__"
+    if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]):
+        return "its instances have no __dict__"
     for hook in _OBJECT_HOOKS:
         if type_lookup(cls, hook) is not vars(object)[hook]:
             return f"it defines its own {hook}"
@@ -142,6 +147,13 @@ class NewObjectVariable(VariableTracker):
             return self._class_attr(tx, name)   # the function, a bound classmethod, or a value
         unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
                     "(a descriptor)")
+
+    def type_method(self, tx, name: str):
+        """The function `name` on the class, as an implicit special-method call finds it (never the
+        instance's own attribute)."""
+        if not isinstance(type_lookup(self.cls, name), types.FunctionType):
+            unsupported(f"{self.cls.__name__}.{name} is not a Python function")
+        return self._class_attr(tx, name)
 
     def has_attribute(self, tx, name: str) -> bool:
         return name in self.attrs or name == "__class__" or type_lookup(self.cls, name) is not MISSING

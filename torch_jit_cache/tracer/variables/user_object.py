@@ -11,7 +11,10 @@ __getitem__ are modelled (below), since the tracer follows no try block.
 
 Also here, because they read user classes the same way: ClassVariable (a class's attributes as
 `Class.name` returns them: Class.forward, classmethods, staticmethods) and SuperVariable (super(),
-zero-argument or explicit: the member found by its place in type(obj).__mro__).
+zero-argument or explicit: the member found by its place in type(obj).__mro__). Implicit
+special-method calls (`len(obj)`) find the method on the type (`type_method`). Where it leaves the
+trace it is the very object, loaded again from its source, after the stores the trace made to it
+were replayed (side_effects.py).
 """
 from __future__ import annotations
 
@@ -95,6 +98,14 @@ class UserObjectVariable(VariableTracker):
         if any(inspect.getattr_static(cls, m, _MISSING) is not _MISSING for m in ("__bool__", "__len__")):
             unsupported(f"truth value of a {cls.__name__} (it defines __bool__ or __len__)")
         return True
+
+    def type_method(self, tx, name: str):
+        """The function `name` on the object's class, as an implicit special-method call (`len(o)`)
+        finds it, read as `type(o).name` and guarded there by identity."""
+        fn = type_lookup(type(self.value), name)
+        if not isinstance(fn, types.FunctionType):
+            unsupported(f"{type(self.value).__name__}.{name} is not a Python function")
+        return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
 
     def reconstruct(self, outputs):
         # The very object, loaded again: attribute stores the trace made are replayed on it first
