@@ -48,6 +48,16 @@ def fresh_caches():
 
 
 @pytest.fixture
+def seeded_fresh_caches(fresh_caches):
+    """fresh_caches, and torch's global generator seeded with 0: inputs made with torch.randn are
+    the same in every run."""
+    import torch
+
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture
 def no_gc():
     """The cycle collector stays off: whatever is freed in the test is freed by reference counting."""
     import gc

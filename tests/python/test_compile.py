@@ -12,18 +12,10 @@ import torch.nn.functional as F  # noqa: E402
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
 SCALE = 2.0
 OFFSET = 1
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    tjc.reset()
-    torch.manual_seed(0)
-    yield
-    tjc.reset()
 
 
 def same(a, b):

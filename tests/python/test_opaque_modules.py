@@ -23,15 +23,7 @@ from torch_jit_cache.testing import models as zoo  # noqa: E402
 
 from jit_helpers import watch  # noqa: E402
 
-pytestmark = pytest.mark.torch
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    tjc.reset()
-    torch.manual_seed(0)
-    yield
-    tjc.reset()
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
 
 # --- models with an opaque module inside ---------------------------------------------------------

@@ -21,15 +21,7 @@ from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 from jit_helpers import outcome, watch  # noqa: E402
 
-pytestmark = pytest.mark.torch
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    tjc.reset()
-    torch.manual_seed(0)
-    yield
-    tjc.reset()
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
 
 class MLP(torch.nn.Module):
