@@ -196,7 +196,8 @@ class FrameCompiler:
         # generator, or the compiled call that follows would draw different numbers than eager.
         rng = torch.random.get_rng_state()
         try:
-            result, break_reason = self._trace(tracer, code, frame, rng)
+            with backends.tracing_for(self.backend):
+                result, break_reason = self._trace(tracer, code, frame, rng)
             cut = isinstance(result.output, BreakOutput)
             # A break with no tensor work before it is worth an entry only where the frame is
             # meant to compile (the compile() target, a resume function): any other frame runs its

@@ -17,6 +17,8 @@ registry) costs nothing for torch-free users of the runtime.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -27,6 +29,25 @@ __all__ = ["BackendCompilerFailed", "compile_graph", "list_backends", "lookup", 
 _REGISTRY: dict[str, Callable] = {}
 # Backend names that already warned about falling back to eager ("warn once" per backend).
 _WARNED_FALLBACK: set[str] = set()
+# The backend the frame being traced will be compiled by, set around the trace (tracing_for): what
+# the tracer lets into a graph may depend on what compiles it. Held only while tracing.
+_TRACING_FOR: contextvars.ContextVar = contextvars.ContextVar("tjc_tracing_for", default="eager")
+
+
+@contextlib.contextmanager
+def tracing_for(backend):
+    token = _TRACING_FOR.set(backend)
+    try:
+        yield
+    finally:
+        _TRACING_FOR.reset(token)
+
+
+def tracing_for_eager() -> bool:
+    """Whether the graph being traced will run as traced: the "eager" backend, or a callable that
+    says so (`runs_graph_eagerly`, testing.CompileCounter), rather than through AOTAutograd."""
+    backend = _TRACING_FOR.get()
+    return backend == "eager" or getattr(backend, "runs_graph_eagerly", False) is True
 
 
 class BackendCompilerFailed(RuntimeError):

@@ -29,6 +29,8 @@ def count_ops(gm) -> int:
 class CompileCounter:
     """A backend that counts compiled frames and their operations, and runs the graph eagerly."""
 
+    runs_graph_eagerly = True   # what the tracer lets into a graph may depend on it (backends)
+
     def __init__(self):
         self.frame_count = 0
         self.op_count = 0
@@ -52,6 +54,7 @@ class CompileCounterWithBackend(CompileCounter):
     def __init__(self, backend="eager"):
         super().__init__()
         self.backend = backend
+        self.runs_graph_eagerly = backend == "eager"
 
     def __call__(self, gm, example_inputs) -> Callable:
         from ..backends import lookup   # keeps `import torch_jit_cache.testing` light

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ...backends import tracing_for_eager
 from ...proxies import DERIVED_ATTRIBUTES, function_proxy, module_proxy, preserving_derived_state
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
@@ -50,6 +51,7 @@ def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
                         f"{name or 'the module'} has hooks, which would run while tracing")
     _guard_module_tree(tx, mv, _guard_no_hooks)
     fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(type(module).__name__, args, kwargs)
+    _refuse_lstm_aot(module, ex_args)
     copies, state = {}, {}   # a tensor under two names (tied weights) gets one copy
     for name, t in [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]:
         if id(t) not in copies:
@@ -64,6 +66,22 @@ def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
     target = out.add_submodule(module, module_proxy)
     node = out.create_node("call_module", target, fx_args, fx_kwargs)
     return _wrap_result(out, node, result, type(module).__name__)
+
+
+def _refuse_lstm_aot(module, ex_args) -> None:
+    """An LSTM whose parameters need gradients and whose input does not, under a backend that
+    compiles through AOTAutograd (aot_eager, inductor): torch 2.13 compiles it, then fails at the
+    first call (aot_eager saves a None for backward; inductor rejects mkldnn_rnn_layer's
+    arguments), where eager runs. It stays a graph break there: the LSTM runs eagerly between two
+    graphs. (The input's requires_grad is pinned by its TENSOR_MATCH guard; the grad mode by
+    GLOBAL_STATE.)"""
+    if type(module) is not nn.LSTM or tracing_for_eager() or not torch.is_grad_enabled():
+        return
+    first = ex_args[0] if ex_args else None
+    if isinstance(first, torch.Tensor) and not first.requires_grad and \
+            any(p.requires_grad for p in module.parameters()):
+        unsupported("an LSTM whose input needs no gradient, under a backend that compiles through "
+                    "AOTAutograd (it fails at run time there in torch 2.13): it runs eagerly")
 
 
 def call_opaque_function(tx, fv, args: list, kwargs: dict):
