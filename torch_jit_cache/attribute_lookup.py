@@ -23,6 +23,9 @@ object.__getattribute__; TorchDynamo trusts it the same way. For those, `lookup`
 order for the renamed name (Found.name); the value is still read from the object by getattr (the
 guard's accessor), so it runs the real __getattribute__ at every call.
 
+dict's own __getattribute__ is a slot wrapper for the same generic lookup as object's
+(PyObject_GenericGetAttr), so a dict subclass follows object's order (GENERIC_GETATTRIBUTE).
+
 Only the type's MRO is searched, never its metaclass (inspect.getattr_static(cls, name) would find
 `type.mro` for an instance). No torch here: fast_sources.py runs without it.
 """
@@ -111,6 +114,11 @@ TRUSTED_GETATTRIBUTE = {
 }
 
 
+# The __getattribute__ slot wrappers of builtin types that are object's generic lookup under another
+# name (their tp_getattro is PyObject_GenericGetAttr).
+GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(dict)["__getattribute__"])
+
+
 def resolved_name(obj, name: str) -> str | None:
     """The name object's lookup order is followed for: `name` itself when the type keeps
     object.__getattribute__, the renamed one through trusted overrides, None when not followed."""
@@ -118,7 +126,7 @@ def resolved_name(obj, name: str) -> str | None:
         hook = vars(klass).get("__getattribute__")
         if hook is None:
             continue
-        if hook is object.__getattribute__:
+        if any(hook is generic for generic in GENERIC_GETATTRIBUTE):
             return name
         rename = TRUSTED_GETATTRIBUTE.get((getattr(hook, "__module__", None),
                                            getattr(hook, "__qualname__", None)))

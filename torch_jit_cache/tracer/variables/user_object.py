@@ -9,6 +9,13 @@ attribute_lookup.TRUSTED_GETATTRIBUTE does not list) are refused. `obj[k]` and `
 the type's Python __getitem__/__contains__; collections.abc.Mapping's `in` and `.get` over such a
 __getitem__ are modelled (below), since the tracer follows no try block.
 
+DictSubclassVariable: an instance of a user subclass of dict (transformers' _CanRecordRegistry,
+whose Python `get` calls `super().get(str(model.__class__))`). Its Python methods are inlined as
+above; dict's own get/__getitem__/__contains__, reached directly or through super(), read the
+underlying dict, guarded on what was read: a key found is guarded through its value
+(`G['R']['k']`, which fails when the key goes), a key not found by the dict's keys (DICT_KEYS:
+stricter than the key's absence, since the guard tree has no leaf for absence alone).
+
 Also here, because they read user classes the same way: ClassVariable (a class's attributes as
 `Class.name` returns them: Class.forward, classmethods, staticmethods) and SuperVariable (super(),
 zero-argument or explicit: the member found by its place in type(obj).__mro__).
@@ -164,6 +171,87 @@ class MixinMethodVariable(VariableTracker):
         return f"MixinMethodVariable({self.obj!r}.{self.name})"
 
 
+# -- dict subclasses ------------------------------------------------------------------------------
+
+def is_dict_subclass_object(value) -> bool:
+    return isinstance(value, dict) and type(value) is not dict and is_plain_user_object(value)
+
+
+class DictSubclassVariable(UserObjectVariable):
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        found = lookup(self.value, name)
+        if found.where is Where.CLASS and name in _DICT_READS and found.value is vars(dict)[name]:
+            return DictReadVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def getitem(self, tx, key) -> VariableTracker:
+        if type_lookup(type(self.value), "__getitem__") is vars(dict)["__getitem__"]:
+            return _dict_getitem(tx, self, [key], {})
+        return super().getitem(tx, key)
+
+    def contains(self, tx, item) -> bool:
+        if type_lookup(type(self.value), "__contains__") is vars(dict)["__contains__"]:
+            return self.read(tx, item)[0]
+        return super().contains(tx, item)
+
+    def read(self, tx, key):
+        """(found, value tracker or None) for the underlying dict's `key`, guarded (see above)."""
+        if not key.is_python_constant() or type(key.as_python_constant()) not in (str, int):
+            unsupported(f"a key of {self} that is not a str or int constant")
+        k, d = key.as_python_constant(), self.value
+        if dict.__contains__(d, k):
+            if type_lookup(type(d), "__getitem__") is not vars(dict)["__getitem__"]:
+                # The guard reads `d[k]`, which would run the class's own __getitem__.
+                unsupported(f"dict read of {self}: its class defines __getitem__")
+            return True, tx.wrap(dict.__getitem__(d, k), ItemSource(self.source, k))
+        if not all(type(x) in (str, int) for x in dict.keys(d)):
+            unsupported(f"a missing key of {self}, whose keys are not all str or int")
+        tx.output.add_guard(self.source, GuardKind.DICT_KEYS, tuple(dict.keys(d)))
+        return False, None
+
+    def __repr__(self):
+        return f"DictSubclassVariable({type(self.value).__name__} from {self.source})"
+
+
+def _dict_get(tx, obj, args, kwargs):
+    if not 1 <= len(args) <= 2 or kwargs:
+        unsupported("dict.get with other than one or two arguments")
+    found, value = obj.read(tx, args[0])
+    return value if found else (args[1] if len(args) == 2 else ConstantVariable(None))
+
+
+def _dict_getitem(tx, obj, args, kwargs):
+    if len(args) != 1 or kwargs:
+        unsupported("dict.__getitem__ with other than one argument")
+    found, value = obj.read(tx, args[0])
+    if not found:
+        unsupported(f"KeyError: {args[0]} in {obj}")
+    return value
+
+
+def _dict_contains(tx, obj, args, kwargs):
+    if len(args) != 1 or kwargs:
+        unsupported("dict.__contains__ with other than one argument")
+    return ConstantVariable(obj.read(tx, args[0])[0])
+
+
+_DICT_READS = {"get": _dict_get, "__getitem__": _dict_getitem, "__contains__": _dict_contains}
+
+
+class DictReadVariable(VariableTracker):
+    """dict's get/__getitem__/__contains__ bound to a DictSubclassVariable (directly or by super())."""
+
+    def __init__(self, obj, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return _DICT_READS[self.name](tx, self.obj, args, kwargs)
+
+    def __repr__(self):
+        return f"DictReadVariable({self.obj!r}.{self.name})"
+
+
 # -- classes and super() -------------------------------------------------------------------------
 
 def _class_member(tx, owner_var, raw, source, bind_to):
@@ -276,6 +364,8 @@ class SuperVariable(VariableTracker):
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
         if _mixin(raw) is not None:
             return MixinMethodVariable(self.obj, _mixin(raw), name)
+        if isinstance(self.obj, DictSubclassVariable) and name in _DICT_READS and raw is vars(dict)[name]:
+            return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)
         unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")

@@ -1,0 +1,140 @@
+"""HuggingFace model code's last graph breaks (issue 11, "leftovers"), each mimicked by a synthetic
+class: a dict subclass whose Python `get` calls `super().get(str(model.__class__))`
+(transformers' _CanRecordRegistry), `hasattr(tensor, name)`, os.environ reads. Each is compared
+with eager and counted; a guard test changes what was read (recompile, eager's answer) and a
+lifetime test drops what the cache saw."""
+import gc
+import os
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+
+def counts(fn, *args):
+    rep = tjc.explain(fn)(*args)
+    return rep.graph_count, rep.graph_break_count, len(rep.fallbacks)
+
+
+# -- a dict subclass with Python methods (_CanRecordRegistry) --------------------------------------
+
+class Registry(dict):
+    def __setitem__(self, model, flags):
+        super().__setitem__(str(model.__class__), flags)
+
+    def get(self, model):
+        return super().get(str(model.__class__)) or {}
+
+
+class Scale(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Shift(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+REGISTRY = Registry()
+REGISTRY[Scale()] = {"hidden_states": 1, "attentions": 2}
+
+
+def read_registry(x, model):
+    flags = REGISTRY.get(model)
+    keys = {f"output_{k}": True for k in flags}
+    if "attentions" in flags:
+        x = x + 10
+    try:   # transformers reads it inside a try block (capture_outputs' wrapper)
+        return model(x) + len(keys) + (str(model.__class__) in REGISTRY)
+    finally:
+        pass
+
+
+def test_dict_subclass_get_through_super_is_traced():
+    # Failed before: "call of Registry.get (a type the tracer does not model)".
+    x = torch.ones(2)
+    for model in (Scale(), Shift()):   # a key present, a key absent
+        assert counts(read_registry, x, model) == (1, 0, 0)
+        torch.testing.assert_close(tjc.compile(read_registry)(x, model), read_registry(x, model))
+
+
+class Flags(dict):
+    """dict's own get, [] and `in`, plus a Python method."""
+
+    def scaled(self, key):
+        return self[key] * 2
+
+
+def test_dict_subclass_subscript_and_contains():
+    reg = Flags({"a": 1.5, 7: 2})
+
+    def f(x, r):
+        return x * r["a"] + ("b" in r) + (7 in r) + r.get("z", 3) + r.get(7) + r.scaled("a")
+
+    x = torch.ones(2)
+    assert counts(f, x, reg) == (1, 0, 0)
+    torch.testing.assert_close(tjc.compile(f)(x, reg), f(x, reg))
+
+
+def test_changing_what_was_read_from_a_dict_subclass_recompiles():
+    reg = Flags({"a": 1.5})
+
+    def f(x, r):
+        return x * (r.get("a") or 0) + ("b" in r)
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x, reg), f(x, reg))
+    torch.testing.assert_close(compiled(x, Flags({"a": 1.5})), f(x, reg))   # another, equal: a hit
+    assert cnt.frame_count == 1
+    reg["a"] = 4.0          # the value read
+    torch.testing.assert_close(compiled(x, reg), f(x, reg))
+    reg["b"] = 1            # a key found absent
+    torch.testing.assert_close(compiled(x, reg), f(x, reg))
+    del reg["a"]            # a key found present
+    torch.testing.assert_close(compiled(x, reg), f(x, reg))
+    assert cnt.frame_count == 4
+
+
+def test_registry_of_a_model_class_recompiles_when_registered():
+    reg = Registry()
+    model = Shift()
+
+    def f(x, m):
+        return m(x) + len(reg.get(m))
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x, model), f(x, model))
+    reg[model] = {"k": 1, "j": 2}
+    torch.testing.assert_close(compiled(x, model), f(x, model))
+    assert cnt.frame_count == 2
+
+
+def test_dict_subclass_and_its_class_freed_when_dropped(no_gc):
+    class Local(Flags):
+        pass
+
+    reg = Local({"a": 2.0})
+
+    def f(x, r):
+        return x * r["a"] + ("a" in r)
+
+    compiled = tjc.compile(f, backend="eager")
+    torch.testing.assert_close(compiled(torch.ones(2), reg), f(torch.ones(2), reg))
+    ref = weakref.ref(reg)
+    del reg
+    assert ref() is None   # the instance: by reference counting alone
+    cls_ref = weakref.ref(Local)
+    del Local, compiled, f
+    gc.collect()   # a class's own cycles (its MRO, __dict__) are gc's by design
+    assert cls_ref() is None
+
