@@ -138,3 +138,38 @@ def test_dict_subclass_and_its_class_freed_when_dropped(no_gc):
     gc.collect()   # a class's own cycles (its MRO, __dict__) are gc's by design
     assert cls_ref() is None
 
+
+# -- hasattr on a tensor (transformers' is_jax_jitting: `if not hasattr(x, "jax")`) ---------------
+
+def jax_free(x, mask):
+    y = mask.float() * 2
+    if not hasattr(x, "jax") and not hasattr(y, "jax") and hasattr(x, "view") and hasattr(x, "dtype"):
+        return x + y
+    return x - y
+
+
+def test_hasattr_on_tensors_is_answered_from_type_and_instance_dict():
+    # Failed before: "hasattr on TensorVariable".
+    x, mask = torch.ones(2), torch.tensor([True, False])
+    assert counts(jax_free, x, mask) == (1, 0, 0)
+    torch.testing.assert_close(tjc.compile(jax_free)(x, mask), jax_free(x, mask))
+
+
+def test_an_attribute_set_on_a_tensor_recompiles():
+    cnt = CompileCounter()
+    compiled = tjc.compile(jax_free, backend=cnt)
+    x, mask = torch.ones(2), torch.tensor([True, False])
+    torch.testing.assert_close(compiled(x, mask), jax_free(x, mask))
+    x.jax = lambda: None      # the instance __dict__'s keys were guarded
+    torch.testing.assert_close(compiled(x, mask), jax_free(x, mask))
+    torch.testing.assert_close(compiled(torch.ones(2), mask), jax_free(torch.ones(2), mask))
+    assert cnt.frame_count == 2
+
+
+def test_tensor_asked_with_hasattr_freed_when_dropped(no_gc):
+    compiled = tjc.compile(jax_free, backend="eager")
+    x, mask = torch.ones(2), torch.tensor([True, False])
+    compiled(x, mask)
+    refs = [weakref.ref(x), weakref.ref(mask)]
+    del x, mask
+    assert [r() for r in refs] == [None, None]
