@@ -173,3 +173,61 @@ def test_tensor_asked_with_hasattr_freed_when_dropped(no_gc):
     refs = [weakref.ref(x), weakref.ref(mask)]
     del x, mask
     assert [r() for r in refs] == [None, None]
+
+
+# -- os.environ reads (transformers' sdpa_attention: TRANSFORMERS_SDPA_FORCE_GQA) -----------------
+
+_VAR = "TJC_TEST_LEFTOVERS_FLAG"
+
+
+def read_environ(x):
+    if os.environ.get(_VAR, "0") == "1":
+        x = x * 3
+    if _VAR in os.environ and os.environ[_VAR] == "1":
+        x = x + 1
+    return x + len(os.getenv("TJC_TEST_SURELY_UNSET", ""))
+
+
+@pytest.fixture
+def unset_flag():
+    os.environ.pop(_VAR, None)
+    yield
+    os.environ.pop(_VAR, None)
+
+
+def test_environ_reads_are_constants(unset_flag):
+    # Failed before: "a dict with keys other than str and int at <frozen os>" (6 breaks in llama).
+    x = torch.ones(2)
+    assert counts(read_environ, x) == (1, 0, 0)
+    os.environ[_VAR] = "1"
+    assert counts(read_environ, x) == (1, 0, 0)
+    torch.testing.assert_close(tjc.compile(read_environ)(x), read_environ(x))
+
+
+def test_changing_an_environment_variable_recompiles(unset_flag):
+    cnt = CompileCounter()
+    compiled = tjc.compile(read_environ, backend=cnt)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), read_environ(x))
+    torch.testing.assert_close(compiled(x), read_environ(x))
+    assert cnt.frame_count == 1
+    os.environ[_VAR] = "1"     # set: its absence was guarded
+    torch.testing.assert_close(compiled(x), read_environ(x))
+    os.environ[_VAR] = "2"     # changed: its value was guarded
+    torch.testing.assert_close(compiled(x), read_environ(x))
+    del os.environ[_VAR]       # unset again: the first entry serves it
+    torch.testing.assert_close(compiled(x), read_environ(x))
+    assert cnt.frame_count == 3
+
+
+def test_environ_reader_freed_when_dropped(no_gc, unset_flag):
+    def reader(x):
+        return x + (os.environ.get(_VAR) is None)
+
+    compiled = tjc.compile(reader, backend="eager")
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), reader(x))
+    refs = [weakref.ref(reader), weakref.ref(x)]
+    del reader, compiled, x
+    assert [r() for r in refs] == [None, None]
+

@@ -16,6 +16,12 @@ underlying dict, guarded on what was read: a key found is guarded through its va
 (`G['R']['k']`, which fails when the key goes), a key not found by the dict's keys (DICT_KEYS:
 stricter than the key's absence, since the guard tree has no leaf for absence alone).
 
+EnvironVariable: os.environ. Its `get`, `[]` and `in` with a str key are constants of the trace,
+guarded on what was read: a variable that is set through its value (`G['os'].environ['K']`, read
+by _Environ's own __getitem__ at guard time: EQUALS_MATCH, failing when it is unset), an unset one
+by the keys of `os.environ._data` (again stricter than the one variable's absence: setting any
+other variable recompiles too). Never unguarded: a changed variable recompiles.
+
 Also here, because they read user classes the same way: ClassVariable (a class's attributes as
 `Class.name` returns them: Class.forward, classmethods, staticmethods) and SuperVariable (super(),
 zero-argument or explicit: the member found by its place in type(obj).__mro__).
@@ -211,6 +217,37 @@ class DictSubclassVariable(UserObjectVariable):
 
     def __repr__(self):
         return f"DictSubclassVariable({type(self.value).__name__} from {self.source})"
+
+
+class EnvironVariable(DictSubclassVariable):
+    """os.environ (an os._Environ, a MutableMapping over the bytes-keyed `_data`); see above. Not a
+    dict: it shares DictSubclassVariable's read protocol (`read`, DictReadVariable) only."""
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _DICT_READS:
+            return DictReadVariable(self, name)
+        return UserObjectVariable.var_getattr(self, tx, name)
+
+    def getitem(self, tx, key) -> VariableTracker:
+        return _dict_getitem(tx, self, [key], {})
+
+    def contains(self, tx, item) -> bool:
+        return self.read(tx, item)[0]
+
+    def read(self, tx, key):
+        if not key.is_python_constant() or type(key.as_python_constant()) is not str:
+            unsupported("os.environ read with a key that is not a str constant")
+        k, env = key.as_python_constant(), self.value
+        if k in env:
+            return True, tx.wrap(env[k], ItemSource(self.source, k))
+        keys = tuple(env._data)
+        if not all(type(x) in (str, bytes) for x in keys):
+            unsupported("os.environ._data with keys other than str or bytes")
+        tx.output.add_guard(AttrSource(self.source, "_data"), GuardKind.DICT_KEYS, keys)
+        return False, None
+
+    def __repr__(self):
+        return f"EnvironVariable({self.source})"
 
 
 def _dict_get(tx, obj, args, kwargs):
