@@ -231,3 +231,27 @@ def test_environ_reader_freed_when_dropped(no_gc, unset_flag):
     del reader, compiled, x
     assert [r() for r in refs] == [None, None]
 
+
+# -- a loss module built in forward (T5ForConditionalGeneration: CrossEntropyLoss(ignore_index=-100)) --
+
+def lm_loss(logits, labels):
+    loss_fct = torch.nn.CrossEntropyLoss(ignore_index=-100)
+    mse = torch.nn.MSELoss(reduction="sum")
+    return loss_fct(logits.view(-1, logits.size(-1)), labels.view(-1)) + mse(logits, logits * 2)
+
+
+def test_loss_module_built_in_forward_is_its_functional_form():
+    # Failed before: "call to ClassVariable(CrossEntropyLoss)", and its resume function guarded the
+    # new module by identity, so every call compiled again.
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    labels = torch.tensor([[1, -100, 4], [0, 2, -100]])
+    assert counts(lm_loss, logits, labels) == (1, 0, 0)
+    cnt = CompileCounter()
+    compiled = tjc.compile(lm_loss, backend=cnt)
+    got = compiled(logits, labels)
+    torch.testing.assert_close(got, lm_loss(logits, labels))
+    (g,) = torch.autograd.grad(got, logits)
+    (e,) = torch.autograd.grad(lm_loss(logits, labels), logits)
+    torch.testing.assert_close(g, e)
+    compiled(logits, labels)
+    assert cnt.frame_count == 1
