@@ -3,6 +3,7 @@ class: a dict subclass whose Python `get` calls `super().get(str(model.__class__
 (transformers' _CanRecordRegistry), `hasattr(tensor, name)`, os.environ reads. Each is compared
 with eager and counted; a guard test changes what was read (recompile, eager's answer) and a
 lifetime test drops what the cache saw."""
+import collections.abc
 import gc
 import os
 import weakref
@@ -255,3 +256,132 @@ def test_loss_module_built_in_forward_is_its_functional_form():
     torch.testing.assert_close(g, e)
     compiled(logits, labels)
     assert cnt.frame_count == 1
+
+
+# -- iteration over a collections.abc.Sequence built in the trace (_PerLayerConfigView) ------------
+
+class LayerConfig:
+    def __init__(self, n, scale):
+        self.num_hidden_layers = n
+        self.scale = scale
+
+
+class PerLayerView(collections.abc.Sequence):
+    """__getitem__ and __len__ only: Sequence's __iter__ asks [0], [1], ... until IndexError."""
+
+    def __init__(self, config):
+        self._config = config
+
+    def __len__(self):
+        return self._config.num_hidden_layers
+
+    def __getitem__(self, i):
+        if i < 0:
+            i += len(self)
+        if i < 0 or i >= len(self):
+            raise IndexError("list index out of range")
+        return self._config.scale * (i + 1)
+
+
+def per_layer(x, config):
+    kinds = []
+    for scale in PerLayerView(config):
+        x = x * scale
+        kinds.append("big" if scale > 2 else "small")
+    return x, kinds, list(PerLayerView(config))
+
+
+def test_sequence_iteration_over_a_user_getitem():
+    # Failed before: "iteration over NewObjectVariable(PerLayerView)".
+    x, config = torch.ones(2), LayerConfig(3, 1.5)
+    assert counts(per_layer, x, config) == (1, 0, 0)
+    got, want = tjc.compile(per_layer)(x, config), per_layer(x, config)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:]
+
+
+def test_sequence_iteration_stops_at_index_error_not_at_len():
+    class Short(PerLayerView):   # __len__ says 5, __getitem__ stops at 2: Python stops at 2
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            if i >= 2:
+                raise IndexError(i)
+            return i + 1
+
+    def f(x):
+        return x + sum(Short(None)), [v for v in Short(None)]
+
+    assert counts(f, torch.ones(2)) == (1, 0, 0)
+    got, want = tjc.compile(f)(torch.ones(2)), f(torch.ones(2))
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]
+
+
+def test_changing_the_sequence_length_recompiles():
+    cnt = CompileCounter()
+    compiled = tjc.compile(per_layer, backend=cnt)
+    x, config = torch.ones(2), LayerConfig(2, 1.5)
+    for n in (2, 2, 4):
+        config.num_hidden_layers = n   # read by __getitem__'s bound check: guarded
+        got, want = compiled(x, config), per_layer(x, config)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:]
+    assert cnt.frame_count == 2
+
+
+def test_sequence_config_freed_when_dropped(no_gc):
+    compiled = tjc.compile(per_layer, backend="eager")
+    config = LayerConfig(2, 3.0)
+    compiled(torch.ones(2), config)
+    ref = weakref.ref(config)
+    del config
+    assert ref() is None
+
+
+# -- super() in the __init__ of an object built in the trace (DynamicCache(config=...)) -------------
+
+class BaseCache:
+    def __init__(self, n, scale=1.0):
+        self.layers = [scale] * n
+
+
+class DerivedCache(BaseCache):
+    def __init__(self, n):
+        super().__init__(n, scale=2.0)
+        self.n = n
+
+
+def build_cache(x):
+    cache = DerivedCache(3)
+    for s in cache.layers:
+        x = x * s
+    return x, cache.n
+
+
+def test_super_in_init_of_an_object_built_in_the_trace():
+    # Failed before: "super(DerivedCache, NewObjectVariable(DerivedCache)): not an instance with a source".
+    x = torch.ones(2)
+    assert counts(build_cache, x) == (1, 0, 0)
+    got, want = tjc.compile(build_cache)(x), build_cache(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]
+
+
+def test_replacing_the_base_init_recompiles():
+    cnt = CompileCounter()
+    compiled = tjc.compile(build_cache, backend=cnt)
+    x = torch.ones(2)
+    compiled(x)
+    original = BaseCache.__init__
+
+    def other(self, n, scale=1.0):
+        self.layers = [scale + 1] * n
+
+    BaseCache.__init__ = other   # read through DerivedCache.__mro__[1].__init__: guarded
+    try:
+        torch.testing.assert_close(compiled(x)[0], build_cache(x)[0])
+    finally:
+        BaseCache.__init__ = original
+    assert cnt.frame_count == 2

@@ -187,6 +187,8 @@ def _sum(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
+    if hasattr(args[0], "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
+        return args[0].get_iter(tx)
     return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else IteratorVariable(
         args[0].unpack(tx), watch=args[:1])
 

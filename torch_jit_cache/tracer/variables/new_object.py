@@ -36,7 +36,7 @@ from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from .user_object import ClassVariable
+from .user_object import ClassVariable, sequence_iterator
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
@@ -142,6 +142,21 @@ class NewObjectVariable(VariableTracker):
             return self._class_attr(tx, name)   # the function, a bound classmethod, or a value
         unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
                     "(a descriptor)")
+
+    def getitem(self, tx, key) -> VariableTracker:
+        # Python looks special methods up on the type, never in the instance __dict__.
+        if not isinstance(type_lookup(self.cls, "__getitem__"), types.FunctionType):
+            unsupported(f"subscript of a {self.cls.__name__} (its __getitem__ is not a Python function)")
+        return tx.call(UserMethodVariable(self._class_attr(tx, "__getitem__"), self), [key], {})
+
+    def get_iter(self, tx):
+        it = sequence_iterator(tx, self)   # Sequence's __iter__ (user_object.py)
+        if it is None:
+            unsupported(f"iteration over {self}")
+        return it
+
+    def unpack(self, tx):
+        return self.get_iter(tx).unpack(tx)
 
     def has_attribute(self, tx, name: str) -> bool:
         return name in self.attrs or name == "__class__" or type_lookup(self.cls, name) is not MISSING

@@ -70,3 +70,16 @@ def enumerate_(iterable, start=0):
     for item in iterable:
         yield (index, item)
         index += 1
+
+
+def sequence_iter_(seq, item):
+    # collections.abc.Sequence.__iter__: seq[0], seq[1], ... until seq[i] raises IndexError.
+    # `item(seq, i)` is (True, seq[i]) or (False, None) where it raised IndexError, caught as
+    # Sequence's own `except IndexError` catches it (user_object.py).
+    i = 0
+    while True:
+        found, value = item(seq, i)
+        if not found:
+            return
+        yield value
+        i += 1

@@ -39,7 +39,7 @@ from ...attribute_lookup import (MISSING as MISSING_, Where, is_data_descriptor,
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput, SuperOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import TracedKeyError, VariableTracker, unsupported
+from .base import TracedIndexError, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 
 _MISSING = object()
@@ -97,6 +97,15 @@ class UserObjectVariable(VariableTracker):
     def has_attribute(self, tx, name: str) -> bool:
         return has_attribute(tx, self, self.value, name)
 
+    def get_iter(self, tx):
+        it = sequence_iterator(tx, self)
+        if it is None:
+            unsupported(f"iteration over {self}")
+        return it
+
+    def unpack(self, tx):
+        return self.get_iter(tx).unpack(tx)
+
     def var_setattr(self, tx, name: str, value) -> None:
         store_attribute(tx, self, self.value, name, value)
 
@@ -125,11 +134,11 @@ class UserObjectVariable(VariableTracker):
 # tracker's keys are exact and guarded) is caught, as Mapping does; only where nothing in between
 # had a try or with block of its own (translator._fail) and the grad/autocast state is as before.
 
-def _catching_key_error(tx, run):
+def _catching_key_error(tx, run, kind=TracedKeyError):
     state = (torch.is_grad_enabled(), len(tx.output.autocast_blocks))
     try:
         return run(), True
-    except TracedKeyError:
+    except kind:
         if (torch.is_grad_enabled(), len(tx.output.autocast_blocks)) != state:
             unsupported("a KeyError raised inside a grad-mode or autocast block")
         return None, False
@@ -175,6 +184,35 @@ class MixinMethodVariable(VariableTracker):
 
     def __repr__(self):
         return f"MixinMethodVariable({self.obj!r}.{self.name})"
+
+
+# -- collections.abc.Sequence's iteration ---------------------------------------------------------
+# A user sequence (transformers' _PerLayerConfigView) writes __getitem__ and __len__ and inherits
+# __iter__ from Sequence: `seq[0], seq[1], ...` until __getitem__ raises IndexError (its __len__ is
+# not asked). Traced as polyfills.sequence_iter_, a generator, so each item is read when the loop
+# asks for it, as in Python; the IndexError that ends it is caught as above.
+
+_SEQUENCE_ITER = vars(collections.abc.Sequence)["__iter__"]
+
+
+def sequence_iterator(tx, obj):
+    """iter(obj) where type(obj).__iter__ is Sequence's (a generator tracker), else None."""
+    if type_lookup(obj.python_type(), "__iter__") is not _SEQUENCE_ITER:
+        return None
+    from . import polyfills
+    from .functions import UserFunctionVariable
+    return tx.call(UserFunctionVariable(polyfills.sequence_iter_), [obj, _SequenceItem()], {})
+
+
+class _SequenceItem(VariableTracker):
+    """`item(seq, i)` of polyfills.sequence_iter_: (True, seq[i]), or (False, None) on IndexError."""
+
+    def call_function(self, tx, args, kwargs):
+        from .containers import TupleVariable
+        from .operators import getitem
+        seq, i = args
+        value, found = _catching_key_error(tx, lambda: getitem(tx, seq, i), TracedIndexError)
+        return TupleVariable([ConstantVariable(found), value if found else ConstantVariable(None)])
 
 
 # -- dict subclasses ------------------------------------------------------------------------------
@@ -385,7 +423,16 @@ class SuperVariable(VariableTracker):
     def var_getattr(self, tx, name):
         objtype = self.obj.python_type()
         mro = objtype.__mro__
-        if self.cls not in mro or self.obj.source is None:
+        # type(obj) through a source: the object's own (`L['self'].__class__`), or, for an object
+        # built in the trace (new_object.py), the class it was built from, guarded by identity.
+        cls_var = getattr(self.obj, "cls_var", None)
+        if self.obj.source is not None:
+            class_source = AttrSource(self.obj.source, "__class__")
+        elif cls_var is not None and cls_var.source is not None:
+            class_source = cls_var.source
+        else:
+            class_source = None
+        if self.cls not in mro or class_source is None:
             unsupported(f"super({self.cls.__name__}, {self.obj}): not an instance with a source")
         for i in range(mro.index(self.cls) + 1, len(mro)):
             if name in vars(mro[i]):
@@ -393,10 +440,10 @@ class SuperVariable(VariableTracker):
         else:
             unsupported(f"AttributeError: 'super' object has no attribute {name!r}")
         raw = vars(mro[i])[name]
-        klass = ItemSource(AttrSource(AttrSource(self.obj.source, "__class__"), "__mro__"), i)
+        klass = ItemSource(AttrSource(class_source, "__mro__"), i)
         if isinstance(raw, (types.FunctionType, staticmethod, classmethod)) and \
                 not mro[i].__module__.startswith(("torch.", "builtins")):
-            owner = tx.wrap(objtype, AttrSource(self.obj.source, "__class__"))
+            owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
         if _mixin(raw) is not None:
