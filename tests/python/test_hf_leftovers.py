@@ -385,3 +385,24 @@ def test_replacing_the_base_init_recompiles():
     finally:
         BaseCache.__init__ = original
     assert cnt.frame_count == 2
+
+
+def test_sequence_contains_index_count_and_reversed():
+    class Short(PerLayerView):   # reversed() walks down from __len__, the rest up to IndexError
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            if i >= 3:
+                raise IndexError(i)
+            return (i + 1) % 3
+
+    def f(x):
+        s = Short(None)
+        return (x + (2 in s) + (5 in s) + s.index(2) + s.count(1) + s.index(0, 1),
+                list(reversed(s)))
+
+    assert counts(f, torch.ones(2)) == (1, 0, 0)
+    got, want = tjc.compile(f)(torch.ones(2)), f(torch.ones(2))
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]

@@ -64,6 +64,9 @@ class UserObjectVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         found = lookup(self.value, name)
+        if found.where is Where.CLASS and name in ("index", "count") and \
+                is_sequence_mixin(type(self.value), name):
+            return SequenceMethodVariable(self, name)
         if found.where is Where.CLASS and _mixin(found.value) is not None:
             # `obj.get.__func__ is Mapping.get`, as read_attribute guards any method it binds.
             tx.output.add_guard(AttrSource(AttrSource(self.source, name), "__func__"),
@@ -87,6 +90,8 @@ class UserObjectVariable(VariableTracker):
 
     def contains(self, tx, item) -> bool:
         raw = type_lookup(type(self.value), "__contains__")
+        if is_sequence_mixin(type(self.value), "__contains__"):
+            return sequence_call(tx, self, "__contains__", [item], {}).truthy(tx)
         if _mixin(raw) is not None:
             return _mixin(raw)(tx, self, [item], {}).truthy(tx)
         fn = self.special_method(tx, "__contains__")
@@ -190,18 +195,55 @@ class MixinMethodVariable(VariableTracker):
 # A user sequence (transformers' _PerLayerConfigView) writes __getitem__ and __len__ and inherits
 # __iter__ from Sequence: `seq[0], seq[1], ...` until __getitem__ raises IndexError (its __len__ is
 # not asked). Traced as polyfills.sequence_iter_, a generator, so each item is read when the loop
-# asks for it, as in Python; the IndexError that ends it is caught as above.
+# asks for it, as in Python; the IndexError that ends it is caught as above. Sequence's `in`,
+# index, count (the same walk) and __reversed__ (by __len__) are their polyfills too.
 
-_SEQUENCE_ITER = vars(collections.abc.Sequence)["__iter__"]
+_SEQUENCE = vars(collections.abc.Sequence)
+
+
+def _sequence_polyfill(tx, name: str, obj, args, kwargs):
+    from . import polyfills
+    from .functions import UserFunctionVariable
+    fn, with_item = {"__iter__": (polyfills.sequence_iter_, True),
+                     "__reversed__": (polyfills.sequence_reversed_, False),
+                     "__contains__": (polyfills.sequence_contains_, True),
+                     "index": (polyfills.sequence_index_, True),
+                     "count": (polyfills.sequence_count_, True)}[name]
+    if name == "__contains__":
+        return tx.call(UserFunctionVariable(fn), [obj, *args, _SequenceItem()], kwargs)
+    return tx.call(UserFunctionVariable(fn), [obj, *([_SequenceItem()] if with_item else []), *args], kwargs)
+
+
+def is_sequence_mixin(cls: type, name: str) -> bool:
+    """type(obj).name is collections.abc.Sequence's own (modelled here)."""
+    return name in ("__iter__", "__reversed__", "__contains__", "index", "count") and \
+        type_lookup(cls, name) is _SEQUENCE[name]
 
 
 def sequence_iterator(tx, obj):
     """iter(obj) where type(obj).__iter__ is Sequence's (a generator tracker), else None."""
-    if type_lookup(obj.python_type(), "__iter__") is not _SEQUENCE_ITER:
+    if not is_sequence_mixin(obj.python_type(), "__iter__"):
         return None
-    from . import polyfills
-    from .functions import UserFunctionVariable
-    return tx.call(UserFunctionVariable(polyfills.sequence_iter_), [obj, _SequenceItem()], {})
+    return _sequence_polyfill(tx, "__iter__", obj, [], {})
+
+
+def sequence_call(tx, obj, name: str, args, kwargs):
+    """obj.name(*args) for one of Sequence's mixins (see is_sequence_mixin)."""
+    return _sequence_polyfill(tx, name, obj, args, kwargs)
+
+
+class SequenceMethodVariable(VariableTracker):
+    """`seq.index` / `seq.count` where they are Sequence's: called as their polyfills."""
+
+    def __init__(self, obj, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return sequence_call(tx, self.obj, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"SequenceMethodVariable({self.obj!r}.{self.name})"
 
 
 class _SequenceItem(VariableTracker):
