@@ -23,6 +23,9 @@ object.__getattribute__; TorchDynamo trusts it the same way. For those, `lookup`
 order for the renamed name (Found.name); the value is still read from the object by getattr (the
 guard's accessor), so it runs the real __getattribute__ at every call.
 
+dict's own __getattribute__ is a slot wrapper for the same generic lookup as object's
+(PyObject_GenericGetAttr), so a dict subclass follows object's order (GENERIC_GETATTRIBUTE).
+
 Only the type's MRO is searched, never its metaclass (inspect.getattr_static(cls, name) would find
 `type.mro` for an instance). No torch here: fast_sources.py runs without it.
 """
@@ -37,12 +40,12 @@ MISSING = object()
 # object.__getattribute__ under other names: dict sets its tp_getattro to PyObject_GenericGetAttr
 # itself, which gives it a wrapper of its own that every dict subclass (OrderedDict, HuggingFace's
 # ModelOutput) finds first on its MRO. Same lookup, so not "custom".
-_GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__)
+GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(dict)["__getattribute__"])
 
 
 def has_generic_getattribute(cls: type) -> bool:
     found = type_lookup(cls, "__getattribute__")
-    return any(found is generic for generic in _GENERIC_GETATTRIBUTE)
+    return any(found is generic for generic in GENERIC_GETATTRIBUTE)
 
 
 class Where(enum.Enum):
@@ -128,7 +131,7 @@ def resolved_name(obj, name: str) -> str | None:
         hook = vars(klass).get("__getattribute__")
         if hook is None:
             continue
-        if any(hook is generic for generic in _GENERIC_GETATTRIBUTE):
+        if any(hook is generic for generic in GENERIC_GETATTRIBUTE):
             return name
         rename = TRUSTED_GETATTRIBUTE.get((getattr(hook, "__module__", None),
                                            getattr(hook, "__qualname__", None)))

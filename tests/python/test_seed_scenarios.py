@@ -134,6 +134,9 @@ def _reachable_from_package(targets):
             continue
         if isinstance(o, (types.ModuleType, type)):
             continue
+        # (__module__ is None for a function made with globals lacking __name__: torch._dynamo
+        # installs its __compiled_fn_* in the globals of the frames it compiles, ours included;
+        # followed, as ours are.)
         if isinstance(o, types.FunctionType) and not (o.__module__ or "torch_jit_cache").startswith("torch_jit_cache"):
             continue
         if isinstance(o, dict) and "__name__" in o and "__builtins__" in o:  # another module's globals

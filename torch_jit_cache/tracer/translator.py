@@ -22,7 +22,7 @@ from ..trace_result import Unsupported
 from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable
-from .variables.base import TracedKeyError, unsupported
+from .variables.base import TracedRaise, unsupported
 from .variables.generators import GeneratorVariable
 
 MAX_INLINE_DEPTH = 32
@@ -307,10 +307,11 @@ class InstructionTranslator:
                 # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
                 where = inst.index if inst.op == "TO_BOOL" else self.boundary
                 e.break_at = (where, self.arrivals[self.boundary])
-            # A KeyError the trace models may be caught by a caller (Mapping mixins) only where
-            # no try or with block of the code it crossed would have caught it first.
-            caught_here = isinstance(e, TracedKeyError) and inst.handler is not None
-            kind = TracedKeyError if isinstance(e, TracedKeyError) and not caught_here else Unsupported
+            # A KeyError or IndexError the trace models may be caught by a caller (Mapping and
+            # Sequence mixins) only where no try or with block of the code it crossed would have
+            # caught it first.
+            caught_here = isinstance(e, TracedRaise) and inst.handler is not None
+            kind = type(e) if isinstance(e, TracedRaise) and not caught_here else Unsupported
             if e.lineno and not caught_here:  # raised in an inlined call: keep the innermost place
                 raise e
             located = kind(e.reason, filename=e.filename if e.lineno else self.code.co_filename,

@@ -7,7 +7,7 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.contexts import AutocastVariable, GradModeVariable
 from ..variables.generators import GeneratorVariable
-from ..variables.base import unsupported
+from ..variables.base import TRACED_RAISES, unsupported
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -73,6 +73,8 @@ def get_iter(tx, inst):
     obj = tx.pop()
     if isinstance(obj, (IteratorVariable, GeneratorVariable)):   # iter(it) is it
         tx.push(obj)
+    elif hasattr(obj, "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
+        tx.push(obj.get_iter(tx))
     else:
         tx.push(IteratorVariable(obj.unpack(tx), origin=obj))
 
@@ -88,6 +90,21 @@ def for_iter(tx, inst):
         tx.jump_to(inst.target)
     else:
         tx.push(item)
+
+
+@handler("RAISE_VARARGS")
+def raise_varargs(tx, inst):
+    # `raise IndexError(...)` ends a Sequence's iteration, `raise KeyError(...)` a Mapping's
+    # lookup, where a modelled caller catches it (user_object.py); any other raise is Unsupported.
+    if inst.arg != 1:
+        unsupported("raise with a cause, or a bare re-raise")
+    exc = tx.pop()
+    value = exc.as_python_constant() if exc.is_python_constant() else None
+    cls = value if isinstance(value, type) else type(value)
+    traced = TRACED_RAISES.get(cls)
+    if traced is None:
+        unsupported(f"raise {exc}")
+    raise traced(f"{cls.__name__}: {value}")
 
 
 @handler("RETURN_GENERATOR")

@@ -15,10 +15,24 @@ def unsupported(reason: str):
     raise Unsupported(reason)
 
 
-class TracedKeyError(Unsupported):
-    """A subscript the trace knows raises KeyError (a dict tracker's keys are exact and guarded).
-    Unsupported like any other raise, except where a caller models Python catching it: the
-    collections.abc.Mapping mixins (`in`, `.get`) over a user __getitem__ (user_object.py)."""
+class TracedRaise(Unsupported):
+    """An exception the trace knows is raised: a subscript of a dict tracker (its keys are exact
+    and guarded), or `raise IndexError(...)` / `raise KeyError(...)` in traced code. Unsupported
+    like any other raise, except where a caller models Python catching it: the
+    collections.abc.Mapping mixins (`in`, `.get`: KeyError) and Sequence's iteration (IndexError)
+    over a user __getitem__ (user_object.py)."""
+
+
+class TracedKeyError(TracedRaise):
+    pass
+
+
+class TracedIndexError(TracedRaise):
+    pass
+
+
+# The builtin exception -> its traced raise (handlers/control.py's RAISE_VARARGS).
+TRACED_RAISES = {KeyError: TracedKeyError, IndexError: TracedIndexError}
 
 
 class VariableTracker:

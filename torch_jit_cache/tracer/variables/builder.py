@@ -4,7 +4,9 @@ Guards added here: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scala
 TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` for
 nn.Modules); for functions made inside another function (closures, lambdas: often made anew per
 call) and functools.partial objects, guards on their parts instead (`__code__` by identity, closure
-cells, defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for plain user objects (their attributes are guarded where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
+cells, defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for
+plain user objects, dict subclasses and os.environ (their attributes and items are guarded
+where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source. `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -15,6 +17,7 @@ import functools
 import inspect
 import math
 import operator
+import os
 import types
 
 import torch
@@ -33,7 +36,8 @@ from .new_object import UserClassVariable, is_user_class
 from .nn_module import NNModuleVariable
 from .opaque import OpaqueVariable
 from .tensor import TensorVariable, TorchFunctionVariable
-from .user_object import ClassVariable, UserObjectVariable, is_plain_user_object
+from .user_object import (ClassVariable, DictSubclassVariable, EnvironVariable, UserObjectVariable,
+                          is_dict_subclass_object, is_plain_user_object)
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
 _TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
@@ -183,6 +187,12 @@ def _wrap(tx, value, source, guard):
         return ClassVariable(value, source)
     if value is builtins.print:
         return BuiltinVariable(value, source)
+    if source is not None and value is os.environ:   # reads are guarded constants (user_object.py)
+        g(GuardKind.TYPE_MATCH, type(value))
+        return EnvironVariable(value, source)
+    if source is not None and is_dict_subclass_object(value):
+        g(GuardKind.TYPE_MATCH, type(value))
+        return DictSubclassVariable(value, source)
     if source is not None and is_plain_user_object(value):
         g(GuardKind.TYPE_MATCH, type(value))
         return UserObjectVariable(value, source)

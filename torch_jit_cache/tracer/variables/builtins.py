@@ -187,6 +187,8 @@ def _sum(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
+    if hasattr(args[0], "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
+        return args[0].get_iter(tx)
     return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else IteratorVariable(
         args[0].unpack(tx), watch=args[:1])
 
@@ -232,6 +234,9 @@ def _print(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
+    from .user_object import is_sequence_mixin, sequence_call
+    if hasattr(args[0], "get_iter") and is_sequence_mixin(args[0].python_type(), "__reversed__"):
+        return sequence_call(tx, args[0], "__reversed__", [], {})
     return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1])
 
 

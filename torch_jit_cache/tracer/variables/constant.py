@@ -5,7 +5,7 @@ import operator
 import types
 
 from ...trace_result import ConstantOutput
-from .base import VariableTracker, unsupported
+from .base import TRACED_RAISES, VariableTracker, unsupported
 
 # Methods on constants that are pure and safe to evaluate while tracing.
 _SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
@@ -53,6 +53,9 @@ class ConstantVariable(VariableTracker):
                                                    **{k: v.as_python_constant() for k, v in kwargs.items()}))
             except Exception as e:
                 unsupported(f"{self.value.__name__}() raised {e!r}")
+        if isinstance(self.value, type) and self.value in TRACED_RAISES and not kwargs and \
+                all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
+            return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
         if isinstance(self.value, type):   # nn.Softmax(dim=1) and friends (nn_module.py)
             from .nn_module import build_module
             built = build_module(tx, self, args, kwargs)

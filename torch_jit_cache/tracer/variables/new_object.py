@@ -39,7 +39,8 @@ from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from .user_object import ClassVariable
+from .user_object import (ClassVariable, SequenceMethodVariable, is_sequence_mixin, sequence_call,
+                          sequence_iterator)
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
@@ -139,6 +140,8 @@ class NewObjectVariable(VariableTracker):
                         f"{type(attr).__name__} (a data descriptor)")
         if name in self.attrs:
             return self.attrs[name]
+        if name in ("index", "count") and is_sequence_mixin(self.cls, name):
+            return SequenceMethodVariable(self, name)
         if attr is MISSING:
             unsupported(f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}")
         if isinstance(attr, types.FunctionType):
@@ -154,6 +157,28 @@ class NewObjectVariable(VariableTracker):
         if not isinstance(type_lookup(self.cls, name), types.FunctionType):
             unsupported(f"{self.cls.__name__}.{name} is not a Python function")
         return self._class_attr(tx, name)
+
+    def getitem(self, tx, key) -> VariableTracker:
+        # Python looks special methods up on the type, never in the instance __dict__.
+        if not isinstance(type_lookup(self.cls, "__getitem__"), types.FunctionType):
+            unsupported(f"subscript of a {self.cls.__name__} (its __getitem__ is not a Python function)")
+        return tx.call(UserMethodVariable(self._class_attr(tx, "__getitem__"), self), [key], {})
+
+    def get_iter(self, tx):
+        it = sequence_iterator(tx, self)   # Sequence's __iter__ (user_object.py)
+        if it is None:
+            unsupported(f"iteration over {self}")
+        return it
+
+    def unpack(self, tx):
+        return self.get_iter(tx).unpack(tx)
+
+    def contains(self, tx, item) -> bool:
+        if is_sequence_mixin(self.cls, "__contains__"):
+            return sequence_call(tx, self, "__contains__", [item], {}).truthy(tx)
+        if not isinstance(type_lookup(self.cls, "__contains__"), types.FunctionType):
+            unsupported(f"membership test in {self}")
+        return tx.call(UserMethodVariable(self._class_attr(tx, "__contains__"), self), [item], {}).truthy(tx)
 
     def has_attribute(self, tx, name: str) -> bool:
         return name in self.attrs or name == "__class__" or type_lookup(self.cls, name) is not MISSING

@@ -441,7 +441,17 @@ _BUILT_IN_FORWARD = {
     nn.Softmax: lambda tx, m, x: _fn(tx, F.softmax, x, m.dim),
     nn.LogSoftmax: lambda tx, m, x: _fn(tx, F.log_softmax, x, m.dim),
     nn.Flatten: lambda tx, m, x: _fn(tx, torch.flatten, x, m.start_dim, m.end_dim),
+    # Losses (`CrossEntropyLoss(ignore_index=-100)(logits, labels)` in HF heads): their forward,
+    # with the settings __init__ stored; a weight tensor is not a constant argument, so m.weight is None.
+    nn.CrossEntropyLoss: lambda tx, m, x, y: _fn(
+        tx, F.cross_entropy, x, y, weight=None, ignore_index=m.ignore_index, reduction=m.reduction,
+        label_smoothing=m.label_smoothing),
+    nn.NLLLoss: lambda tx, m, x, y: _fn(tx, F.nll_loss, x, y, weight=None, ignore_index=m.ignore_index,
+                                        reduction=m.reduction),
+    nn.MSELoss: lambda tx, m, x, y: _fn(tx, F.mse_loss, x, y, reduction=m.reduction),
+    nn.L1Loss: lambda tx, m, x, y: _fn(tx, F.l1_loss, x, y, reduction=m.reduction),
 }
+_BUILT_IN_ARITY = {nn.CrossEntropyLoss: 2, nn.NLLLoss: 2, nn.MSELoss: 2, nn.L1Loss: 2}   # else 1
 
 
 def build_module(tx, cls_var, args, kwargs):
@@ -459,6 +469,8 @@ def build_module(tx, cls_var, args, kwargs):
         unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}")
     if getattr(m, "inplace", False):
         unsupported(f"{cls.__name__}(inplace=True) built inside forward")
+    if any(t is not None for t in m._buffers.values()) or any(True for _ in m.parameters()):
+        unsupported(f"{cls.__name__}() built inside forward with a tensor setting")
     return BuiltModuleVariable(m, cls_var.source)
 
 
@@ -476,14 +488,14 @@ class BuiltModuleVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         from torch.nn.modules import module as mm
-        if kwargs or len(args) != 1:
+        if kwargs or len(args) != _BUILT_IN_ARITY.get(type(self.module), 1):
             unsupported(f"{type(self.module).__name__} built inside forward called with {len(args)} args")
         if any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS):
             unsupported("global module hooks are registered")
         namespace = AttrSource(AttrSource(self.cls_source, "__call__"), "__globals__")
         for name in _GLOBAL_HOOK_DICTS:
             tx.output.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
-        return _BUILT_IN_FORWARD[type(self.module)](tx, self.module, args[0])
+        return _BUILT_IN_FORWARD[type(self.module)](tx, self.module, *args)
 
     def __repr__(self):
         return f"BuiltModuleVariable({type(self.module).__name__})"

@@ -70,3 +70,63 @@ def enumerate_(iterable, start=0):
     for item in iterable:
         yield (index, item)
         index += 1
+
+
+def sequence_iter_(seq, item):
+    # collections.abc.Sequence.__iter__: seq[0], seq[1], ... until seq[i] raises IndexError.
+    # `item(seq, i)` is (True, seq[i]) or (False, None) where it raised IndexError, caught as
+    # Sequence's own `except IndexError` catches it (user_object.py).
+    i = 0
+    while True:
+        found, value = item(seq, i)
+        if not found:
+            return
+        yield value
+        i += 1
+
+
+def sequence_reversed_(seq):
+    # collections.abc.Sequence.__reversed__: by __len__, then seq[i] downwards.
+    for i in reversed(range(len(seq))):
+        yield seq[i]
+
+
+def sequence_contains_(seq, value, item):
+    # collections.abc.Sequence.__contains__: iteration (as sequence_iter_), `is` or `==`.
+    i = 0
+    while True:
+        found, v = item(seq, i)
+        if not found:
+            return False
+        if v is value or v == value:
+            return True
+        i += 1
+
+
+def sequence_index_(seq, item, value, start=0, stop=None):
+    # collections.abc.Sequence.index. The ValueError for a value not found is not traced (a break).
+    if start is not None and start < 0:
+        start = max(len(seq) + start, 0)
+    if stop is not None and stop < 0:
+        stop += len(seq)
+    i = start
+    while stop is None or i < stop:
+        found, v = item(seq, i)
+        if not found:
+            break
+        if v is value or v == value:
+            return i
+        i += 1
+    raise ValueError
+
+
+def sequence_count_(seq, item, value):
+    # collections.abc.Sequence.count.
+    n, i = 0, 0
+    while True:
+        found, v = item(seq, i)
+        if not found:
+            return n
+        if v is value or v == value:
+            n += 1
+        i += 1

@@ -11,6 +11,9 @@ import sys
 
 import torch
 
+from ...attribute_lookup import Where, lookup
+from ...sources import AttrSource
+from ...trace_result import GuardKind
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
@@ -29,6 +32,9 @@ DATA_DEPENDENT = frozenset({
 _CONSTANT_ATTRS = frozenset({"dtype", "device", "layout", "ndim", "is_cuda", "is_sparse",
                              "is_quantized", "is_meta", "is_complex"})
 _TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+# Tensor getsets whose read never raises AttributeError on a dense tensor (hasattr is True).
+_SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "grad_fn", "_version",
+                                   "is_leaf", "names"}
 
 
 class TensorVariable(VariableTracker):
@@ -87,6 +93,28 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
+
+    def has_attribute(self, tx, name: str) -> bool:
+        """hasattr(x, name), answered where Python looks: the tensor's type, pinned by TENSOR_MATCH
+        (the exact type), and its instance __dict__ (a tensor may carry Python attributes), whose
+        keys are guarded for a tensor read from the frame and empty for one the graph makes (the
+        trace stores no attribute on a tensor). transformers asks `hasattr(x, "jax")`."""
+        ref = self.real if self.real is not None else self.example
+        found = lookup(ref, name)
+        if found.where is Where.CLASS:
+            return True   # a method or plain class attribute: binding it cannot raise
+        if found.where is Where.DATA_DESCRIPTOR:
+            if name in _SAFE_GETSETS:
+                return True
+            unsupported(f"hasattr({type(ref).__name__}, {name!r}): a descriptor that may raise")
+        if found.where not in (Where.INSTANCE_DICT, Where.MISSING):
+            unsupported(f"hasattr({type(ref).__name__}, {name!r}): its lookup is customised")
+        if self.source is not None:
+            keys = tuple(vars(ref))
+            if not all(type(k) is str for k in keys):
+                unsupported(f"hasattr on {self}: its __dict__ has keys other than str")
+            tx.output.add_guard(AttrSource(self.source, "__dict__"), GuardKind.DICT_KEYS, keys)
+        return found.where is Where.INSTANCE_DICT
 
     def call_method(self, tx, name, args, kwargs):
         return call_op(tx, name, [self, *args], kwargs, method=True)

@@ -9,6 +9,19 @@ attribute_lookup.TRUSTED_GETATTRIBUTE does not list) are refused. `obj[k]` and `
 the type's Python __getitem__/__contains__; collections.abc.Mapping's `in` and `.get` over such a
 __getitem__ are modelled (below), since the tracer follows no try block.
 
+DictSubclassVariable: an instance of a user subclass of dict (transformers' _CanRecordRegistry,
+whose Python `get` calls `super().get(str(model.__class__))`). Its Python methods are inlined as
+above; dict's own get/__getitem__/__contains__, reached directly or through super(), read the
+underlying dict, guarded on what was read: a key found is guarded through its value
+(`G['R']['k']`, which fails when the key goes), a key not found by the dict's keys (DICT_KEYS:
+stricter than the key's absence, since the guard tree has no leaf for absence alone).
+
+EnvironVariable: os.environ. Its `get`, `[]` and `in` with a str key are constants of the trace,
+guarded on what was read: a variable that is set through its value (`G['os'].environ['K']`, read
+by _Environ's own __getitem__ at guard time: EQUALS_MATCH, failing when it is unset), an unset one
+by the keys of `os.environ._data` (again stricter than the one variable's absence: setting any
+other variable recompiles too). Never unguarded: a changed variable recompiles.
+
 Also here, because they read user classes the same way: ClassVariable (a class's attributes as
 `Class.name` returns them: Class.forward, classmethods, staticmethods) and SuperVariable (super(),
 zero-argument or explicit: the member found by its place in type(obj).__mro__). Implicit
@@ -29,7 +42,7 @@ from ...attribute_lookup import (MISSING as MISSING_, Where, is_data_descriptor,
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput, SuperOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import TracedKeyError, VariableTracker, unsupported
+from .base import TracedIndexError, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 
 _MISSING = object()
@@ -54,6 +67,9 @@ class UserObjectVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         found = lookup(self.value, name)
+        if found.where is Where.CLASS and name in ("index", "count") and \
+                is_sequence_mixin(type(self.value), name):
+            return SequenceMethodVariable(self, name)
         if found.where is Where.CLASS and _mixin(found.value) is not None:
             # `obj.get.__func__ is Mapping.get`, as read_attribute guards any method it binds.
             tx.output.add_guard(AttrSource(AttrSource(self.source, name), "__func__"),
@@ -77,6 +93,8 @@ class UserObjectVariable(VariableTracker):
 
     def contains(self, tx, item) -> bool:
         raw = type_lookup(type(self.value), "__contains__")
+        if is_sequence_mixin(type(self.value), "__contains__"):
+            return sequence_call(tx, self, "__contains__", [item], {}).truthy(tx)
         if _mixin(raw) is not None:
             return _mixin(raw)(tx, self, [item], {}).truthy(tx)
         fn = self.special_method(tx, "__contains__")
@@ -86,6 +104,15 @@ class UserObjectVariable(VariableTracker):
 
     def has_attribute(self, tx, name: str) -> bool:
         return has_attribute(tx, self, self.value, name)
+
+    def get_iter(self, tx):
+        it = sequence_iterator(tx, self)
+        if it is None:
+            unsupported(f"iteration over {self}")
+        return it
+
+    def unpack(self, tx):
+        return self.get_iter(tx).unpack(tx)
 
     def var_setattr(self, tx, name: str, value) -> None:
         store_attribute(tx, self, self.value, name, value)
@@ -123,11 +150,11 @@ class UserObjectVariable(VariableTracker):
 # tracker's keys are exact and guarded) is caught, as Mapping does; only where nothing in between
 # had a try or with block of its own (translator._fail) and the grad/autocast state is as before.
 
-def _catching_key_error(tx, run):
+def _catching_key_error(tx, run, kind=TracedKeyError):
     state = (torch.is_grad_enabled(), len(tx.output.autocast_blocks))
     try:
         return run(), True
-    except TracedKeyError:
+    except kind:
         if (torch.is_grad_enabled(), len(tx.output.autocast_blocks)) != state:
             unsupported("a KeyError raised inside a grad-mode or autocast block")
         return None, False
@@ -173,6 +200,184 @@ class MixinMethodVariable(VariableTracker):
 
     def __repr__(self):
         return f"MixinMethodVariable({self.obj!r}.{self.name})"
+
+
+# -- collections.abc.Sequence's iteration ---------------------------------------------------------
+# A user sequence (transformers' _PerLayerConfigView) writes __getitem__ and __len__ and inherits
+# __iter__ from Sequence: `seq[0], seq[1], ...` until __getitem__ raises IndexError (its __len__ is
+# not asked). Traced as polyfills.sequence_iter_, a generator, so each item is read when the loop
+# asks for it, as in Python; the IndexError that ends it is caught as above. Sequence's `in`,
+# index, count (the same walk) and __reversed__ (by __len__) are their polyfills too.
+
+_SEQUENCE = vars(collections.abc.Sequence)
+
+
+def _sequence_polyfill(tx, name: str, obj, args, kwargs):
+    from . import polyfills
+    from .functions import UserFunctionVariable
+    fn, with_item = {"__iter__": (polyfills.sequence_iter_, True),
+                     "__reversed__": (polyfills.sequence_reversed_, False),
+                     "__contains__": (polyfills.sequence_contains_, True),
+                     "index": (polyfills.sequence_index_, True),
+                     "count": (polyfills.sequence_count_, True)}[name]
+    if name == "__contains__":
+        return tx.call(UserFunctionVariable(fn), [obj, *args, _SequenceItem()], kwargs)
+    return tx.call(UserFunctionVariable(fn), [obj, *([_SequenceItem()] if with_item else []), *args], kwargs)
+
+
+def is_sequence_mixin(cls: type, name: str) -> bool:
+    """type(obj).name is collections.abc.Sequence's own (modelled here)."""
+    return name in ("__iter__", "__reversed__", "__contains__", "index", "count") and \
+        type_lookup(cls, name) is _SEQUENCE[name]
+
+
+def sequence_iterator(tx, obj):
+    """iter(obj) where type(obj).__iter__ is Sequence's (a generator tracker), else None."""
+    if not is_sequence_mixin(obj.python_type(), "__iter__"):
+        return None
+    return _sequence_polyfill(tx, "__iter__", obj, [], {})
+
+
+def sequence_call(tx, obj, name: str, args, kwargs):
+    """obj.name(*args) for one of Sequence's mixins (see is_sequence_mixin)."""
+    return _sequence_polyfill(tx, name, obj, args, kwargs)
+
+
+class SequenceMethodVariable(VariableTracker):
+    """`seq.index` / `seq.count` where they are Sequence's: called as their polyfills."""
+
+    def __init__(self, obj, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return sequence_call(tx, self.obj, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"SequenceMethodVariable({self.obj!r}.{self.name})"
+
+
+class _SequenceItem(VariableTracker):
+    """`item(seq, i)` of polyfills.sequence_iter_: (True, seq[i]), or (False, None) on IndexError."""
+
+    def call_function(self, tx, args, kwargs):
+        from .containers import TupleVariable
+        from .operators import getitem
+        seq, i = args
+        value, found = _catching_key_error(tx, lambda: getitem(tx, seq, i), TracedIndexError)
+        return TupleVariable([ConstantVariable(found), value if found else ConstantVariable(None)])
+
+
+# -- dict subclasses ------------------------------------------------------------------------------
+
+def is_dict_subclass_object(value) -> bool:
+    return isinstance(value, dict) and type(value) is not dict and is_plain_user_object(value)
+
+
+class DictSubclassVariable(UserObjectVariable):
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        found = lookup(self.value, name)
+        if found.where is Where.CLASS and name in _DICT_READS and found.value is vars(dict)[name]:
+            return DictReadVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def getitem(self, tx, key) -> VariableTracker:
+        if type_lookup(type(self.value), "__getitem__") is vars(dict)["__getitem__"]:
+            return _dict_getitem(tx, self, [key], {})
+        return super().getitem(tx, key)
+
+    def contains(self, tx, item) -> bool:
+        if type_lookup(type(self.value), "__contains__") is vars(dict)["__contains__"]:
+            return self.read(tx, item)[0]
+        return super().contains(tx, item)
+
+    def read(self, tx, key):
+        """(found, value tracker or None) for the underlying dict's `key`, guarded (see above)."""
+        if not key.is_python_constant() or type(key.as_python_constant()) not in (str, int):
+            unsupported(f"a key of {self} that is not a str or int constant")
+        k, d = key.as_python_constant(), self.value
+        if dict.__contains__(d, k):
+            if type_lookup(type(d), "__getitem__") is not vars(dict)["__getitem__"]:
+                # The guard reads `d[k]`, which would run the class's own __getitem__.
+                unsupported(f"dict read of {self}: its class defines __getitem__")
+            return True, tx.wrap(dict.__getitem__(d, k), ItemSource(self.source, k))
+        if not all(type(x) in (str, int) for x in dict.keys(d)):
+            unsupported(f"a missing key of {self}, whose keys are not all str or int")
+        tx.output.add_guard(self.source, GuardKind.DICT_KEYS, tuple(dict.keys(d)))
+        return False, None
+
+    def __repr__(self):
+        return f"DictSubclassVariable({type(self.value).__name__} from {self.source})"
+
+
+class EnvironVariable(DictSubclassVariable):
+    """os.environ (an os._Environ, a MutableMapping over the bytes-keyed `_data`); see above. Not a
+    dict: it shares DictSubclassVariable's read protocol (`read`, DictReadVariable) only."""
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _DICT_READS:
+            return DictReadVariable(self, name)
+        return UserObjectVariable.var_getattr(self, tx, name)
+
+    def getitem(self, tx, key) -> VariableTracker:
+        return _dict_getitem(tx, self, [key], {})
+
+    def contains(self, tx, item) -> bool:
+        return self.read(tx, item)[0]
+
+    def read(self, tx, key):
+        if not key.is_python_constant() or type(key.as_python_constant()) is not str:
+            unsupported("os.environ read with a key that is not a str constant")
+        k, env = key.as_python_constant(), self.value
+        if k in env:
+            return True, tx.wrap(env[k], ItemSource(self.source, k))
+        keys = tuple(env._data)
+        if not all(type(x) in (str, bytes) for x in keys):
+            unsupported("os.environ._data with keys other than str or bytes")
+        tx.output.add_guard(AttrSource(self.source, "_data"), GuardKind.DICT_KEYS, keys)
+        return False, None
+
+    def __repr__(self):
+        return f"EnvironVariable({self.source})"
+
+
+def _dict_get(tx, obj, args, kwargs):
+    if not 1 <= len(args) <= 2 or kwargs:
+        unsupported("dict.get with other than one or two arguments")
+    found, value = obj.read(tx, args[0])
+    return value if found else (args[1] if len(args) == 2 else ConstantVariable(None))
+
+
+def _dict_getitem(tx, obj, args, kwargs):
+    if len(args) != 1 or kwargs:
+        unsupported("dict.__getitem__ with other than one argument")
+    found, value = obj.read(tx, args[0])
+    if not found:
+        unsupported(f"KeyError: {args[0]} in {obj}")
+    return value
+
+
+def _dict_contains(tx, obj, args, kwargs):
+    if len(args) != 1 or kwargs:
+        unsupported("dict.__contains__ with other than one argument")
+    return ConstantVariable(obj.read(tx, args[0])[0])
+
+
+_DICT_READS = {"get": _dict_get, "__getitem__": _dict_getitem, "__contains__": _dict_contains}
+
+
+class DictReadVariable(VariableTracker):
+    """dict's get/__getitem__/__contains__ bound to a DictSubclassVariable (directly or by super())."""
+
+    def __init__(self, obj, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return _DICT_READS[self.name](tx, self.obj, args, kwargs)
+
+    def __repr__(self):
+        return f"DictReadVariable({self.obj!r}.{self.name})"
 
 
 # -- classes and super() -------------------------------------------------------------------------
@@ -271,7 +476,16 @@ class SuperVariable(VariableTracker):
     def var_getattr(self, tx, name):
         objtype = self.obj.python_type()
         mro = objtype.__mro__
-        if self.cls not in mro or self.obj.source is None:
+        # type(obj) through a source: the object's own (`L['self'].__class__`), or, for an object
+        # built in the trace (new_object.py), the class it was built from, guarded by identity.
+        cls_var = getattr(self.obj, "cls_var", None)
+        if self.obj.source is not None:
+            class_source = AttrSource(self.obj.source, "__class__")
+        elif cls_var is not None and cls_var.source is not None:
+            class_source = cls_var.source
+        else:
+            class_source = None
+        if self.cls not in mro or class_source is None:
             unsupported(f"super({self.cls.__name__}, {self.obj}): not an instance with a source")
         for i in range(mro.index(self.cls) + 1, len(mro)):
             if name in vars(mro[i]):
@@ -279,14 +493,16 @@ class SuperVariable(VariableTracker):
         else:
             unsupported(f"AttributeError: 'super' object has no attribute {name!r}")
         raw = vars(mro[i])[name]
-        klass = ItemSource(AttrSource(AttrSource(self.obj.source, "__class__"), "__mro__"), i)
+        klass = ItemSource(AttrSource(class_source, "__mro__"), i)
         if isinstance(raw, (types.FunctionType, staticmethod, classmethod)) and \
                 not mro[i].__module__.startswith(("torch.", "builtins")):
-            owner = tx.wrap(objtype, AttrSource(self.obj.source, "__class__"))
+            owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
         if _mixin(raw) is not None:
             return MixinMethodVariable(self.obj, _mixin(raw), name)
+        if isinstance(self.obj, DictSubclassVariable) and name in _DICT_READS and raw is vars(dict)[name]:
+            return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)
         unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
