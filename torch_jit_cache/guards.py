@@ -11,6 +11,7 @@ from .sources import Source
 from .trace_result import GuardKind, GuardSpec
 
 _NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE}
+_RELATIONS = {GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF}
 
 
 class GuardBuilder:
@@ -48,6 +49,12 @@ class GuardBuilder:
             self.node(spec.value).id_match(obj)
             self.node(spec.source).id_match(obj)
             return
+        if spec.kind in _RELATIONS:
+            # OBJECT_ALIASING on the root: identity compared at check time, nothing held.
+            other = spec.value
+            self.root.identity_relation([self.node(spec.source), self.node(other)],
+                                        [0, 0 if spec.kind is GuardKind.ALIAS_OF else 1])
+            return
         node = self.node(spec.source)
         method = getattr(node, spec.kind.value)
         if spec.kind in _NO_ARGUMENT:
@@ -58,7 +65,8 @@ class GuardBuilder:
 
 def _identity_key(spec: GuardSpec):
     # Values may be unhashable (tensors, modules): key them by identity, constants by value.
-    if spec.kind in (GuardKind.EQUALS_MATCH, GuardKind.LENGTH, GuardKind.BOOL_MATCH, GuardKind.DICT_KEYS):
+    if spec.kind in (GuardKind.EQUALS_MATCH, GuardKind.LENGTH, GuardKind.BOOL_MATCH, GuardKind.DICT_KEYS,
+                     GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF):
         return ("value", spec.value)
     return ("id", id(spec.value))
 

@@ -26,6 +26,11 @@ class GuardKind(enum.Enum):
     TENSOR_MATCH = "tensor_match"    # value: an example tensor (not held by the guard)
     SAME_AS = "same_as"              # value: another Source that must reach this very object
                                      # (one tensor reached twice is one graph input)
+    # Object identity relations between two sources, compared at check time and holding nothing
+    # (OBJECT_ALIASING, csrc/guards/identity_relation.h): the trace read one source after a store
+    # through the other, and is exact only while they alias as they did when compiled.
+    DISTINCT_FROM = "distinct_from"  # value: another Source that must reach another object
+    ALIAS_OF = "alias_of"            # value: another Source that must reach this very object
 
 
 @dataclasses.dataclass(frozen=True)

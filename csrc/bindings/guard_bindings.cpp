@@ -162,6 +162,14 @@ a frame) and an optional globals dict.)doc");
       .def_property_readonly("bound", &RootGuardManager::bound)
       .def_property_readonly("invalidated", &RootGuardManager::invalidated)
       .def("has_identity_guards", &RootGuardManager::has_identity_guards)
+      .def("identity_relation",
+           [](RootGuardManager& self, std::vector<NodePtr> nodes, std::vector<int> classes) {
+             raise_if_error(self.add_identity_relation(nodes, classes));
+           },
+           py::arg("nodes"), py::arg("classes"),
+           "OBJECT_ALIASING: nodes[i] and nodes[j] must reach one object exactly when classes[i] == "
+           "classes[j] (classes[i]: the first index whose object was i's when compiled). Checked "
+           "after the tree passed; holds no object.")
       .def("check",
            [](RootGuardManager& self, py::handle frame_or_mapping, py::handle globals) {
              PythonView view = make_view(frame_or_mapping, globals);

@@ -1,6 +1,7 @@
 // RootGuardManager: the root of one cache entry's guard tree (see root_guard_manager.h).
 #include "guards/root_guard_manager.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,41 @@ absl::Status RootGuardManager::add_global_state() {
 }
 
 bool RootGuardManager::has_identity_guards() const { return state_->weak_watches > 0; }
+
+namespace {
+// The nodes from a child of `from` down to `target`, or false when `target` is not below `from`.
+bool path_to(const GuardManager& from, const GuardManager* target,
+             std::vector<std::shared_ptr<GuardManager>>& path) {
+  for (const std::shared_ptr<GuardManager>& child : from.children()) {
+    path.push_back(child);
+    if (child.get() == target || path_to(*child, target, path)) return true;
+    path.pop_back();
+  }
+  return false;
+}
+}  // namespace
+
+absl::Status RootGuardManager::add_identity_relation(
+    const std::vector<std::shared_ptr<GuardManager>>& nodes, const std::vector<int>& classes) {
+  if (state_->frozen) return frozen_status();
+  if (nodes.size() != classes.size()) {
+    return absl::InvalidArgumentError("identity_relation: one class per source");
+  }
+  std::vector<IdentityRelation::Member> members;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    IdentityRelation::Member member;
+    if (nodes[i] == nullptr || !path_to(*this, nodes[i].get(), member.chain)) {
+      return absl::InvalidArgumentError(
+          "identity_relation: every source must be a node of this tree (made from this root)");
+    }
+    member.cls = classes[i];
+    members.push_back(std::move(member));
+  }
+  absl::StatusOr<std::unique_ptr<IdentityRelation>> relation = IdentityRelation::make(std::move(members));
+  if (!relation.ok()) return relation.status();
+  relations_.push_back(std::move(*relation));
+  return absl::OkStatus();
+}
 
 bool RootGuardManager::local_identities_match(const FrameView& view) const {
   for (const auto& child : children()) {
@@ -134,6 +170,13 @@ bool RootGuardManager::check(const FrameView& view) noexcept {
   // Frame indices belong to the bound code; an unbound tree has none.
   if (view.is_frame() && TJC_UNLIKELY(view.code != code_ || code_ == nullptr)) return false;
   bool ok = check_value(nullptr, view);
+  for (size_t i = 0; ok && i < relations_.size(); ++i) {
+    if (TJC_UNLIKELY(!relations_[i]->check(view))) {
+      relations_[i]->count_failure();
+      if (i > 0) std::rotate(relations_.begin(), relations_.begin() + i, relations_.begin() + i + 1);
+      ok = false;
+    }
+  }
   // A guard's __eq__ may have freed an object another guard holds weakly.
   return ok && !state_->invalidated;
 }
@@ -152,6 +195,7 @@ std::optional<std::string> RootGuardManager::explain(const FrameView& view) {
   std::optional<std::string> reason;
   try {
     reason = explain_value(nullptr, view);
+    for (size_t i = 0; !reason && i < relations_.size(); ++i) reason = relations_[i]->explain(view);
   } catch (const std::exception& e) {
     // A failing repr()/list() while wording the reason; the reason is lost, not the process.
     reason = absl::StrCat("explain() failed: ", e.what());
@@ -166,6 +210,7 @@ std::optional<std::string> RootGuardManager::explain(const FrameView& view) {
 std::string RootGuardManager::debug_string() const {
   std::string out = "RootGuardManager";
   if (state_->invalidated) absl::StrAppend(&out, " (invalidated: ", state_->dead_source, " died)");
+  for (const auto& relation : relations_) absl::StrAppend(&out, "\n| ", relation->describe());
   append_body(out, "");
   return out;
 }

@@ -24,6 +24,8 @@
 #include "absl/status/status.h"
 #include "guards/frame_view.h"
 #include "guards/guard_manager.h"
+#include "guards/identity_relation.h"
+#include <vector>
 
 namespace tjc {
 
@@ -71,6 +73,12 @@ class RootGuardManager : public GuardManager {
   absl::Status add_global_state();
   // True when some guard holds an object weakly (its death would invalidate this tree).
   bool has_identity_guards() const;
+  // OBJECT_ALIASING (identity_relation.h): `nodes` (nodes of this tree) must reach objects that are
+  // the same exactly where `classes` (canonical: classes[i] is the first index of i's object) says
+  // they were when compiled. Checked after every node passed; holds no object.
+  absl::Status add_identity_relation(const std::vector<std::shared_ptr<GuardManager>>& nodes,
+                                     const std::vector<int>& classes);
+  const std::vector<std::unique_ptr<IdentityRelation>>& relations() const { return relations_; }
 
  private:
   // Frame mode checks compare view.code with this pointer only; the weakref (no callback) lets
@@ -80,6 +88,8 @@ class RootGuardManager : public GuardManager {
   PyCodeObject* code_ = nullptr;  // borrowed identity
   py::object code_ref_;           // weakref to the bound code
   std::string code_name_;         // for messages
+  // Checked after the tree (check_value) passed, in order; a failing one moves to the front.
+  std::vector<std::unique_ptr<IdentityRelation>> relations_;
 };
 
 }  // namespace tjc

@@ -48,6 +48,9 @@ def mark_side_effect(target) -> None:
         torch.fx.node.has_side_effect(target)
 
 
+_RELATIONS = (GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF)
+
+
 class OutputGraph:
     """Mutable trace state shared by all translators of one trace (the GIL is the only lock)."""
 
@@ -68,7 +71,7 @@ class OutputGraph:
         # trace, through whichever module was called first.
         self.global_hooks_guarded = False
         # What the trace does to objects outside the graph, replayed after it (side_effects.py).
-        self.side_effects = SideEffects()
+        self.side_effects = SideEffects(self.add_guard)
         # Grad mode (contexts.py). `entry_grad_mode`: the frame's at its start (the GLOBAL_STATE
         # guard pins it); `grad_mode`: the traced code's now, which the real mode follows while
         # tracing, so that example ops and torch.is_grad_enabled() see it; `_graph_grad_mode`:
@@ -92,7 +95,8 @@ class OutputGraph:
 
     # -- guards -------------------------------------------------------------------------------
     def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:
-        key = (source, kind)
+        # A source has one guard of each kind, except identity relations: one per other source.
+        key = (source, kind, value) if kind in _RELATIONS else (source, kind)
         if key not in self._guards:
             self._guards[key] = GuardSpec(source, kind, value)
 

@@ -25,25 +25,30 @@ the type's own __setattr__ (nn.Module's registers a replaced buffer in `_buffers
 
 Guards are taken from the real objects while tracing, so they describe the state at frame entry:
 a list appended to has its entry length guarded, and the next call, which sees the replayed list,
-misses when the length matters. What guards cannot see is aliasing: a plain object, list or dict
+misses when the length matters. What type guards cannot see is aliasing: a plain object, list or dict
 is guarded by its type (and length, keys), not its identity, so two sources that are distinct
 objects now may be one object at a later call (or the reverse), and a store through one would
 change what the trace read through the other. Modules are guarded by identity, so they are exempt.
+Where the trace's answer depends on such a relation, it is pinned by an identity-relation guard
+(GuardKind.DISTINCT_FROM / ALIAS_OF: OBJECT_ALIASING, checked in C++ on the root after the tree,
+holding no object): the trace is exact while the two sources alias as they did when compiled, and
+a call where they do not recompiles. Only where a source is missing (a tracker with none) is the
+read refused (a graph break).
 
   Attribute stores on plain objects are checked name by name (`_check_read`): a store through one
   tracker changes what another tracker reads only if that read names the same attribute and comes
   after the store, and the two objects have the same exact type (one object has one type, and
-  types are guarded). So a read of `name` through a tracker is refused when the last store or
-  deletion of `name` on an object of that exact type went through another tracker (another
-  source: the same object now, or another object now; either may change at a later call). Reads
-  before the store, reads of other names, and reads through the tracker that stored last see what
-  Python would see whether or not the objects are one. This is what lets a cache object passed in
-  (`past_key_values.layers[0].keys = ...` while `layers[1]` is also reached) be mutated in the
-  graph: wrapping a list reaches every item, but no item's stored name is read through another.
+  types are guarded). So a read of `name` through a tracker that did not store it last depends on
+  whether its object is the object of each tracker that stored or deleted `name` on that exact
+  type: each such pair is pinned as it is now (same object: ALIAS_OF; distinct: DISTINCT_FROM).
+  Reads before the store, reads of other names, and reads through the tracker that stored last
+  see what Python would see whether or not the objects are one, and need nothing.
 
-  Lists and dicts are refused coarsely: a mutated container must be the only object of its exact
-  type the trace reads from the frame (`_check_alone`, `reached`), because wrapping a container
-  reads all its items at once, so reads cannot be ordered against the mutation.
+  Lists and dicts are checked coarsely: wrapping a container reads all its items at once, so reads
+  cannot be ordered against a mutation. A mutated container must be a distinct object from every
+  other container of its exact type the trace reads from the frame, before or after the mutation
+  (`_check_alone`, `reached`): each pair is pinned DISTINCT_FROM. The same object reached through
+  two sources has two trackers whose items would disagree after the mutation, so that is refused.
 
 Imports nothing from variables/ (the log holds trackers opaquely): output_graph.py owns one.
 """
@@ -51,7 +56,7 @@ from __future__ import annotations
 
 import enum
 
-from ..trace_result import DictOutput, EffectKind, ListOutput, SideEffect, Unsupported
+from ..trace_result import DictOutput, EffectKind, GuardKind, ListOutput, SideEffect, Unsupported
 
 
 class _Gone(enum.Enum):
@@ -65,7 +70,10 @@ def _unsupported(reason: str):
 class SideEffects:
     """Mutable per-trace state; the GIL is the only lock (one trace runs at a time per thread)."""
 
-    def __init__(self):
+    def __init__(self, add_guard=None):
+        # add_guard(source, kind, other_source): OutputGraph.add_guard, to pin identity relations;
+        # None refuses where a relation would be needed.
+        self._add_guard = add_guard
         # (kind, target tracker, name, value tracker): program order. A container has one entry,
         # moved to the end when it is mutated again.
         self._log: list = []
@@ -80,6 +88,10 @@ class SideEffects:
         # (exact type, attribute name) -> the tracker whose store or deletion of that name on an
         # object of that type came last (by-identity targets, modules, are not recorded).
         self._last_store: dict = {}
+        # (exact type, attribute name) -> {id(tracker): (tracker, real object)}: every tracker that
+        # stored or deleted that name on an object of that type (by-identity targets excepted).
+        self._storers: dict = {}
+        self._mutated: dict = {}          # container type -> the trackers of mutated containers
         self._keepalive: list = []        # the objects whose ids key the dicts above
         # Sources of objects made anew for each call (the root frame's **kwargs dict): they alias
         # nothing else the trace reaches, so their mutation needs no aliasing check.
@@ -127,19 +139,43 @@ class SideEffects:
             self._real[id(tracker)] = value
             self._keepalive.append(value)
             return
-        if cls in self._mutated_types:
-            _unsupported(f"{tracker.source} is a {cls.__name__}, like an object this trace mutates: "
-                         "guards cannot tell whether they are the same object at a later call")
+        for mutated in self._mutated.get(cls, ()):
+            if self._real[id(mutated)] is value:
+                _unsupported(f"{tracker.source} is {mutated.source}, a {cls.__name__} this trace "
+                             "mutates, reached again through another source")
+            self._pin(tracker, False, mutated,
+                      f"{tracker.source} is a {cls.__name__}, like an object this trace mutates")
         self._reached.setdefault(cls, {}).setdefault(id(value), []).append(tracker)
         self._real[id(tracker)] = value
         self._keepalive.append(value)
 
+    def _pin(self, tracker, same: bool, other, what: str) -> None:
+        """Guards that `tracker`'s source and `other`'s reach one object (`same`) or two, as they
+        do now; refuses (`what`: the refusal's start) where a relation cannot be guarded."""
+        a, b = tracker.source, other.source
+        if a == b:
+            return
+        if self._add_guard is None or a is None or b is None:
+            _unsupported(f"{what}: guards cannot tell whether they are the same object at a later call")
+        if str(b) < str(a):
+            a, b = b, a
+        self._add_guard(a, GuardKind.ALIAS_OF if same else GuardKind.DISTINCT_FROM, b)
+
     def _check_read(self, tracker, obj, name: str) -> None:
-        last = self._last_store.get((type(obj), name))
-        if last is not None and last is not tracker:
-            _unsupported(f"{tracker.source}.{name} read after a store to {last.source}.{name}, "
-                         f"another {type(obj).__name__}: guards cannot tell whether they are the "
-                         "same object at a later call")
+        key = (type(obj), name)
+        last = self._last_store.get(key)
+        if last is None or last is tracker:
+            return
+        # What this read sees depends on which storers' objects are obj: pin each as it is now.
+        for other, stored_on in self._storers[key].values():
+            if other is not tracker:
+                self._pin(tracker, stored_on is obj, other,
+                          f"{tracker.source}.{name} read after a store to {other.source}.{name}, "
+                          f"another {type(obj).__name__}")
+
+    def _note_store(self, target, obj, name: str) -> None:
+        self._last_store[(type(obj), name)] = target
+        self._storers.setdefault((type(obj), name), {})[id(target)] = (target, obj)
 
     def _check_alone(self, value, tracker) -> None:
         if tracker.source in self._fresh:
@@ -147,25 +183,33 @@ class SideEffects:
         cls = type(value)
         for trackers in self._reached.get(cls, {}).values():
             for other in trackers:
-                if other is not tracker:
-                    _unsupported(f"mutation of {tracker.source} while the trace also reads "
-                                 f"{other.source}, another {cls.__name__}: guards cannot tell "
-                                 "whether they are the same object at a later call")
+                if other is tracker:
+                    continue
+                if self._real[id(other)] is value:
+                    # Two trackers of one object: the other's items would not see this mutation.
+                    _unsupported(f"mutation of {tracker.source} while the trace also reads it as "
+                                 f"{other.source}, the same {cls.__name__}")
+                self._pin(tracker, False, other,
+                          f"mutation of {tracker.source} while the trace also reads "
+                          f"{other.source}, another {cls.__name__}")
         self._mutated_types.add(cls)
+        mutated = self._mutated.setdefault(cls, [])
+        if tracker not in mutated:
+            mutated.append(tracker)
 
     # -- recording --------------------------------------------------------------------------------
     def store_attr(self, target, obj, name: str, value, *, by_identity: bool) -> None:
         """`obj.name = value`, `target` being obj's tracker (with a source). `by_identity`: obj is
         guarded by identity (an nn.Module), so aliasing is pinned by the guards."""
         if not by_identity:
-            self._last_store[(type(obj), name)] = target
+            self._note_store(target, obj, name)
         self._keepalive.append(obj)
         self._attrs[(id(obj), name)] = value
         self._log.append((EffectKind.SET_ATTR, target, name, value))
 
     def delete_attr(self, target, obj, name: str, *, by_identity: bool) -> None:
         if not by_identity:
-            self._last_store[(type(obj), name)] = target
+            self._note_store(target, obj, name)
         self._keepalive.append(obj)
         self._attrs[(id(obj), name)] = _Gone.DELETED
         self._log.append((EffectKind.DEL_ATTR, target, name, None))
@@ -233,5 +277,7 @@ class SideEffects:
         self._reached.clear()
         self._real.clear()
         self._last_store.clear()
+        self._storers.clear()
+        self._mutated.clear()
         self._fresh.clear()
         self._keepalive.clear()
