@@ -197,7 +197,7 @@ class FrameCompiler:
         rng = torch.random.get_rng_state()
         try:
             with backends.tracing_for(self.backend):
-                result, break_reason = self._trace(tracer, code, frame, rng)
+                result, break_reason, in_callee = self._trace(tracer, code, frame, rng)
             cut = isinstance(result.output, BreakOutput)
             # A break with no tensor work before it is worth an entry only where the frame is
             # meant to compile (the compile() target, a resume function): any other frame runs its
@@ -260,8 +260,15 @@ class FrameCompiler:
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
             return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
         COUNTERS["graphs"] += has_graph
-        if cut:
+        # A frame's first cut, with no graph before it, at a call that failed inside (the compile()
+        # target's decorator wrapper calling forward) splits no graph: nothing compiled ran before
+        # it, and the callee is compiled on its own and counts its own break. Not counted twice,
+        # as torch.compile does not; still logged. (In a resume function the cut comes after the
+        # previous graph, so it is one.)
+        counted_break = cut and (has_graph or not in_callee or graph_break.is_resume_code(code))
+        if counted_break:
             COUNTERS["graph_breaks"] += 1
+        if cut:
             log.log_once("graph_breaks", (code.co_filename, break_reason),
                          f"graph break in {describe(code)}: {break_reason}")
         if log.enabled("graph") and has_graph:
@@ -274,7 +281,7 @@ class FrameCompiler:
             ops = [_op_name(n) for n in result.graph.graph.nodes
                    if n.op not in ("placeholder", "output", "get_attr")] if has_graph else []
             self.observer(FrameReport(describe(code), result.graph if has_graph else None,
-                                      len(ops), str(guards), break_reason if cut else None, None,
+                                      len(ops), str(guards), break_reason if counted_break else None, None,
                                       tuple(ops)))
         return guarded
 
@@ -282,8 +289,9 @@ class FrameCompiler:
         return code is self.target_code or graph_break.is_resume_code(code)
 
     def _trace(self, tracer, code, frame, rng):
-        """(TraceResult, None), or, when the trace fails at an instruction of this frame where it
-        can be cut, (the TraceResult of a second trace that stops there, the failure's text).
+        """(TraceResult, None, False), or, when the trace fails at an instruction of this frame where
+        it can be cut, (the TraceResult of a second trace that stops there, the failure's text,
+        whether it failed inside a call the frame inlined there).
 
         The second trace starts afresh rather than resuming the first's state (DESIGN.md: tracer
         state is not snapshotted): the first may have added nodes and guards past the break point
@@ -292,7 +300,7 @@ class FrameCompiler:
 
         f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
         try:
-            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure), None
+            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure), None, False
         except Unsupported as e:
             if e.break_at is None:
                 raise
@@ -308,11 +316,11 @@ class FrameCompiler:
                         f"{len(texts)} graph breaks (values they make are unknown here, so breaks "
                         "that depend on them may be missing):\n" + "\n".join(lines)) from None
                 raise
-            failure = (str(e), e.reason, e.filename, e.lineno, e.instruction, e.break_at)
+            failure = (str(e), e.reason, e.filename, e.lineno, e.instruction, e.break_at, e.in_callee)
             _failure_text(e, "")
         finally:
             torch.random.set_rng_state(rng)
-        text, reason, filename, lineno, instruction, (index, arrival) = failure
+        text, reason, filename, lineno, instruction, (index, arrival), in_callee = failure
         try:
             plan = graph_break.plan_break(code, index)
         except graph_break.BreakRefused as why:
@@ -320,7 +328,7 @@ class FrameCompiler:
                               lineno=lineno, instruction=instruction) from None
         try:
             return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure,
-                                cut=(plan, arrival)), text
+                                cut=(plan, arrival)), text, in_callee
         finally:
             torch.random.set_rng_state(rng)
 

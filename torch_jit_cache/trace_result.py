@@ -266,5 +266,7 @@ class Unsupported(Exception):
         # call it inlined there): (decoded index, how many times the trace had reached it). The
         # frame may then be cut there (graph_break.py); None: it cannot be cut.
         self.break_at = None
+        # Set when a translator of an inlined call located it (raised inside a callee).
+        self.in_callee = False
         where = f"{filename}:{lineno}" + (f" ({instruction})" if instruction else "")
         super().__init__(f"{reason} at {where}")

@@ -3,6 +3,7 @@ runs as bytecode, and a resume function carries on. Compared with eager: values,
 the number of graphs and breaks."""
 import io
 import contextlib
+import functools
 import logging
 import sys
 import traceback
@@ -712,3 +713,30 @@ def test_a_returned_closure_sees_the_cells_last_value():
     x = torch.randn(3)
     compiled = tjc.compile(_returns_a_closure_over_a_changed_cell, backend="eager")
     torch.testing.assert_close(compiled(x)(x), _returns_a_closure_over_a_changed_cell(x)(x))
+
+
+def _wrapping(fn):
+    # transformers' can_return_tuple: a decorator whose wrapper does no tensor work before the call.
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out
+    return wrapper
+
+
+class _Wrapped(torch.nn.Module):
+    @_wrapping
+    def forward(self, x):
+        a = x.sin()
+        print("inside forward")
+        return a * 2
+
+
+def test_a_break_inside_the_wrapped_forward_is_counted_once():
+    # The wrapper (the compile() target) is cut before its call with no graph before the cut, and
+    # forward, compiled on its own, breaks at the print: one break between two graphs, as
+    # torch.compile counts it. Before, the wrapper's empty cut counted too (2 breaks).
+    m = _Wrapped()
+    report = tjc.explain(m)(torch.randn(3))
+    assert (report.graph_count, report.graph_break_count) == (2, 1), str(report)
+    _check(m, torch.randn(3), graphs=2, breaks=1)

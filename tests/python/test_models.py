@@ -75,6 +75,15 @@ def test_inference_matches_eager_and_compiles_once(name):
     assert tjc.stats()["compiles"] == compiles, "the second call compiled again"
 
 
+# Where tjc still breaks more often than torch.compile, by how much at most, and why: a ratchet
+# (the test fails if a model gets worse, and the entry goes when the gap closes). T5: its cache
+# asks the config for its decoder part, which deep-copies a legacy encoder-decoder config
+# (PreTrainedConfig.get_text_config: copy.deepcopy, then setattr per key; 3 breaks, and the frames
+# that run uncompiled around them), and a ModelOutput handed to a resume function is read with
+# .keys() (1 break).
+KNOWN_GAPS = {"t5": dict(breaks=4, uncompiled=6)}
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_no_more_graph_breaks_than_torch_compile(name):
     import torch._dynamo
@@ -86,8 +95,9 @@ def test_no_more_graph_breaks_than_torch_compile(name):
         theirs = torch._dynamo.explain(model)(*inputs.args, **inputs.kwargs)
     finally:
         torch._dynamo.reset()
-    assert ours.graph_break_count <= theirs.graph_break_count, str(ours)
-    assert not ours.fallbacks, str(ours)
+    gap = KNOWN_GAPS.get(name, dict(breaks=0, uncompiled=0))
+    assert ours.graph_break_count <= theirs.graph_break_count + gap["breaks"], str(ours)
+    assert len(ours.fallbacks) <= gap["uncompiled"], str(ours)
 
 
 def _freed_without_gc(make_and_run) -> bool:

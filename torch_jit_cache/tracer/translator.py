@@ -313,11 +313,13 @@ class InstructionTranslator:
             caught_here = isinstance(e, TracedRaise) and inst.handler is not None
             kind = type(e) if isinstance(e, TracedRaise) and not caught_here else Unsupported
             if e.lineno and not caught_here:  # raised in an inlined call: keep the innermost place
+                e.in_callee = e.in_callee or self.depth > 0
                 raise e
             located = kind(e.reason, filename=e.filename if e.lineno else self.code.co_filename,
                            lineno=e.lineno or inst.lineno,
                            instruction=e.instruction if e.lineno else inst.describe())
             located.break_at = e.break_at
+            located.in_callee = self.depth > 0
             raise located from e.__cause__
         finally:
             # The exception's traceback holds this frame: dropping our names for it breaks the
