@@ -80,3 +80,30 @@ def assert_break_frees_everything(fn, inputs: list):
     inputs.clear()
     del entry, resumes, compiled
     assert [r() for r in refs] == [None] * len(refs)
+
+
+class CompiledCalls:
+    """A function compiled with a CompileCounter, and tjc.stats() at its start: calls go to the
+    compiled function; `delta(key)` is a counter's growth since, `check` asserts the usual ones."""
+
+    def __init__(self, fn):
+        self.cnt = CompileCounter()
+        self.compiled = tjc.compile(fn, backend=self.cnt)
+        self.before = tjc.stats()
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled(*args, **kwargs)
+
+    def delta(self, key):
+        return tjc.stats()[key] - self.before[key]
+
+    def check(self, *, graphs, breaks=0, recompiles=None):
+        assert self.cnt.frame_count == graphs
+        assert self.delta("graph_breaks") == breaks
+        assert self.delta("fallbacks") == 0, "a frame ran uncompiled"
+        if recompiles is not None:
+            assert self.delta("recompiles") == recompiles
+
+
+def same_exactly(a, b):
+    torch.testing.assert_close(a, b, rtol=0, atol=0)

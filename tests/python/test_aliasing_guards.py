@@ -16,27 +16,15 @@ import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.config import config  # noqa: E402
 from torch_jit_cache.guards import build_guards  # noqa: E402
 from torch_jit_cache.sources import AttrSource, LocalSource  # noqa: E402
-from torch_jit_cache.testing import CompileCounter  # noqa: E402
 from torch_jit_cache.trace_result import GuardKind, GuardSpec  # noqa: E402
+
+from context_helpers import CompiledCalls, same_exactly  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 
-def _same(a, b):
-    torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-class _Calls:
-    def __init__(self, fn):
-        self.cnt = CompileCounter()
-        self.compiled = tjc.compile(fn, backend=self.cnt)
-        self.before = tjc.stats()
-
-    def __call__(self, *args):
-        return self.compiled(*args)
-
-    def delta(self, key):
-        return tjc.stats()[key] - self.before[key]
 
 
 class Layer:
@@ -56,15 +44,15 @@ def _store_then_read_other(x, a, b):
 
 def test_a_read_after_a_store_through_another_source_recompiles_when_they_alias():
     x = torch.randn(3)
-    calls = _Calls(_store_then_read_other)
+    calls = CompiledCalls(_store_then_read_other)
     for shared in (False, True, False, True):
         ea, ca = Layer(), Layer()
         ea.v, ca.v = x, x.clone()
         eb, cb = (ea, ca) if shared else (Layer(), Layer())
         if not shared:
             eb.v, cb.v = x * 3, x * 3
-        _same(calls(x, ca, cb), _store_then_read_other(x, ea, eb))
-        _same(ca.v, ea.v)
+        same_exactly(calls(x, ca, cb), _store_then_read_other(x, ea, eb))
+        same_exactly(ca.v, ea.v)
     # One graph per relation (distinct, same), no break: calls 3 and 4 hit the cache.
     assert calls.cnt.frame_count == 2
     assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
@@ -79,7 +67,7 @@ def _update_nested(x, p, q):
 
 def test_nested_sources_alias_through_different_holders():
     x = torch.randn(3)
-    calls = _Calls(_update_nested)
+    calls = CompiledCalls(_update_nested)
     for shared in (False, True, False, True):
         el, cl = Layer(), Layer()
         el.keys, cl.keys = x, x.clone()
@@ -87,9 +75,9 @@ def test_nested_sources_alias_through_different_holders():
         if not shared:
             el2.keys, cl2.keys = x * 5, x * 5
         ep, eq, cp, cq = Holder(el), Holder(el2), Holder(cl), Holder(cl2)
-        _same(calls(x, cp, cq), _update_nested(x, ep, eq))
-        _same(cl.keys, el.keys)
-        _same(cl2.keys, el2.keys)
+        same_exactly(calls(x, cp, cq), _update_nested(x, ep, eq))
+        same_exactly(cl.keys, el.keys)
+        same_exactly(cl2.keys, el2.keys)
     assert calls.cnt.frame_count == 2
     assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
 
@@ -104,12 +92,12 @@ def _three_stores(x, a, b, c):
                                    ("a", "a", "a"), ("a", "a", "c")])
 def test_a_read_pins_its_relation_to_every_store_of_the_name(order):
     x = torch.randn(3)
-    calls = _Calls(_three_stores)
+    calls = CompiledCalls(_three_stores)
     patterns = [("a", "b", "c"), order, ("a", "b", "c"), order]
     for pattern in patterns:
         (ea, eb, ec), (ca, cb, cc) = _objects(pattern, x)
-        _same(calls(x, ca, cb, cc), _three_stores(x, ea, eb, ec))
-        _same(ca.v, ea.v)
+        same_exactly(calls(x, ca, cb, cc), _three_stores(x, ea, eb, ec))
+        same_exactly(ca.v, ea.v)
     # c distinct from both in the first pattern: the same relations (and graph) when a is b too.
     assert calls.cnt.frame_count == (1 if order[2] == "c" else 2)
     assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
@@ -135,13 +123,13 @@ def _append_then_len(x, a, b):
 
 def test_a_mutated_list_and_another_list_recompile_when_they_become_one():
     x = torch.randn(3)
-    calls = _Calls(_append_then_len)
+    calls = CompiledCalls(_append_then_len)
     for share in (False, False, True, False):
         ea = [0]
         eb = ea if share else [0]
         ca = [0]
         cb = ca if share else [0]
-        _same(calls(x, ca, cb), _append_then_len(x, ea, eb))
+        same_exactly(calls(x, ca, cb), _append_then_len(x, ea, eb))
         assert ca == ea and cb == eb
     # Distinct lists: one graph, reused by the last call. One list through two sources: refused
     # (its two trackers would disagree after the append; here the frame runs uncompiled), equal.
@@ -164,15 +152,15 @@ def _dict_mutation_then_global_dict(x, d):
 
 def test_a_mutated_dict_and_a_global_dict_are_pinned_distinct():
     x = torch.randn(3)
-    calls = _Calls(_dict_mutation_then_global_dict)
+    calls = CompiledCalls(_dict_mutation_then_global_dict)
     ed, cd = {"a": 1}, {"a": 1}
-    _same(calls(x, cd), _dict_mutation_then_global_dict(x, ed))
+    same_exactly(calls(x, cd), _dict_mutation_then_global_dict(x, ed))
     assert cd == ed
     assert calls.cnt.frame_count == 1 and calls.delta("graph_breaks") == 0
     # The global's dict passed in as d: the relation fails, the new trace refuses the mutation.
     saved = dict(REG._mapping)
     try:
-        _same(calls(x, REG._mapping), x * 1 * 2)
+        same_exactly(calls(x, REG._mapping), x * 1 * 2)
         assert REG._mapping == {"k": 1, "n": 2}
     finally:
         REG._mapping = saved
@@ -183,7 +171,7 @@ def test_a_mutated_dict_and_a_global_dict_are_pinned_distinct():
 def test_recompile_log_says_which_sources_now_alias(caplog, monkeypatch):
     monkeypatch.setattr(config, "log", frozenset({"recompiles"}))
     caplog.set_level(logging.INFO, logger="torch_jit_cache")
-    calls = _Calls(_store_then_read_other)
+    calls = CompiledCalls(_store_then_read_other)
     x = torch.randn(3)
     a, b = Layer(), Layer()
     a.v, b.v = x.clone(), x.clone()
@@ -260,4 +248,4 @@ def test_compiled_relations_keep_no_object_alive(no_gc):
     assert [r() for r in refs] == [None, None]
     c, d = Layer(), Layer()
     c.v, d.v = x, x
-    _same(compiled(x, c, d), d.v * 2)
+    same_exactly(compiled(x, c, d), d.v * 2)

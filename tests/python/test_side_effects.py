@@ -11,36 +11,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 nn = torch.nn
+from context_helpers import CompiledCalls, same_exactly  # noqa: E402
+
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 
-class _Calls:
-    """A compiled function, its counter and the stats at its start: graphs, breaks, fallbacks."""
-
-    def __init__(self, fn):
-        self.cnt = CompileCounter()
-        self.compiled = tjc.compile(fn, backend=self.cnt)
-        self.before = tjc.stats()
-
-    def __call__(self, *args):
-        return self.compiled(*args)
-
-    def delta(self, key):
-        return tjc.stats()[key] - self.before[key]
-
-    def check(self, *, graphs, breaks=0, recompiles=None):
-        assert self.cnt.frame_count == graphs
-        assert self.delta("graph_breaks") == breaks
-        assert self.delta("fallbacks") == 0, "a frame ran uncompiled"
-        if recompiles is not None:
-            assert self.delta("recompiles") == recompiles
 
 
-def _same(a, b):
-    torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 # -- attributes --------------------------------------------------------------------------------
@@ -59,17 +38,17 @@ def _user_object_store(x, s):
 
 def test_attribute_store_on_a_user_object_is_read_back_and_replayed():
     x = torch.randn(4)
-    calls = _Calls(_user_object_store)
+    calls = CompiledCalls(_user_object_store)
     for _ in range(3):               # a fresh object each call: the entry is hit
         eager, compiled = State(), State()
         eager.tmp = compiled.tmp = 1
-        _same(calls(x, compiled), _user_object_store(x, eager))
-        _same(compiled.last, eager.last)
+        same_exactly(calls(x, compiled), _user_object_store(x, eager))
+        same_exactly(compiled.last, eager.last)
         assert compiled.scale == eager.scale == 3.0 and not hasattr(compiled, "tmp")
     calls.check(graphs=1, recompiles=0)
     # The same object again: its scale is now 3.0, which the guard on it sees (a recompile).
     compiled.tmp = eager.tmp = 1
-    _same(calls(x, compiled), _user_object_store(x, eager))
+    same_exactly(calls(x, compiled), _user_object_store(x, eager))
     calls.check(graphs=2, recompiles=1)
 
 
@@ -91,11 +70,11 @@ def test_attribute_store_and_counter_on_a_module():
     eager = Masked()
     module = Masked()
     module.load_state_dict(eager.state_dict())
-    calls = _Calls(module)
+    calls = CompiledCalls(module)
     for _ in range(3):
         x = torch.randn(2, 4)
-        _same(calls(x), eager(x))
-        _same(module.mask, eager.mask)
+        same_exactly(calls(x), eager(x))
+        same_exactly(module.mask, eager.mask)
         assert module.calls == eager.calls
     # `calls` is a Python int the graph adds: each call's new value fails the guard on the last.
     calls.check(graphs=3, recompiles=2)
@@ -118,12 +97,12 @@ class RunningMean(nn.Module):
 
 def test_buffer_replaced_by_assignment_equals_eager_after_several_calls():
     eager, module = RunningMean(), RunningMean()
-    calls = _Calls(module)
+    calls = CompiledCalls(module)
     for _ in range(5):
         x = torch.randn(3, 4)
-        _same(calls(x), eager(x))
+        same_exactly(calls(x), eager(x))
     for name in ("running", "steps"):
-        _same(getattr(module, name), getattr(eager, name))
+        same_exactly(getattr(module, name), getattr(eager, name))
     assert sorted(module._buffers) == ["running", "steps"] and "running" not in vars(module)
     assert sorted(module.state_dict()) == ["running", "steps"]
     calls.check(graphs=1, recompiles=0)
@@ -143,15 +122,15 @@ def _global_store(x):
 
 def test_global_store_is_read_back_and_replayed():
     global LAST, COUNT
-    calls = _Calls(_global_store)
+    calls = CompiledCalls(_global_store)
     for _ in range(2):
         x = torch.randn(3)
         LAST, COUNT = None, 0
         expected = _global_store(x)
         eager_last = LAST
         LAST, COUNT = None, 0
-        _same(calls(x), expected)
-        _same(LAST, eager_last)
+        same_exactly(calls(x), expected)
+        same_exactly(LAST, eager_last)
         assert COUNT == 7
     calls.check(graphs=1, recompiles=0)
 
@@ -165,21 +144,21 @@ def _append_and_setitem(x, xs, d):
 
 def test_list_append_and_dict_setitem_on_arguments_then_returned():
     x = torch.randn(3)
-    calls = _Calls(_append_and_setitem)
+    calls = CompiledCalls(_append_and_setitem)
     for _ in range(2):   # fresh containers of the same length and keys: the entry is hit
         exs, ed, cxs, cd = [x], {"a": 1}, [x], {"a": 1}
         eout = _append_and_setitem(x, exs, ed)
         cout = calls(x, cxs, cd)
         assert cout[0] is cxs and cout[1] is cd      # the very objects, mutated
         assert len(cxs) == len(exs) == 2 and list(cd) == list(ed) == ["a", "y"]
-        _same(cxs[1], exs[1])
-        _same(cd["y"], ed["y"])
+        same_exactly(cxs[1], exs[1])
+        same_exactly(cd["y"], ed["y"])
     calls.check(graphs=1, recompiles=0)
     # The same list again: its length guard describes the state at frame entry, so it fails now.
     calls(x, cxs, {"a": 1})
     _append_and_setitem(x, exs, {"a": 1})
     assert len(cxs) == len(exs) == 3
-    _same(cxs[2], exs[2])
+    same_exactly(cxs[2], exs[2])
     calls.check(graphs=2, recompiles=1)
 
 
@@ -197,16 +176,16 @@ def _container_ops(x, xs, d):
 
 def test_more_list_and_dict_mutations_in_program_order():
     x = torch.randn(3)
-    calls = _Calls(_container_ops)
+    calls = CompiledCalls(_container_ops)
     for _ in range(2):
         exs, ed = [x, x * 2, x * 5], {"a": x, "c": 3}
         cxs, cd = [x, x * 2, x * 5], {"a": x, "c": 3}
-        _same(calls(x, cxs, cd), _container_ops(x, exs, ed))
+        same_exactly(calls(x, cxs, cd), _container_ops(x, exs, ed))
         assert len(cxs) == len(exs)
         for a, b in zip(cxs, exs):
-            _same(a, b)
+            same_exactly(a, b)
         assert list(cd) == list(ed) == ["b", "z"] and cd["z"] == ed["z"]
-        _same(cd["b"], ed["b"])
+        same_exactly(cd["b"], ed["b"])
     calls.check(graphs=1, recompiles=0)
 
 
@@ -224,14 +203,14 @@ class Shows:
 
 def test_mutation_is_replayed_before_a_graph_break():
     x = torch.randn(3)
-    calls = _Calls(_mutate_then_print)
+    calls = CompiledCalls(_mutate_then_print)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         expected = _mutate_then_print(x, [torch.ones(3)], Shows())
         got = [calls(x, [torch.ones(3)], Shows()) for _ in range(2)]
     assert out.getvalue().splitlines() == ["2 Shows(seen=2)"] * 3
     for g in got:
-        _same(g, expected)
+        same_exactly(g, expected)
     calls.check(graphs=2, breaks=1)
 
 
@@ -278,7 +257,7 @@ def _tensor_attr_store(x):
                                       (_tensor_attr_store, None)])
 def test_stores_that_cannot_be_replayed_are_refused_and_still_correct(fn, make):
     x = torch.randn(3)
-    calls = _Calls(fn)
+    calls = CompiledCalls(fn)
     for _ in range(2):
         if make is None:
             expected, got = fn(x), calls(x)
@@ -288,7 +267,7 @@ def test_stores_that_cannot_be_replayed_are_refused_and_still_correct(fn, make):
             expected, got = fn(x, eo), calls(x, co)
             attr = "_v" if make is WithProperty else "a"
             assert getattr(co, attr) == getattr(eo, attr)
-        _same(got, expected)
+        same_exactly(got, expected)
     assert calls.delta("graph_breaks") + calls.delta("fallbacks") >= 1   # refused, one way or the other
 
 
@@ -301,13 +280,13 @@ def test_a_mutated_list_and_another_list_that_may_be_the_same_object():
     # Guards see types and lengths, not whether two arguments are one list: the trace refuses the
     # mutation while another list is read (the append runs as bytecode at a graph break).
     x = torch.randn(3)
-    calls = _Calls(_aliased)
+    calls = CompiledCalls(_aliased)
     for share in (False, True, False):
         ea = [0]
         eb = ea if share else [0]
         ca = [0]
         cb = ca if share else [0]
-        _same(calls(x, ca, cb), _aliased(x, ea, eb))
+        same_exactly(calls(x, ca, cb), _aliased(x, ea, eb))
         assert ca == ea and cb == eb
 
 
@@ -341,7 +320,7 @@ def _swap_and_redirect(x, o):
 
 def test_replay_loads_every_target_and_value_before_applying_any():
     x = torch.randn(3)
-    calls = _Calls(_swap_and_redirect)
+    calls = CompiledCalls(_swap_and_redirect)
 
     def make():
         o = State()
@@ -350,9 +329,9 @@ def test_replay_loads_every_target_and_value_before_applying_any():
     for _ in range(2):
         eo, co = make(), make()
         eitems, citems = eo.items, co.items
-        _same(calls(x, co), _swap_and_redirect(x, eo))
-        _same(co.a, eo.a)
-        _same(co.b, eo.b)
+        same_exactly(calls(x, co), _swap_and_redirect(x, eo))
+        same_exactly(co.a, eo.a)
+        same_exactly(co.b, eo.b)
         assert co.items is co.spare and len(citems) == len(eitems) == 2
-        _same(citems[1], eitems[1])
+        same_exactly(citems[1], eitems[1])
     calls.check(graphs=1, recompiles=0)

@@ -15,30 +15,13 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
+from context_helpers import CompiledCalls, same_exactly  # noqa: E402
+
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 
-class _Calls:
-    """A compiled function, its counter and the stats at its start: graphs, breaks, fallbacks."""
-
-    def __init__(self, fn):
-        self.cnt = CompileCounter()
-        self.compiled = tjc.compile(fn, backend=self.cnt)
-        self.before = tjc.stats()
-
-    def __call__(self, *args, **kwargs):
-        return self.compiled(*args, **kwargs)
-
-    def delta(self, key):
-        return tjc.stats()[key] - self.before[key]
-
-    def check(self, *, graphs, breaks=0):
-        assert (self.cnt.frame_count, self.delta("graph_breaks"), self.delta("fallbacks")) == \
-            (graphs, breaks, 0)
 
 
-def _same(a, b):
-    torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 # -- stores to objects passed in: aliasing checked name by name --------------------------------
@@ -68,13 +51,13 @@ def _update_layer(x, cache, i: int):
 
 def test_a_cache_passed_in_is_updated_in_one_graph_while_its_other_layers_are_reached():
     x = torch.randn(2, 3)
-    calls = _Calls(_update_layer)
+    calls = CompiledCalls(_update_layer)
     for _ in range(2):
         ec, cc = Cache(), Cache()
-        _same(calls(x, cc, 0), _update_layer(x, ec, 0))
+        same_exactly(calls(x, cc, 0), _update_layer(x, ec, 0))
         for el, cl in zip(ec.layers, cc.layers):
             assert (cl.keys is None) == (el.keys is None)
-        _same(cc.layers[0].keys, ec.layers[0].keys)
+        same_exactly(cc.layers[0].keys, ec.layers[0].keys)
     calls.check(graphs=1)
 
 
@@ -90,38 +73,16 @@ def test_a_cache_whose_layers_may_be_one_object_equals_eager():
     # trace pins that (OBJECT_ALIASING): one graph per relation, no break, and a call where the
     # relation changes recompiles instead of reading a stale `keys` (test_aliasing_guards.py).
     x = torch.randn(2, 3)
-    calls = _Calls(_update_layers)
+    calls = CompiledCalls(_update_layers)
     for shared in (False, True, False, True):
         ec, cc = Cache(), Cache()
         if shared:
             ec.layers[1], cc.layers[1] = ec.layers[0], cc.layers[0]
-        _same(calls(x, cc), _update_layers(x, ec))
-        _same(cc.layers[0].keys, ec.layers[0].keys)
-        _same(cc.layers[1].keys, ec.layers[1].keys)
+        same_exactly(calls(x, cc), _update_layers(x, ec))
+        same_exactly(cc.layers[0].keys, ec.layers[0].keys)
+        same_exactly(cc.layers[1].keys, ec.layers[1].keys)
     assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
     assert calls.cnt.frame_count == 2 and calls.delta("recompiles") == 1
-
-
-def _store_then_read_other(x, a, b):
-    a.v = x + 1
-    return b.v * 2
-
-
-def test_a_read_after_a_store_through_another_object_of_that_type_is_pinned_by_identity():
-    # Was refused (a break); now one graph per relation (distinct, then the same object), and the
-    # third call, distinct again, reuses the first: equal to eager throughout.
-    x = torch.randn(3)
-    calls = _Calls(_store_then_read_other)
-    for shared in (False, True, False):
-        ea, ca = Layer(), Layer()
-        ea.v, ca.v = x, x.clone()
-        eb, cb = (ea, ca) if shared else (Layer(), Layer())
-        if not shared:
-            eb.v, cb.v = x * 3, x * 3
-        _same(calls(x, ca, cb), _store_then_read_other(x, ea, eb))
-        _same(ca.v, ea.v)
-    assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
-    assert calls.cnt.frame_count == 2
 
 
 def _store_then_read_own(x, a, b):
@@ -132,16 +93,16 @@ def _store_then_read_own(x, a, b):
 
 def test_reads_before_the_store_and_of_other_names_stay_in_the_graph():
     x = torch.randn(3)
-    calls = _Calls(_store_then_read_own)
+    calls = CompiledCalls(_store_then_read_own)
     for shared in (False, True):
         ea, ca, eb, cb = Layer(), Layer(), Layer(), Layer()
         for o in (ea, ca, eb, cb):
             o.v, o.w = x * 3, x * 5
         if shared:
             eb, cb = ea, ca
-        _same(calls(x, ca, cb), _store_then_read_own(x, ea, eb))
-        _same(ca.v, ea.v)
-        _same(cb.v, eb.v)
+        same_exactly(calls(x, ca, cb), _store_then_read_own(x, ea, eb))
+        same_exactly(ca.v, ea.v)
+        same_exactly(cb.v, eb.v)
     calls.check(graphs=1)
 
 
@@ -157,20 +118,20 @@ def _pop_kwargs(x, opts, **kwargs):
 def test_the_frames_kwargs_dict_is_mutated_in_the_graph():
     # **kwargs is a new dict at every call: it cannot be the `opts` dict also read here.
     x = torch.randn(3)
-    calls = _Calls(_pop_kwargs)
+    calls = CompiledCalls(_pop_kwargs)
     for _ in range(2):
         got, gkw = calls(x, {"bias": 1.0}, scale=2.0, shift=0.5)
         want, wkw = _pop_kwargs(x, {"bias": 1.0}, scale=2.0, shift=0.5)
-        _same(got, want)
+        same_exactly(got, want)
         assert gkw == wkw and list(gkw) == list(wkw)
     calls.check(graphs=1)
 
 
 def test_kwargs_passed_on_as_a_dict_is_still_a_copy():
     x = torch.randn(3)
-    calls = _Calls(_pop_kwargs)
+    calls = CompiledCalls(_pop_kwargs)
     d_e, d_c = {"scale": 2.0, "bias": 1.0}, {"scale": 2.0, "bias": 1.0}
-    _same(calls(x, d_c, **d_c)[0], _pop_kwargs(x, d_e, **d_e)[0])
+    same_exactly(calls(x, d_c, **d_c)[0], _pop_kwargs(x, d_e, **d_e)[0])
     assert d_c == d_e == {"scale": 2.0, "bias": 1.0}
 
 
@@ -242,7 +203,7 @@ def _same_object(got, want):
     """Same class, same instance __dict__ (keys in order, values compared), recursively."""
     assert type(got) is type(want)
     if isinstance(want, torch.Tensor):
-        _same(got, want)
+        same_exactly(got, want)
     elif isinstance(want, list):
         assert len(got) == len(want)
         for g, w in zip(got, want):
@@ -257,11 +218,11 @@ def _same_object(got, want):
 
 def test_objects_built_in_the_trace_are_read_and_returned_as_eager_builds_them():
     x = torch.randn(3, 4)
-    calls = _Calls(_build_and_return)
+    calls = CompiledCalls(_build_and_return)
     for _ in range(2):
         got, want = calls(x), _build_and_return(x)
         _same_object(got[0], want[0])
-        _same(got[1], want[1])
+        same_exactly(got[1], want[1])
         assert got[2] is True
         assert got[0].cache.layers[0] is not got[0].cache.layers[1]
     calls.check(graphs=1)
@@ -280,10 +241,10 @@ def _store_new_object(x, holder):
 
 def test_an_object_built_in_the_trace_and_stored_on_an_argument_has_its_final_state():
     x = torch.randn(2, 3)
-    calls = _Calls(_store_new_object)
+    calls = CompiledCalls(_store_new_object)
     for _ in range(2):
         eh, ch = Holder(), Holder()
-        _same(calls(x, ch), _store_new_object(x, eh))
+        same_exactly(calls(x, ch), _store_new_object(x, eh))
         _same_object(ch.cache, eh.cache)
     calls.check(graphs=1)
 
@@ -296,7 +257,7 @@ def _returned_twice(x):
 
 def test_an_object_reached_twice_after_the_graph_stays_one_object():
     x = torch.randn(2, 3)
-    calls = _Calls(_returned_twice)
+    calls = CompiledCalls(_returned_twice)
     for _ in range(2):
         c, cs = calls(x)
         assert cs[0] is c
@@ -313,7 +274,7 @@ def _break_with_object_live(x):
 
 def test_an_object_live_at_a_graph_break_is_rebuilt_once_for_the_rest_of_the_frame():
     x = torch.randn(2, 3)
-    calls = _Calls(_break_with_object_live)
+    calls = CompiledCalls(_break_with_object_live)
     for _ in range(2):
         got, want = calls(x), _break_with_object_live(x)
         _same_object(got[0], want[0])
@@ -350,9 +311,9 @@ def test_classes_that_rebuilding_would_change_stay_a_graph_break(cls):
         o = cls()
         return x * o.v, o
     x = torch.randn(3)
-    calls = _Calls(fn)
+    calls = CompiledCalls(fn)
     got, want = calls(x), fn(x)
-    _same(got[0], want[0])
+    same_exactly(got[0], want[0])
     assert type(got[1]) is cls and got[1].v == want[1].v
     assert calls.delta("graph_breaks") + calls.delta("fallbacks") >= 1
 
@@ -383,7 +344,7 @@ def test_a_class_built_from_in_the_trace_dies_with_its_code():
         return Local, fn
     cls, fn = make()
     compiled = tjc.compile(fn, backend="eager")
-    _same(compiled(torch.ones(2)), torch.full((2,), 3.0))
+    same_exactly(compiled(torch.ones(2)), torch.full((2,), 3.0))
     ref = weakref.ref(cls)
     del cls, fn, compiled
     gc.collect()
@@ -412,9 +373,9 @@ def _same_model_output(got, want):
         assert (g is None) == (w is None), f.name
         if isinstance(w, tuple):
             for a, b in zip(g, w):
-                _same(a, b)
+                same_exactly(a, b)
         elif w is not None and not isinstance(w, NewCache):
-            _same(g, w)
+            same_exactly(g, w)
         elif w is not None:
             _same_object(g, w)
 
@@ -435,7 +396,7 @@ def _hf_like(x):
 def test_model_outputs_built_in_the_trace_are_read_and_returned_like_eager():
     _model_outputs()
     x = torch.randn(2, 3)
-    calls = _Calls(_hf_like)
+    calls = CompiledCalls(_hf_like)
     for _ in range(2):
         got, want = calls(x), _hf_like(x)
         _same_model_output(got[0], want[0])
@@ -458,7 +419,7 @@ def _none_first_field(x):
 def test_model_outputs_a_call_would_not_rebuild_stay_correct(fn):
     _model_outputs()
     x = torch.randn(3)
-    calls = _Calls(fn)
+    calls = CompiledCalls(fn)
     for _ in range(2):
         got, want = calls(x), fn(x)
         got, want = (got, want) if not isinstance(got, tuple) else (got[0], want[0])
@@ -534,7 +495,7 @@ def _shared_at_a_break(x, holder):
 
 def test_an_object_reached_several_times_at_a_break_stays_one_object():
     x = torch.randn(2, 3)
-    calls = _Calls(_shared_at_a_break)
+    calls = CompiledCalls(_shared_at_a_break)
     for _ in range(2):
         ch, eh = Holder(), Holder()
         got, want = calls(x, ch), _shared_at_a_break(x, eh)
@@ -554,7 +515,7 @@ def _returned_in_two_places(x):
 def test_an_object_returned_in_two_places_stays_one_object():
     _model_outputs()
     x = torch.randn(2, 3)
-    calls = _Calls(_returned_in_two_places)
+    calls = CompiledCalls(_returned_in_two_places)
     for _ in range(2):
         out, c = calls(x)
         assert out.past_key_values is c and out["past_key_values"] is c
@@ -570,11 +531,11 @@ def _none_over_an_item(x):
 def test_a_field_set_to_none_keeps_its_item_as_in_eager():
     _model_outputs()
     x = torch.randn(3)
-    calls = _Calls(_none_over_an_item)
+    calls = CompiledCalls(_none_over_an_item)
     for _ in range(2):
         got, want = calls(x), _none_over_an_item(x)
         assert isinstance(got[0], tuple) and len(got[0]) == 1
-        _same(got[0][0], want[0][0])
+        same_exactly(got[0][0], want[0][0])
         assert got[1] == want[1] is True
 
 
@@ -594,9 +555,9 @@ def _lengths(x, passed):
 
 def test_len_of_user_objects_runs_their_types_len():
     x = torch.randn(3)
-    calls = _Calls(_lengths)
+    calls = CompiledCalls(_lengths)
     for n in (2, 2, 5):
-        _same(calls(x, Sized(n)), _lengths(x, Sized(n)))
+        same_exactly(calls(x, Sized(n)), _lengths(x, Sized(n)))
     calls.check(graphs=2)            # n is read by the inlined __len__ and guarded: 5 recompiles
 
 
@@ -628,13 +589,13 @@ def _abstract(x):
 
 def test_abc_subclasses_are_built_and_abstract_classes_still_raise():
     x = torch.randn(2, 3)
-    calls = _Calls(_abc_layers)
+    calls = CompiledCalls(_abc_layers)
     for _ in range(2):
         got, want = calls(x), _abc_layers(x)
         _same_object(got[0], want[0])
-        _same(got[1], want[1])
+        same_exactly(got[1], want[1])
     calls.check(graphs=1)
-    abstract = _Calls(_abstract)
+    abstract = CompiledCalls(_abstract)
     for _ in range(2):
         with pytest.raises(TypeError, match="abstract"):
             abstract(x)
@@ -650,11 +611,11 @@ def test_a_transformers_cache_layer_is_built_updated_and_returned_in_one_graph()
         keys, values = layer.update(k * 2, v * 2)
         return layer, keys.sum() + values.sum(), layer.get_seq_length()
     k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
-    calls = _Calls(fn)
+    calls = CompiledCalls(fn)
     for _ in range(2):
         got, want = calls(k, v), fn(k, v)
         _same_object(got[0], want[0])
-        _same(got[1], want[1])
+        same_exactly(got[1], want[1])
         assert got[2] == want[2] == 6
     calls.check(graphs=1)
 
@@ -727,11 +688,11 @@ def test_stores_and_reads_through_two_objects_equal_eager_whether_or_not_they_ar
             b.v, b.w = x * 11, x * 13
             return a, b
         (ea, eb), (ca, cb) = make(), make()
-        _same(compiled(x, ca, cb), fn(x, ea, eb))
+        same_exactly(compiled(x, ca, cb), fn(x, ea, eb))
         for e, c in ((ea, ca), (eb, cb)):
             assert vars(e).keys() == vars(c).keys()
             for k in vars(e):
-                _same(getattr(c, k), getattr(e, k))
+                same_exactly(getattr(c, k), getattr(e, k))
 
 
 def _reads_a_model_output_passed_in(x, out):
@@ -744,11 +705,11 @@ def _reads_a_model_output_passed_in(x, out):
 def test_attributes_of_a_model_output_passed_in_are_read_in_the_graph():
     _model_outputs()
     x = torch.randn(3)
-    calls = _Calls(_reads_a_model_output_passed_in)
+    calls = CompiledCalls(_reads_a_model_output_passed_in)
     for hidden in (None, (x * 3,), None):
         out = BaseModelOutputWithPast(last_hidden_state=x + 1, hidden_states=hidden)
         got, want = calls(x, out), _reads_a_model_output_passed_in(x, out)
-        _same(got[0], want[0])
+        same_exactly(got[0], want[0])
         assert got[1] is out.last_hidden_state
     assert calls.cnt.frame_count == 2 and calls.delta("graph_breaks") == 2   # one per None-ness
 
@@ -804,12 +765,12 @@ def test_an_hf_style_lm_builds_its_cache_in_one_graph_and_takes_it_back_equal_to
     compiled = tjc.compile(model, backend=cnt)
     h1, h2 = torch.randn(1, 3, 8), torch.randn(1, 1, 8)
     want, got = model(h1), compiled(h1)
-    _same(got.logits, want.logits)
+    same_exactly(got.logits, want.logits)
     assert (cnt.frame_count, tjc.stats()["graph_breaks"]) == (1, 0)   # step 1: one graph
     # Step 2 takes the cache back: layer 1 reads `keys` after layer 0 stored it, through another
     # DynamicLayer; the trace pins the two distinct (OBJECT_ALIASING) and stays equal.
     want2, got2 = model(h2, want.past_key_values), compiled(h2, got.past_key_values)
-    _same(got2.logits, want2.logits)
+    same_exactly(got2.logits, want2.logits)
     for gl, wl in zip(got2.past_key_values.layers, want2.past_key_values.layers):
-        _same(gl.keys, wl.keys)
+        same_exactly(gl.keys, wl.keys)
         assert gl.get_seq_length() == wl.get_seq_length() == 4
