@@ -27,6 +27,7 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import unsupported
 from .builtins import BUILTIN_HANDLERS, BuiltinVariable
+from .classes import ClassVariable
 from .constant import ConstantVariable
 from .contexts import context_class, refuse_autocast_object
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
@@ -36,8 +37,8 @@ from .new_object import UserClassVariable, is_user_class
 from .nn_module import NNModuleVariable
 from .opaque import OpaqueVariable
 from .tensor import TensorVariable, TorchFunctionVariable
-from .user_object import (ClassVariable, DictSubclassVariable, EnvironVariable, UserObjectVariable,
-                          is_dict_subclass_object, is_plain_user_object)
+from .user_object import (DictSubclassVariable, EnvironVariable, UserObjectVariable, is_dict_subclass_object,
+                          is_plain_user_object)
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
 _TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)

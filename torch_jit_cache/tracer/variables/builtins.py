@@ -207,7 +207,8 @@ def _type(tx, args, kwargs):
         unsupported("type() with three arguments")
     from ...sources import AttrSource
     from .nn_module import NNModuleVariable
-    from .user_object import ClassVariable, UserObjectVariable
+    from .classes import ClassVariable
+    from .user_object import UserObjectVariable
     # A class whose attributes can be read (`type(self).forward`) through `obj.__class__`, where
     # python_type() is exactly the object's type (a tensor's may be a base of it).
     if isinstance(args[0], (UserObjectVariable, NNModuleVariable)) and args[0].source is not None:
@@ -216,7 +217,7 @@ def _type(tx, args, kwargs):
 
 
 def _super(tx, args, kwargs):
-    from .user_object import call_super
+    from .classes import call_super
     return call_super(tx, args, kwargs)
 
 

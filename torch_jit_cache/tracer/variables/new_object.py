@@ -39,8 +39,8 @@ from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from .user_object import (ClassVariable, SequenceMethodVariable, is_sequence_mixin, sequence_call,
-                          sequence_iterator)
+from .classes import ClassVariable
+from .user_object import SequenceMethodVariable, is_sequence_mixin, sequence_call, sequence_iterator
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
@@ -80,7 +80,7 @@ def _refusal(cls: type) -> str | None:
 class UserClassVariable(ClassVariable):
     """A plain user class read from the frame (guarded by identity): calling it constructs a
     NewObjectVariable. Everything else a class does (isinstance, `is`, its attributes read from
-    its MRO: user_object.ClassVariable) is unchanged."""
+    its MRO: classes.ClassVariable) is unchanged."""
 
     def reconstruct(self, outputs):
         # Loaded again from where it was read: a constant in the transformed code would hold the

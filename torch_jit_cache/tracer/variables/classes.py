@@ -1,0 +1,160 @@
+"""Classes and super(), read as user objects are (user_object.py).
+
+ClassVariable: a class read from the frame (guarded by identity) or given by type(obj); its
+attributes are read from its MRO as `Class.name` returns them (Class.forward, classmethods,
+staticmethods), each through its own source, so a replaced method fails a guard. SuperVariable:
+super(), zero-argument or explicit; the member is found by its place in type(obj).__mro__ and read
+through `L['self'].__class__.__mro__[i]`.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
+from ...sources import AttrSource, ItemSource
+from ...trace_result import SuperOutput
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable
+from .user_object import _DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, _mixin
+
+
+def _class_member(tx, owner_var, raw, source, bind_to):
+    """A member `raw` found in a class's __dict__, as `getattr` returns it: a function (bound to
+    `bind_to` when it is not None), a staticmethod's function, a classmethod bound to the class, or
+    a plain value; `source` reads that very member (guarded where it is found)."""
+    if isinstance(raw, types.FunctionType):
+        mixin = _mixin(raw) if bind_to is not None else None
+        if mixin is not None:
+            return MixinMethodVariable(bind_to, mixin, raw.__name__)
+        fn = tx.wrap(raw, source)
+        return fn if bind_to is None else _bound(fn, bind_to)
+    if isinstance(raw, staticmethod) and isinstance(raw.__func__, types.FunctionType):
+        return tx.wrap(raw.__func__, source)
+    if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
+        return _bound(tx.wrap(raw.__func__, AttrSource(source, "__func__")), owner_var)
+    if type_lookup(type(raw), "__get__") is not MISSING_:
+        unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
+    return tx.wrap(raw, source)
+
+
+def _bound(fn, obj):
+    from .functions import UserMethodVariable
+    return UserMethodVariable(fn, obj)
+
+
+class ClassVariable(ConstantVariable):
+    """A class read from the frame (guarded by identity) or given by type(obj). A constant for
+    isinstance and `is`; its attributes are read from its MRO as `Class.name` returns them, each
+    through its own source (`L['self'].__class__.forward`), so a replaced method fails a guard."""
+
+    def var_getattr(self, tx, name):
+        cls = self.value
+        if name in ("__name__", "__qualname__"):
+            value = getattr(cls, name)
+            return tx.wrap(value, AttrSource(self.source, name)) if self.source is not None \
+                else ConstantVariable(value)
+        # type.__getattribute__: a data descriptor of the metaclass wins (type's own __dict__,
+        # __annotations__ and __doc__ are getsets that read only the class's own __dict__, not its
+        # bases'), then the class's MRO, then the metaclass's other attributes.
+        meta = type(cls)
+        meta_attr = type_lookup(meta, name)
+        if type_lookup(meta, "__getattribute__") is not type.__getattribute__ or \
+                meta_attr is not MISSING_ and is_data_descriptor(meta_attr):
+            unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")
+        raw = type_lookup(cls, name)
+        if raw is MISSING_:
+            unsupported(f"attribute {name!r} of class {cls.__name__}: not in its MRO")
+        if self.source is None:
+            unsupported(f"attribute {name!r} of class {cls.__name__}, which has no source")
+        return _class_member(tx, self, raw, AttrSource(self.source, name), None)
+
+    def __repr__(self):
+        return f"ClassVariable({self.value.__qualname__})"
+
+
+def call_super(tx, args, kwargs):
+    """super(cls, obj), or super() in a method: its class from the `__class__` cell the compiler
+    made, obj from the method's first argument (what CPython's zero-argument super reads)."""
+    if kwargs:
+        unsupported("super() with keyword arguments")
+    if not args:
+        code = tx.code
+        if "__class__" not in code.co_freevars or code.co_argcount + code.co_kwonlyargcount < 1:
+            unsupported("super() outside a method")
+        first = code.co_varnames[0]
+        obj = tx.cell(first).load(tx) if first in code.co_cellvars else tx.load_local(first)
+        cls = tx.cell("__class__").load(tx)
+    elif len(args) == 2:
+        cls, obj = args
+    else:
+        unsupported("super() with one argument")
+    if not cls.is_python_constant() or not isinstance(cls.as_python_constant(), type):
+        unsupported(f"super() of {cls}")
+    return SuperVariable(cls.as_python_constant(), obj, cls)
+
+
+class SuperVariable(VariableTracker):
+    """super(cls, obj): attribute reads search type(obj).__mro__ after cls. type(obj) is pinned by
+    obj's type guard, so the class holding the member is found by position in that MRO and read
+    from there (`L['self'].__class__.__mro__[2].get`)."""
+
+    def __init__(self, cls: type, obj, cls_var=None):
+        super().__init__(None)
+        self.cls, self.obj, self.cls_var = cls, obj, cls_var
+
+    def reconstruct(self, outputs):
+        # At a break before `super().name` (a member the trace does not follow), made again from
+        # the class's and the object's own trackers.
+        if self.cls_var is None:
+            return super().reconstruct(outputs)
+        return SuperOutput(outputs.rebuild(self.cls_var), outputs.rebuild(self.obj))
+
+    def var_getattr(self, tx, name):
+        objtype = self.obj.python_type()
+        mro = objtype.__mro__
+        # type(obj) through a source: the object's own (`L['self'].__class__`), or, for an object
+        # built in the trace (new_object.py), the class it was built from, guarded by identity.
+        cls_var = getattr(self.obj, "cls_var", None)
+        if self.obj.source is not None:
+            class_source = AttrSource(self.obj.source, "__class__")
+        elif cls_var is not None and cls_var.source is not None:
+            class_source = cls_var.source
+        else:
+            class_source = None
+        if self.cls not in mro or class_source is None:
+            unsupported(f"super({self.cls.__name__}, {self.obj}): not an instance with a source")
+        for i in range(mro.index(self.cls) + 1, len(mro)):
+            if name in vars(mro[i]):
+                break
+        else:
+            unsupported(f"AttributeError: 'super' object has no attribute {name!r}")
+        raw = vars(mro[i])[name]
+        klass = ItemSource(AttrSource(class_source, "__mro__"), i)
+        if isinstance(raw, (types.FunctionType, staticmethod, classmethod)) and \
+                not mro[i].__module__.startswith(("torch.", "builtins")):
+            owner = tx.wrap(objtype, class_source)
+            bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
+            return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
+        if _mixin(raw) is not None:
+            return MixinMethodVariable(self.obj, _mixin(raw), name)
+        if isinstance(self.obj, DictSubclassVariable) and name in _DICT_READS and raw is vars(dict)[name]:
+            return DictReadVariable(self.obj, name)
+        if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
+            return _ModuleCall(self.obj)
+        unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
+
+    def __repr__(self):
+        return f"SuperVariable({self.cls.__name__}, {self.obj!r})"
+
+
+class _ModuleCall(VariableTracker):
+    """super().__call__ reaching nn.Module.__call__ from a module class's own __call__."""
+
+    def __init__(self, module_var):
+        super().__init__(None)
+        self.module_var = module_var
+
+    def call_function(self, tx, args, kwargs):
+        return self.module_var.module_call(tx, args, kwargs, own_call=True)
