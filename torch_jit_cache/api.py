@@ -1,7 +1,7 @@
 """The user API: compile(), explain(), disable(), reset(), stats(), cache_entries().
 
     @tjc.compile                      # or tjc.compile(fn_or_module, backend=..., fullgraph=False,
-    def f(x, y): ...                  #    dynamic=False, cache_limit=None)
+    def f(x, y): ...                  #    dynamic=None, cache_limit=None)
 
 A compiled function runs its frames with this package's cache-miss callback installed (on this
 thread, for the duration of the call); cache hits never re-enter Python-level tracing.
@@ -19,19 +19,24 @@ from .convert_frame import COUNTERS, FrameCompiler
 _WRAPPED = "_torch_jit_cache_original"
 
 
-def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic: bool = False, cache_limit=None):
-    """Compile a function, method or torch.nn.Module; usable as @compile and @compile(...)."""
+def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None):
+    """Compile a function, method or torch.nn.Module; usable as @compile and @compile(...).
+
+    `dynamic`: None (default), shapes start static and a dimension whose size changes between
+    compiles is traced as a symbol from then on; True, every dimension of the tensors the frame
+    is called with is a symbol from the first compile; False, shapes are always static (each new
+    size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (dynamic.py) refine it."""
     if fn is None:
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
-    if dynamic:
-        raise NotImplementedError("torch_jit_cache.compile: dynamic=True is not supported yet; shapes are static")
+    if dynamic not in (None, True, False):
+        raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
     if cache_limit is not None and (not isinstance(cache_limit, int) or isinstance(cache_limit, bool) or cache_limit < 1):
         raise ValueError(f"cache_limit must be an int >= 1 or None, got {cache_limit!r}")
     _check_backend(backend)
     # The compiler owns this call's cache (entries, skip/run-only decisions, cache limit): another
     # compile() of the same function never sees or changes it.
     callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
-                             cache_limit=cache_limit)
+                             cache_limit=cache_limit, dynamic=dynamic)
     return _compiled(fn, callback)
 
 

@@ -29,7 +29,7 @@ class Config:
     # Resume functions made from resume functions, at most (a graph break inside a loop makes
     # one per iteration): deeper, the resume function runs uncompiled, with the reason logged.
     max_resume_depth: int = dataclasses.field(default_factory=lambda: _env_int("TJC_MAX_RESUME_DEPTH", 32))
-    # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks (log.TOPICS)
+    # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks,dynamic (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(
             p.strip() for p in os.environ.get("TJC_LOG", "").split(",") if p.strip()

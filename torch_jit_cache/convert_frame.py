@@ -14,6 +14,7 @@ import weakref
 
 from . import graph_break, log, proxies, runtime, trace_rules
 from .config import config
+from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
@@ -101,6 +102,10 @@ class FrameCompiler:
     cache_owner: object = dataclasses.field(init=False, repr=False, compare=False)
     # explain(): called with a FrameReport for every frame compiled or run uncompiled.
     observer: object = dataclasses.field(default=None, repr=False, compare=False)
+    # Symbolic sizes (dynamic.py): None, automatic after a size-caused recompile; True, every
+    # dimension of the frame's argument tensors from the first compile; False, never.
+    dynamic: object = None
+    _dynamic: object = dataclasses.field(init=False, repr=False, compare=False)
 
     # How often each code this compiler made an entry for came back with none alive (its entries
     # evicted because an object they guard by identity died). Weak keys: codes die with their
@@ -110,6 +115,7 @@ class FrameCompiler:
     def __post_init__(self):
         self.cache_owner = runtime.CacheOwner(self.cache_limit or 0)
         self._evicted_returns = weakref.WeakKeyDictionary()
+        self._dynamic = DynamicPolicy(self.dynamic)
 
     def __call__(self, frame, entries):
         code = frame.f_code
@@ -129,6 +135,8 @@ class FrameCompiler:
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
         reason = self._compile(frame, entries)
+        if isinstance(reason, DynamicMarkError):
+            raise reason   # the user's mark_dynamic cannot be honoured: theirs to fix
         if self.observer is not None and isinstance(reason, str):
             self.observer(FrameReport(describe(code), None, 0, "", None, reason))
         if not isinstance(reason, str):
@@ -191,13 +199,15 @@ class FrameCompiler:
         def resolve(source):
             return load_source(source, f_locals, f_globals, f_builtins)
 
+        step = "dynamic shapes plan"
+        plan = self._dynamic.plan(code, f_locals, resolve)
         step = "trace"
         # Tracing runs the ops on real example tensors; random ops (dropout) must not advance the
         # generator, or the compiled call that follows would draw different numbers than eager.
         rng = torch.random.get_rng_state()
         try:
             with backends.tracing_for(self.backend):
-                result, break_reason, in_callee = self._trace(tracer, code, frame, rng)
+                result, break_reason, in_callee = self._trace(tracer, code, frame, rng, plan)
             cut = isinstance(result.output, BreakOutput)
             # A break with no tensor work before it is worth an entry only where the frame is
             # meant to compile (the compile() target, a resume function): any other frame runs its
@@ -214,12 +224,19 @@ class FrameCompiler:
             specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
                                          value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
                      for g in result.guards]
+            shape_guards = result.shape_guards
+            if shape_guards is not None:
+                shape_guards = dataclasses.replace(shape_guards, bindings=tuple(
+                    (sym, dataclasses.replace(b, source=rewriter.rewrite(b.source)))
+                    for sym, b in shape_guards.bindings))
             step = "source check"
             arguments, freevars = codegen.argument_names(code), code.co_freevars
             used = [*graph_inputs, *_output_sources(result.output)]
             used += [s for e in result.side_effects for spec in (e.target, e.value)
                      for s in _output_sources(spec)]
             used += [s for g in specs for s in (g.source, g.value) if isinstance(s, Source)]
+            if shape_guards is not None:
+                used += [b.source for _, b in shape_guards.bindings]
             for source in used:
                 why = unreachable_root(source, arguments, freevars, f_globals, f_builtins)
                 if why is not None:
@@ -251,10 +268,13 @@ class FrameCompiler:
             new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output,
                                                       resume_fns, result.side_effects)
             step = "guard building"
-            guards = build_guards(specs, resolve=resolve)
+            guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)
             guards.bind(code)  # a guard the frame cannot reach fails here, not in the user's call
             step = "cache entry"
             guarded = runtime.GuardedCode(new_code, guards)
+        except DynamicMarkError as e:
+            e.__traceback__ = None
+            return e
         except (Unsupported, backends.BackendCompilerFailed, _EveryBreak) as e:  # these name their step
             return _failure_text(e, str(e))
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
@@ -288,7 +308,7 @@ class FrameCompiler:
     def _may_cut_without_graph(self, code) -> bool:
         return code is self.target_code or graph_break.is_resume_code(code)
 
-    def _trace(self, tracer, code, frame, rng):
+    def _trace(self, tracer, code, frame, rng, plan):
         """(TraceResult, None, False), or, when the trace fails at an instruction of this frame where
         it can be cut, (the TraceResult of a second trace that stops there, the failure's text,
         whether it failed inside a call the frame inlined there).
@@ -300,7 +320,7 @@ class FrameCompiler:
 
         f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
         try:
-            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure), None, False
+            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure, plan=plan), None, False
         except Unsupported as e:
             if e.break_at is None:
                 raise
@@ -322,13 +342,13 @@ class FrameCompiler:
             torch.random.set_rng_state(rng)
         text, reason, filename, lineno, instruction, (index, arrival), in_callee = failure
         try:
-            plan = graph_break.plan_break(code, index)
+            cut_plan = graph_break.plan_break(code, index)
         except graph_break.BreakRefused as why:
             raise Unsupported(f"{reason}; no graph break there: {why}", filename=filename,
                               lineno=lineno, instruction=instruction) from None
         try:
             return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure,
-                                cut=(plan, arrival)), text, in_callee
+                                cut=(cut_plan, arrival), plan=plan), text, in_callee
         finally:
             torch.random.set_rng_state(rng)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import runtime
 from .sources import Source
-from .trace_result import GuardKind, GuardSpec
+from .trace_result import DynamicTensorMatch, GuardKind, GuardSpec
 
 _NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE}
 _RELATIONS = {GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF}
@@ -56,6 +56,11 @@ class GuardBuilder:
                                         [0, 0 if spec.kind is GuardKind.ALIAS_OF else 1])
             return
         node = self.node(spec.source)
+        if isinstance(spec.value, DynamicTensorMatch):
+            # TEMPORARY (lead's branch, until the C++ leaf lands): dims left to SYMBOLIC_SHAPES.
+            node.tensor_match(spec.value.example, dynamic_sizes=spec.value.dynamic_sizes,
+                              dynamic_strides=spec.value.dynamic_strides)
+            return
         method = getattr(node, spec.kind.value)
         if spec.kind in _NO_ARGUMENT:
             method()
@@ -71,7 +76,7 @@ def _identity_key(spec: GuardSpec):
     return ("id", id(spec.value))
 
 
-def build_guards(specs, *, global_state: bool = True, resolve=None):
+def build_guards(specs, *, global_state: bool = True, resolve=None, shape_guards=None):
     """A root GuardManager checking every spec (and torch's global state).
 
     `resolve(source)` gives the value a source names in the frame being compiled; SAME_AS needs it.
@@ -79,6 +84,8 @@ def build_guards(specs, *, global_state: bool = True, resolve=None):
     builder = GuardBuilder(resolve)
     for spec in specs:
         builder.add(spec)
+    if shape_guards is not None:
+        builder.add_shape_guards(shape_guards)
     if global_state:
         builder.root.global_state()
     return builder.root

@@ -12,7 +12,7 @@ import sys
 
 from .config import config
 
-TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips", "graph_breaks")
+TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips", "graph_breaks", "dynamic")
 
 logger = logging.getLogger("torch_jit_cache")
 

@@ -40,6 +40,16 @@ class GuardSpec:
     value: Any = None
 
 
+@dataclasses.dataclass(frozen=True)
+class DynamicTensorMatch:
+    """A TENSOR_MATCH value for a tensor traced with symbolic dims: `example` is the real tensor
+    (never held by the guard); the size and stride dims listed are checked by the SYMBOLIC_SHAPES
+    leaf instead (shape_guards.py)."""
+    example: Any
+    dynamic_sizes: tuple
+    dynamic_strides: tuple
+
+
 # Output specs: how to rebuild what the original function returned.
 @dataclasses.dataclass(frozen=True)
 class GraphOutput:
@@ -251,6 +261,8 @@ class TraceResult:
     # SideEffects on objects outside the graph, in program order: replayed after the graph call,
     # before returning or before the instruction at a graph break.
     side_effects: tuple = ()
+    # shape_guards.ShapeGuards when the trace had symbolic sizes (tracer/fake_shapes.py), else None.
+    shape_guards: Any = None
     # Graph-input mutations the graph performs are part of the graph (in-place ops on inputs).
 
 

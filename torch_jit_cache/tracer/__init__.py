@@ -8,12 +8,14 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from .. import graph_break
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, FunctionOutput, GraphOutput, IterOutput,
-                            ModeSwitch,
+from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, DynamicTensorMatch, FunctionOutput,
+                            GraphOutput, GuardKind, IterOutput, ModeSwitch,
                             SourceOutput, TraceResult, TupleOutput, Unsupported, walk)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
@@ -30,16 +32,17 @@ __all__ = ["trace", "list_breaks", "Unsupported"]
 _MAX_BREAK_MOVES = 8
 
 
-def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None) -> TraceResult:
+def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None, plan=None) -> TraceResult:
     """`cut`: (graph_break.BreakPlan, arrival): stop when the root frame reaches the plan's
     instruction for the arrival-th time, and return a BreakOutput for the state there.
+    `plan`: dynamic.FramePlan, which tensor dimensions are symbols (None: all static).
 
     A generator alive at the cut cannot be rebuilt (variables/generators.py): the cut moves to
     where the first generator the frame made and had not exhausted there was made (before it,
     that generator does not exist yet), and the frame is traced again, a few times at most."""
     for _ in range(_MAX_BREAK_MOVES):
         try:
-            return _trace(code, f_locals, f_globals, f_builtins, closure, cut)
+            return _trace(code, f_locals, f_globals, f_builtins, closure, cut, plan)
         except _GeneratorAtBreak as moved:
             where = moved.to
         if where is None or where == (cut[0].index, cut[1]):
@@ -62,9 +65,9 @@ class _GeneratorAtBreak(Exception):
         self.to = to
 
 
-def _trace(code, f_locals, f_globals, f_builtins, closure, cut) -> TraceResult:
+def _trace(code, f_locals, f_globals, f_builtins, closure, cut, plan) -> TraceResult:
     stop_at = (cut[0].index, cut[1]) if cut is not None else None
-    output, tx = _root(code, f_locals, f_globals, f_builtins, closure, stop_at=stop_at)
+    output, tx = _root(code, f_locals, f_globals, f_builtins, closure, plan, stop_at=stop_at)
     try:
         result = tx.run()
         outputs = GraphOutputs()
@@ -91,12 +94,25 @@ def _trace(code, f_locals, f_globals, f_builtins, closure, cut) -> TraceResult:
         except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error
             raise Unsupported(f"building the fx graph failed: {type(e).__name__}: {e}",
                               filename=code.co_filename, lineno=code.co_firstlineno) from None
+        guards, shape_guards = output.guards, None
+        if output.fake_shapes is not None:
+            output.fake_shapes.check_marks()
+            shape_guards, dynamic_dims = output.fake_shapes.guards()
+            guards = [_with_dynamic_dims(g, dynamic_dims) for g in guards]
         return TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
                            example_inputs=list(output.example_inputs), output=spec,
-                           guards=output.guards, side_effects=effects)
+                           guards=guards, side_effects=effects, shape_guards=shape_guards)
     finally:
         output.release()
         del tx, output
+
+
+def _with_dynamic_dims(spec, dynamic_dims):
+    """A TENSOR_MATCH on a tensor with symbolic dims leaves them to the SYMBOLIC_SHAPES leaf."""
+    if spec.kind is not GuardKind.TENSOR_MATCH or spec.source not in dynamic_dims:
+        return spec
+    sizes, strides = dynamic_dims[spec.source]
+    return dataclasses.replace(spec, value=DynamicTensorMatch(spec.value, sizes, strides))
 
 
 def _root_args(code, f_locals) -> dict:
@@ -116,9 +132,9 @@ def _free(code, f_locals, closure) -> dict:
     return free
 
 
-def _root(code, f_locals, f_globals, f_builtins, closure, **options):
+def _root(code, f_locals, f_globals, f_builtins, closure, plan=None, **options):
     """A fresh OutputGraph and the root frame's translator over it."""
-    output = OutputGraph(f_globals, f_builtins)
+    output = OutputGraph(f_globals, f_builtins, plan)
     cells = InstructionTranslator.root_cells(code, _free(code, f_locals, closure))
     return output, InstructionTranslator(code, output, f_globals, raw_args=_root_args(code, f_locals),
                                          free_cells=cells, **options)

@@ -54,8 +54,16 @@ _RELATIONS = (GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF)
 class OutputGraph:
     """Mutable trace state shared by all translators of one trace (the GIL is the only lock)."""
 
-    def __init__(self, f_globals: dict, f_builtins: dict):
+    def __init__(self, f_globals: dict, f_builtins: dict, frame_plan=None):
         self.graph = torch.fx.Graph()
+        # Dynamic shapes (dynamic.py, fake_shapes.py): the plan says which tensor dims are symbols
+        # (and records the sizes this trace reads); `fake_shapes` is the trace's fake mode and
+        # ShapeEnv when the plan has any, else None and the examples are real clones.
+        self.frame_plan = frame_plan
+        self.fake_shapes = None
+        if frame_plan is not None and frame_plan.symbolic:
+            from .fake_shapes import FakeShapes
+            self.fake_shapes = FakeShapes()
         self.root_globals = f_globals
         self.root_builtins = f_builtins
         self.graph_inputs: list[Source] = []
@@ -184,6 +192,9 @@ class OutputGraph:
         self.by_id.clear()
         self.by_source.clear()
         self.keepalive.clear()
+        if self.fake_shapes is not None:
+            self.fake_shapes.release()
+        self.frame_plan = None
         self.side_effects.release()
         self._guards.clear()
         torch._C._set_grad_enabled(self.entry_grad_mode)   # the trace's blocks end here too

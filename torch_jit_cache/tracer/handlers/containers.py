@@ -4,6 +4,7 @@ from ..variables import ConstantVariable, DictVariable, ListVariable, TupleVaria
 from ..variables.base import unsupported
 from ..variables.operators import delitem, getitem, setitem
 from ..variables.sets import SetVariable, constants_of
+from ..variables.symbolic import SymbolicSliceVariable, SymNodeVariable
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -105,6 +106,9 @@ def unpack_ex(tx, inst):
 @handler("BUILD_SLICE")
 def build_slice(tx, inst):
     parts = tx.popn(inst.arg)
+    if any(isinstance(p, SymNodeVariable) for p in parts):
+        tx.push(SymbolicSliceVariable(parts))   # x[:, :T] with T a symbolic size
+        return
     if not all(p.is_python_constant() for p in parts):
         unsupported("a slice with non-constant bounds")
     tx.push(ConstantVariable(slice(*[p.as_python_constant() for p in parts])))

@@ -23,7 +23,7 @@ import types
 import torch
 import torch.nn as nn
 
-from ...sources import AttrSource, ItemSource
+from ...sources import AttrSource, ItemSource, LocalSource
 from ...trace_result import GuardKind
 from .base import unsupported
 from .builtins import BUILTIN_HANDLERS, BuiltinVariable
@@ -65,6 +65,16 @@ def is_torch_callable(value) -> bool:
     return callable(value) and (mod == "torch" or mod.startswith("torch."))
 
 
+def _is_argument(source, value) -> bool:
+    """A tensor the frame was called with (or found in a container it was called with), as
+    dynamic=True understands "input": not a parameter, buffer or other attribute."""
+    if isinstance(value, nn.Parameter):
+        return False
+    while isinstance(source, ItemSource):
+        source = source.base
+    return isinstance(source, LocalSource)
+
+
 def wrap(tx, value, source, guard: bool = True):
     out = tx.output
     if source is not None and source in out.by_source:
@@ -93,9 +103,15 @@ def _wrap(tx, value, source, guard):
         if known is not None:
             out.add_guard(source, GuardKind.SAME_AS, known.source)
             return known
-        example = value.detach().clone()
-        if value.requires_grad:
-            example.requires_grad_(True)
+        plan = out.frame_plan
+        choices = plan.choose(source, value, is_argument=_is_argument(source, value)) \
+            if plan is not None else None
+        if out.fake_shapes is not None:   # symbolic sizes where the plan says (dynamic.py)
+            example = out.fake_shapes.fakeify(value, source, choices)
+        else:
+            example = value.detach().clone()
+            if value.requires_grad:
+                example.requires_grad_(True)
         vt = TensorVariable(out, example, source=source, real=value)
         out.by_id[id(value)] = vt
         out.keepalive.append(value)

@@ -47,6 +47,9 @@ def _len(tx, args, kwargs):
     if isinstance(obj, TensorVariable):
         if obj.example.dim() == 0:
             unsupported("len() of a 0-d tensor")
+        if obj.has_symbolic_shape():
+            from .tensor import call_op
+            return call_op(tx, "size", [obj, ConstantVariable(0)], {}, method=True)
         return ConstantVariable(obj.example.shape[0])
     if hasattr(obj, "module"):  # ModuleList and friends
         return obj.call_method(tx, "__len__", [], {})
@@ -102,7 +105,16 @@ def _zip(tx, args, kwargs):
 
 
 def _minmax(fn):
+    import torch
+
+    sym_fn = torch.sym_min if fn is min else torch.sym_max
+
     def handler(tx, args, kwargs):
+        from .symbolic import SymNodeVariable
+        if len(args) == 2 and not kwargs and any(isinstance(a, SymNodeVariable) for a in args) and \
+                all(isinstance(a, SymNodeVariable) or type(a.as_python_constant()) in (int, float) for a in args):
+            from .tensor import call_op   # min(T, block_size) on a symbolic size stays symbolic
+            return call_op(tx, sym_fn, args, {})
         if len(args) != 1:
             return _fold(fn)(tx, args, kwargs)  # max(a, b, ...)
         # max(iterable): fold over its items (a list of constants read from the frame included).
@@ -111,8 +123,9 @@ def _minmax(fn):
 
 
 def _abs(tx, args, kwargs):
+    from .symbolic import SymNodeVariable
     from .tensor import TensorVariable, call_op
-    if isinstance(args[0], TensorVariable):
+    if isinstance(args[0], (TensorVariable, SymNodeVariable)):
         return call_op(tx, operator.abs, args, {})
     return _fold(abs)(tx, args, kwargs)
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 import operator
 import types
 
+import torch
+
 from ...trace_result import ConstantOutput
 from .base import TRACED_RAISES, VariableTracker, unsupported
 
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
 _SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
 
@@ -14,6 +17,8 @@ _SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(El
 class ConstantVariable(VariableTracker):
     def __init__(self, value, source=None):
         super().__init__(source)
+        if type(value) in _SYMBOLIC:   # a symbolic size must stay a node (symbolic.py)
+            raise AssertionError(f"ConstantVariable of a symbolic value {value!r} (tracer bug)")
         self.value = value
 
     def python_type(self):

@@ -12,7 +12,11 @@ from .containers import BaseListVariable, DictVariable, ListVariable, RangeVaria
 from .functions import UserFunctionVariable
 from .nn_module import NNModuleVariable
 from .sets import SetVariable
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
+
+# Operands a unary operator makes a graph node of: tensors, and symbolic sizes (symbolic.py).
+_GRAPH_VALUES = (TensorVariable, SymNodeVariable)
 
 _INPLACE = {"+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="}
 
@@ -34,7 +38,8 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         # out-of-place form is also the only one an fx graph can hold: `0 += t` is no Python.
         symbol = base
     fn = BINARY_OPERATORS[symbol]
-    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable) or (
+            (isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable)) and _is_number(a) and _is_number(b)):
         return call_op(tx, fn, [a, b], {})
     if isinstance(a, BaseListVariable):
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
@@ -60,11 +65,22 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return call_op(tx, fn, [a, b], {})
+    if isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable):
+        if _is_number(a) and _is_number(b):
+            return call_op(tx, fn, [a, b], {})
+        if symbol in ("==", "!=") and (_is_none(a) or _is_none(b)):
+            return ConstantVariable(symbol == "!=")
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(fn, a, b)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")
+
+
+def _is_number(v) -> bool:
+    """A symbolic scalar or an int/float/bool constant: what sym arithmetic takes."""
+    return isinstance(v, SymNodeVariable) or (
+        isinstance(v, ConstantVariable) and type(v.value) in (int, float, bool))
 
 
 def _is_none(v) -> bool:
@@ -113,7 +129,7 @@ def unary_op(tx, opname: str, a) -> VariableTracker:
     if opname == "UNARY_NOT":
         return ConstantVariable(not a.truthy(tx))
     fn = _UNARY[opname]
-    if isinstance(a, TensorVariable):
+    if isinstance(a, _GRAPH_VALUES):
         return call_op(tx, fn, [a], {})
     if a.is_python_constant():
         return _const_fold(fn, a)

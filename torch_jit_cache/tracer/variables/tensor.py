@@ -7,17 +7,19 @@ whose non-tensor result depends on tensor data (.item(), .tolist(), torch.equal)
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import torch
 
 from ...attribute_lookup import Where, lookup
 from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...trace_result import GuardKind, Unsupported
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import ListVariable, TupleVariable
+from .symbolic import SymNodeVariable, is_symbolic, wrap_symbolic
 
 # Methods/functions whose result depends on tensor *values* in a way a static graph cannot keep
 # (Python scalars, data-dependent shapes) or that change autograd/global state.
@@ -52,7 +54,10 @@ class TensorVariable(VariableTracker):
 
     def as_node(self):
         if self._node is None:
-            self._node = self.output.add_placeholder(self.source, self.real)
+            # A trace with symbolic sizes hands the backend its fake inputs (their symbols are
+            # what the graph is compiled for); otherwise the real values seen.
+            shapes = self.output.fake_shapes
+            self._node = self.output.add_placeholder(self.source, self.real if shapes is None else self.example)
         return self._node
 
     def as_fx_arg(self):
@@ -74,12 +79,18 @@ class TensorVariable(VariableTracker):
         unsupported("data-dependent branch on a tensor value (bool(tensor))")
 
     def unpack(self, tx):
-        n = self.example.shape[0] if self.example.dim() else unsupported("iteration over a 0-d tensor")
+        # A symbolic length is specialized here (int() guards it): iteration unrolls.
+        n = int(self.example.shape[0]) if self.example.dim() else unsupported("iteration over a 0-d tensor")
         return [call_op(tx, "__getitem__", [self, ConstantVariable(i)], {}, method=True)
                 for i in range(n)]
 
+    def has_symbolic_shape(self) -> bool:
+        return self.output.fake_shapes is not None and is_symbolic(tuple(self.example.shape))
+
     def var_getattr(self, tx, name):
         if name == "shape":
+            if self.has_symbolic_shape():
+                return call_op(tx, "size", [self], {}, method=True)
             return ConstantVariable(self.example.shape)
         if name == "requires_grad":
             ref = self.real if self.real is not None else self.example
@@ -201,18 +212,22 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     fx_kwargs = {k: v.as_fx_arg() for k, v in kwargs.items()}
     ex_args = [a.as_example() for a in args]
     ex_kwargs = {k: v.as_example() for k, v in kwargs.items()}
+    shapes = tx.output.fake_shapes
     try:
-        if method:
-            result = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
-        else:
-            result = target(*ex_args, **ex_kwargs)
+        with (shapes.running() if shapes is not None else contextlib.nullcontext()):
+            if method:
+                result = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
+            else:
+                result = target(*ex_args, **ex_kwargs)
+    except Unsupported:
+        raise
     except Exception as e:  # the original code raises too: let it run eagerly and raise there
         unsupported(f"{name} raised {type(e).__name__}: {e}")
     inplace = name.endswith("_") and not name.endswith("__") or kwargs.get("inplace") is not None \
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
-    if not inplace and not _has_tensor(result):
+    if not inplace and not _has_tensor(result) and not (shapes is not None and is_symbolic(result)):
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return wrap_constant_result(result)
@@ -236,12 +251,16 @@ def wrap_op_result(out, node, value) -> VariableTracker:
     import operator
     if isinstance(value, torch.Tensor):
         return TensorVariable(out, value, node)
+    if is_symbolic(value) and not isinstance(value, (tuple, list)):
+        return wrap_symbolic(out, node, value)
     if isinstance(value, (tuple, list)):
         items = []
         for i, v in enumerate(value):
             if isinstance(v, torch.Tensor):
                 items.append(TensorVariable(
                     out, v, out.create_node("call_function", operator.getitem, (node, i), {})))
+            elif is_symbolic(v) and not isinstance(v, (tuple, list)):
+                items.append(wrap_symbolic(out, out.create_node("call_function", operator.getitem, (node, i), {}), v))
             elif _has_tensor(v):
                 unsupported("nested tensor containers in an op result")
             else:

@@ -1,0 +1,193 @@
+"""Tracing with symbolic sizes: one FakeTensorMode and ShapeEnv per trace, and the guards they leave.
+
+A trace whose frame has a dynamic dimension (dynamic.py decides which) runs every example op on
+fake tensors: the frame's tensors are converted (`fakeify`) with a symbol for each dynamic
+dimension, parameters and other tensors with their static sizes; factory ops run under the mode
+(`FakeShapes.running()`). Whatever the traced code asks of a symbolic size (a branch on
+`T > block_size`, `range(T)`, a view that needs `C % n_head == 0`) is recorded by the ShapeEnv as a
+guard, exactly as under torch.compile. `guards()` turns that state into a ShapeGuards value over our
+Sources: which source each symbol is read from (a size, a stride, a storage offset), the symbols'
+ranges and the boolean expressions; shape_guards.py compiles them into the C++ SYMBOLIC_SHAPES
+leaf. TENSOR_MATCH keeps checking the static sizes and strides (`dynamic_dims`).
+
+Lifetime: the mode, the ShapeEnv and every fake tensor belong to the trace; `release()` drops them
+(OutputGraph.release), and only sympy expressions over plain symbols reach the guards. A backend
+that compiles symbolically (aot_eager, inductor) receives the fake example inputs and keeps what it
+needs with its compiled artifact, which dies with the cache entry.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..dynamic import DynamicMarkError
+from ..sources import Source
+from ..trace_result import Unsupported
+
+
+def _torch_source(source: Source):
+    """A torch._guards.Source naming our source (the ShapeEnv keys symbols by such sources)."""
+    return _Named(str(source), source)
+
+
+def _named_class():
+    from torch._guards import GuardSource, Source as TorchSource
+
+    @dataclasses.dataclass(frozen=True)
+    class Named(TorchSource):
+        text: str
+        ours: object = dataclasses.field(compare=False, hash=False, repr=False)
+
+        def name(self) -> str:
+            return self.text
+
+        def guard_source(self):
+            return GuardSource.LOCAL
+
+    return Named
+
+
+_Named = None
+
+
+class FakeShapes:
+    def __init__(self):
+        global _Named
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        if _Named is None:
+            _Named = _named_class()
+        self.shape_env = ShapeEnv(specialize_zero_one=True, duck_shape=False)
+        self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
+        # (our Source, fake tensor, [DimChoice]) for every tensor converted, in order.
+        self.inputs: list = []
+
+    def running(self):
+        """The fake mode, entered around example ops (factories and ops on constants included)."""
+        return self.mode
+
+    def fakeify(self, real: torch.Tensor, source: Source, choices: list) -> torch.Tensor:
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+        dims = [DimDynamic.DYNAMIC if c.dynamic else DimDynamic.STATIC for c in choices]
+        context = StatelessSymbolicContext(dynamic_sizes=dims, dynamic_strides=[DimDynamic.INFER_STRIDE] * len(dims))
+        try:
+            fake = self.mode.from_tensor(real, source=_torch_source(source), symbolic_context=context)
+        except Exception as e:  # noqa: BLE001 - a tensor fake tensors cannot stand for
+            raise Unsupported(f"cannot trace {source} with symbolic sizes: {type(e).__name__}: {e}") from None
+        for d, c in enumerate(choices):
+            if c.dynamic and (c.min is not None or c.max is not None):
+                size = fake.size(d)
+                if isinstance(size, torch.SymInt):
+                    from torch.fx.experimental.symbolic_shapes import constrain_range
+                    constrain_range(size, min=c.min if c.min is not None else 0, max=c.max)
+        self.inputs.append((source, fake, choices))
+        return fake
+
+    def release(self) -> None:
+        self.inputs.clear()
+        self.shape_env = self.mode = None
+
+    # -- after the trace --------------------------------------------------------------------------
+    def check_marks(self) -> None:
+        """A mark_dynamic dimension the trace made one value is an error the user must see."""
+        for source, fake, choices in self.inputs:
+            for d, c in enumerate(choices):
+                if c.strict and not _free(self._expr(fake.size(d))):
+                    raise DynamicMarkError(
+                        f"{source}.size()[{d}] is marked dynamic (mark_dynamic) but the traced code "
+                        f"needs it to be {int(self._expr(fake.size(d)))} (a branch, a Python int or an "
+                        "op that needs one size): remove the mark or use maybe_mark_dynamic")
+
+    def _expr(self, value):
+        import sympy
+
+        if isinstance(value, torch.SymInt):
+            return self.shape_env.replace(value.node.expr)
+        return sympy.Integer(value)
+
+    def guards(self):
+        """(ShapeGuards, {source: (dynamic size dims, dynamic stride dims)}) for the trace's state."""
+        import sympy
+
+        from ..shape_guards import ShapeGuards, SymbolBinding
+
+        env = self.shape_env
+        bindings: dict = {}          # symbol -> SymbolBinding
+        exprs: list = []
+        dynamic_dims: dict = {}
+        fresh = 0
+
+        def bind(expr, binding):
+            nonlocal fresh
+            if isinstance(expr, sympy.Symbol) and expr not in bindings:
+                bindings[expr] = binding
+                return
+            # Another place with the same symbol, or a compound size (2*s0): a new symbol for this
+            # place, equal to the expression.
+            sym = sympy.Symbol(f"_tjc{fresh}", integer=True)
+            fresh += 1
+            bindings[sym] = binding
+            exprs.append(sympy.Eq(sym, expr))
+
+        for source, fake, _choices in self.inputs:
+            sizes, strides = [], []
+            for d in range(fake.dim()):
+                expr = self._expr(fake.size(d))
+                if _free(expr):
+                    sizes.append(d)
+                    bind(expr, SymbolBinding(source, "size", d))
+            for d in range(fake.dim()):
+                expr = self._expr(fake.stride(d))
+                if _free(expr):
+                    strides.append(d)
+                    bind(expr, SymbolBinding(source, "stride", d))
+            offset = self._expr(fake.storage_offset())
+            if _free(offset):
+                bind(offset, SymbolBinding(source, "storage_offset", None))
+            if sizes or strides:
+                dynamic_dims[source] = (tuple(sizes), tuple(strides))
+        for guard in env.guards:
+            expr = env.simplify(guard.expr)
+            if expr is sympy.true:
+                continue
+            if expr is sympy.false:
+                raise Unsupported(f"a shape guard is always false: {guard.expr}")
+            missing = _free(expr) - set(bindings)
+            if missing:
+                raise Unsupported(f"a shape guard reads sizes no input has: {expr}")
+            exprs.append(expr)
+        ranges = []
+        for sym in bindings:
+            vr = env.var_to_range.get(sym)
+            if vr is None:
+                continue
+            lo, hi = _bound(vr.lower), _bound(vr.upper)
+            if lo is not None or hi is not None:
+                ranges.append((sym, lo if lo is not None else -2 ** 63, hi))
+        return ShapeGuards(tuple(bindings.items()), tuple(ranges), _unique(exprs)), dynamic_dims
+
+
+def _bound(value):
+    """An int bound of a value range, or None where it is unbounded (or past int64)."""
+    import sympy
+
+    if not isinstance(value, sympy.Integer):   # int_oo, -int_oo, sympy.oo
+        return None
+    value = int(value)
+    return value if -2 ** 62 < value < 2 ** 62 else None
+
+
+def _free(expr) -> set:
+    return set(getattr(expr, "free_symbols", ()))
+
+
+def _unique(exprs) -> tuple:
+    seen, out = set(), []
+    for e in exprs:
+        if e not in seen:
+            seen.add(e)
+            out.append(e)
+    return tuple(out)

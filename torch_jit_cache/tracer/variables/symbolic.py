@@ -1,0 +1,111 @@
+"""SymNodeVariable: a Python int, float or bool that is symbolic in the trace (a dynamic size).
+
+Made where an op on fake tensors returns a SymInt/SymFloat/SymBool (`x.size(1)`, `x.shape`,
+`T // n_head`, `T > block_size`): the value is an fx node, so the graph computes it from its inputs
+at run time, and its example is the SymInt, whose hint is the size seen while tracing.
+
+Arithmetic and comparisons on it are graph ops (operators.py); passed to a tensor op it is the
+node. Where the trace needs a real Python value (a branch on `T > 8`, `range(T)`, a dict key) the
+example answers with its hint and the ShapeEnv records a guard on the symbols (`s0 > 8`, `s0 == 5`)
+that the entry checks in C++ (tracer/fake_shapes.py): the trace stays exact, at the price of
+specializing that use.
+"""
+from __future__ import annotations
+
+import torch
+
+from .base import VariableTracker, unsupported
+
+SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
+def is_symbolic(value) -> bool:
+    """A symbolic scalar, or a tuple (torch.Size) / list holding one."""
+    if isinstance(value, SYMBOLIC_TYPES):
+        return not _is_constant_symbol(value)
+    if isinstance(value, (tuple, list)):
+        return any(is_symbolic(v) for v in value)
+    return False
+
+
+def _is_constant_symbol(value) -> bool:
+    # A SymInt whose expression is a number (a specialized size) is still a SymInt object.
+    return value.node.expr.is_number if hasattr(value.node, "expr") else False
+
+
+class SymNodeVariable(VariableTracker):
+    def __init__(self, output, node, example):
+        super().__init__(None)
+        self.output, self.node, self.example = output, node, example
+
+    def python_type(self):
+        return _PYTHON_TYPES[type(self.example)]
+
+    def as_python_constant(self):
+        """The value as a Python constant: specializes the symbols to the traced values (the
+        ShapeEnv guards them), as torch.compile does where code needs a real int."""
+        kind = self.python_type()
+        try:
+            return kind(self.example)
+        except Exception as e:  # noqa: BLE001 - an unbacked or otherwise undecidable value
+            unsupported(f"a symbolic {kind.__name__} needed as a constant: {type(e).__name__}: {e}")
+
+    def as_fx_arg(self):
+        return self.node
+
+    def as_example(self):
+        return self.example
+
+    def reconstruct(self, outputs):
+        return outputs.graph_output(self.node)
+
+    def truthy(self, tx) -> bool:
+        return bool(self.example)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("__index__", "__int__") and not args and not kwargs:
+            return _constant(int(self.example))
+        unsupported(f"method {name} of a symbolic {self.python_type().__name__}")
+
+    def __repr__(self):
+        return f"SymNodeVariable({self.example})"
+
+
+class SymbolicSliceVariable(VariableTracker):
+    """`slice(a, b, c)` with a symbolic bound: a graph argument (fx keeps slices of nodes), or a
+    constant slice where one is needed (specialized, as above)."""
+
+    def __init__(self, parts):
+        super().__init__(None)
+        self.parts = list(parts)
+
+    def python_type(self):
+        return slice
+
+    def as_python_constant(self):
+        return slice(*[p.as_python_constant() for p in self.parts])
+
+    def as_fx_arg(self):
+        return slice(*[p.as_fx_arg() for p in self.parts])
+
+    def as_example(self):
+        return slice(*[p.as_example() for p in self.parts])
+
+    def reconstruct(self, outputs):
+        unsupported("a slice with a symbolic bound live at a graph break")
+
+    def __repr__(self):
+        return f"SymbolicSliceVariable({self.parts})"
+
+
+def _constant(value):
+    from .constant import ConstantVariable
+    return ConstantVariable(value)
+
+
+def wrap_symbolic(output, node, value) -> VariableTracker:
+    """The tracker for a scalar op result: symbolic, or a constant when it is a number."""
+    if isinstance(value, SYMBOLIC_TYPES) and _is_constant_symbol(value):
+        return _constant(_PYTHON_TYPES[type(value)](value))
+    return SymNodeVariable(output, node, value)
