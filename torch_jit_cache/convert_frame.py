@@ -106,6 +106,7 @@ class FrameCompiler:
     # dimension of the frame's argument tensors from the first compile; False, never.
     dynamic: object = None
     _dynamic: object = dataclasses.field(init=False, repr=False, compare=False)
+    _traced_symbolic: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     # How often each code this compiler made an entry for came back with none alive (its entries
     # evicted because an object they guard by identity died). Weak keys: codes die with their
@@ -134,7 +135,11 @@ class FrameCompiler:
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
+        self._traced_symbolic = False
         reason = self._compile(frame, entries)
+        if self._traced_symbolic:   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
+            from .tracer.fake_shapes import forget_shape_envs
+            forget_shape_envs()
         if isinstance(reason, DynamicMarkError):
             raise reason   # the user's mark_dynamic cannot be honoured: theirs to fix
         if self.observer is not None and isinstance(reason, str):
@@ -279,6 +284,8 @@ class FrameCompiler:
             return _failure_text(e, str(e))
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
             return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
+        finally:
+            self._traced_symbolic = plan.symbolic
         COUNTERS["graphs"] += has_graph
         # A frame's first cut, with no graph before it, at a call that failed inside (the compile()
         # target's decorator wrapper calling forward) splits no graph: nothing compiled ran before

@@ -155,18 +155,19 @@ class DynamicPolicy:
         self._sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def plan(self, code, f_locals, resolve) -> "FramePlan":
-        """What the next trace of `code` uses. Before it, every tensor an earlier compile of `code`
-        read is read again (`resolve(source)`) and compared with its recorded sizes: a changed
-        dimension is dynamic in this trace, which then runs on fake tensors."""
+        """What the next trace of `code` uses. Before it, every tensor (and int argument) an earlier
+        compile of `code` read is read again (`resolve(source)`) and compared with its recorded
+        sizes: a changed dimension is dynamic in this trace, which then runs on fake tensors."""
         if self.mode is None:
             for key, (source, sizes) in list(self.recorded(code).items()):
                 try:
                     value = resolve(source)
                 except Exception:  # noqa: BLE001 - not reachable now: nothing to compare
                     continue
-                shape = getattr(value, "shape", None)
-                if isinstance(shape, tuple):
-                    self.record(code, source, tuple(shape))
+                if type(value) is int:
+                    self.record(code, source, (value,), kind="int")
+                elif isinstance(getattr(value, "shape", None), tuple):
+                    self.record(code, source, tuple(value.shape))
         symbolic = self.mode is True or (self.mode is None and (
             self.has_dynamic(code) or any(_any_marked(v) for v in f_locals.values())))
         return FramePlan(self, code, symbolic)
@@ -177,13 +178,14 @@ class DynamicPolicy:
     def has_dynamic(self, code) -> bool:
         return any(None in sizes for _, sizes in self.recorded(code).values())
 
-    def record(self, code, source, sizes: tuple) -> list:
-        """Remember `sizes` for the tensor at `source`; return the dims whose size differs from an
-        earlier compile (they stay dynamic from then on). A change of rank starts afresh."""
+    def record(self, code, source, sizes: tuple, kind: str = "tensor") -> list:
+        """Remember `sizes` for the tensor at `source` (or `(value,)` for an int); return the dims
+        whose size differs from an earlier compile (they stay dynamic from then on). A change of
+        rank, or of kind, starts afresh."""
         table = self._sizes.get(code)
         if table is None:
             table = self._sizes[code] = {}
-        key = str(source)
+        key = f"{kind}:{source}"
         old = table.get(key)
         if old is None or len(old[1]) != len(sizes):
             table[key] = (source, list(sizes))
@@ -193,8 +195,9 @@ class DynamicPolicy:
         for d in changed:
             recorded[d] = None
         if changed and log.enabled("dynamic"):
-            log.log("dynamic", f"{key}: dimension(s) {changed} changed size since the last compile "
-                               f"(now {list(sizes)}); traced as symbols from now on")
+            what = (f"{source}: the int changed since the last compile (now {sizes[0]})" if kind == "int" else
+                    f"{source}: dimension(s) {changed} changed size since the last compile (now {list(sizes)})")
+            log.log("dynamic", f"{what}; traced as a symbol from now on")
         return changed
 
 
@@ -211,7 +214,7 @@ class FramePlan:
         sizes = tuple(tensor.shape)
         if mode is not False:
             self.policy.record(self.code, source, sizes)
-        recorded = (self.policy.recorded(self.code).get(str(source)) or (None, []))[1]
+        recorded = (self.policy.recorded(self.code).get(f"tensor:{source}") or (None, []))[1]
         dynamic, maybe, static = _marks(tensor)
         out = []
         for d in range(len(sizes)):
@@ -229,6 +232,19 @@ class FramePlan:
             else:
                 out.append(_STATIC_CHOICE)
         return out
+
+    def int_is_dynamic(self, source, value: int, *, is_argument: bool) -> bool:
+        """Whether the int `value` read from `source` is a symbol (a graph input) in this trace:
+        an argument whose value changed between compiles (a position, a step counter), or any
+        int argument under dynamic=True. Attributes (a config's sizes) stay constants."""
+        mode = self.policy.mode
+        if mode is False or not is_argument:
+            return False
+        self.policy.record(self.code, source, (value,), kind="int")
+        if mode is True:
+            return True
+        recorded = (self.policy.recorded(self.code).get(f"int:{source}") or (None, [0]))[1]
+        return recorded[0] is None
 
 
 def _any_marked(value, depth: int = 0) -> bool:

@@ -192,11 +192,11 @@ def test_cache_limit_of_one_compile_does_not_affect_another():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        limited = tjc.compile(f, backend=Recording("limited"), cache_limit=1)
+        limited = tjc.compile(f, backend=Recording("limited"), cache_limit=1, dynamic=False)
         for n in (1, 2, 3):
             assert torch.equal(limited(torch.ones(n)), torch.ones(n) * 3)
     free = Recording("free")
-    opt = tjc.compile(f, backend=free)
+    opt = tjc.compile(f, backend=free, dynamic=False)  # one entry per size
     for n in (1, 2, 3):
         assert torch.equal(opt(torch.ones(n)), torch.ones(n) * 3)
     assert free.compiled == 3, "the other compile's limit of 1 does not apply here"

@@ -39,9 +39,12 @@ def _named_class():
         text: str
         ours: object = dataclasses.field(compare=False, hash=False, repr=False)
 
-        def name(self) -> str:
+        # torch 2.13 reads `name` and `guard_source` as (cached) properties.
+        @property
+        def _name_template(self) -> str:
             return self.text
 
+        @property
         def guard_source(self):
             return GuardSource.LOCAL
 
@@ -61,8 +64,13 @@ class FakeShapes:
             _Named = _named_class()
         self.shape_env = ShapeEnv(specialize_zero_one=True, duck_shape=False)
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
+        # Its dispatch cache is a class-level dict whose keys hold the trace's SymInts, and through
+        # them this ShapeEnv, for the life of the process: off (a trace is short).
+        self.mode.cache_enabled = False
         # (our Source, fake tensor, [DimChoice]) for every tensor converted, in order.
         self.inputs: list = []
+        # (our Source, SymInt) for every int argument traced as a symbol.
+        self.ints: list = []
 
     def running(self):
         """The fake mode, entered around example ops (factories and ops on constants included)."""
@@ -86,8 +94,21 @@ class FakeShapes:
         self.inputs.append((source, fake, choices))
         return fake
 
+    def symint(self, value: int, source: Source):
+        """A SymInt standing for the int argument `value` read from `source`, or `value` itself
+        where the ShapeEnv keeps it a constant (0 and 1 are specialized, as sizes are)."""
+        from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+        src = _torch_source(source)
+        sym = self.shape_env.create_symbol(value, source=src, dynamic_dim=DimDynamic.DYNAMIC)
+        result = self.shape_env.create_symintnode(sym, hint=value, source=src)
+        if isinstance(result, torch.SymInt):
+            self.ints.append((source, result))
+        return result
+
     def release(self) -> None:
         self.inputs.clear()
+        self.ints.clear()
         self.shape_env = self.mode = None
 
     # -- after the trace --------------------------------------------------------------------------
@@ -149,6 +170,8 @@ class FakeShapes:
                 bind(offset, SymbolBinding(source, "storage_offset", None))
             if sizes or strides:
                 dynamic_dims[source] = (tuple(sizes), tuple(strides))
+        for source, value in self.ints:
+            bind(self._expr(value), SymbolBinding(source, "int", None))
         for guard in env.guards:
             expr = env.simplify(guard.expr)
             if expr is sympy.true:
@@ -168,6 +191,20 @@ class FakeShapes:
             if lo is not None or hi is not None:
                 ranges.append((sym, lo if lo is not None else -2 ** 63, hi))
         return ShapeGuards(tuple(bindings.items()), tuple(ranges), _unique(exprs)), dynamic_dims
+
+
+def forget_shape_envs() -> None:
+    """Empty the method caches of torch's ShapeEnv. They are functools.lru_cache objects shared by
+    every instance and keyed by the instance (`ShapeEnv._maybe_evaluate_static`, ...), so a trace's
+    ShapeEnv, and through its symbols the frames that made it, would stay alive in them after the
+    trace; nothing of ours needs them afterwards. Called when a compile with symbolic sizes ends
+    (convert_frame.py). Only caching is lost for a ShapeEnv still in use elsewhere."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    for attr in vars(ShapeEnv).values():
+        clear = getattr(attr, "cache_clear", None)
+        if clear is not None:
+            clear()
 
 
 def _bound(value):

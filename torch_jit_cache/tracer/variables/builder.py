@@ -36,6 +36,7 @@ from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVaria
 from .new_object import UserClassVariable, is_user_class
 from .nn_module import NNModuleVariable
 from .opaque import OpaqueVariable
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 from .user_object import (DictSubclassVariable, EnvironVariable, UserObjectVariable, is_dict_subclass_object,
                           is_plain_user_object)
@@ -116,6 +117,14 @@ def _wrap(tx, value, source, guard):
         out.by_id[id(value)] = vt
         out.keepalive.append(value)
         return vt
+    if type(value) is int and guard and out.fake_shapes is not None and out.frame_plan.int_is_dynamic(
+            source, value, is_argument=_is_argument(source, value)):
+        symbolic = out.fake_shapes.symint(value, source)
+        if not isinstance(symbolic, int):   # a graph input: the int is read at call time
+            g(GuardKind.TYPE_MATCH, int)
+            return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)
+    elif type(value) is int and guard and out.frame_plan is not None and out.fake_shapes is None:
+        out.frame_plan.int_is_dynamic(source, value, is_argument=_is_argument(source, value))  # recorded
     if type(value) in _SCALARS:   # subclasses (numpy.float64, an IntEnum) are not constants here
         g(GuardKind.TYPE_MATCH, type(value))
         g(GuardKind.EQUALS_MATCH, value)

@@ -1,0 +1,318 @@
+"""Dynamic shapes (dynamic.py, tracer/fake_shapes.py): automatic dynamic after a size-caused
+recompile, compile(dynamic=True/False), mark_dynamic / maybe_mark_dynamic / mark_static, int
+arguments that change per call, symbolic sizes through the trace, and what the traces leave alive.
+
+Every compiled result is compared with eager's; compile counts come from CompileCounter.
+"""
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.dynamic import DynamicMarkError  # noqa: E402
+from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
+from torch_jit_cache.testing import models as zoo  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("seeded_fresh_caches")
+
+
+def _run_sizes(fn, make, sizes, **options):
+    """Compile `fn`, call it on make(n) for each n, check each result against eager; the counter."""
+    counter = CompileCounter()
+    compiled = tjc.compile(fn, backend=counter, **options)
+    for n in sizes:
+        args = make(n)
+        got, want = compiled(*args), fn(*args)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    return counter, compiled
+
+
+def _attention(x, w):
+    B, T, C = x.shape
+    q = (x @ w).view(B, T, 2, C // 2).transpose(1, 2)
+    att = (q @ q.transpose(-2, -1)) * (1.0 / (C // 2) ** 0.5)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+    return (att @ q).transpose(1, 2).reshape(B, T, C)
+
+
+W = torch.randn(8, 8)
+
+
+# -- automatic dynamic ---------------------------------------------------------------------------
+
+def test_a_sequence_length_that_changes_compiles_twice_then_hits():
+    counter, _ = _run_sizes(_attention, lambda t: (torch.randn(2, t, 8), W), range(3, 12))
+    assert counter.frame_count == 2, "static first, then one dynamic entry for every later length"
+    assert tjc.stats()["hits"] >= 7
+
+
+def test_a_batch_size_that_changes_compiles_twice_then_hits():
+    counter, _ = _run_sizes(_attention, lambda b: (torch.randn(b, 5, 8), W), [2, 3, 4, 7, 9, 16])
+    assert counter.frame_count == 2
+
+
+def test_dynamic_false_compiles_every_size():
+    counter, _ = _run_sizes(_attention, lambda t: (torch.randn(2, t, 8), W), [3, 4, 5, 6], dynamic=False)
+    assert counter.frame_count == 4
+
+
+def test_dynamic_true_compiles_once_for_every_size():
+    counter, _ = _run_sizes(_attention, lambda t: (torch.randn(t, t + 1, 8), W), [3, 4, 5, 6], dynamic=True)
+    assert counter.frame_count == 1
+
+
+def test_the_dynamic_entry_serves_every_size_after_it():
+    # The newest entry is checked first: the first size is served by the dynamic one too.
+    counter, compiled = _run_sizes(_attention, lambda t: (torch.randn(2, t, 8), W), [3, 4, 5, 3, 3])
+    assert counter.frame_count == 2
+    entries = tjc.cache_entries(compiled)
+    assert sorted(e.hits for e in entries) == [0, 3]
+
+
+def test_size_one_is_specialized_and_does_not_break_the_dynamic_entry():
+    # A symbol never stands for 0 or 1 (torch's 0/1 specialization): size 1 gets its own entry.
+    counter, _ = _run_sizes(lambda x: x.sum(0) * x.shape[0], lambda n: (torch.randn(n, 3),), [2, 3, 1, 4, 1, 5])
+    assert counter.frame_count == 3
+
+
+def test_a_rank_change_is_a_new_static_entry():
+    counter, _ = _run_sizes(lambda x: x * 2, lambda n: (torch.randn(*([2] * n)),), [1, 2, 3])
+    assert counter.frame_count == 3
+
+
+# -- symbolic sizes through the trace --------------------------------------------------------------
+
+def _sizes_as_values(x):
+    T = x.size(1)
+    n = len(x)
+    k = min(T, 4)
+    return x[:, :k] * T + n, T * 2, x.shape[-1] // 2
+
+
+def test_sizes_read_and_computed_stay_symbolic():
+    counter, _ = _run_sizes(_sizes_as_values, lambda t: (torch.randn(3, t, 6),), [2, 5, 6, 9])
+    assert counter.frame_count == 2
+
+
+def test_a_branch_on_a_size_is_guarded():
+    def f(x):
+        if x.size(0) > 4:
+            return x * 2
+        return x - 1
+    counter, _ = _run_sizes(f, lambda n: (torch.randn(n),), [2, 3, 4, 5, 6, 7, 3])
+    # static 2, dynamic for n <= 4 (guard s0 <= 4), dynamic for n > 4
+    assert counter.frame_count == 3
+
+
+def test_a_view_that_needs_divisibility_recompiles_when_it_does_not_hold():
+    def f(x):
+        return x.view(-1, 4).sum(1)
+    counter, compiled = _run_sizes(f, lambda n: (torch.randn(n),), [8, 12, 16, 20])
+    assert counter.frame_count == 2
+    with pytest.raises(RuntimeError):
+        compiled(torch.randn(10))   # eager raises too: never a silently wrong result
+
+
+def test_int_arguments_that_change_become_symbols():
+    def f(x, pos):
+        return x[:, pos:pos + 2] * 2 + pos
+    counter = CompileCounter()
+    compiled = tjc.compile(f, backend=counter)
+    x = torch.randn(2, 16)
+    for pos in range(1, 10):
+        torch.testing.assert_close(compiled(x, pos), f(x, pos), rtol=0, atol=0)
+    assert counter.frame_count == 2
+    # A position past what the slice guard allows compiles again, with eager's result.
+    torch.testing.assert_close(compiled(x, 15), f(x, 15), rtol=0, atol=0)
+
+
+def test_ints_that_are_attributes_stay_constants():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 2
+
+        def forward(self, x):
+            return x * self.k
+    m = M()
+    counter = CompileCounter()
+    compiled = tjc.compile(m, backend=counter)
+    for k in (2, 3, 4):
+        m.k = k
+        torch.testing.assert_close(compiled(torch.ones(3)), torch.ones(3) * k)
+    assert counter.frame_count == 3, "an attribute int keeps its EQUALS_MATCH guard"
+
+
+def test_a_symbolic_size_live_at_a_graph_break():
+    def f(x):
+        T = x.size(1)
+        y = x * T
+        print("", end="")
+        return y[:, :T - 1] + T
+    counter, _ = _run_sizes(f, lambda t: (torch.randn(2, t),), [3, 4, 5, 6, 7])
+    assert counter.frame_count <= 4, "two graphs, each compiled static then dynamic"
+
+
+# -- marks -----------------------------------------------------------------------------------------
+
+def test_mark_dynamic_is_symbolic_from_the_first_compile():
+    counter = CompileCounter()
+    compiled = tjc.compile(_attention, backend=counter)
+    for t in (3, 5, 7):
+        x = torch.randn(2, t, 8)
+        tjc.mark_dynamic(x, 1)
+        torch.testing.assert_close(compiled(x, W), _attention(x, W), rtol=0, atol=0)
+    assert counter.frame_count == 1
+
+
+def test_mark_dynamic_bounds_are_guarded():
+    counter = CompileCounter()
+    compiled = tjc.compile(lambda x: x.cumsum(0), backend=counter)
+    for n in (3, 5, 8):
+        x = torch.randn(n)
+        tjc.mark_dynamic(x, 0, min=2, max=8)
+        compiled(x)
+    assert counter.frame_count == 1
+    big = torch.randn(9)                # no mark: the entry's max of 8 fails, a new entry
+    torch.testing.assert_close(compiled(big), big.cumsum(0))
+    assert counter.frame_count == 2
+
+
+def test_mark_dynamic_refuses_bad_input_clearly():
+    x = torch.randn(4, 5)
+    with pytest.raises(IndexError, match="dimension 2 is out of range"):
+        tjc.mark_dynamic(x, 2)
+    with pytest.raises(ValueError, match="size 5, outside the range"):
+        tjc.mark_dynamic(x, 1, min=6, max=10)
+    with pytest.raises(ValueError, match="max=1 is below"):
+        tjc.mark_dynamic(x, 1, max=1)
+    with pytest.raises(TypeError, match="expected a tensor"):
+        tjc.mark_dynamic([1, 2], 0)
+
+
+def test_mark_dynamic_on_a_dimension_the_code_needs_static_raises():
+    def f(x):
+        if x.size(0) == 4:
+            return x + 1
+        return x - 1
+    x = torch.randn(4)
+    tjc.mark_dynamic(x, 0)
+    with pytest.raises(DynamicMarkError, match=r"L\['x'\].size\(\)\[0\] is marked dynamic"):
+        tjc.compile(f)(x)
+
+
+def test_maybe_mark_dynamic_gives_way_without_an_error():
+    def f(x):
+        if x.size(0) == 4:
+            return x + 1
+        return x - 1
+    counter = CompileCounter()
+    compiled = tjc.compile(f, backend=counter)
+    for n in (4, 4, 5):
+        x = torch.randn(n)
+        tjc.maybe_mark_dynamic(x, 0)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert counter.frame_count == 2
+
+
+def test_mark_static_wins_over_dynamic_true():
+    counter = CompileCounter()
+    compiled = tjc.compile(lambda x: x * 2, backend=counter, dynamic=True)
+    for n in (3, 4, 5):
+        x = torch.randn(n, 2)
+        tjc.mark_static(x, 0)
+        compiled(x)
+    assert counter.frame_count == 3
+
+
+def test_compile_refuses_an_unknown_dynamic_value():
+    with pytest.raises(ValueError, match="dynamic must be None, True or False"):
+        tjc.compile(lambda x: x, dynamic="yes")
+
+
+# -- models ------------------------------------------------------------------------------------------
+
+def _generate(model, idx, steps, block_size):
+    with torch.no_grad():
+        for _ in range(steps):
+            idx_cond = idx if idx.size(1) <= block_size else idx[:, -block_size:]
+            logits = model(idx_cond)[0][:, -1, :]
+            idx = torch.cat((idx, logits.argmax(-1, keepdim=True)), dim=1)
+    return idx
+
+
+def test_nanogpt_generation_compiles_at_most_twice_per_frame():
+    model, inputs = zoo.build("nanogpt")
+    model.eval()
+    prompt = inputs.args[0][:, :4]
+    counter = CompileCounter()
+    compiled = tjc.compile(model, backend=counter)
+    block = model.config.block_size
+    got = _generate(compiled, prompt, 20, block)
+    assert torch.equal(got, _generate(model, prompt, 20, block))
+    assert counter.frame_count <= 2
+    assert all(len(tjc.cache_entries(c)) <= 2 for c in (type(model).forward,))
+    before = tjc.stats()["compiles"]
+    _generate(compiled, prompt, 20, block)
+    assert tjc.stats()["compiles"] == before, "every later step hits"
+
+
+def test_dynamic_shapes_under_aot_eager_match_eager_gradients():
+    model = nn.Sequential(nn.Linear(6, 6), nn.GELU(), nn.LayerNorm(6))
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = tjc.compile(model, backend=counter)
+    for n in (2, 3, 5):
+        x = torch.randn(n, 6)
+        model.zero_grad()
+        want = model(x)
+        want.sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        got = compiled(x)
+        got.sum().backward()
+        torch.testing.assert_close(got, want)
+        for p, g in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad, g)
+    assert counter.frame_count == 2
+
+
+# -- logs and lifetimes --------------------------------------------------------------------------------
+
+def test_log_dynamic_names_the_dimension(caplog, monkeypatch):
+    monkeypatch.setattr(tjc.config, "log", frozenset({"dynamic"}))
+    with caplog.at_level("INFO", logger="torch_jit_cache"):
+        _run_sizes(_attention, lambda t: (torch.randn(2, t, 8), W), [3, 4])
+    text = caplog.text
+    assert "L['x']: dimension(s) [1] changed size since the last compile (now [2, 4, 8])" in text
+
+
+def test_fake_tensors_and_the_shape_env_die_with_the_trace(no_gc, monkeypatch):
+    from torch_jit_cache.tracer import fake_shapes
+
+    made = []
+    original = fake_shapes.FakeShapes.__init__
+
+    def recording(self):
+        original(self)
+        made.append((weakref.ref(self.shape_env), weakref.ref(self.mode)))
+    monkeypatch.setattr(fake_shapes.FakeShapes, "__init__", recording)
+    compiled = tjc.compile(_attention)
+    for t in (3, 4, 5):
+        compiled(torch.randn(2, t, 8), W)
+    assert made, "the second compile traced with symbolic sizes"
+    assert all(env() is None and mode() is None for env, mode in made), \
+        "the ShapeEnv and fake mode outlive the trace"
+
+
+def test_a_dynamic_entry_dies_with_its_module(no_gc):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    compiled = tjc.compile(model)
+    for n in (2, 3, 4):
+        compiled(torch.randn(n, 4))
+    ref = weakref.ref(model)
+    del model, compiled
+    assert ref() is None
