@@ -6,9 +6,9 @@ entry never keeps a user module alive; its death evicts the entry.
 """
 from __future__ import annotations
 
-from . import runtime
+from . import runtime, shape_guards as _shape_guards
 from .sources import Source
-from .trace_result import DynamicTensorMatch, GuardKind, GuardSpec
+from .trace_result import GuardKind, GuardSpec
 
 _NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE}
 _RELATIONS = {GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF}
@@ -23,6 +23,11 @@ class GuardBuilder:
         self._resolve = resolve
         self._nodes: dict[Source, object] = {}
         self._seen: set = set()
+        # Per tensor source, (size dims, stride dims) that SYMBOLIC_SHAPES checks, so TENSOR_MATCH
+        # does not (add_shape_guards); and the sources TENSOR_MATCH was added on, to refuse making a
+        # dim dynamic after it was pinned.
+        self._dynamic: dict[Source, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self._tensor_matched: set[Source] = set()
 
     def node(self, source: Source):
         node = self._nodes.get(source)
@@ -56,16 +61,32 @@ class GuardBuilder:
                                         [0, 0 if spec.kind is GuardKind.ALIAS_OF else 1])
             return
         node = self.node(spec.source)
-        if isinstance(spec.value, DynamicTensorMatch):
-            # TEMPORARY (lead's branch, until the C++ leaf lands): dims left to SYMBOLIC_SHAPES.
-            node.tensor_match(spec.value.example, dynamic_sizes=spec.value.dynamic_sizes,
-                              dynamic_strides=spec.value.dynamic_strides)
+        if spec.kind is GuardKind.TENSOR_MATCH:
+            sizes, strides = self._dynamic.get(spec.source, ((), ()))
+            node.tensor_match(spec.value, dynamic_sizes=sizes, dynamic_strides=strides)
+            self._tensor_matched.add(spec.source)
             return
         method = getattr(node, spec.kind.value)
         if spec.kind in _NO_ARGUMENT:
             method()
         else:
             method(spec.value)
+
+
+    def add_shape_guards(self, shape_guards: "_shape_guards.ShapeGuards") -> None:
+        """One SYMBOLIC_SHAPES guard on the root for `shape_guards` (shape_guards.py), with a node
+        for each bound source. The dims a symbol reads are left out of those sources' TENSOR_MATCH,
+        so call this before adding the TENSOR_MATCH specs (build_guards does). Raises
+        UnsupportedShapeGuard (a ValueError) for what cannot be compiled, before changing the tree."""
+        dynamic = shape_guards.dynamic_dims()
+        pinned = sorted(str(s) for s in dynamic if s in self._tensor_matched)
+        if pinned:
+            raise ValueError(f"add_shape_guards after TENSOR_MATCH on {', '.join(pinned)}: those dims "
+                             "are already pinned; add the shape guards first")
+        _shape_guards.add_to_root(self.root, self.node, shape_guards)
+        for source, (sizes, strides) in dynamic.items():
+            old_sizes, old_strides = self._dynamic.get(source, ((), ()))
+            self._dynamic[source] = (tuple(sorted({*old_sizes, *sizes})), tuple(sorted({*old_strides, *strides})))
 
 
 def _identity_key(spec: GuardSpec):
@@ -80,12 +101,14 @@ def build_guards(specs, *, global_state: bool = True, resolve=None, shape_guards
     """A root GuardManager checking every spec (and torch's global state).
 
     `resolve(source)` gives the value a source names in the frame being compiled; SAME_AS needs it.
+    `shape_guards` (a shape_guards.ShapeGuards) adds the SYMBOLIC_SHAPES guard and makes the dims
+    its symbols read dynamic in the TENSOR_MATCH specs.
     """
     builder = GuardBuilder(resolve)
-    for spec in specs:
-        builder.add(spec)
     if shape_guards is not None:
         builder.add_shape_guards(shape_guards)
+    for spec in specs:
+        builder.add(spec)
     if global_state:
         builder.root.global_state()
     return builder.root

@@ -40,16 +40,6 @@ class GuardSpec:
     value: Any = None
 
 
-@dataclasses.dataclass(frozen=True)
-class DynamicTensorMatch:
-    """A TENSOR_MATCH value for a tensor traced with symbolic dims: `example` is the real tensor
-    (never held by the guard); the size and stride dims listed are checked by the SYMBOLIC_SHAPES
-    leaf instead (shape_guards.py)."""
-    example: Any
-    dynamic_sizes: tuple
-    dynamic_strides: tuple
-
-
 # Output specs: how to rebuild what the original function returned.
 @dataclasses.dataclass(frozen=True)
 class GraphOutput:

@@ -10,7 +10,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "bindings/bindings.h"
 #include "guards/guard_errors.h"
@@ -34,6 +37,25 @@ template <typename T>
 T value_or_raise(absl::StatusOr<T> result) {
   raise_if_error(result.status());
   return std::move(*result);
+}
+
+SymbolRead parse_symbol_read(const std::string& kind) {
+  if (kind == "size") return SymbolRead::kSize;
+  if (kind == "stride") return SymbolRead::kStride;
+  if (kind == "storage_offset") return SymbolRead::kStorageOffset;
+  if (kind == "int") return SymbolRead::kInt;
+  throw py::value_error("symbolic_shapes: a binding reads 'size', 'stride', 'storage_offset' or 'int', not '" +
+                        kind + "'");
+}
+
+// [(op name, operand), ...] -> a validated ShapeProgram.
+ShapeProgram parse_program(const std::vector<std::pair<std::string, int64_t>>& code, size_t num_symbols) {
+  std::vector<ShapeInstr> instrs;
+  instrs.reserve(code.size());
+  for (const auto& [name, operand] : code) {
+    instrs.push_back(ShapeInstr{value_or_raise(ShapeProgram::parse_op(name)), operand});
+  }
+  return value_or_raise(ShapeProgram::make(std::move(instrs), num_symbols));
 }
 
 // A mapping-mode view for Python callers, with the objects it borrows kept alive.
@@ -109,8 +131,15 @@ never directly. Child getters return the same object for the same source.)doc");
       .def("dict_keys", [](GuardManager& self, py::object keys) { raise_if_error(self.add_dict_keys(keys)); },
            py::arg("keys"), "value is a dict with exactly these keys, in this order.")
       .def("tensor_match",
-           [](GuardManager& self, py::object example) { raise_if_error(self.add_tensor_match(example)); },
-           py::arg("example"))
+           [](GuardManager& self, py::object example, std::vector<int> dynamic_sizes,
+              std::vector<int> dynamic_strides) {
+             raise_if_error(self.add_tensor_match(example, DynamicDims{std::move(dynamic_sizes),
+                                                                       std::move(dynamic_strides)}));
+           },
+           py::arg("example"), py::arg("dynamic_sizes") = std::vector<int>(),
+           py::arg("dynamic_strides") = std::vector<int>(),
+           "TENSOR_MATCH on a real example tensor; the sizes / strides of the dims named in "
+           "dynamic_sizes / dynamic_strides are not checked (a SYMBOLIC_SHAPES guard checks them).")
       .def_property_readonly("source", &GuardManager::source)
       .def_property_readonly("fail_count", &GuardManager::fail_count)
       .def("num_guards", &GuardManager::num_guards, "Leaf guards in this subtree.")
@@ -170,6 +199,25 @@ a frame) and an optional globals dict.)doc");
            "OBJECT_ALIASING: nodes[i] and nodes[j] must reach one object exactly when classes[i] == "
            "classes[j] (classes[i]: the first index whose object was i's when compiled). Checked "
            "after the tree passed; holds no object.")
+      .def("symbolic_shapes",
+           [](RootGuardManager& self, const std::vector<std::tuple<NodePtr, std::string, int, int>>& bindings,
+              size_t num_symbols,
+              const std::vector<std::tuple<int, std::optional<int64_t>, std::optional<int64_t>>>& ranges,
+              const std::vector<std::vector<std::pair<std::string, int64_t>>>& exprs) {
+             std::vector<RootGuardManager::ShapeBinding> parsed;
+             for (const auto& [node, kind, dim, symbol] : bindings) {
+               parsed.push_back({node, parse_symbol_read(kind), dim, symbol});
+             }
+             std::vector<ShapeGuards::Range> parsed_ranges;
+             for (const auto& [symbol, min, max] : ranges) parsed_ranges.push_back({symbol, min, max});
+             std::vector<ShapeProgram> programs;
+             for (const auto& code : exprs) programs.push_back(parse_program(code, num_symbols));
+             raise_if_error(self.add_shape_guards(parsed, num_symbols, std::move(parsed_ranges), std::move(programs)));
+           },
+           py::arg("bindings"), py::arg("num_symbols"), py::arg("ranges"), py::arg("exprs"),
+           "SYMBOLIC_SHAPES: bindings [(node, 'size'|'stride'|'storage_offset'|'int', dim, symbol)], "
+           "ranges [(symbol, min or None, max or None)], exprs [[(op, operand), ...]] (postfix programs, "
+           "torch_jit_cache.shape_guards.compile_expr). Checked after the tree passed; holds no object.")
       .def("check",
            [](RootGuardManager& self, py::handle frame_or_mapping, py::handle globals) {
              PythonView view = make_view(frame_or_mapping, globals);
@@ -202,6 +250,20 @@ a frame) and an optional globals dict.)doc");
            py::arg("callback"),
            "callback() runs once when a weakly held object dies (now, if one already has).");
 
+  m.attr("_shape_program_max_depth") = ShapeProgram::kMaxDepth;
+  m.def(
+      "_shape_program_text",
+      [](const std::vector<std::pair<std::string, int64_t>>& code, const std::vector<std::string>& names) {
+        return parse_program(code, names.size()).text(names);
+      },
+      py::arg("code"), py::arg("names"), "The infix text of a postfix program (tests).");
+  m.def(
+      "_shape_program_evaluate",
+      [](const std::vector<std::pair<std::string, int64_t>>& code, const std::vector<int64_t>& values) {
+        return shape_verdict_text(parse_program(code, values.size()).evaluate(values.data()));
+      },
+      py::arg("code"), py::arg("values"),
+      "'true', 'false', 'overflows int64', 'divides by zero' or 'is out of an operation's domain' (tests).");
   m.def("_torch_backend_status",
         []() -> py::tuple {
           absl::StatusOr<TorchBackend*> backend = torch_backend();

@@ -95,13 +95,16 @@ void init_torch(py::module_& m) {
 
   m.def(
       "_make_tensor_match_for_test",
-      [](py::handle example, const std::string& backend) {
+      [](py::handle example, const std::string& backend, std::vector<int> dynamic_sizes,
+         std::vector<int> dynamic_strides) {
         TorchBackend* b = backend_or_throw(backend);
-        absl::StatusOr<std::unique_ptr<TensorMatchImpl>> impl = b->make_tensor_match(example.ptr());
+        absl::StatusOr<std::unique_ptr<TensorMatchImpl>> impl = b->make_tensor_match(
+            example.ptr(), DynamicDims{std::move(dynamic_sizes), std::move(dynamic_strides)});
         throw_if_error(impl.status());
         return TensorMatchForTest{std::shared_ptr<TensorMatchImpl>(std::move(*impl)), b->name()};
       },
-      py::arg("example"), py::arg("backend") = "auto");
+      py::arg("example"), py::arg("backend") = "auto", py::arg("dynamic_sizes") = std::vector<int>(),
+      py::arg("dynamic_strides") = std::vector<int>());
   m.def(
       "_make_global_state_for_test",
       [](const std::string& backend) {

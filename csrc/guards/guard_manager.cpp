@@ -102,8 +102,8 @@ absl::Status GuardManager::add_length(Py_ssize_t length) {
 absl::Status GuardManager::add_dict_keys(py::handle keys) {
   return add_value_leaf("dict_keys(keys)", [&] { return make_dict_keys(keys, source_); });
 }
-absl::Status GuardManager::add_tensor_match(py::handle example) {
-  return add_value_leaf("tensor_match(example)", [&] { return make_tensor_match(example, source_); });
+absl::Status GuardManager::add_tensor_match(py::handle example, const DynamicDims& dynamic) {
+  return add_value_leaf("tensor_match(example)", [&] { return make_tensor_match(example, source_, dynamic); });
 }
 
 int64_t GuardManager::num_guards() const {
@@ -190,6 +190,17 @@ void GuardManager::append_body(std::string& out, const std::string& indent) cons
     absl::StrAppend(&out, "\n", indent, "+- ", child->source_);
     child->append_body(out, child_indent);
   }
+}
+
+PyObject* fetch_along(const std::vector<std::shared_ptr<GuardManager>>& chain, const FrameView& view) noexcept {
+  PyObject* value = nullptr;  // the root has no value
+  for (const std::shared_ptr<GuardManager>& node : chain) {
+    PyObject* next = node->accessor().fetch(value, view);  // new ref or null
+    Py_XDECREF(value);
+    if (next == nullptr) return nullptr;
+    value = next;
+  }
+  return value;
 }
 
 std::string GuardManager::debug_string() const {

@@ -61,7 +61,7 @@ class GuardManager {
   absl::Status add_bool_match(bool value);
   absl::Status add_length(Py_ssize_t length);
   absl::Status add_dict_keys(py::handle keys);
-  absl::Status add_tensor_match(py::handle example);
+  absl::Status add_tensor_match(py::handle example, const DynamicDims& dynamic = {});
 
   // ---- Introspection.
   bool is_root() const { return accessor_.kind() == AccessorKind::kRoot; }
@@ -71,8 +71,8 @@ class GuardManager {
   const std::vector<std::shared_ptr<GuardManager>>& children() const { return children_; }
   const std::vector<LeafPtr>& leaves() const { return leaves_; }
   int64_t fail_count() const { return fail_count_; }
-  // Leaf guards in this subtree.
-  int64_t num_guards() const;
+  // Leaf guards in this subtree (the root adds its SYMBOLIC_SHAPES lines).
+  virtual int64_t num_guards() const;
   // This subtree as stable text (see append_body); virtual so the root prints its own header.
   virtual std::string debug_string() const;
 
@@ -106,5 +106,10 @@ class GuardManager {
   std::vector<std::shared_ptr<GuardManager>> children_;
   int64_t fail_count_ = 0;
 };
+
+// The value reached by fetching along `chain` from the root (its first node a child of the root):
+// a new reference, or NULL (missing, or raised: the error, if any, is left for the caller). Used by
+// the root-level guards that hold chains (identity_relation.h, shape_guards.h).
+PyObject* fetch_along(const std::vector<std::shared_ptr<GuardManager>>& chain, const FrameView& view) noexcept;
 
 }  // namespace tjc

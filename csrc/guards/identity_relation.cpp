@@ -27,14 +27,7 @@ absl::StatusOr<std::unique_ptr<IdentityRelation>> IdentityRelation::make(std::ve
 }
 
 PyObject* IdentityRelation::fetch(const Member& member, const FrameView& view) noexcept {
-  PyObject* value = nullptr;  // the root has no value
-  for (const std::shared_ptr<GuardManager>& node : member.chain) {
-    PyObject* next = node->accessor().fetch(value, view);  // new ref or null
-    Py_XDECREF(value);
-    if (next == nullptr) return nullptr;
-    value = next;
-  }
-  return value;
+  return fetch_along(member.chain, view);
 }
 
 // values[i] are alive (held) while compared: an address cannot be reused between two fetches.

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "guards/torch_backend.h"
 #include "guards/tree_state.h"
 
 namespace tjc {
@@ -93,7 +94,9 @@ absl::StatusOr<LeafPtr> make_length(Py_ssize_t length);
 // an immutable builtin.
 absl::StatusOr<LeafPtr> make_dict_keys(py::handle keys, const std::string& source);
 // TENSOR_MATCH and GLOBAL_STATE, through torch_backend() (torch_backend.h).
-absl::StatusOr<LeafPtr> make_tensor_match(py::handle example, const std::string& source);
+// `dynamic`: the dims whose size / stride TENSOR_MATCH leaves to SYMBOLIC_SHAPES (torch_backend.h).
+absl::StatusOr<LeafPtr> make_tensor_match(py::handle example, const std::string& source,
+                                          const DynamicDims& dynamic = {});
 absl::StatusOr<LeafPtr> make_global_state();
 
 }  // namespace tjc

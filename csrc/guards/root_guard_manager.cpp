@@ -66,6 +66,32 @@ absl::Status RootGuardManager::add_identity_relation(
   return absl::OkStatus();
 }
 
+absl::Status RootGuardManager::add_shape_guards(const std::vector<ShapeBinding>& bindings, size_t num_symbols,
+                                               std::vector<ShapeGuards::Range> ranges,
+                                               std::vector<ShapeProgram> exprs) {
+  if (state_->frozen) return frozen_status();
+  std::vector<ShapeGuards::Binding> chains;
+  for (const ShapeBinding& b : bindings) {
+    ShapeGuards::Binding binding{{}, b.read, b.dim, b.symbol};
+    if (b.node == nullptr || !path_to(*this, b.node.get(), binding.chain)) {
+      return absl::InvalidArgumentError(
+          "symbolic_shapes: every binding's node must be a node of this tree (made from this root)");
+    }
+    chains.push_back(std::move(binding));
+  }
+  absl::StatusOr<std::unique_ptr<ShapeGuards>> guards =
+      ShapeGuards::make(std::move(chains), num_symbols, std::move(ranges), std::move(exprs));
+  if (!guards.ok()) return guards.status();
+  shape_guards_.push_back(std::move(*guards));
+  return absl::OkStatus();
+}
+
+int64_t RootGuardManager::num_guards() const {
+  int64_t total = GuardManager::num_guards();
+  for (const auto& guards : shape_guards_) total += guards->num_guards();
+  return total;
+}
+
 bool RootGuardManager::local_identities_match(const FrameView& view) const {
   for (const auto& child : children()) {
     if (child->accessor().kind() != AccessorKind::kLocal) continue;
@@ -170,6 +196,7 @@ bool RootGuardManager::check(const FrameView& view) noexcept {
   // Frame indices belong to the bound code; an unbound tree has none.
   if (view.is_frame() && TJC_UNLIKELY(view.code != code_ || code_ == nullptr)) return false;
   bool ok = check_value(nullptr, view);
+  for (size_t i = 0; ok && i < shape_guards_.size(); ++i) ok = shape_guards_[i]->check(view);
   for (size_t i = 0; ok && i < relations_.size(); ++i) {
     if (TJC_UNLIKELY(!relations_[i]->check(view))) {
       relations_[i]->count_failure();
@@ -195,6 +222,7 @@ std::optional<std::string> RootGuardManager::explain(const FrameView& view) {
   std::optional<std::string> reason;
   try {
     reason = explain_value(nullptr, view);
+    for (size_t i = 0; !reason && i < shape_guards_.size(); ++i) reason = shape_guards_[i]->explain(view);
     for (size_t i = 0; !reason && i < relations_.size(); ++i) reason = relations_[i]->explain(view);
   } catch (const std::exception& e) {
     // A failing repr()/list() while wording the reason; the reason is lost, not the process.
@@ -210,6 +238,9 @@ std::optional<std::string> RootGuardManager::explain(const FrameView& view) {
 std::string RootGuardManager::debug_string() const {
   std::string out = "RootGuardManager";
   if (state_->invalidated) absl::StrAppend(&out, " (invalidated: ", state_->dead_source, " died)");
+  for (const auto& guards : shape_guards_) {
+    for (const std::string& line : guards->describe()) absl::StrAppend(&out, "\n| ", line);
+  }
   for (const auto& relation : relations_) absl::StrAppend(&out, "\n| ", relation->describe());
   append_body(out, "");
   return out;

@@ -25,6 +25,7 @@
 #include "guards/frame_view.h"
 #include "guards/guard_manager.h"
 #include "guards/identity_relation.h"
+#include "guards/shape_guards.h"
 #include <vector>
 
 namespace tjc {
@@ -79,6 +80,20 @@ class RootGuardManager : public GuardManager {
   absl::Status add_identity_relation(const std::vector<std::shared_ptr<GuardManager>>& nodes,
                                      const std::vector<int>& classes);
   const std::vector<std::unique_ptr<IdentityRelation>>& relations() const { return relations_; }
+  // SYMBOLIC_SHAPES (shape_guards.h): each binding's node must be a node of this tree; its chain
+  // from the root is found here. Checked after every node passed (before the relations); holds no
+  // object. May be called more than once (each call adds one independent guard).
+  struct ShapeBinding {
+    std::shared_ptr<GuardManager> node;
+    SymbolRead read;
+    int dim;
+    int symbol;
+  };
+  absl::Status add_shape_guards(const std::vector<ShapeBinding>& bindings, size_t num_symbols,
+                                std::vector<ShapeGuards::Range> ranges, std::vector<ShapeProgram> exprs);
+  const std::vector<std::unique_ptr<ShapeGuards>>& shape_guards() const { return shape_guards_; }
+  // Leaf guards in the tree plus the SYMBOLIC_SHAPES lines.
+  int64_t num_guards() const override;
 
  private:
   // Frame mode checks compare view.code with this pointer only; the weakref (no callback) lets
@@ -90,6 +105,8 @@ class RootGuardManager : public GuardManager {
   std::string code_name_;         // for messages
   // Checked after the tree (check_value) passed, in order; a failing one moves to the front.
   std::vector<std::unique_ptr<IdentityRelation>> relations_;
+  // Checked after the tree passed and before the relations, in order.
+  std::vector<std::unique_ptr<ShapeGuards>> shape_guards_;
 };
 
 }  // namespace tjc

@@ -21,14 +21,29 @@ namespace {
 // Reading tensor facts through Python.
 
 // Compares the int tuple `tuple` (new ref, consumed: the result of x.size() / x.stride()) with
-// `want`. False, possibly with an error set, on mismatch or failure. No allocation beyond the
-// tuple itself: small ints are read in place.
+// `want` (kAnyDim entries match anything). False, possibly with an error set, on mismatch or
+// failure. No allocation beyond the tuple itself: small ints are read in place.
 bool steal_and_compare_ints(PyObject* tuple, const std::vector<int64_t>& want) noexcept {
   if (tuple == nullptr) return false;
   bool ok = PyTuple_Check(tuple) && PyTuple_GET_SIZE(tuple) == static_cast<Py_ssize_t>(want.size());
   for (size_t i = 0; ok && i < want.size(); ++i) {
     const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, static_cast<Py_ssize_t>(i)));
-    ok = v == want[i];  // -1 with an error set also fails here unless want[i] == -1 (never)
+    if (v == -1 && PyErr_Occurred()) break;  // not an int (a SymInt, ...): fails below
+    ok = v == want[i] || want[i] == torch_text::kAnyDim;
+  }
+  Py_DECREF(tuple);
+  return ok && !PyErr_Occurred();
+}
+
+// The int at `dim` of the tuple `tuple` (new ref, consumed; NULL allowed): false on failure, possibly
+// with an error set.
+bool steal_int_at(PyObject* tuple, int dim, int64_t* out) noexcept {
+  if (tuple == nullptr) return false;
+  bool ok = PyTuple_Check(tuple) && dim >= 0 && dim < PyTuple_GET_SIZE(tuple);
+  if (ok) {
+    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, dim));
+    ok = !(v == -1 && PyErr_Occurred());
+    *out = v;
   }
   Py_DECREF(tuple);
   return ok;
@@ -106,6 +121,10 @@ class PythonApiTensorMatch final : public TensorMatchImpl {
   PythonApiTensorMatch(const TorchPyApi& api, torch_text::ExpectedType type, PyObject* dtype, PyObject* device,
                        uint64_t dispatch_keys, torch_text::TensorFacts facts)
       : api_(api), type_(std::move(type)), dtype_(dtype), device_(device), dispatch_keys_(dispatch_keys),
+        sizes_(torch_text::with_any(facts.sizes, facts.dynamic_sizes)),
+        strides_(facts.strides ? std::optional<std::vector<int64_t>>(
+                                     torch_text::with_any(*facts.strides, facts.dynamic_strides))
+                               : std::nullopt),
         facts_(std::move(facts)) {}
   ~PythonApiTensorMatch() override {
     Py_DECREF(dtype_);
@@ -167,11 +186,10 @@ class PythonApiTensorMatch final : public TensorMatchImpl {
     ok = PyObject_RichCompareBool(o, device_, Py_EQ) == 1;  // devices are fresh objects each time
     Py_DECREF(o);
     if (!ok) return false;
-    if (!steal_and_compare_ints(PyObject_CallMethodNoArgs(value, api_.s_size), facts_.sizes)) return false;
+    if (!steal_and_compare_ints(PyObject_CallMethodNoArgs(value, api_.s_size), sizes_)) return false;
     // A layout change also changes the dispatch keys (Sparse*, ...), which are compared below;
     // reading the strides of a non-strided tensor would raise, so they are skipped for those.
-    if (facts_.strides &&
-        !steal_and_compare_ints(PyObject_CallMethodNoArgs(value, api_.s_stride), *facts_.strides)) {
+    if (strides_ && !steal_and_compare_ints(PyObject_CallMethodNoArgs(value, api_.s_stride), *strides_)) {
       return false;
     }
     uint64_t keys = 0;
@@ -183,7 +201,9 @@ class PythonApiTensorMatch final : public TensorMatchImpl {
   PyObject* dtype_;                  // new ref: the example's torch.dtype singleton
   PyObject* device_;                 // new ref: the example's torch.device
   uint64_t dispatch_keys_;           // raw repr, TLS include/exclude applied (see the libtorch unit)
-  torch_text::TensorFacts facts_;    // what describe() prints; sizes/strides/requires_grad compared
+  std::vector<int64_t> sizes_;       // compared; kAnyDim where dynamic
+  std::optional<std::vector<int64_t>> strides_;  // compared (strided only); kAnyDim where dynamic
+  torch_text::TensorFacts facts_;    // what describe() prints; requires_grad compared
 };
 
 class PythonApiBackend final : public TorchBackend {
@@ -191,18 +211,23 @@ class PythonApiBackend final : public TorchBackend {
   explicit PythonApiBackend(const TorchPyApi& api) : api_(api) {}
   const char* name() const override { return "python-api"; }
 
-  absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example) override {
+  absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example,
+                                                                     const DynamicDims& dynamic) override {
     const int is_tensor = PyObject_IsInstance(example, api_.tensor_type);
     if (is_tensor != 1) {
       if (is_tensor < 0) clear_guard_error();
       return absl::InvalidArgumentError(torch_text::cat("tensor_match: expected a torch.Tensor, got ",
                                                      torch_text::type_name(Py_TYPE(example))));
     }
+    if (torch_text::is_fake_tensor_type(Py_TYPE(example))) {
+      return absl::InvalidArgumentError("tensor_match: the example must be a real tensor, not a FakeTensor");
+    }
     auto facts = read_facts(api_, example);
     if (!facts) {
       return absl::InvalidArgumentError(
           torch_text::cat("tensor_match: cannot read the example tensor: ", torch_text::take_error_text()));
     }
+    if (auto error = torch_text::apply_dynamic_dims(*facts, dynamic)) return absl::InvalidArgumentError(*error);
     uint64_t keys = 0;
     if (!python_dispatch_keys(api_, example, &keys)) {
       return absl::InternalError(torch_text::cat("tensor_match: dispatch keys: ", torch_text::take_error_text()));
@@ -222,6 +247,37 @@ class PythonApiBackend final : public TorchBackend {
     }
     return std::unique_ptr<TensorMatchImpl>(
         new PythonApiTensorMatch(api_, std::move(expected), dtype, device, keys, std::move(*facts)));
+  }
+
+  bool read_tensor_ints(PyObject* value, const TensorRead* reads, size_t n, int64_t* out) noexcept override {
+    if (!PyObject_TypeCheck(value, reinterpret_cast<PyTypeObject*>(api_.tensor_type))) return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; ++i) {
+      const TensorRead& r = reads[i];
+      switch (r.field) {
+        case TensorField::kSize:
+          ok = steal_int_at(PyObject_CallMethodNoArgs(value, api_.s_size), r.dim, &out[i]);
+          break;
+        case TensorField::kStride:
+          ok = steal_int_at(PyObject_CallMethodNoArgs(value, api_.s_stride), r.dim, &out[i]);
+          break;
+        case TensorField::kStorageOffset: {
+          PyObject* v = PyObject_CallMethodNoArgs(value, api_.s_storage_offset);  // new ref
+          ok = v != nullptr && PyLong_CheckExact(v);
+          if (ok) {
+            out[i] = PyLong_AsLongLong(v);
+            ok = !(out[i] == -1 && PyErr_Occurred());
+          }
+          Py_XDECREF(v);
+          break;
+        }
+      }
+    }
+    if (PyErr_Occurred()) {
+      clear_guard_error();
+      return false;
+    }
+    return ok;
   }
 
   absl::StatusOr<std::unique_ptr<GlobalStateImpl>> make_global_state() override {

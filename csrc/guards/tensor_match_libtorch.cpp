@@ -83,8 +83,8 @@ class LibtorchTensorMatch final : public TensorMatchImpl {
         device_(example.device()),
         requires_grad_(example.requires_grad()),
         strided_(example.layout() == c10::kStrided),
-        sizes_(facts.sizes),
-        strides_(facts.strides.value_or(std::vector<int64_t>{})),
+        sizes_(torch_text::with_any(facts.sizes, facts.dynamic_sizes)),
+        strides_(torch_text::with_any(facts.strides.value_or(std::vector<int64_t>{}), facts.dynamic_strides)),
         facts_(std::move(facts)) {}
 
   bool check(PyObject* value) noexcept override {
@@ -101,13 +101,14 @@ class LibtorchTensorMatch final : public TensorMatchImpl {
       // symbolic shapes; both end in the catch below.
       const c10::IntArrayRef sizes = impl.sizes();
       if (sizes.size() != sizes_.size()) return false;
+      // A dynamic dim holds kAnyDim; the second test runs only on a mismatch.
       for (size_t i = 0; i < sizes_.size(); ++i) {
-        if (sizes[i] != sizes_[i]) return false;
+        if (sizes[i] != sizes_[i] && sizes_[i] != torch_text::kAnyDim) return false;
       }
       if (strided_) {  // a layout change already changed the dispatch keys (Sparse*, ...)
         const c10::IntArrayRef strides = impl.strides();
         for (size_t i = 0; i < strides_.size(); ++i) {
-          if (strides[i] != strides_[i]) return false;
+          if (strides[i] != strides_[i] && strides_[i] != torch_text::kAnyDim) return false;
         }
       }
       return true;
@@ -150,8 +151,8 @@ class LibtorchTensorMatch final : public TensorMatchImpl {
   c10::Device device_;
   bool requires_grad_;
   bool strided_;
-  std::vector<int64_t> sizes_;
-  std::vector<int64_t> strides_;  // empty unless strided_
+  std::vector<int64_t> sizes_;    // kAnyDim where dynamic
+  std::vector<int64_t> strides_;  // empty unless strided_; kAnyDim where dynamic
   torch_text::TensorFacts facts_;  // the same facts as text, for describe()/explain()
 };
 
@@ -232,7 +233,8 @@ class LibtorchBackend final : public TorchBackend {
  public:
   const char* name() const override { return "libtorch"; }
 
-  absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example) override {
+  absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example,
+                                                                     const DynamicDims& dynamic) override {
     if (THPVariableClass == nullptr) return absl::FailedPreconditionError("tensor_match: torch is not initialized");
     const int is_tensor = PyObject_IsInstance(example, THPVariableClass);
     if (is_tensor != 1) {
@@ -240,12 +242,16 @@ class LibtorchBackend final : public TorchBackend {
       return absl::InvalidArgumentError(
           cat("tensor_match: expected a torch.Tensor, got ", torch_text::type_name(Py_TYPE(example))));
     }
+    if (torch_text::is_fake_tensor_type(Py_TYPE(example))) {
+      return absl::InvalidArgumentError("tensor_match: the example must be a real tensor, not a FakeTensor");
+    }
     try {
       const at::Tensor& t = THPVariable_Unpack(example);
       if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
-        return absl::UnimplementedError("tensor_match: tensors with symbolic sizes are not supported");
+        return absl::InvalidArgumentError("tensor_match: the example must be a real tensor, not one with symbolic sizes");
       }
       torch_text::TensorFacts facts = read_facts(example, t);
+      if (auto error = torch_text::apply_dynamic_dims(facts, dynamic)) return absl::InvalidArgumentError(*error);
       PyTypeObject* type = Py_TYPE(example);
       const bool torch_owned = type == reinterpret_cast<PyTypeObject*>(THPVariableClass) ||
                                type == reinterpret_cast<PyTypeObject*>(ParameterClass);
@@ -257,6 +263,36 @@ class LibtorchBackend final : public TorchBackend {
     } catch (const std::exception& e) {
       clear_guard_error();
       return absl::InvalidArgumentError(cat("tensor_match: cannot read the example tensor: ", e.what()));
+    }
+  }
+
+  bool read_tensor_ints(PyObject* value, const TensorRead* reads, size_t n, int64_t* out) noexcept override {
+    // A C-level subtype test (no __instancecheck__ runs): every torch.Tensor subclass instance is
+    // a THPVariable.
+    if (!PyObject_TypeCheck(value, reinterpret_cast<PyTypeObject*>(THPVariableClass))) return false;
+    try {
+      const c10::TensorImpl& impl = *THPVariable_Unpack(value).unsafeGetTensorImpl();
+      // sizes()/strides()/storage_offset() throw for symbolic shapes and may call into a Python
+      // subclass with a custom size policy; both end in the catch below.
+      const c10::IntArrayRef sizes = impl.sizes();
+      for (size_t i = 0; i < n; ++i) {
+        const TensorRead& r = reads[i];
+        if (r.field == TensorField::kStorageOffset) {
+          out[i] = impl.storage_offset();
+          continue;
+        }
+        if (r.dim < 0 || static_cast<size_t>(r.dim) >= sizes.size()) return false;
+        if (r.field == TensorField::kSize) {
+          out[i] = sizes[static_cast<size_t>(r.dim)];
+        } else {
+          if (impl.layout() != c10::kStrided) return false;
+          out[i] = impl.strides()[static_cast<size_t>(r.dim)];
+        }
+      }
+      return true;
+    } catch (...) {
+      clear_guard_error();
+      return false;
     }
   }
 

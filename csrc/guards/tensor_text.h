@@ -22,6 +22,8 @@
 
 #include <type_traits>
 
+#include "guards/torch_backend.h"
+
 namespace tjc::torch_text {
 
 // String building. Debian's abseil is built with its own absl::string_view (not std's), so
@@ -187,11 +189,32 @@ inline std::string type_name(PyTypeObject* type) {
   return out;
 }
 
+// True when `type` is torch's FakeTensor or a subclass of it (by qualified name along the MRO, so
+// torch._subclasses need not be imported). TENSOR_MATCH refuses such examples: a guard is built
+// from the real example the trace was made for, never from the tracer's fake one. Slow path.
+inline bool is_fake_tensor_type(PyTypeObject* type) {
+  PyObject* mro = type->tp_mro;  // borrowed tuple
+  if (mro == nullptr || !PyTuple_Check(mro)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyTypeObject* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (type_name(base) == "torch._subclasses.fake_tensor.FakeTensor") return true;
+  }
+  return false;
+}
+
 inline const char* bool_text(bool b) { return b ? "True" : "False"; }
 
-inline std::string int_list_text(const std::vector<int64_t>& v) {
+// `[8, 4]`; an entry whose `dynamic` flag is set prints as `?` (not checked by TENSOR_MATCH).
+inline std::string int_list_text(const std::vector<int64_t>& v, const std::vector<bool>& dynamic = {}) {
   std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) append_to(&out, i == 0 ? "" : ", ", v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    out += i == 0 ? "" : ", ";
+    if (i < dynamic.size() && dynamic[i]) {
+      out += "?";
+    } else {
+      append_to(&out, v[i]);
+    }
+  }
   out += "]";
   return out;
 }
@@ -211,13 +234,54 @@ struct TensorFacts {
   bool requires_grad = false;
   std::vector<int64_t> sizes;
   std::optional<std::vector<int64_t>> strides;  // nullopt for non-strided layouts (sparse, ...)
+  // Dims TENSOR_MATCH does not check (DynamicDims); empty, or one flag per dim. Only the expected
+  // facts have them.
+  std::vector<bool> dynamic_sizes;
+  std::vector<bool> dynamic_strides;
+
+  bool size_dynamic(size_t i) const { return i < dynamic_sizes.size() && dynamic_sizes[i]; }
+  bool stride_dynamic(size_t i) const { return i < dynamic_strides.size() && dynamic_strides[i]; }
 };
+
+// Marks `dynamic`'s dims in `f` (the example's facts). An error message when a dim is out of
+// range or a stride is made dynamic on a non-strided tensor; nullopt when applied.
+inline std::optional<std::string> apply_dynamic_dims(TensorFacts& f, const DynamicDims& dynamic) {
+  const size_t ndim = f.sizes.size();
+  if (dynamic.empty()) return std::nullopt;
+  f.dynamic_sizes.assign(ndim, false);
+  f.dynamic_strides.assign(ndim, false);
+  for (const int d : dynamic.sizes) {
+    if (d < 0 || static_cast<size_t>(d) >= ndim) {
+      return cat("tensor_match: dynamic size dim ", d, " is out of range for a tensor of ", ndim, " dims");
+    }
+    f.dynamic_sizes[static_cast<size_t>(d)] = true;
+  }
+  for (const int d : dynamic.strides) {
+    if (d < 0 || static_cast<size_t>(d) >= ndim) {
+      return cat("tensor_match: dynamic stride dim ", d, " is out of range for a tensor of ", ndim, " dims");
+    }
+    if (!f.strides) return std::string("tensor_match: dynamic strides need a strided tensor");
+    f.dynamic_strides[static_cast<size_t>(d)] = true;
+  }
+  return std::nullopt;
+}
+
+// The ints a hot path compares: the example's, with kAnyDim where the dim is dynamic (no size or
+// stride is INT64_MIN, so the sentinel never equals a real value).
+inline constexpr int64_t kAnyDim = INT64_MIN;
+inline std::vector<int64_t> with_any(const std::vector<int64_t>& values, const std::vector<bool>& dynamic) {
+  std::vector<int64_t> out = values;
+  for (size_t i = 0; i < out.size() && i < dynamic.size(); ++i) {
+    if (dynamic[i]) out[i] = kAnyDim;
+  }
+  return out;
+}
 
 inline std::string describe_tensor(const TensorFacts& f) {
   std::string out = cat("TENSOR_MATCH: ", f.type, ", ", f.dtype, ", ", f.device,
                                  ", requires_grad=", bool_text(f.requires_grad),
-                                 ", size=", int_list_text(f.sizes));
-  if (f.strides) append_to(&out, ", stride=", int_list_text(*f.strides));
+                                 ", size=", int_list_text(f.sizes, f.dynamic_sizes));
+  if (f.strides) append_to(&out, ", stride=", int_list_text(*f.strides, f.dynamic_strides));
   return out;
 }
 
@@ -234,7 +298,7 @@ inline std::optional<std::string> explain_tensor(const TensorFacts& want, const 
     return mismatch(source, ".dim()", cat(want.sizes.size()), cat(got.sizes.size()));
   }
   for (size_t i = 0; i < want.sizes.size(); ++i) {
-    if (want.sizes[i] != got.sizes[i]) {
+    if (!want.size_dynamic(i) && want.sizes[i] != got.sizes[i]) {
       return mismatch(source, cat(".size()[", i, "]"), cat(want.sizes[i]),
                       cat(got.sizes[i]));
     }
@@ -245,7 +309,7 @@ inline std::optional<std::string> explain_tensor(const TensorFacts& want, const 
   }
   if (want.strides) {
     for (size_t i = 0; i < want.strides->size(); ++i) {
-      if ((*want.strides)[i] != (*got.strides)[i]) {
+      if (!want.stride_dynamic(i) && (*want.strides)[i] != (*got.strides)[i]) {
         return mismatch(source, cat(".stride()[", i, "]"), cat((*want.strides)[i]),
                         cat((*got.strides)[i]));
       }

@@ -17,10 +17,12 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -31,7 +33,8 @@ class TensorMatchImpl {
  public:
   virtual ~TensorMatchImpl() = default;
   // Hot path: true when `value` (borrowed) is a tensor with the same Python type, dispatch keys,
-  // dtype, device, requires_grad, sizes and strides. Never raises, never leaves an error set.
+  // dtype, device, requires_grad, number of dims, and sizes and strides except in the dims made
+  // dynamic (TensorDims). Never raises, never leaves an error set.
   virtual bool check(PyObject* value) noexcept = 0;
   // Slow path: why `value` fails, in words prefixed by `source`
   // (`L['x'].size()[0]: expected 8, got 16`), or nullopt when it passes.
@@ -39,6 +42,22 @@ class TensorMatchImpl {
   // Stable text for the guard tree printout, e.g.
   // `TENSOR_MATCH: torch.Tensor, torch.float32, cpu, requires_grad=False, size=[8, 4], stride=[4, 1]`.
   virtual std::string describe() const = 0;
+};
+
+// Which dims a TENSOR_MATCH leaves unchecked: their size / stride is a symbol that the root's
+// SYMBOLIC_SHAPES guard checks instead (shape_guards.h). Each index is in [0, dim()); order and
+// duplicates do not matter. Empty (the default): every size and stride is pinned.
+struct DynamicDims {
+  std::vector<int> sizes;
+  std::vector<int> strides;
+  bool empty() const { return sizes.empty() && strides.empty(); }
+};
+
+// One integer a SYMBOLIC_SHAPES binding reads from a tensor.
+enum class TensorField : uint8_t { kSize, kStride, kStorageOffset };
+struct TensorRead {
+  TensorField field;
+  int dim;  // kSize / kStride: the dim, >= 0; ignored for kStorageOffset
 };
 
 // GLOBAL_STATE: grad mode, default dtype, deterministic algorithms, autocast (per device type
@@ -55,8 +74,16 @@ class TorchBackend {
  public:
   virtual ~TorchBackend() = default;
   virtual const char* name() const = 0;  // "libtorch" or "python-api"
-  // InvalidArgument when `example` is not a torch.Tensor.
-  virtual absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example) = 0;
+  // InvalidArgument when `example` is not a real torch.Tensor (a fake or symbolic-size tensor is
+  // refused too) or a dynamic dim is out of range.
+  virtual absl::StatusOr<std::unique_ptr<TensorMatchImpl>> make_tensor_match(PyObject* example,
+                                                                             const DynamicDims& dynamic) = 0;
+  // Hot path of SYMBOLIC_SHAPES: out[i] = field reads[i] of `value` (borrowed), for i < n. False,
+  // with no Python error left set, when `value` is not a torch.Tensor, a dim is out of range, a
+  // stride of a non-strided tensor is asked for, or the tensor cannot be read as plain ints
+  // (symbolic sizes, a subclass whose sizes raise). The libtorch backend allocates nothing; the
+  // fallback calls x.size() / x.stride() / x.storage_offset() once per read.
+  virtual bool read_tensor_ints(PyObject* value, const TensorRead* reads, size_t n, int64_t* out) noexcept = 0;
   virtual absl::StatusOr<std::unique_ptr<GlobalStateImpl>> make_global_state() = 0;
 };
 

@@ -43,10 +43,11 @@ class GlobalState final : public LeafGuard {
 
 }  // namespace
 
-absl::StatusOr<LeafPtr> make_tensor_match(py::handle example, const std::string& source) {
+absl::StatusOr<LeafPtr> make_tensor_match(py::handle example, const std::string& source,
+                                          const DynamicDims& dynamic) {
   absl::StatusOr<TorchBackend*> backend = torch_backend();
   if (!backend.ok()) return backend.status();
-  auto impl = (*backend)->make_tensor_match(example.ptr());
+  auto impl = (*backend)->make_tensor_match(example.ptr(), dynamic);
   if (!impl.ok()) {
     std::string message = absl::StrCat(source, ": ", impl.status().message());
     // The backend says InvalidArgument for "not a tensor": to Python that is a TypeError.

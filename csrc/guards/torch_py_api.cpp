@@ -44,7 +44,7 @@ void release(TorchPyApi* api) {
                       api->dispatch_keys, api->tls_include, api->tls_exclude, api->is_grad_enabled,
                       api->get_default_dtype, api->deterministic, api->is_autocast_enabled,
                       api->get_autocast_dtype, api->s_dtype, api->s_device, api->s_requires_grad, api->s_size,
-                      api->s_stride, api->s_layout, api->s_raw_repr, api->s_cpu, api->s_cuda}) {
+                      api->s_stride, api->s_storage_offset, api->s_layout, api->s_raw_repr, api->s_cpu, api->s_cuda}) {
     Py_XDECREF(o);
   }
   delete api;
@@ -90,6 +90,7 @@ absl::StatusOr<TorchPyApi*> build() {
     const std::pair<PyObject**, const char*> strings[] = {
         {&api->s_dtype, "dtype"},   {&api->s_device, "device"},     {&api->s_requires_grad, "requires_grad"},
         {&api->s_size, "size"},     {&api->s_stride, "stride"},     {&api->s_layout, "layout"},
+        {&api->s_storage_offset, "storage_offset"},
         {&api->s_raw_repr, "raw_repr"}, {&api->s_cpu, "cpu"},       {&api->s_cuda, "cuda"},
     };
     for (const auto& [slot, text] : strings) {

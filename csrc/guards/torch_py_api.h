@@ -40,6 +40,7 @@ struct TorchPyApi {
   PyObject* s_requires_grad = nullptr;
   PyObject* s_size = nullptr;
   PyObject* s_stride = nullptr;
+  PyObject* s_storage_offset = nullptr;
   PyObject* s_layout = nullptr;
   PyObject* s_raw_repr = nullptr;
   PyObject* s_cpu = nullptr;

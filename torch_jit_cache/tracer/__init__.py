@@ -8,14 +8,12 @@ Layering: translator.py -> handlers/ -> variables/ -> output_graph.py (fx buildi
 """
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from .. import graph_break
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, DynamicTensorMatch, FunctionOutput,
-                            GraphOutput, GuardKind, IterOutput, ModeSwitch,
+from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, FunctionOutput, GraphOutput, IterOutput,
+                            ModeSwitch,
                             SourceOutput, TraceResult, TupleOutput, Unsupported, walk)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
@@ -94,25 +92,16 @@ def _trace(code, f_locals, f_globals, f_builtins, closure, cut, plan) -> TraceRe
         except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error
             raise Unsupported(f"building the fx graph failed: {type(e).__name__}: {e}",
                               filename=code.co_filename, lineno=code.co_firstlineno) from None
-        guards, shape_guards = output.guards, None
+        shape_guards = None
         if output.fake_shapes is not None:
             output.fake_shapes.check_marks()
-            shape_guards, dynamic_dims = output.fake_shapes.guards()
-            guards = [_with_dynamic_dims(g, dynamic_dims) for g in guards]
+            shape_guards = output.fake_shapes.guards()
         return TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
                            example_inputs=list(output.example_inputs), output=spec,
-                           guards=guards, side_effects=effects, shape_guards=shape_guards)
+                           guards=output.guards, side_effects=effects, shape_guards=shape_guards)
     finally:
         output.release()
         del tx, output
-
-
-def _with_dynamic_dims(spec, dynamic_dims):
-    """A TENSOR_MATCH on a tensor with symbolic dims leaves them to the SYMBOLIC_SHAPES leaf."""
-    if spec.kind is not GuardKind.TENSOR_MATCH or spec.source not in dynamic_dims:
-        return spec
-    sizes, strides = dynamic_dims[spec.source]
-    return dataclasses.replace(spec, value=DynamicTensorMatch(spec.value, sizes, strides))
 
 
 def _root_args(code, f_locals) -> dict:

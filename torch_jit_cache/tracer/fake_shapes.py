@@ -130,7 +130,8 @@ class FakeShapes:
         return sympy.Integer(value)
 
     def guards(self):
-        """(ShapeGuards, {source: (dynamic size dims, dynamic stride dims)}) for the trace's state."""
+        """The ShapeGuards for the trace's state (the dims its symbols read are the ones
+        TENSOR_MATCH leaves to it: guards.py)."""
         import sympy
 
         from ..shape_guards import ShapeGuards, SymbolBinding
@@ -138,7 +139,6 @@ class FakeShapes:
         env = self.shape_env
         bindings: dict = {}          # symbol -> SymbolBinding
         exprs: list = []
-        dynamic_dims: dict = {}
         fresh = 0
 
         def bind(expr, binding):
@@ -154,22 +154,14 @@ class FakeShapes:
             exprs.append(sympy.Eq(sym, expr))
 
         for source, fake, _choices in self.inputs:
-            sizes, strides = [], []
-            for d in range(fake.dim()):
-                expr = self._expr(fake.size(d))
-                if _free(expr):
-                    sizes.append(d)
-                    bind(expr, SymbolBinding(source, "size", d))
-            for d in range(fake.dim()):
-                expr = self._expr(fake.stride(d))
-                if _free(expr):
-                    strides.append(d)
-                    bind(expr, SymbolBinding(source, "stride", d))
+            for kind, read in (("size", fake.size), ("stride", fake.stride)):
+                for d in range(fake.dim()):
+                    expr = self._expr(read(d))
+                    if _free(expr):
+                        bind(expr, SymbolBinding(source, kind, d))
             offset = self._expr(fake.storage_offset())
             if _free(offset):
                 bind(offset, SymbolBinding(source, "storage_offset", None))
-            if sizes or strides:
-                dynamic_dims[source] = (tuple(sizes), tuple(strides))
         for source, value in self.ints:
             bind(self._expr(value), SymbolBinding(source, "int", None))
         for guard in env.guards:
@@ -190,7 +182,7 @@ class FakeShapes:
             lo, hi = _bound(vr.lower), _bound(vr.upper)
             if lo is not None or hi is not None:
                 ranges.append((sym, lo if lo is not None else -2 ** 63, hi))
-        return ShapeGuards(tuple(bindings.items()), tuple(ranges), _unique(exprs)), dynamic_dims
+        return ShapeGuards(tuple(bindings.items()), tuple(ranges), _unique(exprs))
 
 
 def forget_shape_envs() -> None:

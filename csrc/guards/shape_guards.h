@@ -1,0 +1,198 @@
+// ShapeGuards (SYMBOLIC_SHAPES): a root-level guard over symbolic sizes, the facts torch's ShapeEnv
+// leaves when a trace treats some dims (and some int arguments) as symbols: per-symbol value
+// ranges (`2 <= s0 <= 4096`) and boolean expressions (`Eq(s0, s1)`, `Ne(Mod(s1, 2), 0)`).
+//
+// What it holds: for each binding, the chain of tree nodes from the root's child down to the node
+// whose value it reads (shared_ptr; nodes never point up, so no cycle) and what it reads there: a
+// tensor's size(dim), stride(dim) or storage_offset() (through the torch backend, torch_backend.h)
+// or the value itself, an exact int. It holds NO user object: values are fetched anew on each
+// check. A symbol bound twice (one size seen through two sources) reads both, and they must agree.
+// Expressions are ShapePrograms: flat postfix code over int64, compiled in Python
+// (torch_jit_cache/shape_guards.py) from sympy. Booleans are 0 / 1.
+//
+// Semantics: Python's. Floor division and modulo round toward -inf; an intermediate that does not
+// fit in int64, a division or modulo by zero, or an operand outside an op's domain (a negative
+// exponent, torch's non-negative Mod on a negative) makes the expression FAIL: a guard that fails
+// only recompiles, so it is always the safe answer. No undefined behaviour, no exception.
+//
+// Evaluation: RootGuardManager::check runs it after every node passed (TENSOR_MATCH has then
+// proven the types and dim counts). Ranges first, then expressions; a failing expression moves to
+// the front. The hot path allocates nothing while the guard has at most kInline bindings and
+// symbols and its programs are at most kMaxDepth deep (make() refuses deeper ones); it formats no
+// string. explain() and the text are out of line.
+//
+// Threads: under the GIL.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "guards/frame_view.h"
+#include "guards/torch_backend.h"
+
+namespace tjc {
+
+class GuardManager;
+
+// ---------------------------------------------------------------------------------------------
+// ShapeProgram: one boolean expression as postfix code.
+
+enum class ShapeOp : uint8_t {
+  kSymbol,     // push symbols[operand]
+  kConst,      // push operand
+  kAdd, kSub, kMul,
+  kFloorDiv,   // Python //
+  kMod,        // Python % (sympy.Mod, PythonMod)
+  kNonNegMod,  // torch's Mod: defined for a >= 0, b >= 1 only
+  kPow,        // a ** b, b >= 0
+  kMin, kMax,
+  kAbs, kNeg,
+  kEq, kNe, kLt, kLe, kGt, kGe,
+  kAnd, kOr, kNot,
+  kWhere,      // c, a, b -> a if c else b
+};
+
+// One row per op, in enum order: its Python name (what shape_guards.py emits), how many values it
+// pops (it pushes one), and how it prints.
+struct ShapeOpSpec {
+  ShapeOp op;
+  const char* name;
+  int arity;
+  const char* text;  // infix operator (` + `), prefix (`-`), or function name (`max`)
+  int precedence;    // Python's binding strength, higher binds tighter; kAtom for calls
+};
+inline constexpr int kAtom = 20;
+inline constexpr ShapeOpSpec kShapeOps[] = {
+    {ShapeOp::kSymbol, "sym", 0, "", kAtom},          {ShapeOp::kConst, "const", 0, "", kAtom},
+    {ShapeOp::kAdd, "add", 2, " + ", 10},              {ShapeOp::kSub, "sub", 2, " - ", 10},
+    {ShapeOp::kMul, "mul", 2, "*", 11},                {ShapeOp::kFloorDiv, "floordiv", 2, " // ", 11},
+    {ShapeOp::kMod, "mod", 2, " % ", 11},              {ShapeOp::kNonNegMod, "mod_nonneg", 2, " % ", 11},
+    {ShapeOp::kPow, "pow", 2, "**", 13},               {ShapeOp::kMin, "min", 2, "min", kAtom},
+    {ShapeOp::kMax, "max", 2, "max", kAtom},           {ShapeOp::kAbs, "abs", 1, "abs", kAtom},
+    {ShapeOp::kNeg, "neg", 1, "-", 12},                {ShapeOp::kEq, "eq", 2, " == ", 4},
+    {ShapeOp::kNe, "ne", 2, " != ", 4},                {ShapeOp::kLt, "lt", 2, " < ", 4},
+    {ShapeOp::kLe, "le", 2, " <= ", 4},                {ShapeOp::kGt, "gt", 2, " > ", 4},
+    {ShapeOp::kGe, "ge", 2, " >= ", 4},                {ShapeOp::kAnd, "and", 2, " and ", 2},
+    {ShapeOp::kOr, "or", 2, " or ", 1},                {ShapeOp::kNot, "not", 1, "not ", 3},
+    {ShapeOp::kWhere, "where", 3, "", 0},
+};
+inline const ShapeOpSpec& shape_op_spec(ShapeOp op) { return kShapeOps[static_cast<size_t>(op)]; }
+
+struct ShapeInstr {
+  ShapeOp op;
+  int64_t operand = 0;  // kSymbol: the symbol's index; kConst: the value; others: 0
+};
+
+// Why an expression is not true. Only kTrue passes.
+enum class ShapeVerdict : uint8_t { kTrue, kFalse, kOverflow, kZeroDivision, kOutOfDomain };
+
+class ShapeProgram {
+ public:
+  static constexpr size_t kMaxDepth = 64;  // deepest evaluation stack a program may need
+
+  // InvalidArgument unless `code` leaves exactly one value, never pops an empty stack, stays within
+  // kMaxDepth, and reads symbols below `num_symbols`.
+  static absl::StatusOr<ShapeProgram> make(std::vector<ShapeInstr> code, size_t num_symbols);
+  // The op named `name` (kShapeOps), or InvalidArgument.
+  static absl::StatusOr<ShapeOp> parse_op(std::string_view name);
+
+  // Hot path: the verdict for symbol values `symbols` (indexed by symbol). No allocation.
+  ShapeVerdict evaluate(const int64_t* symbols) const noexcept;
+  // Infix text in Python syntax, symbols printed as `names[i]`: `L['x'].size()[1] == L['y'].size()[0]`.
+  std::string text(const std::vector<std::string>& names) const;
+  // The symbols the program reads, ascending, each once.
+  const std::vector<int>& symbols() const { return symbols_; }
+  const std::vector<ShapeInstr>& code() const { return code_; }
+
+ private:
+  ShapeProgram(std::vector<ShapeInstr> code, std::vector<int> symbols)
+      : code_(std::move(code)), symbols_(std::move(symbols)) {}
+  std::vector<ShapeInstr> code_;
+  std::vector<int> symbols_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// ShapeGuards: bindings, ranges and expressions, checked together on the root.
+
+// What a binding reads from its node's value.
+enum class SymbolRead : uint8_t { kSize, kStride, kStorageOffset, kInt };
+
+class ShapeGuards {
+ public:
+  static constexpr size_t kInline = 32;  // bindings / symbols read without allocating
+
+  struct Binding {
+    std::vector<std::shared_ptr<GuardManager>> chain;  // root's child first, the read node last
+    SymbolRead read;
+    int dim;     // kSize / kStride: >= 0; else ignored
+    int symbol;  // index in [0, num_symbols)
+  };
+  struct Range {
+    int symbol;
+    std::optional<int64_t> min;  // nullopt: unbounded
+    std::optional<int64_t> max;
+  };
+
+  // InvalidArgument when a symbol is out of range or has no binding, a range is empty, or a dim
+  // is negative; the torch backend's error when a binding reads a tensor and torch is missing.
+  static absl::StatusOr<std::unique_ptr<ShapeGuards>> make(std::vector<Binding> bindings, size_t num_symbols,
+                                                           std::vector<Range> ranges,
+                                                           std::vector<ShapeProgram> exprs);
+
+  // Hot path: reads every binding, then ranges, then expressions. Leaves no Python error set.
+  bool check(const FrameView& view) noexcept;
+  // Slow path: the first failing binding, range or expression in words, or nullopt.
+  std::optional<std::string> explain(const FrameView& view) const;
+  // One `SYMBOLIC_SHAPES: ...` line per range, repeated binding and expression.
+  std::vector<std::string> describe() const;
+  // What describe() prints lines for.
+  int64_t num_guards() const;
+  int64_t fail_count() const { return fail_count_; }
+
+ private:
+  // The bindings that read one source (one chain), so each source is fetched once per check.
+  struct SourceReads {
+    std::vector<std::shared_ptr<GuardManager>> chain;
+    bool is_int = false;
+    size_t first = 0;  // index of its first binding in bindings_
+    size_t count = 0;  // its bindings: bindings_[first, first + count)
+    std::vector<TensorRead> reads;  // tensor sources: one per binding
+  };
+  struct Read {
+    int symbol;
+    bool defines;  // the symbol's first read: it sets the value; later reads must agree
+    std::string name;  // `L['x'].size()[1]`, `L['n']`
+  };
+  struct Expr {
+    ShapeProgram program;
+    std::string text;  // in source names
+    int64_t fail_count = 0;
+  };
+
+  ShapeGuards() = default;
+  // Reads the source values into raw[] (one per binding); false on any failure (error cleared).
+  bool read_all(const FrameView& view, int64_t* raw) const noexcept;
+  // Why source `s`'s bindings cannot be read (values into raw[]), or nullopt.
+  std::optional<std::string> explain_read(const SourceReads& s, const FrameView& view, int64_t* raw) const;
+
+  std::vector<SourceReads> sources_;
+  std::vector<Read> bindings_;   // grouped by source, in sources_ order
+  size_t num_symbols_ = 0;
+  std::vector<std::string> symbol_names_;  // the name of each symbol's defining read
+  std::vector<Range> ranges_;
+  std::vector<Expr> exprs_;
+  TorchBackend* backend_ = nullptr;  // set when some binding reads a tensor
+  int64_t fail_count_ = 0;
+};
+
+// `false`, `overflows int64`, `divides by zero`, `is out of an operation's domain`.
+std::string shape_verdict_text(ShapeVerdict verdict);
+
+}  // namespace tjc
