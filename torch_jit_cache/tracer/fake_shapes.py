@@ -8,7 +8,7 @@ dimension, parameters and other tensors with their static sizes; factory ops run
 guard, exactly as under torch.compile. `guards()` turns that state into a ShapeGuards value over our
 Sources: which source each symbol is read from (a size, a stride, a storage offset), the symbols'
 ranges and the boolean expressions; shape_guards.py compiles them into the C++ SYMBOLIC_SHAPES
-leaf. TENSOR_MATCH keeps checking the static sizes and strides (`dynamic_dims`).
+leaf; TENSOR_MATCH keeps checking the sizes and strides no symbol reads (guards.py).
 
 Lifetime: the mode, the ShapeEnv and every fake tensor belong to the trace; `release()` drops them
 (OutputGraph.release), and only sympy expressions over plain symbols reach the guards. A backend
