@@ -182,6 +182,19 @@ def test_mark_dynamic_bounds_are_guarded():
     assert counter.frame_count == 2
 
 
+def test_a_shape_guard_miss_is_explained_in_words(caplog, monkeypatch):
+    monkeypatch.setattr(tjc.config, "log", frozenset({"recompiles"}))
+    compiled = tjc.compile(lambda x, y: x[: y.size(0)] + y)
+    x, y = torch.randn(8), torch.randn(6)
+    tjc.mark_dynamic(x, 0, max=8)
+    tjc.mark_dynamic(y, 0)
+    compiled(x, y)
+    with caplog.at_level("INFO", logger="torch_jit_cache"):
+        big = torch.randn(9)
+        torch.testing.assert_close(compiled(big, y), big[:6] + y)
+    assert "L['x'].size()[0]: 9 > max 8" in caplog.text
+
+
 def test_mark_dynamic_refuses_bad_input_clearly():
     x = torch.randn(4, 5)
     with pytest.raises(IndexError, match="dimension 2 is out of range"):
@@ -259,6 +272,33 @@ def test_nanogpt_generation_compiles_at_most_twice_per_frame():
     before = tjc.stats()["compiles"]
     _generate(compiled, prompt, 20, block)
     assert tjc.stats()["compiles"] == before, "every later step hits"
+
+
+def _generate_with_cache(model, ids, steps):
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+        tokens = [ids]
+        for _ in range(steps):
+            nxt = out.logits[:, -1:].argmax(-1)
+            tokens.append(nxt)
+            out = model(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+    return torch.cat(tokens, 1)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_huggingface_generation_with_a_kv_cache_stops_compiling(name):
+    if not zoo.available(name):
+        pytest.skip(f"{name} needs transformers")
+    model, inputs = zoo.build(name)
+    model.eval()
+    ids = inputs.kwargs["input_ids"][:, :4]
+    counter = CompileCounter()
+    compiled = tjc.compile(model, backend=counter)
+    assert torch.equal(_generate_with_cache(compiled, ids, 12), _generate_with_cache(model, ids, 12))
+    # The prompt, the first step with a cache (static), then one entry for every cache length.
+    assert counter.frame_count == 3
+    _generate_with_cache(compiled, ids, 12)
+    assert counter.frame_count == 3, "every later step hits"
 
 
 def test_dynamic_shapes_under_aot_eager_match_eager_gradients():
