@@ -212,7 +212,7 @@ class FrameCompiler:
         rng = torch.random.get_rng_state()
         try:
             with backends.tracing_for(self.backend):
-                result, break_reason, in_callee = self._trace(tracer, code, frame, rng, plan)
+                (result, break_reason, in_callee), plan = self._trace_planned(tracer, code, frame, rng, plan)
             cut = isinstance(result.output, BreakOutput)
             # A break with no tensor work before it is worth an entry only where the frame is
             # meant to compile (the compile() target, a resume function): any other frame runs its
@@ -285,7 +285,7 @@ class FrameCompiler:
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
             return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
         finally:
-            self._traced_symbolic = plan.symbolic
+            self._traced_symbolic = self._traced_symbolic or plan.symbolic
         COUNTERS["graphs"] += has_graph
         # A frame's first cut, with no graph before it, at a call that failed inside (the compile()
         # target's decorator wrapper calling forward) splits no graph: nothing compiled ran before
@@ -314,6 +314,40 @@ class FrameCompiler:
 
     def _may_cut_without_graph(self, code) -> bool:
         return code is self.target_code or graph_break.is_resume_code(code)
+
+    def _trace_planned(self, tracer, code, frame, rng, plan):
+        """(what _trace returns, the plan it used). A trace with symbolic sizes that breaks or
+        fails where the static one would not (an opaque module that cannot run on fake tensors, an
+        op without a symbolic rule) must not make the frame worse than static shapes do: the frame
+        is traced again with static shapes, and if that trace has no break, it is used and this
+        code keeps static shapes from then on (one entry per size, as before dynamic shapes). A
+        mark_dynamic dimension is never given up this way: the user asked for it."""
+        if not plan.symbolic:
+            return self._trace(tracer, code, frame, rng, plan), plan
+        self._traced_symbolic = True
+        failure = None
+        try:
+            traced = self._trace(tracer, code, frame, rng, plan)
+        except Unsupported as e:
+            failure, traced = e, None
+        if traced is not None and (not isinstance(traced[0].output, BreakOutput) or plan.strict):
+            return traced, plan
+        if failure is not None and plan.strict:
+            raise failure
+        static = plan.as_static()
+        try:
+            static_traced = self._trace(tracer, code, frame, rng, static)
+        except Unsupported:
+            if failure is not None:
+                raise failure from None
+            return traced, plan
+        if isinstance(static_traced[0].output, BreakOutput) and traced is not None:
+            return traced, plan
+        why = str(failure) if failure is not None else traced[1]
+        if failure is not None:
+            _failure_text(failure, "")
+        self._dynamic.refuse(code, why)
+        return static_traced, static
 
     def _trace(self, tracer, code, frame, rng, plan):
         """(TraceResult, None, False), or, when the trace fails at an instruction of this frame where

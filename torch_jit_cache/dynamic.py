@@ -153,6 +153,8 @@ class DynamicPolicy:
         self.mode = mode
         # code -> {source text: [size or None]} (None: the size changed between compiles).
         self._sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # Codes whose symbolic trace broke where the static one did not (refuse()).
+        self._refused: weakref.WeakSet = weakref.WeakSet()
 
     def plan(self, code, f_locals, resolve) -> "FramePlan":
         """What the next trace of `code` uses. Before it, every tensor (and int argument) an earlier
@@ -170,7 +172,17 @@ class DynamicPolicy:
                     self.record(code, source, tuple(value.shape))
         symbolic = self.mode is True or (self.mode is None and (
             self.has_dynamic(code) or any(_any_marked(v) for v in f_locals.values())))
+        if code in self._refused and not any(_any_marked(v) for v in f_locals.values()):
+            symbolic = False
         return FramePlan(self, code, symbolic)
+
+    def refuse(self, code, why: str) -> None:
+        """`code` traces with static shapes from now on: its symbolic trace broke where the static
+        one did not (convert_frame.FrameCompiler._trace_planned)."""
+        self._refused.add(code)
+        if log.enabled("dynamic"):
+            log.log("dynamic", f"{code.co_qualname}: traced with static shapes (symbolic sizes made a "
+                               f"graph break the static trace does not have: {why})")
 
     def recorded(self, code) -> dict:
         return self._sizes.get(code) or {}
@@ -207,6 +219,12 @@ class FramePlan:
 
     def __init__(self, policy: DynamicPolicy, code, symbolic: bool):
         self.policy, self.code, self.symbolic = policy, code, symbolic
+        # Whether a tensor this trace read carries a mark_dynamic dimension (never given up).
+        self.strict = False
+
+    def as_static(self) -> "FramePlan":
+        """The same frame traced with static shapes (sizes are still recorded)."""
+        return FramePlan(self.policy, self.code, False)
 
     def choose(self, source, tensor, *, is_argument: bool) -> list:
         """A DimChoice per dimension of `tensor`, read from `source`."""
@@ -221,6 +239,7 @@ class FramePlan:
             if d in dynamic:
                 lo, hi = dynamic[d]
                 out.append(DimChoice(True, "mark_dynamic", lo, hi))
+                self.strict = True
             elif d in static or mode is False:
                 out.append(_STATIC_CHOICE)
             elif d in maybe:

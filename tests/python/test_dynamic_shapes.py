@@ -195,6 +195,17 @@ def test_a_shape_guard_miss_is_explained_in_words(caplog, monkeypatch):
     assert "L['x'].size()[0]: 9 > max 8" in caplog.text
 
 
+def test_explain_shows_the_symbolic_guards():
+    x, y = torch.randn(3, 4), torch.randn(4, 5)
+    tjc.mark_dynamic(x, 0)
+    tjc.mark_dynamic(y, 1)
+    report = tjc.explain(lambda a, b: (a @ b).relu())(x, y)
+    text = str(report)
+    assert "SYMBOLIC_SHAPES: L['a'].size()[0] >= 2" in text
+    assert "SYMBOLIC_SHAPES: L['b'].stride()[0] == L['b'].size()[1]" in text
+    assert "size=[?, 4], stride=[4, 1]" in text and "size=[4, ?], stride=[?, 1]" in text
+
+
 def test_mark_dynamic_refuses_bad_input_clearly():
     x = torch.randn(4, 5)
     with pytest.raises(IndexError, match="dimension 2 is out of range"):
@@ -299,6 +310,25 @@ def test_huggingface_generation_with_a_kv_cache_stops_compiling(name):
     assert counter.frame_count == 3
     _generate_with_cache(compiled, ids, 12)
     assert counter.frame_count == 3, "every later step hits"
+
+
+def test_a_frame_whose_symbolic_trace_breaks_keeps_static_shapes():
+    # nn.LSTM cannot run on fake tensors with a symbolic length: the symbolic trace would break at
+    # it. The frame is traced static again and keeps one entry per length, without a break.
+    lstm = nn.LSTM(4, 6)
+    head = nn.Linear(6, 3)
+
+    def f(x):
+        out, _ = lstm(x.tanh())
+        return head(out)
+    counter = CompileCounter()
+    compiled = tjc.compile(f, backend=counter)
+    with torch.no_grad():
+        for t in (3, 4, 5):
+            x = torch.randn(t, 2, 4)
+            torch.testing.assert_close(compiled(x), f(x))
+    assert counter.frame_count == 3
+    assert tjc.stats()["graph_breaks"] == 0
 
 
 def test_dynamic_shapes_under_aot_eager_match_eager_gradients():

@@ -18,6 +18,8 @@ compile through the call (aot_eager, inductor), so nothing the call reads may ch
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn as nn
 
@@ -57,8 +59,10 @@ def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
         if id(t) not in copies:
             copies[id(t)] = _copy_tensor(t)
         state[name] = copies[id(t)]
+    shapes = tx.output.fake_shapes
     try:
-        with preserving_derived_state(module.modules()):
+        with preserving_derived_state(module.modules()), \
+                (shapes.running() if shapes is not None else contextlib.nullcontext()):
             result = torch.func.functional_call(module, state, tuple(ex_args), ex_kwargs)
     except Exception as e:  # the original call raises too: let it run eagerly and raise there
         unsupported(f"opaque module {type(module).__name__} raised {type(e).__name__}: {e}")
