@@ -10,7 +10,7 @@ from . import runtime, shape_guards as _shape_guards
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
 
-_NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE}
+_NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE, GuardKind.DICT_TAGS}
 _RELATIONS = {GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF}
 
 

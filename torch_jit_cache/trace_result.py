@@ -31,6 +31,9 @@ class GuardKind(enum.Enum):
     # through the other, and is exact only while they alias as they did when compiled.
     DISTINCT_FROM = "distinct_from"  # value: another Source that must reach another object
     ALIAS_OF = "alias_of"            # value: another Source that must reach this very object
+    # Not a check: the node's children are skipped while the dicts they read are unchanged
+    # (csrc/guards/dict_tags.h); what tags cannot vouch for (TENSOR_MATCH, ...) runs every time.
+    DICT_TAGS = "dict_tags"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -140,6 +140,21 @@ never directly. Child getters return the same object for the same source.)doc");
            py::arg("dynamic_strides") = std::vector<int>(),
            "TENSOR_MATCH on a real example tensor; the sizes / strides of the dims named in "
            "dynamic_sizes / dynamic_strides are not checked (a SYMBOLIC_SHAPES guard checks them).")
+      .def("dict_tags", [](GuardManager& self) { raise_if_error(self.add_dict_tags()); },
+           "DICT_TAGS: the children are skipped while the dicts they read are unchanged (version "
+           "tags); what tags cannot vouch for (TENSOR_MATCH, ...) runs every time.")
+      .def_property_readonly(
+          "dict_tags_state",
+          [](const GuardManager& self) -> py::object {
+            const DictTags* tags = self.dict_tags();
+            if (tags == nullptr) return py::none();
+            py::dict out;
+            out["recorded"] = tags->recorded();
+            out["dicts"] = tags->num_dicts();
+            out["residuals"] = tags->num_residuals();
+            return out;
+          },
+          "None without DICT_TAGS; else {'recorded', 'dicts', 'residuals'} of the last check.")
       .def_property_readonly("source", &GuardManager::source)
       .def_property_readonly("fail_count", &GuardManager::fail_count)
       .def("num_guards", &GuardManager::num_guards, "Leaf guards in this subtree.")

@@ -106,6 +106,13 @@ absl::Status GuardManager::add_tensor_match(py::handle example, const DynamicDim
   return add_value_leaf("tensor_match(example)", [&] { return make_tensor_match(example, source_, dynamic); });
 }
 
+absl::Status GuardManager::add_dict_tags() {
+  if (is_root()) return root_has_no_value("dict_tags()");
+  if (state_->frozen) return frozen_status();
+  if (tags_ == nullptr) tags_ = std::make_unique<DictTags>();
+  return absl::OkStatus();
+}
+
 int64_t GuardManager::num_guards() const {
   int64_t total = static_cast<int64_t>(leaves_.size());
   for (const auto& child : children_) total += child->num_guards();
@@ -121,6 +128,11 @@ bool GuardManager::check_value(PyObject* value, const FrameView& view) noexcept 
       return false;
     }
   }
+  if (tags_ != nullptr) return tags_->check(*this, value, view);
+  return check_children(value, view);
+}
+
+bool GuardManager::check_children(PyObject* value, const FrameView& view) noexcept {
   for (size_t i = 0; i < children_.size(); ++i) {
     GuardManager* child = children_[i].get();  // kept alive by children_: nodes are never removed
     PyObject* child_value = child->accessor_.fetch(value, view);  // new ref
@@ -185,6 +197,9 @@ std::optional<std::string> GuardManager::explain_value(PyObject* value, const Fr
 
 void GuardManager::append_body(std::string& out, const std::string& indent) const {
   for (const LeafPtr& leaf : leaves_) absl::StrAppend(&out, "\n", indent, "| ", leaf->describe());
+  if (tags_ != nullptr) {
+    absl::StrAppend(&out, "\n", indent, "| DICT_TAGS: children skipped while the dicts they read are unchanged");
+  }
   const std::string child_indent = indent + "|  ";
   for (const auto& child : children_) {
     absl::StrAppend(&out, "\n", indent, "+- ", child->source_);

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "guards/accessors.h"
+#include "guards/dict_tags.h"
 #include "guards/frame_view.h"
 #include "guards/leaf_guards.h"
 #include "guards/tree_state.h"
@@ -62,6 +63,9 @@ class GuardManager {
   absl::Status add_length(Py_ssize_t length);
   absl::Status add_dict_keys(py::handle keys);
   absl::Status add_tensor_match(py::handle example, const DynamicDims& dynamic = {});
+  // DICT_TAGS (dict_tags.h): this node's children are skipped while the dicts they read are
+  // unchanged. Not a leaf: it changes how the children are checked, never their outcome.
+  absl::Status add_dict_tags();
 
   // ---- Introspection.
   bool is_root() const { return accessor_.kind() == AccessorKind::kRoot; }
@@ -73,6 +77,8 @@ class GuardManager {
   int64_t fail_count() const { return fail_count_; }
   // Leaf guards in this subtree (the root adds its SYMBOLIC_SHAPES lines).
   virtual int64_t num_guards() const;
+  // The node's DICT_TAGS, or null.
+  const DictTags* dict_tags() const { return tags_.get(); }
   // This subtree as stable text (see append_body); virtual so the root prints its own header.
   virtual std::string debug_string() const;
 
@@ -84,6 +90,8 @@ class GuardManager {
   // Hot path: leaves on `value` (borrowed; null on the root), then each child on the value its
   // accessor fetches. Leaves no Python error set.
   bool check_value(PyObject* value, const FrameView& view) noexcept;
+  // The children part of check_value (each child on the value its accessor fetches).
+  bool check_children(PyObject* value, const FrameView& view) noexcept;
   // Slow path twin of check_value: the first failing guard in words. Does not reorder or count.
   std::optional<std::string> explain_value(PyObject* value, const FrameView& view);
   // Appends this node's leaves and children, one per line, each line starting with `indent`.
@@ -105,6 +113,9 @@ class GuardManager {
   std::vector<LeafPtr> leaves_;
   std::vector<std::shared_ptr<GuardManager>> children_;
   int64_t fail_count_ = 0;
+  std::unique_ptr<DictTags> tags_;  // DICT_TAGS, or null
+
+  friend class DictTags;  // checks and records the children
 };
 
 // The value reached by fetching along `chain` from the root (its first node a child of the root):

@@ -544,3 +544,154 @@ def test_an_allow_in_graph_module_compiled_and_dropped_is_freed(no_gc):
     del model, compiled
     assert freed == [[True]] * 3
     assert entry.evicted and [ref() for ref in backend.graphs] == [None]
+
+
+# --- DICT_TAGS: the module tree's guards skipped while its dicts are unchanged ----------------------
+#
+# Every module node carries DICT_TAGS (csrc/guards/dict_tags.h): after a passing check it records
+# the version tags of the dicts its subtree read and skips those guards while the tags match;
+# tensors' TENSOR_MATCH runs every time. Each change below, made after the tags were recorded,
+# must give eager's result on the next compiled call (a recompile, or the live module through
+# the proxy).
+
+def _layer(model, i=0):
+    return model.encoder.layers[i]
+
+
+def _bigger_feedforward(model):
+    layer = _layer(model)
+    layer.linear1, layer.linear2 = nn.Linear(8, 32), nn.Linear(32, 8)
+
+
+def _feedforward_resized_in_place(model):   # same Parameter objects: no dict changes
+    layer = _layer(model)
+    layer.linear1.weight.data = torch.randn(32, 8)
+    layer.linear1.bias.data = torch.randn(32)
+    layer.linear2.weight.data = torch.randn(8, 32)
+
+
+def _forward_hook(model):
+    _layer(model, 1).register_forward_hook(lambda m, args, out: out * 2)
+
+
+CHANGES = {
+    "a parameter replaced": lambda m: setattr(_layer(m, 1).norm2, "weight", nn.Parameter(torch.randn(8))),
+    "a parameter set in _parameters": lambda m: _layer(m).self_attn._parameters.__setitem__(
+        "in_proj_bias", nn.Parameter(torch.randn(24))),
+    "submodules of another shape": _bigger_feedforward,
+    "parameters resized in place (.data)": _feedforward_resized_in_place,
+    "requires_grad_ on a parameter": lambda m: _layer(m).linear1.weight.requires_grad_(False),
+    "training switched on a sub-layer": lambda m: _layer(m).train(),
+    "a forward hook on a sub-layer": _forward_hook,
+    "norm_first set": lambda m: setattr(_layer(m), "norm_first", True),
+    "norm_first set through vars()": lambda m: vars(_layer(m)).update(norm_first=True),
+    "activation replaced": lambda m: setattr(_layer(m), "activation", torch.nn.functional.gelu),
+    "a sub-layer's class replaced": lambda m: setattr(_layer(m), "__class__", _PostScaled),
+    "a layer removed": lambda m: m.encoder.layers.__delitem__(1) or setattr(m.encoder, "num_layers", 1),
+}
+
+
+class _PostScaled(nn.TransformerEncoderLayer):
+    def forward(self, *args, **kwargs):
+        return super().forward(*args, **kwargs) * 3
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_change_in_the_opaque_module_tree_after_compiling_gives_eagers_result(change):
+    model = WithEncoder().eval()
+    compiled = tjc.compile(model)
+    inputs = WithEncoder.inputs()
+    with torch.no_grad():
+        for _ in range(2):                   # the second call runs on recorded tags
+            torch.testing.assert_close(compiled(*inputs), model(*inputs))
+        node = tjc.cache_entries(compiled)[0].guard_manager.local("self").attr("__dict__") \
+            .item("_modules").item("encoder")
+        assert node.dict_tags_state["recorded"]
+        CHANGES[change](model)
+        torch.manual_seed(1)
+        expected = model(*inputs)
+        for _ in range(2):
+            torch.manual_seed(1)
+            torch.testing.assert_close(compiled(*inputs), expected)
+
+
+def test_the_opaque_encoders_guards_are_skipped_but_its_tensors_are_checked():
+    model = WithEncoder().eval()
+    compiled = tjc.compile(model)
+    with torch.no_grad():
+        for _ in range(2):                   # the first check after compiling records the tags
+            compiled(*WithEncoder.inputs())
+    (entry,) = tjc.cache_entries(compiled)
+    node = entry.guard_manager.local("self").attr("__dict__").item("_modules").item("encoder")
+    state = node.dict_tags_state
+    tensors = len(list(model.encoder.parameters()))
+    assert state["recorded"] and state["dicts"] >= 8 * len(list(model.encoder.modules()))
+    assert state["residuals"] >= tensors, "every parameter's TENSOR_MATCH runs on every call"
+    assert "| DICT_TAGS: children skipped while the dicts they read are unchanged" in entry.guards
+
+
+def test_eval_called_before_every_call_rechecks_without_recompiling():
+    """model.eval() writes `training` in every module's dict: the tags never match, the full
+    check passes, and nothing recompiles."""
+    model = WithEncoder()
+    counter = CompileCounterWithBackend("eager")
+    compiled = tjc.compile(model, backend=counter)
+    inputs = WithEncoder.inputs()
+    with torch.no_grad():
+        for _ in range(4):
+            model.eval()
+            torch.testing.assert_close(compiled(*inputs), model(*inputs))
+    assert counter.frame_count == 1
+
+
+def test_seed001_an_opaque_module_with_recorded_tags_is_freed_without_gc(no_gc):
+    model = WithEncoder().eval()
+    compiled = tjc.compile(model)
+    with torch.no_grad():
+        for _ in range(3):
+            compiled(*WithEncoder.inputs())
+    (entry,) = tjc.cache_entries(compiled)
+    assert entry.guard_manager.local("self").dict_tags_state["recorded"]
+    freed = [watch(model), watch(model.encoder.layers[1]), watch(model.encoder.layers[0].linear1.weight)]
+    del model, compiled
+    assert freed == [[True]] * 3
+    assert entry.evicted
+
+
+def _shape_baked(module, call):
+    """A compiled function whose graph bakes the opaque call's output width in as a constant: a
+    change to that width the guards miss gives a wrong result, not an error."""
+    def f(x):
+        y = call(module, x)
+        return y * y.shape[-1]
+    return f
+
+
+def test_a_parameter_resized_in_place_under_recorded_tags_recompiles():
+    """TENSOR_MATCH runs on every call: `.data =` changes no dict."""
+    mha = nn.MultiheadAttention(8, 2).eval()
+    f = _shape_baked(mha, lambda m, x: m(x, x, x, need_weights=False)[0])
+    counter = CompileCounterWithBackend("eager")
+    compiled = tjc.compile(f, backend=counter)
+    x = torch.randn(5, 2, 8)
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), f(x))
+        mha.out_proj.weight.data = torch.randn(16, 8)
+        mha.out_proj.bias.data = torch.randn(16)
+        assert f(x).shape[-1] == 16
+        torch.testing.assert_close(compiled(x), f(x))
+    assert counter.frame_count == 2
+
+
+def test_a_hook_that_widens_an_opaque_layers_output_under_recorded_tags_is_seen():
+    encoder = WithEncoder().eval().encoder
+    f = _shape_baked(encoder, lambda m, x: m(x))
+    compiled = tjc.compile(f)
+    x = torch.randn(5, 2, 8)
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), f(x))
+        encoder.register_forward_hook(lambda m, args, out: torch.cat([out, out], -1))
+        assert f(x).shape[-1] == 16
+        torch.testing.assert_close(compiled(x), f(x))

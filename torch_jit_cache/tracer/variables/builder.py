@@ -1,8 +1,8 @@
 """Wrap a real value read from the frame (with its Source) into a tracker, adding its guards.
 
 Guards added here: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
-TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` for
-nn.Modules); for functions made inside another function (closures, lambdas: often made anew per
+TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` and
+DICT_TAGS for nn.Modules: the guards below a module skipped while its dicts are unchanged); for functions made inside another function (closures, lambdas: often made anew per
 call) and functools.partial objects, guards on their parts instead (`__code__` by identity, closure
 cells, defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for
 plain user objects, dict subclasses and os.environ (their attributes and items are guarded
@@ -138,6 +138,9 @@ def _wrap(tx, value, source, guard):
         g(GuardKind.TYPE_MATCH, type(value))
         g(GuardKind.ID_MATCH, value)
         out.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
+        # Whatever is guarded below this module (its attributes, submodules, hook dicts) is
+        # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h).
+        g(GuardKind.DICT_TAGS)
         return NNModuleVariable(value, source)
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
             (isinstance(value, tuple) and hasattr(type(value), "_fields")):

@@ -15,6 +15,8 @@ parameters and buffers by identity and tensor properties, every other attribute 
 dicts by value (or identity, for functions), their dicts' keys, and that none of them has hooks
 (a module with hooks is refused: its hooks would run once more while tracing). The backend may
 compile through the call (aot_eager, inductor), so nothing the call reads may change unguarded.
+Every module node carries DICT_TAGS (builder.py): while none of the tree's dicts changed, only the
+tensors' guards run on a call (csrc/guards/dict_tags.h).
 """
 from __future__ import annotations
 
