@@ -396,3 +396,22 @@ def test_a_dynamic_entry_dies_with_its_module(no_gc):
     ref = weakref.ref(model)
     del model, compiled
     assert ref() is None
+
+
+def test_dynamic_compile_and_drop_leaks_nothing():
+    # The refleak checker: each run compiles a module with automatic dynamic (a static entry, a
+    # symbolic one), calls it at five lengths and drops it; live tensors, fake tensors, ShapeEnvs
+    # and the module must not grow from run to run, and the module of each run must be dead.
+    from torch_jit_cache.testing import check_refleaks
+
+    def run():
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        compiled = tjc.compile(model)
+        for n in (2, 3, 4, 5, 6):
+            compiled(torch.randn(n, 4))
+        return model
+
+    check_refleaks(run, warmups=2, runs=3, track=lambda model: [model],
+                   track_types=[torch.Tensor, "torch._subclasses.fake_tensor.FakeTensor",
+                                "torch.fx.experimental.symbolic_shapes.ShapeEnv",
+                                "torch._subclasses.fake_tensor.FakeTensorMode"])
