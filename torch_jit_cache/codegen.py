@@ -40,7 +40,7 @@ from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
                            EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
-                           SourceOutput, SuperOutput, TupleOutput, walk)
+                           SourceOutput, SuperOutput, TupleOutput, parts, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError"]
 
@@ -87,10 +87,12 @@ class _Emitter:
         self.args = set(argument_names(original))
         self.cellvars = set(original.co_cellvars)
         self.freevars = set(original.co_freevars)
-        # Objects the trace constructed (ObjectOutput, CallOutput) are built once: id(spec) -> the
-        # temporary holding the object, loaded wherever the same spec object appears again. The
-        # body is straight-line code up to the resume calls, so the first build runs first.
+        # Specs reached more than once (`_shared_specs`: ids, set by build_transformed_code) are
+        # built once: id(spec) -> the temporary holding the object, loaded wherever the same spec
+        # object appears again. The body is straight-line code up to the resume calls, so the first
+        # build runs first. A spec reached once is built in place, with no temporary.
         self.temp = None
+        self.shared: set = set()
         self._built: dict = {}
 
     def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
@@ -190,6 +192,17 @@ class _Emitter:
 
     # -- outputs -----------------------------------------------------------------------------
     def build_output(self, spec: Any, result_local: str | None) -> None:
+        if id(spec) not in self.shared:
+            self._build_one(spec, result_local)
+        elif id(spec) in self._built:
+            self.emit("LOAD_FAST", self._built[id(spec)])
+        else:
+            self._build_one(spec, result_local)
+            name = self._built[id(spec)] = self.temp("___tjc_made")
+            self.emit("COPY", 1)
+            self.emit("STORE_FAST", name)
+
+    def _build_one(self, spec: Any, result_local: str | None) -> None:
         if isinstance(spec, GraphOutput):
             if result_local is None:
                 raise CodegenError("GraphOutput in an output spec but no compiled graph is called")
@@ -240,13 +253,8 @@ class _Emitter:
         elif isinstance(spec, IterOutput):
             self.build_output(TupleOutput(spec.items), result_local)
             self.emit("GET_ITER")
-        elif isinstance(spec, (ObjectOutput, CallOutput)) and id(spec) in self._built:
-            self.emit("LOAD_FAST", self._built[id(spec)])
         elif isinstance(spec, (ObjectOutput, CallOutput)):
             self._build_made(spec, result_local)
-            name = self._built[id(spec)] = self.temp("___tjc_made")
-            self.emit("COPY", 1)
-            self.emit("STORE_FAST", name)
         else:
             raise CodegenError(f"unknown output spec {spec!r}")
 
@@ -382,6 +390,40 @@ def _temps(taken: set):
     return temp
 
 
+def _shared_specs(output_spec: Any, side_effects: Sequence) -> set:
+    """The ids of the spec objects that `output_spec` and `side_effects` reach more than once
+    (trace_result.py: one spec object per object), each to be built once and loaded again. A spec
+    reached again is not looked into again: what it is built from is built once with it. Specs
+    that load the very object wherever they are built (graph outputs, sources, immutable
+    constants) need no temporary and are left out."""
+    seen, shared = set(), set()
+
+    def visit(spec):
+        if isinstance(spec, (GraphOutput, SourceOutput, EnteredContext)):
+            return
+        if isinstance(spec, ConstantOutput) and not _is_mutable_constant(spec.value):
+            return
+        if id(spec) in seen:
+            shared.add(id(spec))
+            return
+        seen.add(id(spec))
+        for part in parts(spec):
+            visit(part)
+
+    for effect in side_effects:
+        for spec in (effect.target, effect.value):
+            if spec is not None:
+                visit(spec)
+    visit(output_spec)
+    return shared
+
+
+def _is_mutable_constant(value: Any) -> bool:
+    """Whether `build_constant` makes a new object of `value` on every build."""
+    return type(value) in (list, dict, set) or type(value) is tuple and any(type(v) in (list, dict, set)
+                                                                            for v in value)
+
+
 def _uses_graph(spec: Any) -> bool:
     return any(isinstance(s, GraphOutput) for s in walk(spec))
 
@@ -421,6 +463,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     result_local = None
     taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
     temp = em.temp = _temps(taken)
+    em.shared = _shared_specs(output_spec, side_effects)
     if calls:
         result_local = temp(_RESULT_LOCAL)
         em.call_const(compiled_fn, list(graph_inputs))

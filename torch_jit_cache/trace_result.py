@@ -44,6 +44,15 @@ class GuardSpec:
 
 
 # Output specs: how to rebuild what the original function returned.
+#
+# Identity is the identity of spec objects: one object the trace built (a list, a dict, a tuple, a
+# set, a function, an object of a user class) has one spec object however many places reach it
+# (the returned value, a side effect, the stack and locals at a break; the tracer's `once`), and
+# codegen builds a spec object reached more than once the first time it is reached, keeps it in a
+# temporary and loads it again everywhere else (codegen._shared_specs). Two objects have two spec
+# objects, even where the specs are equal (two lists with the same items stay two lists), so
+# nothing may merge equal specs. GraphOutput, SourceOutput and ConstantOutput of an immutable value
+# load the very object every time they are built, and are built again where reached again.
 @dataclasses.dataclass(frozen=True)
 class GraphOutput:
     """The graph's output number `index`."""
@@ -210,7 +219,7 @@ class SideEffect:
 
 def walk(spec):
     """Every output spec in `spec`, itself included, depth first; `spec` may also be a sequence
-    of SideEffects (their targets and values are walked)."""
+    of SideEffects (their targets and values are walked). A spec reached twice is walked twice."""
     if isinstance(spec, (tuple, list)):
         for effect in spec:
             yield from walk(effect.target)
@@ -219,29 +228,33 @@ def walk(spec):
     if spec is None:
         return
     yield spec
+    for part in parts(spec):
+        yield from walk(part)
+
+
+def parts(spec) -> list:
+    """The output specs `spec` is built from, in the order codegen builds them (None left out)."""
     if isinstance(spec, (TupleOutput, ListOutput)):
-        parts = spec.items
+        found = spec.items
     elif isinstance(spec, DictOutput):
-        parts = [item for _, item in spec.items]
+        found = [item for _, item in spec.items]
     elif isinstance(spec, AttrOutput):
-        parts = [spec.base]
+        found = [spec.base]
     elif isinstance(spec, IterOutput):
-        parts = [spec.base, *spec.items]
+        found = [spec.base, *spec.items]
     elif isinstance(spec, SuperOutput):
-        parts = [spec.cls, spec.obj]
+        found = [spec.cls, spec.obj]
     elif isinstance(spec, FunctionOutput):
-        parts = [spec.defaults, spec.kwdefaults, spec.annotations]
+        found = [spec.defaults, spec.kwdefaults, spec.annotations]
     elif isinstance(spec, ObjectOutput):
-        parts = [spec.cls, *spec.values]
+        found = [spec.cls, *spec.values]
     elif isinstance(spec, CallOutput):
-        parts = [spec.fn, *spec.values]
+        found = [spec.fn, *spec.values]
     elif isinstance(spec, BreakOutput):   # EnteredContext slots are no output specs
-        parts = [i for i in spec.stack if not isinstance(i, EnteredContext)] + [i for _, i in spec.locals]
+        found = [i for i in spec.stack if not isinstance(i, EnteredContext)] + [i for _, i in spec.locals]
     else:
-        parts = []
-    for part in parts:
-        if part is not None:
-            yield from walk(part)
+        found = []
+    return [part for part in found if part is not None]
 
 
 @dataclasses.dataclass

@@ -15,8 +15,8 @@ from torch_jit_cache import codegen, runtime
 from torch_jit_cache.codegen import CodegenError, build_transformed_code, format_code
 from torch_jit_cache.sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource,
                                      LocalSource)
-from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
-                                          TupleOutput)
+from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, EffectKind, GraphOutput, ListOutput,
+                                          SideEffect, SourceOutput, TupleOutput)
 
 SCALE = 7
 
@@ -256,6 +256,38 @@ def test_nested_tuple_list_dict_outputs():
     got = run_transformed(f, build(f, Recorder(), [LocalSource("x"), LocalSource("y")], spec), 1, 2)
     assert got == {"sum": 3, "pair": (1, [3, "c"]), 3: [], "t": (), "d": {}}
     assert list(got) == ["sum", "pair", 3, "t", "d"]   # insertion order kept
+
+
+def test_a_spec_reached_twice_is_one_object_and_equal_specs_are_two():
+    def f(x):
+        return x
+
+    shared = ListOutput((GraphOutput(0),))   # one list reached three times (trace_result.py)
+    spec = TupleOutput((shared, DictOutput((("l", shared),)), shared,
+                        ListOutput((GraphOutput(0),)), ListOutput((GraphOutput(0),))))
+    code = build(f, Recorder(), [LocalSource("x")], spec)
+    got = run_transformed(f, code, 1)
+    assert got[0] is got[1]["l"] is got[2]
+    assert got[3] == got[4] == got[0] and got[3] is not got[4] and got[3] is not got[0]
+    text = format_code(code)
+    assert text.count("BUILD_LIST") == 3 and text.count("STORE_FAST       ___tjc_made") == 1
+
+
+def test_a_spec_stored_by_a_side_effect_and_returned_is_one_object():
+    def f(x, o):
+        return x
+
+    class Holder:   # keeps every value stored (run_transformed calls twice)
+        def __setattr__(self, name, value):
+            self.__dict__.setdefault("stored", []).append(value)
+
+    shared = DictOutput((("k", GraphOutput(0)),))
+    effects = (SideEffect(EffectKind.SET_ATTR, SourceOutput(LocalSource("o")), "d", shared),)
+    code = build_transformed_code(f.__code__, Recorder(), [LocalSource("x")], TupleOutput((shared, shared)),
+                                  side_effects=effects)
+    o = Holder()
+    got = run_transformed(f, code, 1, o)
+    assert got[0] is got[1] is o.stored[0] and got[0] == {"k": 1}
 
 
 def test_constants_without_a_graph_call():

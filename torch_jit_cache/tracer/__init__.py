@@ -168,7 +168,6 @@ class GraphOutputs:
     def __init__(self):
         self.nodes: list = []
         self._index: dict = {}
-        self.seen: set = set()
         self.made: dict = {}   # id(tracker) -> its spec (`once`); trackers outlive the rebuild
 
     def graph_output(self, node) -> GraphOutput:
@@ -181,20 +180,17 @@ class GraphOutputs:
     def rebuild(self, v):
         return v.reconstruct(self)
 
-    def claim(self, v) -> None:
-        """`v` is rebuilt as a new object (a function the trace made): reached twice, it would
-        become two objects where the frame has one."""
-        _claim(self.seen, v)
-
     def once(self, v, make):
         return _once(self.made, v, make)
 
 
 def _once(made: dict, v, make):
-    """The output spec of `v`, an object the trace constructed (new_object.py, model_output.py),
+    """The output spec of `v`, an object the trace constructed (a list, dict, tuple or set, a
+    function, an object of a user class: containers.py, new_object.py, model_output.py, ...),
     from `make()` the first time and the very same spec object wherever `v` is reached again:
     codegen builds such a spec once and loads it again (`_Emitter.build_output`), so the frame
-    gets one object, as in eager. An object that reaches itself has no spec (refused)."""
+    gets one object, as in eager, wherever it reaches it (returned twice, stored by a side effect
+    and returned, two locals at a break). An object that reaches itself has no spec (refused)."""
     key = id(v)
     if key in made:
         if made[key] is None:
@@ -205,21 +201,14 @@ def _once(made: dict, v, make):
     return spec
 
 
-def _claim(seen: set, v) -> None:
-    if id(v) in seen:
-        raise Unsupported(f"{v} is reached twice after the graph (rebuilt twice, it would become "
-                          "two objects)")
-    seen.add(id(v))
-
-
 def _return_state(result, side_effects, outputs):
     """(the returned value's output spec, the side effects to replay before returning).
 
     Without side effects the value is rebuilt as it always was. With them it is rebuilt like the
     state at a break (`_Rebuilder`), together with the effects' targets and values: a value read
     from the frame is reloaded from its source (a list the trace appended to is the very list the
-    replay appends to), and a container the trace built is reached once (stored and also returned,
-    it would become two objects)."""
+    replay appends to), and an object the trace built is built once however often it is reached
+    (stored and also returned, it is one object)."""
     if not side_effects:
         return result.reconstruct(outputs), ()
     rebuild = _Rebuilder(outputs)
@@ -323,21 +312,24 @@ class _Rebuilder:
     the very object (a list it appends to later, a tensor it compares with `is`), and what the
     trace did to it is replayed on it first (side_effects.py; sources are loaded before any effect
     is applied, so a store cannot redirect a path). Side effects' targets and values are rebuilt
-    by the same rebuilder. A container the trace built is rebuilt from its items, once:
+    by the same rebuilder. An object the trace built is rebuilt from its items, once (`_once`):
     a list or dict the trace built and reached twice at the break (a local and a stack item, say)
-    would become two objects, so that is refused.
+    is one object in the resume function too.
+
+    A loop's iterator over a list or dict the trace built is rebuilt from its remaining items, a
+    copy: where the container itself is reached too, the rest of the frame could change it under
+    the loop, so that is refused (`iterated`, `containers`: ids of such containers reached each way).
     """
 
     def __init__(self, outputs):
         self.outputs = outputs
-        self.seen: set = set()
+        self.iterators: set = set()
+        self.iterated: set = set()
+        self.containers: set = set()
         self.made: dict = {}
 
     def graph_output(self, node):
         return self.outputs.graph_output(node)
-
-    def claim(self, v) -> None:
-        _claim(self.seen, v)
 
     def once(self, v, make):
         return _once(self.made, v, make)
@@ -350,11 +342,13 @@ class _Rebuilder:
             if not isinstance(v, TensorVariable) or v._node is None or v._node.op == "placeholder":
                 return SourceOutput(v.source)
         if isinstance(v, (ListVariable, DictVariable)):
-            self.claim(v)
+            if id(v) in self.iterated:
+                raise Unsupported("a loop over a container reached again at the break")
+            self.containers.add(id(v))
         if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
-            return AttrOutput(self(v.tensor), v.name)
+            return self.once(v, lambda: AttrOutput(self(v.tensor), v.name))
         if isinstance(v, (_MethodOf, BoundConstantMethod)):
-            return AttrOutput(self(v.obj), v.name)
+            return self.once(v, lambda: AttrOutput(self(v.obj), v.name))
         if isinstance(v, GeneratorVariable):
             raise _GeneratorAtBreak(None)   # trace() moves the cut (generators.py)
         if isinstance(v, IteratorVariable):
@@ -372,12 +366,12 @@ class _Rebuilder:
 
     def remaining(self, v) -> tuple:
         """The specs of the items `v` has still to yield (each container it iterates reached once)."""
-        if id(v) in self.seen:
+        if id(v) in self.iterators:
             raise Unsupported("a loop's iterator is reached twice at the break")
-        self.seen.add(id(v))
-        origin = v.origin
-        if isinstance(origin, (ListVariable, DictVariable)) and origin.source is None:
-            if id(origin) in self.seen:
-                raise Unsupported("a loop over a container reached again at the break")
-            self.seen.add(id(origin))
+        self.iterators.add(id(v))
+        for container in v.watched:   # the container it iterates (zip's: each)
+            if container.source is None:
+                if id(container) in self.iterated or id(container) in self.containers:
+                    raise Unsupported("a loop over a container reached again at the break")
+                self.iterated.add(id(container))
         return tuple(self(i) for i in v.items[v.index:])

@@ -202,8 +202,10 @@ def _sum(tx, args, kwargs):
 def _iter(tx, args, kwargs):
     if hasattr(args[0], "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
         return args[0].get_iter(tx)
+    # Over a list or dict, GET_ITER's iterator: `origin` lets a graph break keep Python's own
+    # iterator over the very container (tracer/__init__.py, _Rebuilder.live_iterator).
     return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else IteratorVariable(
-        args[0].unpack(tx), watch=args[:1])
+        args[0].unpack(tx), origin=args[0])
 
 
 def _next(tx, args, kwargs):

@@ -109,7 +109,8 @@ class SuperVariable(VariableTracker):
         # the class's and the object's own trackers.
         if self.cls_var is None:
             return super().reconstruct(outputs)
-        return SuperOutput(outputs.rebuild(self.cls_var), outputs.rebuild(self.obj))
+        return outputs.once(self, lambda: SuperOutput(outputs.rebuild(self.cls_var),
+                                                      outputs.rebuild(self.obj)))
 
     def var_getattr(self, tx, name):
         objtype = self.obj.python_type()

@@ -3,7 +3,9 @@
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
 object after the graph (tracer/side_effects.py, `_mutating`). Containers built while tracing
-(source None) are mutated freely and rebuilt from their items. Every mutation that changes what an
+(source None) are mutated freely and rebuilt from their items, once however often they are
+reached (`outputs.once`: returned twice, or held by another container, they are one object after
+the graph). Every mutation that changes what an
 iteration would yield bumps `version`; an iterator over the container refuses to go on after one
 (the trace's iterator holds a snapshot, Python's sees the change).
 """
@@ -33,7 +35,10 @@ class BaseListVariable(VariableTracker):
         return self.kind
 
     def reconstruct(self, outputs):
-        items = tuple(outputs.rebuild(item) for item in self.items)
+        # One spec per tracker (trace_result.py): reached twice, it is one object after the graph.
+        return outputs.once(self, lambda: self._spec(tuple(outputs.rebuild(item) for item in self.items)))
+
+    def _spec(self, items: tuple):
         if self.kind is list:
             return ListOutput(items)
         return TupleOutput(items, self.cls if self.cls is not tuple else None)
@@ -177,7 +182,8 @@ class DictVariable(VariableTracker):
         return dict
 
     def reconstruct(self, outputs):
-        return DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.items.items()))
+        return outputs.once(self, lambda: DictOutput(tuple((k, outputs.rebuild(v))
+                                                           for k, v in self.items.items())))
 
     def as_python_constant(self):
         return {k: v.as_python_constant() for k, v in self.items.items()}
@@ -307,6 +313,11 @@ class IteratorVariable(VariableTracker):
         self.origin = origin
         watch = (origin,) if watch is None else watch
         self._watch = [(c, c.version) for c in watch if isinstance(c, (ListVariable, DictVariable))]
+
+    @property
+    def watched(self) -> list:
+        """The lists and dicts whose items these are."""
+        return [container for container, _ in self._watch]
 
     def _check_unchanged(self):
         for container, version in self._watch:

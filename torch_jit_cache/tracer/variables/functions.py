@@ -200,12 +200,14 @@ class NestedFunctionVariable(BaseFunctionVariable):
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
         if None in names:
             unsupported(f"{self} closes over a cell that is not the frame's own")
-        outputs.claim(self)
-        defaults = TupleOutput(tuple(outputs.rebuild(d) for d in self._defaults)) if self._defaults else None
-        kwdefaults = DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self._kwdefaults.items())) \
-            if self._kwdefaults else None
-        annotations = outputs.rebuild(self.annotations) if self.annotations is not None else None
-        return FunctionOutput(self.code, names, defaults, kwdefaults, annotations)
+
+        def make():
+            defaults = TupleOutput(tuple(outputs.rebuild(d) for d in self._defaults)) if self._defaults else None
+            kwdefaults = DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self._kwdefaults.items())) \
+                if self._kwdefaults else None
+            annotations = outputs.rebuild(self.annotations) if self.annotations is not None else None
+            return FunctionOutput(self.code, names, defaults, kwdefaults, annotations)
+        return outputs.once(self, make)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
         """3.13's SET_FUNCTION_ATTRIBUTE: the parts MAKE_FUNCTION takes by flag on 3.11/3.12."""
@@ -263,8 +265,8 @@ class UserMethodVariable(VariableTracker):
         # attribute would answer differently.
         if self.source is not None:
             return SourceOutput(self.source)
-        return CallOutput(ConstantOutput(bound_method), ("function", "instance"),
-                          (outputs.rebuild(self.func), outputs.rebuild(self.obj)))
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(bound_method), ("function", "instance"),
+                                                     (outputs.rebuild(self.func), outputs.rebuild(self.obj))))
 
 
 class PartialVariable(VariableTracker):

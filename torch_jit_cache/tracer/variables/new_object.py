@@ -24,7 +24,7 @@ elsewhere.)
 
 An object reached twice after the graph (returned and stored, or a local and a call argument at
 a graph break) stays one object: its spec is made once (`outputs.once`) and codegen builds it once
-and loads it again wherever that same spec appears.
+and loads it again wherever that same spec appears (as for the containers the trace builds).
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@ operation's result), of Python constants.
 
 Only sets built while tracing are tracked: they are private to the trace, so mutating one needs no
 replay, and rebuilt after the graph (`reconstruct`) they become a fresh set per call (codegen's
-build_constant). Iterating one unrolls in the set's own order, which for the same constants added
-by the same code is the order Python's set has at call time. A set read from the frame stays
+build_constant), one set however often the frame reaches it. Iterating one unrolls in the set's
+own order, which for the same constants added by the same code is the order Python's set has at
+call time. A set read from the frame stays
 opaque (its iteration order depends on its history, which no guard describes), and so does a
 frozenset (EQUALS_MATCH holds scalars and tuples only); a frozenset built here is a constant.
 """
@@ -57,8 +58,8 @@ class SetVariable(VariableTracker):
         return set(self.items)   # a copy: folding an operation never changes this set
 
     def reconstruct(self, outputs):
-        outputs.claim(self)   # reached twice (a local and a method's self), it would become two sets
-        return ConstantOutput(set(self.items))
+        # Reached twice (a local and a method's self), it is one set: one spec, built once.
+        return outputs.once(self, lambda: ConstantOutput(set(self.items)))
 
     def unpack(self, tx):
         return [ConstantVariable(v) for v in self.items]

@@ -1,0 +1,434 @@
+"""Object identity after the graph (trace_result.py, "Identity is the identity of spec objects"):
+an object the trace built and the frame reaches twice (returned twice, stored by a side effect
+and returned, two locals or a local and a stack slot at a graph break) is one object after the
+compiled call, as in eager, and a mutation through one place shows through the other; two objects
+with equal contents stay two. Each scenario runs eagerly and compiled (the compiling call and a
+cache hit) and compares which results are the same object (`shape`), then checks `is` and a
+mutation after the call explicitly."""
+import contextlib
+import gc
+import io
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import codegen  # noqa: E402
+from context_helpers import CompiledCalls  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+
+class Box:
+    pass
+
+
+def shape(value):
+    """`value` with every list, dict, set, tuple, function and Box numbered by its first appearance,
+    a second appearance of the same object written as ("same", n): equal shapes alias alike."""
+    numbers = {}
+
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            return ("tensor", v.tolist())
+        if not isinstance(v, (list, dict, set, tuple, Box)) and not callable(v):
+            return v
+        if id(v) in numbers:
+            return ("same", numbers[id(v)])
+        numbers[id(v)] = n = len(numbers)
+        if isinstance(v, dict):
+            return (n, "dict", [(k, walk(i)) for k, i in v.items()])
+        if isinstance(v, (list, tuple)):
+            return (n, type(v).__name__, [walk(i) for i in v])
+        if isinstance(v, set):
+            return (n, "set", sorted(v))
+        if isinstance(v, Box):
+            return (n, "Box", [(k, walk(i)) for k, i in vars(v).items()])
+        return (n, "function")
+
+    return walk(value)
+
+
+# -- the scenarios: (function, its arguments, check(result, arguments)) ---------------------------
+# Each check asserts the identities eager has, then mutates through one place and looks through
+# the other.
+
+def _list_returned_twice(x):
+    a = [x + 1]
+    return a, a
+
+
+def _check_list_returned_twice(r, args):
+    assert r[0] is r[1]
+    r[0].append(3)
+    assert r[1][-1] == 3
+
+
+def _dict_returned_twice(x):
+    d = {"k": x + 1}
+    return d, d
+
+
+def _check_dict_returned_twice(r, args):
+    assert r[0] is r[1]
+    r[0]["new"] = 1
+    assert r[1]["new"] == 1
+
+
+def _dict_stored_and_returned(x, o):
+    d = {"k": x + 1}
+    o.d = d
+    return d
+
+
+def _check_dict_stored_and_returned(r, args):
+    o = args[1]
+    assert r is o.d
+    r["new"] = 1
+    assert o.d["new"] == 1
+
+
+def _list_appended_to_a_list(x):
+    a = [x + 1]
+    b = []
+    b.append(a)
+    return a, b
+
+
+def _check_list_appended_to_a_list(r, args):
+    assert r[0] is r[1][0]
+    r[0].append(3)
+    assert r[1][0][-1] == 3
+
+
+def _list_appended_to_an_argument(x, xs):
+    a = [x + 1]
+    xs.append(a)
+    return a
+
+
+def _check_list_appended_to_an_argument(r, args):
+    xs = args[1]
+    assert r is xs[-1]
+    r.append(3)
+    assert xs[-1][-1] == 3
+
+
+def _tuple_of_one_list_twice(x):
+    a = [x + 1]
+    return (a, a)
+
+
+def _check_tuple_of_one_list_twice(r, args):
+    assert r[0] is r[1]
+    r[1].append(3)
+    assert r[0][-1] == 3
+
+
+def _tuple_returned_twice(x):
+    t = (x + 1, [x * 2])
+    return t, t
+
+
+def _check_tuple_returned_twice(r, args):
+    assert r[0] is r[1]
+    r[0][1].append(3)
+    assert r[1][1][-1] == 3
+
+
+def _new_list_stored_into_two_attributes(x, o):
+    a = [x + 1]
+    o.p = a
+    o.q = a
+    return x * 2
+
+
+def _check_new_list_stored_into_two_attributes(r, args):
+    o = args[1]
+    assert o.p is o.q
+    o.p.append(3)
+    assert o.q[-1] == 3
+
+
+def _object_holding_a_list_also_returned(x):
+    a = [x + 1]
+    b = Box()
+    b.items = a
+    return b, a
+
+
+def _check_object_holding_a_list_also_returned(r, args):
+    assert r[0].items is r[1]
+    r[1].append(3)
+    assert r[0].items[-1] == 3
+
+
+def _set_returned_twice(x):
+    s = {1, 2}
+    return x + 1, s, s
+
+
+def _check_set_returned_twice(r, args):
+    assert r[1] is r[2]
+    r[1].add(3)
+    assert 3 in r[2]
+
+
+def _function_returned_twice(x):
+    def g():
+        return 1
+    return x + 1, g, g
+
+
+def _check_function_returned_twice(r, args):
+    assert r[1] is r[2]
+    r[1].tag = "t"
+    assert r[2].tag == "t"
+
+
+# At a graph break (print): the state is rebuilt for the resume function.
+def _same_list_in_two_locals_at_a_break(x):
+    a = [x + 1]
+    b = a
+    print("break")
+    return a, b
+
+
+def _check_same_list_in_two_locals(r, args):
+    assert r[0] is r[1]
+    r[0].append(3)
+    assert r[1][-1] == 3
+
+
+def _same_list_mutated_after_a_break(x):
+    a = [x + 1]
+    b = a
+    print("break")
+    b.append(x * 2)
+    return a
+
+
+def _check_same_list_mutated_after_a_break(r, args):
+    assert len(r) == 2   # the append through b shows through a
+
+
+def _list_in_a_local_and_a_stack_slot(x):
+    a = [x + 1]
+    return (a, print("break"), a)
+
+
+def _check_list_in_a_local_and_a_stack_slot(r, args):
+    assert r[0] is r[2]
+    r[0].append(3)
+    assert r[2][-1] == 3
+
+
+def _dict_in_a_local_and_a_list_at_a_break(x):
+    d = {"k": x + 1}
+    holder = [d]
+    print("break")
+    d["later"] = x * 2
+    return holder
+
+
+def _check_dict_in_a_local_and_a_list(r, args):
+    assert set(r[0]) == {"k", "later"}
+
+
+def _stored_and_live_at_a_break(x, o):
+    a = [x + 1]
+    o.a = a
+    print("break")
+    return a
+
+
+def _check_stored_and_live_at_a_break(r, args):
+    o = args[1]
+    assert r is o.a
+    r.append(3)
+    assert o.a[-1] == 3
+
+
+# The inverse: equal contents, two objects.
+def _equal_lists_stay_distinct(x):
+    y = x + 1
+    a = [y]
+    b = [y]
+    return a, b
+
+
+def _check_equal_lists_stay_distinct(r, args):
+    assert r[0] is not r[1] and r[0][0] is r[1][0]
+    r[0].append(3)
+    assert len(r[1]) == 1
+
+
+def _equal_dicts_stay_distinct_at_a_break(x):
+    a = {"k": x + 1}
+    b = {"k": a["k"]}
+    print("break")
+    return a, b
+
+
+def _check_equal_dicts_stay_distinct(r, args):
+    assert r[0] is not r[1]
+    r[0]["new"] = 1
+    assert "new" not in r[1]
+
+
+def _with_box():
+    return torch.ones(2), Box()
+
+
+def _with_list():
+    return torch.ones(2), [0]
+
+
+SCENARIOS = [
+    # (function, make arguments, check, graphs, graph breaks)
+    (_list_returned_twice, lambda: (torch.ones(2),), _check_list_returned_twice, 1, 0),
+    (_dict_returned_twice, lambda: (torch.ones(2),), _check_dict_returned_twice, 1, 0),
+    (_dict_stored_and_returned, _with_box, _check_dict_stored_and_returned, 1, 0),
+    (_list_appended_to_a_list, lambda: (torch.ones(2),), _check_list_appended_to_a_list, 1, 0),
+    (_list_appended_to_an_argument, _with_list, _check_list_appended_to_an_argument, 1, 0),
+    (_tuple_of_one_list_twice, lambda: (torch.ones(2),), _check_tuple_of_one_list_twice, 1, 0),
+    (_tuple_returned_twice, lambda: (torch.ones(2),), _check_tuple_returned_twice, 1, 0),
+    (_new_list_stored_into_two_attributes, _with_box, _check_new_list_stored_into_two_attributes, 1, 0),
+    (_object_holding_a_list_also_returned, lambda: (torch.ones(2),),
+     _check_object_holding_a_list_also_returned, 1, 0),
+    (_set_returned_twice, lambda: (torch.ones(2),), _check_set_returned_twice, 1, 0),
+    (_function_returned_twice, lambda: (torch.ones(2),), _check_function_returned_twice, 1, 0),
+    (_same_list_in_two_locals_at_a_break, lambda: (torch.ones(2),), _check_same_list_in_two_locals, 1, 1),
+    # The resume function gets the list twice and appends through one: it runs uncompiled (a
+    # mutated list reached through two sources), with eager's result.
+    (_same_list_mutated_after_a_break, lambda: (torch.ones(2),), _check_same_list_mutated_after_a_break,
+     1, 1),
+    (_list_in_a_local_and_a_stack_slot, lambda: (torch.ones(2),), _check_list_in_a_local_and_a_stack_slot,
+     1, 1),
+    (_dict_in_a_local_and_a_list_at_a_break, lambda: (torch.ones(2),), _check_dict_in_a_local_and_a_list,
+     1, 1),   # the resume function, likewise
+    (_stored_and_live_at_a_break, _with_box, _check_stored_and_live_at_a_break, 1, 1),
+    (_equal_lists_stay_distinct, lambda: (torch.ones(2),), _check_equal_lists_stay_distinct, 1, 0),
+    (_equal_dicts_stay_distinct_at_a_break, lambda: (torch.ones(2),), _check_equal_dicts_stay_distinct,
+     1, 1),
+]
+
+
+def _shape_of_call(fn, args):
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = fn(*args)
+    return shape((result, args[1:])), result
+
+
+@pytest.mark.parametrize("fn, make_args, check, graphs, breaks", SCENARIOS,
+                         ids=[s[0].__name__.strip("_") for s in SCENARIOS])
+def test_an_object_reached_twice_is_one_object(fn, make_args, check, graphs, breaks):
+    args = make_args()
+    expected, result = _shape_of_call(fn, args)
+    check(result, args)
+    compiled = CompiledCalls(fn)
+    for _ in range(2):   # the compiling call, then a cache hit
+        args = make_args()
+        got, result = _shape_of_call(compiled, args)
+        assert got == expected
+        check(result, args)
+    assert compiled.cnt.frame_count == graphs
+    assert compiled.delta("graph_breaks") == breaks
+
+
+def test_a_list_that_holds_itself_is_eagers():
+    def fn(x):
+        a = [x + 1]
+        a.append(a)
+        return a
+
+    r = tjc.compile(fn)(torch.ones(2))
+    assert r[1] is r
+    torch.testing.assert_close(r[0], torch.ones(2) + 1)
+
+
+# -- what the transformed code is --------------------------------------------------------------
+def _transformed(compiled_fn, *args):
+    with contextlib.redirect_stdout(io.StringIO()):
+        compiled_fn(*args)
+    (entry,) = tjc.cache_entries(compiled_fn)
+    return codegen.format_code(entry.code)
+
+
+def test_objects_reached_once_need_no_temporary():
+    def fn(x):
+        return (x + 1, x * 2), [x - 1], {"k": x}
+
+    text = _transformed(tjc.compile(fn), torch.ones(2))
+    assert "___tjc_made" not in text and "COPY" not in text
+
+
+def test_an_object_reached_twice_is_built_once():
+    def fn(x):
+        a = [x + 1]
+        return a, a
+
+    text = _transformed(tjc.compile(fn), torch.ones(2))
+    assert text.count("BUILD_LIST") == 1 and text.count("STORE_FAST       ___tjc_made") == 1
+
+
+# -- lifetimes ---------------------------------------------------------------------------------
+def test_objects_built_once_hold_nothing_after_the_call(no_gc):
+    def fn(x):
+        y = x + 1
+        a = [y]
+        d = {"a": a}
+        return a, d, a
+
+    def broken(x):
+        y = x + 1
+        a = [y]
+        b = a
+        print("break")
+        return a, b
+
+    for f in (fn, broken):
+        compiled = tjc.compile(f)
+        for _ in range(2):
+            with contextlib.redirect_stdout(io.StringIO()):
+                r = compiled(torch.ones(2))
+            assert r[0] is r[-1]
+            ref = weakref.ref(r[0][0])
+            del r
+            assert ref() is None
+    assert gc.isenabled() is False
+
+
+# -- a loop's iterator and its container -------------------------------------------------------
+def _loop_over_a_list_live_at_a_break(x):
+    xs = [x + 1, x + 2]
+    out = []
+    for t in xs:   # the iterator on the stack, the list a local
+        print("break")
+        if len(xs) < 3:
+            xs.append(t * 10)   # Python's iterator sees it
+        out.append(t)
+    return out
+
+
+def _iterator_local_over_a_list_live_at_a_break(x):
+    xs = [x + 1, x + 2]
+    it = iter(xs)
+    first = next(it)
+    print("break")
+    xs.append(first * 10)
+    return [first, *it]
+
+
+@pytest.mark.parametrize("fn", [_loop_over_a_list_live_at_a_break, _iterator_local_over_a_list_live_at_a_break])
+def test_an_iterator_over_a_list_live_at_a_break_sees_its_changes(fn):
+    x = torch.ones(2)
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = fn(x)
+        for _ in range(2):
+            got = tjc.compile(fn)(x)
+            assert len(got) == len(expected) == 3
+            for g, e in zip(got, expected):
+                torch.testing.assert_close(g, e)
