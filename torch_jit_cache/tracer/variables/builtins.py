@@ -6,6 +6,7 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 from __future__ import annotations
 
 import builtins
+import copy
 import functools
 import itertools
 import operator
@@ -323,6 +324,11 @@ class PartialCallVariable(VariableTracker):
         return f"PartialCallVariable({self.func!r})"
 
 
+def _deepcopy(tx, args, kwargs):
+    from .copying import deepcopy   # it builds objects (new_object.py, which imports more trackers)
+    return deepcopy(tx, args, kwargs)
+
+
 def _callable(tx, args, kwargs):
     # callable(v) is "type(v) has __call__" (a tensor or a number is not callable; a class is).
     return ConstantVariable(type_lookup(args[0].python_type(), "__call__") is not MISSING)
@@ -341,7 +347,7 @@ BUILTIN_HANDLERS = {
     map: _polyfill(polyfills.map_), filter: _polyfill(polyfills.filter_),
     itertools.chain: _polyfill(polyfills.chain_), itertools.product: _polyfill(polyfills.product_),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
-    super: _super, issubclass: _issubclass,
+    super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
 }
 
 

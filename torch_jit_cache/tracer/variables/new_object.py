@@ -49,8 +49,9 @@ _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 _OBJECT_HOOKS = ("__new__", "__setattr__", "__delattr__", "__getattribute__")
 
 
-def _refusal(cls: type) -> str | None:
-    """Why instances of `cls` cannot be built in the trace, or None."""
+def _refusal(cls: type, *, init: bool = True) -> str | None:
+    """Why instances of `cls` cannot be built in the trace, or None. `init`: built by calling the
+    class (a copy is built without running __init__, copying.py)."""
     if type(cls) is abc.ABCMeta:
         # ABCMeta leaves calls to type.__call__; object.__new__ refuses a class with abstract
         # methods left, which the trace would not see.
@@ -71,6 +72,8 @@ def _refusal(cls: type) -> str | None:
     for hook in ("__getattr__", "__del__"):
         if type_lookup(cls, hook) is not MISSING:
             return f"it defines {hook}"
+    if not init:
+        return None
     init = type_lookup(cls, "__init__")
     if init is not vars(object)["__init__"] and not isinstance(init, types.FunctionType):
         return f"its __init__ is a {type(init).__name__}"
