@@ -13,7 +13,7 @@ import operator
 
 from ...attribute_lookup import MISSING, type_lookup
 from . import polyfills
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
@@ -121,6 +121,10 @@ def _abs(tx, args, kwargs):
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) == 3:
+        if hasattr(obj, "generic_getattr"):   # built in the trace: its lookup runs once
+            from .user_object import catching_raise
+            value, found = catching_raise(tx, lambda: obj.var_getattr(tx, name), TracedAttributeError)
+            return value if found else args[2]
         if hasattr(obj, "has_attribute"):  # modules and user objects: the answer is guarded
             if not obj.has_attribute(tx, name):
                 return args[2]

@@ -19,23 +19,32 @@ Everything else is a graph break, never a guess: tensors (TorchDynamo refuses th
 would be a new graph input), an explicit memo, classes with their own copy protocol (__deepcopy__,
 __reduce_ex__, __reduce__, __getstate__, __setstate__, __getnewargs__, a copyreg reducer), and
 classes whose instances the trace cannot build as deepcopy rebuilds them (new_object._refusal:
-their own __setattr__ or __getattribute__, __slots__, a builtin base, __del__). An object the
-trace already stored to or deleted from is refused too (the copy's attribute order would need the
-replayed __dict__'s).
+__slots__, a builtin base, __del__). An object the trace already stored to or deleted from is
+refused too (the copy's attribute order would need the replayed __dict__'s).
+
+A class may write its own __getattribute__ and __setattr__ (HuggingFace's PreTrainedConfig).
+deepcopy never calls __setattr__: it fills the copy's __dict__. What it asks through
+__getattribute__ is followed: on an object from the frame, the protocol's names (__deepcopy__,
+__reduce_ex__, ...) must resolve to themselves (attribute_lookup's trusted renamings, as now) and
+its state is its __dict__, read item by item (`x.__dict__['name']`, guarded); on the new copy,
+`hasattr(y, '__setstate__')` and `y.__dict__` are run through its class's hooks
+(object_hooks.py). The copy of an object built in the trace whose class has its own
+__getattribute__ is refused (the protocol's reads on it are not followed).
 """
 from __future__ import annotations
 
 import copyreg
 
-from ...attribute_lookup import MISSING, instance_dict, is_data_descriptor, type_lookup
-from ...sources import AttrSource
+from ...attribute_lookup import (MISSING, has_generic_getattribute, instance_dict, resolved_name,
+                                 type_lookup)
+from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
-from .attribute import read_attribute
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable, _SAFE_TYPES, _is_dtype
 from .containers import DictVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .new_object import NewObjectVariable, UserClassVariable, _refusal
+from .object_hooks import InstanceDictVariable
 from .user_object import UserObjectVariable
 
 # The copy protocol deepcopy follows for a plain object: object's own, all the way.
@@ -43,6 +52,9 @@ _OBJECT_PROTOCOL = {"__reduce_ex__": vars(object)["__reduce_ex__"],
                     "__reduce__": vars(object)["__reduce__"],
                     "__getstate__": vars(object).get("__getstate__", MISSING)}   # 3.11+
 _NO_PROTOCOL = ("__deepcopy__", "__setstate__", "__getnewargs__", "__getnewargs_ex__")
+# What deepcopy and object.__reduce_ex__ read from the object copied, through getattr.
+_READ_ON_X = ("__deepcopy__", "__reduce_ex__", "__reduce__", "__getstate__", "__getnewargs_ex__",
+              "__getnewargs__")
 
 
 def deepcopy(tx, args, kwargs):
@@ -100,16 +112,18 @@ class _Copier:
             y = self._done(x, real, ListVariable([]))
             y.items = [self.copy(item) for item in x.items]
             return y
-        if type(x) is DictVariable:
+        if type(x) in (DictVariable, InstanceDictVariable):
             y = self._done(x, real, DictVariable({}))
             y.items = {k: self.copy(v) for k, v in x.items.items()}
             return y
         if type(x) is NewObjectVariable:
             why = _protocol_refusal(x.cls)
+            if why is None and not has_generic_getattribute(x.cls):
+                why = "its class has its own __getattribute__"
             if why is not None:
                 unsupported(f"copy.deepcopy of a {x.cls.__name__}: {why}")
-            y = self._done(x, real, NewObjectVariable(x.cls, x.cls_var))
-            y.attrs = {k: self.copy(v) for k, v in x.attrs.items()}
+            y = self._done(x, real, self._new(x.cls, x.cls_var))
+            y.attrs.update({k: self.copy(v) for k, v in x.attrs.items()})
             return y
         if type(x) is UserObjectVariable:
             return self._copy_frame_object(x, real)
@@ -135,22 +149,38 @@ class _Copier:
             self.by_real[id(real)] = y
         return y
 
+    def _new(self, cls, cls_var):
+        """`cls.__new__(cls)`, then what deepcopy's _reconstruct asks of it before it fills the
+        __dict__: `hasattr(y, "__setstate__")` (must be False) and `y.__dict__` (must be its own
+        __dict__), run through the class's own __getattribute__ where it has one."""
+        y = NewObjectVariable(cls, cls_var)
+        if y.has_attribute(self.tx, "__setstate__") or \
+                not isinstance(y.var_getattr(self.tx, "__dict__"), InstanceDictVariable):
+            unsupported(f"copy.deepcopy of a {cls.__name__}: the copy's __setstate__ or __dict__ "
+                        "is its class's own")
+        return y
+
     def _copy_frame_object(self, x, obj):
         cls = type(obj)
         why = _protocol_refusal(cls)
         if why is None and self.tx.output.side_effects.has_any_attr_effect(obj):
             why = "the trace changed its attributes before"
         d = instance_dict(obj)
-        if why is None and any(is_data_descriptor(type_lookup(cls, name)) for name in d):
-            why = "a name in its __dict__ is a data descriptor on the class"
+        if why is None and any(name in d for name in _READ_ON_X):
+            why = "its __dict__ has a name of the copy protocol"
+        if why is None:   # read through its __getattribute__: trusted renamings only (user_object.py)
+            renamed = [name for name in _READ_ON_X if resolved_name(obj, name) != name]
+            why = f"its __getattribute__ renames {renamed[0]}" if renamed else None
         cls_var = self.tx.wrap(cls, AttrSource(x.source, "__class__"))
         if why is None and not isinstance(cls_var, UserClassVariable):
             why = "its class is not a plain user class"
         if why is not None:
             unsupported(f"copy.deepcopy of a {cls.__name__}: {why}")
-        # The attributes copied are the ones there now, in this order.
-        self.tx.output.add_guard(AttrSource(x.source, "__dict__"), GuardKind.DICT_KEYS, tuple(d))
-        y = self._done(x, obj, NewObjectVariable(cls, cls_var))
+        # What is copied is the __dict__ (object.__getstate__): the names there now, in this order,
+        # each value read from it (a data descriptor or a renaming of the same name is not asked).
+        dict_source = AttrSource(x.source, "__dict__")
+        self.tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
+        y = self._done(x, obj, self._new(cls, cls_var))
         for name in d:
-            y.attrs[name] = self.copy(read_attribute(self.tx, x, obj, name))
+            y.attrs[name] = self.copy(self.tx.wrap(d[name], ItemSource(dict_source, name)))
         return y
