@@ -150,7 +150,9 @@ def _plain_dict(x):
     d = Doubling()
     dd = d.__dict__
     dd["w"] = 5
-    return x * d.w, dd, d
+    a, b = copy.deepcopy([dd, d.__dict__])   # one dict: copied once
+    a["w"] = 6
+    return x * d.w * b["w"], dd, d
 
 
 def test_the_dict_of_a_plain_object_leaves_the_trace_as_the_objects_own():

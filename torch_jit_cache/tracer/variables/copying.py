@@ -85,14 +85,19 @@ class _Copier:
 
     def __init__(self, tx):
         self.tx = tx
-        self.memo: dict = {}       # id(tracker) -> copy
+        self.memo: dict = {}       # id(tracker) (_key) -> copy
         self.by_real: dict = {}    # id(real object) -> copy
         self.reached: list = []    # (tracker, real object) of the frame's mutable objects copied
         self.keep: list = []       # the trackers whose ids key `memo`
 
+    @staticmethod
+    def _key(x) -> int:
+        # Each read of a built object's __dict__ is a tracker of its own over the one dict.
+        return id(x.items) if isinstance(x, InstanceDictVariable) else id(x)
+
     def copy(self, x) -> VariableTracker:
-        if id(x) in self.memo:
-            return self.memo[id(x)]
+        if self._key(x) in self.memo:
+            return self.memo[self._key(x)]
         if isinstance(x, ConstantVariable):   # a class too (classes.ClassVariable)
             v = x.value
             if type(v) in _SAFE_TYPES or _is_dtype(v) or isinstance(v, type):
@@ -143,7 +148,7 @@ class _Copier:
         return real
 
     def _done(self, x, real, y):
-        self.memo[id(x)] = y
+        self.memo[self._key(x)] = y
         self.keep.append(x)
         if real is not None:
             self.by_real[id(real)] = y
