@@ -164,6 +164,22 @@ def test_the_dict_of_a_plain_object_leaves_the_trace_as_the_objects_own():
     calls.check(graphs=1)
 
 
+def _grows_while_iterated(x):
+    d = Doubling()
+    y = x * d.v
+    for name in d.__dict__:
+        d.other = 1                        # RuntimeError in eager: the dict changed size
+    return y
+
+
+def test_an_attribute_added_under_a_loop_over_the_dict_raises_as_in_eager():
+    calls = CompiledCalls(_grows_while_iterated)
+    with pytest.raises(RuntimeError, match="changed size"):
+        _grows_while_iterated(torch.randn(3))
+    with pytest.raises(RuntimeError, match="changed size"):
+        calls(torch.randn(3))
+
+
 def _copy_doubling(x):
     d = Doubling()
     c = copy.deepcopy(d)                  # the copy fills its __dict__: no __setattr__ runs

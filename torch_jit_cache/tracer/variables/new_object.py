@@ -122,6 +122,8 @@ def is_user_class(value) -> bool:
 class NewObjectVariable(VariableTracker):
     """An object the trace constructed: its class (a UserClassVariable) and its attributes."""
 
+    dict_version = 0   # bumped when a name is added to or removed from `attrs` (containers.py)
+
     def __init__(self, cls: type, cls_var: UserClassVariable):
         super().__init__(None)
         self.cls, self.cls_var = cls, cls_var
@@ -231,6 +233,7 @@ class NewObjectVariable(VariableTracker):
     def generic_setattr(self, tx, name: str, value) -> None:
         """object.__setattr__(obj, name, value): a store into the tracked __dict__."""
         self._check_plain_store(name, "store to")
+        self.dict_version += name not in self.attrs
         self.attrs[name] = value
 
     def generic_delattr(self, tx, name: str) -> None:
@@ -238,6 +241,7 @@ class NewObjectVariable(VariableTracker):
         if name not in self.attrs:
             unsupported(f"AttributeError: deletion of {self.cls.__name__}.{name}, which is not set")
         del self.attrs[name]
+        self.dict_version += 1
 
     def truthy(self, tx) -> bool:
         for hook in ("__bool__", "__len__"):

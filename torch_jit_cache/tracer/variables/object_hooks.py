@@ -87,6 +87,15 @@ class InstanceDictVariable(DictVariable):
         self.obj = obj
         self.items = obj.attrs   # shared, not copied: one dict, seen through both
 
+    # The object's: an attribute added or removed changes its keys under a loop over either.
+    @property
+    def version(self):
+        return self.obj.dict_version
+
+    @version.setter
+    def version(self, value):
+        self.obj.dict_version = value
+
     def reconstruct(self, outputs):
         if not has_generic_getattribute(self.obj.python_type()):
             unsupported(f"the __dict__ of a {self.obj.python_type().__name__} built in the trace "
