@@ -406,3 +406,39 @@ def test_sequence_contains_index_count_and_reversed():
     got, want = tjc.compile(f)(torch.ones(2)), f(torch.ones(2))
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1]
+
+
+# -- a legacy encoder-decoder config's decoder part (DynamicCache(config=...) in T5Stack) ----------
+
+def decoder_config(x, config):
+    # get_text_config deep-copies the config (its class writes __getattribute__ and __setattr__:
+    # object_hooks.py), then reads the copy's to_dict() and renames its decoder keys.
+    text = config.get_text_config(decoder=True)
+    return x * text.num_hidden_layers * text.hidden_size, text.to_dict(), text
+
+
+def test_the_decoder_config_of_a_t5_config_is_copied_in_the_graph():
+    # Failed before: "copy.deepcopy of a T5Config: it defines its own __setattr__".
+    transformers = pytest.importorskip("transformers")
+    config = transformers.T5Config(num_layers=2, num_decoder_layers=3, d_model=16)
+    x = torch.ones(2)
+    assert counts(decoder_config, x, config) == (1, 0, 0)
+    compiled = tjc.compile(decoder_config)
+    for _ in range(2):
+        got, want = compiled(x, config), decoder_config(x, config)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and vars(got[2]) == vars(want[2]) and got[2] is not config
+    config.d_model = 8                    # read through the config's __dict__: recompiles
+    got, want = compiled(x, config), decoder_config(x, config)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]
+
+
+def test_a_config_copied_in_the_graph_is_freed_when_dropped(no_gc):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.T5Config(num_layers=2, d_model=16)
+    compiled = tjc.compile(decoder_config)
+    out = compiled(torch.ones(2), config)
+    refs = [weakref.ref(config), weakref.ref(out[2])]
+    del out, config
+    assert [r() for r in refs] == [None, None]

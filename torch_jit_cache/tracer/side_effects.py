@@ -149,6 +149,18 @@ class SideEffects:
         self._real[id(tracker)] = value
         self._keepalive.append(value)
 
+    def real_object(self, tracker):
+        """The object behind a plain object, list or dict tracker read from the frame, or None."""
+        return self._real.get(id(tracker))
+
+    def has_any_attr_effect(self, obj) -> bool:
+        """Whether the trace stored or deleted any attribute of `obj` (a real object) so far."""
+        return any(key[0] == id(obj) for key in self._attrs)
+
+    def pin(self, tracker, same: bool, other, what: str) -> None:
+        """Guards that two trackers' sources reach one object (`same`) or two, as they do now."""
+        self._pin(tracker, same, other, what)
+
     def _pin(self, tracker, same: bool, other, what: str) -> None:
         """Guards that `tracker`'s source and `other`'s reach one object (`same`) or two, as they
         do now; refuses (`what`: the refusal's start) where a relation cannot be guarded."""

@@ -17,10 +17,11 @@ def unsupported(reason: str):
 
 class TracedRaise(Unsupported):
     """An exception the trace knows is raised: a subscript of a dict tracker (its keys are exact
-    and guarded), or `raise IndexError(...)` / `raise KeyError(...)` in traced code. Unsupported
-    like any other raise, except where a caller models Python catching it: the
-    collections.abc.Mapping mixins (`in`, `.get`: KeyError) and Sequence's iteration (IndexError)
-    over a user __getitem__ (user_object.py)."""
+    and guarded), a missing attribute of an object built in the trace, or `raise IndexError(...)` /
+    `raise KeyError(...)` / `raise AttributeError(...)` in traced code. Unsupported like any other
+    raise, except where a caller models Python catching it: the collections.abc.Mapping mixins
+    (`in`, `.get`: KeyError) and Sequence's iteration (IndexError) over a user __getitem__
+    (user_object.py), hasattr and getattr with a default (AttributeError, builtins.py)."""
 
 
 class TracedKeyError(TracedRaise):
@@ -31,8 +32,14 @@ class TracedIndexError(TracedRaise):
     pass
 
 
+class TracedAttributeError(TracedRaise):
+    """An attribute an object built in the trace does not have (new_object.py), or `raise
+    AttributeError(...)`; hasattr and getattr with a default catch it, as Python does."""
+
+
 # The builtin exception -> its traced raise (handlers/control.py's RAISE_VARARGS).
-TRACED_RAISES = {KeyError: TracedKeyError, IndexError: TracedIndexError}
+TRACED_RAISES = {KeyError: TracedKeyError, IndexError: TracedIndexError,
+                 AttributeError: TracedAttributeError}
 
 
 class VariableTracker:

@@ -6,13 +6,14 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 from __future__ import annotations
 
 import builtins
+import copy
 import functools
 import itertools
 import operator
 
 from ...attribute_lookup import MISSING, type_lookup
 from . import polyfills
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
@@ -133,6 +134,10 @@ def _abs(tx, args, kwargs):
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) == 3:
+        if hasattr(obj, "generic_getattr"):   # built in the trace: its lookup runs once
+            from .user_object import catching_raise
+            value, found = catching_raise(tx, lambda: obj.var_getattr(tx, name), TracedAttributeError)
+            return value if found else args[2]
         if hasattr(obj, "has_attribute"):  # modules and user objects: the answer is guarded
             if not obj.has_attribute(tx, name):
                 return args[2]
@@ -338,6 +343,11 @@ class PartialCallVariable(VariableTracker):
         return f"PartialCallVariable({self.func!r})"
 
 
+def _deepcopy(tx, args, kwargs):
+    from .copying import deepcopy   # it builds objects (new_object.py, which imports more trackers)
+    return deepcopy(tx, args, kwargs)
+
+
 def _callable(tx, args, kwargs):
     # callable(v) is "type(v) has __call__" (a tensor or a number is not callable; a class is).
     return ConstantVariable(type_lookup(args[0].python_type(), "__call__") is not MISSING)
@@ -356,7 +366,7 @@ BUILTIN_HANDLERS = {
     map: _polyfill(polyfills.map_), filter: _polyfill(polyfills.filter_),
     itertools.chain: _polyfill(polyfills.chain_), itertools.product: _polyfill(polyfills.product_),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
-    super: _super, issubclass: _issubclass,
+    super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
 }
 
 

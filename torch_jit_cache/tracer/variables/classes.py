@@ -17,6 +17,7 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
+from .object_hooks import ObjectHookVariable, object_hook_name
 from .user_object import _DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, _mixin
 
 
@@ -34,6 +35,8 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         return tx.wrap(raw.__func__, source)
     if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
         return _bound(tx.wrap(raw.__func__, AttrSource(source, "__func__")), owner_var)
+    if object_hook_name(raw) is not None:   # object.__setattr__ and friends (object_hooks.py)
+        return ObjectHookVariable(object_hook_name(raw), bind_to, source)
     if type_lookup(type(raw), "__get__") is not MISSING_:
         unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
     return tx.wrap(raw, source)
@@ -138,6 +141,8 @@ class SuperVariable(VariableTracker):
             owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
+        if object_hook_name(raw) is not None and hasattr(self.obj, "generic_getattr"):
+            return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
         if _mixin(raw) is not None:
             return MixinMethodVariable(self.obj, _mixin(raw), name)
         if isinstance(self.obj, DictSubclassVariable) and name in _DICT_READS and raw is vars(dict)[name]:

@@ -14,9 +14,12 @@ Only classes whose instances that rebuild reproduces exactly are constructed (`_
 metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
 refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C
 state would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a
-__dict__, __new__, __setattr__, __delattr__ and __getattribute__ all object's, no __getattr__, no
-__del__ (an object that never leaves the trace is never made, so its finaliser would never run),
-and an __init__ that is a Python function (inlined) or object's. The class is reached through a
+__dict__, object's __new__, no __getattr__, no __del__ (an object that never leaves the trace is
+never made, so its finaliser would never run), and an __init__ that is a Python function (inlined)
+or object's. __getattribute__, __setattr__ and __delattr__ are object's or Python functions: those
+are run step by step (`obj.name` calls `type(obj).__getattribute__(obj, "name")`) down to object's
+own, the plain operations on `attrs` (object_hooks.py); the rebuild fills the __dict__ directly,
+which is the state those stores left. The class is reached through a
 source and guarded by identity (builder.py, held weakly); its methods are read through that source
 (`cls.name`) and guarded where they are found, so replacing a method fails the guard. (A class
 changed in place so that it stops being plain, say a __setattr__ added later, is not seen, as
@@ -35,22 +38,20 @@ import types
 from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
 from ...sources import AttrSource
 from ...trace_result import ObjectOutput, SourceOutput
-from .base import VariableTracker, unsupported
+from .base import TracedAttributeError, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .classes import ClassVariable
+from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
 from .user_object import SequenceMethodVariable, is_sequence_mixin, sequence_call, sequence_iterator
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
-# Hooks that must be object's own for `cls.__new__(cls)` plus a __dict__ update to be the object
-# eager code makes (and for STORE_ATTR/LOAD_ATTR to be plain dict operations).
-_OBJECT_HOOKS = ("__new__", "__setattr__", "__delattr__", "__getattribute__")
 
-
-def _refusal(cls: type) -> str | None:
-    """Why instances of `cls` cannot be built in the trace, or None."""
+def _refusal(cls: type, *, init: bool = True) -> str | None:
+    """Why instances of `cls` cannot be built in the trace, or None. `init`: built by calling the
+    class (a copy is built without running __init__, copying.py)."""
     if type(cls) is abc.ABCMeta:
         # ABCMeta leaves calls to type.__call__; object.__new__ refuses a class with abstract
         # methods left, which the trace would not see.
@@ -65,12 +66,17 @@ def _refusal(cls: type) -> str | None:
             return f"{klass.__name__} defines __slots__"
     if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]):
         return "its instances have no __dict__"
-    for hook in _OBJECT_HOOKS:
-        if type_lookup(cls, hook) is not vars(object)[hook]:
-            return f"it defines its own {hook}"
+    if type_lookup(cls, "__new__") is not object.__new__:
+        return "it defines its own __new__"
+    for hook in OBJECT_HOOKS:   # run step by step where written in Python (object_hooks.py)
+        found = type_lookup(cls, hook)
+        if found is not OBJECT_HOOKS[hook] and not isinstance(found, types.FunctionType):
+            return f"its {hook} is a {type(found).__name__}"
     for hook in ("__getattr__", "__del__"):
         if type_lookup(cls, hook) is not MISSING:
             return f"it defines {hook}"
+    if not init:
+        return None
     init = type_lookup(cls, "__init__")
     if init is not vars(object)["__init__"] and not isinstance(init, types.FunctionType):
         return f"its __init__ is a {type(init).__name__}"
@@ -116,6 +122,8 @@ def is_user_class(value) -> bool:
 class NewObjectVariable(VariableTracker):
     """An object the trace constructed: its class (a UserClassVariable) and its attributes."""
 
+    dict_version = 0   # bumped when a name is added to or removed from `attrs` (containers.py)
+
     def __init__(self, cls: type, cls_var: UserClassVariable):
         super().__init__(None)
         self.cls, self.cls_var = cls, cls_var
@@ -128,9 +136,25 @@ class NewObjectVariable(VariableTracker):
         """`cls.name` as the tracker of a value read through the guarded class."""
         return tx.wrap(getattr(self.cls, name), AttrSource(self.cls_var.source, name))
 
+    def _hook(self, tx, hook: str):
+        """type(obj).hook bound to obj where the class writes it in Python, None where it is
+        object's (_refusal admits nothing else)."""
+        if type_lookup(self.cls, hook) is OBJECT_HOOKS[hook]:
+            return None
+        return UserMethodVariable(self._class_attr(tx, hook), self)
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        hook = self._hook(tx, "__getattribute__")
+        if hook is None:
+            return self.generic_getattr(tx, name)
+        return tx.call(hook, [ConstantVariable(name)], {})
+
+    def generic_getattr(self, tx, name: str) -> VariableTracker:
+        """object.__getattribute__(obj, name): Python's order over the tracked __dict__."""
         if name == "__class__":
             return self.cls_var
+        if name == "__dict__":
+            return InstanceDictVariable(self)
         attr = type_lookup(self.cls, name)
         if attr is not MISSING and is_data_descriptor(attr):
             if type(attr) is property and isinstance(attr.fget, types.FunctionType):
@@ -143,7 +167,8 @@ class NewObjectVariable(VariableTracker):
         if name in ("index", "count") and is_sequence_mixin(self.cls, name):
             return SequenceMethodVariable(self, name)
         if attr is MISSING:
-            unsupported(f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}")
+            raise TracedAttributeError(f"AttributeError: {self.cls.__name__!r} object has no "
+                                       f"attribute {name!r}")
         if isinstance(attr, types.FunctionType):
             return UserMethodVariable(self._class_attr(tx, name), self)
         if isinstance(attr, (staticmethod, classmethod)) or not is_descriptor(attr):
@@ -181,7 +206,10 @@ class NewObjectVariable(VariableTracker):
         return tx.call(UserMethodVariable(self._class_attr(tx, "__contains__"), self), [item], {}).truthy(tx)
 
     def has_attribute(self, tx, name: str) -> bool:
-        return name in self.attrs or name == "__class__" or type_lookup(self.cls, name) is not MISSING
+        # hasattr runs the lookup (the class's __getattribute__, a property's getter) and catches
+        # AttributeError.
+        from .user_object import catching_raise
+        return catching_raise(tx, lambda: self.var_getattr(tx, name), TracedAttributeError)[1]
 
     def _check_plain_store(self, name: str, what: str) -> None:
         attr = type_lookup(self.cls, name)
@@ -189,14 +217,31 @@ class NewObjectVariable(VariableTracker):
             unsupported(f"{what} {self.cls.__name__}.{name}, a {type(attr).__name__} on the class")
 
     def var_setattr(self, tx, name: str, value) -> None:
-        self._check_plain_store(name, "store to")
-        self.attrs[name] = value
+        hook = self._hook(tx, "__setattr__")
+        if hook is None:
+            self.generic_setattr(tx, name, value)
+        else:
+            tx.call(hook, [ConstantVariable(name), value], {})
 
     def var_delattr(self, tx, name: str) -> None:
+        hook = self._hook(tx, "__delattr__")
+        if hook is None:
+            self.generic_delattr(tx, name)
+        else:
+            tx.call(hook, [ConstantVariable(name)], {})
+
+    def generic_setattr(self, tx, name: str, value) -> None:
+        """object.__setattr__(obj, name, value): a store into the tracked __dict__."""
+        self._check_plain_store(name, "store to")
+        self.dict_version += name not in self.attrs
+        self.attrs[name] = value
+
+    def generic_delattr(self, tx, name: str) -> None:
         self._check_plain_store(name, "deletion of")
         if name not in self.attrs:
             unsupported(f"AttributeError: deletion of {self.cls.__name__}.{name}, which is not set")
         del self.attrs[name]
+        self.dict_version += 1
 
     def truthy(self, tx) -> bool:
         for hook in ("__bool__", "__len__"):

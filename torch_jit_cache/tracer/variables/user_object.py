@@ -146,27 +146,28 @@ class UserObjectVariable(VariableTracker):
 # tracker's keys are exact and guarded) is caught, as Mapping does; only where nothing in between
 # had a try or with block of its own (translator._fail) and the grad/autocast state is as before.
 
-def _catching_key_error(tx, run, kind=TracedKeyError):
+def catching_raise(tx, run, kind=TracedKeyError):
+    """(run(), True), or (None, False) where `run` raised the traced `kind` (TracedRaise)."""
     state = (torch.is_grad_enabled(), len(tx.output.autocast_blocks))
     try:
         return run(), True
     except kind:
         if (torch.is_grad_enabled(), len(tx.output.autocast_blocks)) != state:
-            unsupported("a KeyError raised inside a grad-mode or autocast block")
+            unsupported(f"{kind.__name__} raised inside a grad-mode or autocast block")
         return None, False
 
 
 def _mapping_contains(tx, obj, args, kwargs):
     if len(args) != 1 or kwargs:
         unsupported("Mapping.__contains__ with other than one argument")
-    _, found = _catching_key_error(tx, lambda: obj.getitem(tx, args[0]))
+    _, found = catching_raise(tx, lambda: obj.getitem(tx, args[0]))
     return ConstantVariable(found)
 
 
 def _mapping_get(tx, obj, args, kwargs):
     if not 1 <= len(args) <= 2 or kwargs:
         unsupported("Mapping.get with other than one or two arguments")
-    value, found = _catching_key_error(tx, lambda: obj.getitem(tx, args[0]))
+    value, found = catching_raise(tx, lambda: obj.getitem(tx, args[0]))
     return value if found else (args[1] if len(args) == 2 else ConstantVariable(None))
 
 
@@ -260,7 +261,7 @@ class _SequenceItem(VariableTracker):
         from .containers import TupleVariable
         from .operators import getitem
         seq, i = args
-        value, found = _catching_key_error(tx, lambda: getitem(tx, seq, i), TracedIndexError)
+        value, found = catching_raise(tx, lambda: getitem(tx, seq, i), TracedIndexError)
         return TupleVariable([ConstantVariable(found), value if found else ConstantVariable(None)])
 
 
