@@ -37,6 +37,9 @@ CallbackAction = _C.CallbackAction
 SKIP = _C.SKIP
 RUN_ORIGINAL = _C.RUN_ORIGINAL
 SKIP_TREE_IF_QUIET = _C.SKIP_TREE_IF_QUIET
+# Whether GuardNode.dict_tags() (DICT_TAGS: a subtree skipped while its dicts keep their version
+# tags) is available: not on 3.13, whose tags miss stores through inline values.
+DICT_TAGS_SUPPORTED = _C.DICT_TAGS_SUPPORTED
 
 set_eval_frame = _C.set_eval_frame
 cache_entries = _C.cache_entries

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "cpython/dict_version.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_manager.h"
 #include "guards/root_guard_manager.h"
@@ -111,6 +112,8 @@ PythonView make_view(py::handle frame_or_mapping, py::handle globals) {
 void init_guards(py::module_& m) {
   using NodePtr = std::shared_ptr<GuardManager>;
   using RootPtr = std::shared_ptr<RootGuardManager>;
+  // Whether GuardNode.dict_tags() is available on this Python (cpython/dict_version.h).
+  m.attr("DICT_TAGS_SUPPORTED") = cpython::kDictTagsFollowEveryChange;
 
   py::class_<GuardManager, NodePtr> node(m, "GuardNode", R"doc(
 One source of a guard tree (L['x'], L['self'].fc, ...): made by the GuardManager builder methods,

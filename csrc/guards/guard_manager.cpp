@@ -1,6 +1,8 @@
 // GuardManager: one node of a guard tree (see guard_manager.h).
 #include "guards/guard_manager.h"
 
+#include "cpython/dict_version.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -107,6 +109,11 @@ absl::Status GuardManager::add_tensor_match(py::handle example, const DynamicDim
 }
 
 absl::Status GuardManager::add_dict_tags() {
+  if constexpr (!cpython::kDictTagsFollowEveryChange) {
+    return absl::FailedPreconditionError(
+        "dict_tags(): this Python's dict version tags miss stores through an object's inline "
+        "values (3.13), so tags cannot vouch for a subtree; runtime.DICT_TAGS_SUPPORTED is False");
+  }
   if (is_root()) return root_has_no_value("dict_tags()");
   if (state_->frozen) return frozen_status();
   if (tags_ == nullptr) tags_ = std::make_unique<DictTags>();

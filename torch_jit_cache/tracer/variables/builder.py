@@ -23,6 +23,7 @@ import types
 import torch
 import torch.nn as nn
 
+from ... import runtime
 from ...sources import AttrSource, ItemSource, LocalSource
 from ...trace_result import GuardKind
 from .base import unsupported
@@ -139,8 +140,10 @@ def _wrap(tx, value, source, guard):
         g(GuardKind.ID_MATCH, value)
         out.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
         # Whatever is guarded below this module (its attributes, submodules, hook dicts) is
-        # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h).
-        g(GuardKind.DICT_TAGS)
+        # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h;
+        # not on 3.13, runtime.DICT_TAGS_SUPPORTED).
+        if runtime.DICT_TAGS_SUPPORTED:
+            g(GuardKind.DICT_TAGS)
         return NNModuleVariable(value, source)
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
             (isinstance(value, tuple) and hasattr(type(value), "_fields")):
