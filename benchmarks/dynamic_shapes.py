@@ -27,7 +27,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from harness import options, print_head, write_results  # noqa: E402
+from harness import best_us, options, print_head, write_results  # noqa: E402
 from torch_jit_cache.testing import CompileCounterWithBackend  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 
@@ -89,14 +89,9 @@ def generation_row(backend, tokens):
 
 
 def _best_us(fn, x, repeat):
-    for _ in range(5):
+    for _ in range(5):   # warm-up: the compile and the first hits
         fn(x)
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(x)
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e6
+    return best_us(fn, x, repeat)
 
 
 def _small(x):
