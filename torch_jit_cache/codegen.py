@@ -24,6 +24,7 @@ instructions.VERSIONS (shared with the tracer's decoding), read once at import. 
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import re
@@ -34,7 +35,7 @@ from typing import Any, Callable, Sequence
 import bytecode
 from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
 
-from . import runtime
+from . import graph_break, runtime
 from .graph_break import emitted_jump
 from .instructions import FACTS, PYTHON, VERSIONS
 from .sources import Source
@@ -92,8 +93,14 @@ class _Emitter:
         # object appears again. The body is straight-line code up to the resume calls, so the first
         # build runs first. A spec reached once is built in place, with no temporary.
         self.temp = None
+        self.temps_made: list = []   # every temporary `temp` named, in order
         self.shared: set = set()
         self._built: dict = {}
+
+    def clear(self, names) -> None:
+        """Unbind the temporaries `names` (each bound on every path reaching here)."""
+        for name in dict.fromkeys(names):
+            self.emit("DELETE_FAST", name)
 
     def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
         self.instrs.append(Instr(name, arg, lineno=self.lineno))
@@ -286,6 +293,10 @@ class _Emitter:
             for v in value:
                 self.build_constant(v)
             self.emit("BUILD_TUPLE", len(value))
+        elif isinstance(value, BaseException):
+            # `raise KeyError(k)` at a break: a new exception per call, as eager makes; raising the
+            # constant itself would chain every call's traceback (and its frames) onto it.
+            self.call_const_with(copy.copy, [lambda: self.const(value)])
         else:
             self.const(value)
 
@@ -383,10 +394,11 @@ def _apply_effects(em: "_Emitter", loaded: list) -> None:
         _REPLAY[effect.kind](em, effect.name, target, value)
 
 
-def _temps(taken: set):
+def _temps(taken: set, made: list):
     def temp(base):
         name = _fresh_name(base, taken)
         taken.add(name)
+        made.append(name)
         return name
     return temp
 
@@ -463,7 +475,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     calls = compiled_fn is not None and (uses_graph or graph_inputs)
     result_local = None
     taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
-    temp = em.temp = _temps(taken)
+    temp = em.temp = _temps(taken, em.temps_made)
     em.shared = _shared_specs(output_spec, side_effects)
     if calls:
         result_local = temp(_RESULT_LOCAL)
@@ -545,6 +557,12 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
             em.emit("PUSH_NULL")
         else:
             em.emit("LOAD_FAST", name)
+    # From here on the frame holds what the original would: its locals. A temporary or a resume
+    # code's stack argument still bound when the instruction raises, or when a raise leaves the
+    # resume function, would keep its object alive with the traceback, and an exception among
+    # them would reach itself through it (a cycle only gc frees: seed 000).
+    kept = set(carried_temps) | set(local_temps.values()) | set(switch.exits if switch else ())
+    em.clear([n for n in em.temps_made if n not in kept] + list(graph_break.stack_args(em.original)))
     # The instruction itself, at its own line (a user exception raised by it points there).
     instr = plan.emit
     lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
@@ -554,7 +572,11 @@ def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
         em.instrs.append(Instr("PRECALL", instr.arg, lineno=lineno))
     em.instrs += [Instr(p.name, p.arg, lineno=lineno) for p in plan.prefix]
     pushed_temps = [temp("___tjc_pushed") for null in plan.pushed if not null]
-    if plan.jump is None:
+    if not plan.targets:   # a raise: nothing resumes after it
+        em.instrs.append(Instr(instr.name, instr.arg, lineno=lineno))
+        if switch is not None:
+            em.instrs.append(TryEnd(try_begin))
+    elif plan.jump is None:
         em.instrs.append(Instr(instr.name, instr.arg, lineno=lineno))
         if switch is not None:
             em.instrs.append(TryEnd(try_begin))
@@ -618,7 +640,13 @@ def _call_resume(em: _Emitter, fn, carried_temps: list, pushed_temps: list, live
     names = [local_temps[n] for n in live if n in local_temps] \
         + [n for n in carried_temps if n is not None] + pushed_temps
     emit_fn = (lambda: em.make_closure(fn)) if isinstance(fn, types.CodeType) else (lambda: em.const(fn))
-    em.call_with(emit_fn, [lambda n=n: em.emit("LOAD_FAST", n) for n in names])
+    # The arguments are on the stack alone when the resume function runs (cleared after the last
+    # load): an exception it raises must not reach itself through this frame's temporaries.
+    last = [lambda n=n: em.emit("LOAD_FAST", n) for n in names]
+    if last:
+        final = last[-1]
+        last[-1] = lambda: (final(), em.clear(names))
+    em.call_with(emit_fn, last)
     em.emit("RETURN_VALUE")
 
 

@@ -101,7 +101,7 @@ from bytecode import CellVar, FreeVar, Instr, Label
 
 from .instructions import FACTS, SUPERINSTRUCTIONS, decode, next_raw
 
-__all__ = ["BreakPlan", "plan_break", "build_resume_code", "is_resume_code", "BreakRefused"]
+__all__ = ["BreakPlan", "plan_break", "build_resume_code", "is_resume_code", "stack_args", "BreakRefused"]
 
 
 class BreakRefused(Exception):
@@ -120,6 +120,12 @@ _BREAKABLE = frozenset({
     "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "LIST_EXTEND", "SET_UPDATE",
     "DICT_UPDATE", "DICT_MERGE", "LOAD_SUPER_ATTR", "STORE_DEREF", "DELETE_DEREF",
 })
+# Names through which a frame reads its own locals: `locals()`, `vars()`, `exec`/`eval` without a
+# namespace, `sys._getframe()`, `inspect.currentframe()`. A cut frame is not eager's there (the
+# resume function receives the live locals alone, under the eager names, and the break instruction
+# runs among the transformed code's temporaries), so a frame that names any of them is never cut:
+# it runs uncompiled where its trace fails. By name, so `vars(obj)` counts too (rare; still right).
+_INTROSPECTION = frozenset({"locals", "vars", "exec", "eval", "_getframe", "currentframe"})
 COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
                         "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
 # (items consumed, items pushed) where the bytecode library's per-instruction numbers are not the
@@ -143,7 +149,8 @@ class BreakPlan:
     pushed     per item it pushes, bottom first: True for a NULL (pushed again by the resume
                function), False for a value (empty for a conditional jump)
     jump       the normalized conditional-jump op, or None
-    targets    decoded indices where execution resumes: (next,) or (fall-through, jump target)
+    targets    decoded indices where execution resumes: (next,) or (fall-through, jump target);
+               () for a raise, after which nothing resumes
     live       per target, the locals live there, in co_varnames order
     with_slots the stack slots holding the `__exit__` of each with block around the instruction,
                outermost first (what the blocks are is known only to the trace)
@@ -164,6 +171,11 @@ class BreakPlan:
 def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     """The plan for cutting `code` at decoded `index`, or BreakRefused with the reason: the start
     of a raw instruction, or the TO_BOOL that ends a 3.13 COMPARE_OP (translator `_fail`)."""
+    introspection = _INTROSPECTION.intersection(code.co_names)
+    if introspection:
+        raise BreakRefused(f"the frame reads its own locals ({', '.join(sorted(introspection))}): "
+                           "a resume function has only the live ones, and the cut instruction "
+                           "runs in a frame whose locals are the compiler's")
     insts = decode(code).insts
     inst = insts[index]
     with_slots = _with_blocks(insts, inst)
@@ -199,6 +211,11 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
                      lineno=instr.lineno)
         pushed = ((True, False) if FACTS.null_before_callable else (False, True)) if push_null \
             else (False,)
+    elif instr.name == "RAISE_VARARGS":
+        # A raise ends the frame: the transformed code raises it after the graph, and no resume
+        # function follows, so no frame holds the exception in a local (exception -> traceback ->
+        # frame -> exception would keep the frame's arguments alive until gc: seed 000).
+        jump, consumed, pushed, targets = None, instr.arg, (), ()
     elif instr.name in _BREAKABLE or inst.op == "LOAD_ATTR":   # LOAD_ATTR: never the method form
         jump = None
         consumed, n_pushed = stack_effect(instr)
@@ -302,6 +319,7 @@ class _Origin:
     name: str
     qualname: str
     depth: int
+    stack_args: tuple = ()   # its arguments that carry stack items, not locals of the original
 
 # What the resume function's prologue pushes for each stack slot (bottom first): NULL, a value
 # passed as an argument, or an iterator made from a tuple passed as an argument (a loop's iterator,
@@ -316,6 +334,13 @@ _SLOT_PUSH = {
 
 def is_resume_code(code: types.CodeType) -> bool:
     return code in _RESUME_CODES
+
+
+def stack_args(code: types.CodeType) -> tuple:
+    """The arguments of a resume code that carry stack items (none for any other code): the
+    transformed code of a resume function clears them once loaded, as the prologue does."""
+    origin = _RESUME_CODES.get(code)
+    return origin.stack_args if origin is not None else ()
 
 
 def stack_arg_names(code: types.CodeType, count: int) -> list:
@@ -344,7 +369,7 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
     """
     parent = _RESUME_CODES.get(code)
     origin = _Origin(code.co_name, code.co_qualname, 1) if parent is None \
-        else dataclasses.replace(parent, depth=parent.depth + 1)
+        else _Origin(parent.name, parent.qualname, parent.depth + 1)
     if origin.depth > max_depth:
         raise BreakRefused(f"more than {max_depth} resume functions in a chain (a graph break in a "
                            "long loop: the rest runs uncompiled; TJC_MAX_RESUME_DEPTH raises it)")
@@ -366,6 +391,10 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
             prologue += _SLOT_PUSH[slot](next(names) if slot != NULL else None, lineno)
         else:
             prologue += _enter_again(slot.enter, lineno)
+    # The stack items live on the stack only, as in the original frame: kept as locals too, an
+    # exception among them would reach itself through its traceback and this frame (a cycle that
+    # keeps the frame's locals alive until gc), and locals() would list them.
+    prologue += [Instr("DELETE_FAST", name, lineno=lineno) for name in stack_names]
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     body = []
     found = False
@@ -389,7 +418,7 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple,
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0
     resume = bc.to_code()
-    _RESUME_CODES[resume] = origin
+    _RESUME_CODES[resume] = dataclasses.replace(origin, stack_args=tuple(stack_names))
     return resume
 
 

@@ -275,6 +275,9 @@ class InstructionTranslator:
         """Listing breaks: run the instruction at `self.ip` abstractly, when it is a break already
         listed or a raw instruction that uses an UNKNOWN. False: run it as usual."""
         plan = self.passing_over.get((self.ip, self.arrivals[self.boundary]))
+        if plan is not None and not plan.targets:   # a raise listed already: the frame ends there
+            self.done = True
+            return True
         if plan is not None:
             consumed, pushed, target = plan.consumed, plan.pushed, plan.targets[0]
         elif not inst.first:
