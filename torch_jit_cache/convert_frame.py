@@ -109,13 +109,15 @@ class FrameCompiler:
     _traced_symbolic: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     # How often each code this compiler made an entry for came back with none alive (its entries
-    # evicted because an object they guard by identity died). Weak keys: codes die with their
-    # functions.
+    # evicted because an object they guard by identity died). Keyed by identity, weakly: codes die
+    # with their functions, and equal codes are distinct caches (the resume functions of one
+    # break, made per entry of their frame, compare equal: keyed by value, 9 entries of the frame
+    # read as one resume code evicted 9 times).
     _evicted_returns: object = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.cache_owner = runtime.CacheOwner(self.cache_limit or 0)
-        self._evicted_returns = weakref.WeakKeyDictionary()
+        self._evicted_returns = _IdentityCounts()
         self._dynamic = DynamicPolicy(self.dynamic)
 
     def __call__(self, frame, entries):
@@ -136,10 +138,16 @@ class FrameCompiler:
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
         self._traced_symbolic = False
-        reason = self._compile(frame, entries)
-        if self._traced_symbolic:   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
-            from .tracer.fake_shapes import forget_shape_envs
-            forget_shape_envs()
+        try:
+            # KeyboardInterrupt and SystemExit pass through (_compile): the user's call ends as
+            # eager's would, and nothing is recorded, so the next call compiles again.
+            reason = self._compile(frame, entries)
+        finally:
+            if self._traced_symbolic:   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
+                from .tracer.fake_shapes import forget_shape_envs
+                forget_shape_envs()
+        if isinstance(reason, runtime.GuardedCode):   # an entry: from now on its death counts
+            self._evicted_returns.setdefault(code, 0)
         if isinstance(reason, DynamicMarkError):
             raise reason   # the user's mark_dynamic cannot be honoured: theirs to fix
         if self.observer is not None and isinstance(reason, str):
@@ -170,8 +178,7 @@ class FrameCompiler:
         if entries:
             return False
         returns = self._evicted_returns.get(code)
-        if returns is None:
-            self._evicted_returns[code] = 0
+        if returns is None:   # no entry made yet (a first call, or compiles that were interrupted)
             return False
         returns += 1
         self._evicted_returns[code] = returns
@@ -418,6 +425,28 @@ class FrameCompiler:
         # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.
         guards = build_guards(specs, global_state=False, resolve=resolve)
         return runtime.GuardedCode(code, guards)
+
+
+class _IdentityCounts:
+    """A count per code object, keyed by identity and held weakly (WeakKeyDictionary keys by
+    equality, and equal code objects are distinct caches)."""
+
+    def __init__(self):
+        self._counts: dict = {}   # id(code) -> [weakref to code, count]
+
+    def get(self, code):
+        item = self._counts.get(id(code))
+        return item[1] if item is not None and item[0]() is code else None
+
+    def setdefault(self, code, value):
+        if self.get(code) is None:
+            key = id(code)
+            self._counts[key] = [weakref.ref(code, lambda _, key=key, d=self._counts: d.pop(key, None)), value]
+        return self.get(code)
+
+    def __setitem__(self, code, value):
+        self.setdefault(code, value)
+        self._counts[id(code)][1] = value
 
 
 def _resume_functions(code, f_globals, spec: BreakOutput) -> list:

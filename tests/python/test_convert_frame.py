@@ -188,3 +188,125 @@ def test_a_user_backends_callable_runs_with_interception_off():
         assert torch.equal(compiled(x, True), x * 2)
     assert seen == [False, False]
     assert tjc.stats()["graphs"] == 1
+
+
+# -- interrupted compiles and the reasons fallbacks give (issue 20) ----------------------------
+
+def _plus_one(x):
+    return x + 1
+
+
+def test_interrupted_compiles_leave_no_mark():
+    # A compile interrupted by KeyboardInterrupt (here: the backend, ten times) lets it reach the
+    # user, as eager would; nothing is recorded, and the next call compiles and then hits.
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(1)
+        if len(calls) <= 10:
+            raise KeyboardInterrupt
+        return gm.forward
+
+    compiled = tjc.compile(_plus_one, backend=backend)
+    for _ in range(10):
+        with pytest.raises(KeyboardInterrupt):
+            compiled(torch.zeros(2))
+    before = tjc.stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+        torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    after = tjc.stats()
+    assert len(calls) == 11
+    assert (after["compiles"] - before["compiles"], after["hits"] - before["hits"]) == (1, 1)
+    assert after["fallbacks"] == before["fallbacks"]
+
+
+def test_a_compile_interrupted_while_tracing_leaves_no_mark(monkeypatch):
+    from torch_jit_cache import tracer
+    real, interrupted = tracer.trace, []
+
+    def trace(*args, **kwargs):
+        if len(interrupted) < 10:
+            interrupted.append(1)
+            raise KeyboardInterrupt   # as a signal arriving mid-trace would
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tracer, "trace", trace)
+    compiled = tjc.compile(_plus_one)
+    for _ in range(10):
+        with pytest.raises(KeyboardInterrupt):
+            compiled(torch.zeros(2))
+    before = tjc.stats()
+    torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    after = tjc.stats()
+    assert (after["compiles"] - before["compiles"], after["hits"] - before["hits"]) == (1, 1)
+
+
+class _PrintingBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("", end="")
+        return y.relu()
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self, n=12):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_PrintingBlock() for _ in range(n))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def _texts(seen, caplog):
+    return [str(w.message) for w in seen] + [r.getMessage() for r in caplog.records]
+
+
+def test_equal_resume_codes_are_distinct_caches(caplog):
+    # Each block's forward entry (guarding its `self`) has a resume function of its own; they are
+    # equal as code objects. Keyed by value, the 9th read as one code evicted 9 times ("an object
+    # it guards by identity died") and ran uncompiled from then on, though nothing died.
+    model = _Stack()
+    x = torch.randn(2, 3)
+    expected = model(x)
+    compiled = tjc.compile(model)
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level("INFO", logger="torch_jit_cache"):
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), expected)
+    assert not [t for t in _texts(seen, caplog) if "died" in t or "uncompiled" in t], _texts(seen, caplog)
+    report = tjc.explain(_Stack.forward)(model, x)
+    assert not report.fallbacks, report.fallbacks
+
+
+def _breaks_on_a_float(x, n):
+    y = x + n
+    print("", end="")
+    return y * 2
+
+
+def test_cache_limit_names_the_limit_and_the_failing_guard(caplog):
+    from torch_jit_cache.config import config
+    compiled = tjc.compile(_breaks_on_a_float, cache_limit=3)
+    old = config.log
+    config.log = frozenset({"recompiles"})
+    try:
+        with warnings.catch_warnings(record=True) as seen, caplog.at_level("INFO", logger="torch_jit_cache"):
+            warnings.simplefilter("always")
+            for i in range(12):
+                torch.testing.assert_close(compiled(torch.zeros(2), float(i)), torch.full((2,), 2.0 * i))
+    finally:
+        config.log = old
+    texts = _texts(seen, caplog)
+    assert not [t for t in texts if "died" in t], texts
+    limit = [t for t in texts if "reached the cache limit (3 entries)" in t]
+    assert len(limit) == 1 and "L['n'] == 2.0 failed: got 3.0" in limit[0], texts
+    assert any("recompiling '_breaks_on_a_float'" in t and "L['n'] == 0.0" in t for t in texts), texts
