@@ -26,13 +26,10 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
     compiles is traced as a symbol from then on; True, every dimension of the tensors the frame
     is called with is a symbol from the first compile; False, shapes are always static (each new
     size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (dynamic.py) refine it."""
+    _check_options(fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
+    _check_backend(backend)
     if fn is None:
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
-    if dynamic not in (None, True, False):
-        raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
-    if cache_limit is not None and (not isinstance(cache_limit, int) or isinstance(cache_limit, bool) or cache_limit < 1):
-        raise ValueError(f"cache_limit must be an int >= 1 or None, got {cache_limit!r}")
-    _check_backend(backend)
     # The compiler owns this call's cache (entries, skip/run-only decisions, cache limit): another
     # compile() of the same function never sees or changes it.
     callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
@@ -53,6 +50,21 @@ def explain(fn, *, backend="eager"):
         _compiled(fn, callback)(*args, **kwargs)
         return report
     return run
+
+
+def _check_options(*, fullgraph, dynamic, cache_limit):
+    """A wrong type is a TypeError naming the option (`fullgraph="yes"` would otherwise read as
+    true and compile silently); a value of the right type out of range is a ValueError."""
+    if type(fullgraph) is not bool:
+        raise TypeError(f"fullgraph must be True or False, got {type(fullgraph).__name__} {fullgraph!r}")
+    if dynamic is not None and type(dynamic) is not bool:
+        raise TypeError(f"dynamic must be None, True or False, got {type(dynamic).__name__} {dynamic!r}")
+    if cache_limit is not None:
+        if not isinstance(cache_limit, int) or isinstance(cache_limit, bool):
+            raise TypeError(f"cache_limit must be an int >= 1 or None, got {type(cache_limit).__name__} "
+                            f"{cache_limit!r}")
+        if cache_limit < 1:
+            raise ValueError(f"cache_limit must be an int >= 1 or None, got {cache_limit!r}")
 
 
 def _check_backend(backend):

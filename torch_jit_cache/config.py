@@ -37,13 +37,27 @@ class Config:
     )
 
     def __setattr__(self, name, value):
+        # A wrong type is a TypeError naming the setting (`config.fallback_to_eager = "no"` would
+        # read as true); an int out of range a ValueError; a misspelt name an AttributeError.
+        if name in ("cache_limit", "max_resume_depth"):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"config.{name} must be an int >= 1, got {type(value).__name__} {value!r}")
+            if value < 1:
+                raise ValueError(f"config.{name} must be an int >= 1, got {value!r}")
+        elif name == "fallback_to_eager" and type(value) is not bool:
+            raise TypeError(f"config.fallback_to_eager must be True or False, got {type(value).__name__} {value!r}")
+        elif name == "log":
+            if not isinstance(value, (set, frozenset)) or not all(isinstance(t, str) for t in value):
+                raise TypeError(f"config.log must be a set of topic names, got {value!r}")
+            value = frozenset(value)
+        elif name not in _FIELDS:
+            raise AttributeError(f"config has no setting {name!r} (settings: {', '.join(sorted(_FIELDS))})")
         if name == "cache_limit":
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"cache_limit must be an int >= 1, got {value!r}")
             from . import _C
 
             _C._set_cache_limit(value)
         super().__setattr__(name, value)
 
 
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Config))
 config = Config()

@@ -992,3 +992,34 @@ def test_a_modulelist_slice_is_traced_as_its_layers():
     probe = weakref.ref(model)
     del model, compiled, rest
     assert probe() is None
+
+
+@pytest.mark.parametrize("option, value", [
+    ("fullgraph", "yes"), ("fullgraph", 1), ("fullgraph", None), ("dynamic", "yes"), ("dynamic", 0),
+    ("cache_limit", "8"), ("cache_limit", 2.0), ("cache_limit", True), ("backend", 42),
+])
+def test_options_of_the_wrong_type_raise_type_error_naming_them(option, value):
+    # Checked at the call, decorator form included: `fullgraph="yes"` used to compile silently.
+    with pytest.raises(TypeError, match=option):
+        tjc.compile(f_arith, **{option: value})
+    with pytest.raises(TypeError, match=option):
+        tjc.compile(**{option: value})
+    if option == "backend":
+        with pytest.raises(TypeError, match=option):
+            tjc.explain(f_arith, backend=value)
+
+
+def test_an_option_of_the_right_type_out_of_range_is_a_value_error():
+    with pytest.raises(ValueError, match="cache_limit"):
+        tjc.compile(f_arith, cache_limit=0)
+
+
+@pytest.mark.parametrize("name, value, error", [
+    ("cache_limit", "8", TypeError), ("cache_limit", 0, ValueError), ("max_resume_depth", 2.5, TypeError),
+    ("fallback_to_eager", "no", TypeError), ("log", "recompiles", TypeError), ("cache_limt", 3, AttributeError),
+])
+def test_config_settings_are_checked(name, value, error):
+    before = dict(vars(tjc.config))
+    with pytest.raises(error, match=name):
+        setattr(tjc.config, name, value)
+    assert dict(vars(tjc.config)) == before

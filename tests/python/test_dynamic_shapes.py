@@ -254,7 +254,7 @@ def test_mark_static_wins_over_dynamic_true():
 
 
 def test_compile_refuses_an_unknown_dynamic_value():
-    with pytest.raises(ValueError, match="dynamic must be None, True or False"):
+    with pytest.raises(TypeError, match="dynamic must be None, True or False"):
         tjc.compile(lambda x: x, dynamic="yes")
 
 
