@@ -52,8 +52,16 @@ a real block, rather than setting the state, keeps torch's autocast nesting coun
 as a block's would be (the cache does not outlive one graph or the instruction: a weight cast
 before the break is cast again after it).
 
+A raise (RAISE_VARARGS) is cut with no target: the transformed code runs it after the graph and no
+resume function follows. Nothing the transformed code or a resume function keeps in a local may be
+the exception (exception -> traceback -> frame -> exception keeps every local of the frames it
+passed alive until gc: seed 000): the break code deletes its temporaries before the instruction
+runs and before the resume call, and a resume function's prologue deletes its stack arguments.
+
 What may not be cut here, and falls back to running the whole frame uncompiled (never a wrong
 result):
+- a frame that names `locals`, `vars`, `exec`, `eval`, `_getframe` or `currentframe`
+  (`_INTROSPECTION`): it would see the compiler's locals, not eager's;
 - an instruction inside a try block, or inside a with block of anything but a grad mode or a CPU
   autocast (the exception table would need the block's setup replayed in the resume function);
 - jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a

@@ -181,7 +181,7 @@ class ProgramWriter:
 
     def statement(self) -> None:
         r = self.rng
-        kind = r.randrange(11)
+        kind = r.randrange(13)
         if kind == 0:  # branch on a Python int argument
             name = self.fresh()
             self.emit(f"if n > {r.randrange(0, 4)}:")
@@ -236,6 +236,18 @@ class ProgramWriter:
             name = self.fresh()
             self.emit("with torch.no_grad():")
             self.emit(f"{name} = {self.tensor_expr()}", 1)
+            self.tensors.append(name)
+        elif kind == 11:  # locals() / vars() read after a graph break (issue 20: eager's locals)
+            name = self.fresh()
+            self.emit('print("", end="")')
+            read = r.choice([f"locals()[{r.choice(self.tensors)!r}]", f"vars()[{r.choice(self.tensors)!r}]",
+                             f"({self.tensor_expr()} * len(locals()))"])
+            self.emit(f"{name} = {read} + {self.tensor_expr()}")
+            self.tensors.append(name)
+        elif kind == 12:  # a raise on a path the inputs never take (n <= 4), after tensor work
+            name = self.assign()
+            self.emit(f"if n > {r.randrange(5, 8)} or {name}.dim() > 3:")
+            self.emit(f"raise {r.choice(['ValueError', 'RuntimeError', 'KeyError'])}('unreachable')", 1)
             self.tensors.append(name)
         else:
             self.tensors.append(self.assign())
