@@ -61,7 +61,7 @@ runs and before the resume call, and a resume function's prologue deletes its st
 What may not be cut here, and falls back to running the whole frame uncompiled (never a wrong
 result):
 - a frame that names `locals`, `vars`, `exec`, `eval`, `_getframe` or `currentframe`
-  (`_INTROSPECTION`): it would see the compiler's locals, not eager's;
+  (`_INTROSPECTION`, by the loads of those names): it would see the compiler's locals, not eager's;
 - an instruction inside a try block, or inside a with block of anything but a grad mode or a CPU
   autocast (the exception table would need the block's setup replayed in the resume function);
 - jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a
@@ -128,12 +128,22 @@ _BREAKABLE = frozenset({
     "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "LIST_EXTEND", "SET_UPDATE",
     "DICT_UPDATE", "DICT_MERGE", "LOAD_SUPER_ATTR", "STORE_DEREF", "DELETE_DEREF",
 })
-# Names through which a frame reads its own locals: `locals()`, `vars()`, `exec`/`eval` without a
-# namespace, `sys._getframe()`, `inspect.currentframe()`. A cut frame is not eager's there (the
+# How a frame reads its own locals: the builtins `locals()`, `vars()`, `exec`/`eval` without a
+# namespace (loaded as globals), and the frame getters `sys._getframe()` /
+# `inspect.currentframe()` (loaded as globals or attributes). A cut frame is not eager's there (the
 # resume function receives the live locals alone, under the eager names, and the break instruction
-# runs among the transformed code's temporaries), so a frame that names any of them is never cut:
-# it runs uncompiled where its trace fails. By name, so `vars(obj)` counts too (rare; still right).
-_INTROSPECTION = frozenset({"locals", "vars", "exec", "eval", "_getframe", "currentframe"})
+# runs among the transformed code's temporaries), so a frame that loads any of them is never cut:
+# it runs uncompiled where its trace fails. By load, not by call, so `vars(obj)` counts too (rare;
+# still right); an attribute of that name (`model.eval()`) does not.
+_INTROSPECTION_GLOBALS = frozenset({"locals", "vars", "exec", "eval", "_getframe", "currentframe"})
+_INTROSPECTION_ATTRS = frozenset({"_getframe", "currentframe"})
+_INTROSPECTION = {"LOAD_GLOBAL": _INTROSPECTION_GLOBALS, "LOAD_NAME": _INTROSPECTION_GLOBALS,
+                  "LOAD_ATTR": _INTROSPECTION_ATTRS, "LOAD_METHOD": _INTROSPECTION_ATTRS}
+
+
+def _introspection(insts) -> set:
+    """The names through which the decoded frame reads its own locals (`_INTROSPECTION`)."""
+    return {i.arg for i in insts if i.arg in _INTROSPECTION.get(i.op, ())}
 COND_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
                         "POP_JUMP_IF_NOT_NONE"})   # normalized ops (instructions._RENAMES)
 # (items consumed, items pushed) where the bytecode library's per-instruction numbers are not the
@@ -179,12 +189,12 @@ class BreakPlan:
 def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     """The plan for cutting `code` at decoded `index`, or BreakRefused with the reason: the start
     of a raw instruction, or the TO_BOOL that ends a 3.13 COMPARE_OP (translator `_fail`)."""
-    introspection = _INTROSPECTION.intersection(code.co_names)
+    insts = decode(code).insts
+    introspection = _introspection(insts)
     if introspection:
         raise BreakRefused(f"the frame reads its own locals ({', '.join(sorted(introspection))}): "
                            "a resume function has only the live ones, and the cut instruction "
                            "runs in a frame whose locals are the compiler's")
-    insts = decode(code).insts
     inst = insts[index]
     with_slots = _with_blocks(insts, inst)
     instr = inst.instr

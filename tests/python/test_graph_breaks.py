@@ -822,3 +822,25 @@ def test_a_frame_reading_its_locals_is_not_cut_and_says_why(caplog):
     assert any("reads its own locals (locals)" in r.getMessage() for r in caplog.records)
     with pytest.raises(graph_break.BreakRefused, match="reads its own locals"):
         graph_break.plan_break(_locals_after_break.__code__, 0)
+
+
+class _HasEvalAndVars:
+    """Attributes named like the introspection builtins: `obj.eval()` reads no frame's locals."""
+
+    def __init__(self):
+        self.vars = 2
+
+    def eval(self):
+        return self
+
+
+def _attribute_named_eval_then_break(x, obj):
+    y = x.sin()
+    obj.eval()
+    print("", end="")
+    return y * obj.vars
+
+
+def test_an_attribute_named_like_locals_readers_still_breaks():
+    # Refused by name before: `model.eval()` in forward made every break of the frame a fallback.
+    _check(_attribute_named_eval_then_break, torch.randn(3), _HasEvalAndVars(), graphs=2, breaks=1)
