@@ -64,6 +64,15 @@ class CompiledModule(nn.Module):
 
     __slots__ = ("_compiled_call_impl", "_tjc_module", "_tjc_compiler")
 
+    def __new__(cls, *args, **kwargs):
+        # Called only by code of the wrapped class that builds another of its own kind through
+        # `type(self)(...)` (Sequential and ModuleList slicing, `+`): that gets a plain module of
+        # the wrapped class, uncompiled. compile() makes compiled modules without calling this.
+        wrapped = cls.__dict__.get("_tjc_wrapped_class")
+        if wrapped is None:
+            raise TypeError(f"{cls.__name__} is made by torch_jit_cache.compile(module), not called")
+        return wrapped(*args, **kwargs)
+
     def __init_subclass__(cls, **kwargs):
         # The wrapped class's own __init_subclass__ (a registry of subclasses, say) is not run:
         # the class made here adds no behaviour of its own that such a hook should see.
@@ -171,7 +180,7 @@ def _compiled_class(cls):
     if made is not None:
         return made
     namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__slots__": (),
-                 "__doc__": cls.__doc__}
+                 "__doc__": cls.__doc__, "_tjc_wrapped_class": cls}
     try:
         made = types.new_class(cls.__name__, (CompiledModule, cls), exec_body=lambda ns: ns.update(namespace))
     except Exception as e:   # noqa: BLE001 - any refusal of the class machinery: the fallback below

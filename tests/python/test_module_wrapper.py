@@ -482,3 +482,104 @@ def test_ddp_sees_the_compiled_modules_parameters():
 
     proc = subprocess.run([sys.executable, "-c", _DDP_SCRIPT], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0 and "DDP-OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+# --- classes: what the made subclass must not change ---------------------------------------------
+
+def test_sequential_slicing_of_a_compiled_sequential_gives_a_plain_sequential():
+    seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    compiled = tjc.compile(seq)
+    head = compiled[:2]
+    assert type(head) is nn.Sequential and len(head) == 2 and head[0] is seq[0]
+    assert compiled[0] is seq[0] and len(compiled) == 3
+    x = r(2, 4)
+    assert torch.allclose(head(x), seq[1](seq[0](x)))
+    with pytest.raises(TypeError, match="made by torch_jit_cache.compile"):
+        tjc.CompiledModule()
+
+
+_REGISTERED = []
+
+
+class Registered(nn.Module):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _REGISTERED.append(cls.__name__)
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def double_it(self, x):
+        return self(x) * 2
+
+
+def test_the_wrapped_class_is_kept_and_its_subclass_hook_not_run():
+    compiled = tjc.compile(Registered())
+    assert _REGISTERED == [], "no subclass registered by compiling"
+    assert type(compiled).__name__ == "Registered" and type(compiled).__module__ == __name__
+    assert type(compiled) is type(tjc.compile(Registered())), "one made class per wrapped class"
+    x = r(2, 4)
+    assert torch.allclose(compiled.double_it(x), compiled.original_module(x) * 2)
+    assert repr(compiled) == repr(compiled.original_module)
+
+
+class Slotted(nn.Module):
+    __slots__ = ("tag",)
+
+    def __init__(self):
+        super().__init__()
+        self.tag = 3
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * self.tag
+
+    def scaled(self, x):
+        return self.forward(x) + 1
+
+
+def test_a_class_that_cannot_be_subclassed_is_still_a_compiled_module():
+    module = Slotted().eval()
+    with pytest.warns(RuntimeWarning, match="cannot subclass"):
+        compiled = tjc.compile(module, backend=CompileCounter())
+    assert isinstance(compiled, tjc.CompiledModule) and isinstance(compiled, nn.Module)
+    parent = nn.ModuleDict({"m": compiled})
+    assert [n for n, _ in parent.named_parameters()] == ["m.lin.weight", "m.lin.bias"]
+    x = r(2, 4)
+    assert torch.allclose(compiled(x), module(x)) and compiled.tag == 3
+    assert torch.allclose(compiled.scaled(x), module(x) + 1)
+    assert compiled.double() is compiled and module.lin.weight.dtype == torch.float64
+    assert list(compiled.state_dict()) == ["lin.weight", "lin.bias"]
+    compiled.train(False)
+    assert not module.training
+    assert len(tjc.cache_entries(compiled)) == 1
+
+
+def test_forward_can_be_replaced_and_has_the_modules_signature():
+    import inspect
+
+    child = Child().eval()
+    compiled = tjc.compile(child, backend=CompileCounter())
+    assert list(inspect.signature(compiled.forward).parameters) == ["x"]
+    compiled.forward = lambda x: x * 3
+    x = r(2, 4)
+    assert torch.allclose(compiled(x), x * 3) and torch.allclose(child(x), x * 3)
+    del compiled.forward
+    assert torch.allclose(compiled(x), Child.forward(child, x))
+
+
+def test_a_model_of_blocks_compiled_in_place_then_compiled_whole_is_one_graph():
+    cnt = CompileCounter()
+    eager = Stack()
+    model = Stack()
+    model.load_state_dict(eager.state_dict())
+    for block in model.layers:
+        tjc.compile_(block)
+    whole = tjc.compile(model, backend=cnt)
+    x = r(2, 4)
+    assert torch.allclose(whole(x), eager(x), atol=1e-6)
+    assert cnt.frame_count == 1, "the whole model's trace inlines its blocks"
