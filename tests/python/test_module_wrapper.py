@@ -268,16 +268,20 @@ def test_copies_are_compiled_modules_on_their_own_cache(how):
         assert not torch.equal(dup.lin.weight, child.lin.weight)
 
 
-def test_a_copy_of_a_parent_holds_a_compiled_copy_of_its_child():
+@pytest.mark.parametrize("how", ["deepcopy", "pickle", "torch.save"])
+def test_a_copy_of_a_parent_holds_a_compiled_copy_of_its_child(how):
     _, twin = pair(tjc.compile)
-    dup = copy.deepcopy(twin)
+    twin.raw = twin.child.original_module     # reached twice: copied once
+    dup = _roundtrip(how, twin)
     assert isinstance(dup.child, tjc.CompiledModule)
     assert dup.child.lin.weight is not twin.child.lin.weight
+    assert dup.raw is dup.child.original_module
     assert list(dup.state_dict()) == list(twin.state_dict())
     dup.eval()
     twin.eval()
     x = r(2, 4)
     assert torch.allclose(dup(x), twin(x))
+    assert len(tjc.cache_entries(dup.child)) == 1
 
 
 def test_pickling_with_an_unpicklable_backend_raises_a_clear_error():
