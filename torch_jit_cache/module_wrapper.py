@@ -78,15 +78,12 @@ class CompiledModule(nn.Module):
         # the class made here adds no behaviour of its own that such a hook should see.
         pass
 
+    # Few names of its own, each a data descriptor that wins over the shared dict: a method of the
+    # wrapped class run on the compiled module reads them instead of a same-named attribute.
     @property
     def original_module(self):
         """The module this compiled module wraps (and shares every attribute with)."""
         return self._tjc_module
-
-    @property
-    def compiler(self):
-        """The FrameCompiler whose cache this module's calls use."""
-        return self._tjc_compiler
 
     @property
     def compile_options(self) -> dict:
