@@ -157,13 +157,18 @@ def test_parameters_and_named_parameters_are_the_wrapped_modules():
 
 # --- methods that return self return the compiled module ----------------------------------------
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.eval(), lambda m: m.train(), lambda m: m.train(False), lambda m: m.to("cpu"),
-    lambda m: m.to(torch.float32), lambda m: m.float(), lambda m: m.cpu(), lambda m: m.requires_grad_(),
-    lambda m: m.requires_grad_(False), lambda m: m.apply(lambda s: None), lambda m: m.share_memory(),
-    lambda m: m.type(torch.float32), lambda m: m.double().float(), lambda m: m.bfloat16().float(),
-    lambda m: m.half().float(),
-])
+SELF_RETURNING = {
+    "eval": lambda m: m.eval(), "train": lambda m: m.train(), "train(False)": lambda m: m.train(False),
+    "to(device)": lambda m: m.to("cpu"), "to(dtype)": lambda m: m.to(torch.float32), "float": lambda m: m.float(),
+    "cpu": lambda m: m.cpu(), "requires_grad_": lambda m: m.requires_grad_(),
+    "requires_grad_(False)": lambda m: m.requires_grad_(False), "apply": lambda m: m.apply(lambda s: None),
+    "share_memory": lambda m: m.share_memory(), "type": lambda m: m.type(torch.float32),
+    "double": lambda m: m.double().float(), "bfloat16": lambda m: m.bfloat16().float(),
+    "half": lambda m: m.half().float(),
+}
+
+
+@pytest.mark.parametrize("call", SELF_RETURNING.values(), ids=SELF_RETURNING.keys())
 def test_methods_returning_self_return_the_compiled_module(call):
     cnt = CompileCounter()
     compiled = tjc.compile(Child(), backend=cnt)
