@@ -536,22 +536,21 @@ def test_the_wrapped_class_is_kept_and_its_subclass_hook_not_run():
     assert repr(compiled) == repr(compiled.original_module)
 
 
-class Slotted(nn.Module):
-    __slots__ = ("tag",)
-
-    def __init__(self):
-        super().__init__()
-        self.tag = 3
-        self.lin = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.lin(x) * self.tag
-
-    def scaled(self, x):
-        return self.forward(x) + 1
-
-
 def test_a_class_that_cannot_be_subclassed_is_still_a_compiled_module():
+    class Slotted(nn.Module):   # made here: the warning comes once per class
+        __slots__ = ("tag",)
+
+        def __init__(self):
+            super().__init__()
+            self.tag = 3
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x) * self.tag
+
+        def scaled(self, x):
+            return self.forward(x) + 1
+
     module = Slotted().eval()
     with pytest.warns(RuntimeWarning, match="cannot subclass"):
         compiled = tjc.compile(module, backend=CompileCounter())
