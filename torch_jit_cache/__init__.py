@@ -28,9 +28,19 @@ if _C.__version__ != __version__ or tuple(_C.python_version) != sys.version_info
 
 from . import runtime  # noqa: E402
 from .config import config  # noqa: E402  (the settings instance, e.g. config.cache_limit)
-from .api import cache_entries, compile, disable, explain, reset, stats  # noqa: E402
+from .api import cache_entries, compile, compile_, disable, explain, reset, stats  # noqa: E402
 from .dynamic import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: E402
 from .proxies import allow_in_graph  # noqa: E402
 
-__all__ = ["allow_in_graph", "cache_entries", "compile", "config", "disable", "explain", "mark_dynamic",
-           "mark_static", "maybe_mark_dynamic", "reset", "runtime", "stats"]
+__all__ = ["CompiledModule", "allow_in_graph", "cache_entries", "compile", "compile_", "config", "disable", "explain",
+           "mark_dynamic", "mark_static", "maybe_mark_dynamic", "reset", "runtime", "stats"]
+
+
+def __getattr__(name):
+    # CompiledModule subclasses torch.nn.Module: imported on first use, so that importing this
+    # package needs no torch.
+    if name == "CompiledModule":
+        from .module_wrapper import CompiledModule
+
+        return CompiledModule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

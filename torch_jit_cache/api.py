@@ -1,7 +1,10 @@
-"""The user API: compile(), explain(), disable(), reset(), stats(), cache_entries().
+"""The user API: compile(), compile_(), explain(), disable(), reset(), stats(), cache_entries().
 
     @tjc.compile                      # or tjc.compile(fn_or_module, backend=..., fullgraph=False,
     def f(x, y): ...                  #    dynamic=None, cache_limit=None)
+
+    for block in model.layers:        # a module compiled in place (as nn.Module.compile()),
+        tjc.compile_(block)           #    with the same options
 
 A compiled function runs its frames with this package's cache-miss callback installed (on this
 thread, for the duration of the call); cache hits never re-enter Python-level tracing.
@@ -30,11 +33,32 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
     _check_backend(backend)
     if fn is None:
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
+    return _compiled(fn, _compiler(fn, backend, fullgraph, dynamic, cache_limit))
+
+
+def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None):
+    """Compile an nn.Module in place, as `nn.Module.compile()` does for torch.compile: calling it,
+    directly or from its parent, runs its forward compiled (on this call's own cache), so
+    `for b in model.layers: tjc.compile_(b)` needs no reassignment. Returns the module. Options as
+    for compile(). Copies and pickles of the module are uncompiled (nn.Module drops the compiled
+    call from its state, as for torch's); compile(module) gives a compiled module that copies as one."""
+    module_type = _module_type()
+    if module_type is None or not isinstance(module, module_type):
+        raise TypeError(f"torch_jit_cache.compile_ needs an nn.Module, got {type(module).__name__}")
+    from . import module_wrapper
+
+    module_wrapper.compile_in_place(module, _compiler(module, backend, fullgraph, dynamic, cache_limit))
+    return module
+
+
+def _compiler(fn, backend, fullgraph, dynamic, cache_limit):
+    """The FrameCompiler of one compile() call, its options checked."""
+    _check_options(fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
+    _check_backend(backend)
     # The compiler owns this call's cache (entries, skip/run-only decisions, cache limit): another
     # compile() of the same function never sees or changes it.
-    callback = FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
-                             cache_limit=cache_limit, dynamic=dynamic)
-    return _compiled(fn, callback)
+    return FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
+                         cache_limit=cache_limit, dynamic=dynamic)
 
 
 def explain(fn, *, backend="eager"):
@@ -80,9 +104,9 @@ def _compiled(fn, callback):
     """`fn` (a function, method or module) run under `callback`, the compile() call's compiler."""
     module_type = _module_type()
     if module_type is not None and isinstance(fn, module_type):
-        from .module_wrapper import CompiledModule
+        from . import module_wrapper
 
-        return CompiledModule(fn, callback)
+        return module_wrapper.wrap(fn, callback)
     if not callable(fn):
         raise TypeError(f"torch_jit_cache.compile needs a function, method or nn.Module, got {type(fn).__name__}")
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -104,7 +128,9 @@ def _compiled(fn, callback):
 def _target_code(fn):
     module_type = _module_type()
     if module_type is not None and isinstance(fn, module_type):
-        forward = type(fn).forward
+        from . import module_wrapper
+
+        forward = type(module_wrapper.unwrap(fn)).forward
         return getattr(forward, "__code__", None)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     return getattr(target, "__code__", None)
@@ -145,19 +171,23 @@ def stats() -> dict:
 
 
 def _code_target(fn_or_wrapper):
-    target = getattr(fn_or_wrapper, _WRAPPED, fn_or_wrapper)
     module_type = _module_type()
-    if module_type is not None and isinstance(target, module_type):
-        return type(target).forward
-    inner = getattr(target, "_torch_jit_cache_module", None)
-    if inner is not None:
-        return type(inner).forward
-    return target
+    if module_type is not None and isinstance(fn_or_wrapper, module_type):
+        from . import module_wrapper
+
+        return type(module_wrapper.unwrap(fn_or_wrapper)).forward
+    return getattr(fn_or_wrapper, _WRAPPED, fn_or_wrapper)
 
 
 def cache_entries(fn_or_wrapper):
-    """The live cache entries of a compiled function or module wrapper (that compile() call's own),
-    or of a function or code object (every compile's)."""
-    callback = getattr(fn_or_wrapper, "_torch_jit_cache_callback", None)
+    """The live cache entries of a compiled function, a compiled module or a module compiled in
+    place (that compile() call's own), or of a function or code object (every compile's)."""
+    module_type = _module_type()
+    if module_type is not None and isinstance(fn_or_wrapper, module_type):
+        from . import module_wrapper
+
+        callback = module_wrapper.compiler_of(fn_or_wrapper)
+    else:
+        callback = getattr(fn_or_wrapper, "_torch_jit_cache_callback", None)
     owner = getattr(callback, "cache_owner", None)
     return runtime.cache_entries(_code_target(fn_or_wrapper), owner=owner)

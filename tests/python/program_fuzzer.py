@@ -14,7 +14,9 @@ dict. Each program is built twice from the same seed (two namespaces, two models
 weights): one side runs eagerly, the other through tjc.compile. Call 1 runs both; then one or two
 changes are applied to both sides (a new batch size, another `n`, a global, an attribute, training
 mode, a patched method, a forward hook, aliased or non-contiguous inputs, requires_grad, grad mode)
-and calls 2 and 3 run both again. Outputs (structure, values, dtype, requires_grad), the inputs
+and calls 2 and 3 run both again. Some programs compile the model's blocks as child modules on the
+compiled side (issue 20: `blocks[i] = tjc.compile(block)`, or `tjc.compile_(block)` in place), with
+`f` compiled too or left eager (a compiled child inside an eager parent). Outputs (structure, values, dtype, requires_grad), the inputs
 after the call (mutation), the model's buffers and the config's attributes must all be equal.
 A mismatch raises Mismatch with the seed, the change and the program text.
 """
@@ -275,6 +277,13 @@ class Program:
     batch: int
     n: int
     y_requires_grad: bool
+    # How the compiled side compiles the model's blocks (COMPILED_BLOCKS), or None.
+    compiled_blocks: str | None = None
+
+
+# Compiled child modules: the compiled side's blocks behind tjc.compile as children of the ModuleList,
+# or compiled in place; with "...; f eager" only the blocks are compiled, f runs as written.
+COMPILED_BLOCKS = ["compile", "compile_", "compile; f eager", "compile_; f eager"]
 
 
 def write_program(seed: int) -> Program:
@@ -290,8 +299,10 @@ def write_program(seed: int) -> Program:
     writer.ret()
     body = indent("\n".join(writer.lines), 1)
     source = f"{prelude}\n\ndef f(x, y, n, cfg, model):\n{body}\n"
+    # A generator of its own, so that the programs and draws above stay what they were.
+    blocks = random.Random(f"compiled blocks {seed}").choice([None] * 6 + COMPILED_BLOCKS)
     return Program(seed, source, nblocks=r.randint(1, 3), batch=r.randint(2, 5), n=r.randint(0, 3),
-                   y_requires_grad=r.random() < 0.3)
+                   y_requires_grad=r.random() < 0.3, compiled_blocks=blocks)
 
 
 # --- one side: the program's namespace, its objects and inputs ---------------------------------------
@@ -303,7 +314,15 @@ class Side:
         torch.manual_seed(program.seed)
         self.model = self.ns["Model"](D, program.nblocks)
         self.cfg = self.ns["Cfg"]()
-        self.fn = tjc.compile(self.ns["f"], backend=backend) if compiled else self.ns["f"]
+        mode = program.compiled_blocks if compiled else None
+        if mode is not None:
+            for i, block in enumerate(self.model.blocks):
+                if mode.startswith("compile_"):
+                    tjc.compile_(block, backend=backend)
+                else:
+                    self.model.blocks[i] = tjc.compile(block, backend=backend)
+        self.fn = tjc.compile(self.ns["f"], backend=backend) if compiled and "f eager" not in (mode or "") \
+            else self.ns["f"]
         self.n = program.n
         self.grad_enabled = True
         self.hooks = []
@@ -480,7 +499,9 @@ def check_program(seed: int, change_names=None, backend="eager") -> Outcome:
         compare_call(eager, comp, state, seed + 1, f"call 2 (after {', '.join(names)})")
         compare_call(eager, comp, state, seed + 2, f"call 3 (after {', '.join(names)})")
     except Mismatch as e:
-        raise Mismatch(f"program seed {seed}, changes {names}: {e}\n--- program ---\n{program.source}") from None
+        blocks = f", blocks: {program.compiled_blocks}" if program.compiled_blocks else ""
+        raise Mismatch(f"program seed {seed}, changes {names}{blocks}: {e}\n--- program ---\n{program.source}") \
+            from None
     stats = tjc.stats()
     tjc.reset()
     return Outcome(names, stats["graphs"], stats["fallbacks"])

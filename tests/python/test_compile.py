@@ -1004,6 +1004,8 @@ def test_options_of_the_wrong_type_raise_type_error_naming_them(option, value):
         tjc.compile(f_arith, **{option: value})
     with pytest.raises(TypeError, match=option):
         tjc.compile(**{option: value})
+    with pytest.raises(TypeError, match=option):   # in place too
+        tjc.compile_(torch.nn.Linear(2, 2), **{option: value})
     if option == "backend":
         with pytest.raises(TypeError, match=option):
             tjc.explain(f_arith, backend=value)
