@@ -1,7 +1,7 @@
 """What a trace reads of a tensor input's properties is true of the input and guarded (issue 20).
 
-tracer/variables/tensor.py: the example a static trace runs on keeps the input's strides, storage
-offset, conj/neg bits and inference-ness (static_example); a storage_offset() the trace reads is a
+tracer/variables/tensor.py: the example a static trace runs on keeps the input's strides, conj/neg
+bits and inference-ness (static_example); a storage_offset() the trace reads is the input's, and a
 guard. Every case compares the compiled call with eager on each call, and counts the graphs the
 backend was given where an entry must (or must not) be reused.
 """
@@ -127,7 +127,8 @@ def test_static_example_mirrors_the_input():
     base = torch.arange(40.0)
     x = base.as_strided((3, 4), (1, 5), 2)
     e = static_example(x)
-    assert (e.shape, e.stride(), e.storage_offset()) == (x.shape, x.stride(), x.storage_offset())
+    assert (e.shape, e.stride()) == (x.shape, x.stride())
+    assert e.untyped_storage().nbytes() <= 4 * (1 + 2 * 1 + 3 * 5)   # the view's span, not the offset
     assert torch.equal(e, x) and e.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
     e.add_(1)
     assert torch.equal(x, base.as_strided((3, 4), (1, 5), 2))   # the user's tensor is untouched

@@ -46,19 +46,20 @@ _SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "gr
 
 
 def static_example(real: torch.Tensor) -> torch.Tensor:
-    """The tensor a static trace runs ops on for `real`: a copy with the same sizes, strides,
-    storage offset, conj and neg bits and inference-ness (requires_grad as `real`'s), so that what
-    the trace asks of it (is_contiguous(), storage_offset(), is_inference(), a view that needs a
-    contiguous input) answers as `real` would, and ops on it never touch the user's tensor. A plain
-    clone() would make a non-dense view (x[:, ::2]) contiguous, start at offset 0, resolve the conj
-    bit and drop inference-ness: a wrong branch (issue 20). The copy covers only the span the view
-    reads; the storage below its offset is allocated but never touched."""
+    """The tensor a static trace runs ops on for `real`: a copy with the same sizes, strides, conj
+    and neg bits and inference-ness (requires_grad as `real`'s), so that what the trace asks of it
+    (is_contiguous(), is_inference(), is_conj(), a view that needs a contiguous input) answers as
+    `real` would, and ops on it never touch the user's tensor. A plain clone() would make a
+    non-dense view (x[:, ::2]) contiguous, resolve the conj bit and drop inference-ness: a wrong
+    branch (issue 20). The copy covers only the span the view reads, at storage offset 0 (a slice
+    deep into a large tensor costs no more than the slice): `storage_offset()` is answered from
+    `real` (TensorVariable.call_method)."""
     t = real.detach()
     inference = t.is_inference()
     with torch.inference_mode() if inference else contextlib.nullcontext():
         example = t.clone()
         if t.layout is torch.strided and type(example) is torch.Tensor and not t.is_quantized and \
-                (example.stride() != t.stride() or t.storage_offset() != 0 or t.is_conj() or t.is_neg()):
+                (example.stride() != t.stride() or t.is_conj() or t.is_neg()):
             example = _mirror(t)
     if real.requires_grad:
         example.requires_grad_(True)
@@ -73,10 +74,9 @@ def _mirror(t: torch.Tensor) -> torch.Tensor:
     if raw.is_neg():
         raw = raw._neg_view()     # likewise
     span = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    offset = t.storage_offset()
-    base = torch.empty(offset + span, dtype=t.dtype, device=t.device)
-    base[offset:].copy_(raw.as_strided((span,), (1,), offset))
-    example = base.as_strided(t.shape, t.stride(), offset)
+    base = torch.empty(span, dtype=t.dtype, device=t.device)
+    base.copy_(raw.as_strided((span,), (1,), t.storage_offset()))
+    example = base.as_strided(t.shape, t.stride(), 0)
     if t.is_neg():
         example = example._neg_view()
     if t.is_conj():
@@ -175,15 +175,26 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in _UNGUARDED_READS:
             unsupported(f"tensor.{name}(): a property no guard checks")
-        result = call_op(tx, name, [self, *args], kwargs, method=True)
-        if name == "storage_offset" and result.is_python_constant():
-            # TENSOR_MATCH does not check offsets (slices of one batch share an entry), so a read
-            # offset is guarded by value; a symbolic one is guarded as a symbol (fake_shapes.py).
-            # A tensor the trace made has an offset that follows its inputs' unchecked ones.
-            if self.source is None:
-                unsupported("storage_offset() of a tensor the trace made")
-            tx.output.exact_reads.append((SymbolBinding(self.source, "storage_offset"), result.as_python_constant()))
-        return result
+        if name == "storage_offset" and not args and not kwargs:
+            return self._storage_offset(tx)
+        return call_op(tx, name, [self, *args], kwargs, method=True)
+
+    def _storage_offset(self, tx):
+        """x.storage_offset(). TENSOR_MATCH does not check offsets (slices of one batch share an
+        entry), so an offset read is guarded by value; one that is a symbol (dynamic shapes) is
+        guarded as a symbol (fake_shapes.py). A tensor the trace made has an offset that follows
+        its inputs' unchecked ones: a graph break."""
+        if self.source is None or self.real is None:
+            unsupported("storage_offset() of a tensor the trace made")
+        if tx.output.fake_shapes is None:
+            value = self.real.storage_offset()   # the static example starts at 0 (static_example)
+        else:
+            result = call_op(tx, "storage_offset", [self], {}, method=True)
+            if not result.is_python_constant():
+                return result
+            value = result.as_python_constant()
+        tx.output.exact_reads.append((SymbolBinding(self.source, "storage_offset"), value))
+        return ConstantVariable(value)
 
     def __repr__(self):
         return f"TensorVariable({tuple(self.example.shape)}, {self.example.dtype})"
