@@ -211,6 +211,7 @@ class FrameCompiler:
         def resolve(source):
             return load_source(source, f_locals, f_globals, f_builtins)
 
+        result = None
         step = "dynamic shapes plan"
         plan = self._dynamic.plan(code, f_locals, resolve)
         step = "trace"
@@ -236,11 +237,7 @@ class FrameCompiler:
             specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
                                          value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
                      for g in result.guards]
-            shape_guards = result.shape_guards
-            if shape_guards is not None:
-                shape_guards = dataclasses.replace(shape_guards, bindings=tuple(
-                    (sym, dataclasses.replace(b, source=rewriter.rewrite(b.source)))
-                    for sym, b in shape_guards.bindings))
+            shape_guards = _rewrite_shape_guards(result.shape_guards, rewriter)
             step = "source check"
             arguments, freevars = codegen.argument_names(code), code.co_freevars
             used = [*graph_inputs, *_output_sources(result.output)]
@@ -275,6 +272,14 @@ class FrameCompiler:
                 # them the modules' parameters, which must go when the entry does, by reference
                 # counting (seed 001). Nothing needs the link once the backend is done.
                 result.graph.graph.owning_module = None
+            if result.shape_state is not None:
+                # The backend may have specialised sizes while it compiled (inductor): the guards
+                # come from the ShapeEnv as it stands now, or the entry would serve sizes the
+                # compiled code was not made for (issue 20: a conv compiled for 96 channels run
+                # with 240). A binding it added reads a source checked above.
+                step = "shape guards after the backend"
+                shape_guards = _rewrite_shape_guards(tracer.final_shape_guards(result), rewriter)
+                tracer.release_shape_state(result)
             step = "codegen"
             resume_fns = _resume_functions(code, f_globals, result.output) if cut else ()
             new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output,
@@ -293,6 +298,8 @@ class FrameCompiler:
             return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
         finally:
             self._traced_symbolic = self._traced_symbolic or plan.symbolic
+            if result is not None:
+                tracer.release_shape_state(result)
         COUNTERS["graphs"] += has_graph
         # A frame's first cut, with no graph before it, at a call that failed inside (the compile()
         # target's decorator wrapper calling forward) splits no graph: nothing compiled ran before
@@ -349,7 +356,10 @@ class FrameCompiler:
                 raise failure from None
             return traced, plan
         if isinstance(static_traced[0].output, BreakOutput) and traced is not None:
+            tracer.release_shape_state(static_traced[0])
             return traced, plan
+        if traced is not None:
+            tracer.release_shape_state(traced[0])
         why = str(failure) if failure is not None else traced[1]
         if failure is not None:
             _failure_text(failure, "")
@@ -447,6 +457,13 @@ class _IdentityCounts:
     def __setitem__(self, code, value):
         self.setdefault(code, value)
         self._counts[id(code)][1] = value
+
+
+def _rewrite_shape_guards(shape_guards, rewriter):
+    if shape_guards is None:
+        return None
+    return dataclasses.replace(shape_guards, bindings=tuple(
+        (sym, dataclasses.replace(b, source=rewriter.rewrite(b.source))) for sym, b in shape_guards.bindings))
 
 
 def _resume_functions(code, f_globals, spec: BreakOutput) -> list:

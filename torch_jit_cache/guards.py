@@ -6,6 +6,8 @@ entry never keeps a user module alive; its death evicts the entry.
 """
 from __future__ import annotations
 
+import sys
+
 from . import runtime, shape_guards as _shape_guards
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
@@ -69,6 +71,8 @@ class GuardBuilder:
         method = getattr(node, spec.kind.value)
         if spec.kind in _NO_ARGUMENT:
             method()
+        elif spec.kind is GuardKind.ID_MATCH and _lives_for_the_process(spec.value):
+            method(spec.value, strong=True)
         else:
             method(spec.value)
 
@@ -87,6 +91,18 @@ class GuardBuilder:
         for source, (sizes, strides) in dynamic.items():
             old_sizes, old_strides = self._dynamic.get(source, ((), ()))
             self._dynamic[source] = (tuple(sorted({*old_sizes, *sizes})), tuple(sorted({*old_strides, *strides})))
+
+
+# torch's own singletons, made once per process and kept in torch's tables: guarded by identity,
+# held strongly (they cannot be weakly referenced; holding them keeps nothing alive that would not
+# live anyway). By (module, name) so that this module imports without torch.
+_PROCESS_LIVED_TYPES = {("torch", "dtype"), ("torch", "layout"), ("torch", "memory_format")}
+
+
+def _lives_for_the_process(value) -> bool:
+    cls = type(value)
+    return (getattr(cls, "__module__", None), cls.__name__) in _PROCESS_LIVED_TYPES and \
+        getattr(sys.modules.get("torch"), cls.__name__, None) is cls
 
 
 def _identity_key(spec: GuardSpec):

@@ -78,6 +78,23 @@ class ShapeGuards:
         return {source: (tuple(sorted(s)), tuple(sorted(t))) for source, (s, t) in out.items()}
 
 
+def pinning(shape_guards: ShapeGuards | None, reads) -> ShapeGuards | None:
+    """`shape_guards` (None: none) plus, for each (SymbolBinding, int) in `reads`, a symbol of its
+    own bound there and guarded equal to the int: a value the trace read that neither TENSOR_MATCH
+    nor a symbol checks (a static trace's storage_offset()). None when there is nothing at all."""
+    if not reads:
+        return shape_guards
+    import sympy
+
+    bindings = list(shape_guards.bindings) if shape_guards is not None else []
+    exprs = list(shape_guards.exprs) if shape_guards is not None else []
+    for i, (binding, value) in enumerate(reads):
+        symbol = sympy.Symbol(f"_tjc_read{i}", integer=True)
+        bindings.append((symbol, binding))
+        exprs.append(sympy.Eq(symbol, int(value)))
+    return ShapeGuards(tuple(bindings), shape_guards.ranges if shape_guards is not None else (), tuple(exprs))
+
+
 # ---------------------------------------------------------------------------------------------
 # sympy -> postfix program: a tuple of (op, operand) pairs, ops named as in C++'s kShapeOps.
 

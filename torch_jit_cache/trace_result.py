@@ -267,8 +267,16 @@ class TraceResult:
     # SideEffects on objects outside the graph, in program order: replayed after the graph call,
     # before returning or before the instruction at a graph break.
     side_effects: tuple = ()
-    # shape_guards.ShapeGuards when the trace had symbolic sizes (tracer/fake_shapes.py), else None.
+    # shape_guards.ShapeGuards when the trace had symbolic sizes (tracer/fake_shapes.py) or read an
+    # int no other guard pins (exact_reads), else None: as they stood when the trace ended.
     shape_guards: Any = None
+    # The trace's FakeShapes (its ShapeEnv), kept past the trace because a backend that compiles
+    # symbolically (inductor) adds guards and replacements to it; convert_frame builds the guards
+    # from it after the backend compiled (tracer.final_shape_guards), then releases it.
+    shape_state: Any = None
+    # ((shape_guards.SymbolBinding, int), ...): ints the trace read from an input tensor that no
+    # TENSOR_MATCH checks (its storage_offset()), each guarded to equal the value read.
+    exact_reads: tuple = ()
     # Graph-input mutations the graph performs are part of the graph (in-place ops on inputs).
 
 

@@ -120,8 +120,13 @@ One source of a guard tree (L['x'], L['self'].fc, ...): made by the GuardManager
 never directly. Child getters return the same object for the same source.)doc");
   node.def("type_match", [](GuardManager& self, py::object cls) { raise_if_error(self.add_type_match(cls)); },
            py::arg("cls"))
-      .def("id_match", [](GuardManager& self, py::object obj) { raise_if_error(self.add_id_match(obj)); },
-           py::arg("obj"), "value is obj; obj is held weakly and its death invalidates the tree.")
+      .def("id_match",
+           [](GuardManager& self, py::object obj, bool strong) {
+             raise_if_error(self.add_id_match(obj, strong ? IdHold::kStrong : IdHold::kWeak));
+           },
+           py::arg("obj"), py::kw_only(), py::arg("strong") = false,
+           "value is obj; obj is held weakly and its death invalidates the tree, or strongly when "
+           "strong=True (for objects that live as long as the process: torch.dtype, ...).")
       .def("equals_match",
            [](GuardManager& self, py::object value) { raise_if_error(self.add_equals_match(value)); },
            py::arg("value"))

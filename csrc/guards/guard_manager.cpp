@@ -82,8 +82,8 @@ absl::Status GuardManager::add_value_leaf(const char* guard, Make make) {
 absl::Status GuardManager::add_type_match(py::handle cls) {
   return add_value_leaf("type_match(cls)", [&] { return make_type_match(cls, state_, source_); });
 }
-absl::Status GuardManager::add_id_match(py::handle obj) {
-  return add_value_leaf("id_match(obj)", [&] { return make_id_match(obj, state_, source_); });
+absl::Status GuardManager::add_id_match(py::handle obj, IdHold hold) {
+  return add_value_leaf("id_match(obj)", [&] { return make_id_match(obj, state_, source_, hold); });
 }
 absl::Status GuardManager::add_equals_match(py::handle value) {
   return add_value_leaf("equals_match(value)", [&] { return make_equals_match(value, source_); });

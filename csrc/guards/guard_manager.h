@@ -55,7 +55,7 @@ class GuardManager {
   absl::StatusOr<std::shared_ptr<GuardManager>> child(AccessorKind kind, py::handle operand = py::handle());
 
   absl::Status add_type_match(py::handle cls);
-  absl::Status add_id_match(py::handle obj);
+  absl::Status add_id_match(py::handle obj, IdHold hold = IdHold::kWeak);
   absl::Status add_equals_match(py::handle value);
   absl::Status add_none_match();
   absl::Status add_not_none();

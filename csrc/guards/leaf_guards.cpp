@@ -282,8 +282,9 @@ absl::StatusOr<LeafPtr> make_type_match(py::handle cls, const std::shared_ptr<Tr
 }
 
 absl::StatusOr<LeafPtr> make_id_match(py::handle obj, const std::shared_ptr<TreeState>& state,
-                                      const std::string& source) {
-  absl::StatusOr<WeakTarget> target = WeakTarget::watch(obj, state, source, "ID_MATCH");
+                                      const std::string& source, IdHold hold) {
+  absl::StatusOr<WeakTarget> target = hold == IdHold::kStrong ? WeakTarget::hold(obj, state)
+                                                              : WeakTarget::watch(obj, state, source, "ID_MATCH");
   if (!target.ok()) return target.status();
   return LeafPtr(new IdMatch(std::move(*target), identity_label(obj.ptr())));
 }

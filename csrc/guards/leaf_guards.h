@@ -78,9 +78,13 @@ using LeafPtr = std::unique_ptr<LeafGuard>;
 // TYPE_MATCH: type(value) is cls. A heap type is held weakly (its death invalidates the tree).
 absl::StatusOr<LeafPtr> make_type_match(py::handle cls, const std::shared_ptr<TreeState>& state,
                                         const std::string& source);
-// ID_MATCH: value is obj; obj held weakly (TypeError status when it cannot be).
+// How ID_MATCH holds its object. kWeak: weakly, its death invalidates the tree (TypeError status
+// when it cannot be weakly referenced; singletons and static types are held strongly anyway).
+// kStrong: strongly, for objects the caller knows live as long as the process (torch.dtype, ...).
+enum class IdHold { kWeak, kStrong };
+// ID_MATCH: value is obj.
 absl::StatusOr<LeafPtr> make_id_match(py::handle obj, const std::shared_ptr<TreeState>& state,
-                                      const std::string& source);
+                                      const std::string& source, IdHold hold = IdHold::kWeak);
 // EQUALS_MATCH: type(value) is type(expected) and value == expected; expected must be an immutable
 // builtin (TypeError status otherwise).
 absl::StatusOr<LeafPtr> make_equals_match(py::handle expected, const std::string& source);

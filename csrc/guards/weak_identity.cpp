@@ -59,13 +59,15 @@ WeakTarget::~WeakTarget() {
   if (is_weak() && state_) --state_->weak_watches;
 }
 
+WeakTarget WeakTarget::hold(py::handle obj, const std::shared_ptr<TreeState>& state) {
+  return WeakTarget(obj.ptr(), py::object(), py::reinterpret_borrow<py::object>(obj), state);
+}
+
 absl::StatusOr<WeakTarget> WeakTarget::watch(py::handle obj,
                                              const std::shared_ptr<TreeState>& state,
                                              const std::string& source, const char* guard_name) {
   PyObject* raw = obj.ptr();  // borrowed
-  if (is_immortal_singleton(raw) || is_static_type(raw)) {
-    return WeakTarget(raw, py::object(), py::reinterpret_borrow<py::object>(obj), state);
-  }
+  if (is_immortal_singleton(raw) || is_static_type(raw)) return hold(obj, state);
   if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(raw))) {
     return type_error_status(absl::StrCat(
         source, ": ", guard_name, " needs a weakrefable object, got ", short_type_name(raw),

@@ -11,7 +11,10 @@
 // which drops the callback and the capsule: the callback can no longer fire.
 //
 // Immortal-ish singletons (None, True, False, Ellipsis, NotImplemented) and static (non-heap)
-// types are held strongly instead: they never die and holding them costs nothing.
+// types are held strongly instead: they never die and holding them costs nothing. So are objects
+// Python vouches for as living as long as the process (`hold`): torch.dtype, torch.layout and
+// torch.memory_format are singletons in torch's own tables and cannot be weakly referenced; C++
+// cannot tell them from other objects, Python decides (guards.py).
 //
 // Threads: created, checked and destroyed under the GIL.
 #pragma once
@@ -35,6 +38,8 @@ class WeakTarget {
   // object cannot be weakly referenced; `guard_name` names the guard in that message.
   static absl::StatusOr<WeakTarget> watch(py::handle obj, const std::shared_ptr<TreeState>& state,
                                           const std::string& source, const char* guard_name);
+  // Holds `obj` (borrowed) strongly: for objects that live as long as the process anyway.
+  static WeakTarget hold(py::handle obj, const std::shared_ptr<TreeState>& state);
 
   WeakTarget(WeakTarget&&) noexcept = default;
   WeakTarget& operator=(WeakTarget&&) = delete;  // would lose the old target's watch count

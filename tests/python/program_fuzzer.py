@@ -9,14 +9,17 @@ factories, lambdas), a user config object with attributes and a method, an nn.Mo
 ModuleList of blocks (Linear, buffers, plain attributes, a `training` branch), and a function `f(x,
 y, n, cfg, model)` made of random statements: tensor expressions, Python control flow on Python
 values (ints, flags, globals, attributes), loops, lists/dicts/tuples, in-place updates of fresh
-tensors, of an input and of a buffer, `no_grad` blocks, and a return of a tensor, tuple, list or
+tensors, of an input and of a buffer, `no_grad` blocks, branches on an input's properties
+(is_contiguous, is_inference, strides, storage offset), sizes that depend on tensor values
+(nonzero, a boolean mask, arange to a count), and a return of a tensor, tuple, list or
 dict. Each program is built twice from the same seed (two namespaces, two models with equal
 weights): one side runs eagerly, the other through tjc.compile. Call 1 runs both; then one or two
 changes are applied to both sides (a new batch size, another `n`, a global, an attribute, training
-mode, a patched method, a forward hook, aliased or non-contiguous inputs, requires_grad, grad mode)
-and calls 2 and 3 run both again. Some programs compile the model's blocks as child modules on the
-compiled side (issue 20: `blocks[i] = tjc.compile(block)`, or `tjc.compile_(block)` in place), with
-`f` compiled too or left eager (a compiled child inside an eager parent). Outputs (structure, values, dtype, requires_grad), the inputs
+mode, a patched method, a forward hook, aliased, non-contiguous, non-dense, offset or inference-mode
+inputs, requires_grad, grad mode) and calls 2 and 3 run both again. Some programs compile the
+model's blocks as child modules on the compiled side (issue 20: `blocks[i] = tjc.compile(block)`, or
+`tjc.compile_(block)` in place), with `f` compiled too or left eager (a compiled child inside an
+eager parent). Outputs (structure, values, dtype, requires_grad), the inputs
 after the call (mutation), the model's buffers and the config's attributes must all be equal.
 A mismatch raises Mismatch with the seed, the change and the program text.
 """
@@ -234,6 +237,23 @@ class ProgramWriter:
         elif kind == 7 and not self.mutates_x:  # in-place update of an input (x never requires grad)
             self.mutates_x = True
             self.emit(f"x.mul_({round(r.uniform(0.5, 1.5), 2)})")
+        elif kind == 11:  # a branch on a property of an input the guards must pin (issue 20)
+            name = self.fresh()
+            cond = r.choice(["x.is_contiguous()", "not x.is_inference()", "x.stride(0) == 4",
+                             "x.storage_offset() > 0", "x.is_contiguous(memory_format=torch.contiguous_format)",
+                             "y.is_contiguous() and x.is_contiguous()"])
+            self.emit(f"if {cond}:")
+            self.emit(f"{name} = {self.tensor_expr()}", 1)
+            self.emit("else:")
+            self.emit(f"{name} = {self.tensor_expr()} * {self.number()}", 1)
+            self.tensors.append(name)
+        elif kind == 12:  # a size that depends on tensor values: a graph break, never a constant
+            name = self.fresh()
+            size = r.choice(["x.nonzero().shape[0]", "len(x[x > 0])", "torch.arange(0, (x > 0).sum()).numel()",
+                             "torch.unique((y > 0).long()).shape[0]", "x.masked_select(x > 0.5).size(0)",
+                             "torch.repeat_interleave(torch.ones(2), (x[0, :2] > 0).long()).shape[0]"])
+            self.emit(f"{name} = {self.tensor_expr()} + {size}")
+            self.tensors.append(name)
         elif kind == 8:  # no_grad block
             name = self.fresh()
             self.emit("with torch.no_grad():")
@@ -332,18 +352,44 @@ class Side:
             return self.fn(x, y, self.n, self.cfg, self.model)
 
 
-def make_inputs(seed: int, batch: int, y_requires_grad: bool, noncontiguous=False, aliased=False):
+def make_inputs(seed: int, batch: int, y_requires_grad: bool, noncontiguous=False, aliased=False,
+                strided=False, offset=False, inference=False):
+    """x is (batch, D): transposed (noncontiguous), a non-dense view (strided: every other column
+    of a wider tensor), a view at a storage offset (offset: rows of a taller tensor), or made under
+    inference_mode (inference); y is x (aliased) or another tensor."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(D, batch, generator=g).t() if noncontiguous else torch.randn(batch, D, generator=g)
+    if noncontiguous:
+        x = torch.randn(D, batch, generator=g).t()
+    elif strided:
+        x = torch.randn(batch, 2 * D, generator=g)[:, ::2]
+    elif offset:
+        x = torch.randn(batch + 2, D, generator=g)[2:]
+    else:
+        x = torch.randn(batch, D, generator=g)
+    if inference:
+        with torch.inference_mode():
+            x = _same_layout(x)
     y = x if aliased else torch.randn(batch, D, generator=g).requires_grad_(y_requires_grad)
     return x, y
 
 
+def _same_layout(x):
+    """A copy of x with its sizes, strides and storage offset (under the caller's inference mode)."""
+    span = 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride())) if x.numel() else 0
+    base = torch.empty(x.storage_offset() + span)
+    out = base.as_strided(x.shape, x.stride(), x.storage_offset())
+    out.copy_(x.detach())
+    return out
+
+
 def clone_inputs(x, y):
-    """Equal, independent inputs for the other side (aliasing and layout kept)."""
-    x2 = x.detach().clone(memory_format=torch.preserve_format)
-    if x.stride() != x2.stride():
-        x2 = torch.empty_strided(x.size(), x.stride()).copy_(x)
+    """Equal, independent inputs for the other side (aliasing, layout, offset and inference-ness
+    kept)."""
+    if x.is_inference():
+        with torch.inference_mode():
+            x2 = _same_layout(x)
+    else:
+        x2 = _same_layout(x)
     y2 = x2 if y is x else y.detach().clone().requires_grad_(y.requires_grad)
     return x2, y2
 
@@ -416,6 +462,9 @@ CHANGES = {
     "forward pre-hook": lambda r: _add_forward_pre_hook,
     "aliased inputs": lambda r: _input_change(aliased=True),
     "non-contiguous x": lambda r: _input_change(noncontiguous=True),
+    "non-dense x": lambda r: _input_change(strided=True),
+    "x at an offset": lambda r: _input_change(offset=True),
+    "inference x": lambda r: _input_change(inference=True),
     "y requires grad": lambda r: _input_change(y_requires_grad=True),
     "no_grad": lambda r: _no_grad,
     "nothing": lambda r: (lambda side, state: None),
@@ -456,7 +505,8 @@ def run_side(side: Side, x, y):
 
 
 def compare_call(eager: Side, comp: Side, state: dict, seed: int, where: str) -> None:
-    x, y = make_inputs(seed, state["batch"], state["y_requires_grad"], state["noncontiguous"], state["aliased"])
+    x, y = make_inputs(seed, state["batch"], state["y_requires_grad"], state["noncontiguous"], state["aliased"],
+                       state["strided"], state["offset"], state["inference"])
     x2, y2 = clone_inputs(x, y)
     expected, got = run_side(eager, x, y), run_side(comp, x2, y2)
     if expected[0] != got[0]:
@@ -489,7 +539,7 @@ def check_program(seed: int, change_names=None, backend="eager") -> Outcome:
     tjc.reset()
     eager, comp = Side(program, compiled=False), Side(program, compiled=True, backend=backend)
     state = {"batch": program.batch, "y_requires_grad": program.y_requires_grad,
-             "noncontiguous": False, "aliased": False}
+             "noncontiguous": False, "aliased": False, "strided": False, "offset": False, "inference": False}
     try:
         compare_call(eager, comp, state, seed, "call 1")
         for name in names:

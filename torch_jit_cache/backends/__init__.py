@@ -170,6 +170,26 @@ def aot_eager(gm, example_inputs):
 
 @register("inductor")
 def inductor(gm, example_inputs):
+    import torch
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(gm, example_inputs)
+    if not any(isinstance(t, torch.Tensor) and _symbolic(t) for t in example_inputs):
+        return compile_fx(gm, example_inputs)
+    # With symbolic sizes, the sizes inductor specialises while it compiles (a convolution's channel
+    # count) are replacements in the ShapeEnv, which convert_frame reads back into the entry's
+    # guards (issue 20). A compiled graph loaded from inductor's FX graph cache (or AOTAutograd's)
+    # brings the cached compile's guards but not its replacements: an entry made from it would
+    # serve sizes its code asserts against (`expected size 240==96`). So symbolic graphs compile
+    # without those caches.
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        return compile_fx(gm, example_inputs)
+
+
+def _symbolic(t) -> bool:
+    import torch
+
+    return any(isinstance(d, torch.SymInt) for d in (*t.shape, *t.stride()))

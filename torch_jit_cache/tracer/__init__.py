@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .. import graph_break
+from ..shape_guards import pinning
 from ..sources import LocalSource
 from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, FunctionOutput, GraphOutput, IterOutput,
                             ModeSwitch,
@@ -92,16 +93,36 @@ def _trace(code, f_locals, f_globals, f_builtins, closure, cut, plan) -> TraceRe
         except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error
             raise Unsupported(f"building the fx graph failed: {type(e).__name__}: {e}",
                               filename=code.co_filename, lineno=code.co_firstlineno) from None
-        shape_guards = None
-        if output.fake_shapes is not None:
-            output.fake_shapes.check_marks()
-            shape_guards = output.fake_shapes.guards()
-        return TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
-                           example_inputs=list(output.example_inputs), output=spec,
-                           guards=output.guards, side_effects=effects, shape_guards=shape_guards)
+        result = TraceResult(graph=gm, graph_inputs=list(output.graph_inputs),
+                             example_inputs=list(output.example_inputs), output=spec,
+                             guards=output.guards, side_effects=effects,
+                             shape_state=output.fake_shapes, exact_reads=tuple(output.exact_reads))
+        result.shape_guards = final_shape_guards(result)
+        output.fake_shapes = None   # handed to the result: released by its user (release_shape_state)
+        return result
     finally:
         output.release()
         del tx, output
+
+
+def final_shape_guards(result: TraceResult):
+    """The shape guards of `result` from its ShapeEnv as it stands now: called when the trace ends
+    and again after the backend compiled, which may have specialised sizes (inductor fixing a
+    convolution's channel count adds a replacement and a guard to the ShapeEnv). A size the backend
+    made a constant is no symbol's any more, so TENSOR_MATCH checks it. Raises Unsupported for a
+    guard that cannot be built: the entry is then not made."""
+    shape_guards = None
+    if result.shape_state is not None:
+        result.shape_state.check_marks()
+        shape_guards = result.shape_state.guards()
+    return pinning(shape_guards, result.exact_reads)
+
+
+def release_shape_state(result: TraceResult) -> None:
+    """Drops `result`'s ShapeEnv and fake inputs (fake_shapes.py: nothing may wait for the collector)."""
+    if result.shape_state is not None:
+        result.shape_state.release()
+        result.shape_state = None
 
 
 def _root_args(code, f_locals) -> dict:

@@ -78,6 +78,9 @@ class OutputGraph:
         # Whether the trace guarded torch's global module-hook dicts empty (nn_module.py): once per
         # trace, through whichever module was called first.
         self.global_hooks_guarded = False
+        # (shape_guards.SymbolBinding, int): ints read from input tensors that TENSOR_MATCH does not
+        # check (storage_offset()), guarded by value (trace_result.TraceResult.exact_reads).
+        self.exact_reads: list = []
         # What the trace does to objects outside the graph, replayed after it (side_effects.py).
         self.side_effects = SideEffects(self.add_guard)
         # Grad mode (contexts.py). `entry_grad_mode`: the frame's at its start (the GLOBAL_STATE

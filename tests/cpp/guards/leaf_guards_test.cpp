@@ -78,6 +78,18 @@ TEST_F(LeafGuards, IdMatchHoldsSingletonsStrongly) {
   EXPECT_EQ(leaf->describe(), "ID_MATCH: None");
 }
 
+TEST_F(LeafGuards, IdMatchStrongHoldsWhatCannotBeWeaklyReferenced) {
+  // torch.dtype is not weakrefable; Python asks for a strong hold (guards.py). An int stands in.
+  py::object big = py::int_(100000);
+  LeafPtr leaf = ok_or_die(make_id_match(big, state, source, IdHold::kStrong));
+  EXPECT_EQ(state->weak_watches, 0);
+  EXPECT_TRUE(leaf->check(big.ptr()));
+  py::object other = py::int_(100001);
+  EXPECT_FALSE(leaf->check(other.ptr()));
+  EXPECT_EQ(leaf->describe(), "ID_MATCH: <int object>");  // strong: no "(weak)"
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
 TEST_F(LeafGuards, EqualsMatchIsTypeExact) {
   LeafPtr leaf = ok_or_die(make_equals_match(py::int_(3), source));
   EXPECT_TRUE(leaf->check(py::int_(3).ptr()));

@@ -7,7 +7,9 @@ call) and functools.partial objects, guards on their parts instead (`__code__` b
 cells, defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for
 plain user objects, dict subclasses and os.environ (their attributes and items are guarded
 where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
-when one tensor is reached through a second source. `guard=False` is for attributes of trusted
+when one tensor is reached through a second source; torch.dtype, torch.layout and
+torch.memory_format by identity (held strongly), torch.device by value (its type and index).
+`guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
 from __future__ import annotations
@@ -38,7 +40,7 @@ from .new_object import UserClassVariable, is_user_class
 from .nn_module import NNModuleVariable
 from .opaque import OpaqueVariable
 from .symbolic import SymNodeVariable
-from .tensor import TensorVariable, TorchFunctionVariable
+from .tensor import TensorVariable, TorchFunctionVariable, static_example
 from .user_object import (DictSubclassVariable, EnvironVariable, UserObjectVariable, is_dict_subclass_object,
                           is_plain_user_object)
 
@@ -111,9 +113,7 @@ def _wrap(tx, value, source, guard):
         if out.fake_shapes is not None:   # symbolic sizes where the plan says (dynamic.py)
             example = out.fake_shapes.fakeify(value, source, choices)
         else:
-            example = value.detach().clone()
-            if value.requires_grad:
-                example.requires_grad_(True)
+            example = static_example(value)
         vt = TensorVariable(out, example, source=source, real=value)
         out.by_id[id(value)] = vt
         out.keepalive.append(value)
@@ -131,7 +131,14 @@ def _wrap(tx, value, source, guard):
         g(GuardKind.EQUALS_MATCH, value)
         return ConstantVariable(value, source)
     if isinstance(value, _TORCH_SINGLETONS):
-        g(GuardKind.ID_MATCH, value)
+        g(GuardKind.ID_MATCH, value)   # held strongly: guards.py
+        return ConstantVariable(value, source)
+    if type(value) is torch.device:
+        # Made anew by every torch.device(...) and x.device: equal devices are different objects,
+        # so guarded by value, through the two fields that make it.
+        g(GuardKind.TYPE_MATCH, torch.device)
+        g(GuardKind.EQUALS_MATCH, value.type, AttrSource(source, "type"))
+        g(GuardKind.EQUALS_MATCH, value.index, AttrSource(source, "index"))
         return ConstantVariable(value, source)
     if isinstance(value, nn.Module):
         if source is None:

@@ -13,6 +13,7 @@ import sys
 import torch
 
 from ...attribute_lookup import Where, lookup
+from ...shape_guards import SymbolBinding
 from ...sources import AttrSource
 from ...trace_result import GuardKind, Unsupported
 from ..output_graph import mark_side_effect
@@ -20,6 +21,7 @@ from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import ListVariable, TupleVariable
 from .symbolic import SymNodeVariable, is_symbolic, wrap_symbolic
+from .value_sizes import judge_subscript, refusing_value_sizes
 
 # Methods/functions whose result depends on tensor *values* in a way a static graph cannot keep
 # (Python scalars, data-dependent shapes) or that change autograd/global state.
@@ -33,10 +35,53 @@ DATA_DEPENDENT = frozenset({
 })
 _CONSTANT_ATTRS = frozenset({"dtype", "device", "layout", "ndim", "is_cuda", "is_sparse",
                              "is_quantized", "is_meta", "is_complex"})
+# Tensor methods whose answer no guard checks (TENSOR_MATCH pins the type, dtype, device, sizes,
+# strides, requires_grad and the dispatch keys, which carry conj, neg, inference, sparse, quantized
+# and nested), and which the example cannot answer as the input would: a graph break.
+_UNGUARDED_READS = frozenset({"is_shared", "is_pinned", "is_set_to", "_is_view"})
 _TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
 # Tensor getsets whose read never raises AttributeError on a dense tensor (hasattr is True).
 _SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "grad_fn", "_version",
                                    "is_leaf", "names"}
+
+
+def static_example(real: torch.Tensor) -> torch.Tensor:
+    """The tensor a static trace runs ops on for `real`: a copy with the same sizes, strides, conj
+    and neg bits and inference-ness (requires_grad as `real`'s), so that what the trace asks of it
+    (is_contiguous(), is_inference(), is_conj(), a view that needs a contiguous input) answers as
+    `real` would, and ops on it never touch the user's tensor. A plain clone() would make a
+    non-dense view (x[:, ::2]) contiguous, resolve the conj bit and drop inference-ness: a wrong
+    branch (issue 20). The copy covers only the span the view reads, at storage offset 0 (a slice
+    deep into a large tensor costs no more than the slice): `storage_offset()` is answered from
+    `real` (TensorVariable.call_method)."""
+    t = real.detach()
+    inference = t.is_inference()
+    with torch.inference_mode() if inference else contextlib.nullcontext():
+        example = t.clone()
+        if t.layout is torch.strided and type(example) is torch.Tensor and not t.is_quantized and \
+                (example.stride() != t.stride() or t.is_conj() or t.is_neg()):
+            example = _mirror(t)
+    if real.requires_grad:
+        example.requires_grad_(True)
+    return example
+
+
+def _mirror(t: torch.Tensor) -> torch.Tensor:
+    """A copy of the strided tensor `t`'s memory, viewed as `t` is (see static_example)."""
+    raw = t
+    if raw.is_conj():
+        raw = raw.conj()          # toggles the bit: the same memory, read without conjugation
+    if raw.is_neg():
+        raw = raw._neg_view()     # likewise
+    span = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    base = torch.empty(span, dtype=t.dtype, device=t.device)
+    base.copy_(raw.as_strided((span,), (1,), t.storage_offset()))
+    example = base.as_strided(t.shape, t.stride(), 0)
+    if t.is_neg():
+        example = example._neg_view()
+    if t.is_conj():
+        example = example.conj()
+    return example
 
 
 class TensorVariable(VariableTracker):
@@ -128,7 +173,28 @@ class TensorVariable(VariableTracker):
         return found.where is Where.INSTANCE_DICT
 
     def call_method(self, tx, name, args, kwargs):
+        if name in _UNGUARDED_READS:
+            unsupported(f"tensor.{name}(): a property no guard checks")
+        if name == "storage_offset" and not args and not kwargs:
+            return self._storage_offset(tx)
         return call_op(tx, name, [self, *args], kwargs, method=True)
+
+    def _storage_offset(self, tx):
+        """x.storage_offset(). TENSOR_MATCH does not check offsets (slices of one batch share an
+        entry), so an offset read is guarded by value; one that is a symbol (dynamic shapes) is
+        guarded as a symbol (fake_shapes.py). A tensor the trace made has an offset that follows
+        its inputs' unchecked ones: a graph break."""
+        if self.source is None or self.real is None:
+            unsupported("storage_offset() of a tensor the trace made")
+        if tx.output.fake_shapes is None:
+            value = self.real.storage_offset()   # the static example starts at 0 (static_example)
+        else:
+            result = call_op(tx, "storage_offset", [self], {}, method=True)
+            if not result.is_python_constant():
+                return result
+            value = result.as_python_constant()
+        tx.output.exact_reads.append((SymbolBinding(self.source, "storage_offset"), value))
+        return ConstantVariable(value)
 
     def __repr__(self):
         return f"TensorVariable({tuple(self.example.shape)}, {self.example.dtype})"
@@ -213,8 +279,12 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     ex_args = [a.as_example() for a in args]
     ex_kwargs = {k: v.as_example() for k, v in kwargs.items()}
     shapes = tx.output.fake_shapes
+    subscript = name in ("getitem", "__getitem__", "setitem", "__setitem__")
+    if subscript and len(ex_args) > 1:
+        judge_subscript(ex_args[1])
     try:
-        with (shapes.running() if shapes is not None else contextlib.nullcontext()):
+        with (shapes.running() if shapes is not None else contextlib.nullcontext()), \
+                refusing_value_sizes(name, allow_scalar_reads=subscript):
             if method:
                 result = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
             else:

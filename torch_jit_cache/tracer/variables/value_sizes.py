@@ -1,0 +1,71 @@
+"""Refusing ops whose output size depends on tensor values, before they run in the trace.
+
+A graph keeps an op's output size only as the trace saw it: `torch.arange(0, b.max())` traced with
+b = [3] gives a 3-element example, and whatever the trace then reads of it (`.shape[0]`, `len()`,
+a loop over it) becomes a constant of the graph, silently wrong for b = [5] (issue 20). Until
+unbacked sizes exist (issue 21), such an op is a graph break: it is refused before it runs on the
+examples, so it runs at call time, eagerly, after the graph before it.
+
+What counts, seen from the aten ops a call dispatches (a TorchDispatchMode, entered only around one
+example op at a time):
+- an op torch tags `dynamic_output_shape` (nonzero, unique, masked_select, repeat_interleave with
+  tensor repeats, a boolean-mask index); aten.index.Tensor carries the tag for any tensor index, but
+  only a bool/uint8 index makes the size depend on values, so integer indices pass;
+- `_local_scalar_dense` reached from the call itself rather than inside another kernel: a tensor
+  handed where Python wants a number (an arange end, a size, a slice bound) is read with `.item()`
+  by torch's argument parser. Kernels that read a scalar inside (linalg's error checks) run below
+  the mode and are not seen.
+A subscript is judged from its index instead (`judge_subscript`): a 0-d integer tensor used as an
+index selects one entry, whose size does not depend on the value, and the graph reads the index at
+call time; a tensor slice bound or a boolean mask is refused.
+
+The mode costs one Python call per aten op while tracing (never on the compiled path).
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .base import unsupported
+
+_DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
+_MASK_DTYPES = (torch.bool, torch.uint8)
+
+
+def _mask_index(indices) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.dtype in _MASK_DTYPES for t in indices or ())
+
+
+class _ValueSizes(TorchDispatchMode):
+    """Raises Unsupported on the first aten op whose output size would depend on tensor values."""
+
+    def __init__(self, name: str, allow_scalar_reads: bool):
+        super().__init__()
+        self.name = name
+        self.allow_scalar_reads = allow_scalar_reads
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default and not self.allow_scalar_reads:
+            unsupported(f"{self.name}(): a tensor's value is used as a number (a size, an arange end, "
+                        "a slice bound): the result's size would be a constant of the graph")
+        if _DYNAMIC_SHAPE in func.tags:
+            index_op = func.overloadpacket in (torch.ops.aten.index, torch.ops.aten._unsafe_index)
+            if not index_op or _mask_index(args[1] if len(args) > 1 else kwargs.get("indices")):
+                unsupported(f"{self.name}(): the size of {func.overloadpacket.__name__}'s result "
+                            "depends on tensor values")
+        return func(*args, **kwargs)
+
+
+def refusing_value_sizes(name: str, allow_scalar_reads: bool = False):
+    """The context to run one example op `name` in (see the module docstring)."""
+    return _ValueSizes(name, allow_scalar_reads)
+
+
+def judge_subscript(index) -> None:
+    """Refuses a subscript whose index has a slice with a tensor bound; its other 0-d tensors are
+    indices of their own, read as numbers harmlessly (see the module docstring)."""
+    items = index if isinstance(index, tuple) else (index,)
+    for item in items:
+        if isinstance(item, slice) and any(isinstance(b, torch.Tensor) for b in (item.start, item.stop, item.step)):
+            unsupported("a slice bounded by a tensor value: the result's size would be a constant of the graph")
