@@ -17,7 +17,7 @@ from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, FunctionOutp
                             SourceOutput, TraceResult, TupleOutput, Unsupported, walk)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
-from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
+from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
 from .variables.contexts import AutocastExitVariable, GradModeExitVariable
@@ -353,7 +353,7 @@ class _Rebuilder:
             raise _GeneratorAtBreak(None)   # trace() moves the cut (generators.py)
         if isinstance(v, IteratorVariable):
             if self.live_iterator(v):
-                return IterOutput(SourceOutput(v.origin.source), v.index)
+                return IterOutput(self(v.origin), v.index)
             return IterOutput(None, 0, self.remaining(v))
         return v.reconstruct(self)   # containers come back here for each item
 
@@ -362,7 +362,8 @@ class _Rebuilder:
         """Whether the loop iterator `v` must stay Python's own iterator over the very list or
         dict read from the frame (the rest of the frame may change it, and the loop must see
         that); otherwise it may be rebuilt from its remaining items."""
-        return isinstance(v.origin, (ListVariable, DictVariable)) and v.origin.source is not None
+        origin = v.origin.mapping if isinstance(v.origin, DictViewVariable) else v.origin
+        return isinstance(origin, (ListVariable, DictVariable)) and origin.source is not None
 
     def remaining(self, v) -> tuple:
         """The specs of the items `v` has still to yield (each container it iterates reached once)."""

@@ -141,12 +141,6 @@ class SuperVariable(VariableTracker):
             owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
-        if isinstance(raw, types.FunctionType) and hasattr(self.obj, "module_call") and \
-                issubclass(mro[i], torch.nn.Module) and mro[i].__module__.startswith("torch.nn"):
-            # super().forward(x) in a subclass of nn.Embedding, nn.Linear, ...: the built-in
-            # class's function, read through its place in the MRO (builder.py makes it
-            # nn_module.BuiltinModuleMethodVariable: a leaf's forward is its op).
-            return _bound(tx.wrap(raw, AttrSource(klass, name)), self.obj)
         if object_hook_name(raw) is not None and hasattr(self.obj, "generic_getattr"):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
         if _mixin(raw) is not None:
@@ -155,6 +149,12 @@ class SuperVariable(VariableTracker):
             return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)
+        if isinstance(raw, types.FunctionType) and hasattr(self.obj, "module_call") and \
+                issubclass(mro[i], torch.nn.Module) and mro[i].__module__.startswith("torch.nn"):
+            # super().forward(x) in a subclass of nn.Embedding, nn.Linear, ...: the built-in
+            # class's function, read through its place in the MRO (builder.py makes it
+            # nn_module.BuiltinModuleMethodVariable: a leaf's forward is its op).
+            return _bound(tx.wrap(raw, AttrSource(klass, name)), self.obj)
         unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
 
     def __repr__(self):

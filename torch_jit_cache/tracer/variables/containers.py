@@ -11,7 +11,7 @@ iteration would yield bumps `version`; an iterator over the container refuses to
 """
 from __future__ import annotations
 
-from ...trace_result import DictOutput, EffectKind, ListOutput, TupleOutput
+from ...trace_result import AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput
 from .base import VariableTracker, unsupported, TracedKeyError
 from .constant import ConstantVariable
 
@@ -222,13 +222,8 @@ class DictVariable(VariableTracker):
         return _MethodOf(self, name)
 
     def call_method(self, tx, name, args, kwargs):
-        if name == "keys":
-            return ListVariable(self.unpack(tx))
-        if name == "values":
-            return ListVariable(list(self.items.values()))
-        if name == "items":
-            return ListVariable([TupleVariable([ConstantVariable(k), v])
-                                 for k, v in self.items.items()])
+        if name in DictViewVariable.KINDS and not args and not kwargs:
+            return DictViewVariable(self, name)
         if name == "get":
             k = _index(args[0])
             if k in self.items:
@@ -276,6 +271,74 @@ class DictVariable(VariableTracker):
         unsupported(f"dict.{name}")
 
 
+class DictViewVariable(VariableTracker):
+    """`d.keys()`, `d.values()` or `d.items()`: a live view of the dict tracker `mapping`, as in
+    Python. Every read (len, `in`, iteration, set operations, truth) asks the dict as it is at that
+    moment, so a view taken before `d[k] = v` sees the new key. An iteration over it watches the
+    dict (IteratorVariable): a change of its keys while the loop runs is refused, and the frame
+    runs as written (Python raises RuntimeError there). After the graph it is made again as the
+    same method called on the dict rebuilt (the caller's own dict, or the one the trace built), so
+    a returned view stays live too."""
+
+    KINDS = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, mapping: DictVariable, kind: str):
+        super().__init__(None)
+        self.mapping, self.kind = mapping, kind
+
+    def python_type(self):
+        return self.KINDS[self.kind]
+
+    def unpack(self, tx):
+        d = self.mapping.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+
+    def length(self, tx) -> int:
+        return len(self.mapping.items)
+
+    def truthy(self, tx):
+        return bool(self.mapping.items)
+
+    def as_python_constant(self):
+        # A real view of a dict of constants: `d.keys() & {...}` and `d.keys() == {...}` fold.
+        if self.kind == "keys":
+            return dict.fromkeys(self.mapping.items).keys()
+        return getattr(self.mapping.as_python_constant(), self.kind)()
+
+    def contains(self, tx, item) -> bool:
+        if self.kind == "keys":
+            return _index(item) in self.mapping.items
+        if not item.is_python_constant() or not self.is_python_constant():
+            unsupported(f"membership test of {item} in dict.{self.kind}() of non-constant values")
+        return item.as_python_constant() in self.as_python_constant()
+
+    def var_getattr(self, tx, name):
+        return _MethodOf(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__" and not args:
+            return ConstantVariable(self.length(tx))
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "isdisjoint" and len(args) == 1 and self.is_python_constant() and args[0].is_python_constant():
+            return ConstantVariable(self.as_python_constant().isdisjoint(args[0].as_python_constant()))
+        unsupported(f"dict_{self.kind}.{name}")
+
+    def reconstruct(self, outputs):
+        # A view of the caller's dict is a view of that very dict (what the trace changed in it is
+        # replayed on it: side_effects.py), even where a returned dict itself would be a copy.
+        mapping = SourceOutput(self.mapping.source) if self.mapping.source is not None \
+            else outputs.rebuild(self.mapping)
+        return outputs.once(self, lambda: CallOutput(AttrOutput(mapping, self.kind), (), ()))
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind} of {self.mapping!r})"
+
+
 class RangeVariable(VariableTracker):
     def __init__(self, value: range):
         super().__init__(None)
@@ -312,6 +375,8 @@ class IteratorVariable(VariableTracker):
         self.index = 0
         self.origin = origin
         watch = (origin,) if watch is None else watch
+        # A dict view's iteration is the dict's (Python's view iterator checks the dict's size).
+        watch = [w.mapping if isinstance(w, DictViewVariable) else w for w in watch]
         self._watch = [(c, c.version) for c in watch if isinstance(c, (ListVariable, DictVariable))]
 
     @property

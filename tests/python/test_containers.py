@@ -1,0 +1,201 @@
+"""Issue 20: containers in the trace behave as Python's (tracer/variables/containers.py).
+
+Dict views are live: `d.keys()`, `d.values()`, `d.items()` taken before `d[k] = v` see the new key,
+whether the dict came in or was built in the trace, and a dict changed while a loop runs over
+its view raises RuntimeError as eager does. Lazy iterators (map, filter, zip, enumerate, reversed,
+iter(list)) run in eager's order. isinstance of iterator types answers as eager does. Each case
+compares with eager and, where the trace can follow it, asserts that a graph was made."""
+import collections.abc
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+
+def _same(got, expected):
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert type(got) is type(expected) and len(got) == len(expected), (got, expected)
+        for g, e in zip(got, expected):
+            _same(g, e)
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected), (got, expected)
+        for k in expected:
+            _same(got[k], expected[k])
+    else:
+        assert type(got) is type(expected) and got == expected, (got, expected)
+
+
+def run_both(fn, *args, graphs=True):
+    """fn eagerly and compiled on deep copies of args: results and the arguments after the call
+    match; with `graphs`, the compiled call made a graph and ran nothing uncompiled."""
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    eager_args, compiled_args = copy.deepcopy(args), copy.deepcopy(args)
+    expected = fn(*eager_args)
+    got = compiled(*compiled_args)
+    _same(got, expected)
+    _same(list(compiled_args), list(eager_args))
+    if graphs:
+        assert cnt.frame_count >= 1 and tjc.stats()["fallbacks"] == 0, tjc.stats()
+    return got
+
+
+# -- dict views are live ------------------------------------------------------------------------
+
+def keys_len_after_store(x, d):
+    k = d.keys()
+    d["b"] = 2
+    return x + len(k)
+
+
+def keys_len_after_store_built(x):
+    d = {"a": 1}
+    k = d.keys()
+    d["b"] = 2
+    return x + len(k)
+
+
+def values_sum_after_store(x, d):
+    v = d.values()
+    d["b"] = x * 3
+    return sum(v)
+
+
+def items_loop_after_store(x, d):
+    it = d.items()
+    d["c"] = x - 1
+    out = []
+    for k, v in it:
+        out.append(v * len(k))
+    return out
+
+
+def keys_iter_after_delete(x, d):
+    k = d.keys()
+    del d["a"]
+    return [x + len(name) for name in k]
+
+
+def keys_in_after_store(x, d):
+    k = d.keys()
+    d["b"] = 1
+    return x + ("b" in k) + 2 * ("a" not in k)
+
+
+def keys_set_ops_after_store(x, d):
+    k = d.keys()
+    d["b"] = 1
+    return x + len(k & {"a", "b", "z"}) + 10 * len(k - {"a"}) + 100 * len(k | {"q"}) + 1000 * len(k ^ {"a"})
+
+
+def view_truth_after_clear(x, d):
+    k = d.values()
+    d.clear()
+    return x + 1 if k else x - 1
+
+
+def views_to_list_after_update(x, d):
+    k, v, i = d.keys(), d.values(), d.items()
+    d.update(e=x)
+    d.pop("a")
+    return list(k), list(v), list(i), tuple(k), sorted(k), x + 1
+
+
+@pytest.mark.parametrize("fn", [keys_len_after_store, values_sum_after_store, items_loop_after_store,
+                                keys_iter_after_delete, keys_in_after_store, keys_set_ops_after_store,
+                                view_truth_after_clear, views_to_list_after_update],
+                         ids=lambda f: f.__name__)
+def test_a_view_of_a_dict_passed_in_sees_later_stores(fn):
+    run_both(fn, torch.ones(2), {"a": torch.ones(2), "bb": torch.zeros(2)})
+
+
+def test_a_view_of_a_dict_built_in_the_trace_sees_later_stores():
+    run_both(keys_len_after_store_built, torch.ones(2))
+
+
+def return_view(x, d):
+    return x + 1, d.keys(), d.items()
+
+
+def test_a_returned_view_is_a_view_of_the_callers_dict():
+    d = {"a": 1}
+    compiled = tjc.compile(return_view, backend=CompileCounter())
+    _, keys, items = compiled(torch.ones(1), d)
+    d["late"] = 2
+    assert type(keys) is type({}.keys()) and list(keys) == ["a", "late"]
+    assert type(items) is type({}.items()) and list(items) == [("a", 1), ("late", 2)]
+
+
+def return_view_of_built(x):
+    d = {"a": x}
+    k = d.keys()
+    d["b"] = 1
+    return k, d
+
+
+def test_a_returned_view_of_a_built_dict_is_a_view_of_the_returned_dict():
+    keys, d = tjc.compile(return_view_of_built, backend=CompileCounter())(torch.ones(1))
+    assert list(keys) == ["a", "b"]
+    d["c"] = 3
+    assert list(keys) == ["a", "b", "c"]
+
+
+def store_while_iterating_view(x, d):
+    for k in d.keys():
+        d[k + "x"] = x
+    return x
+
+
+def store_while_iterating_items(x, d):
+    for k, v in d.items():
+        d.pop(k)
+    return x
+
+
+@pytest.mark.parametrize("fn", [store_while_iterating_view, store_while_iterating_items],
+                         ids=lambda f: f.__name__)
+def test_a_dict_changed_while_iterating_its_view_raises_as_eager(fn):
+    with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
+        fn(torch.ones(1), {"a": 1})
+    with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
+        tjc.compile(fn, backend=CompileCounter())(torch.ones(1), {"a": 1})
+
+
+def test_a_view_holds_no_reference_past_the_call():
+    import gc
+    import weakref
+
+    class Value:
+        pass
+
+    compiled = tjc.compile(keys_len_after_store, backend=CompileCounter())
+    d = {"a": Value()}
+    probe = weakref.ref(d["a"])
+    compiled(torch.ones(1), d)
+    gc.disable()
+    try:
+        del d
+        assert probe() is None
+    finally:
+        gc.enable()
+
+
+def loop_over_view_with_break(x, d):
+    for k, v in d.items():
+        x = x + v
+        print("", end="")   # a graph break inside the loop: the rest iterates the live view
+    return x
+
+
+def test_a_loop_over_a_view_resumes_after_a_graph_break():
+    run_both(loop_over_view_with_break, torch.ones(2), {"a": torch.ones(2), "b": torch.full((2,), 3.0)},
+             graphs=False)
+    assert tjc.stats()["graph_breaks"] >= 1
