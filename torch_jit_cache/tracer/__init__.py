@@ -352,6 +352,10 @@ class _Rebuilder:
         if isinstance(v, GeneratorVariable):
             raise _GeneratorAtBreak(None)   # trace() moves the cut (generators.py)
         if isinstance(v, IteratorVariable):
+            if v.changed:   # Python's iterator saw the change (or raises RuntimeError for a dict's)
+                raise Unsupported("an iterator over a list or dict that changed since it was made")
+            if getattr(v, "exhausted", False):   # an exhausted list iterator stays exhausted
+                return IterOutput(None, 0, ())
             if self.live_iterator(v):
                 return IterOutput(self(v.origin), v.index)
             return IterOutput(None, 0, self.remaining(v))
@@ -375,4 +379,6 @@ class _Rebuilder:
                 if id(container) in self.iterated or id(container) in self.containers:
                     raise Unsupported("a loop over a container reached again at the break")
                 self.iterated.add(id(container))
-        return tuple(self(i) for i in v.items[v.index:])
+        if v.changed:
+            raise Unsupported("an iterator over a list or dict that changed since it was made")
+        return tuple(self(i) for i in v.rest())

@@ -18,7 +18,7 @@ from .constant import ConstantVariable, wrap_constant_result
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
-                         RangeVariable, TupleVariable)
+                         RangeVariable, TupleVariable, iterate)
 
 
 def _consts(args, kwargs):
@@ -209,8 +209,7 @@ def _iter(tx, args, kwargs):
         return args[0].get_iter(tx)
     # Over a list or dict, GET_ITER's iterator: `origin` lets a graph break keep Python's own
     # iterator over the very container (tracer/__init__.py, _Rebuilder.live_iterator).
-    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else IteratorVariable(
-        args[0].unpack(tx), origin=args[0])
+    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else iterate(tx, args[0])
 
 
 def _next(tx, args, kwargs):

@@ -6,14 +6,17 @@ object after the graph (tracer/side_effects.py, `_mutating`). Containers built w
 (source None) are mutated freely and rebuilt from their items, once however often they are
 reached (`outputs.once`: returned twice, or held by another container, they are one object after
 the graph). Every mutation that changes what an
-iteration would yield bumps `version`; an iterator over the container refuses to go on after one
-(the trace's iterator holds a snapshot, Python's sees the change).
+iteration would yield bumps `version`. An iterator over a list is live (ListIteratorVariable:
+Python's list iterator reads the list as it is at each step); other iterators hold the items read
+when they were made and refuse to go on, or to be rebuilt at a graph break, after such a change
+(Python's would see it). list.extend consumes an iterator item by item, as Python does.
 """
 from __future__ import annotations
 
 from ...trace_result import AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput
 from .base import VariableTracker, unsupported, TracedKeyError
 from .constant import ConstantVariable
+from .generators import GeneratorVariable
 
 
 def _index(key: VariableTracker):
@@ -128,6 +131,13 @@ class ListVariable(BaseListVariable):
             if kwargs or name in ("append", "extend") and len(args) != 1 or \
                     name == "insert" and len(args) != 2:
                 unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
+            if name == "extend" and isinstance(args[0], (IteratorVariable, GeneratorVariable)):
+                # An iterator is consumed item by item, each appended before the next is asked
+                # for (list.extend's loop): a map or generator over the list itself sees them.
+                while (item := args[0].next_item()) is not None:
+                    self._mutating(tx)
+                    self.items.append(item)
+                return ConstantVariable(None)
             if name == "extend":
                 new_items = args[0].unpack(tx)   # before the list changes (xs.extend(xs))
             self._mutating(tx)
@@ -364,10 +374,12 @@ class RangeVariable(VariableTracker):
 
 
 class IteratorVariable(VariableTracker):
-    """An iterator over known items (GET_ITER's result); FOR_ITER advances `index`. `origin`: the
-    tracker iterated, if known (a graph break rebuilds the iterator from it). `watch`: lists and
-    dicts whose items these are (origin by default): a mutation of one while the iteration goes on
-    would show in Python's iterator but not in these items, so it is refused."""
+    """An iterator over known items (enumerate's, zip's, reversed's, a dict's); FOR_ITER advances
+    `index`. `origin`: the tracker iterated, if known (a graph break rebuilds the iterator from
+    it). `watch`: what these items were read from (origin by default): lists, dicts, dict views
+    and other iterators, down to their lists and dicts. A change of one of those while the
+    iteration goes on would show in Python's iterator but not in these items, so going on is
+    refused, and so is rebuilding the iterator at a graph break (`changed`)."""
 
     def __init__(self, items: list, origin=None, watch=None):
         super().__init__(None)
@@ -375,19 +387,25 @@ class IteratorVariable(VariableTracker):
         self.index = 0
         self.origin = origin
         watch = (origin,) if watch is None else watch
-        # A dict view's iteration is the dict's (Python's view iterator checks the dict's size).
-        watch = [w.mapping if isinstance(w, DictViewVariable) else w for w in watch]
-        self._watch = [(c, c.version) for c in watch if isinstance(c, (ListVariable, DictVariable))]
+        self._watch = [(c, c.version) for c in iterated_containers(watch)]
 
     @property
     def watched(self) -> list:
         """The lists and dicts whose items these are."""
         return [container for container, _ in self._watch]
 
+    @property
+    def changed(self) -> bool:
+        """Whether a list or dict these items were read from changed since."""
+        return any(container.version != version for container, version in self._watch)
+
     def _check_unchanged(self):
-        for container, version in self._watch:
-            if container.version != version:
-                unsupported("a list or dict changed while a loop iterates over it")
+        if self.changed:
+            unsupported("a list or dict changed while a loop iterates over it")
+
+    def rest(self) -> list:
+        """The items still to come, the iterator left where it is."""
+        return self.items[self.index:]
 
     def next_item(self):
         self._check_unchanged()
@@ -401,6 +419,68 @@ class IteratorVariable(VariableTracker):
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+
+# A live iteration over a list yields at most this many items in one trace (`for v in l:
+# l.append(v)` never ends in Python either; the frame then runs as written).
+_MAX_LIVE_ITEMS = 100_000
+
+
+class ListIteratorVariable(IteratorVariable):
+    """`iter(l)` (GET_ITER, a for loop) over a list tracker: live, as Python's list iterator is. Each
+    step reads `l.items[index]` as the list is at that moment, so items appended while the loop
+    runs (or after the iterator was made and before it is consumed) are yielded, as in eager;
+    once exhausted it stays exhausted, whatever is appended later."""
+
+    def __init__(self, lst: ListVariable):
+        super().__init__([], origin=lst, watch=())
+        self.exhausted = False
+
+    @property
+    def watched(self) -> list:
+        return [self.origin]
+
+    @property
+    def changed(self) -> bool:
+        return False
+
+    def rest(self) -> list:
+        return [] if self.exhausted else self.origin.items[self.index:]
+
+    def next_item(self):
+        items = self.origin.items
+        if self.exhausted or self.index >= len(items):
+            self.exhausted = True
+            return None
+        if self.index >= _MAX_LIVE_ITEMS:
+            unsupported(f"a loop over a list that grew past {_MAX_LIVE_ITEMS} items while it ran")
+        self.index += 1
+        return items[self.index - 1]
+
+    def unpack(self, tx):
+        rest = self.rest()
+        self.index += len(rest)
+        self.exhausted = True
+        return rest
+
+
+def iterated_containers(values):
+    """The lists and dicts that iterating over each of `values` reads, as it goes."""
+    for v in values:
+        if isinstance(v, DictViewVariable):
+            yield v.mapping
+        elif isinstance(v, (ListVariable, DictVariable)):
+            yield v
+        elif isinstance(v, IteratorVariable):
+            yield from v.watched
+
+
+def iterate(tx, obj) -> IteratorVariable:
+    """GET_ITER over a tracker with known items: Python's list iterator for a list, else the items
+    read now, watched (IteratorVariable)."""
+    if isinstance(obj, ListVariable):
+        return ListIteratorVariable(obj)
+    return IteratorVariable(obj.unpack(tx), origin=obj)
 
 
 class CellVariable(VariableTracker):
