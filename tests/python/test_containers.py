@@ -331,3 +331,49 @@ def test_a_list_iterator_is_live_without_a_graph_break():
     run_both(iter_then_append, torch.zeros(1), [1, 2, 3])
     run_both(loop_appending_to_its_list, torch.zeros(1))
     assert tjc.stats()["graph_breaks"] == 0
+
+
+# -- isinstance and type() of iterators and torch.Size answer as eager ----------------------------
+
+def isinstance_of_iterator_types(x):
+    return x + isinstance(iter(range(0)), type(iter(range(0)))) + 2 * isinstance(iter([]), type(iter([]))) \
+        + 4 * isinstance(iter({}), type(iter({}))) + 8 * isinstance(iter(()), type(iter([]))) \
+        + 16 * (type(iter({}.items())) is type(iter({"a": 1}.items())))
+
+
+def isinstance_of_abc_iterator(x, l):
+    it, g = iter(l), (v for v in l)
+    return x + isinstance(it, collections.abc.Iterator) + 2 * isinstance(it, collections.abc.Iterable) \
+        + 4 * isinstance(l, collections.abc.Iterator) + 8 * isinstance(g, collections.abc.Iterator) \
+        + 16 * isinstance(map(abs, l), collections.abc.Iterator) + 32 * isinstance(map(abs, l), map) \
+        + 64 * (type(filter(None, l)) is filter) + 128 * isinstance(g, type(x for x in ()))
+
+
+def isinstance_of_builtin_iterators(x):
+    return x + isinstance(enumerate([1]), enumerate) + 2 * isinstance(zip([1]), zip) \
+        + 4 * isinstance(reversed([1]), type(reversed([]))) + 8 * isinstance({}.keys(), collections.abc.KeysView) \
+        + 16 * isinstance(reversed((1,)), type(reversed([])))
+
+
+def isinstance_of_size(x, s):
+    return x + isinstance(s, torch.Size) + 2 * isinstance(s, tuple) + 4 * (type(s) is torch.Size) \
+        + 8 * (type(x.shape) is type(s)) + 16 * isinstance((1, 2), torch.Size)
+
+
+@pytest.mark.parametrize("fn,args", [(isinstance_of_iterator_types, ()), (isinstance_of_abc_iterator, ([1, -2],)),
+                                     (isinstance_of_builtin_iterators, ()),
+                                     (isinstance_of_size, (torch.Size([2, 3]),))],
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_isinstance_answers_as_eager_in_one_graph(fn, args):
+    run_both(fn, torch.zeros(1), *args)
+    assert tjc.stats()["graph_breaks"] == 0
+
+
+def iterator_kept_across_break(x):
+    e = enumerate([1, 2])
+    print("", end="")   # a graph break while `e` is a local
+    return x + isinstance(e, enumerate) + 2 * (type(e) is enumerate) + sum(i for i, _ in e)
+
+
+def test_an_iterator_kept_across_a_graph_break_keeps_its_type():
+    run_both(iterator_kept_across_break, torch.zeros(1), graphs=False)

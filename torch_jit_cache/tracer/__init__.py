@@ -305,6 +305,9 @@ def _break_switches(tx, plan) -> tuple:
                         if isinstance(e, AutocastExitVariable))
 
 
+_TUPLE_ITERATOR = type(iter(()))
+
+
 class _Rebuilder:
     """How a tracker at a graph break is rebuilt.
 
@@ -358,6 +361,11 @@ class _Rebuilder:
                 return IterOutput(None, 0, ())
             if self.live_iterator(v):
                 return IterOutput(self(v.origin), v.index)
+            if v.kind not in (None, _TUPLE_ITERATOR):
+                # Made again from its remaining items, it would be a tuple iterator: the rest of the
+                # frame could tell (isinstance(e, enumerate)), so the break is not made here.
+                raise Unsupported(f"a {v.kind.__name__} object held at the break (it would be made again "
+                                  "as a tuple iterator)")
             return IterOutput(None, 0, self.remaining(v))
         return v.reconstruct(self)   # containers come back here for each item
 

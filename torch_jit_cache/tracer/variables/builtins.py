@@ -18,7 +18,8 @@ from .constant import ConstantVariable, wrap_constant_result
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
-                         RangeVariable, TupleVariable, iterate)
+                         RangeVariable, REVERSED_TYPES, TupleVariable, iterate,
+                         iterator_type)
 
 
 def _consts(args, kwargs):
@@ -89,20 +90,20 @@ def _issubclass(tx, args, kwargs):
 
 def _enumerate(tx, args, kwargs):
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
-        return _polyfill(polyfills.enumerate_)(tx, args, kwargs)
+        return _polyfill(polyfills.enumerate_, enumerate)(tx, args, kwargs)
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
     start = start.as_python_constant()
     return IteratorVariable([TupleVariable([ConstantVariable(i + start), v])
-                             for i, v in enumerate(args[0].unpack(tx))], watch=args[:1])
+                             for i, v in enumerate(args[0].unpack(tx))], watch=args[:1], kind=enumerate)
 
 
 def _zip(tx, args, kwargs):
     if kwargs:
         unsupported("zip(strict=...)")
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
-        return _polyfill(polyfills.zip_)(tx, args, kwargs)
+        return _polyfill(polyfills.zip_, zip)(tx, args, kwargs)
     seqs = [a.unpack(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)], watch=args)
+    return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)], watch=args, kind=zip)
 
 
 def _minmax(fn):
@@ -257,7 +258,8 @@ def _reversed(tx, args, kwargs):
     from .user_object import is_sequence_mixin, sequence_call
     if hasattr(args[0], "get_iter") and is_sequence_mixin(args[0].python_type(), "__reversed__"):
         return sequence_call(tx, args[0], "__reversed__", [], {})
-    return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1])
+    return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1],
+                            kind=iterator_type(args[0], REVERSED_TYPES))
 
 
 def _all_any(fn):
@@ -302,11 +304,16 @@ def _sorted(tx, args, kwargs):
     return ListVariable([items[j] for j in order])
 
 
-def _polyfill(fn):
-    """A builtin traced through its Python version (polyfills.py)."""
+def _polyfill(fn, kind: type | None = None):
+    """A builtin traced through its Python version (polyfills.py). `kind`: the type of the iterator
+    the builtin returns (map, filter, ...), which isinstance and type() see instead of the
+    polyfill's generator type."""
     def handler(tx, args, kwargs):
         from .functions import UserFunctionVariable
-        return tx.call(UserFunctionVariable(fn), args, kwargs)
+        result = tx.call(UserFunctionVariable(fn), args, kwargs)
+        if kind is not None and isinstance(result, GeneratorVariable):
+            result.kind = kind
+        return result
     return handler
 
 
@@ -314,8 +321,12 @@ class PolyfillVariable(CallableVariable):
     """A helper reached as an attribute of a builtin (itertools.chain.from_iterable), traced
     through its Python version (polyfills.py)."""
 
+    def __init__(self, fn, source=None, kind: type | None = None):
+        super().__init__(fn, source)
+        self.kind = kind
+
     def call_function(self, tx, args, kwargs):
-        return _polyfill(self.fn)(tx, args, kwargs)
+        return _polyfill(self.fn, self.kind)(tx, args, kwargs)
 
 
 def _partial(tx, args, kwargs):
@@ -362,8 +373,9 @@ BUILTIN_HANDLERS = {
     any: _all_any(any), sorted: _sorted, round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
-    map: _polyfill(polyfills.map_), filter: _polyfill(polyfills.filter_),
-    itertools.chain: _polyfill(polyfills.chain_), itertools.product: _polyfill(polyfills.product_),
+    map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
+    itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
+    itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
 }
@@ -377,7 +389,7 @@ class BuiltinVariable(CallableVariable):
 
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
-            return PolyfillVariable(polyfills.chain_from_iterable_)
+            return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
         return super().var_getattr(tx, name)
 
     def __repr__(self):

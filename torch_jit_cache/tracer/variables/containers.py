@@ -13,7 +13,8 @@ when they were made and refuse to go on, or to be rebuilt at a graph break, afte
 """
 from __future__ import annotations
 
-from ...trace_result import AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput
+from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput,
+                             Unsupported)
 from .base import VariableTracker, unsupported, TracedKeyError
 from .constant import ConstantVariable
 from .generators import GeneratorVariable
@@ -35,7 +36,8 @@ class BaseListVariable(VariableTracker):
         self.cls = cls        # the tuple subclass the value was (None: tuple or list itself)
 
     def python_type(self):
-        return self.kind
+        # The tuple subclass read from the frame (torch.Size, a namedtuple), as isinstance sees it.
+        return self.cls if self.cls is not None else self.kind
 
     def reconstruct(self, outputs):
         # One spec per tracker (trace_result.py): reached twice, it is one object after the graph.
@@ -381,13 +383,19 @@ class IteratorVariable(VariableTracker):
     iteration goes on would show in Python's iterator but not in these items, so going on is
     refused, and so is rebuilding the iterator at a graph break (`changed`)."""
 
-    def __init__(self, items: list, origin=None, watch=None):
+    def __init__(self, items: list, origin=None, watch=None, kind: type | None = None):
         super().__init__(None)
         self.items = items
         self.index = 0
         self.origin = origin
+        self.kind = kind   # the type of Python's iterator (enumerate, list_iterator, ...), if known
         watch = (origin,) if watch is None else watch
         self._watch = [(c, c.version) for c in iterated_containers(watch)]
+
+    def python_type(self):
+        if self.kind is None:
+            unsupported("type of an iterator whose Python type is not known")
+        return self.kind
 
     @property
     def watched(self) -> list:
@@ -433,7 +441,7 @@ class ListIteratorVariable(IteratorVariable):
     once exhausted it stays exhausted, whatever is appended later."""
 
     def __init__(self, lst: ListVariable):
-        super().__init__([], origin=lst, watch=())
+        super().__init__([], origin=lst, watch=(), kind=type(iter([])))
         self.exhausted = False
 
     @property
@@ -475,12 +483,38 @@ def iterated_containers(values):
             yield from v.watched
 
 
+# The type of Python's iterator over each type of iterable the trace knows (what `iter(x)` and
+# `reversed(x)` return): isinstance(it, type(iter([]))) and friends answer as eager.
+_ITERATOR_TYPES = {tuple: type(iter(())), list: type(iter([])), dict: type(iter({})), range: type(iter(range(0))),
+                   set: type(iter(set())), frozenset: type(iter(frozenset())),
+                   **{view: type(iter(view_of)) for view_of in ({}.keys(), {}.values(), {}.items())
+                      for view in (type(view_of),)}}
+REVERSED_TYPES = {tuple: type(reversed(())), list: type(reversed([])), range: type(reversed(range(0))),
+                   dict: type(reversed({}))}
+
+
+def iterator_type(obj, table=None) -> type | None:
+    """The type of Python's `iter(obj)` (or, with REVERSED_TYPES, `reversed(obj)`), if known."""
+    if obj.is_python_constant():
+        value = obj.as_python_constant()
+        try:
+            return type(reversed(value) if table is REVERSED_TYPES else iter(value))
+        except TypeError:
+            return None
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        return None
+    table = table or _ITERATOR_TYPES
+    return next((table[base] for base in cls.__mro__ if base in table), None)
+
+
 def iterate(tx, obj) -> IteratorVariable:
     """GET_ITER over a tracker with known items: Python's list iterator for a list, else the items
     read now, watched (IteratorVariable)."""
     if isinstance(obj, ListVariable):
         return ListIteratorVariable(obj)
-    return IteratorVariable(obj.unpack(tx), origin=obj)
+    return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
 
 
 class CellVariable(VariableTracker):
