@@ -306,15 +306,14 @@ def map_calls_its_function_when_consumed(x):
 
 
 # Each with whether the compiled call makes a graph. Not: a StopIteration raised to end
-# list.extend's loop (a raise the trace does not follow), and enumerate/zip/reversed made before
-# their list changed (they hold the items read when made; Python's see the change: the frame runs
-# as written). Every one gives eager's result.
+# list.extend's loop (a raise the trace does not follow; the frame runs as written). Every one
+# gives eager's result.
 LAZY = [(extend_with_map_over_itself, False), (extend_with_generator_over_itself, True),
         (iadd_generator_over_itself, True), (iter_exhausted_then_append, True),
         (loop_appending_to_its_list, True), (map_calls_its_function_when_consumed, True)]
 LAZY_OVER_ARG = [(iter_then_append, True), (map_made_before_append, True), (map_part_consumed_before_append, True),
-                 (filter_made_before_append, True), (enumerate_made_before_append, False),
-                 (zip_made_before_append, False), (reversed_made_before_store, False)]
+                 (filter_made_before_append, True), (enumerate_made_before_append, True),
+                 (zip_made_before_append, True), (reversed_made_before_store, True)]
 
 
 @pytest.mark.parametrize("fn,compiles", LAZY, ids=lambda f: getattr(f, "__name__", ""))
@@ -377,3 +376,36 @@ def iterator_kept_across_break(x):
 
 def test_an_iterator_kept_across_a_graph_break_keeps_its_type():
     run_both(iterator_kept_across_break, torch.zeros(1), graphs=False)
+
+
+def zip_shares_one_iterator(x, l):
+    it = iter(l)
+    pairs = list(zip(it, it))
+    return x + sum(a * b for a, b in pairs) + len(list(it))
+
+
+def enumerate_over_an_iterator_consumed_meanwhile(x, l):
+    it = iter(l)
+    e = enumerate(it, 5)
+    first = next(it)
+    return x + first + sum(i * v for i, v in e)
+
+
+def zip_consumes_one_more_of_the_earlier_inputs(x, l):
+    a = iter(l)
+    z = list(zip(a, [1]))
+    return x + len(z) + sum(a)
+
+
+def loop_over_enumerate_with_a_break(x, l):
+    for i, v in enumerate(l):
+        x = x + i * v
+        print("", end="")   # a graph break inside the loop: the rest is rebuilt
+    return x
+
+
+@pytest.mark.parametrize("fn", [zip_shares_one_iterator, enumerate_over_an_iterator_consumed_meanwhile,
+                                zip_consumes_one_more_of_the_earlier_inputs, loop_over_enumerate_with_a_break],
+                         ids=lambda f: f.__name__)
+def test_iterators_share_their_inputs_as_in_python(fn):
+    run_both(fn, torch.zeros(1), [1, 2, 3, 4, 5])

@@ -17,8 +17,9 @@ from .base import CallableVariable, TracedAttributeError, VariableTracker, unsup
 from .constant import ConstantVariable, wrap_constant_result
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
-from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
-                         RangeVariable, REVERSED_TYPES, TupleVariable, iterate,
+from .containers import (BaseListVariable, DictVariable, EnumerateVariable, IteratorVariable, ListVariable,
+                         RangeVariable, REVERSED_TYPES, ReversedListVariable, TupleVariable, ZipVariable,
+                         iterate,
                          iterator_type)
 
 
@@ -93,8 +94,19 @@ def _enumerate(tx, args, kwargs):
         return _polyfill(polyfills.enumerate_, enumerate)(tx, args, kwargs)
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
     start = start.as_python_constant()
-    return IteratorVariable([TupleVariable([ConstantVariable(i + start), v])
-                             for i, v in enumerate(args[0].unpack(tx))], watch=args[:1], kind=enumerate)
+    if type(start) is not int:
+        unsupported(f"enumerate(start={start!r})")
+    return EnumerateVariable(_lazy_child(tx, args[0]), start)
+
+
+def _lazy_child(tx, obj) -> IteratorVariable:
+    """What enumerate, zip (and Python's iter) read `obj` through: the very iterator where `obj`
+    is one, a live iterator over a list, else the items read now (watched: IteratorVariable)."""
+    if isinstance(obj, IteratorVariable):
+        return obj
+    if isinstance(obj, ListVariable):
+        return iterate(tx, obj)
+    return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
 
 
 def _zip(tx, args, kwargs):
@@ -102,8 +114,7 @@ def _zip(tx, args, kwargs):
         unsupported("zip(strict=...)")
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
         return _polyfill(polyfills.zip_, zip)(tx, args, kwargs)
-    seqs = [a.unpack(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)], watch=args, kind=zip)
+    return ZipVariable([_lazy_child(tx, a) for a in args])
 
 
 def _minmax(fn):
@@ -258,6 +269,8 @@ def _reversed(tx, args, kwargs):
     from .user_object import is_sequence_mixin, sequence_call
     if hasattr(args[0], "get_iter") and is_sequence_mixin(args[0].python_type(), "__reversed__"):
         return sequence_call(tx, args[0], "__reversed__", [], {})
+    if isinstance(args[0], ListVariable):
+        return ReversedListVariable(args[0])
     return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1],
                             kind=iterator_type(args[0], REVERSED_TYPES))
 

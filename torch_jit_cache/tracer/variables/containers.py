@@ -7,9 +7,11 @@ object after the graph (tracer/side_effects.py, `_mutating`). Containers built w
 reached (`outputs.once`: returned twice, or held by another container, they are one object after
 the graph). Every mutation that changes what an
 iteration would yield bumps `version`. An iterator over a list is live (ListIteratorVariable:
-Python's list iterator reads the list as it is at each step); other iterators hold the items read
-when they were made and refuse to go on, or to be rebuilt at a graph break, after such a change
-(Python's would see it). list.extend consumes an iterator item by item, as Python does.
+Python's list iterator reads the list as it is at each step), and so are reversed, enumerate and zip
+built on it (they compute each item when asked); other iterators (over a dict, a tuple, a module's
+children) hold the items read when they were made and refuse to go on, or to be rebuilt at a graph
+break, after such a change (Python's would see it, or raise). list.extend consumes an iterator item
+by item, as Python does. Every iterator knows the type of Python's (`kind`), for isinstance.
 """
 from __future__ import annotations
 
@@ -472,6 +474,107 @@ class ListIteratorVariable(IteratorVariable):
         return rest
 
 
+class _ComputedIterator(IteratorVariable):
+    """An iterator whose items are computed when asked for, from live parts (reversed, enumerate
+    and zip below): the order of reads is Python's, and a list changed before or while it is
+    consumed shows through, as in eager. At a graph break the items still to come (`rest`) are
+    what a loop's rebuilt iterator yields (tracer/__init__.py)."""
+
+    def __init__(self, kind: type):
+        super().__init__([], watch=(), kind=kind)
+
+    def unpack(self, tx):
+        items = []
+        while (item := self.next_item()) is not None:
+            items.append(item)
+        return items
+
+
+class ReversedListVariable(_ComputedIterator):
+    """`reversed(l)` over a list tracker, as Python's list_reverseiterator: it starts at the last
+    index the list had when it was made and reads the list as it is at each step."""
+
+    def __init__(self, lst: ListVariable):
+        super().__init__(type(reversed([])))
+        self.list = lst
+        self.position = len(lst.items) - 1
+
+    @property
+    def watched(self) -> list:
+        return [self.list]
+
+    @property
+    def changed(self) -> bool:
+        return False
+
+    def rest(self) -> list:
+        items = self.list.items
+        return items[self.position::-1] if 0 <= self.position < len(items) else []
+
+    def next_item(self):
+        items = self.list.items
+        if not 0 <= self.position < len(items):
+            self.position = -1   # exhausted for good
+            return None
+        self.position -= 1
+        return items[self.position + 1]
+
+
+class EnumerateVariable(_ComputedIterator):
+    """`enumerate(it, start)`: each item is the next of `child` (an iterator tracker), counted."""
+
+    def __init__(self, child: IteratorVariable, start: int):
+        super().__init__(enumerate)
+        self.child, self.count = child, start
+
+    @property
+    def watched(self) -> list:
+        return self.child.watched
+
+    @property
+    def changed(self) -> bool:
+        return self.child.changed
+
+    def rest(self) -> list:
+        return [TupleVariable([ConstantVariable(self.count + j), item]) for j, item in enumerate(self.child.rest())]
+
+    def next_item(self):
+        item = self.child.next_item()
+        if item is None:
+            return None
+        self.count += 1
+        return TupleVariable([ConstantVariable(self.count - 1), item])
+
+
+class ZipVariable(_ComputedIterator):
+    """`zip(*its)`: one item from each child in turn, stopping at the first exhausted one (the
+    children before it have given one item more, as in Python)."""
+
+    def __init__(self, children: list):
+        super().__init__(zip)
+        self.children = children
+
+    @property
+    def watched(self) -> list:
+        return [c for child in self.children for c in child.watched]
+
+    @property
+    def changed(self) -> bool:
+        return any(child.changed for child in self.children)
+
+    def rest(self) -> list:
+        return [TupleVariable(list(t)) for t in zip(*(child.rest() for child in self.children))]
+
+    def next_item(self):
+        items = []
+        for child in self.children:
+            item = child.next_item()
+            if item is None:
+                return None
+            items.append(item)
+        return TupleVariable(items)
+
+
 def iterated_containers(values):
     """The lists and dicts that iterating over each of `values` reads, as it goes."""
     for v in values:
@@ -494,11 +597,11 @@ REVERSED_TYPES = {tuple: type(reversed(())), list: type(reversed([])), range: ty
 
 
 def iterator_type(obj, table=None) -> type | None:
-    """The type of Python's `iter(obj)` (or, with REVERSED_TYPES, `reversed(obj)`), if known."""
-    if obj.is_python_constant():
-        value = obj.as_python_constant()
+    """The type of Python's `iter(obj)` (or, with REVERSED_TYPES, `reversed(obj)`), if known. Asks
+    for no constant value: that could guard a function by identity (functions.py)."""
+    if isinstance(obj, ConstantVariable):   # a string, bytes: the type depends on the value
         try:
-            return type(reversed(value) if table is REVERSED_TYPES else iter(value))
+            return type(reversed(obj.value) if table is REVERSED_TYPES else iter(obj.value))
         except TypeError:
             return None
     try:
