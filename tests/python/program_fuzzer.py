@@ -11,8 +11,10 @@ y, n, cfg, model)` made of random statements: tensor expressions, Python control
 values (ints, flags, globals, attributes), loops, lists/dicts/tuples, in-place updates of fresh
 tensors, of an input and of a buffer, `no_grad` blocks, branches on an input's properties
 (is_contiguous, is_inference, strides, storage offset), sizes that depend on tensor values
-(nonzero, a boolean mask, arange to a count), and a return of a tensor, tuple, list or
-dict. Each program is built twice from the same seed (two namespaces, two models with equal
+(nonzero, a boolean mask, arange to a count), `locals()`/`vars()` read after a graph break, a raise
+on a path the inputs never take, dict views read after their dict changed, lazy iterators (map,
+filter, iter, enumerate, zip) over a list that grows before they are consumed, and a return of a
+tensor, tuple, list or dict. Each program is built twice from the same seed (two namespaces, two models with equal
 weights): one side runs eagerly, the other through tjc.compile. Call 1 runs both; then one or two
 changes are applied to both sides (a new batch size, another `n`, a global, an attribute, training
 mode, a patched method, a forward hook, aliased, non-contiguous, non-dense, offset or inference-mode
@@ -186,7 +188,7 @@ class ProgramWriter:
 
     def statement(self) -> None:
         r = self.rng
-        kind = r.randrange(13)
+        kind = r.randrange(17)
         if kind == 0:  # branch on a Python int argument
             name = self.fresh()
             self.emit(f"if n > {r.randrange(0, 4)}:")
@@ -259,20 +261,67 @@ class ProgramWriter:
             self.emit("with torch.no_grad():")
             self.emit(f"{name} = {self.tensor_expr()}", 1)
             self.tensors.append(name)
-        elif kind == 11:  # locals() / vars() read after a graph break (issue 20: eager's locals)
+        elif kind == 13:  # locals() / vars() read after a graph break (issue 20: eager's locals)
             name = self.fresh()
             self.emit('print("", end="")')
             read = r.choice([f"locals()[{r.choice(self.tensors)!r}]", f"vars()[{r.choice(self.tensors)!r}]",
                              f"({self.tensor_expr()} * len(locals()))"])
             self.emit(f"{name} = {read} + {self.tensor_expr()}")
             self.tensors.append(name)
-        elif kind == 12:  # a raise on a path the inputs never take (n <= 4), after tensor work
+        elif kind == 14:  # a raise on a path the inputs never take (n <= 4), after tensor work
             name = self.assign()
             self.emit(f"if n > {r.randrange(5, 8)} or {name}.dim() > 3:")
             self.emit(f"raise {r.choice(['ValueError', 'RuntimeError', 'KeyError'])}('unreachable')", 1)
             self.tensors.append(name)
+        elif kind == 15:  # a dict view read after its dict changed
+            self.dict_view()
+        elif kind == 16:  # a lazy iterator over a list that grows
+            self.lazy_iterator()
         else:
             self.tensors.append(self.assign())
+
+    def dict_view(self) -> None:
+        """A dict view taken before the dict changes, read after (live in Python: issue 20)."""
+        r = self.rng
+        name, box, view = self.fresh(), self.fresh(), self.fresh()
+        kind = r.choice(["keys", "values", "items"])
+        self.emit(f"{box} = {{'a': {self.tensor_expr()}, 'b': {self.tensor_expr()}}}")
+        self.emit(f"{view} = {box}.{kind}()")
+        self.emit(r.choice([f"{box}['c'] = {self.tensor_expr()}", f"del {box}['a']",
+                            f"{box}.update(d={self.tensor_expr()})", f"{box}.pop('b')",
+                            f"{box}['a'] = {self.tensor_expr()}"]))
+        if kind == "keys":
+            self.emit(f"{name} = {self.tensor_expr()} * len({view}) + (1.0 if 'c' in {view} else -1.0)")
+        elif kind == "values":
+            self.emit(f"{name} = sum({view}, x * 0.0) + len(list({view}))")
+        else:
+            self.emit(f"{name} = x * 0.0")
+            self.emit(f"for k, t in {view}:")
+            self.emit(f"{name} = {name} + t * len(k)", 1)
+        self.tensors.append(name)
+
+    def lazy_iterator(self) -> None:
+        """A lazy iterator over a list that grows before (or while) it is consumed (issue 20)."""
+        r = self.rng
+        name, box, it = self.fresh(), self.fresh(), self.fresh()
+        self.emit(f"{box} = [{self.tensor_expr()}, {self.tensor_expr()}]")
+        kind = r.randrange(6)
+        if kind == 5:   # the list extended by a generator over itself: stops at four items
+            self.emit(f"{box}.extend(t * {self.number()} for t in {box} if len({box}) < 4)")
+            self.emit(f"{name} = sum({box}, x * 0.0) + len({box})")
+            self.tensors.append(name)
+            return
+        self.emit(f"{it} = " + ["map(lambda t: t * {k}, {box})", "iter({box})", "filter(lambda t: {k} > 0, {box})",
+                                "enumerate({box})", "zip({box}, [1.0, 2.0, 3.0])"][kind].format(k=self.number(), box=box))
+        if r.random() < 0.5:
+            self.emit(f"{name} = next({it})")
+            self.emit(f"{name} = {name}[1] if isinstance({name}, tuple) else {name}")
+        else:
+            self.emit(f"{name} = x * 0.0")
+        self.emit(f"{box}.append({self.tensor_expr()})")
+        self.emit(f"for item in {it}:")
+        self.emit(f"{name} = {name} + (item[0] * item[1] if isinstance(item, tuple) else item)", 1)
+        self.tensors.append(name)
 
     def ret(self) -> None:
         r = self.rng

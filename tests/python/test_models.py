@@ -1,6 +1,6 @@
 """Real models compiled whole (issue 11): the zoo (torch_jit_cache/testing/models.py: nanoGPT, a
 torchvision-style ResNet, pytorch/examples' LSTM and Transformer language models, tiny HuggingFace
-Bert/GPT2/Llama/T5 from configs with random weights) compiled with tjc.compile and compared with
+Bert/GPT2/Llama/T5/BART from configs with random weights) compiled with tjc.compile and compared with
 eager on a training step: outputs, the gradient of every parameter, the buffers the forward updates
 (batch-norm running statistics), the parameters after an SGD step, and the outputs of the next
 call. Each model is also compared with torch.compile on graph breaks (tjc has no more), and

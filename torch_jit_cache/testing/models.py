@@ -359,6 +359,19 @@ def _t5():
         kwargs=dict(input_ids=_ids(), labels=_ids(seq=8, seed=3)))
 
 
+def _bart():
+    # BartLearnedPositionalEmbedding is an nn.Embedding whose forward calls super().forward (issue 20).
+    import transformers
+
+    config = transformers.BartConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                     decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0,
+                                     attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1,
+                                     bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    return transformers.BartForConditionalGeneration(config), Inputs(
+        kwargs=dict(input_ids=_ids(), labels=_ids(seq=8, seed=3)))
+
+
 MODELS = {
     "nanogpt": _nanogpt,
     "resnet": _resnet,
@@ -368,8 +381,9 @@ MODELS = {
     "gpt2": _gpt2,
     "llama": _llama,
     "t5": _t5,
+    "bart": _bart,
 }
-HUGGINGFACE = ("bert", "gpt2", "llama", "t5")
+HUGGINGFACE = ("bert", "gpt2", "llama", "t5", "bart")
 
 
 def available(name: str) -> bool:

@@ -18,7 +18,7 @@ from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, FunctionOutp
                             SourceOutput, TraceResult, TupleOutput, Unsupported, walk)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
-from .variables import DictVariable, IteratorVariable, ListVariable, TensorVariable
+from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.constant import BoundConstantMethod
 from .variables.containers import _MethodOf
 from .variables.contexts import AutocastExitVariable, GradModeExitVariable
@@ -326,6 +326,9 @@ def _break_switches(tx, plan) -> tuple:
                         if isinstance(e, AutocastExitVariable))
 
 
+_TUPLE_ITERATOR = type(iter(()))
+
+
 class _Rebuilder:
     """How a tracker at a graph break is rebuilt.
 
@@ -373,8 +376,17 @@ class _Rebuilder:
         if isinstance(v, GeneratorVariable):
             raise _GeneratorAtBreak(None)   # trace() moves the cut (generators.py)
         if isinstance(v, IteratorVariable):
+            if v.changed:   # Python's iterator saw the change (or raises RuntimeError for a dict's)
+                raise Unsupported("an iterator over a list or dict that changed since it was made")
+            if getattr(v, "exhausted", False):   # an exhausted list iterator stays exhausted
+                return IterOutput(None, 0, ())
             if self.live_iterator(v):
-                return IterOutput(SourceOutput(v.origin.source), v.index)
+                return IterOutput(self(v.origin), v.index)
+            if v.kind not in (None, _TUPLE_ITERATOR):
+                # Made again from its remaining items, it would be a tuple iterator: the rest of the
+                # frame could tell (isinstance(e, enumerate)), so the break is not made here.
+                raise Unsupported(f"a {v.kind.__name__} object held at the break (it would be made again "
+                                  "as a tuple iterator)")
             return IterOutput(None, 0, self.remaining(v))
         return v.reconstruct(self)   # containers come back here for each item
 
@@ -383,7 +395,8 @@ class _Rebuilder:
         """Whether the loop iterator `v` must stay Python's own iterator over the very list or
         dict read from the frame (the rest of the frame may change it, and the loop must see
         that); otherwise it may be rebuilt from its remaining items."""
-        return isinstance(v.origin, (ListVariable, DictVariable)) and v.origin.source is not None
+        origin = v.origin.mapping if isinstance(v.origin, DictViewVariable) else v.origin
+        return isinstance(origin, (ListVariable, DictVariable)) and origin.source is not None
 
     def remaining(self, v) -> tuple:
         """The specs of the items `v` has still to yield (each container it iterates reached once)."""
@@ -395,4 +408,6 @@ class _Rebuilder:
                 if id(container) in self.iterated or id(container) in self.containers:
                     raise Unsupported("a loop over a container reached again at the break")
                 self.iterated.add(id(container))
-        return tuple(self(i) for i in v.items[v.index:])
+        if v.changed:
+            raise Unsupported("an iterator over a list or dict that changed since it was made")
+        return tuple(self(i) for i in v.rest())

@@ -5,6 +5,7 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
 """
 from ..variables import ConstantVariable, IteratorVariable
+from ..variables.containers import iterate
 from ..variables.contexts import AutocastVariable, GradModeVariable
 from ..variables.generators import GeneratorVariable
 from ..variables.base import TRACED_RAISES, unsupported
@@ -76,7 +77,7 @@ def get_iter(tx, inst):
     elif hasattr(obj, "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
         tx.push(obj.get_iter(tx))
     else:
-        tx.push(IteratorVariable(obj.unpack(tx), origin=obj))
+        tx.push(iterate(tx, obj))
 
 
 @handler("FOR_ITER")

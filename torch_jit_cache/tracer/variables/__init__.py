@@ -3,7 +3,7 @@ from .base import VariableTracker
 from .builder import wrap
 from .builtins import BuiltinVariable
 from .constant import ConstantVariable
-from .containers import (CellVariable, DictVariable, IteratorVariable, ListVariable,
+from .containers import (CellVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
                          RangeVariable, TupleVariable)
 from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFunctionVariable,
                         UserMethodVariable)
@@ -11,6 +11,6 @@ from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 
 __all__ = ["VariableTracker", "wrap", "BuiltinVariable", "ConstantVariable", "CellVariable",
-           "DictVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable",
+           "DictVariable", "DictViewVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable",
            "NestedFunctionVariable", "PythonModuleVariable", "UserFunctionVariable",
            "UserMethodVariable", "NNModuleVariable", "TensorVariable", "TorchFunctionVariable"]

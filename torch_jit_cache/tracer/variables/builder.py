@@ -37,7 +37,7 @@ from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
                         SignatureFunctionVariable, UserFunctionVariable, UserMethodVariable)
 from .new_object import UserClassVariable, is_user_class
-from .nn_module import NNModuleVariable
+from .nn_module import BuiltinModuleMethodVariable, NNModuleVariable, builtin_module_owner
 from .opaque import OpaqueVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, TorchFunctionVariable, static_example
@@ -62,6 +62,11 @@ def is_torch_callable(value) -> bool:
         return False
     if id(value) in _TORCH_IDS:
         return True
+    if isinstance(value, types.MethodType):
+        # A Python function bound to an object (a module's `forward`, a distribution's `rsample`):
+        # the object is state the graph would not see (its parameters would get no gradient).
+        # Wrapped as a method: its function and its object, each through its own source.
+        return False
     objclass = getattr(value, "__objclass__", None)
     if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
         return True
@@ -185,6 +190,10 @@ def _wrap(tx, value, source, guard):
             g(GuardKind.ID_MATCH, value)
             return ctx
     refuse_autocast_object(value)   # callable, but no torch function (contexts.py)
+    owner = builtin_module_owner(value)
+    if owner is not None:   # nn.Embedding.forward (super().forward(x)): a method, not a torch op
+        g(GuardKind.ID_MATCH, value)
+        return BuiltinModuleMethodVariable(value, owner, source)
     if is_torch_callable(value):
         g(GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source)

@@ -17,8 +17,10 @@ from .base import CallableVariable, TracedAttributeError, VariableTracker, unsup
 from .constant import ConstantVariable, wrap_constant_result
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
-from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable,
-                         RangeVariable, TupleVariable)
+from .containers import (BaseListVariable, DictVariable, EnumerateVariable, IteratorVariable, ListVariable,
+                         RangeVariable, REVERSED_TYPES, ReversedListVariable, TupleVariable, ZipVariable,
+                         iterate,
+                         iterator_type)
 
 
 def _consts(args, kwargs):
@@ -89,20 +91,30 @@ def _issubclass(tx, args, kwargs):
 
 def _enumerate(tx, args, kwargs):
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
-        return _polyfill(polyfills.enumerate_)(tx, args, kwargs)
+        return _polyfill(polyfills.enumerate_, enumerate)(tx, args, kwargs)
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
     start = start.as_python_constant()
-    return IteratorVariable([TupleVariable([ConstantVariable(i + start), v])
-                             for i, v in enumerate(args[0].unpack(tx))], watch=args[:1])
+    if type(start) is not int:
+        unsupported(f"enumerate(start={start!r})")
+    return EnumerateVariable(_lazy_child(tx, args[0]), start)
+
+
+def _lazy_child(tx, obj) -> IteratorVariable:
+    """What enumerate, zip (and Python's iter) read `obj` through: the very iterator where `obj`
+    is one, a live iterator over a list, else the items read now (watched: IteratorVariable)."""
+    if isinstance(obj, IteratorVariable):
+        return obj
+    if isinstance(obj, ListVariable):
+        return iterate(tx, obj)
+    return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
 
 
 def _zip(tx, args, kwargs):
     if kwargs:
         unsupported("zip(strict=...)")
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
-        return _polyfill(polyfills.zip_)(tx, args, kwargs)
-    seqs = [a.unpack(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)], watch=args)
+        return _polyfill(polyfills.zip_, zip)(tx, args, kwargs)
+    return ZipVariable([_lazy_child(tx, a) for a in args])
 
 
 def _minmax(fn):
@@ -209,8 +221,7 @@ def _iter(tx, args, kwargs):
         return args[0].get_iter(tx)
     # Over a list or dict, GET_ITER's iterator: `origin` lets a graph break keep Python's own
     # iterator over the very container (tracer/__init__.py, _Rebuilder.live_iterator).
-    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else IteratorVariable(
-        args[0].unpack(tx), origin=args[0])
+    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else iterate(tx, args[0])
 
 
 def _next(tx, args, kwargs):
@@ -258,7 +269,10 @@ def _reversed(tx, args, kwargs):
     from .user_object import is_sequence_mixin, sequence_call
     if hasattr(args[0], "get_iter") and is_sequence_mixin(args[0].python_type(), "__reversed__"):
         return sequence_call(tx, args[0], "__reversed__", [], {})
-    return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1])
+    if isinstance(args[0], ListVariable):
+        return ReversedListVariable(args[0])
+    return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1],
+                            kind=iterator_type(args[0], REVERSED_TYPES))
 
 
 def _all_any(fn):
@@ -303,11 +317,16 @@ def _sorted(tx, args, kwargs):
     return ListVariable([items[j] for j in order])
 
 
-def _polyfill(fn):
-    """A builtin traced through its Python version (polyfills.py)."""
+def _polyfill(fn, kind: type | None = None):
+    """A builtin traced through its Python version (polyfills.py). `kind`: the type of the iterator
+    the builtin returns (map, filter, ...), which isinstance and type() see instead of the
+    polyfill's generator type."""
     def handler(tx, args, kwargs):
         from .functions import UserFunctionVariable
-        return tx.call(UserFunctionVariable(fn), args, kwargs)
+        result = tx.call(UserFunctionVariable(fn), args, kwargs)
+        if kind is not None and isinstance(result, GeneratorVariable):
+            result.kind = kind
+        return result
     return handler
 
 
@@ -315,8 +334,12 @@ class PolyfillVariable(CallableVariable):
     """A helper reached as an attribute of a builtin (itertools.chain.from_iterable), traced
     through its Python version (polyfills.py)."""
 
+    def __init__(self, fn, source=None, kind: type | None = None):
+        super().__init__(fn, source)
+        self.kind = kind
+
     def call_function(self, tx, args, kwargs):
-        return _polyfill(self.fn)(tx, args, kwargs)
+        return _polyfill(self.fn, self.kind)(tx, args, kwargs)
 
 
 def _partial(tx, args, kwargs):
@@ -363,8 +386,9 @@ BUILTIN_HANDLERS = {
     any: _all_any(any), sorted: _sorted, round: _fold(round), divmod: _fold(divmod),
     pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
-    map: _polyfill(polyfills.map_), filter: _polyfill(polyfills.filter_),
-    itertools.chain: _polyfill(polyfills.chain_), itertools.product: _polyfill(polyfills.product_),
+    map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
+    itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
+    itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
 }
@@ -378,7 +402,7 @@ class BuiltinVariable(CallableVariable):
 
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
-            return PolyfillVariable(polyfills.chain_from_iterable_)
+            return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
         return super().var_getattr(tx, name)
 
     def __repr__(self):

@@ -149,6 +149,12 @@ class SuperVariable(VariableTracker):
             return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)
+        if isinstance(raw, types.FunctionType) and hasattr(self.obj, "module_call") and \
+                issubclass(mro[i], torch.nn.Module) and mro[i].__module__.startswith("torch.nn"):
+            # super().forward(x) in a subclass of nn.Embedding, nn.Linear, ...: the built-in
+            # class's function, read through its place in the MRO (builder.py makes it
+            # nn_module.BuiltinModuleMethodVariable: a leaf's forward is its op).
+            return _bound(tx.wrap(raw, AttrSource(klass, name)), self.obj)
         unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
 
     def __repr__(self):

@@ -6,14 +6,20 @@ object after the graph (tracer/side_effects.py, `_mutating`). Containers built w
 (source None) are mutated freely and rebuilt from their items, once however often they are
 reached (`outputs.once`: returned twice, or held by another container, they are one object after
 the graph). Every mutation that changes what an
-iteration would yield bumps `version`; an iterator over the container refuses to go on after one
-(the trace's iterator holds a snapshot, Python's sees the change).
+iteration would yield bumps `version`. An iterator over a list is live (ListIteratorVariable:
+Python's list iterator reads the list as it is at each step), and so are reversed, enumerate and zip
+built on it (they compute each item when asked); other iterators (over a dict, a tuple, a module's
+children) hold the items read when they were made and refuse to go on, or to be rebuilt at a graph
+break, after such a change (Python's would see it, or raise). list.extend consumes an iterator item
+by item, as Python does. Every iterator knows the type of Python's (`kind`), for isinstance.
 """
 from __future__ import annotations
 
-from ...trace_result import DictOutput, EffectKind, ListOutput, TupleOutput
+from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput,
+                             Unsupported)
 from .base import VariableTracker, unsupported, TracedKeyError
 from .constant import ConstantVariable
+from .generators import GeneratorVariable
 
 
 def _index(key: VariableTracker):
@@ -32,7 +38,8 @@ class BaseListVariable(VariableTracker):
         self.cls = cls        # the tuple subclass the value was (None: tuple or list itself)
 
     def python_type(self):
-        return self.kind
+        # The tuple subclass read from the frame (torch.Size, a namedtuple), as isinstance sees it.
+        return self.cls if self.cls is not None else self.kind
 
     def reconstruct(self, outputs):
         # One spec per tracker (trace_result.py): reached twice, it is one object after the graph.
@@ -128,6 +135,13 @@ class ListVariable(BaseListVariable):
             if kwargs or name in ("append", "extend") and len(args) != 1 or \
                     name == "insert" and len(args) != 2:
                 unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
+            if name == "extend" and isinstance(args[0], (IteratorVariable, GeneratorVariable)):
+                # An iterator is consumed item by item, each appended before the next is asked
+                # for (list.extend's loop): a map or generator over the list itself sees them.
+                while (item := args[0].next_item()) is not None:
+                    self._mutating(tx)
+                    self.items.append(item)
+                return ConstantVariable(None)
             if name == "extend":
                 new_items = args[0].unpack(tx)   # before the list changes (xs.extend(xs))
             self._mutating(tx)
@@ -222,13 +236,8 @@ class DictVariable(VariableTracker):
         return _MethodOf(self, name)
 
     def call_method(self, tx, name, args, kwargs):
-        if name == "keys":
-            return ListVariable(self.unpack(tx))
-        if name == "values":
-            return ListVariable(list(self.items.values()))
-        if name == "items":
-            return ListVariable([TupleVariable([ConstantVariable(k), v])
-                                 for k, v in self.items.items()])
+        if name in DictViewVariable.KINDS and not args and not kwargs:
+            return DictViewVariable(self, name)
         if name == "get":
             k = _index(args[0])
             if k in self.items:
@@ -276,6 +285,74 @@ class DictVariable(VariableTracker):
         unsupported(f"dict.{name}")
 
 
+class DictViewVariable(VariableTracker):
+    """`d.keys()`, `d.values()` or `d.items()`: a live view of the dict tracker `mapping`, as in
+    Python. Every read (len, `in`, iteration, set operations, truth) asks the dict as it is at that
+    moment, so a view taken before `d[k] = v` sees the new key. An iteration over it watches the
+    dict (IteratorVariable): a change of its keys while the loop runs is refused, and the frame
+    runs as written (Python raises RuntimeError there). After the graph it is made again as the
+    same method called on the dict rebuilt (the caller's own dict, or the one the trace built), so
+    a returned view stays live too."""
+
+    KINDS = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, mapping: DictVariable, kind: str):
+        super().__init__(None)
+        self.mapping, self.kind = mapping, kind
+
+    def python_type(self):
+        return self.KINDS[self.kind]
+
+    def unpack(self, tx):
+        d = self.mapping.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+
+    def length(self, tx) -> int:
+        return len(self.mapping.items)
+
+    def truthy(self, tx):
+        return bool(self.mapping.items)
+
+    def as_python_constant(self):
+        # A real view of a dict of constants: `d.keys() & {...}` and `d.keys() == {...}` fold.
+        if self.kind == "keys":
+            return dict.fromkeys(self.mapping.items).keys()
+        return getattr(self.mapping.as_python_constant(), self.kind)()
+
+    def contains(self, tx, item) -> bool:
+        if self.kind == "keys":
+            return _index(item) in self.mapping.items
+        if not item.is_python_constant() or not self.is_python_constant():
+            unsupported(f"membership test of {item} in dict.{self.kind}() of non-constant values")
+        return item.as_python_constant() in self.as_python_constant()
+
+    def var_getattr(self, tx, name):
+        return _MethodOf(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__" and not args:
+            return ConstantVariable(self.length(tx))
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "isdisjoint" and len(args) == 1 and self.is_python_constant() and args[0].is_python_constant():
+            return ConstantVariable(self.as_python_constant().isdisjoint(args[0].as_python_constant()))
+        unsupported(f"dict_{self.kind}.{name}")
+
+    def reconstruct(self, outputs):
+        # A view of the caller's dict is a view of that very dict (what the trace changed in it is
+        # replayed on it: side_effects.py), even where a returned dict itself would be a copy.
+        mapping = SourceOutput(self.mapping.source) if self.mapping.source is not None \
+            else outputs.rebuild(self.mapping)
+        return outputs.once(self, lambda: CallOutput(AttrOutput(mapping, self.kind), (), ()))
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind} of {self.mapping!r})"
+
+
 class RangeVariable(VariableTracker):
     def __init__(self, value: range):
         super().__init__(None)
@@ -301,28 +378,44 @@ class RangeVariable(VariableTracker):
 
 
 class IteratorVariable(VariableTracker):
-    """An iterator over known items (GET_ITER's result); FOR_ITER advances `index`. `origin`: the
-    tracker iterated, if known (a graph break rebuilds the iterator from it). `watch`: lists and
-    dicts whose items these are (origin by default): a mutation of one while the iteration goes on
-    would show in Python's iterator but not in these items, so it is refused."""
+    """An iterator over known items (enumerate's, zip's, reversed's, a dict's); FOR_ITER advances
+    `index`. `origin`: the tracker iterated, if known (a graph break rebuilds the iterator from
+    it). `watch`: what these items were read from (origin by default): lists, dicts, dict views
+    and other iterators, down to their lists and dicts. A change of one of those while the
+    iteration goes on would show in Python's iterator but not in these items, so going on is
+    refused, and so is rebuilding the iterator at a graph break (`changed`)."""
 
-    def __init__(self, items: list, origin=None, watch=None):
+    def __init__(self, items: list, origin=None, watch=None, kind: type | None = None):
         super().__init__(None)
         self.items = items
         self.index = 0
         self.origin = origin
+        self.kind = kind   # the type of Python's iterator (enumerate, list_iterator, ...), if known
         watch = (origin,) if watch is None else watch
-        self._watch = [(c, c.version) for c in watch if isinstance(c, (ListVariable, DictVariable))]
+        self._watch = [(c, c.version) for c in iterated_containers(watch)]
+
+    def python_type(self):
+        if self.kind is None:
+            unsupported("type of an iterator whose Python type is not known")
+        return self.kind
 
     @property
     def watched(self) -> list:
         """The lists and dicts whose items these are."""
         return [container for container, _ in self._watch]
 
+    @property
+    def changed(self) -> bool:
+        """Whether a list or dict these items were read from changed since."""
+        return any(container.version != version for container, version in self._watch)
+
     def _check_unchanged(self):
-        for container, version in self._watch:
-            if container.version != version:
-                unsupported("a list or dict changed while a loop iterates over it")
+        if self.changed:
+            unsupported("a list or dict changed while a loop iterates over it")
+
+    def rest(self) -> list:
+        """The items still to come, the iterator left where it is."""
+        return self.items[self.index:]
 
     def next_item(self):
         self._check_unchanged()
@@ -336,6 +429,195 @@ class IteratorVariable(VariableTracker):
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+
+# A live iteration over a list yields at most this many items in one trace (`for v in l:
+# l.append(v)` never ends in Python either; the frame then runs as written).
+_MAX_LIVE_ITEMS = 100_000
+
+
+class ListIteratorVariable(IteratorVariable):
+    """`iter(l)` (GET_ITER, a for loop) over a list tracker: live, as Python's list iterator is. Each
+    step reads `l.items[index]` as the list is at that moment, so items appended while the loop
+    runs (or after the iterator was made and before it is consumed) are yielded, as in eager;
+    once exhausted it stays exhausted, whatever is appended later."""
+
+    def __init__(self, lst: ListVariable):
+        super().__init__([], origin=lst, watch=(), kind=type(iter([])))
+        self.exhausted = False
+
+    @property
+    def watched(self) -> list:
+        return [self.origin]
+
+    @property
+    def changed(self) -> bool:
+        return False
+
+    def rest(self) -> list:
+        return [] if self.exhausted else self.origin.items[self.index:]
+
+    def next_item(self):
+        items = self.origin.items
+        if self.exhausted or self.index >= len(items):
+            self.exhausted = True
+            return None
+        if self.index >= _MAX_LIVE_ITEMS:
+            unsupported(f"a loop over a list that grew past {_MAX_LIVE_ITEMS} items while it ran")
+        self.index += 1
+        return items[self.index - 1]
+
+    def unpack(self, tx):
+        rest = self.rest()
+        self.index += len(rest)
+        self.exhausted = True
+        return rest
+
+
+class _ComputedIterator(IteratorVariable):
+    """An iterator whose items are computed when asked for, from live parts (reversed, enumerate
+    and zip below): the order of reads is Python's, and a list changed before or while it is
+    consumed shows through, as in eager. At a graph break the items still to come (`rest`) are
+    what a loop's rebuilt iterator yields (tracer/__init__.py)."""
+
+    def __init__(self, kind: type):
+        super().__init__([], watch=(), kind=kind)
+
+    def unpack(self, tx):
+        items = []
+        while (item := self.next_item()) is not None:
+            items.append(item)
+        return items
+
+
+class ReversedListVariable(_ComputedIterator):
+    """`reversed(l)` over a list tracker, as Python's list_reverseiterator: it starts at the last
+    index the list had when it was made and reads the list as it is at each step."""
+
+    def __init__(self, lst: ListVariable):
+        super().__init__(type(reversed([])))
+        self.list = lst
+        self.position = len(lst.items) - 1
+
+    @property
+    def watched(self) -> list:
+        return [self.list]
+
+    @property
+    def changed(self) -> bool:
+        return False
+
+    def rest(self) -> list:
+        items = self.list.items
+        return items[self.position::-1] if 0 <= self.position < len(items) else []
+
+    def next_item(self):
+        items = self.list.items
+        if not 0 <= self.position < len(items):
+            self.position = -1   # exhausted for good
+            return None
+        self.position -= 1
+        return items[self.position + 1]
+
+
+class EnumerateVariable(_ComputedIterator):
+    """`enumerate(it, start)`: each item is the next of `child` (an iterator tracker), counted."""
+
+    def __init__(self, child: IteratorVariable, start: int):
+        super().__init__(enumerate)
+        self.child, self.count = child, start
+
+    @property
+    def watched(self) -> list:
+        return self.child.watched
+
+    @property
+    def changed(self) -> bool:
+        return self.child.changed
+
+    def rest(self) -> list:
+        return [TupleVariable([ConstantVariable(self.count + j), item]) for j, item in enumerate(self.child.rest())]
+
+    def next_item(self):
+        item = self.child.next_item()
+        if item is None:
+            return None
+        self.count += 1
+        return TupleVariable([ConstantVariable(self.count - 1), item])
+
+
+class ZipVariable(_ComputedIterator):
+    """`zip(*its)`: one item from each child in turn, stopping at the first exhausted one (the
+    children before it have given one item more, as in Python)."""
+
+    def __init__(self, children: list):
+        super().__init__(zip)
+        self.children = children
+
+    @property
+    def watched(self) -> list:
+        return [c for child in self.children for c in child.watched]
+
+    @property
+    def changed(self) -> bool:
+        return any(child.changed for child in self.children)
+
+    def rest(self) -> list:
+        return [TupleVariable(list(t)) for t in zip(*(child.rest() for child in self.children))]
+
+    def next_item(self):
+        items = []
+        for child in self.children:
+            item = child.next_item()
+            if item is None:
+                return None
+            items.append(item)
+        return TupleVariable(items)
+
+
+def iterated_containers(values):
+    """The lists and dicts that iterating over each of `values` reads, as it goes."""
+    for v in values:
+        if isinstance(v, DictViewVariable):
+            yield v.mapping
+        elif isinstance(v, (ListVariable, DictVariable)):
+            yield v
+        elif isinstance(v, IteratorVariable):
+            yield from v.watched
+
+
+# The type of Python's iterator over each type of iterable the trace knows (what `iter(x)` and
+# `reversed(x)` return): isinstance(it, type(iter([]))) and friends answer as eager.
+_ITERATOR_TYPES = {tuple: type(iter(())), list: type(iter([])), dict: type(iter({})), range: type(iter(range(0))),
+                   set: type(iter(set())), frozenset: type(iter(frozenset())),
+                   **{view: type(iter(view_of)) for view_of in ({}.keys(), {}.values(), {}.items())
+                      for view in (type(view_of),)}}
+REVERSED_TYPES = {tuple: type(reversed(())), list: type(reversed([])), range: type(reversed(range(0))),
+                   dict: type(reversed({}))}
+
+
+def iterator_type(obj, table=None) -> type | None:
+    """The type of Python's `iter(obj)` (or, with REVERSED_TYPES, `reversed(obj)`), if known. Asks
+    for no constant value: that could guard a function by identity (functions.py)."""
+    if isinstance(obj, ConstantVariable):   # a string, bytes: the type depends on the value
+        try:
+            return type(reversed(obj.value) if table is REVERSED_TYPES else iter(obj.value))
+        except TypeError:
+            return None
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        return None
+    table = table or _ITERATOR_TYPES
+    return next((table[base] for base in cls.__mro__ if base in table), None)
+
+
+def iterate(tx, obj) -> IteratorVariable:
+    """GET_ITER over a tracker with known items: Python's list iterator for a list, else the items
+    read now, watched (IteratorVariable)."""
+    if isinstance(obj, ListVariable):
+        return ListIteratorVariable(obj)
+    return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
 
 
 class CellVariable(VariableTracker):

@@ -19,6 +19,8 @@ real generator there and the rest of the frame runs as written.
 """
 from __future__ import annotations
 
+import types
+
 from ...trace_result import Unsupported
 from .base import VariableTracker, unsupported
 
@@ -32,9 +34,10 @@ class GeneratorVariable(VariableTracker):
         self.done = False
         self.running = False
 
+    kind = types.GeneratorType   # a polyfilled builtin's generator says the builtin's type (map, ...)
+
     def python_type(self):
-        import types
-        return types.GeneratorType
+        return self.kind
 
     def next_item(self):
         """The next yielded tracker, or None when the generator returns."""

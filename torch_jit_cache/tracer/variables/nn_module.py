@@ -14,6 +14,7 @@ submodule, and nn.Module's own state (training, the hook dicts, forward) are ref
 """
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
@@ -25,7 +26,7 @@ from ...proxies import builtin_opaque_reason, is_allowed_in_graph
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import VariableTracker, unsupported
+from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable, _MethodOf
 from .functions import UserFunctionVariable
@@ -426,6 +427,50 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__} from {self.source})"
+
+
+def builtin_module_owner(fn) -> type | None:
+    """The torch.nn module class whose own __dict__ holds the function `fn` (`nn.Embedding.forward`,
+    `nn.Conv1d._conv_forward`), else None. Such a function is reached from a subclass's
+    `super().forward(x)` or as `nn.Embedding.forward(self, x)`: it is a method of the module, never
+    a torch function to put in the graph by name (its module path names no such function, and the
+    parameters it reads would be hidden from the backend, so they would get no gradient)."""
+    if not isinstance(fn, types.FunctionType) or not (fn.__module__ or "").startswith("torch.nn"):
+        return None
+    owner_path, _, name = fn.__qualname__.rpartition(".")
+    owner = sys.modules.get(fn.__module__)
+    for part in owner_path.split(".") if owner_path else ():
+        owner = getattr(owner, part, None)
+    if isinstance(owner, type) and issubclass(owner, nn.Module) and vars(owner).get(name) is fn:
+        return owner
+    return None
+
+
+class BuiltinModuleMethodVariable(CallableVariable):
+    """A function of a built-in module class (builtin_module_owner), read through a source that the
+    builder guards by identity. Calling a leaf module's `forward` with a module of that class (or a
+    subclass: `super().forward(x)`) is that leaf's op, exactly as calling a plain instance is
+    (LEAF_MODULES: the parameters are graph inputs, read through the module's source). Any other
+    method is not traced: a graph break where it is called, with its name."""
+
+    def __init__(self, fn, owner: type, source=None):
+        super().__init__(fn, source)
+        self.owner = owner
+
+    def call_function(self, tx, args, kwargs):
+        cls, name = self.owner, self.fn.__name__
+        leaf = LEAF_MODULES.get(cls) if name == "forward" else None
+        if leaf is None:
+            unsupported(f"{cls.__name__}.{name} of built-in module {cls.__name__} is not traced")
+        if not args or not isinstance(args[0], NNModuleVariable) or not isinstance(args[0].module, cls):
+            unsupported(f"{cls.__name__}.forward called with {args[0] if args else 'no arguments'}")
+        mv, rest = args[0], args[1:]
+        if kwargs or not 1 <= len(rest) <= _LEAF_ARITY.get(cls, 1):
+            unsupported(f"{cls.__name__}.forward called with {len(rest)} args and {list(kwargs)}")
+        return leaf(tx, mv, _Settings(tx, mv), *rest)
+
+    def __repr__(self):
+        return f"BuiltinModuleMethodVariable({self.fn.__qualname__})"
 
 
 # Modules that model code builds inside forward (`nn.Softmax(dim=1)(x)`), by their functional form:

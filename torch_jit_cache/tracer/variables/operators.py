@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 
-from .base import VariableTracker, unsupported
+from .base import CallableVariable, VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable, wrap_constant_result
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
 from .functions import UserFunctionVariable
@@ -92,6 +92,9 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = True
     elif isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
         same = a.value is b.value
+    elif isinstance(a, (ConstantVariable, CallableVariable)) and isinstance(b, (ConstantVariable, CallableVariable)):
+        # A class against a builtin that is one (`type(it) is filter`, `type(n) is int`): both known.
+        same = a.as_python_constant() is b.as_python_constant()
     elif isinstance(a, NNModuleVariable) and isinstance(b, NNModuleVariable):
         same = a.module is b.module
     elif isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
