@@ -204,13 +204,10 @@ def compile_expr(expr, symbol_index: Mapping[Any, int]) -> tuple[tuple[str, int]
             emit(kind, pops=1)
         elif kind == "identity":
             walk(e.args[0])
-        elif kind == "modular_indexing":  # (a // b) % c
-            a, b, c = e.args
-            walk(a)
-            walk(b)
-            emit("floordiv", pops=2)
-            walk(c)
-            emit("mod", pops=2)
+        elif kind == "modular_indexing":  # (a // b) % c, but 0 when a == 0 or c == 1 (torch's eval)
+            for arg in e.args:
+                walk(arg)
+            emit("modular_indexing", pops=3)
         elif kind == "where":
             for arg in e.args:
                 walk(arg)

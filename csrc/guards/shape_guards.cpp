@@ -56,6 +56,37 @@ inline bool pymod(int64_t a, int64_t b, int64_t* out, ShapeVerdict* why) noexcep
   return true;
 }
 
+// torch.utils._sympy.functions.Mod.eval on integers, in its order: modulo by zero, then the
+// answers it gives before its domain check (a == 0, a == b, a == -b, b == 1: 0), then the domain
+// (a >= 0, b >= 1). Checking the domain first refused Mod(0, -2) == 0.
+inline bool torch_mod(int64_t a, int64_t b, int64_t* out, ShapeVerdict* why) noexcept {
+  if (b == 0) {
+    *why = ShapeVerdict::kZeroDivision;
+    return false;
+  }
+  if (a == 0 || a == b || (b != INT64_MIN && a == -b) || b == 1) {  // -INT64_MIN overflows; no a equals it
+    *out = 0;
+    return true;
+  }
+  if (a < 0 || b < 1) {
+    *why = ShapeVerdict::kOutOfDomain;
+    return false;
+  }
+  *out = a % b;
+  return true;
+}
+
+// torch.utils._sympy.functions.ModularIndexing.eval on integers: 0 when a == 0 or c == 1 (even
+// where a // b or % c would divide by zero), else Python's (a // b) % c; a // b must fit in int64.
+inline bool modular_indexing(int64_t a, int64_t b, int64_t c, int64_t* out, ShapeVerdict* why) noexcept {
+  if (a == 0 || c == 1) {
+    *out = 0;
+    return true;
+  }
+  int64_t q = 0;
+  return floordiv(a, b, &q, why) && pymod(q, c, out, why);
+}
+
 // a ** e by squaring; an overflow only when the result overflows (the squared base is needed only
 // while a higher bit of e remains, and then |result| >= |base squared| for |a| >= 2).
 inline bool ipow(int64_t a, int64_t e, int64_t* out, ShapeVerdict* why) noexcept {
@@ -195,6 +226,12 @@ ShapeVerdict ShapeProgram::evaluate(const int64_t* symbols) const noexcept {
         top -= 2;
         continue;
       }
+      case ShapeOp::kModularIndexing: {
+        int64_t& a = stack[top - 3];
+        if (TJC_UNLIKELY(!modular_indexing(a, stack[top - 2], stack[top - 1], &a, &why))) return why;
+        top -= 2;
+        continue;
+      }
       default:
         break;
     }
@@ -222,9 +259,7 @@ ShapeVerdict ShapeProgram::evaluate(const int64_t* symbols) const noexcept {
         ok = pymod(a, b, &a, &why);
         break;
       case ShapeOp::kNonNegMod:
-        ok = a >= 0 && b >= 1;
-        why = ShapeVerdict::kOutOfDomain;
-        if (ok) a %= b;
+        ok = torch_mod(a, b, &a, &why);
         break;
       case ShapeOp::kPow:
         ok = ipow(a, b, &a, &why);
@@ -310,6 +345,9 @@ std::string ShapeProgram::text(const std::vector<std::string>& names) const {
       std::vector<std::string> texts;
       for (const Printed& a : args) texts.push_back(a.text);
       out.text = absl::StrCat(spec.text, "(", absl::StrJoin(texts, ", "), ")");
+    } else if (instr.op == ShapeOp::kModularIndexing) {  // a // b % c, as Python parses it
+      out.text = absl::StrCat(wrap(args[0], args[0].precedence < 11), " // ", wrap(args[1], args[1].precedence <= 11),
+                              " % ", wrap(args[2], args[2].precedence <= 11));
     } else if (instr.op == ShapeOp::kWhere) {
       out.text = absl::StrCat(wrap(args[1], args[1].precedence <= 0), " if ", wrap(args[0], args[0].precedence <= 0),
                               " else ", wrap(args[2], args[2].precedence < 0));

@@ -14,6 +14,11 @@
 // fit in int64, a division or modulo by zero, or an operand outside an op's domain (a negative
 // exponent, torch's non-negative Mod on a negative) makes the expression FAIL: a guard that fails
 // only recompiles, so it is always the safe answer. No undefined behaviour, no exception.
+// torch's Mod and ModularIndexing follow their sympy eval on integers (torch.utils._sympy.functions)
+// exactly, including the answers eval gives before it checks a domain: Mod(0, -2), Mod(-3, 1),
+// Mod(-5, 5) and ModularIndexing(0, 0, c) are 0, not failures. A guard may fail only where torch's
+// value is undefined or an intermediate needs more than int64; failing where torch has a value
+// recompiles forever on that input (and made the property test disagree with sympy).
 //
 // Evaluation: RootGuardManager::check runs it after every node passed (TENSOR_MATCH has then
 // proven the types and dim counts). Ranges first, then expressions; a failing expression moves to
@@ -50,7 +55,8 @@ enum class ShapeOp : uint8_t {
   kAdd, kSub, kMul,
   kFloorDiv,   // Python //
   kMod,        // Python % (sympy.Mod, PythonMod)
-  kNonNegMod,  // torch's Mod: defined for a >= 0, b >= 1 only
+  kNonNegMod,  // torch's Mod: 0 when a == 0, a == +-b or b == 1; else defined for a >= 0, b >= 1 only
+  kModularIndexing,  // torch's ModularIndexing (a, b, c): 0 when a == 0 or c == 1; else (a // b) % c
   kPow,        // a ** b, b >= 0
   kMin, kMax,
   kAbs, kNeg,
@@ -74,6 +80,7 @@ inline constexpr ShapeOpSpec kShapeOps[] = {
     {ShapeOp::kAdd, "add", 2, " + ", 10},              {ShapeOp::kSub, "sub", 2, " - ", 10},
     {ShapeOp::kMul, "mul", 2, "*", 11},                {ShapeOp::kFloorDiv, "floordiv", 2, " // ", 11},
     {ShapeOp::kMod, "mod", 2, " % ", 11},              {ShapeOp::kNonNegMod, "mod_nonneg", 2, " % ", 11},
+    {ShapeOp::kModularIndexing, "modular_indexing", 3, " % ", 11},
     {ShapeOp::kPow, "pow", 2, "**", 13},               {ShapeOp::kMin, "min", 2, "min", kAtom},
     {ShapeOp::kMax, "max", 2, "max", kAtom},           {ShapeOp::kAbs, "abs", 1, "abs", kAtom},
     {ShapeOp::kNeg, "neg", 1, "-", 12},                {ShapeOp::kEq, "eq", 2, " == ", 4},

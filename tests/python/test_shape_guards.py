@@ -172,6 +172,7 @@ def test_torch_sympy_functions_compile():
         (sympy.Eq(tf.ModularIndexing(s0, 2, 3), 0), [6, 1], True),
         (sympy.Eq(tf.PythonMod(s0, 3), 2), [-7, 1], True),             # -7 % 3 == 2
         (sympy.Eq(tf.Mod(s0, 3), 1), [-2, 1], False),                  # torch Mod: out of domain
+        (sympy.Eq(tf.Mod(s0, -2), 0), [0, 1], True),                   # ... but Mod(0, q) == 0 first
         (sympy.Eq(tf.CleanDiv(s0, 4), 2), [8, 1], True),
         (sympy.Eq(tf.FloorDiv(s0, s1), -4), [-7, 2], True),            # -7 // 2 == -4
         (sympy.Eq(tf.Max(s0, s1), 5), [5, 2], True),
@@ -255,8 +256,10 @@ def reference(expr, subs):
             for k in kids[1:]:
                 acc = _fits(expr.func(acc, k))
             return acc
-        if isinstance(expr, tf.ModularIndexing):  # compiled as (a // b) % c
-            return _fits(sympy.Mod(_fits(tf.FloorDiv(kids[0], kids[1])), kids[2]))
+        if isinstance(expr, tf.ModularIndexing):  # torch's value; C++ needs a // b in int64 unless eval skips it
+            if kids[0] != 0 and kids[2] != 1:
+                _fits(tf.FloorDiv(kids[0], kids[1]))
+            return _fits(expr.func(*kids))
         if isinstance(expr, sympy.Pow):
             return _fits(sympy.Integer(int(kids[0]) ** int(kids[1])))
         return _fits(expr.func(*kids))
@@ -291,6 +294,78 @@ def test_random_expressions_agree_with_sympy(plan, values):
     got = root.check({f"a{i}": v for i, v in enumerate(values)})
     assert got == expected, (expr, values, root.explain({f"a{i}": v for i, v in enumerate(values)}))
     assert (root.explain({f"a{i}": v for i, v in enumerate(values)}) is None) == got
+
+
+# torch's Mod.eval answers 0 (p == 0, p == +-q, q == 1) before it checks p >= 0, q >= 1, and
+# ModularIndexing.eval answers 0 (a == 0, c == 1) before it divides: the guard used to check the
+# domain / divide first and fail on these (hypothesis found the first two).
+TORCH_EVAL_ZEROS = [
+    (sympy.Eq(s0, tf.Mod(s0, -2)), (0, 0, 0, 0)),
+    (sympy.Eq(s1, tf.Mod(tf.ModularIndexing(1, 1, s0), -(2**40))), (-(2**40) - 1, 0, 0, 0)),  # 1 % s0 == q
+    (sympy.Eq(s1, tf.Mod(tf.ModularIndexing(1, 1, s0), -(2**40))), (1, 0, 0, 0)),  # ModularIndexing(.., 1) == 0
+    (sympy.Eq(s1, tf.Mod(-1, s0)), (1, 0, 0, 0)),
+    (sympy.Eq(tf.Mod(s0, s1), 0), (-5, 5, 0, 0)),
+    (sympy.Eq(tf.Mod(s0, s1), 0), (-5, -5, 0, 0)),
+    (sympy.Eq(tf.Mod(s0, s1), 0), (5, -5, 0, 0)),
+    (sympy.Eq(tf.Mod(s0, s1), 0), (INT64_MIN, INT64_MIN, 0, 0)),
+    (sympy.Eq(tf.ModularIndexing(s0, s1, s2), 0), (0, 0, 7, 0)),
+    (sympy.Eq(tf.ModularIndexing(s0, s1, s2), 0), (0, 3, 0, 0)),
+    (sympy.Eq(tf.ModularIndexing(s0, s1, s2), 0), (7, 0, 1, 0)),
+    (sympy.Eq(tf.ModularIndexing(s0, s1, s2), 0), (INT64_MIN, -1, 1, 0)),
+]
+# Where torch's value is undefined, the guard still fails.
+TORCH_EVAL_UNDEFINED = [
+    (sympy.Eq(tf.Mod(s0, s1), 1), (-2, 3, 0, 0)),   # p < 0
+    (sympy.Eq(tf.Mod(s0, s1), 1), (7, -3, 0, 0)),   # q < 1
+    (sympy.Eq(tf.Mod(s0, s1), 0), (7, 0, 0, 0)),    # modulo by zero
+    (sympy.Eq(tf.Mod(s0, s1), 0), (0, 0, 0, 0)),
+    (sympy.Eq(tf.ModularIndexing(s0, s1, s2), 0), (7, 0, 3, 0)),
+    (sympy.Eq(tf.ModularIndexing(s0, s1, s2), 0), (7, 2, 0, 0)),
+]
+
+
+def _int_guards(expr):
+    sg = ShapeGuards(bindings=tuple((s, SymbolBinding(LocalSource(f"a{i}"), "int")) for i, s in enumerate(SYMS)),
+                     exprs=(expr,))
+    return build_guards([], global_state=False, shape_guards=sg)
+
+
+@pytest.mark.parametrize("expr, values", TORCH_EVAL_ZEROS, ids=lambda v: str(v))
+def test_torch_mod_and_modular_indexing_zeros_before_domain(expr, values):
+    assert bool(expr.xreplace({s: sympy.Integer(v) for s, v in zip(SYMS, values)})) is True  # torch's own answer
+    root = _int_guards(expr)
+    f_locals = {f"a{i}": v for i, v in enumerate(values)}
+    assert root.check(f_locals), root.explain(f_locals)
+
+
+@pytest.mark.parametrize("expr, values", TORCH_EVAL_UNDEFINED, ids=lambda v: str(v))
+def test_torch_mod_and_modular_indexing_fail_where_undefined(expr, values):
+    with pytest.raises((ZeroDivisionError, AssertionError)):
+        expr.xreplace({s: sympy.Integer(v) for s, v in zip(SYMS, values)})
+    assert not _int_guards(expr).check({f"a{i}": v for i, v in enumerate(values)})
+
+
+small = st.one_of(st.integers(-6, 6), st.sampled_from([INT64_MIN, INT64_MAX, -(2**40), 2**40]))
+
+
+@given(a=small, b=small, c=small)
+def test_torch_mod_and_modular_indexing_are_torchs_eval(a, b, c):
+    """The C++ ops against torch's eval on the same integers: equal where torch has an int64 value."""
+    a_, b_, c_ = (sympy.Integer(v) for v in (a, b, c))
+    for op, operands, torch_value in (
+            ("mod_nonneg", [a, b], lambda: tf.Mod(a_, b_)),
+            ("modular_indexing", [a, b, c], lambda: tf.ModularIndexing(a_, b_, c_))):
+        program = [["sym", i] for i in range(len(operands))] + [[op, 0], ["sym", len(operands)], ["eq", 0]]
+        try:
+            want = int(torch_value())
+        except (ZeroDivisionError, AssertionError):
+            assert _C._shape_program_evaluate(program, operands + [0]) != "true"
+            continue
+        verdict = _C._shape_program_evaluate(program, operands + [want])
+        if op == "modular_indexing" and verdict == "overflows int64":
+            assert a == INT64_MIN and b == -1  # a // b needs 2**63 before % c
+            continue
+        assert verdict == "true", (op, operands, want, verdict)
 
 
 @given(a=value, b=value)

@@ -39,7 +39,45 @@ TEST(ShapeProgram, FloorDivisionAndModuloArePythons) {
   EXPECT_EQ(binary(Op::kMod, 7, 3, 1), ShapeVerdict::kTrue);
   EXPECT_EQ(binary(Op::kNonNegMod, 7, 3, 1), ShapeVerdict::kTrue);
   EXPECT_EQ(binary(Op::kNonNegMod, -7, 3, 2), ShapeVerdict::kOutOfDomain);
-  EXPECT_EQ(binary(Op::kNonNegMod, 7, 0, 0), ShapeVerdict::kOutOfDomain);
+  EXPECT_EQ(binary(Op::kNonNegMod, 7, -3, 0), ShapeVerdict::kOutOfDomain);
+  EXPECT_EQ(binary(Op::kNonNegMod, 7, 0, 0), ShapeVerdict::kZeroDivision);
+  EXPECT_EQ(binary(Op::kNonNegMod, 0, 0, 0), ShapeVerdict::kZeroDivision);
+}
+
+// torch's Mod.eval answers 0 before it checks its domain (a >= 0, b >= 1); so must the guard.
+TEST(ShapeProgram, TorchModAnswersZeroBeforeItsDomainCheck) {
+  EXPECT_EQ(binary(Op::kNonNegMod, 0, -2, 0), ShapeVerdict::kTrue);   // Eq(s0, Mod(s0, -2)) at s0 = 0
+  EXPECT_EQ(binary(Op::kNonNegMod, -1, 1, 0), ShapeVerdict::kTrue);   // b == 1
+  EXPECT_EQ(binary(Op::kNonNegMod, -5, 5, 0), ShapeVerdict::kTrue);   // a == -b
+  EXPECT_EQ(binary(Op::kNonNegMod, -5, -5, 0), ShapeVerdict::kTrue);  // a == b
+  EXPECT_EQ(binary(Op::kNonNegMod, int64_t{1} - (int64_t{1} << 40) - 1, -(int64_t{1} << 40), 0),
+            ShapeVerdict::kTrue);  // Mod(1 % -(2**40 + 1), -2**40): a == b
+  EXPECT_EQ(binary(Op::kNonNegMod, INT64_MIN, INT64_MIN, 0), ShapeVerdict::kTrue);
+  EXPECT_EQ(binary(Op::kNonNegMod, INT64_MAX, INT64_MIN, 0), ShapeVerdict::kOutOfDomain);  // no -INT64_MIN
+  EXPECT_EQ(binary(Op::kNonNegMod, 5, -5, 0), ShapeVerdict::kTrue);
+  EXPECT_EQ(binary(Op::kNonNegMod, -6, 5, 0), ShapeVerdict::kOutOfDomain);
+}
+
+// ModularIndexing(a, b, c): torch's eval gives 0 for a == 0 or c == 1 before computing (a // b) % c.
+TEST(ShapeProgram, ModularIndexingIsTorchs) {
+  auto mi = [](int64_t a, int64_t b, int64_t c, int64_t want) {
+    const int64_t values[] = {a, b, c, want};
+    return program({sym(0), sym(1), sym(2), op(Op::kModularIndexing), sym(3), op(Op::kEq)}, 4).evaluate(values);
+  };
+  EXPECT_EQ(mi(6, 2, 3, 0), ShapeVerdict::kTrue);
+  EXPECT_EQ(mi(-7, 2, 3, 2), ShapeVerdict::kTrue);  // (-7 // 2) % 3 == -4 % 3 == 2
+  EXPECT_EQ(mi(7, 2, -2, -1), ShapeVerdict::kTrue);  // 3 % -2 == -1
+  EXPECT_EQ(mi(0, 0, 5, 0), ShapeVerdict::kTrue);   // a == 0: no division
+  EXPECT_EQ(mi(0, 3, 0, 0), ShapeVerdict::kTrue);
+  EXPECT_EQ(mi(7, 0, 1, 0), ShapeVerdict::kTrue);   // c == 1: no division
+  EXPECT_EQ(mi(INT64_MIN, -1, 1, 0), ShapeVerdict::kTrue);
+  EXPECT_EQ(mi(7, 0, 3, 0), ShapeVerdict::kZeroDivision);
+  EXPECT_EQ(mi(7, 2, 0, 0), ShapeVerdict::kZeroDivision);
+  EXPECT_EQ(mi(INT64_MIN, -1, 3, 2), ShapeVerdict::kOverflow);  // a // b needs 2**63
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  const ShapeProgram text =
+      program({sym(0), k(1), op(Op::kAdd), sym(1), sym(2), op(Op::kModularIndexing), k(0), op(Op::kEq)});
+  EXPECT_EQ(text.text(names), "(a + 1) // b % c == 0");
 }
 
 TEST(ShapeProgram, OverflowAndDivisionByZeroFail) {
@@ -87,6 +125,8 @@ TEST(ShapeProgram, MalformedProgramsAreRefused) {
   EXPECT_FALSE(ShapeProgram::make(deep, 1).ok());
   EXPECT_FALSE(ShapeProgram::parse_op("shl").ok());
   EXPECT_EQ(ok_or_die(ShapeProgram::parse_op("mod_nonneg")), Op::kNonNegMod);
+  EXPECT_EQ(ok_or_die(ShapeProgram::parse_op("modular_indexing")), Op::kModularIndexing);
+  EXPECT_FALSE(ShapeProgram::make({sym(0), sym(0), op(Op::kModularIndexing)}, 1).ok());
 }
 
 TEST(ShapeProgram, TextIsPythonWithSourceNames) {
