@@ -255,3 +255,22 @@ def compiler_of(obj):
 def unwrap(obj):
     """The module a compiled module wraps; anything else as it is."""
     return obj._tjc_module if isinstance(obj, CompiledModule) else obj
+
+
+def own_compiled_call(obj):
+    """The `_compiled_call_impl` that compile(module) or compile_(module) set on `obj`, while it is
+    still that one; else None (a plain module, or a call set by anything else).
+
+    The tracer inlines a call of such a module as a call of `unwrap(obj)` (hooks, then forward: what
+    the compiled call runs, on its own cache), and guards this object by identity (held weakly), so
+    a call set anew afterwards is noticed."""
+    if isinstance(obj, CompiledModule):
+        call = getattr(obj, "_compiled_call_impl", None)
+        ours = type(call) is _C.CompiledFunction and \
+            call._torch_jit_cache_original == obj._tjc_module._call_impl
+        return call if ours else None
+    if isinstance(obj, nn.Module):
+        call = obj.__dict__.get("_compiled_call_impl")
+        if isinstance(call, InPlaceCall) and call._module() is obj:
+            return call
+    return None

@@ -593,3 +593,102 @@ def test_a_model_of_blocks_compiled_in_place_then_compiled_whole_is_one_graph():
     x = r(2, 4)
     assert torch.allclose(whole(x), eager(x), atol=1e-6)
     assert cnt.frame_count == 1, "the whole model's trace inlines its blocks"
+
+
+# --- compiled blocks inside a model compiled whole (the tracer inlines them) ---------------------
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x)) + x
+
+
+class Blocks(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.layers = nn.ModuleList(Block() for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def _as_child(model, cnt):
+    for i, block in enumerate(model.layers):
+        model.layers[i] = tjc.compile(block, backend=cnt)
+
+
+def _in_place(model, cnt):
+    for block in model.layers:
+        tjc.compile_(block, backend=cnt)
+
+
+def _graphs_and_breaks(how):
+    """(eager, model with its blocks compiled by `how` and then compiled whole, the whole's counter,
+    the blocks' counter)."""
+    eager = Blocks()
+    model = Blocks()
+    model.load_state_dict(eager.state_dict())
+    inner = CompileCounter()
+    how(model, inner)
+    outer = CompileCounter()
+    return eager, model, tjc.compile(model, backend=outer), outer, inner
+
+
+@pytest.mark.parametrize("how", [_as_child, _in_place], ids=["compile", "compile_"])
+def test_compiled_blocks_in_a_model_compiled_whole_are_one_graph(how):
+    """torch.compile traces an OptimizedModule child as its `_orig_mod`; here a compiled block (or
+    one compiled in place) inlines as the module it wraps: one graph, no break."""
+    eager, model, whole, outer, inner = _graphs_and_breaks(how)
+    x = r(2, 4)
+    breaks = tjc.stats()["graph_breaks"]
+    assert torch.allclose(whole(x), eager(x), atol=1e-6)
+    assert (outer.frame_count, tjc.stats()["graph_breaks"] - breaks) == (1, 0)
+    assert inner.frame_count == 0, "the blocks' own caches are not used inside the whole"
+    report = tjc.explain(model)(x)
+    assert (report.graph_count, report.graph_break_count) == (1, 0)
+    assert torch.allclose(whole(x), eager(x), atol=1e-6)
+    assert outer.frame_count == 1
+    # Gradients equal eager's.
+    xe = r(2, 4).requires_grad_()
+    xc = xe.detach().clone().requires_grad_()
+    eager(xe).square().sum().backward()
+    whole(xc).square().sum().backward()
+    assert torch.allclose(xe.grad, xc.grad, atol=1e-6)
+    for (name, pe), (_, pc) in zip(eager.named_parameters(), model.named_parameters()):
+        assert torch.allclose(pe.grad, pc.grad, atol=1e-6), name
+    # Each block still runs alone, compiled on its own cache.
+    for be, bc in zip(eager.layers, model.layers):
+        assert torch.allclose(bc(x), be(x), atol=1e-6)
+    assert inner.frame_count == 3
+
+
+@pytest.mark.parametrize("how", [_as_child, _in_place], ids=["compile", "compile_"])
+def test_an_inlined_compiled_block_is_guarded(how):
+    """The whole's trace holds while the block is the same object with the same compiled call:
+    another block, a hook, or a `_compiled_call_impl` set anew is noticed."""
+    eager, model, whole, outer, _ = _graphs_and_breaks(how)
+    x = r(2, 4)
+    whole(x)
+    whole(x)
+    # Another block in its place (compiled the same way): its weights, not the old ones.
+    fresh = Block()
+    eager.layers[1].load_state_dict(fresh.state_dict())
+    model.layers[1] = fresh
+    how(model, CompileCounter())
+    assert torch.allclose(whole(x), eager(x), atol=1e-6)
+    # A hook on the block runs.
+    handle = model.layers[0].register_forward_hook(lambda m, args, out: out * 0)
+    eager_handle = eager.layers[0].register_forward_hook(lambda m, args, out: out * 0)
+    assert torch.allclose(whole(x), eager(x), atol=1e-6)
+    handle.remove()
+    eager_handle.remove()
+    assert torch.allclose(whole(x), eager(x), atol=1e-6)
+    # A call of the block that is no longer compile's: nn.Module.__call__ calls it.
+    block = model.layers[2]
+    block._compiled_call_impl = lambda *args, **kwargs: args[0] * 0 + 5
+    assert torch.all(whole(x) == 5)

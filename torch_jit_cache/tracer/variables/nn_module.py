@@ -6,6 +6,8 @@ as graph inputs (read through AttrSource, so codegen loads them from the frame a
 Containers (Sequential, ModuleList, ModuleDict) are unrolled. The built-in modules of
 proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the Transformer family) and classes
 marked with tjc.allow_in_graph are called as one opaque node through a proxy (opaque_calls.py).
+A compiled module (tjc.compile) is traced as the module it wraps, and one compiled in place
+(tjc.compile_) as itself, their compiled call guarded by identity (_compiled_call_target).
 
 `self.name = v` is recorded for replay with nn.Module.__setattr__ (side_effects.py), where its
 outcome is known: a plain attribute (into __dict__), or a tensor (or None) replacing a buffer
@@ -22,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...attribute_lookup import MISSING, Where, lookup, type_lookup
+from ...module_wrapper import CompiledModule, own_compiled_call, unwrap
 from ...proxies import builtin_opaque_reason, is_allowed_in_graph
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
@@ -366,6 +369,9 @@ class NNModuleVariable(VariableTracker):
             if name == "__getitem__":
                 return self.getitem(tx, args[0])
         if name == "forward":
+            if isinstance(self.module, CompiledModule):
+                # `compiled.forward(x)`: its property runs the wrapped module's forward, compiled.
+                return self._wrapped(tx).call_method(tx, name, args, kwargs)
             return self._forward(tx, args, kwargs)
         return tx.call(self.var_getattr(tx, name), args, kwargs)
 
@@ -384,10 +390,38 @@ class NNModuleVariable(VariableTracker):
     def module_call(self, tx, args, kwargs, *, own_call: bool = False):
         """nn.Module.__call__ on this module: hooks (refused unless empty, and guarded so), then
         forward. `own_call`: reached through super().__call__ from the class's own __call__."""
+        target = self._compiled_call_target(tx)
+        if target is not self:
+            # The compiled call runs the wrapped module's _call_impl, never type(m).__call__.
+            return target.module_call(tx, args, kwargs, own_call=True)
         if _has_hooks(self.module):
             unsupported(f"module {type(self.module).__name__} has hooks")
         _guard_no_hooks(tx, self)
         return self._forward(tx, args, kwargs, own_call=own_call)
+
+    def _wrapped(self, tx):
+        """The module a CompiledModule wraps, read through its `original_module` (guarded by
+        identity as any module is; its dict is the compiled module's, so tags cover both)."""
+        return tx.wrap(unwrap(self.module), AttrSource(self.source, "original_module"))
+
+    def _compiled_call_target(self, tx):
+        """What nn.Module.__call__ runs for this module, as a module to inline: `self` for a plain
+        module (`_compiled_call_impl` is nn.Module's class attribute None) and for one compiled in
+        place (its call runs `type(m)._call_impl` on it), the wrapped module for a CompiledModule
+        (as Dynamo traces an OptimizedModule's `_orig_mod`), both on their own cache at run time,
+        which the inlined trace does not use. The compiled call is guarded by identity, so one set
+        anew is noticed; a call set by anything else (torch's Module.compile()) runs as it is.
+
+        Not noticed: a plain module given a `_compiled_call_impl` after it was traced (no guard on
+        an attribute it does not have, as before compile_ existed)."""
+        m = self.module
+        if not isinstance(m, CompiledModule) and m.__dict__.get("_compiled_call_impl") is None:
+            return self
+        call = own_compiled_call(m)
+        if call is None:
+            unsupported(f"module {type(m).__name__} has a _compiled_call_impl that torch_jit_cache did not set")
+        tx.output.add_guard(AttrSource(self.source, "_compiled_call_impl"), GuardKind.ID_MATCH, call)
+        return self._wrapped(tx) if isinstance(m, CompiledModule) else self
 
     def _forward(self, tx, args, kwargs, own_call: bool = False):
         m, cls = self.module, type(self.module)
