@@ -25,6 +25,9 @@ class Box:
     pass
 
 
+_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+
+
 def shape(value):
     """`value` with every list, dict, set, tuple, function and Box numbered by its first appearance,
     a second appearance of the same object written as ("same", n): equal shapes alias alike."""
@@ -33,6 +36,8 @@ def shape(value):
     def walk(v):
         if isinstance(v, torch.Tensor):
             return ("tensor", v.tolist())
+        if isinstance(v, _DICT_VIEWS):   # dict_values compare by identity: compare their items
+            return (type(v).__name__, [walk(i) for i in v])
         if not isinstance(v, (list, dict, set, tuple, Box)) and not callable(v):
             return v
         if id(v) in numbers:
@@ -278,6 +283,117 @@ def _check_equal_dicts_stay_distinct(r, args):
     assert "new" not in r[1]
 
 
+# The caller's own containers: a list or dict read from the frame and returned (or stored in what
+# is returned) is that very object, mutated in place first where the trace changed it.
+def _input_containers_returned(x, d, l):
+    return x + 1, d, l
+
+
+def _check_input_containers_returned(r, args):
+    d, l = args[1], args[2]
+    assert r[1] is d and r[2] is l
+    r[1]["new"] = 1
+    r[2].append(3)
+    assert d["new"] == 1 and l[-1] == 3
+
+
+def _nested_list_of_an_input_dict(x, cfg):
+    return {"out": x + 1, "cfg": cfg["k"]}
+
+
+def _check_nested_list_of_an_input_dict(r, args):
+    cfg = args[1]
+    assert r["cfg"] is cfg["k"]
+    r["cfg"].append(3)
+    assert cfg["k"][-1] == 3
+
+
+def _input_list_inside_a_new_list(x, l):
+    return [l, x + 1]
+
+
+def _check_input_list_inside_a_new_list(r, args):
+    assert r[0] is args[1]
+
+
+def _input_list_appended_and_returned(x, l):
+    l.append(x + 1)
+    return l
+
+
+def _check_input_list_appended_and_returned(r, args):
+    l = args[1]
+    assert r is l and len(l) == 2
+    r.append(3)
+    assert l[-1] == 3
+
+
+def _input_dict_set_and_returned(x, d):
+    d["k"] = x + 1
+    return x * 2, d
+
+
+def _check_input_dict_set_and_returned(r, args):
+    d = args[1]
+    assert r[1] is d and set(d) == {"a", "k"}
+
+
+def _input_dict_views_returned(x, d):
+    return x + 1, d.keys(), d.items(), d.values()
+
+
+def _check_input_dict_views_returned(r, args):
+    d = args[1]
+    d["later"] = 5
+    assert list(r[1]) == list(d) and list(r[2]) == list(d.items()) and list(r[3])[-1] == 5
+
+
+def _input_list_returned_after_a_break(x, l):
+    y = x + 1
+    print("break")
+    return y * 2, l
+
+
+def _check_input_list_returned_after_a_break(r, args):
+    assert r[1] is args[1]
+
+
+def _input_list_appended_after_a_break(x, l):
+    y = x + 1
+    print("break")
+    l.append(y * 2)
+    return l
+
+
+def _check_input_list_appended_after_a_break(r, args):
+    assert r is args[1] and len(r) == 2
+
+
+def _same_list_passed_twice(x, a, b):
+    return x + 1, a, b
+
+
+def _check_same_list_passed_twice(r, args):
+    assert r[1] is r[2] is args[1]
+
+
+def _with_dict_and_list():
+    return torch.ones(2), {"a": 1}, [1, 2]
+
+
+def _with_cfg():
+    return torch.ones(2), {"k": [1, 2]}
+
+
+def _with_dict():
+    return torch.ones(2), {"a": 1}
+
+
+def _with_one_list_twice():
+    shared = [1, 2]
+    return torch.ones(2), shared, shared
+
+
 def _with_box():
     return torch.ones(2), Box()
 
@@ -313,6 +429,15 @@ SCENARIOS = [
     (_equal_lists_stay_distinct, lambda: (torch.ones(2),), _check_equal_lists_stay_distinct, 1, 0),
     (_equal_dicts_stay_distinct_at_a_break, lambda: (torch.ones(2),), _check_equal_dicts_stay_distinct,
      1, 1),
+    (_input_containers_returned, _with_dict_and_list, _check_input_containers_returned, 1, 0),
+    (_nested_list_of_an_input_dict, _with_cfg, _check_nested_list_of_an_input_dict, 1, 0),
+    (_input_list_inside_a_new_list, _with_list, _check_input_list_inside_a_new_list, 1, 0),
+    (_input_list_appended_and_returned, _with_list, _check_input_list_appended_and_returned, 1, 0),
+    (_input_dict_set_and_returned, _with_dict, _check_input_dict_set_and_returned, 1, 0),
+    (_input_dict_views_returned, _with_dict, _check_input_dict_views_returned, 1, 0),
+    (_input_list_returned_after_a_break, _with_list, _check_input_list_returned_after_a_break, 2, 1),
+    (_input_list_appended_after_a_break, _with_list, _check_input_list_appended_after_a_break, 2, 1),
+    (_same_list_passed_twice, _with_one_list_twice, _check_same_list_passed_twice, 1, 0),
 ]
 
 
@@ -347,6 +472,56 @@ def test_a_list_that_holds_itself_is_eagers():
     r = tjc.compile(fn)(torch.ones(2))
     assert r[1] is r
     torch.testing.assert_close(r[0], torch.ones(2) + 1)
+
+
+def test_the_callers_list_is_returned_whatever_aliases_it_had_when_compiled():
+    # Loaded again by its source, each argument is the caller's object at every call: no guard on
+    # how the arguments alias, so two distinct lists after one passed twice hit the cache.
+    compiled = CompiledCalls(_same_list_passed_twice)
+    shared = [1, 2]
+    r = compiled(torch.ones(2), shared, shared)
+    assert r[1] is r[2] is shared
+    a, b = [1, 2], [1, 2]
+    r = compiled(torch.ones(2), a, b)
+    assert r[1] is a and r[2] is b
+    compiled.check(graphs=1, recompiles=0)
+
+
+def _returns_a_copy(x, l):
+    return [l[:], x + 1]
+
+
+def test_returning_the_callers_list_needs_no_guard_that_copying_it_does_not():
+    args = (torch.ones(2), [1, 2])
+    returned = tjc.explain(_input_list_inside_a_new_list)(*args).guards
+    copied = tjc.explain(_returns_a_copy)(*args).guards
+    assert returned == copied
+
+
+GLOBAL_LIST = [1, 2]
+
+
+def _global_and_attribute_containers(x, o):
+    return x + 1, GLOBAL_LIST, o.items, o.table
+
+
+def test_a_global_and_an_attribute_container_are_the_very_objects():
+    o = Box()
+    o.items, o.table = [3], {"k": 4}
+    compiled = CompiledCalls(_global_and_attribute_containers)
+    for _ in range(2):
+        r = compiled(torch.ones(2), o)
+        assert r[1] is GLOBAL_LIST and r[2] is o.items and r[3] is o.table
+    compiled.check(graphs=1)
+
+
+def test_a_returned_tuple_of_the_callers_lists_holds_them():
+    def fn(x, t):
+        return x + 1, t
+
+    a, b = [1], {"k": 2}
+    r = tjc.compile(fn)(torch.ones(2), (a, b))
+    assert r[1][0] is a and r[1][1] is b
 
 
 # -- what the transformed code is --------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
-object after the graph (tracer/side_effects.py, `_mutating`). Containers built while tracing
+object after the graph (tracer/side_effects.py, `_mutating`); returned or held at a break, it is
+loaded again by its source, the caller's very object (`_reloaded`). Containers built while tracing
 (source None) are mutated freely and rebuilt from their items, once however often they are
 reached (`outputs.once`: returned twice, or held by another container, they are one object after
 the graph). Every mutation that changes what an
@@ -28,6 +29,20 @@ def _index(key: VariableTracker):
     return key.as_python_constant()
 
 
+def _reloaded(container):
+    """The spec of a list or dict the trace read from the frame: its source, loaded again after
+    the graph, so the caller gets its very object back, as eager does (a copy rebuilt from its
+    items has equal contents, but a mutation through one does not show through the other). It
+    is the object the trace saw: every change the trace made to it was recorded (`_mutating`)
+    and, with a side effect recorded, the return is rebuilt by `_Rebuilder`, which replays the
+    change on it before loading it (tracer/__init__.py). Loading
+    a source needs no guard that reading it did not (its type and length, keys, items are
+    guarded where it was wrapped, builder.py; how two sources alias is not: each loads whatever
+    the caller passed). A tuple is left to `BaseListVariable.reconstruct`: it cannot change, and
+    its mutable items are themselves reloaded by their sources."""
+    return SourceOutput(container.source)
+
+
 class BaseListVariable(VariableTracker):
     kind = tuple
 
@@ -44,6 +59,7 @@ class BaseListVariable(VariableTracker):
     def reconstruct(self, outputs):
         # One spec per tracker (trace_result.py): reached twice, it is one object after the graph.
         return outputs.once(self, lambda: self._spec(tuple(outputs.rebuild(item) for item in self.items)))
+
 
     def _spec(self, items: tuple):
         if self.kind is list:
@@ -105,6 +121,9 @@ class ListVariable(BaseListVariable):
     kind = list
 
     version = 0
+
+    def reconstruct(self, outputs):
+        return _reloaded(self) if self.source is not None else super().reconstruct(outputs)
 
     def _mutating(self, tx):
         """Called before each mutation (side_effects.py records it where the list has a source)."""
@@ -196,6 +215,8 @@ class DictVariable(VariableTracker):
         return dict
 
     def reconstruct(self, outputs):
+        if self.source is not None:
+            return _reloaded(self)
         return outputs.once(self, lambda: DictOutput(tuple((k, outputs.rebuild(v))
                                                            for k, v in self.items.items())))
 
@@ -344,9 +365,8 @@ class DictViewVariable(VariableTracker):
 
     def reconstruct(self, outputs):
         # A view of the caller's dict is a view of that very dict (what the trace changed in it is
-        # replayed on it: side_effects.py), even where a returned dict itself would be a copy.
-        mapping = SourceOutput(self.mapping.source) if self.mapping.source is not None \
-            else outputs.rebuild(self.mapping)
+        # replayed on it: side_effects.py), as the dict itself is (`_reloaded`).
+        mapping = outputs.rebuild(self.mapping)
         return outputs.once(self, lambda: CallOutput(AttrOutput(mapping, self.kind), (), ()))
 
     def __repr__(self):
