@@ -10,53 +10,46 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-
-def counting():
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-    return backend, graphs
 
 
 def test_dtype_argument_recompiles_and_is_right():
     def fn(x, dt):
         return x.to(dt) + 1
-    backend, graphs = counting()
+    backend = CompileCounter()
     compiled = tjc.compile(fn, backend=backend, fullgraph=True)
     x = torch.zeros(2)
     for dt in (torch.float64, torch.float16, torch.float64, torch.int32, torch.float16):
         got = compiled(x, dt)
         assert got.dtype == dt and torch.equal(got, fn(x, dt))
-    assert len(graphs) == 3
+    assert backend.frame_count == 3
 
 
 def test_layout_and_memory_format_arguments():
     def fn(x, fmt, layout):
         return torch.zeros(x.shape, layout=layout) + x.contiguous(memory_format=fmt)
-    backend, graphs = counting()
+    backend = CompileCounter()
     compiled = tjc.compile(fn, backend=backend, fullgraph=True)
     x = torch.randn(1, 2, 3, 3)
     for fmt in (torch.channels_last, torch.contiguous_format, torch.channels_last):
         got, want = compiled(x, fmt, torch.strided), fn(x, fmt, torch.strided)
         assert torch.equal(got, want) and got.stride() == want.stride()
-    assert len(graphs) == 2
+    assert backend.frame_count == 2
 
 
 def test_device_argument_is_guarded_by_value():
     def fn(x, dev):
         return x.to(dev) * 2 if dev.type == "cpu" else x - 1
-    backend, graphs = counting()
+    backend = CompileCounter()
     compiled = tjc.compile(fn, backend=backend, fullgraph=True)
     x = torch.ones(2)
     assert torch.equal(compiled(x, torch.device("cpu")), fn(x, torch.device("cpu")))
     # An equal device made anew is the same entry; "meta" is not.
     assert torch.equal(compiled(x, torch.device("cpu")), fn(x, torch.device("cpu")))
-    assert len(graphs) == 1
+    assert backend.frame_count == 1
     assert torch.equal(compiled(x, torch.device("meta")), fn(x, torch.device("meta")))
-    assert len(graphs) == 2
+    assert backend.frame_count == 2
 
 
 def test_dtype_in_a_closure_and_a_default():
@@ -64,8 +57,8 @@ def test_dtype_in_a_closure_and_a_default():
 
     def fn(x, other=torch.int64):
         return x.to(dt) + x.to(other)
-    backend, graphs = counting()
+    backend = CompileCounter()
     compiled = tjc.compile(fn, backend=backend, fullgraph=True)
     x = torch.ones(2)
-    assert torch.equal(compiled(x), fn(x)) and len(graphs) == 1
-    assert torch.equal(compiled(x, torch.float16), fn(x, torch.float16)) and len(graphs) == 2
+    assert torch.equal(compiled(x), fn(x)) and backend.frame_count == 1
+    assert torch.equal(compiled(x, torch.float16), fn(x, torch.float16)) and backend.frame_count == 2

@@ -12,26 +12,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
 from torch_jit_cache.tracer.variables.tensor import static_example  # noqa: E402
 
 
-def counting():
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-    return backend, graphs
-
-
 def check_all(fn, inputs, **options):
-    backend, graphs = counting()
-    compiled = tjc.compile(fn, backend=backend, **options)
+    counter = CompileCounter()
+    compiled = tjc.compile(fn, backend=counter, **options)
     for args in inputs:
         args = args if isinstance(args, tuple) else (args,)
         want, got = fn(*args), compiled(*args)
         assert got.shape == want.shape and torch.equal(got, want), (args, got, want)
-    return graphs
+    return counter
 
 
 def branch_contiguous(x):
@@ -77,8 +69,8 @@ def test_is_inference(dynamic):
 def test_inference_entry_is_not_reused_for_a_normal_tensor():
     def fn(x):
         return x * 2 if x.is_inference() else x * 5
-    graphs = check_all(fn, [inference(3), torch.zeros(3) + 1, inference(3)])
-    assert len(graphs) == 2
+    counter = check_all(fn, [inference(3), torch.zeros(3) + 1, inference(3)])
+    assert counter.frame_count == 2
 
 
 @pytest.mark.parametrize("dynamic", [None, True])
@@ -100,8 +92,8 @@ def test_storage_offset_read_is_guarded(dynamic):
         return x + x.storage_offset()
     base = torch.zeros(20)
     # Same size, other offsets (0 and 1 are specialised by the ShapeEnv: constants, guarded here).
-    graphs = check_all(fn, [base[1:5], base[2:6], base[0:4], base[1:5], base[7:11], base[3:8]], dynamic=dynamic)
-    assert len(graphs) >= 2
+    counter = check_all(fn, [base[1:5], base[2:6], base[0:4], base[1:5], base[7:11], base[3:8]], dynamic=dynamic)
+    assert counter.frame_count >= 2
 
 
 def test_storage_offset_not_read_is_not_guarded():
@@ -109,8 +101,8 @@ def test_storage_offset_not_read_is_not_guarded():
     def fn(x):
         return x * 2
     base = torch.zeros(6, 4)
-    graphs = check_all(fn, [base[i] for i in range(6)])
-    assert len(graphs) == 1
+    counter = check_all(fn, [base[i] for i in range(6)])
+    assert counter.frame_count == 1
 
 
 def test_view_needing_contiguity_raises_as_eager():
