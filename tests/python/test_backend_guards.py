@@ -13,6 +13,7 @@ import gc
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 import torch_jit_cache as tjc  # noqa: E402
 
 

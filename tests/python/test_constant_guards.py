@@ -9,6 +9,7 @@ the guard failed ("ID_MATCH needs a weakrefable object, got dtype") and the fram
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 

@@ -10,10 +10,12 @@ import logging
 import weakref
 
 import pytest
-import torch
 
-import torch_jit_cache as tjc
-from torch_jit_cache.convert_frame import FullGraphError
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ import weakref
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 from torch_jit_cache.tracer.variables.tensor import static_example  # noqa: E402

@@ -11,6 +11,7 @@ the graph and fall back).
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 import torch_jit_cache as tjc  # noqa: E402
 
 x2 = torch.zeros(2)
