@@ -29,9 +29,9 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
     compiles is traced as a symbol from then on; True, every dimension of the tensors the frame
     is called with is a symbol from the first compile; False, shapes are always static (each new
     size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (dynamic.py) refine it."""
-    _check_options(fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
-    _check_backend(backend)
-    if fn is None:
+    if fn is None:   # the decorator form: bad options fail here, not at decoration
+        _check_options(fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
+        _check_backend(backend)
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
     return _compiled(fn, _compiler(fn, backend, fullgraph, dynamic, cache_limit))
 
