@@ -174,6 +174,12 @@ class DynamicPolicy:
             self.has_dynamic(code) or any(_any_marked(v) for v in f_locals.values())))
         if code in self._refused and not any(_any_marked(v) for v in f_locals.values()):
             symbolic = False
+        # Unbacked symbols (config.capture_*) exist only on fake tensors: the trace runs on them,
+        # with the sizes `choose` makes static staying static. (Until every trace runs on fake
+        # tensors, issue 21.)
+        from .config import config
+        if config.capture_scalar_outputs or config.capture_dynamic_output_shape_ops:
+            symbolic = True
         return FramePlan(self, code, symbolic)
 
     def refuse(self, code, why: str) -> None:
