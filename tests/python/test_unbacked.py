@@ -266,3 +266,40 @@ def test_moe_off_still_matches_eager():
     compiled = tjc.compile(model)
     x = torch.randn(6, 8)
     torch.testing.assert_close(compiled(x), model(x))
+
+
+# -- lifetimes ------------------------------------------------------------------------------------
+
+def test_the_shape_env_with_unbacked_symbols_dies_with_the_trace(capture, no_gc, monkeypatch):
+    # The graph keeps its runtime asserts, not the example values the pass read (they hold the
+    # ShapeEnv): after the compile, one collection frees it (fake dispatch's closures are cycles).
+    import gc
+    import weakref
+
+    from torch_jit_cache.tracer import fake_shapes
+
+    made = []
+    original = fake_shapes.FakeShapes.__init__
+
+    def recording(self):
+        original(self)
+        made.append(weakref.ref(self.shape_env))
+    monkeypatch.setattr(fake_shapes.FakeShapes, "__init__", recording)
+    compiled = tjc.compile(_item_sizes)
+    x = torch.arange(8.0)
+    torch.testing.assert_close(compiled(x, torch.tensor(3)), _item_sizes(x, torch.tensor(3)))
+    assert made
+    gc.collect()
+    assert all(env() is None for env in made), "the ShapeEnv is held after the compile"
+    torch.testing.assert_close(compiled(x, torch.tensor(6)), _item_sizes(x, torch.tensor(6)))
+
+
+def test_a_compiled_moe_dies_with_its_module(capture, no_gc):
+    import weakref
+
+    model = MoE()
+    compiled = tjc.compile(model)
+    compiled(torch.randn(6, 8))
+    ref = weakref.ref(model)
+    del model, compiled
+    assert ref() is None
