@@ -303,3 +303,21 @@ def test_a_compiled_moe_dies_with_its_module(capture, no_gc):
     ref = weakref.ref(model)
     del model, compiled
     assert ref() is None
+
+
+def test_torch_check_on_an_unbacked_value_is_an_assert_in_the_graph(capture):
+    # What users write next to .item(): no graph break; the check runs at call time.
+    def fn(x, c):
+        n = c.item()
+        torch._check(n >= 0)
+        torch._check(n <= x.shape[0])
+        return x[:n] * 2
+
+    x = torch.arange(8.0)
+    _check(fn, [(x, torch.tensor(3)), (x, torch.tensor(8))])
+    compiled = tjc.compile(fn)
+    compiled(x, torch.tensor(2))
+    with pytest.raises(RuntimeError):
+        fn(x, torch.tensor(9))
+    with pytest.raises(RuntimeError):
+        compiled(x, torch.tensor(9))

@@ -262,10 +262,34 @@ class TorchFunctionVariable(CallableVariable):
             return ConstantVariable(self.fn())  # grad mode is guarded by the caller
         if self.fn is torch.jit.annotate and len(args) == 2 and not kwargs:
             return args[1]  # a type hint for TorchScript; in Python it returns its value as is
+        if self.fn in _CHECKS and args and tx.output.fake_shapes is not None:
+            return _symbolic_check(tx, self.fn, args[0])
         return call_op(tx, self.fn, args, kwargs)
 
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+# torch's checks on symbolic values, as users write them next to `.item()` (torch._check(n <= T)).
+_CHECKS = (torch._check, torch._check_is_size)
+
+
+def _symbolic_check(tx, fn, cond):
+    """torch._check(cond) on a symbolic or constant condition: run on the example, it becomes a
+    guard (backed symbols) or a deferred runtime assert the graph checks (unbacked: fake_shapes.py),
+    and no node; a condition that is false, or a tensor, is a graph break (eager raises or checks)."""
+    from .symbolic import SymNodeVariable
+
+    if not isinstance(cond, (SymNodeVariable, ConstantVariable)):
+        unsupported(f"{fn.__name__}() of a {type(cond).__name__}")
+    try:
+        with tx.output.fake_shapes.running():
+            fn(cond.as_example() if isinstance(cond, SymNodeVariable) else cond.as_python_constant())
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - a check that fails: eager raises there
+        unsupported(f"{fn.__name__}() failed while tracing: {type(e).__name__}: {e}")
+    return ConstantVariable(None)
 
 
 def _has_tensor(value) -> bool:
