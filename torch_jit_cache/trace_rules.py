@@ -141,6 +141,9 @@ GLOBAL_EFFECT_CALLABLES: tuple = (
     ("torch.cuda", ("synchronize", "empty_cache", "ipc_collect", "init"), "acts on the CUDA device"),
     ("torch.cuda", ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"),
      "reads the CUDA allocator's state"),
+    # range_push returns an int: run while tracing, it would be a constant and never run again.
+    ("torch.cuda.nvtx", ("range_push", "range_pop", "range_start", "range_end", "mark"),
+     "marks a profiler range"),
 )
 
 

@@ -138,7 +138,7 @@ def test_package_in_a_site_packages_folder_is_traced(tmp_path, monkeypatch):
     torch.set_autocast_enabled, torch.initial_seed, torch.get_rng_state, torch.set_rng_state,
     torch.get_num_threads, torch.use_deterministic_algorithms, torch.random.fork_rng,
     torch.cuda.manual_seed_all, torch.cuda.synchronize, torch.cuda.empty_cache,
-    torch.cuda.reset_peak_memory_stats, torch._C._set_grad_enabled,
+    torch.cuda.reset_peak_memory_stats, torch._C._set_grad_enabled, torch.cuda.nvtx.range_push,
 ])
 def test_torch_callables_with_global_effects_are_named(fn):
     assert trace_rules.torch_callable_effect(fn) is not None

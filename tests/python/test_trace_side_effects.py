@@ -126,8 +126,9 @@ def _global_draws(x):
 
 
 def test_global_generator_draws_as_eager_over_compile_and_recompile():
-    eager, ours, *_ = counted(_global_draws, [], inputs_with_recompile(), reset=lambda: torch.manual_seed(0))
+    eager, ours, _, _, frames = counted(_global_draws, [], inputs_with_recompile(), reset=lambda: torch.manual_seed(0))
     assert same(ours, eager)
+    assert frames == 2   # the first call compiled, the new shape recompiled
     torch.manual_seed(0)
     for args in inputs_with_recompile():
         _global_draws(*args)
@@ -230,6 +231,13 @@ def test_numpy_random_draws_as_eager_and_never_while_tracing():
     def fn(x):
         return x * float(np.random.rand()) + int(np.random.randint(0, 9))
     check(fn, [np.random.rand, np.random.randint], reset=lambda: np.random.seed(5))
+    states = []
+    for f in (fn, tjc.compile(fn, backend=CompileCounter())):
+        np.random.seed(5)
+        for args in inputs_with_recompile():
+            f(*args)
+        states.append(np.random.get_state()[1].tolist())
+    assert states[0] == states[1]
 
 
 def _seed_inside(x):
