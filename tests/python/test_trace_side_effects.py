@@ -154,6 +154,8 @@ class _StateAtCompile(CompileCounter):
         return super().__call__(gm, example_inputs)
 
 
+@pytest.mark.xfail(strict=True, reason="static traces run on real clones until every trace runs on fake "
+                   "tensors (issue 21): drop this mark with that change")
 def test_tracing_draws_nothing_from_the_global_generator():
     """The generator is never advanced while tracing, not even and then restored: checked
     after each RNG op the trace runs. (Passes once every trace runs on fake tensors.)"""
