@@ -14,7 +14,8 @@ empty. Measured in the child, around the first call only (building the model is 
 - with CUDA: torch.cuda.max_memory_allocated() minus memory_allocated() before the call (peak
   stats reset first); the model lives on the GPU.
 Inductor compiles in the measured process (TORCHINDUCTOR_COMPILE_THREADS=1): a worker pool's memory
-would be outside the child's RSS, for both compilers alike.
+would be outside the child's RSS, for both compilers alike; each child gets an empty inductor cache
+folder, so every variant compiles afresh.
 
 "above eager" is a variant's first-call peak minus eager's, in MB and as a share of the parameters'
 size. The goal (issue 21): tjc within 5 % of the parameters' size above eager, and below
@@ -29,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -112,7 +114,9 @@ def child(variant: str, backend: str, layers: int, width: int) -> dict:
 
 
 def run_child(variant, backend, opts) -> dict:
-    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
+    # A fresh inductor cache per child: a graph compiled by an earlier run (or variant) would
+    # otherwise load from disk, and its compile's memory would not be measured.
+    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp())
     cmd = [sys.executable, __file__, "--child", variant, "--backend", backend,
            "--layers", str(opts.layers), "--width", str(opts.width)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)

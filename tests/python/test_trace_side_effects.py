@@ -154,17 +154,17 @@ class _StateAtCompile(CompileCounter):
         return super().__call__(gm, example_inputs)
 
 
-@pytest.mark.xfail(strict=True, reason="static traces run on real clones until every trace runs on fake "
-                   "tensors (issue 21): drop this mark with that change")
 def test_tracing_draws_nothing_from_the_global_generator():
     """The generator is never advanced while tracing, not even and then restored: checked
-    after each RNG op the trace runs. (Passes once every trace runs on fake tensors.)"""
+    after each RNG op the trace runs (failed before every trace ran on fake tensors)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     seen = []
 
     def watch(frame, event, arg):
         if event == "c_return" and arg in (torch.rand, torch.randn, torch.randint) and \
                 frame.f_code.co_filename.startswith(_TRACER_DIR):
-            seen.append(torch.equal(torch.get_rng_state(), start))
+            with unset_fake_temporarily():   # the trace's ops run under its FakeTensorMode
+                seen.append(torch.equal(torch.get_rng_state(), start))
     tjc.disable(watch)
     compiled = tjc.compile(_global_draws, backend=CompileCounter())
     torch.manual_seed(0)
