@@ -19,6 +19,7 @@ from ...attribute_lookup import Where, lookup
 from ...shape_guards import SymbolBinding
 from ...sources import AttrSource
 from ...trace_result import GuardKind, Unsupported
+from ...trace_rules import torch_callable_effect
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
@@ -210,6 +211,9 @@ class TorchFunctionVariable(CallableVariable):
     """A function from torch, torch.nn.functional, torch.linalg, ... called as a graph op."""
 
     def call_function(self, tx, args, kwargs):
+        effect = torch_callable_effect(self.fn)
+        if effect is not None:   # decided before it runs: the call then runs once, at run time
+            unsupported(effect)
         known, answer = answer_while_tracing(self.fn)
         if known and not args and not kwargs:
             return ConstantVariable(answer)
