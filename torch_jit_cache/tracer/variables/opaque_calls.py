@@ -68,9 +68,13 @@ def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
         with preserving_derived_state(module.modules()), shapes.running():
             result = torch.func.functional_call(module, state, tuple(ex_args), ex_kwargs)
     except _DATA_DEPENDENT as e:
+        shapes.unbound_unbacked()   # what the failed question made is nobody's
         result = _result_from_placeholder_data(shapes, module, ex_args, ex_kwargs, e)
     except Exception as e:  # the original call raises too: let it run eagerly and raise there
         unsupported(f"opaque module {type(module).__name__} raised {type(e).__name__}: {e}")
+    if shapes.unbound_unbacked():
+        unsupported(f"opaque module {type(module).__name__} made a data-dependent size (an unbacked "
+                    "symbol) the graph would not bind: it runs eagerly")
     out = tx.output
     target = out.add_submodule(module, module_proxy)
     node = out.create_node("call_module", target, fx_args, fx_kwargs)
@@ -162,6 +166,9 @@ def call_opaque_function(tx, fv, args: list, kwargs: dict):
                     f"on fake tensors cannot answer ({type(e).__name__}): it runs eagerly")
     except Exception as e:
         unsupported(f"allow_in_graph function {fn.__qualname__} raised {type(e).__name__}: {e}")
+    if tx.output.fake_shapes.unbound_unbacked():
+        unsupported(f"allow_in_graph function {fn.__qualname__} made a data-dependent size (an "
+                    "unbacked symbol) the graph would not bind: it runs eagerly")
     out = tx.output
     node = out.create_node("call_function", function_proxy(fn), fx_args, fx_kwargs)
     return _wrap_result(out, node, result, fn.__qualname__)
