@@ -1,0 +1,160 @@
+"""torch.distributed collectives in compiled code (issue 21; tracer/variables/distributed.py).
+
+Two processes join a gloo group over 127.0.0.1 and run each scenario of distributed_worker.py
+eagerly and compiled on the same inputs. Every call must issue the collectives eager issues, no
+more (a trace never runs one) and no fewer, and return eager's values on each rank; also where the
+ranks recompile at different times, across a graph break, with async_op=True, and with the eager,
+aot_eager and inductor backends. The processes are bounded (each collective by the group's timeout,
+each process by PROCESS_TIMEOUT_S), so a rank that desyncs fails the test instead of hanging it.
+
+The scenarios run in a few process pairs shared by the module's tests (starting a pair costs
+seconds of imports): a scenario that may desync the ranks gets a pair of its own."""
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.distributed as dist  # noqa: E402
+
+pytestmark = [pytest.mark.torch,
+              pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                 reason="torch.distributed with gloo is not available in this build")]
+
+WORKER = pathlib.Path(__file__).with_name("distributed_worker.py")
+WORLD = 2
+PROCESS_TIMEOUT_S = 150
+
+# Pairs of processes, each running these scenarios in order. The recompile-apart scenario is alone:
+# where it desyncs the ranks, every collective after it would be paired wrongly.
+PAIRS = {
+    "shared": ["first_compile", "recompile", "every_collective_eager", "every_collective_aot_eager",
+               "functional", "break_between", "async_op", "barrier", "dynamic"],
+    "apart": ["recompile_apart"],
+    "inductor": ["every_collective_inductor"],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_pair(scenarios, tmp_path) -> list:
+    """Both ranks' results ({scenario: result}), or a failure naming what went wrong."""
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(WORKER.parent), str(pathlib.Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
+        OMP_NUM_THREADS="1")
+    outs = [tmp_path / f"rank{r}.json" for r in range(WORLD)]
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(r), str(WORLD), str(port), str(outs[r]), *scenarios],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(WORLD)]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=PROCESS_TIMEOUT_S)[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail(f"the ranks ran past {PROCESS_TIMEOUT_S} s (a desync?)")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    results = []
+    for r, (p, out) in enumerate(zip(procs, outs)):
+        seen = json.loads(out.read_text()) if out.exists() else {}
+        results.append({"results": seen, "rc": p.returncode,
+                        "log": "\n".join(line for line in logs[r].splitlines() if "USDT" not in line)[-3000:]})
+    return results
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    cache = {}
+
+    def results(pair):
+        if pair not in cache:
+            cache[pair] = _run_pair(PAIRS[pair], tmp_path_factory.mktemp(pair))
+        return cache[pair]
+    return results
+
+
+def _scenario(pairs, name):
+    """Both ranks' results of one scenario: {"eager": ..., "compiled": ...} per rank."""
+    pair = next(p for p, names in PAIRS.items() if name in names)
+    ranks = pairs(pair)
+    out = []
+    for rank, r in enumerate(ranks):
+        result = r["results"].get(name)
+        assert result is not None, f"rank {rank} died before {name} finished (rc {r['rc']}):\n{r['log']}"
+        assert "error" not in result, f"rank {rank}, {name}:\n{result['error']}"
+        out.append(result)
+    return out
+
+
+def _same_as_eager(ranks, *, graphs=None, breaks=0):
+    for rank, result in enumerate(ranks):
+        eager, compiled = result["eager"], result["compiled"]
+        for i, (e, c) in enumerate(zip(eager["calls"], compiled["calls"])):
+            assert c["collectives"] == e["collectives"], \
+                f"rank {rank}, call {i}: collectives {c['collectives']}, eager issued {e['collectives']}"
+            assert c["out"] == e["out"], f"rank {rank}, call {i}: a result differs from eager's"
+            assert c["args"] == e["args"], f"rank {rank}, call {i}: an argument was left unlike eager's"
+        assert len(compiled["calls"]) == len(eager["calls"])
+        if graphs is not None:
+            expected = graphs[rank] if isinstance(graphs, list) else graphs
+            assert compiled["graphs"] == expected, f"rank {rank}: {compiled['graphs']} graphs"
+        assert compiled["breaks"] == breaks, f"rank {rank}: {compiled['breaks']} graph breaks"
+
+
+def test_first_compile_issues_eagers_collectives(pairs):
+    ranks = _scenario(pairs, "first_compile")
+    assert ranks[0]["eager"]["calls"][0]["collectives"] == ["c10d::allreduce_"]
+    _same_as_eager(ranks, graphs=1)
+
+
+def test_a_recompile_issues_eagers_collectives(pairs):
+    _same_as_eager(_scenario(pairs, "recompile"), graphs=2)
+
+
+def test_ranks_that_recompile_at_different_times_stay_in_step(pairs):
+    _same_as_eager(_scenario(pairs, "recompile_apart"), graphs=[1, 2])
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_every_collective_in_one_graph(pairs, backend):
+    ranks = _scenario(pairs, f"every_collective_{backend}")
+    assert [n for n in ranks[0]["eager"]["calls"][0]["collectives"]] == [
+        "c10d::allreduce_", "c10d::_allgather_base_", "c10d::_reduce_scatter_base_", "c10d::broadcast_"]
+    _same_as_eager(ranks, graphs=1)
+
+
+def test_functional_collectives(pairs):
+    _same_as_eager(_scenario(pairs, "functional"), graphs=1)
+
+
+def test_a_graph_break_between_two_collectives(pairs):
+    _same_as_eager(_scenario(pairs, "break_between"), graphs=2, breaks=1)
+
+
+def test_async_op_waits_in_the_graph(pairs):
+    _same_as_eager(_scenario(pairs, "async_op"), graphs=1)
+
+
+def test_barrier_breaks_the_graph_before_it_runs(pairs):
+    ranks = _scenario(pairs, "barrier")
+    assert ranks[0]["eager"]["calls"][0]["collectives"] == ["c10d::barrier"]
+    _same_as_eager(ranks, graphs=2, breaks=1)
+
+
+def test_collectives_on_symbolic_sizes(pairs):
+    _same_as_eager(_scenario(pairs, "dynamic"), graphs=1)
