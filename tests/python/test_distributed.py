@@ -160,3 +160,124 @@ def test_barrier_breaks_the_graph_before_it_runs(pairs):
 
 def test_collectives_on_symbolic_sizes(pairs):
     _same_as_eager(_scenario(pairs, "dynamic"), graphs=1)
+
+
+# -- one rank, in this process: what the trace records, refuses and guards ---------------------------
+# A group of one (gloo over an in-memory store) issues real collectives without a second process.
+
+@pytest.fixture(scope="module")
+def world_of_one():
+    import torch_jit_cache as tjc
+    from torch.profiler import ProfilerActivity, profile
+
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+    def count(fn, *args):
+        """fn(*args) and the collectives it issued."""
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            out = fn(*args)
+        return out, [e.name for e in prof.events() if e.name.startswith("c10d::")]
+    count(torch.ones, 1)   # the profiler's first start
+    tjc.reset()
+    yield count
+    tjc.reset()
+    dist.destroy_process_group()
+
+
+def _targets(gm):
+    return [getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_the_graph_holds_functional_collectives_and_tracing_issues_none(world_of_one):
+    import torch_jit_cache as tjc
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(_targets(gm))
+        return gm.forward
+
+    def f(x):
+        y = x * 2
+        dist.all_reduce(y, op=dist.ReduceOp.MAX)
+        return y + 1
+    x = torch.ones(3)
+    compiled = tjc.compile(f, backend=backend)
+    for _ in range(2):
+        out, issued = world_of_one(compiled, x)
+        assert issued == ["c10d::allreduce_"]
+        assert torch.equal(out, f(x))
+    assert graphs == [["mul", "all_reduce.default", "wait_tensor.default", "copy_", "add"]]
+
+
+def test_an_uncaptured_call_breaks_before_it_runs(world_of_one):
+    import torch_jit_cache as tjc
+
+    def f(x):
+        y = x + 1
+        out = torch.empty_like(y)
+        dist.all_to_all_single(out, y)
+        return out * 2
+    x = torch.arange(4.0)
+    report = tjc.explain(f)(x)
+    assert report.graph_break_count == 1
+    assert "all_to_all_single from torch.distributed: not captured" in report.break_reasons[0]
+    tjc.reset()
+    compiled = tjc.compile(f)
+    for _ in range(2):
+        out, issued = world_of_one(compiled, x)
+        assert issued == ["c10d::alltoall_base_"], "runs once, at run time"
+        assert torch.equal(out, f(x))
+
+
+def test_a_work_handle_that_escapes_runs_the_frame_uncompiled(world_of_one):
+    import torch_jit_cache as tjc
+
+    def f(x):
+        y = x + 1
+        work = dist.all_reduce(y, async_op=True)
+        return work, y
+    x = torch.arange(4.0)
+    compiled = tjc.compile(f)
+    for _ in range(2):
+        (work, y), issued = world_of_one(compiled, x)
+        assert issued == ["c10d::allreduce_"]
+        work.wait()
+        assert torch.equal(y, x + 1)
+
+
+def test_rank_and_world_size_are_constants_guarded_by_the_default_group(world_of_one):
+    import torch_jit_cache as tjc
+
+    def f(x):
+        return x + dist.get_rank() * 10 + dist.get_world_size() + dist.is_initialized()
+    report = tjc.explain(f)(torch.ones(2))
+    assert report.graph_break_count == 0 and report.graph_count == 1
+    assert torch.equal(tjc.compile(f)(torch.ones(2)), torch.ones(2) + 2)
+    guards = "\n".join(str(g) for g in report.guards)
+    assert "__globals__['_world'].default_pg" in guards and "ID_MATCH: <ProcessGroup" in guards
+
+
+def test_a_group_argument_is_guarded_by_identity_and_held_weakly(world_of_one):
+    import weakref
+
+    import torch_jit_cache as tjc
+    from torch_jit_cache.testing import CompileCounter
+
+    def f(x, group):
+        y = x * 2
+        dist.all_reduce(y, group=group)
+        return y + group.size() + dist.get_rank(group)
+    counter = CompileCounter()
+    compiled = tjc.compile(f, backend=counter)
+    x = torch.ones(2)
+    groups = [dist.new_group([0]), dist.new_group([0])]
+    for g in groups + groups:
+        out, issued = world_of_one(compiled, x, g)
+        assert issued == ["c10d::allreduce_"] and torch.equal(out, f(x, g))
+    assert counter.frame_count == 2, "one graph per group: each is guarded by identity"
+    ref = weakref.ref(groups[0])
+    dist.destroy_process_group(groups[0])
+    del groups[0], g
+    assert ref() is None, "the compiled code does not keep a group alive"
