@@ -469,7 +469,8 @@ def _call_raw_op(tx, op, args, kwargs):
     rest = [_const(a, f"an argument of {name}") for a in args[1:]]
     if name != "wait_tensor" and not isinstance(rest[-1], str):
         unsupported(f"torch.ops._c10d_functional.{name} on a group given other than by name")
-    return _node(tx, packet.default, (tensor, *rest), _example(tx, tensor.example, _RAW_OPS[name](tensor.example, rest)))
+    example = _example(tx, tensor.example, _RAW_OPS[name](tensor.example, rest))
+    return _node(tx, packet.default, (tensor, *rest), example)
 
 
 class DistributedFunctionVariable(CallableVariable):
