@@ -39,6 +39,7 @@ from ...trace_result import GuardKind, SourceOutput
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
+from .tensor import TensorVariable, call_op
 
 _C10D = "torch.distributed.distributed_c10d"
 # torch.ops namespaces of collectives: their ops are known here or refused, never run while tracing.
@@ -219,7 +220,6 @@ def _const(value, what: str):
 
 
 def _tensor(value, what: str):
-    from .tensor import TensorVariable
     if not isinstance(value, TensorVariable):
         unsupported(f"{what} is not a tensor of the trace")
     return value
@@ -228,12 +228,11 @@ def _tensor(value, what: str):
 def _reduce_op(op) -> str:
     from torch.distributed._functional_collectives import REDUCE_OP_TO_STR
     op = _const(op, "the reduce op")
-    if isinstance(op, str):
+    if isinstance(op, str) and op in REDUCE_OP_TO_STR.values():
         return op
-    key = getattr(op, "op", op)   # a ReduceOp object wraps its RedOpType
-    if key not in REDUCE_OP_TO_STR:
-        unsupported(f"reduce op {op}")
-    return REDUCE_OP_TO_STR[key]
+    if not isinstance(op, torch.distributed.ReduceOp.RedOpType) or op not in REDUCE_OP_TO_STR:
+        unsupported(f"reduce op {op}")   # premul_sum, a ReduceOp object, an unknown name
+    return REDUCE_OP_TO_STR[op]
 
 
 def _functional(name: str):
@@ -248,7 +247,6 @@ def _example(tx, like, shape):
 
 
 def _node(tx, target, args, example):
-    from .tensor import TensorVariable
     # Kept even when nothing reads the result (an unwaited async collective): every rank must
     # issue it, as eager does.
     mark_side_effect(target)
@@ -265,7 +263,6 @@ def _wait(tx, result):
 
 
 def _copy_into(tx, target, result):
-    from .tensor import call_op
     if tuple(result.example.shape) != tuple(target.example.shape):
         result = call_op(tx, "view", [result, ConstantVariable(tuple(target.example.shape))], {}, method=True)
     call_op(tx, "copy_", [target, result], {}, method=True)
@@ -336,7 +333,6 @@ def _all_gather_into_tensor(tx, fn, source, a):
 
 
 def _reduce_scatter_tensor(tx, fn, source, a):
-    from .tensor import call_op
     out, inp = _tensor(a["output"], "the output"), _tensor(a["input"], "the input")
     group = _group(tx, fn, source, a["group"])
     size = group.group.size()
@@ -395,7 +391,6 @@ def _fc_all_reduce(tx, fn, source, a):
 
 
 def _fc_all_gather_tensor(tx, fn, source, a):
-    from .tensor import call_op
     tensor = _tensor(a["self"], "the input")
     name, size = _group_name(tx, fn, source, a["group"])
     dim = _const(a["gather_dim"], "gather_dim")
@@ -408,7 +403,6 @@ def _fc_all_gather_tensor(tx, fn, source, a):
 
 
 def _fc_reduce_scatter_tensor(tx, fn, source, a):
-    from .tensor import call_op
     tensor = _tensor(a["self"], "the input")
     name, size = _group_name(tx, fn, source, a["group"])
     dim = _const(a["scatter_dim"], "scatter_dim")
@@ -463,11 +457,12 @@ def _call_raw_op(tx, op, args, kwargs):
     name = packet.__name__
     namespace = _op_namespace(op)
     if namespace != "_c10d_functional" or name not in _RAW_OPS or kwargs or \
-            (isinstance(op, torch._ops.OpOverload) and op._overloadname != "default"):
+            (isinstance(op, torch._ops.OpOverload) and op._overloadname != "default") or \
+            len(args) != len(packet.default._schema.arguments):
         unsupported(f"torch.ops.{namespace}.{name}: a collective op the trace does not model")
     tensor = _tensor(args[0] if args else None, f"{name}'s input")
     rest = [_const(a, f"an argument of {name}") for a in args[1:]]
-    if name != "wait_tensor" and not isinstance(rest[-1], str):
+    if name != "wait_tensor" and not isinstance(rest[-1], str):   # the group's name comes last
         unsupported(f"torch.ops._c10d_functional.{name} on a group given other than by name")
     example = _example(tx, tensor.example, _RAW_OPS[name](tensor.example, rest))
     return _node(tx, packet.default, (tensor, *rest), example)
