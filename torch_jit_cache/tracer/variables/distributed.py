@@ -165,20 +165,25 @@ class DistributedClassVariable(VariableTracker):
         return tx.wrap(group, AttrSource(self.source, "WORLD"))
 
 
-def _default_group(tx, fn, source) -> ProcessGroupVariable:
-    """The default group, guarded through `fn`'s globals (distributed_c10d's, behind the
-    decorators' __wrapped__ chain); refused where `fn` has no source to hang the guard from."""
+def _default_group_source(fn, source):
+    """Where the default group is read from, through `fn`'s globals (distributed_c10d's, behind
+    the decorators' __wrapped__ chain); refused where `fn` has no source to hang a guard from."""
     c10d = sys.modules[_C10D]
     f, src = fn, source
     while getattr(f, "__globals__", None) is not vars(c10d):
         f = getattr(f, "__wrapped__", None)
         if f is None or src is None:
-            unsupported(f"{_name(fn)} with group=None: no way to guard the default group")
+            unsupported(f"{_name(fn)} with the default group: no way to guard it")
         src = AttrSource(src, "__wrapped__")
-    group = c10d._world.default_pg
+    return AttrSource(ItemSource(AttrSource(src, "__globals__"), "_world"), "default_pg")
+
+
+def _default_group(tx, fn, source) -> ProcessGroupVariable:
+    """The default group, guarded by identity."""
+    group_source = _default_group_source(fn, source)
+    group = sys.modules[_C10D]._world.default_pg
     if group is None:
         unsupported(f"{_name(fn)} before the default process group is initialized")
-    group_source = AttrSource(ItemSource(AttrSource(src, "__globals__"), "_world"), "default_pg")
     tx.output.add_guard(group_source, GuardKind.ID_MATCH, group)
     return ProcessGroupVariable(group, group_source)
 
@@ -370,12 +375,9 @@ def _get_world_size(tx, fn, source, a):
 
 
 def _is_initialized(tx, fn, source, a):
-    c10d = sys.modules[_C10D]
-    if source is None:
-        unsupported("dist.is_initialized without a source to guard")
-    pg_source = AttrSource(ItemSource(AttrSource(source, "__globals__"), "_world"), "default_pg")
-    initialized = c10d._world.default_pg is not None
-    tx.output.add_guard(pg_source, GuardKind.NOT_NONE if initialized else GuardKind.NONE_MATCH)
+    initialized = sys.modules[_C10D]._world.default_pg is not None
+    tx.output.add_guard(_default_group_source(fn, source),
+                        GuardKind.NOT_NONE if initialized else GuardKind.NONE_MATCH)
     return ConstantVariable(initialized)
 
 
