@@ -12,6 +12,7 @@ import datetime
 import io
 import contextlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -202,8 +203,9 @@ def main():
                 results[name]["seconds"] = time.perf_counter() - start
             except Exception:
                 results[name] = {"error": traceback.format_exc()}
-            with open(out_path, "w") as f:
+            with open(out_path + ".tmp", "w") as f:   # whole or absent, even if the rank is killed
                 json.dump(results, f)
+            os.replace(out_path + ".tmp", out_path)
     finally:
         dist.destroy_process_group()
 

@@ -15,6 +15,7 @@ import pathlib
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -52,42 +53,45 @@ def _run_pair(scenarios, tmp_path) -> list:
         [str(WORKER.parent), str(pathlib.Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
         OMP_NUM_THREADS="1")
     outs = [tmp_path / f"rank{r}.json" for r in range(WORLD)]
+    # Output to files, not pipes: a rank blocked on a full pipe would stall the other's collectives.
+    logs = [open(tmp_path / f"rank{r}.log", "w+") for r in range(WORLD)]
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(r), str(WORLD), str(port), str(outs[r]), *scenarios],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
              for r in range(WORLD)]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=PROCESS_TIMEOUT_S)[0])
-    except subprocess.TimeoutExpired:
-        for p in procs:
+    deadline = time.monotonic() + PROCESS_TIMEOUT_S
+    timed_out = False
+    for p in procs:
+        try:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:   # what finished before is still checked, scenario by scenario
+            timed_out = True
+    for p in procs:
+        if p.poll() is None:
             p.kill()
-        pytest.fail(f"the ranks ran past {PROCESS_TIMEOUT_S} s (a desync?)")
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            p.wait()
     results = []
-    for r, (p, out) in enumerate(zip(procs, outs)):
+    for r, (p, out, log) in enumerate(zip(procs, outs, logs)):
+        log.seek(0)
+        text = "\n".join(line for line in log.read().splitlines() if "USDT" not in line)[-3000:]
+        log.close()
         seen = json.loads(out.read_text()) if out.exists() else {}
-        results.append({"results": seen, "rc": p.returncode,
-                        "log": "\n".join(line for line in logs[r].splitlines() if "USDT" not in line)[-3000:]})
+        why = f"killed after {PROCESS_TIMEOUT_S} s (a desync?)" if timed_out else f"rc {p.returncode}"
+        results.append({"results": seen, "why": why, "log": text})
     return results
 
 
 @pytest.fixture(scope="module")
-def pairs(tmp_path_factory):
+def ranks(tmp_path_factory):
+    """Each rank's results, the scenarios run once for the module's tests."""
     return _run_pair(SCENARIOS, tmp_path_factory.mktemp("ranks"))
 
 
-def _scenario(pairs, name):
+def _scenario(ranks, name):
     """Both ranks' results of one scenario: {"eager": ..., "compiled": ...} per rank."""
-    ranks = pairs
     out = []
     for rank, r in enumerate(ranks):
         result = r["results"].get(name)
-        assert result is not None, f"rank {rank} died before {name} finished (rc {r['rc']}):\n{r['log']}"
+        assert result is not None, f"rank {rank} stopped before {name} finished ({r['why']}):\n{r['log']}"
         assert "error" not in result, f"rank {rank}, {name}:\n{result['error']}"
         out.append(result)
     return out
@@ -118,48 +122,48 @@ def _same_as_eager(ranks, *, graphs=None, breaks=0):
         assert compiled["breaks"] == breaks, f"rank {rank}: {compiled['breaks']} graph breaks"
 
 
-def test_first_compile_issues_eagers_collectives(pairs):
-    ranks = _scenario(pairs, "first_compile")
-    assert ranks[0]["eager"]["calls"][0]["collectives"] == ["c10d::allreduce_"]
-    _same_as_eager(ranks, graphs=1)
+def test_first_compile_issues_eagers_collectives(ranks):
+    results = _scenario(ranks, "first_compile")
+    assert results[0]["eager"]["calls"][0]["collectives"] == ["c10d::allreduce_"]
+    _same_as_eager(results, graphs=1)
 
 
-def test_a_recompile_issues_eagers_collectives(pairs):
-    _same_as_eager(_scenario(pairs, "recompile"), graphs=2)
+def test_a_recompile_issues_eagers_collectives(ranks):
+    _same_as_eager(_scenario(ranks, "recompile"), graphs=2)
 
 
-def test_ranks_that_recompile_at_different_times_stay_in_step(pairs):
-    _same_as_eager(_scenario(pairs, "recompile_apart"), graphs=[1, 2])
+def test_ranks_that_recompile_at_different_times_stay_in_step(ranks):
+    _same_as_eager(_scenario(ranks, "recompile_apart"), graphs=[1, 2])
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-def test_every_collective_in_one_graph(pairs, backend):
-    ranks = _scenario(pairs, f"every_collective_{backend}")
-    assert [n for n in ranks[0]["eager"]["calls"][0]["collectives"]] == [
+def test_every_collective_in_one_graph(ranks, backend):
+    results = _scenario(ranks, f"every_collective_{backend}")
+    assert results[0]["eager"]["calls"][0]["collectives"] == [
         "c10d::allreduce_", "c10d::_allgather_base_", "c10d::_reduce_scatter_base_", "c10d::broadcast_"]
-    _same_as_eager(ranks, graphs=1)
+    _same_as_eager(results, graphs=1)
 
 
-def test_functional_collectives(pairs):
-    _same_as_eager(_scenario(pairs, "functional"), graphs=1)
+def test_functional_collectives(ranks):
+    _same_as_eager(_scenario(ranks, "functional"), graphs=1)
 
 
-def test_a_graph_break_between_two_collectives(pairs):
-    _same_as_eager(_scenario(pairs, "break_between"), graphs=2, breaks=1)
+def test_a_graph_break_between_two_collectives(ranks):
+    _same_as_eager(_scenario(ranks, "break_between"), graphs=2, breaks=1)
 
 
-def test_async_op_waits_in_the_graph(pairs):
-    _same_as_eager(_scenario(pairs, "async_op"), graphs=1)
+def test_async_op_waits_in_the_graph(ranks):
+    _same_as_eager(_scenario(ranks, "async_op"), graphs=1)
 
 
-def test_barrier_breaks_the_graph_before_it_runs(pairs):
-    ranks = _scenario(pairs, "barrier")
-    assert ranks[0]["eager"]["calls"][0]["collectives"] == ["c10d::barrier"]
-    _same_as_eager(ranks, graphs=2, breaks=1)
+def test_barrier_breaks_the_graph_before_it_runs(ranks):
+    results = _scenario(ranks, "barrier")
+    assert results[0]["eager"]["calls"][0]["collectives"] == ["c10d::barrier"]
+    _same_as_eager(results, graphs=2, breaks=1)
 
 
-def test_collectives_on_symbolic_sizes(pairs):
-    _same_as_eager(_scenario(pairs, "dynamic"), graphs=1)
+def test_collectives_on_symbolic_sizes(ranks):
+    _same_as_eager(_scenario(ranks, "dynamic"), graphs=1)
 
 
 # -- one rank, in this process: what the trace records, refuses and guards ---------------------------
