@@ -9,6 +9,7 @@ graphs compiled and the graph breaks. test_distributed.py compares them with eag
 Every collective is bounded by the group's timeout, so a rank that issues one collective too many
 fails (gloo raises) instead of hanging; the test bounds the processes themselves too."""
 import datetime
+import functools
 import io
 import contextlib
 import json
@@ -44,8 +45,9 @@ def plain(value):
     return value
 
 
-def run(fn, inputs, backend="eager", dynamic=False):
-    """fn eagerly, then compiled, on copies of each call's inputs (a list of argument tuples)."""
+def run(fn, inputs, backend="eager", dynamic=False, call=None):
+    """fn eagerly, then compiled, on copies of each call's inputs (a list of argument tuples).
+    `call(f, *args)`, when given, makes the call (and reports what it returns)."""
     result = {}
     for mode in ("eager", "compiled"):
         tjc.reset()
@@ -56,7 +58,7 @@ def run(fn, inputs, backend="eager", dynamic=False):
         with contextlib.redirect_stdout(io.StringIO()):
             for args in inputs:
                 args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-                out, names = collectives(f, *args)
+                out, names = collectives(f if call is None else functools.partial(call, f), *args)
                 calls.append({"collectives": names, "out": plain(out), "args": plain(args)})
         result[mode] = {"calls": calls, "graphs": counter.frame_count,
                         "breaks": tjc.stats()["graph_breaks"]}
@@ -177,6 +179,25 @@ def dynamic():
     return run(dynamic_fn, [(x_of(n),) for n in (2, 3, 5)], dynamic=True)
 
 
+def grad_fn(x, w):
+    y = x * 2
+    dist.all_reduce(y)      # invisible to autograd, as eager's: y keeps its history
+    dist.all_reduce(w)      # a leaf parameter, written in place
+    return (y * w).sum()
+
+
+def backward(f, x):
+    x = x.detach().requires_grad_()
+    w = torch.nn.Parameter(torch.full((x.shape[1],), RANK + 1.0))
+    out = f(x, w)
+    out.backward()
+    return out, x.grad, w.grad, w.detach()
+
+
+def gradients(backend):
+    return lambda: run(grad_fn, [(x_of(2),), (x_of(2),)], backend=backend, call=backward)
+
+
 SCENARIOS = {
     "first_compile": first_compile, "recompile": recompile, "recompile_apart": recompile_apart,
     "every_collective_eager": every_collective("eager"),
@@ -184,6 +205,7 @@ SCENARIOS = {
     "every_collective_inductor": every_collective("inductor"),
     "functional": functional, "break_between": break_between, "async_op": async_op,
     "barrier": barrier, "dynamic": dynamic,
+    "gradients_eager": gradients("eager"), "gradients_aot_eager": gradients("aot_eager"),
 }
 
 

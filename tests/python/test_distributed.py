@@ -36,7 +36,8 @@ PROCESS_TIMEOUT_S = 150
 # that issues collectives while tracing), every collective after it would be paired wrongly, and a
 # rank may abort.
 SCENARIOS = ["first_compile", "recompile", "every_collective_eager", "every_collective_aot_eager",
-             "functional", "break_between", "async_op", "barrier", "dynamic", "every_collective_inductor",
+             "functional", "break_between", "async_op", "barrier", "dynamic", "gradients_eager",
+             "gradients_aot_eager", "every_collective_inductor",
              "recompile_apart"]
 
 
@@ -160,6 +161,13 @@ def test_barrier_breaks_the_graph_before_it_runs(ranks):
     results = _scenario(ranks, "barrier")
     assert results[0]["eager"]["calls"][0]["collectives"] == ["c10d::barrier"]
     _same_as_eager(results, graphs=2, breaks=1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_in_place_collectives_are_invisible_to_autograd_as_in_eager(ranks, backend):
+    # The gradient of a tensor all-reduced in place is not reduced, and a leaf parameter may be
+    # written: eager's c10d ops bypass autograd, so the graph's copy_ runs with grad off.
+    _same_as_eager(_scenario(ranks, f"gradients_{backend}"), graphs=1)
 
 
 def test_collectives_on_symbolic_sizes(ranks):

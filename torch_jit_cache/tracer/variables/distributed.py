@@ -267,6 +267,23 @@ def _wait(tx, result):
     return _node(tx, _functional("wait_tensor"), (result,), _example(tx, result.example, result.example.shape))
 
 
+@contextlib.contextmanager
+def _invisible_to_autograd(tx, *tensors):
+    """Eager's in-place collectives (dist.all_reduce(y)) write the tensor without autograd seeing
+    it: y keeps its history (its gradient is not reduced) and a leaf parameter may be written.
+    Their nodes (issue, wait, copy_) are made with grad off, in the graph and for the examples,
+    where one of `tensors` requires grad (otherwise autograd has nothing to see)."""
+    if not any(t.example.requires_grad for t in tensors):
+        yield
+        return
+    prev = tx.output.grad_mode
+    tx.output.set_grad_mode(False)
+    try:
+        yield
+    finally:
+        tx.output.set_grad_mode(prev)
+
+
 def _copy_into(tx, target, result):
     if tuple(result.example.shape) != tuple(target.example.shape):
         result = call_op(tx, "view", [result, ConstantVariable(tuple(target.example.shape))], {}, method=True)
@@ -302,7 +319,8 @@ class _WaitMethod(VariableTracker):
             unsupported("Work.wait with a timeout")
         if not self.work.done:
             self.work.done = True
-            _copy_into(tx, self.work.target, _wait(tx, self.work.result))
+            with _invisible_to_autograd(tx, self.work.target, self.work.result):
+                _copy_into(tx, self.work.target, _wait(tx, self.work.result))
         return ConstantVariable(True)
 
 
@@ -310,7 +328,8 @@ def _finish(tx, target, issued, async_op):
     """The in-place API's ending: wait and copy now, or hand back a work handle."""
     if _const(async_op, "async_op"):
         return WorkVariable(issued, target)
-    _copy_into(tx, target, _wait(tx, issued))
+    with _invisible_to_autograd(tx, target, issued):
+        _copy_into(tx, target, _wait(tx, issued))
     return ConstantVariable(None)
 
 
@@ -321,7 +340,8 @@ def _finish(tx, target, issued, async_op):
 def _all_reduce(tx, fn, source, a):
     tensor = _tensor(a["tensor"], "all_reduce's tensor")
     group = _group(tx, fn, source, a["group"])
-    issued = _issue(tx, "all_reduce", tensor, (_reduce_op(a["op"]), group.name), tensor.example.shape)
+    with _invisible_to_autograd(tx, tensor):
+        issued = _issue(tx, "all_reduce", tensor, (_reduce_op(a["op"]), group.name), tensor.example.shape)
     return _finish(tx, tensor, issued, a["async_op"])
 
 
@@ -333,7 +353,8 @@ def _all_gather_into_tensor(tx, fn, source, a):
     if out.example.dtype != inp.example.dtype or \
             tuple(out.example.shape) not in (shape, (size, *inp.example.shape)):
         unsupported("all_gather_into_tensor with an output of another dtype or shape")
-    issued = _issue(tx, "all_gather_into_tensor", inp, (size, group.name), shape)
+    with _invisible_to_autograd(tx, inp):
+        issued = _issue(tx, "all_gather_into_tensor", inp, (size, group.name), shape)
     return _finish(tx, out, issued, a["async_op"])
 
 
@@ -344,11 +365,12 @@ def _reduce_scatter_tensor(tx, fn, source, a):
     o = tuple(out.example.shape)
     if out.example.dtype != inp.example.dtype or not o:
         unsupported("reduce_scatter_tensor with an output of another dtype or no dims")
-    if tuple(inp.example.shape) == (size, *o):   # stacked input: the concatenated layout
-        inp = call_op(tx, "reshape", [inp, ConstantVariable((size * o[0], *o[1:]))], {}, method=True)
-    elif tuple(inp.example.shape) != (size * o[0], *o[1:]):
+    if tuple(inp.example.shape) not in ((size, *o), (size * o[0], *o[1:])):
         unsupported("reduce_scatter_tensor with an input of another shape")
-    issued = _issue(tx, "reduce_scatter_tensor", inp, (_reduce_op(a["op"]), size, group.name), o)
+    with _invisible_to_autograd(tx, inp):
+        if tuple(inp.example.shape) == (size, *o):   # stacked input: the concatenated layout
+            inp = call_op(tx, "reshape", [inp, ConstantVariable((size * o[0], *o[1:]))], {}, method=True)
+        issued = _issue(tx, "reduce_scatter_tensor", inp, (_reduce_op(a["op"]), size, group.name), o)
     return _finish(tx, out, issued, a["async_op"])
 
 
@@ -362,7 +384,8 @@ def _broadcast(tx, fn, source, a):
         # src is a global rank; the functional op takes the rank within the group.
         group_src = src if group.group is torch.distributed.distributed_c10d._world.default_pg \
             else torch.distributed.get_group_rank(group.group, src)
-    issued = _issue(tx, "broadcast", tensor, (group_src, group.name), tensor.example.shape)
+    with _invisible_to_autograd(tx, tensor):
+        issued = _issue(tx, "broadcast", tensor, (group_src, group.name), tensor.example.shape)
     return _finish(tx, tensor, issued, a["async_op"])
 
 
