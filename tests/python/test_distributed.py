@@ -244,6 +244,7 @@ def _barrier(y):
     (_on_a_rank_list, "c10d::allreduce_", "on a group the trace cannot name"),
     (_barrier, "c10d::barrier", "barrier from torch.distributed: not captured"),
 ], ids=["all_to_all_single", "group_as_rank_list", "barrier"])
+@pytest.mark.filterwarnings("ignore:The combination of ranks:FutureWarning")   # torch's, run eagerly
 def test_an_uncaptured_call_breaks_before_it_runs(world_of_one, call, issues, reason):
     import torch_jit_cache as tjc
 
