@@ -13,6 +13,10 @@ so ranks that compile at different times (one rank's batch size changes) stay in
   user's own `wait_tensor` is its wait).
 - `async_op=True` gives a work handle; its `.wait()` is the wait node and the `copy_`. A handle that
   outlives the trace (returned, or live at a graph break) cannot be rebuilt: the frame runs eagerly.
+  A handle never waited still issues its collective (collective nodes are side-effectful for DCE).
+- Autograd: eager's c10d ops bypass it, so the in-place API's nodes run with grad off where a
+  tensor requires grad (its gradient is not reduced; a leaf parameter may be written). The
+  functional API keeps torch's autograd formulas, as in eager.
 - The group is passed to each node as its name, a constant. A group object read from the frame is
   guarded by identity (held weakly); group=None is the default group, guarded by identity through
   the called function's globals (`fn.__globals__['_world'].default_pg`), so a destroyed and
