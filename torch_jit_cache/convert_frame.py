@@ -106,7 +106,7 @@ class FrameCompiler:
     # dimension of the frame's argument tensors from the first compile; False, never.
     dynamic: object = None
     _dynamic: object = dataclasses.field(init=False, repr=False, compare=False)
-    _traced_symbolic: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
+    _traced: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     # How often each code this compiler made an entry for came back with none alive (its entries
     # evicted because an object they guard by identity died). Keyed by identity, weakly: codes die
@@ -137,13 +137,13 @@ class FrameCompiler:
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
-        self._traced_symbolic = False
+        self._traced = False
         try:
             # KeyboardInterrupt and SystemExit pass through (_compile): the user's call ends as
             # eager's would, and nothing is recorded, so the next call compiles again.
             reason = self._compile(frame, entries)
         finally:
-            if self._traced_symbolic:   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
+            if self._traced:   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
                 from .tracer.fake_shapes import forget_shape_envs
                 forget_shape_envs()
         if isinstance(reason, runtime.GuardedCode):   # an entry: from now on its death counts
@@ -215,8 +215,11 @@ class FrameCompiler:
         step = "dynamic shapes plan"
         plan = self._dynamic.plan(code, f_locals, resolve)
         step = "trace"
-        # Tracing runs the ops on real example tensors; random ops (dropout) must not advance the
-        # generator, or the compiled call that follows would draw different numbers than eager.
+        self._traced = True   # a ShapeEnv was made: forgotten when the compile ends (__call__)
+        # Tracing runs the ops on fake tensors, which draw no random numbers; the generator's
+        # state is put back all the same after each trace, so that nothing a trace runs (an
+        # allow_in_graph function, a library's own seeding) can shift the numbers the compiled
+        # call then draws from eager's.
         rng = torch.random.get_rng_state()
         try:
             with backends.tracing_for(self.backend):
@@ -297,7 +300,6 @@ class FrameCompiler:
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
             return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
         finally:
-            self._traced_symbolic = self._traced_symbolic or plan.symbolic
             if result is not None:
                 tracer.release_shape_state(result)
         COUNTERS["graphs"] += has_graph
@@ -338,7 +340,6 @@ class FrameCompiler:
         mark_dynamic dimension is never given up this way: the user asked for it."""
         if not plan.symbolic:
             return self._trace(tracer, code, frame, rng, plan), plan
-        self._traced_symbolic = True
         failure = None
         try:
             traced = self._trace(tracer, code, frame, rng, plan)

@@ -313,8 +313,28 @@ def test_huggingface_generation_with_a_kv_cache_stops_compiling(name):
 
 
 def test_a_frame_whose_symbolic_trace_breaks_keeps_static_shapes():
-    # nn.LSTM cannot run on fake tensors with a symbolic length: the symbolic trace would break at
-    # it. The frame is traced static again and keeps one entry per length, without a break.
+    # TransformerEncoder compares its mask with a causal one to pick a kernel: fake tensors cannot
+    # answer, and the stand-in run on zeros (opaque_calls.py) needs concrete sizes, so the symbolic
+    # trace would break at it. The frame is traced static again and keeps one entry per length,
+    # without a break.
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 1,
+                                enable_nested_tensor=False).eval()
+
+    def f(x, mask):
+        return enc(x.tanh(), mask)
+    counter = CompileCounter()
+    compiled = tjc.compile(f, backend=counter)
+    with torch.no_grad():
+        for t in (3, 4, 5):
+            x, mask = torch.randn(t, 2, 8), nn.Transformer.generate_square_subsequent_mask(t)
+            torch.testing.assert_close(compiled(x, mask), f(x, mask))
+    assert counter.frame_count == 3
+    assert tjc.stats()["graph_breaks"] == 0
+
+
+def test_an_lstm_runs_on_symbolic_sizes():
+    # Before every trace ran on fake tensors with the Python dispatcher, the LSTM broke the
+    # symbolic trace and the frame fell back to one entry per length.
     lstm = nn.LSTM(4, 6)
     head = nn.Linear(6, 3)
 
@@ -324,10 +344,10 @@ def test_a_frame_whose_symbolic_trace_breaks_keeps_static_shapes():
     counter = CompileCounter()
     compiled = tjc.compile(f, backend=counter)
     with torch.no_grad():
-        for t in (3, 4, 5):
+        for t in (3, 4, 5, 6):
             x = torch.randn(t, 2, 4)
             torch.testing.assert_close(compiled(x), f(x))
-    assert counter.frame_count == 3
+    assert counter.frame_count == 2   # static for 3, then one symbolic entry for 4, 5, 6
     assert tjc.stats()["graph_breaks"] == 0
 
 

@@ -367,15 +367,21 @@ def test_a_model_holding_an_opaque_module_is_freed_with_its_proxy(no_gc):
 
 # --- tjc.allow_in_graph ------------------------------------------------------------------------
 
+def _signed(x):
+    # Marked allow_in_graph: one node of the graph, run on fake tensors while tracing.
+    return torch.where(x.sum() > 0, x * 2, x - 1), x.relu()
+
+
 def _sign_dependent(x):
-    # A branch on a tensor's value: traced, it would be a graph break.
+    # A branch on a tensor's value: fake tensors cannot answer it, so the call is a graph break
+    # even when marked allow_in_graph (as under torch.compile), and runs eagerly, once per call.
     if x.sum() > 0:
         return x * 2, x.relu()
     return x - 1, x.abs()
 
 
 class Gate(nn.Module):
-    """Updates state in forward (BatchNorm's running statistics) and branches on data."""
+    """Updates state in forward (BatchNorm's running statistics) and selects by data."""
 
     def __init__(self):
         super().__init__()
@@ -384,7 +390,7 @@ class Gate(nn.Module):
 
     def forward(self, x):
         y = self.norm(x)
-        return self.lin(y) if y.mean() > 0 else self.lin(-y)
+        return torch.where(y.mean() > 0, self.lin(y), self.lin(-y))
 
 
 def test_allow_in_graph_rejects_what_it_cannot_mark():
@@ -395,11 +401,11 @@ def test_allow_in_graph_rejects_what_it_cannot_mark():
 
 
 def test_allow_in_graph_function_is_one_opaque_node():
-    fn = tjc.allow_in_graph(_sign_dependent)
-    assert fn is _sign_dependent and proxies.is_allowed_in_graph(fn)
+    fn = tjc.allow_in_graph(_signed)
+    assert fn is _signed and proxies.is_allowed_in_graph(fn)
 
     def f(x):
-        a, b = _sign_dependent(x + 1)
+        a, b = _signed(x + 1)
         return a.sin() + b
     counter = CompileCounterWithBackend("eager")
     compiled = tjc.compile(f, backend=counter)
@@ -410,6 +416,23 @@ def test_allow_in_graph_function_is_one_opaque_node():
         got.sum().backward(), expected.sum().backward()
         torch.testing.assert_close(x1.grad, x2.grad)
     assert counter.frame_count == 1 and tjc.stats()["graph_breaks"] == 0
+
+
+def test_allow_in_graph_function_that_reads_values_is_a_graph_break_run_once_per_call():
+    tjc.allow_in_graph(_sign_dependent)
+    calls = []
+
+    def f(x):
+        calls.append(1)   # before the break: runs once per call, as eager's
+        a, b = _sign_dependent(x + 1)
+        return a.sin() + b
+    report = tjc.explain(f)(torch.ones(3))
+    assert "fake tensors" in report.break_reasons[0], str(report)   # then _sign_dependent is compiled on its own
+    compiled = tjc.compile(f)
+    calls.clear()
+    for x in (torch.ones(3), -torch.ones(3) * 5):
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(calls) == 4
 
 
 def test_allow_in_graph_module_class_runs_once_per_call():
@@ -458,7 +481,7 @@ class Tied(nn.Module):
         self.b.weight = self.a.weight
 
     def forward(self, x):
-        return self.b(self.a(x)) if x.sum() > 0 else self.a(x)
+        return self.b(self.a(x)) + self.a(x)
 
 
 def test_allow_in_graph_module_with_tied_weights():

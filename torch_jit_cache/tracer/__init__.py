@@ -115,6 +115,8 @@ def final_shape_guards(result: TraceResult):
     if result.shape_state is not None:
         result.shape_state.check_marks()
         shape_guards = result.shape_state.guards()
+        if not shape_guards.bindings and not shape_guards.exprs:
+            shape_guards = None   # a static trace: TENSOR_MATCH checks every size
     return pinning(shape_guards, result.exact_reads)
 
 

@@ -1,9 +1,14 @@
-"""Tracing with symbolic sizes: one FakeTensorMode and ShapeEnv per trace, and the guards they leave.
+"""Every trace runs on fake tensors: one FakeTensorMode and ShapeEnv per trace, and the guards they leave.
 
-A trace whose frame has a dynamic dimension (dynamic.py decides which) runs every example op on
-fake tensors: the frame's tensors are converted (`fakeify`) with a symbol for each dynamic
-dimension, parameters and other tensors with their static sizes; factory ops run under the mode
-(`FakeShapes.running()`). Whatever the traced code asks of a symbolic size (a branch on
+No trace runs the user's program on real data (issue 21): every tensor the trace reads from the
+frame is converted once (`fakeify`) into a fake tensor with the real one's sizes, strides, storage
+offset, dtype, device, conj/neg bits, requires_grad and view relations (two views of one base
+become views of one fake base), and no data; every example op, factory and opaque call runs under
+the mode (`FakeShapes.running()`), so tracing costs no device memory for the model's weights and
+draws no random numbers. A trace whose frame has a dynamic dimension (dynamic.py decides which)
+gives each such dimension a symbol; every other tensor (parameters included) is converted with
+static sizes, and a static trace has the same ShapeEnv, with no symbol in it until the trace makes
+one from data (`.item()` under capture_scalar_outputs). Whatever the traced code asks of a symbolic size (a branch on
 `T > block_size`, `range(T)`, a view that needs `C % n_head == 0`) is recorded by the ShapeEnv as a
 guard, exactly as under torch.compile. `guards()` turns that state into a ShapeGuards value over our
 Sources: which source each symbol is read from (a size, a stride, a storage offset), the symbols'
@@ -17,7 +22,9 @@ needs with its compiled artifact, which dies with the cache entry.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 
 import torch
 
@@ -54,6 +61,30 @@ def _named_class():
 _Named = None
 
 
+def _first_use() -> None:
+    """The first ShapeEnv and fake op import parts of torch lazily, and some of those imports fail
+    on purpose (optional dependencies such as z3): the failures' tracebacks form reference cycles
+    through every frame on the stack. Made on the user's stack, those cycles would hold the user's
+    frames (and the module being compiled) until the cycle collector ran (seed 000). So the first
+    use happens once on a thread of its own, whose stack holds nothing of the user's."""
+    def warm():
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        try:
+            shapes = FakeShapes.__new__(FakeShapes)
+            shapes.mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+            shapes.mode.cache_enabled = False
+            with shapes.running():
+                torch.empty(2, 3) @ torch.empty(3, 2)
+        except Exception:  # noqa: BLE001 - the trace that follows meets the same failure and says so
+            pass
+
+    thread = threading.Thread(target=warm, name="torch_jit_cache-fake-warmup")
+    thread.start()
+    thread.join()
+
+
 class FakeShapes:
     def __init__(self):
         global _Named
@@ -61,6 +92,7 @@ class FakeShapes:
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         if _Named is None:
+            _first_use()
             _Named = _named_class()
         self.shape_env = ShapeEnv(specialize_zero_one=True, duck_shape=False)
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
@@ -73,12 +105,28 @@ class FakeShapes:
         self.ints: list = []
 
     def running(self):
-        """The fake mode, entered around example ops (factories and ops on constants included)."""
-        return self.mode
+        """The fake mode, entered around example ops (factories and ops on constants included),
+        with torch's Python dispatcher on: torch 2.11 needs it for ops on symbolic sizes (a matmul
+        asks numel() of a tensor with symbolic sizes without it), as torch.compile's tracing has it."""
+        from torch._dispatch.python import enable_python_dispatcher
 
-    def fakeify(self, real: torch.Tensor, source: Source, choices: list) -> torch.Tensor:
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.mode)
+        stack.enter_context(enable_python_dispatcher())
+        return stack
+
+    def fakeify(self, real: torch.Tensor, source: Source, choices: list | None) -> torch.Tensor:
+        """The fake tensor standing for `real` in this trace (one per tensor: the mode memoizes),
+        with a symbol for each dimension `choices` makes dynamic (None: all static)."""
         from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
+        if not choices or not any(c.dynamic for c in choices):
+            try:
+                fake = self.mode.from_tensor(real, static_shapes=True, source=_torch_source(source))
+            except Exception as e:  # noqa: BLE001 - a tensor fake tensors cannot stand for
+                raise Unsupported(f"cannot trace {source} on a fake tensor: {type(e).__name__}: {e}") from None
+            self.inputs.append((source, fake, choices or []))
+            return fake
         dims = [DimDynamic.DYNAMIC if c.dynamic else DimDynamic.STATIC for c in choices]
         context = StatelessSymbolicContext(dynamic_sizes=dims, dynamic_strides=[DimDynamic.INFER_STRIDE] * len(dims))
         try:
@@ -105,6 +153,11 @@ class FakeShapes:
         if isinstance(result, torch.SymInt):
             self.ints.append((source, result))
         return result
+
+    def fake_copy(self, real: torch.Tensor) -> torch.Tensor:
+        """A fake tensor for `real` with static sizes, not one of the trace's inputs (the parameters
+        an opaque module runs with while traced: opaque_calls.py)."""
+        return self.mode.from_tensor(real, static_shapes=True)
 
     def release(self) -> None:
         self.inputs.clear()

@@ -58,12 +58,11 @@ class OutputGraph:
         self.graph = torch.fx.Graph()
         # Dynamic shapes (dynamic.py, fake_shapes.py): the plan says which tensor dims are symbols
         # (and records the sizes this trace reads); `fake_shapes` is the trace's fake mode and
-        # ShapeEnv when the plan has any, else None and the examples are real clones.
+        # ShapeEnv, which every trace has: the examples are fake tensors, never the user's data.
+        from .fake_shapes import FakeShapes
+
         self.frame_plan = frame_plan
-        self.fake_shapes = None
-        if frame_plan is not None and frame_plan.symbolic:
-            from .fake_shapes import FakeShapes
-            self.fake_shapes = FakeShapes()
+        self.fake_shapes = FakeShapes()
         self.root_globals = f_globals
         self.root_builtins = f_builtins
         self.graph_inputs: list[Source] = []

@@ -41,7 +41,7 @@ from .new_object import UserClassVariable, is_user_class
 from .nn_module import BuiltinModuleMethodVariable, NNModuleVariable, builtin_module_owner
 from .opaque import OpaqueVariable
 from .symbolic import SymNodeVariable
-from .tensor import TensorVariable, TorchFunctionVariable, static_example
+from .tensor import TensorVariable, TorchFunctionVariable
 from .user_object import (DictSubclassVariable, EnvironVariable, UserObjectVariable, is_dict_subclass_object,
                           is_plain_user_object)
 
@@ -116,22 +116,21 @@ def _wrap(tx, value, source, guard):
         plan = out.frame_plan
         choices = plan.choose(source, value, is_argument=_is_argument(source, value)) \
             if plan is not None else None
-        if out.fake_shapes is not None:   # symbolic sizes where the plan says (dynamic.py)
-            example = out.fake_shapes.fakeify(value, source, choices)
-        else:
-            example = static_example(value)
+        # A fake tensor, with symbolic sizes where the plan says (dynamic.py, fake_shapes.py). A
+        # static plan still records the sizes seen (automatic dynamic shapes) but makes no symbol.
+        symbolic = plan is not None and plan.symbolic
+        example = out.fake_shapes.fakeify(value, source, choices if symbolic else None)
         vt = TensorVariable(out, example, source=source, real=value)
         out.by_id[id(value)] = vt
         out.keepalive.append(value)
         return vt
-    if type(value) is int and guard and out.fake_shapes is not None and out.frame_plan.int_is_dynamic(
-            source, value, is_argument=_is_argument(source, value)):
+    plan = out.frame_plan
+    if type(value) is int and guard and plan is not None and plan.int_is_dynamic(
+            source, value, is_argument=_is_argument(source, value)) and plan.symbolic:
         symbolic = out.fake_shapes.symint(value, source)
         if not isinstance(symbolic, int):   # a graph input: the int is read at call time
             g(GuardKind.TYPE_MATCH, int)
             return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)
-    elif type(value) is int and guard and out.frame_plan is not None and out.fake_shapes is None:
-        out.frame_plan.int_is_dynamic(source, value, is_argument=_is_argument(source, value))  # recorded
     if type(value) in _SCALARS:   # subclasses (numpy.float64, an IntEnum) are not constants here
         g(GuardKind.TYPE_MATCH, type(value))
         g(GuardKind.EQUALS_MATCH, value)

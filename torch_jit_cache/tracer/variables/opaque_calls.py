@@ -6,9 +6,12 @@ Transformer family) and what the user marked with tjc.allow_in_graph. The node c
 GraphModule (so AOTAutograd sees its parameters as the graph's own and differentiates them), a
 function a `call_function` of a function proxy.
 
-The node's example result comes from running the call on the example inputs; a module runs with
-copies of its parameters and buffers (torch.func.functional_call), so state it updates in forward
-(BatchNorm's running statistics) is not updated an extra time by tracing.
+The node's example result comes from running the call on the example inputs (fake tensors); a
+module runs with fake copies of its parameters and buffers (torch.func.functional_call), so state
+it updates in forward (BatchNorm's running statistics) is not updated an extra time by tracing and
+its weights cost no memory. An allow_in_graph function runs on the fake examples too, under the
+trace's fake mode (as torch.compile runs it): its Python code runs while tracing, its tensor ops
+touch no data.
 
 Guards: the module and every submodule by identity and training flag (builder.py), their
 parameters and buffers by identity and tensor properties, every other attribute in their instance
@@ -20,13 +23,12 @@ tensors' guards run on a call (csrc/guards/dict_tags.h).
 """
 from __future__ import annotations
 
-import contextlib
 
 import torch
 import torch.nn as nn
 
 from ...backends import tracing_for_eager
-from ...proxies import DERIVED_ATTRIBUTES, function_proxy, module_proxy, preserving_derived_state
+from ...proxies import DERIVED_ATTRIBUTES, builtin_opaque_reason, function_proxy, module_proxy, preserving_derived_state
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import unsupported
@@ -56,22 +58,75 @@ def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
     _guard_module_tree(tx, mv, _guard_no_hooks)
     fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(type(module).__name__, args, kwargs)
     _refuse_lstm_aot(module, ex_args)
+    shapes = tx.output.fake_shapes
     copies, state = {}, {}   # a tensor under two names (tied weights) gets one copy
     for name, t in [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]:
         if id(t) not in copies:
-            copies[id(t)] = _copy_tensor(t)
+            copies[id(t)] = shapes.fake_copy(t)
         state[name] = copies[id(t)]
-    shapes = tx.output.fake_shapes
     try:
-        with preserving_derived_state(module.modules()), \
-                (shapes.running() if shapes is not None else contextlib.nullcontext()):
+        with preserving_derived_state(module.modules()), shapes.running():
             result = torch.func.functional_call(module, state, tuple(ex_args), ex_kwargs)
+    except _DATA_DEPENDENT as e:
+        result = _result_from_placeholder_data(shapes, module, ex_args, ex_kwargs, e)
     except Exception as e:  # the original call raises too: let it run eagerly and raise there
         unsupported(f"opaque module {type(module).__name__} raised {type(e).__name__}: {e}")
     out = tx.output
     target = out.add_submodule(module, module_proxy)
     node = out.create_node("call_module", target, fx_args, fx_kwargs)
     return _wrap_result(out, node, result, type(module).__name__)
+
+
+def _data_dependent_errors() -> tuple:
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return DataDependentOutputException, DynamicOutputShapeException, GuardOnDataDependentSymNode
+
+
+_DATA_DEPENDENT = _data_dependent_errors()
+
+
+def _result_from_placeholder_data(shapes, module, ex_args, ex_kwargs, error):
+    """The example result of a built-in opaque module whose forward asks a question of its inputs'
+    values, which fake tensors cannot answer (TransformerEncoder compares its mask with a causal
+    one to pick a kernel; MultiheadAttention picks its fast path). For torch's own modules of
+    proxies.OPAQUE_BUILTIN_MODULES, whose output sizes, dtypes and strides follow from their
+    inputs' and never from values, the call runs once on zero-filled tensors of the inputs'
+    sizes with the module's own parameters, without autograd, and its result's properties
+    become the example (a fake tensor again). It costs the activations' memory, never a copy of
+    the weights, and runs nothing of the user's. A user's allow_in_graph module or function gets
+    no such pass: it is a graph break, as under torch.compile."""
+    if builtin_opaque_reason(type(module)) is None:
+        unsupported(f"opaque module {type(module).__name__} reads tensor values, which tracing on "
+                    f"fake tensors cannot answer ({type(error).__name__}): it runs eagerly")
+
+    def materialize(value):
+        if isinstance(value, torch.Tensor):
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device).zero_()
+        if isinstance(value, (tuple, list)):
+            return type(value)(materialize(v) for v in value)
+        if isinstance(value, dict):
+            return {k: materialize(v) for k, v in value.items()}
+        return value
+
+    try:
+        with torch.no_grad(), preserving_derived_state(module.modules()):
+            real = module(*materialize(list(ex_args)), **materialize(ex_kwargs))
+    except Exception as e:  # noqa: BLE001
+        unsupported(f"opaque module {type(module).__name__} raised {type(e).__name__}: {e}")
+    needs_grad = torch.is_grad_enabled() and (
+        any(p.requires_grad for p in module.parameters()) or
+        any(isinstance(a, torch.Tensor) and a.requires_grad for a in [*ex_args, *ex_kwargs.values()]))
+
+    def fake(value):
+        if isinstance(value, torch.Tensor):
+            t = shapes.fake_copy(value)
+            return t.requires_grad_(True) if needs_grad and (t.is_floating_point() or t.is_complex()) else t
+        if isinstance(value, (tuple, list)):
+            return type(value)(fake(v) for v in value)
+        return value
+    return fake(real)
 
 
 def _refuse_lstm_aot(module, ex_args) -> None:
@@ -100,17 +155,16 @@ def call_opaque_function(tx, fv, args: list, kwargs: dict):
         _require_guardable(tx.wrap(getattr(fn, name), AttrSource(fv.source, name)), fn.__qualname__, name)
     fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(fn.__qualname__, args, kwargs)
     try:
-        result = fn(*ex_args, **ex_kwargs)
+        with tx.output.fake_shapes.running():
+            result = fn(*ex_args, **ex_kwargs)
+    except _DATA_DEPENDENT as e:
+        unsupported(f"allow_in_graph function {fn.__qualname__} reads tensor values, which tracing "
+                    f"on fake tensors cannot answer ({type(e).__name__}): it runs eagerly")
     except Exception as e:
         unsupported(f"allow_in_graph function {fn.__qualname__} raised {type(e).__name__}: {e}")
     out = tx.output
     node = out.create_node("call_function", function_proxy(fn), fx_args, fx_kwargs)
     return _wrap_result(out, node, result, fn.__qualname__)
-
-
-def _copy_tensor(t):
-    c = t.detach().clone()
-    return c.requires_grad_(t.requires_grad) if c.is_floating_point() or c.is_complex() else c
 
 
 def _arguments(what: str, args, kwargs):

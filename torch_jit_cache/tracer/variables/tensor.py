@@ -1,13 +1,14 @@
 """TensorVariable and graph ops: tensor methods, torch functions and operators become fx nodes.
 
-Every op runs once on example tensors (clones of the real inputs, so tracing never mutates user
-tensors) to learn its result: a tensor result becomes a node, a result without tensors (x.size(),
-x.dim(), x.dtype) becomes a constant, legal because guards pin every input's shape and dtype. Ops
+Every op runs once on example tensors (the trace's fake tensors, fake_shapes.py: sizes, strides,
+dtype and device of the real inputs, no data, so tracing never reads, mutates or allocates the
+user's tensors) to learn its result: a tensor result becomes a node, a result without tensors
+(x.size(), x.dim(), x.dtype) becomes a constant, legal because guards pin every input's shape and
+dtype. Ops
 whose non-tensor result depends on tensor data (.item(), .tolist(), torch.equal) are refused.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import torch
@@ -21,7 +22,7 @@ from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import ListVariable, TupleVariable
 from .symbolic import SymNodeVariable, is_symbolic, wrap_symbolic
-from .value_sizes import judge_subscript, refusing_value_sizes
+from .value_sizes import judge_subscript, refusing_value_sizes, subscript_example
 
 # Methods/functions whose result depends on tensor *values* in a way a static graph cannot keep
 # (Python scalars, data-dependent shapes) or that change autograd/global state.
@@ -45,45 +46,6 @@ _SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "gr
                                    "is_leaf", "names"}
 
 
-def static_example(real: torch.Tensor) -> torch.Tensor:
-    """The tensor a static trace runs ops on for `real`: a copy with the same sizes, strides, conj
-    and neg bits and inference-ness (requires_grad as `real`'s), so that what the trace asks of it
-    (is_contiguous(), is_inference(), is_conj(), a view that needs a contiguous input) answers as
-    `real` would, and ops on it never touch the user's tensor. A plain clone() would make a
-    non-dense view (x[:, ::2]) contiguous, resolve the conj bit and drop inference-ness: a wrong
-    branch (issue 20). The copy covers only the span the view reads, at storage offset 0 (a slice
-    deep into a large tensor costs no more than the slice): `storage_offset()` is answered from
-    `real` (TensorVariable.call_method)."""
-    t = real.detach()
-    inference = t.is_inference()
-    with torch.inference_mode() if inference else contextlib.nullcontext():
-        example = t.clone()
-        if t.layout is torch.strided and type(example) is torch.Tensor and not t.is_quantized and \
-                (example.stride() != t.stride() or t.is_conj() or t.is_neg()):
-            example = _mirror(t)
-    if real.requires_grad:
-        example.requires_grad_(True)
-    return example
-
-
-def _mirror(t: torch.Tensor) -> torch.Tensor:
-    """A copy of the strided tensor `t`'s memory, viewed as `t` is (see static_example)."""
-    raw = t
-    if raw.is_conj():
-        raw = raw.conj()          # toggles the bit: the same memory, read without conjugation
-    if raw.is_neg():
-        raw = raw._neg_view()     # likewise
-    span = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    base = torch.empty(span, dtype=t.dtype, device=t.device)
-    base.copy_(raw.as_strided((span,), (1,), t.storage_offset()))
-    example = base.as_strided(t.shape, t.stride(), 0)
-    if t.is_neg():
-        example = example._neg_view()
-    if t.is_conj():
-        example = example.conj()
-    return example
-
-
 class TensorVariable(VariableTracker):
     """A tensor in the graph: an fx node and the example tensor it evaluated to.
 
@@ -99,10 +61,9 @@ class TensorVariable(VariableTracker):
 
     def as_node(self):
         if self._node is None:
-            # A trace with symbolic sizes hands the backend its fake inputs (their symbols are
-            # what the graph is compiled for); otherwise the real values seen.
-            shapes = self.output.fake_shapes
-            self._node = self.output.add_placeholder(self.source, self.real if shapes is None else self.example)
+            # The backend is handed the fake inputs, as torch.compile's are: their sizes (and
+            # symbols) are what the graph is compiled for.
+            self._node = self.output.add_placeholder(self.source, self.example)
         return self._node
 
     def as_fx_arg(self):
@@ -130,7 +91,7 @@ class TensorVariable(VariableTracker):
                 for i in range(n)]
 
     def has_symbolic_shape(self) -> bool:
-        return self.output.fake_shapes is not None and is_symbolic(tuple(self.example.shape))
+        return is_symbolic(tuple(self.example.shape))
 
     def var_getattr(self, tx, name):
         if name == "shape":
@@ -186,13 +147,10 @@ class TensorVariable(VariableTracker):
         its inputs' unchecked ones: a graph break."""
         if self.source is None or self.real is None:
             unsupported("storage_offset() of a tensor the trace made")
-        if tx.output.fake_shapes is None:
-            value = self.real.storage_offset()   # the static example starts at 0 (static_example)
-        else:
-            result = call_op(tx, "storage_offset", [self], {}, method=True)
-            if not result.is_python_constant():
-                return result
-            value = result.as_python_constant()
+        result = call_op(tx, "storage_offset", [self], {}, method=True)
+        if not result.is_python_constant():
+            return result
+        value = result.as_python_constant()
         tx.output.exact_reads.append((SymbolBinding(self.source, "storage_offset"), value))
         return ConstantVariable(value)
 
@@ -282,9 +240,9 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     subscript = name in ("getitem", "__getitem__", "setitem", "__setitem__")
     if subscript and len(ex_args) > 1:
         judge_subscript(ex_args[1])
+        ex_args[1] = subscript_example(ex_args[1])
     try:
-        with (shapes.running() if shapes is not None else contextlib.nullcontext()), \
-                refusing_value_sizes(name, allow_scalar_reads=subscript):
+        with shapes.running(), refusing_value_sizes(name, allow_scalar_reads=subscript):
             if method:
                 result = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
             else:
@@ -297,7 +255,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
-    if not inplace and not _has_tensor(result) and not (shapes is not None and is_symbolic(result)):
+    if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return wrap_constant_result(result)

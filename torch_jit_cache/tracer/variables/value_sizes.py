@@ -17,7 +17,8 @@ example op at a time):
   the mode and are not seen.
 A subscript is judged from its index instead (`judge_subscript`): a 0-d integer tensor used as an
 index selects one entry, whose size does not depend on the value, and the graph reads the index at
-call time; a tensor slice bound or a boolean mask is refused.
+call time (the example op, on fake tensors that have no value to read, selects entry 0 in its place:
+`subscript_example`); a tensor slice bound or a boolean mask is refused.
 
 The mode costs one Python call per aten op while tracing (never on the compiled path).
 """
@@ -69,3 +70,15 @@ def judge_subscript(index) -> None:
     for item in items:
         if isinstance(item, slice) and any(isinstance(b, torch.Tensor) for b in (item.start, item.stop, item.step)):
             unsupported("a slice bounded by a tensor value: the result's size would be a constant of the graph")
+
+
+def subscript_example(index):
+    """The index the example op of a subscript runs with: each 0-d integer tensor (an index read as
+    a number at call time, by the graph's own getitem/setitem) replaced by 0, which selects an
+    entry of the same sizes and strides."""
+    if isinstance(index, tuple):
+        return tuple(subscript_example(i) for i in index)
+    if isinstance(index, torch.Tensor) and index.dim() == 0 and not index.is_floating_point() \
+            and not index.is_complex() and index.dtype not in _MASK_DTYPES:
+        return 0
+    return index
