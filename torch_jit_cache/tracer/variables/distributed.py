@@ -26,8 +26,8 @@ so ranks that compile at different times (one rank's batch size changes) stay in
   ranks or a DeviceMesh, premul_sum, an unknown function or `torch.ops.c10d.*`) raises Unsupported
   *before* anything runs: the graph breaks there and the call runs once, at run time.
 
-Example results are made, never computed: a tensor of the result's shape and dtype (fake under
-fake_shapes, zeros otherwise), so tracing costs no communication.
+Example results are made, never computed: a fake tensor of the result's shape and dtype, so
+tracing costs no communication.
 """
 from __future__ import annotations
 
@@ -249,10 +249,9 @@ def _functional(name: str):
 
 
 def _example(tx, like, shape):
-    """A tensor standing for a collective's result: fake under fake_shapes, zeros otherwise."""
-    shapes = tx.output.fake_shapes
-    with shapes.running() if shapes is not None else contextlib.nullcontext():
-        return like.new_zeros(shape)
+    """A fake tensor standing for a collective's result (made in the trace's fake mode)."""
+    with tx.output.fake_shapes.running():
+        return like.new_empty(shape)
 
 
 def _node(tx, target, args, example):
