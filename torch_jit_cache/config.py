@@ -3,6 +3,17 @@ import dataclasses
 import os
 
 
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.strip().lower() in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={raw!r}: expected 1/0, true/false, yes/no or on/off")
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None:
@@ -29,6 +40,17 @@ class Config:
     # Resume functions made from resume functions, at most (a graph break inside a loop makes
     # one per iteration): deeper, the resume function runs uncompiled, with the reason logged.
     max_resume_depth: int = dataclasses.field(default_factory=lambda: _env_int("TJC_MAX_RESUME_DEPTH", 32))
+    # Data-dependent values (docs/dynamic_shapes.md, "Data-dependent values"), named and defaulted
+    # as torch.compile's (torch._dynamo.config). capture_scalar_outputs: `.item()`, `.tolist()` and a
+    # tensor read as a number (`torch.arange(0, t.max())`) are traced as unbacked SymInts/SymFloats
+    # the graph computes at run time; False (default) makes them a graph break naming this switch.
+    # capture_dynamic_output_shape_ops: nonzero, masked_select, unique, bincount, a boolean mask,
+    # repeat_interleave with tensor repeats give tensors with unbacked sizes; False (default) breaks.
+    # Read when a frame is traced: entries already compiled keep what their trace saw.
+    capture_scalar_outputs: bool = dataclasses.field(
+        default_factory=lambda: _env_bool("TJC_CAPTURE_SCALAR_OUTPUTS", False))
+    capture_dynamic_output_shape_ops: bool = dataclasses.field(
+        default_factory=lambda: _env_bool("TJC_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", False))
     # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks,dynamic (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(
@@ -44,8 +66,8 @@ class Config:
                 raise TypeError(f"config.{name} must be an int >= 1, got {type(value).__name__} {value!r}")
             if value < 1:
                 raise ValueError(f"config.{name} must be an int >= 1, got {value!r}")
-        elif name == "fallback_to_eager" and type(value) is not bool:
-            raise TypeError(f"config.fallback_to_eager must be True or False, got {type(value).__name__} {value!r}")
+        elif name in _BOOLS and type(value) is not bool:
+            raise TypeError(f"config.{name} must be True or False, got {type(value).__name__} {value!r}")
         elif name == "log":
             if not isinstance(value, (set, frozenset)) or not all(isinstance(t, str) for t in value):
                 raise TypeError(f"config.log must be a set of topic names, got {value!r}")
@@ -60,4 +82,5 @@ class Config:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Config))
+_BOOLS = frozenset(("fallback_to_eager", "capture_scalar_outputs", "capture_dynamic_output_shape_ops"))
 config = Config()

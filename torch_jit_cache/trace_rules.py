@@ -114,3 +114,51 @@ def lookup(code: types.CodeType, f_globals) -> Rule:
         return rule
     name = f_globals.get("__name__") if isinstance(f_globals, dict) else None
     return rule_for_module(name)
+
+
+# ---- torch callables the tracer never runs ----------------------------------------------------
+# The tracer runs a torch callable on the example tensors to learn its result (tracer/variables/
+# tensor.py). That is right for a tensor op and wrong for a call whose effect lies outside the
+# tensors it is given (a global setting, a generator, a device): run while tracing, it would happen
+# once more than in eager, or, where its result looked like a constant (set_flush_denormal returns
+# a bool), only while tracing. Nor may a read of state that no guard checks (initial_seed,
+# get_num_threads) become a constant of the graph. For these the graph breaks *before* the call,
+# which then runs at run time, once per call. The decision is made from what the callable is,
+# never by running it:
+# - by name: a torch callable (no Tensor method) whose name says that it sets, resets or seeds
+#   (set_num_threads, set_autocast_enabled, torch.cuda.reset_peak_memory_stats, manual_seed,
+#   seed_all); no ATen op in torch's namespaces is named so;
+# - by (module, name), the others: data, a new one is a row. Looked up when asked, so that
+#   torch.cuda and friends are imported only by code that uses them.
+EFFECT_NAME_PREFIXES = ("set_", "_set_", "reset_", "manual_seed", "seed", "_seed")
+GLOBAL_EFFECT_CALLABLES: tuple = (
+    ("torch.random", ("initial_seed", "get_rng_state", "fork_rng"),
+     "reads or saves the global random generator's state"),
+    ("torch", ("get_num_threads", "get_num_interop_threads"), "reads a setting no guard checks"),
+    ("torch", ("use_deterministic_algorithms",), "changes a global setting"),
+    ("torch.cuda", ("initial_seed", "get_rng_state", "get_rng_state_all"),
+     "reads a CUDA random generator's state"),
+    ("torch.cuda", ("synchronize", "empty_cache", "ipc_collect", "init"), "acts on the CUDA device"),
+    ("torch.cuda", ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"),
+     "reads the CUDA allocator's state"),
+    # range_push returns an int: run while tracing, it would be a constant and never run again.
+    ("torch.cuda.nvtx", ("range_push", "range_pop", "range_start", "range_end", "mark"),
+     "marks a profiler range"),
+)
+
+
+def torch_callable_effect(fn):
+    """Why the torch callable `fn` must not run while tracing (a global effect, or a read of state
+    no guard checks), or None for a tensor op. Never runs `fn`."""
+    objclass = getattr(fn, "__objclass__", None)
+    if isinstance(objclass, type) and objclass.__name__ == "TensorBase":
+        return None   # a Tensor method: a tensor op (Tensor.set_ and friends are refused by name elsewhere)
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    if name.startswith(EFFECT_NAME_PREFIXES):
+        return f"torch.{name}() changes global state (it would run while tracing)"
+    for module_name, names, why in GLOBAL_EFFECT_CALLABLES:
+        if name in names and getattr(sys.modules.get(module_name), name, None) is fn:
+            return f"{module_name}.{name}() {why}"
+    return None

@@ -13,8 +13,9 @@ tensors, of an input and of a buffer, `no_grad` blocks, branches on an input's p
 (is_contiguous, is_inference, strides, storage offset), sizes that depend on tensor values
 (nonzero, a boolean mask, arange to a count), `locals()`/`vars()` read after a graph break, a raise
 on a path the inputs never take, dict views read after their dict changed, lazy iterators (map,
-filter, iter, enumerate, zip) over a list that grows before they are consumed, and a return of a
-tensor, tuple, list or dict. Each program is built twice from the same seed (two namespaces, two models with equal
+filter, iter, enumerate, zip) over a list that grows before they are consumed, sizes read from
+`.item()` with config.capture_scalar_outputs on (kind 17, issue 21: unbacked symbols, one graph for
+every value), and a return of a tensor, tuple, list or dict. Each program is built twice from the same seed (two namespaces, two models with equal
 weights): one side runs eagerly, the other through tjc.compile. Call 1 runs both; then one or two
 changes are applied to both sides (a new batch size, another `n`, a global, an attribute, training
 mode, a patched method, a forward hook, aliased, non-contiguous, non-dense, offset or inference-mode
@@ -28,6 +29,7 @@ A mismatch raises Mismatch with the seed, the change and the program text.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import random
 import sys
@@ -280,6 +282,16 @@ class ProgramWriter:
         else:
             self.tensors.append(self.assign())
 
+    def item_size(self, rng: random.Random) -> None:
+        """Kind 17 (issue 21): a size read from a tensor's value with `.item()`, traced as an unbacked
+        SymInt under config.capture_scalar_outputs (the program turns it on: Program.captures). Drawn
+        from its own generator and rebinding an existing tensor, so the other draws stay as they were."""
+        count, name = self.fresh(), rng.choice(self.tensors)
+        self.emit(f"{count} = {rng.choice(['(x > 0).sum()', '(y.abs() > 0.5).sum()', 'x.argmax()'])}.item()")
+        use = rng.choice([f"torch.ones({count} + 1).sum() * 0.5", f"x.flatten()[:{count}].sum()",
+                          f"x.flatten().narrow(0, 0, {count}).sum()", f"torch.arange({count}).sum()"])
+        self.emit(f"{name} = {name} + {use}")
+
     def dict_view(self) -> None:
         """A dict view taken before the dict changes, read after (live in Python: issue 20)."""
         r = self.rng
@@ -348,6 +360,8 @@ class Program:
     y_requires_grad: bool
     # How the compiled side compiles the model's blocks (COMPILED_BLOCKS), or None.
     compiled_blocks: str | None = None
+    # Whether the program reads sizes with .item() (kind 17): it runs with the capture switches on.
+    captures: bool = False
 
 
 # Compiled child modules: the compiled side's blocks behind tjc.compile as children of the ModuleList,
@@ -365,13 +379,17 @@ def write_program(seed: int) -> Program:
     writer = ProgramWriter(r)
     for _ in range(r.randint(2, 6)):
         writer.statement()
+    items = random.Random(f"item sizes {seed}")   # its own generator, as `blocks` below
+    captures = items.random() < 0.2
+    if captures:
+        writer.item_size(items)
     writer.ret()
     body = indent("\n".join(writer.lines), 1)
     source = f"{prelude}\n\ndef f(x, y, n, cfg, model):\n{body}\n"
     # A generator of its own, so that the programs and draws above stay what they were.
     blocks = random.Random(f"compiled blocks {seed}").choice([None] * 6 + COMPILED_BLOCKS)
     return Program(seed, source, nblocks=r.randint(1, 3), batch=r.randint(2, 5), n=r.randint(0, 3),
-                   y_requires_grad=r.random() < 0.3, compiled_blocks=blocks)
+                   y_requires_grad=r.random() < 0.3, compiled_blocks=blocks, captures=captures)
 
 
 # --- one side: the program's namespace, its objects and inputs ---------------------------------------
@@ -586,6 +604,23 @@ def check_program(seed: int, change_names=None, backend="eager") -> Outcome:
     r = random.Random(seed * 7919 + 1)
     names = change_names or r.sample(sorted(CHANGES), r.choice([1, 1, 2]))
     tjc.reset()
+    with _capturing(program.captures):
+        return _check(program, seed, r, names, backend)
+
+
+@contextlib.contextmanager
+def _capturing(on: bool):
+    """config.capture_* on for a program with kind 17, as it was after."""
+    saved = tjc.config.capture_scalar_outputs, tjc.config.capture_dynamic_output_shape_ops
+    if on:
+        tjc.config.capture_scalar_outputs = tjc.config.capture_dynamic_output_shape_ops = True
+    try:
+        yield
+    finally:
+        tjc.config.capture_scalar_outputs, tjc.config.capture_dynamic_output_shape_ops = saved
+
+
+def _check(program: Program, seed: int, r: random.Random, names: list, backend: str) -> Outcome:
     eager, comp = Side(program, compiled=False), Side(program, compiled=True, backend=backend)
     state = {"batch": program.batch, "y_requires_grad": program.y_requires_grad,
              "noncontiguous": False, "aliased": False, "strided": False, "offset": False, "inference": False}

@@ -130,3 +130,33 @@ def test_package_in_a_site_packages_folder_is_traced(tmp_path, monkeypatch):
     x = torch.randn(4)
     assert torch.equal(compiled(x), x * 2 + 1)
     assert len(tjc.cache_entries(tjc_tiny_pkg.scale)) == 1
+
+
+# -- torch callables the tracer never runs (torch_callable_effect) ----------------------------------
+@pytest.mark.parametrize("fn", [
+    torch.manual_seed, torch.seed, torch.set_num_threads, torch.set_flush_denormal, torch.set_default_dtype,
+    torch.set_autocast_enabled, torch.initial_seed, torch.get_rng_state, torch.set_rng_state,
+    torch.get_num_threads, torch.use_deterministic_algorithms, torch.random.fork_rng,
+    torch.cuda.manual_seed_all, torch.cuda.synchronize, torch.cuda.empty_cache,
+    torch.cuda.reset_peak_memory_stats, torch._C._set_grad_enabled, torch.cuda.nvtx.range_push,
+])
+def test_torch_callables_with_global_effects_are_named(fn):
+    assert trace_rules.torch_callable_effect(fn) is not None
+
+
+@pytest.mark.parametrize("fn", [
+    torch.add, torch.rand, torch.randn, torch.nn.functional.dropout, torch.nn.init.normal_,
+    torch.Tensor.set_, torch.Tensor.add_, torch.is_grad_enabled, torch.get_default_dtype,
+])
+def test_tensor_ops_are_not(fn):
+    assert trace_rules.torch_callable_effect(fn) is None
+
+
+def test_no_aten_op_matches_the_name_rule():
+    """The name rule's premise: no op of torch's op namespaces is named like a setter or a seed."""
+    spaces = [torch._C._VariableFunctions, torch._C._nn, torch._C._linalg, torch._C._fft, torch._C._special,
+              torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
+    named = sorted(f"{getattr(ns, '__name__', ns)}.{name}" for ns in spaces for name in dir(ns)
+                   if callable(getattr(ns, name, None)) and not isinstance(getattr(ns, name), type)
+                   and trace_rules.torch_callable_effect(getattr(ns, name)) is not None)
+    assert named == []

@@ -88,6 +88,7 @@ def _trace(code, f_locals, f_globals, f_builtins, closure, cut, plan) -> TraceRe
                               lineno=code.co_firstlineno, instruction=where) from None
         try:
             gm = output.finish(outputs.nodes)
+            output.fake_shapes.check_in_graph(gm, output.example_inputs)
         except Unsupported:
             raise
         except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error

@@ -15,6 +15,16 @@ Sources: which source each symbol is read from (a size, a stride, a storage offs
 ranges and the boolean expressions; shape_guards.py compiles them into the C++ SYMBOLIC_SHAPES
 leaf; TENSOR_MATCH keeps checking the sizes and strides no symbol reads (guards.py).
 
+Data-dependent values (config.capture_scalar_outputs / capture_dynamic_output_shape_ops): `.item()`,
+nonzero and the like make *unbacked* symbols (u0, u1) in the ShapeEnv. They are not inputs: no
+source reads them, so `guards()` binds none and no guard mentions one (the ShapeEnv refuses to guard
+on them: a branch on one is a graph break, symbolic.py). `record()` notes on each node the unbacked
+symbols its result binds (torch's `unbacked_bindings`); what the trace assumed of them (`u0 >= 0`
+for a size, a torch._check) is a *deferred runtime assert*, which `check_in_graph()` makes nodes of
+the graph (torch.fx.passes.runtime_assert, as Dynamo does), so a call whose data breaks an
+assumption raises instead of computing a wrong result. A graph whose asserts cannot be placed is
+refused (the frame runs eagerly).
+
 Lifetime: the mode, the ShapeEnv and every fake tensor belong to the trace; `release()` drops them
 (OutputGraph.release), and only sympy expressions over plain symbols reach the guards. A backend
 that compiles symbolically (aot_eager, inductor) receives the fake example inputs and keeps what it
@@ -103,6 +113,8 @@ class FakeShapes:
         self.inputs: list = []
         # (our Source, SymInt) for every int argument traced as a symbol.
         self.ints: list = []
+        # Whether some node binds an unbacked symbol (record): the graph then gets its asserts.
+        self.has_unbacked = False
 
     def running(self):
         """The fake mode, entered around example ops (factories and ops on constants included),
@@ -133,6 +145,10 @@ class FakeShapes:
             fake = self.mode.from_tensor(real, source=_torch_source(source), symbolic_context=context)
         except Exception as e:  # noqa: BLE001 - a tensor fake tensors cannot stand for
             raise Unsupported(f"cannot trace {source} with symbolic sizes: {type(e).__name__}: {e}") from None
+        if getattr(fake, "item_memo", None) is not None:
+            # torch gives a 0-d CPU input a *backed* `.item()` symbol, read from the source
+            # `L['c'].item()`, which no guard of ours can read: `.item()` makes an unbacked one.
+            fake.item_memo = None
         for d, c in enumerate(choices):
             if c.dynamic and (c.min is not None or c.max is not None):
                 size = fake.size(d)
@@ -158,6 +174,48 @@ class FakeShapes:
         """A fake tensor for `real` with static sizes, not one of the trace's inputs (the parameters
         an opaque module runs with while traced: opaque_calls.py)."""
         return self.mode.from_tensor(real, static_shapes=True)
+
+    def record(self, node, value) -> None:
+        """Note on fx `node` its example `value` and the unbacked symbols it made (the
+        runtime-assert pass finds each symbol's defining node there)."""
+        from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+
+        node.meta["example_value"] = value
+        if self.shape_env.pending_fresh_unbacked_symbols:
+            bindings = compute_unbacked_bindings(self.shape_env, value)
+            if bindings:
+                node.meta["unbacked_bindings"] = bindings
+                self.has_unbacked = True
+
+    def unbound_unbacked(self) -> bool:
+        """Whether the last op made unbacked symbols its result does not carry (`record` found no
+        node for them); they are forgotten, so the next op's bindings start clean."""
+        pending = self.shape_env.pending_fresh_unbacked_symbols
+        if pending:
+            pending.clear()
+            return True
+        return False
+
+    def check_in_graph(self, gm, example_inputs: list) -> None:
+        """Make the ShapeEnv's deferred runtime asserts nodes of `gm` (see the module docstring),
+        then drop the example values `record` left on its nodes (they hold this ShapeEnv)."""
+        try:
+            if self.has_unbacked or any(self.shape_env.deferred_runtime_asserts.values()):
+                from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
+
+                # The placeholders bind the input symbols an assert may also read.
+                placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+                for node, value in zip(placeholders, example_inputs):
+                    node.meta["example_value"] = value
+                insert_deferred_runtime_asserts(gm, self.shape_env, "torch_jit_cache")
+                gm.recompile()
+        except Exception as e:  # noqa: BLE001 - an assert the graph cannot compute: no entry
+            raise Unsupported(f"the runtime asserts on data-dependent sizes could not be placed in the "
+                              f"graph: {type(e).__name__}: {e}") from None
+        finally:
+            for node in gm.graph.nodes:
+                for key in ("example_value", "unbacked_bindings"):
+                    node.meta.pop(key, None)
 
     def release(self) -> None:
         self.inputs.clear()
@@ -219,6 +277,10 @@ class FakeShapes:
             bind(self._expr(value), SymbolBinding(source, "int", None))
         for guard in env.guards:
             expr = env.simplify(guard.expr)
+            if _unbacked(expr):
+                # The ShapeEnv never guards on an unbacked symbol (it raises instead); one here
+                # would be a guard no call could evaluate: no entry, rather than a wrong one.
+                raise Unsupported(f"a shape guard reads a data-dependent size: {expr}")
             if expr is sympy.true:
                 continue
             if expr is sympy.false:
@@ -260,6 +322,12 @@ def _bound(value):
         return None
     value = int(value)
     return value if -2 ** 62 < value < 2 ** 62 else None
+
+
+def _unbacked(expr) -> bool:
+    from torch.fx.experimental.symbolic_shapes import has_free_unbacked_symbols
+
+    return has_free_unbacked_symbols(expr)
 
 
 def _free(expr) -> set:

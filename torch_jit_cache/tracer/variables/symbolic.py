@@ -9,6 +9,11 @@ node. Where the trace needs a real Python value (a branch on `T > 8`, `range(T)`
 example answers with its hint and the ShapeEnv records a guard on the symbols (`s0 > 8`, `s0 == 5`)
 that the entry checks in C++ (tracer/fake_shapes.py): the trace stays exact, at the price of
 specializing that use.
+
+An unbacked value (`.item()`, a nonzero count: config.capture_scalar_outputs) has no hint and no
+input to guard: where the trace needs it as a real value (`if n > 3`, `range(n)`) it is a graph
+break, before that instruction, and the resume function gets the value as a plain int. torch itself
+answers what it can without a guard (a size that is >= 0 whatever it is: guard_size_oblivious).
 """
 from __future__ import annotations
 
@@ -45,11 +50,7 @@ class SymNodeVariable(VariableTracker):
     def as_python_constant(self):
         """The value as a Python constant: specializes the symbols to the traced values (the
         ShapeEnv guards them), as torch.compile does where code needs a real int."""
-        kind = self.python_type()
-        try:
-            return kind(self.example)
-        except Exception as e:  # noqa: BLE001 - an unbacked or otherwise undecidable value
-            unsupported(f"a symbolic {kind.__name__} needed as a constant: {type(e).__name__}: {e}")
+        return _concrete(self.python_type(), self.example, "needed as a constant")
 
     def as_fx_arg(self):
         return self.node
@@ -61,11 +62,11 @@ class SymNodeVariable(VariableTracker):
         return outputs.graph_output(self.node)
 
     def truthy(self, tx) -> bool:
-        return bool(self.example)
+        return _concrete(bool, self.example, "branched on")
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("__index__", "__int__") and not args and not kwargs:
-            return _constant(int(self.example))
+            return _constant(as_int(self.example, f"{name}()"))
         unsupported(f"method {name} of a symbolic {self.python_type().__name__}")
 
     def __repr__(self):
@@ -97,6 +98,25 @@ class SymbolicSliceVariable(VariableTracker):
 
     def __repr__(self):
         return f"SymbolicSliceVariable({self.parts})"
+
+
+def _concrete(kind, value, use: str):
+    """kind(value) for a symbolic value: a guard on backed symbols; a graph break where the value
+    depends on data (an unbacked symbol: no guard can check it)."""
+    try:
+        return kind(value)
+    except Exception as e:  # noqa: BLE001 - GuardOnDataDependentSymNode, or otherwise undecidable
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+        if isinstance(e, GuardOnDataDependentSymNode):
+            unsupported(f"a data-dependent {kind.__name__} {use} ({value}: from .item(), .tolist() or a "
+                        "value-dependent size): the graph cannot decide it without the data")
+        unsupported(f"a symbolic {kind.__name__} {use}: {type(e).__name__}: {e}")
+
+
+def as_int(value, use: str) -> int:
+    """An int for `value` (an int or SymInt): see _concrete."""
+    return value if type(value) is int else _concrete(int, value, f"needed as an int by {use}")
 
 
 def _constant(value):

@@ -4,8 +4,10 @@ Every op runs once on example tensors (the trace's fake tensors, fake_shapes.py:
 dtype and device of the real inputs, no data, so tracing never reads, mutates or allocates the
 user's tensors) to learn its result: a tensor result becomes a node, a result without tensors
 (x.size(), x.dim(), x.dtype) becomes a constant, legal because guards pin every input's shape and
-dtype. Ops
-whose non-tensor result depends on tensor data (.item(), .tolist(), torch.equal) are refused.
+dtype. Ops whose non-tensor result depends on tensor data (.item(), .tolist(), torch.equal) are
+refused, except under config.capture_scalar_outputs / capture_dynamic_output_shape_ops, where
+.item(), .tolist() and the ops with value-dependent sizes give unbacked symbols (value_sizes.py,
+fake_shapes.py: the graph computes them, nothing guards them).
 """
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from ...attribute_lookup import Where, lookup
 from ...shape_guards import SymbolBinding
 from ...sources import AttrSource
 from ...trace_result import GuardKind, Unsupported
+from ...trace_rules import torch_callable_effect
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, wrap_constant_result
 from .containers import ListVariable, TupleVariable
-from .symbolic import SymNodeVariable, is_symbolic, wrap_symbolic
-from .value_sizes import judge_subscript, refusing_value_sizes, subscript_example
+from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
+from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
 
 # Methods/functions whose result depends on tensor *values* in a way a static graph cannot keep
 # (Python scalars, data-dependent shapes) or that change autograd/global state.
@@ -34,6 +37,11 @@ DATA_DEPENDENT = frozenset({
     "record_stream", "manual_seed", "seed", "set_grad_enabled", "set_default_dtype",
     "use_deterministic_algorithms", "set_printoptions", "save", "load", "compile",
 })
+# Of those, what config.capture_scalar_outputs (a tensor read as Python numbers) and
+# capture_dynamic_output_shape_ops (a result whose size is data) let into a graph on fake tensors.
+_SCALAR_OUTPUTS = frozenset({"item", "tolist"})
+_DYNAMIC_OUTPUT_SHAPES = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive",
+                                    "argwhere", "bincount"})
 _CONSTANT_ATTRS = frozenset({"dtype", "device", "layout", "ndim", "is_cuda", "is_sparse",
                              "is_quantized", "is_meta", "is_complex"})
 # Tensor methods whose answer no guard checks (TENSOR_MATCH pins the type, dtype, device, sizes,
@@ -86,7 +94,9 @@ class TensorVariable(VariableTracker):
 
     def unpack(self, tx):
         # A symbolic length is specialized here (int() guards it): iteration unrolls.
-        n = int(self.example.shape[0]) if self.example.dim() else unsupported("iteration over a 0-d tensor")
+        if not self.example.dim():
+            unsupported("iteration over a 0-d tensor")
+        n = as_int(self.example.shape[0], "iteration over a tensor")
         return [call_op(tx, "__getitem__", [self, ConstantVariable(i)], {}, method=True)
                 for i in range(n)]
 
@@ -201,6 +211,9 @@ class TorchFunctionVariable(CallableVariable):
     """A function from torch, torch.nn.functional, torch.linalg, ... called as a graph op."""
 
     def call_function(self, tx, args, kwargs):
+        effect = torch_callable_effect(self.fn)
+        if effect is not None:   # decided before it runs: the call then runs once, at run time
+            unsupported(effect)
         known, answer = answer_while_tracing(self.fn)
         if known and not args and not kwargs:
             return ConstantVariable(answer)
@@ -210,10 +223,34 @@ class TorchFunctionVariable(CallableVariable):
             return ConstantVariable(self.fn())  # grad mode is guarded by the caller
         if self.fn is torch.jit.annotate and len(args) == 2 and not kwargs:
             return args[1]  # a type hint for TorchScript; in Python it returns its value as is
+        if self.fn in _CHECKS and args:
+            return _symbolic_check(tx, self.fn, args[0])
         return call_op(tx, self.fn, args, kwargs)
 
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+# torch's checks on symbolic values, as users write them next to `.item()` (torch._check(n <= T)).
+_CHECKS = (torch._check, torch._check_is_size)
+
+
+def _symbolic_check(tx, fn, cond):
+    """torch._check(cond) on a symbolic or constant condition: run on the example, it becomes a
+    guard (backed symbols) or a deferred runtime assert the graph checks (unbacked: fake_shapes.py),
+    and no node; a condition that is false, or a tensor, is a graph break (eager raises or checks)."""
+    from .symbolic import SymNodeVariable
+
+    if not isinstance(cond, (SymNodeVariable, ConstantVariable)):
+        unsupported(f"{fn.__name__}() of a {type(cond).__name__}")
+    try:
+        with tx.output.fake_shapes.running():
+            fn(cond.as_example() if isinstance(cond, SymNodeVariable) else cond.as_python_constant())
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - a check that fails: eager raises there
+        unsupported(f"{fn.__name__}() failed while tracing: {type(e).__name__}: {e}")
+    return ConstantVariable(None)
 
 
 def _has_tensor(value) -> bool:
@@ -230,19 +267,23 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     """Run `target` (a callable, or a method name on args[0] when `method`) on the examples and
     record it as a node when its result holds tensors."""
     name = target if method else getattr(target, "__name__", repr(target))
-    if name in DATA_DEPENDENT:
-        unsupported(f"data-dependent or side-effecting tensor operation {name}()")
+    shapes = tx.output.fake_shapes
+    capture = Capture.current()
+    if name in DATA_DEPENDENT and not (name in _SCALAR_OUTPUTS and capture.scalars
+                                       or name in _DYNAMIC_OUTPUT_SHAPES and capture.shapes):
+        hint = capture.hint("capture_scalar_outputs") if name in _SCALAR_OUTPUTS else \
+            capture.hint("capture_dynamic_output_shape_ops") if name in _DYNAMIC_OUTPUT_SHAPES else ""
+        unsupported(f"data-dependent or side-effecting tensor operation {name}(){hint}")
     fx_args = tuple(a.as_fx_arg() for a in args)
     fx_kwargs = {k: v.as_fx_arg() for k, v in kwargs.items()}
     ex_args = [a.as_example() for a in args]
     ex_kwargs = {k: v.as_example() for k, v in kwargs.items()}
-    shapes = tx.output.fake_shapes
     subscript = name in ("getitem", "__getitem__", "setitem", "__setitem__")
     if subscript and len(ex_args) > 1:
-        judge_subscript(ex_args[1])
+        judge_subscript(ex_args[1], capture)
         ex_args[1] = subscript_example(ex_args[1])
     try:
-        with shapes.running(), refusing_value_sizes(name, allow_scalar_reads=subscript):
+        with shapes.running(), refusing_value_sizes(name, allow_scalar_reads=subscript, capture=capture):
             if method:
                 result = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
             else:
@@ -256,6 +297,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
+        if shapes.unbound_unbacked():
+            unsupported(f"{name}() made a data-dependent value the trace cannot keep")
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return wrap_constant_result(result)
@@ -270,6 +313,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         if inplace:
             mark_side_effect(target)
         node = out.create_node("call_function", target, fx_args, fx_kwargs)
+    shapes.record(node, result)   # the unbacked symbols it made are read from this node
     if result is None:
         return ConstantVariable(None)
     return wrap_op_result(out, node, result)

@@ -21,8 +21,15 @@ call time (the example op, on fake tensors that have no value to read, selects e
 `subscript_example`); a tensor slice bound or a boolean mask is refused.
 
 The mode costs one Python call per aten op while tracing (never on the compiled path).
+
+Under the switches of config.py (issue 21) the trace captures such ops instead, on fake tensors:
+`capture_scalar_outputs` lets a tensor be read as a number (an unbacked SymInt/SymFloat),
+`capture_dynamic_output_shape_ops` lets an op with a value-dependent size run (its result has an
+unbacked size). Each refusal names the switch that would have let the op into the graph.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -40,36 +47,64 @@ def _mask_index(indices) -> bool:
 class _ValueSizes(TorchDispatchMode):
     """Raises Unsupported on the first aten op whose output size would depend on tensor values."""
 
-    def __init__(self, name: str, allow_scalar_reads: bool):
+    def __init__(self, name: str, allow_scalar_reads: bool, capture: Capture):
         super().__init__()
         self.name = name
-        self.allow_scalar_reads = allow_scalar_reads
+        self.allow_scalar_reads = allow_scalar_reads or capture.scalars
+        self.capture = capture
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.ops.aten._local_scalar_dense.default and not self.allow_scalar_reads:
             unsupported(f"{self.name}(): a tensor's value is used as a number (a size, an arange end, "
-                        "a slice bound): the result's size would be a constant of the graph")
-        if _DYNAMIC_SHAPE in func.tags:
+                        "a slice bound): the result's size would be a constant of the graph"
+                        + self.capture.hint("capture_scalar_outputs"))
+        if _DYNAMIC_SHAPE in func.tags and not self.capture.shapes:
             index_op = func.overloadpacket in (torch.ops.aten.index, torch.ops.aten._unsafe_index)
             if not index_op or _mask_index(args[1] if len(args) > 1 else kwargs.get("indices")):
                 unsupported(f"{self.name}(): the size of {func.overloadpacket.__name__}'s result "
-                            "depends on tensor values")
+                            "depends on tensor values" + self.capture.hint("capture_dynamic_output_shape_ops"))
         return func(*args, **kwargs)
 
 
-def refusing_value_sizes(name: str, allow_scalar_reads: bool = False):
+@dataclasses.dataclass(frozen=True)
+class Capture:
+    """What the trace may capture as unbacked symbols: config.py's switches."""
+    scalars: bool = False
+    shapes: bool = False
+
+    @classmethod
+    def current(cls) -> "Capture":
+        from ...config import config
+
+        return cls(config.capture_scalar_outputs, config.capture_dynamic_output_shape_ops)
+
+    def hint(self, switch: str) -> str:
+        """The end of a refusal's reason: what would let the op into the graph."""
+        from ...config import config
+
+        if not getattr(config, switch):
+            return (f" (set torch_jit_cache.config.{switch} = True, or TJC_{switch.upper()}=1, to "
+                    "trace it as an unbacked symbol)")
+        return ""
+
+
+def refusing_value_sizes(name: str, allow_scalar_reads: bool = False, capture: Capture | None = None):
     """The context to run one example op `name` in (see the module docstring)."""
-    return _ValueSizes(name, allow_scalar_reads)
+    return _ValueSizes(name, allow_scalar_reads, capture or Capture())
 
 
-def judge_subscript(index) -> None:
+def judge_subscript(index, capture: Capture | None = None) -> None:
     """Refuses a subscript whose index has a slice with a tensor bound; its other 0-d tensors are
-    indices of their own, read as numbers harmlessly (see the module docstring)."""
+    indices of their own, read as numbers harmlessly (see the module docstring). Under
+    capture_scalar_outputs the bound is still refused: torch cannot slice by a tensor bound on fake
+    tensors (`x[:t]` needs an int); `x[:t.item()]` slices by an unbacked SymInt."""
+    capture = capture or Capture(False)
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
         if isinstance(item, slice) and any(isinstance(b, torch.Tensor) for b in (item.start, item.stop, item.step)):
-            unsupported("a slice bounded by a tensor value: the result's size would be a constant of the graph")
+            unsupported("a slice bounded by a tensor value: the result's size would be a constant of the graph"
+                        + ("; slice by t.item() instead" if capture.scalars else capture.hint("capture_scalar_outputs")))
 
 
 def subscript_example(index):
