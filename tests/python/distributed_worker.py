@@ -209,14 +209,26 @@ SCENARIOS = {
 }
 
 
+def initialized_fn(x):
+    if dist.is_initialized():
+        return x + dist.get_world_size()
+    return x - 1
+
+
 def main():
     global RANK, WORLD
     rank, world, port, out_path, *names = sys.argv[1:]
     RANK, WORLD = int(rank), int(world)
+    # is_initialized() is a constant guarded on the default group: compiled before the group
+    # exists, the function compiles again once it does.
+    counter = CompileCounterWithBackend("eager")
+    before_init = tjc.compile(initialized_fn, backend=counter)
+    seen_before = before_init(torch.zeros(1)).item()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=RANK,
                             world_size=WORLD, timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S))
     collectives(torch.ones, 1)   # the profiler's first start costs seconds: not a scenario's
-    results = {}
+    results = {"is_initialized": {"before": seen_before, "after": before_init(torch.zeros(1)).item(),
+                                  "graphs": counter.frame_count}}
     try:
         for name in names:
             start = time.perf_counter()

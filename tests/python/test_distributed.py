@@ -170,6 +170,11 @@ def test_in_place_collectives_are_invisible_to_autograd_as_in_eager(ranks, backe
     _same_as_eager(_scenario(ranks, f"gradients_{backend}"), graphs=1)
 
 
+def test_is_initialized_is_guarded_by_the_default_group(ranks):
+    for r in ranks:
+        assert r["results"].get("is_initialized") == {"before": -1.0, "after": float(WORLD), "graphs": 2}, r["log"]
+
+
 def test_collectives_on_symbolic_sizes(ranks):
     _same_as_eager(_scenario(ranks, "dynamic"), graphs=1)
 
