@@ -34,6 +34,7 @@ from .classes import ClassVariable
 from .constant import ConstantVariable
 from .contexts import context_class, refuse_autocast_object
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from .distributed import wrap_distributed
 from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
                         SignatureFunctionVariable, UserFunctionVariable, UserMethodVariable)
 from .new_object import UserClassVariable, is_user_class
@@ -189,6 +190,10 @@ def _wrap(tx, value, source, guard):
             g(GuardKind.ID_MATCH, value)
             return ctx
     refuse_autocast_object(value)   # callable, but no torch function (contexts.py)
+    # torch.distributed: collectives are captured, the rest breaks before it runs (distributed.py)
+    found = wrap_distributed(tx, value, source, guard)
+    if found is not None:
+        return found
     owner = builtin_module_owner(value)
     if owner is not None:   # nn.Embedding.forward (super().forward(x)): a method, not a torch op
         g(GuardKind.ID_MATCH, value)

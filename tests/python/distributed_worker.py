@@ -1,0 +1,248 @@
+"""One rank of test_distributed.py: joins a 2-process gloo group over 127.0.0.1, runs the named
+scenarios eagerly and compiled on the same inputs, and writes, after each scenario, what it saw to a
+JSON file: the collectives each call issued (counted by torch's profiler: one `c10d::` dispatcher
+op per collective, whether dist.* or a functional collective issued it), the values returned, the
+graphs compiled and the graph breaks. test_distributed.py compares them with eager's.
+
+    python distributed_worker.py RANK WORLD PORT OUT.json SCENARIO [SCENARIO ...]
+
+Every collective is bounded by the group's timeout, so a rank that issues one collective too many
+fails (gloo raises) instead of hanging; the test bounds the processes themselves too."""
+import datetime
+import functools
+import io
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as fc
+from torch.profiler import ProfilerActivity, profile
+
+import torch_jit_cache as tjc
+from torch_jit_cache.testing import CompileCounterWithBackend
+
+GROUP_TIMEOUT_S = 20
+
+
+def collectives(fn, *args):
+    """fn(*args) and the names of the collectives it issued."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = fn(*args)
+    return out, [e.name for e in prof.events() if e.name.startswith("c10d::")]
+
+
+def plain(value):
+    """A JSON-able copy of what a call returned."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": value.detach().tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    return value
+
+
+def run(fn, inputs, backend="eager", dynamic=False, call=None):
+    """fn eagerly, then compiled, on copies of each call's inputs (a list of argument tuples).
+    `call(f, *args)`, when given, makes the call (and reports what it returns)."""
+    result = {}
+    for mode in ("eager", "compiled"):
+        tjc.reset()
+        counter = CompileCounterWithBackend(backend)
+        f = fn if mode == "eager" else tjc.compile(fn, backend=counter, dynamic=dynamic)
+        calls = []
+        dist.barrier()   # not profiled: both ranks start the mode together
+        with contextlib.redirect_stdout(io.StringIO()):
+            for args in inputs:
+                args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+                out, names = collectives(f if call is None else functools.partial(call, f), *args)
+                calls.append({"collectives": names, "out": plain(out), "args": plain(args)})
+        result[mode] = {"calls": calls, "graphs": counter.frame_count,
+                        "breaks": tjc.stats()["graph_breaks"]}
+    return result
+
+
+RANK = WORLD = None
+
+
+def x_of(n, width=4):
+    """Inputs that differ per rank, so a reduction is visible in the values."""
+    return torch.arange(n * width, dtype=torch.float32).reshape(n, width) + 100 * RANK
+
+
+# -- scenarios -------------------------------------------------------------------------------------
+
+def all_reduce_fn(x):
+    y = x * 2
+    dist.all_reduce(y)
+    return y + 1
+
+
+def first_compile():
+    return run(all_reduce_fn, [(x_of(2),)])
+
+
+def recompile():
+    # Both ranks recompile at the third call (a new static size).
+    return run(all_reduce_fn, [(x_of(2),), (x_of(2),), (x_of(3),), (x_of(3),)])
+
+
+def sum_reduce_fn(x):
+    s = x.sum(0)          # the collective's size does not depend on the batch
+    dist.all_reduce(s)
+    return x * s
+
+
+def recompile_apart():
+    # Rank 1's batch changes at the second call: it recompiles there, rank 0 does not.
+    sizes = [2, 2, 2] if RANK == 0 else [2, 3, 3]
+    return run(sum_reduce_fn, [(x_of(n),) for n in sizes])
+
+
+def every_collective_fn(x, big):
+    y = x + 1
+    dist.all_reduce(y, op=dist.ReduceOp.MAX)
+    gathered = torch.empty(WORLD * x.shape[0], x.shape[1])
+    dist.all_gather_into_tensor(gathered, y)
+    scattered = torch.empty(big.shape[0] // WORLD, big.shape[1])
+    dist.reduce_scatter_tensor(scattered, big * 3)
+    b = x * 5
+    dist.broadcast(b, src=1)
+    rank = dist.get_rank()
+    return gathered * (rank + 1), scattered + dist.get_world_size(), b
+
+
+def every_collective(backend):
+    return lambda: run(every_collective_fn, [(x_of(2), x_of(4)), (x_of(2), x_of(4))], backend=backend)
+
+
+def functional_fn(x):
+    a = fc.all_reduce(x * 2, "sum", dist.group.WORLD)
+    g = fc.all_gather_tensor(x, 0, dist.group.WORLD)
+    name = dist.group.WORLD.group_name
+    r = torch.ops._c10d_functional.all_reduce(x + 1, "max", name)
+    r = torch.ops._c10d_functional.wait_tensor(r)
+    return a + 1, g, r
+
+
+def functional():
+    return run(functional_fn, [(x_of(2),), (x_of(2),)])
+
+
+def break_between_fn(x):
+    y = x * 2
+    dist.all_reduce(y)
+    print("a graph break", end="")
+    z = y + x
+    dist.all_reduce(z)
+    return z
+
+
+def break_between():
+    return run(break_between_fn, [(x_of(2),), (x_of(2),)])
+
+
+def async_fn(x):
+    y = x * 2
+    work = dist.all_reduce(y, async_op=True)
+    z = x * 3                 # overlaps with the collective
+    work.wait()
+    return y + z
+
+
+def async_op():
+    return run(async_fn, [(x_of(2),), (x_of(2),)])
+
+
+def barrier_fn(x):
+    y = x + 1
+    dist.barrier()
+    return y * 2
+
+
+def barrier():
+    return run(barrier_fn, [(x_of(2),), (x_of(2),)])
+
+
+def dynamic_fn(x):
+    y = x.sum(0)
+    dist.all_reduce(y)
+    g = torch.empty(WORLD * x.shape[0], x.shape[1])
+    dist.all_gather_into_tensor(g, x)
+    return x + y, g
+
+
+def dynamic():
+    return run(dynamic_fn, [(x_of(n),) for n in (2, 3, 5)], dynamic=True)
+
+
+def grad_fn(x, w):
+    y = x * 2
+    dist.all_reduce(y)      # invisible to autograd, as eager's: y keeps its history
+    dist.all_reduce(w)      # a leaf parameter, written in place
+    return (y * w).sum()
+
+
+def backward(f, x):
+    x = x.detach().requires_grad_()
+    w = torch.nn.Parameter(torch.full((x.shape[1],), RANK + 1.0))
+    out = f(x, w)
+    out.backward()
+    return out, x.grad, w.grad, w.detach()
+
+
+def gradients(backend):
+    return lambda: run(grad_fn, [(x_of(2),), (x_of(2),)], backend=backend, call=backward)
+
+
+SCENARIOS = {
+    "first_compile": first_compile, "recompile": recompile, "recompile_apart": recompile_apart,
+    "every_collective_eager": every_collective("eager"),
+    "every_collective_aot_eager": every_collective("aot_eager"),
+    "every_collective_inductor": every_collective("inductor"),
+    "functional": functional, "break_between": break_between, "async_op": async_op,
+    "barrier": barrier, "dynamic": dynamic,
+    "gradients_eager": gradients("eager"), "gradients_aot_eager": gradients("aot_eager"),
+}
+
+
+def initialized_fn(x):
+    if dist.is_initialized():
+        return x + dist.get_world_size()
+    return x - 1
+
+
+def main():
+    global RANK, WORLD
+    rank, world, port, out_path, *names = sys.argv[1:]
+    RANK, WORLD = int(rank), int(world)
+    # is_initialized() is a constant guarded on the default group: compiled before the group
+    # exists, the function compiles again once it does.
+    counter = CompileCounterWithBackend("eager")
+    before_init = tjc.compile(initialized_fn, backend=counter)
+    seen_before = before_init(torch.zeros(1)).item()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=RANK,
+                            world_size=WORLD, timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S))
+    collectives(torch.ones, 1)   # the profiler's first start costs seconds: not a scenario's
+    results = {"is_initialized": {"before": seen_before, "after": before_init(torch.zeros(1)).item(),
+                                  "graphs": counter.frame_count}}
+    try:
+        for name in names:
+            start = time.perf_counter()
+            try:
+                results[name] = SCENARIOS[name]()
+                results[name]["seconds"] = time.perf_counter() - start
+            except Exception:
+                results[name] = {"error": traceback.format_exc()}
+            with open(out_path + ".tmp", "w") as f:   # whole or absent, even if the rank is killed
+                json.dump(results, f)
+            os.replace(out_path + ".tmp", out_path)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
