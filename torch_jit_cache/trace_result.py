@@ -261,7 +261,7 @@ def parts(spec) -> list:
 class TraceResult:
     graph: Any                    # torch.fx.GraphModule; placeholders in the order of graph_inputs
     graph_inputs: list            # [Source]: loaded from the frame at call time, in placeholder order
-    example_inputs: list          # [torch.Tensor]: the values seen while tracing, same order
+    example_inputs: list          # [torch.Tensor]: the fake tensors the trace ran on, same order
     output: Any                   # an output spec (GraphOutput, ConstantOutput, TupleOutput, ...)
     guards: list                  # [GuardSpec]: every fact the trace relied on
     # SideEffects on objects outside the graph, in program order: replayed after the graph call,

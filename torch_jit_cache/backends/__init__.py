@@ -1,6 +1,8 @@
 """Backends: what turns a traced torch.fx.GraphModule into the callable the transformed code calls.
 
-A backend is `backend(gm, example_inputs) -> callable(*inputs)`. Built-ins: "eager" (gm.forward),
+A backend is `backend(gm, example_inputs) -> callable(*inputs)`; `example_inputs` are the fake
+tensors the trace ran on (sizes, strides, dtypes, devices; no data), as torch.compile's backends
+get them. Built-ins: "eager" (gm.forward),
 "aot_eager" (AOTAutograd with no-op compilers: checks the forward/backward split without
 compiling), "inductor" (torch._inductor). Any callable is a backend too.
 
