@@ -6,6 +6,7 @@ model). Measured in a fresh process (the peak resident set size is a high-water 
 about 200 MB is run eagerly, a small function is compiled first (torch's lazy imports are paid
 there), then the model is compiled and called; the peak may grow by a fraction of the weights.
 """
+import os
 import subprocess
 import sys
 import textwrap
@@ -51,5 +52,9 @@ def test_compiling_costs_no_copy_of_the_weights(mode):
     before, after, weights = float(before), float(after), float(weights)
     assert same == "True"
     assert weights > 150
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        # Under AddressSanitizer freed memory stays in its quarantine (256 MiB by default) instead
+        # of going back to the allocator: the peak measures the quarantine, not the trace.
+        return
     # Real clones of the weights would add `weights` MB; tracing on fake tensors adds a few MB.
     assert after - before < 0.25 * weights, (before, after, weights)

@@ -108,6 +108,21 @@ def inputs_with_recompile():
     return [(torch.ones(4),)] * 3 + [(torch.ones(6),)] * 2
 
 
+def states_after(fn, seed, get_state, inputs=None):
+    """(the state get_state() reads after eager's calls, after the compiled ones): each run starts
+    from seed() and makes every call of `inputs` (the first compiles, a later one recompiles)."""
+    states = []
+    for f in (fn, None):
+        if f is None:
+            tjc.reset()
+            f = tjc.compile(fn, backend=CompileCounter())
+        seed()
+        for args in inputs or inputs_with_recompile():
+            f(*args)
+        states.append(get_state())
+    return states
+
+
 def check(fn, targets, reset=lambda: None, inputs=None, graphs=None):
     eager, ours, eager_calls, our_calls, frames = counted(fn, targets, inputs or inputs_with_recompile(), reset)
     assert same(ours, eager)
@@ -129,16 +144,8 @@ def test_global_generator_draws_as_eager_over_compile_and_recompile():
     eager, ours, _, _, frames = counted(_global_draws, [], inputs_with_recompile(), reset=lambda: torch.manual_seed(0))
     assert same(ours, eager)
     assert frames == 2   # the first call compiled, the new shape recompiled
-    torch.manual_seed(0)
-    for args in inputs_with_recompile():
-        _global_draws(*args)
-    eager_state = torch.get_rng_state()
-    tjc.reset()
-    compiled = tjc.compile(_global_draws, backend=CompileCounter())
-    torch.manual_seed(0)
-    for args in inputs_with_recompile():
-        compiled(*args)
-    assert torch.equal(torch.get_rng_state(), eager_state)
+    eager_state, our_state = states_after(_global_draws, lambda: torch.manual_seed(0), torch.get_rng_state)
+    assert torch.equal(our_state, eager_state)
 
 
 class _StateAtCompile(CompileCounter):
@@ -195,17 +202,10 @@ def test_user_generator_passed_as_generator_draws_as_eager():
     eager, ours, *_ = counted(_user_generator, [], [(a[0], g) for a in inputs_with_recompile()],
                               reset=lambda: g.manual_seed(3))
     assert same(ours, eager)
-    g.manual_seed(3)
-    for (x,) in inputs_with_recompile():
-        _user_generator(x, g)
-    eager_state = g.get_state()
-    tjc.reset()
-    compiled = tjc.compile(_user_generator, backend=CompileCounter())
-    g.manual_seed(3)
     global_before = torch.get_rng_state()
-    for (x,) in inputs_with_recompile():
-        compiled(x, g)
-    assert torch.equal(g.get_state(), eager_state)
+    eager_state, our_state = states_after(_user_generator, lambda: g.manual_seed(3), g.get_state,
+                                          [(a[0], g) for a in inputs_with_recompile()])
+    assert torch.equal(our_state, eager_state)
     assert torch.equal(torch.get_rng_state(), global_before)   # the user's generator, never the global one
 
 
@@ -215,16 +215,8 @@ def _python_random(x):
 
 def test_python_random_draws_as_eager_and_never_while_tracing():
     check(_python_random, [random.random, random.randint], reset=lambda: random.seed(5))
-    random.seed(5)
-    for args in inputs_with_recompile():
-        _python_random(*args)
-    eager_state = random.getstate()
-    tjc.reset()
-    compiled = tjc.compile(_python_random, backend=CompileCounter())
-    random.seed(5)
-    for args in inputs_with_recompile():
-        compiled(*args)
-    assert random.getstate() == eager_state
+    eager_state, our_state = states_after(_python_random, lambda: random.seed(5), random.getstate)
+    assert our_state == eager_state
 
 
 def test_numpy_random_draws_as_eager_and_never_while_tracing():
@@ -233,13 +225,8 @@ def test_numpy_random_draws_as_eager_and_never_while_tracing():
     def fn(x):
         return x * float(np.random.rand()) + int(np.random.randint(0, 9))
     check(fn, [np.random.rand, np.random.randint], reset=lambda: np.random.seed(5))
-    states = []
-    for f in (fn, tjc.compile(fn, backend=CompileCounter())):
-        np.random.seed(5)
-        for args in inputs_with_recompile():
-            f(*args)
-        states.append(np.random.get_state()[1].tolist())
-    assert states[0] == states[1]
+    eager_state, our_state = states_after(fn, lambda: np.random.seed(5), lambda: np.random.get_state()[1].tolist())
+    assert our_state == eager_state
 
 
 def _seed_inside(x):
@@ -450,16 +437,8 @@ def test_cuda_calls_run_once_per_call_never_while_tracing():
         return y
     inputs = [(torch.ones(4, device="cuda"),)] * 3 + [(torch.ones(6, device="cuda"),)] * 2
     check(fn, [torch.cuda.manual_seed_all, torch.cuda.synchronize], inputs=inputs)
-    torch.cuda.manual_seed_all(0)
-    for a in inputs:
-        fn(*a)
-    eager_state = torch.cuda.get_rng_state()
-    tjc.reset()
-    compiled = tjc.compile(fn, backend=CompileCounter())
-    torch.cuda.manual_seed_all(0)
-    for a in inputs:
-        compiled(*a)
-    assert torch.equal(torch.cuda.get_rng_state(), eager_state)
+    eager_state, our_state = states_after(fn, lambda: torch.cuda.manual_seed_all(0), torch.cuda.get_rng_state, inputs)
+    assert torch.equal(our_state, eager_state)
 
 
 def test_cuda_generator_untouched_while_tracing():
