@@ -136,19 +136,17 @@ class FakeShapes:
         with a symbol for each dimension `choices` makes dynamic (None: all static)."""
         from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
-        if not choices or not any(c.dynamic for c in choices):
-            try:
-                fake = self.mode.from_tensor(real, static_shapes=True, source=_torch_source(source))
-            except Exception as e:  # noqa: BLE001 - a tensor fake tensors cannot stand for
-                raise Unsupported(f"cannot trace {source} on a fake tensor: {type(e).__name__}: {e}") from None
-            self.inputs.append((source, fake, choices or []))
-            return fake
-        dims = [DimDynamic.DYNAMIC if c.dynamic else DimDynamic.STATIC for c in choices]
-        context = StatelessSymbolicContext(dynamic_sizes=dims, dynamic_strides=[DimDynamic.INFER_STRIDE] * len(dims))
+        choices = choices or []
+        if any(c.dynamic for c in choices):
+            dims = [DimDynamic.DYNAMIC if c.dynamic else DimDynamic.STATIC for c in choices]
+            how = dict(symbolic_context=StatelessSymbolicContext(
+                dynamic_sizes=dims, dynamic_strides=[DimDynamic.INFER_STRIDE] * len(dims)))
+        else:
+            how = dict(static_shapes=True)   # no symbol: the ShapeEnv is not consulted
         try:
-            fake = self.mode.from_tensor(real, source=_torch_source(source), symbolic_context=context)
+            fake = self.mode.from_tensor(real, source=_torch_source(source), **how)
         except Exception as e:  # noqa: BLE001 - a tensor fake tensors cannot stand for
-            raise Unsupported(f"cannot trace {source} with symbolic sizes: {type(e).__name__}: {e}") from None
+            raise Unsupported(f"cannot trace {source} on a fake tensor: {type(e).__name__}: {e}") from None
         if getattr(fake, "item_memo", None) is not None:
             # torch gives a 0-d CPU input a *backed* `.item()` symbol, read from the source
             # `L['c'].item()`, which no guard of ours can read: `.item()` makes an unbacked one.

@@ -23,9 +23,9 @@ tensors' guards run on a call (csrc/guards/dict_tags.h).
 """
 from __future__ import annotations
 
-
 import torch
 import torch.nn as nn
+from torch.utils._pytree import tree_map_only
 
 from ...backends import tracing_for_eager
 from ...proxies import DERIVED_ATTRIBUTES, builtin_opaque_reason, function_proxy, module_proxy, preserving_derived_state
@@ -105,32 +105,23 @@ def _result_from_placeholder_data(shapes, module, ex_args, ex_kwargs, error):
         unsupported(f"opaque module {type(module).__name__} reads tensor values, which tracing on "
                     f"fake tensors cannot answer ({type(error).__name__}): it runs eagerly")
 
-    def materialize(value):
-        if isinstance(value, torch.Tensor):
-            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device).zero_()
-        if isinstance(value, (tuple, list)):
-            return type(value)(materialize(v) for v in value)
-        if isinstance(value, dict):
-            return {k: materialize(v) for k, v in value.items()}
-        return value
+    def zeros_like_example(t):
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).zero_()
 
     try:
         with torch.no_grad(), preserving_derived_state(module.modules()):
-            real = module(*materialize(list(ex_args)), **materialize(ex_kwargs))
+            real = module(*tree_map_only(torch.Tensor, zeros_like_example, list(ex_args)),
+                          **tree_map_only(torch.Tensor, zeros_like_example, ex_kwargs))
     except Exception as e:  # noqa: BLE001
         unsupported(f"opaque module {type(module).__name__} raised {type(e).__name__}: {e}")
     needs_grad = torch.is_grad_enabled() and (
         any(p.requires_grad for p in module.parameters()) or
         any(isinstance(a, torch.Tensor) and a.requires_grad for a in [*ex_args, *ex_kwargs.values()]))
 
-    def fake(value):
-        if isinstance(value, torch.Tensor):
-            t = shapes.fake_copy(value)
-            return t.requires_grad_(True) if needs_grad and (t.is_floating_point() or t.is_complex()) else t
-        if isinstance(value, (tuple, list)):
-            return type(value)(fake(v) for v in value)
-        return value
-    return fake(real)
+    def fake(t):
+        t = shapes.fake_copy(t)
+        return t.requires_grad_(True) if needs_grad and (t.is_floating_point() or t.is_complex()) else t
+    return tree_map_only(torch.Tensor, fake, real)
 
 
 def _refuse_lstm_aot(module, ex_args) -> None:

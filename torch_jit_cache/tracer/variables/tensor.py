@@ -239,8 +239,6 @@ def _symbolic_check(tx, fn, cond):
     """torch._check(cond) on a symbolic or constant condition: run on the example, it becomes a
     guard (backed symbols) or a deferred runtime assert the graph checks (unbacked: fake_shapes.py),
     and no node; a condition that is false, or a tensor, is a graph break (eager raises or checks)."""
-    from .symbolic import SymNodeVariable
-
     if not isinstance(cond, (SymNodeVariable, ConstantVariable)):
         unsupported(f"{fn.__name__}() of a {type(cond).__name__}")
     try:

@@ -99,7 +99,7 @@ def judge_subscript(index, capture: Capture | None = None) -> None:
     indices of their own, read as numbers harmlessly (see the module docstring). Under
     capture_scalar_outputs the bound is still refused: torch cannot slice by a tensor bound on fake
     tensors (`x[:t]` needs an int); `x[:t.item()]` slices by an unbacked SymInt."""
-    capture = capture or Capture(False)
+    capture = capture or Capture()
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
         if isinstance(item, slice) and any(isinstance(b, torch.Tensor) for b in (item.start, item.stop, item.step)):
