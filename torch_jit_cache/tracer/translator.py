@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import inspect
 
-from .. import graph_break
-from ..instructions import DecodeError, decode, next_raw
+from ..bytecode.analysis import COND_JUMPS, stack_effect
+from ..bytecode.instructions import DecodeError, decode, next_raw
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
 from ..trace_result import Unsupported
 from . import variables
@@ -36,7 +36,7 @@ def _frame_global_source(tx, name):
 
 def _varkw_name(code):
     """The name of the code's **kwargs parameter, or None. (A resume function has none: it takes
-    the original's kwargs as a plain argument, graph_break.py.)"""
+    the original's kwargs as a plain argument, graph_break/resume.py.)"""
     if not code.co_flags & inspect.CO_VARKEYWORDS:
         return None
     return code.co_varnames[code.co_argcount + code.co_kwonlyargcount
@@ -87,16 +87,16 @@ class InstructionTranslator:
         self.result = None
         self.done = False
         self.suspended = False
-        self.generators: list = []   # root frame: the generators it made, in order (tracer.trace)
+        self.generators: list = []   # root frame: the generators it made, in order (graph_break/driver.py)
         self._global_source = global_source
         self.boundary = 0   # index of the raw instruction being run (see the module docstring)
         # Root frame only: how often each boundary was reached, so a failure can name the arrival
         # it happened at, and a second trace (`stop_at`: (index, arrival)) stops right there with
-        # the interpreter's stack and locals (graph breaks, graph_break.py).
+        # the interpreter's stack and locals (graph breaks, graph_break/driver.py).
         self.arrivals = [0] * len(self.instructions) if depth == 0 else None
         self.stop_at = stop_at
         self.stopped = False
-        # Root frame, fullgraph=True listing every break (tracer.list_breaks): {(index, arrival):
+        # Root frame, fullgraph=True listing every break (graph_break/driver.py list_breaks): {(index, arrival):
         # BreakPlan} of breaks already found. The trace passes over each (pops what it consumes,
         # pushes UNKNOWN, takes the fall-through path) and over any instruction that uses an
         # UNKNOWN, so that it reaches the next real break instead of stopping at the first.
@@ -287,10 +287,10 @@ class InstructionTranslator:
             parts = self.instructions[self.ip:end]
             if all(i.op in _MOVES for i in parts):
                 return False
-            consumed, n_pushed = graph_break.stack_effect(inst.instr)
+            consumed, n_pushed = stack_effect(inst.instr)
             if not any(v is self.UNKNOWN for v in self.stack[len(self.stack) - consumed:]):
                 return False
-            if any(i.target is not None for i in parts) and inst.op not in graph_break.COND_JUMPS:
+            if any(i.target is not None for i in parts) and inst.op not in COND_JUMPS:
                 raise Unsupported(f"{inst.instr.name} on a value an unsupported instruction made",
                                   filename=self.code.co_filename, lineno=inst.lineno,
                                   instruction=inst.describe())
