@@ -39,6 +39,7 @@ from .bytecode.emitter import (ANNOTATIONS_FLAG, CLOSURE_FLAG, DEFAULTS_FLAG, KW
                                argument_names)
 from .bytecode.versions import FACTS, PYTHON, VERSIONS
 from .graph_break.emit import emit_break
+from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
                            EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
                            SourceOutput, SuperOutput, TupleOutput, parts, walk)

@@ -11,8 +11,8 @@ Only plan.py, resume.py and emit.py are imported here (no torch: codegen and the
 torch-free tests import this package); state.py and driver.py are imported where a frame is traced.
 
 When the trace of a frame fails at a raw instruction of the ROOT frame (or inside a call the root
-inlined: the failure is then the root's CALL), the driver (driver.py) traces the frame again and stops at
-that instruction's boundary (translator.py `stop_at`, driven by graph_break/driver.py): the stack and locals there are the
+inlined: the failure is then the root's CALL), the driver (driver.py) traces the frame again and
+stops at that instruction's boundary (translator.py `stop_at`): the stack and locals there are the
 interpreter's. The transformed code (codegen.build_transformed_code, graph_break/emit.py) then
 
 1. calls the graph captured so far;

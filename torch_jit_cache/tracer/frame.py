@@ -100,53 +100,6 @@ def _free(code, f_locals, closure) -> dict:
     return free
 
 
-def _root(code, f_locals, f_globals, f_builtins, closure, plan=None, **options):
-    """A fresh OutputGraph and the root frame's translator over it."""
-    output = OutputGraph(f_globals, f_builtins, plan)
-    cells = InstructionTranslator.root_cells(code, _free(code, f_locals, closure))
-    return output, InstructionTranslator(code, output, f_globals, raw_args=_root_args(code, f_locals),
-                                         free_cells=cells, **options)
-
-
-def final_shape_guards(result: TraceResult):
-    """The shape guards of `result` from its ShapeEnv as it stands now: called when the trace ends
-    and again after the backend compiled, which may have specialised sizes (inductor fixing a
-    convolution's channel count adds a replacement and a guard to the ShapeEnv). A size the backend
-    made a constant is no symbol's any more, so TENSOR_MATCH checks it. Raises Unsupported for a
-    guard that cannot be built: the entry is then not made."""
-    shape_guards = None
-    if result.shape_state is not None:
-        result.shape_state.check_marks()
-        shape_guards = result.shape_state.guards()
-        if not shape_guards.bindings and not shape_guards.exprs:
-            shape_guards = None   # a static trace: TENSOR_MATCH checks every size
-    return pinning(shape_guards, result.exact_reads)
-
-
-def release_shape_state(result: TraceResult) -> None:
-    """Drops `result`'s ShapeEnv and fake inputs (fake_shapes.py: nothing may wait for the collector)."""
-    if result.shape_state is not None:
-        result.shape_state.release()
-        result.shape_state = None
-
-
-def _root_args(code, f_locals) -> dict:
-    nargs = code.co_argcount + code.co_kwonlyargcount \
-        + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
-    return {n: f_locals[n] for n in code.co_varnames[:nargs] if n in f_locals}
-
-
-def _free(code, f_locals, closure) -> dict:
-    free = dict(f_locals)
-    if closure is not None:  # cell contents from the closure win over f_locals
-        for name, cell in zip(code.co_freevars, closure):
-            try:
-                free[name] = cell.cell_contents
-            except ValueError:
-                free.pop(name, None)
-    return free
-
-
 def root_translator(code, f_locals, f_globals, f_builtins, closure, plan=None, **options):
     """A fresh OutputGraph and the root frame's translator over it."""
     output = OutputGraph(f_globals, f_builtins, plan)
