@@ -3,7 +3,7 @@ table, and 3.13's superinstructions.
 
 Each function reads a list of decoded instructions (instructions.Inst) or one raw bytecode.Instr,
 and changes nothing. They are what a cut at one instruction needs (graph_break/plan.py) and what
-listing every break needs (tracer/translator.py `passing_over`); a fact that differs per version
+listing every break needs (graph_break/passing.py); a fact that differs per version
 is read from versions.py, never from a version number.
 
 No torch here: codegen and the runtime's torch-free tests import this module.

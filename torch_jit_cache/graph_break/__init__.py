@@ -5,6 +5,7 @@ The package, one room per step:
   state.py    the stack, locals and switches at the cut, as output specs (the second trace's end)
   driver.py   the one loop that traces a frame again: at the break, where a generator was made,
               with static shapes, and past every break for fullgraph=True's list
+  passing.py  how fullgraph=True's listing traces past the breaks it has found
   resume.py   the resume functions, one per target, and which codes are resume codes
   emit.py     the transformed code's end: the instruction and the resume calls
 Only plan.py, resume.py and emit.py are imported here (no torch: codegen and the runtime's

@@ -26,6 +26,7 @@ from .. import tracer
 from ..bytecode.analysis import BreakRefused
 from ..trace_result import BreakOutput, TraceResult, Unsupported, drop_tracebacks
 from ..tracer.rebuild import GeneratorAtBreak
+from .passing import PassingOver
 from .plan import plan_break
 from .state import Cut
 
@@ -159,7 +160,7 @@ def _every_break_text(texts: list) -> str:
 def list_breaks(code, f_locals, f_globals, f_builtins, closure, first, limit: int = 64) -> list:
     """fullgraph=True: the text of every break the frame would take, starting from `first` (the
     Unsupported its trace stopped at, with `break_at` set). Each round traces the frame again,
-    passing over the breaks found so far (translator `passing_over`), to the next one. The list
+    passing over the breaks found so far (passing.py), to the next one. The list
     ends at the frame's end, or with the failure that stops it: one that cannot be cut
     (plan_break refuses it), a failure in no instruction of the root, or a jump on a
     value an unsupported instruction made (its path is unknown)."""
@@ -173,7 +174,8 @@ def list_breaks(code, f_locals, f_globals, f_builtins, closure, first, limit: in
             texts[-1] += f"; no graph break there ({why}): breaks after it are not listed"
             break
         failure = None
-        output, tx = tracer.root_translator(code, f_locals, f_globals, f_builtins, closure, passing_over=found)
+        output, tx = tracer.root_translator(code, f_locals, f_globals, f_builtins, closure,
+                                            pass_over=PassingOver(found))
         try:
             tx.run()
         except Unsupported as e:
