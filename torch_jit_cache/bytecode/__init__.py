@@ -26,5 +26,5 @@ Adding a Python version (3.14, say):
    instruction's stack effect, and any stack effect the `bytecode` library gets wrong for it
    (analysis._EFFECT);
 3. csrc/cpython/: the interpreter frame layout and shadow frames of the C++ hook.
-tests/python/test_instructions.py and test_cross_version_graphs.py then say what still differs.
+tests/python/test_bytecode_*.py and test_cross_version_graphs.py then say what still differs.
 """

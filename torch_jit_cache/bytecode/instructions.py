@@ -308,7 +308,7 @@ def decode(code: types.CodeType) -> Decoded:
     if FACTS is None:
         raise DecodeError(f"the tracer reads the bytecode of CPython {sorted(VERSIONS)}, not {PYTHON}")
     # The exception table's stack depths are kept (Inst.handler): a graph break reads where a with
-    # block's exit lies on the stack from them (graph_break.py).
+    # block's exit lies on the stack from them (analysis.with_block_exits).
     bc = bytecode.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     cells = frozenset(code.co_cellvars) | frozenset(code.co_freevars)
     insts: list[Inst] = []

@@ -1,7 +1,7 @@
 """InstructionTranslator: the symbolic interpreter over one code object's instructions.
 
 It holds the value stack, the fast locals, the cells, and a reference to the shared OutputGraph
-(fx graph, graph inputs, guards). It runs the version-neutral instructions of instructions.py: each
+(fx graph, graph inputs, guards). It runs the version-neutral instructions of bytecode/instructions.py: each
 is dispatched by its normalized opname through handlers.DISPATCH, with the translator passed
 explicitly. Inlined calls run a child translator on the same OutputGraph.
 
