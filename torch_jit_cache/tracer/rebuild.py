@@ -54,7 +54,7 @@ def once(made: dict, v, make):
     """The output spec of `v`, an object the trace constructed (a list, dict, tuple or set, a
     function, an object of a user class: containers.py, new_object.py, model_output.py, ...),
     from `make()` the first time and the very same spec object wherever `v` is reached again:
-    codegen builds such a spec once and loads it again (`_Emitter.build_output`), so the frame
+    codegen builds such a spec once and loads it again (its emitter's `build_output`), so the frame
     gets one object, as in eager, wherever it reaches it (returned twice, stored by a side effect
     and returned, two locals at a break). An object that reaches itself has no spec (refused)."""
     key = id(v)
