@@ -1,6 +1,6 @@
 """Variable trackers: the symbolic values the tracer manipulates (see base.py for the protocol)."""
 from .base import VariableTracker
-from .builder import wrap
+from .builder import wrap, wrap_constant
 from .builtins import BuiltinVariable
 from .constant import ConstantVariable
 from .containers import (CellVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
@@ -10,7 +10,7 @@ from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFuncti
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 
-__all__ = ["VariableTracker", "wrap", "BuiltinVariable", "ConstantVariable", "CellVariable",
+__all__ = ["VariableTracker", "wrap", "wrap_constant", "BuiltinVariable", "ConstantVariable", "CellVariable",
            "DictVariable", "DictViewVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable",
            "NestedFunctionVariable", "PythonModuleVariable", "UserFunctionVariable",
            "UserMethodVariable", "NNModuleVariable", "TensorVariable", "TorchFunctionVariable"]

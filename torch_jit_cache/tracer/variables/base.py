@@ -2,8 +2,11 @@
 
 Methods that need the trace (to add nodes, guards, or inline code) take the translator `tx`
 explicitly. What variables may use from `tx`: `tx.output` (the OutputGraph), `tx.wrap(value,
-source)` (wrap a real value read from the frame), `tx.inline_call(func_var, args, kwargs)` and
-`tx.call(fn_var, args, kwargs)`. Variables never import the translator.
+source)` (wrap a real value read from the frame), `tx.wrap_constant(value)` (wrap a value computed
+from constants: builder.wrap_constant), `tx.inline_call(func_var, args, kwargs)` and
+`tx.call(fn_var, args, kwargs)`. Variables never import the translator, and import each other one
+way only (tests/python/test_import_layers.py): a service of a higher module reaches a lower one
+through `tx` or through a method the higher tracker overrides, never through an import.
 """
 from __future__ import annotations
 
@@ -114,6 +117,12 @@ class VariableTracker:
     def __repr__(self) -> str:
         src = f" from {self.source}" if self.source is not None else ""
         return f"{type(self).__name__}{src}"
+
+    def require_guardable(self, what: str, name: str) -> None:
+        """Returns where the builder guarded this value completely (its attribute `name` read by an
+        opaque call of `what`, opaque_calls.py, which reads it unseen); refuses everything else. Plain
+        objects are guarded by type alone (their attributes where read): not enough for such a call."""
+        unsupported(f"opaque call of {what}: attribute {name!r} is a {self} the tracer cannot guard")
 
 
 class CallableVariable(VariableTracker):

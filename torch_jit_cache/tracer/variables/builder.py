@@ -28,10 +28,10 @@ import torch.nn as nn
 from ... import runtime
 from ...sources import AttrSource, ItemSource, LocalSource
 from ...trace_result import GuardKind
-from .base import unsupported
+from .base import VariableTracker, unsupported
 from .builtins import BUILTIN_HANDLERS, BuiltinVariable
 from .classes import ClassVariable
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_constant_value
 from .contexts import context_class, refuse_autocast_object
 from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
 from .distributed import wrap_distributed
@@ -40,6 +40,7 @@ from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVaria
 from .new_object import UserClassVariable, is_user_class
 from .nn_module import BuiltinModuleMethodVariable, NNModuleVariable, builtin_module_owner
 from .opaque import OpaqueVariable
+from .sets import SetVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 from .user_object import (DictSubclassVariable, EnvironVariable, UserObjectVariable, is_dict_subclass_object,
@@ -96,6 +97,22 @@ def wrap(tx, value, source, guard: bool = True):
             # Guarded by type, not identity: side_effects.py keeps mutation of such objects sound.
             out.side_effects.reached(value, vt)
     return vt
+
+
+def wrap_constant(value) -> VariableTracker:
+    """The tracker of a value computed from constants while tracing (a folded call's result, an
+    item of a constant string or tuple): tuples and lists item by item, sets of constants, and
+    constants; anything else is refused. The translator offers it as `tx.wrap_constant`, so
+    trackers below this module (constant.py) make containers without importing them."""
+    if type(value) is tuple:
+        return TupleVariable([wrap_constant(v) for v in value])
+    if isinstance(value, list):
+        return ListVariable([wrap_constant(v) for v in value])
+    if type(value) is set and all(is_constant_value(v) for v in value):
+        return SetVariable(value)
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    unsupported(f"a constant computation produced a {type(value).__name__}")
 
 
 def _wrap(tx, value, source, guard):

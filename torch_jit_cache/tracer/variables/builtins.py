@@ -14,7 +14,7 @@ import operator
 from ...attribute_lookup import MISSING, type_lookup
 from . import polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
-from .constant import ConstantVariable, wrap_constant_result
+from .constant import ConstantVariable
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
 from .containers import (BaseListVariable, DictVariable, EnumerateVariable, IteratorVariable, ListVariable,
@@ -36,7 +36,7 @@ def _fold(fn):
         if c is None:
             unsupported(f"{fn.__name__}() on values that are not Python constants")
         try:
-            return wrap_constant_result(fn(*c[0], **c[1]))
+            return tx.wrap_constant(fn(*c[0], **c[1]))
         except Exception as e:
             unsupported(f"{fn.__name__}() raised {e!r}")
     return handler

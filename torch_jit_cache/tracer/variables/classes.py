@@ -15,8 +15,9 @@ import torch
 from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
-from .base import VariableTracker, unsupported
+from .base import TRACED_RAISES, VariableTracker, unsupported
 from .constant import ConstantVariable
+from .nn_module import build_module
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .user_object import _DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, _mixin
 
@@ -73,8 +74,30 @@ class ClassVariable(ConstantVariable):
             unsupported(f"attribute {name!r} of class {cls.__name__}, which has no source")
         return _class_member(tx, self, raw, AttrSource(self.source, name), None)
 
+    def call_function(self, tx, args, kwargs):
+        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):
+        # immutable values, folded
+        # (their arguments are constants the trace has guarded).
+        if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            try:
+                return ConstantVariable(self.value(*[a.as_python_constant() for a in args],
+                                                   **{k: v.as_python_constant() for k, v in kwargs.items()}))
+            except Exception as e:
+                unsupported(f"{self.value.__name__}() raised {e!r}")
+        if self.value in TRACED_RAISES and not kwargs and \
+                all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
+            return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
+        built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (nn_module.py)
+        if built is not None:
+            return built
+        return super().call_function(tx, args, kwargs)
+
     def __repr__(self):
         return f"ClassVariable({self.value.__qualname__})"
+
+
+def _foldable_class(value) -> bool:
+    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size))
 
 
 def call_super(tx, args, kwargs):

@@ -7,7 +7,7 @@ import types
 import torch
 
 from ...trace_result import ConstantOutput
-from .base import TRACED_RAISES, VariableTracker, unsupported
+from .base import VariableTracker, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
@@ -45,36 +45,19 @@ class ConstantVariable(VariableTracker):
         if isinstance(self.value, types.CodeType) and name.startswith("co_") and \
                 not callable(getattr(self.value, name, None)):
             # A code object is immutable: its co_* fields (co_varnames, co_argcount) are constants.
-            return wrap_constant_result(getattr(self.value, name))
+            return tx.wrap_constant(getattr(self.value, name))
         unsupported(f"attribute {name!r} of constant {self.value!r}")
-
-    def call_function(self, tx, args, kwargs):
-        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):
-        # immutable values, folded
-        # (their arguments are constants the trace has guarded).
-        if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            try:
-                return ConstantVariable(self.value(*[a.as_python_constant() for a in args],
-                                                   **{k: v.as_python_constant() for k, v in kwargs.items()}))
-            except Exception as e:
-                unsupported(f"{self.value.__name__}() raised {e!r}")
-        if isinstance(self.value, type) and self.value in TRACED_RAISES and not kwargs and \
-                all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
-            return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
-        if isinstance(self.value, type):   # nn.Softmax(dim=1) and friends (nn_module.py)
-            from .nn_module import build_module
-            built = build_module(tx, self, args, kwargs)
-            if built is not None:
-                return built
-        return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
         if isinstance(self.value, (str, bytes, tuple, range, frozenset)):
-            return [wrap_constant_result(c) for c in self.value]
+            return [tx.wrap_constant(c) for c in self.value]
         unsupported(f"iteration over constant {self.value!r}")
 
     def __repr__(self):
         return f"ConstantVariable({self.value!r})"
+
+    def require_guardable(self, what, name):
+        pass   # guarded by value
 
 
 class BoundConstantMethod(VariableTracker):
@@ -93,18 +76,13 @@ class BoundConstantMethod(VariableTracker):
         result = getattr(self.obj.value, self.name)(
             *[a.as_python_constant() for a in args],
             **{k: v.as_python_constant() for k, v in kwargs.items()})
-        return wrap_constant_result(result)
+        return tx.wrap_constant(result)
 
 
 def _is_dtype(value) -> bool:
     import torch
     return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format,
                               torch.finfo, torch.iinfo, torch.Size))   # immutable torch values
-
-
-def _foldable_class(value) -> bool:
-    import torch
-    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size))
 
 
 def is_constant_value(value) -> bool:
@@ -114,21 +92,6 @@ def is_constant_value(value) -> bool:
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
     return False
-
-
-def wrap_constant_result(value) -> VariableTracker:
-    """Wrap the result of evaluating a pure function on constants."""
-    from .containers import ListVariable, TupleVariable
-    if type(value) is tuple:
-        return TupleVariable([wrap_constant_result(v) for v in value])
-    if isinstance(value, list):
-        return ListVariable([wrap_constant_result(v) for v in value])
-    if type(value) is set and all(is_constant_value(v) for v in value):
-        from .sets import SetVariable
-        return SetVariable(value)
-    if is_constant_value(value):
-        return ConstantVariable(value)
-    unsupported(f"a constant computation produced a {type(value).__name__}")
 
 
 BINARY_OPERATORS = {

@@ -109,6 +109,10 @@ class BaseListVariable(VariableTracker):
             return self.getitem(tx, args[0])
         unsupported(f"{self.kind.__name__}.{name}")
 
+    def require_guardable(self, what, name):
+        for item in self.items:
+            item.require_guardable(what, name)
+
 
 class TupleVariable(BaseListVariable):
     kind = tuple
@@ -304,6 +308,10 @@ class DictVariable(VariableTracker):
             self.delitem(tx, args[0])
             return ConstantVariable(None)
         unsupported(f"dict.{name}")
+
+    def require_guardable(self, what, name):
+        for item in self.items.values():
+            item.require_guardable(what, name)
 
 
 class DictViewVariable(VariableTracker):

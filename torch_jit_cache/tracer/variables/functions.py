@@ -15,7 +15,7 @@ from ...sources import AttrSource, GlobalSource, ItemSource
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
                              TupleOutput, bound_method)
 from .base import CallableVariable, VariableTracker, unsupported
-from .constant import ConstantVariable, wrap_constant_result
+from .constant import ConstantVariable
 from .containers import CellVariable, DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .opaque_calls import call_opaque_function
@@ -173,6 +173,9 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+    def require_guardable(self, what, name):
+        self.as_python_constant()   # by identity
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
@@ -341,7 +344,7 @@ class PureFunctionVariable(CallableVariable):
                              **{k: v.as_python_constant() for k, v in kwargs.items()})
         except Exception as e:
             unsupported(f"{getattr(self.fn, '__name__', self.fn)} raised {e!r}")
-        return wrap_constant_result(result)
+        return tx.wrap_constant(result)
 
 
 class SignatureFunctionVariable(CallableVariable):

@@ -33,6 +33,7 @@ from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import IteratorVariable, ListVariable, TupleVariable, _MethodOf
 from .functions import UserFunctionVariable
+from .module_hooks import GLOBAL_HOOK_DICTS, guard_no_hooks, has_hooks
 from .opaque_calls import call_opaque_module
 from .tensor import TensorVariable, call_op
 
@@ -150,36 +151,6 @@ _MODULE_STORES = ("_parameters", "_buffers", "_modules")  # what nn.Module.__get
 # looks up on the real instance.
 _MODULE_OWN_STATE = frozenset(vars(nn.Module())) | {"forward"}
 _BUFFER = getattr(nn, "Buffer", None)
-
-
-# The hook dicts nn.Module.__call__ consults: on the instance, and module-global ones in
-# torch.nn.modules.module. An inlined call runs `forward` alone, so the trace is valid only while
-# all of them are empty; each is guarded (LENGTH 0), so a hook registered after compiling makes a
-# miss and the retrace falls back (issue 13).
-_MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                      "_global_backward_pre_hooks")
-
-
-def _has_hooks(m: nn.Module) -> bool:
-    from torch.nn.modules import module as mm
-    return any(getattr(m, name, None) for name in _MODULE_HOOK_DICTS) or \
-        any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS)
-
-
-def _guard_no_hooks(tx, mv) -> None:
-    """Guards that the hook dicts `mv.module.__call__` would consult are still empty."""
-    out = tx.output
-    for name in _MODULE_HOOK_DICTS:
-        if name in vars(mv.module):
-            out.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
-    # The global dicts are reached from the frame through the module's class: nn.Module.__call__'s
-    # globals are torch.nn.modules.module's namespace. Once per trace is enough.
-    if not out.global_hooks_guarded:
-        out.global_hooks_guarded = True
-        namespace = AttrSource(AttrSource(AttrSource(mv.source, "__class__"), "__call__"), "__globals__")
-        for name in _GLOBAL_HOOK_DICTS:
-            out.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
 
 
 class NNModuleVariable(VariableTracker):
@@ -394,9 +365,9 @@ class NNModuleVariable(VariableTracker):
         if target is not self:
             # The compiled call runs the wrapped module's _call_impl, never type(m).__call__.
             return target.module_call(tx, args, kwargs, own_call=True)
-        if _has_hooks(self.module):
+        if has_hooks(self.module):
             unsupported(f"module {type(self.module).__name__} has hooks")
-        _guard_no_hooks(tx, self)
+        guard_no_hooks(tx, self)
         return self._forward(tx, args, kwargs, own_call=own_call)
 
     def _wrapped(self, tx):
@@ -461,6 +432,10 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__} from {self.source})"
+
+    def require_guardable(self, what, name):
+        # A module outside _modules: its state goes unguarded.
+        unsupported(f"opaque call of {what}: module {name!r} is not a registered submodule")
 
 
 def builtin_module_owner(fn) -> type | None:
@@ -569,10 +544,10 @@ class BuiltModuleVariable(VariableTracker):
         from torch.nn.modules import module as mm
         if kwargs or len(args) != _BUILT_IN_ARITY.get(type(self.module), 1):
             unsupported(f"{type(self.module).__name__} built inside forward called with {len(args)} args")
-        if any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS):
+        if any(getattr(mm, name, None) for name in GLOBAL_HOOK_DICTS):
             unsupported("global module hooks are registered")
         namespace = AttrSource(AttrSource(self.cls_source, "__call__"), "__globals__")
-        for name in _GLOBAL_HOOK_DICTS:
+        for name in GLOBAL_HOOK_DICTS:
             tx.output.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
         return _BUILT_IN_FORWARD[type(self.module)](tx, self.module, *args)
 

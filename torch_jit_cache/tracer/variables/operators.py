@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 
 from .base import CallableVariable, VariableTracker, unsupported
-from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable, wrap_constant_result
+from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
 from .functions import UserFunctionVariable
 from .nn_module import NNModuleVariable
@@ -21,9 +21,9 @@ _GRAPH_VALUES = (TensorVariable, SymNodeVariable)
 _INPLACE = {"+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="}
 
 
-def _const_fold(fn, *vs):
+def _const_fold(tx, fn, *vs):
     try:
-        return wrap_constant_result(fn(*[v.as_python_constant() for v in vs]))
+        return tx.wrap_constant(fn(*[v.as_python_constant() for v in vs]))
     except (ArithmeticError, TypeError, ValueError) as e:
         unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
 
@@ -57,7 +57,7 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 return a
             return type(a)(a.items * b.as_python_constant())
     if a.is_python_constant() and b.is_python_constant():
-        return _const_fold(fn, a, b)
+        return _const_fold(tx, fn, a, b)
     unsupported(f"operator {symbol} on {a} and {b}")
 
 
@@ -71,7 +71,7 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
         if symbol in ("==", "!=") and (_is_none(a) or _is_none(b)):
             return ConstantVariable(symbol == "!=")
     if a.is_python_constant() and b.is_python_constant():
-        return _const_fold(fn, a, b)
+        return _const_fold(tx, fn, a, b)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")
@@ -135,7 +135,7 @@ def unary_op(tx, opname: str, a) -> VariableTracker:
     if isinstance(a, _GRAPH_VALUES):
         return call_op(tx, fn, [a], {})
     if a.is_python_constant():
-        return _const_fold(fn, a)
+        return _const_fold(tx, fn, a)
     unsupported(f"{opname} on {a}")
 
 
@@ -145,7 +145,7 @@ def getitem(tx, obj, key) -> VariableTracker:
     if hasattr(obj, "getitem"):
         return obj.getitem(tx, key)
     if obj.is_python_constant() and key.is_python_constant():
-        return _const_fold(operator.getitem, obj, key)
+        return _const_fold(tx, operator.getitem, obj, key)
     unsupported(f"subscript of {obj}")
 
 

@@ -15,7 +15,7 @@ import operator
 
 from ...trace_result import ConstantOutput
 from .base import VariableTracker, unsupported
-from .constant import ConstantVariable, is_constant_value, wrap_constant_result
+from .constant import ConstantVariable, is_constant_value
 
 
 def constants_of(items, what: str) -> list:
@@ -98,7 +98,7 @@ class SetVariable(VariableTracker):
                 _UPDATES[name](self.items, *values)
                 return ConstantVariable(None)
             if name in _PURE:
-                return wrap_constant_result(getattr(self.items, name)(*values))
+                return tx.wrap_constant(getattr(self.items, name)(*values))
         except TypeError as e:
             unsupported(f"set.{name} raised {e!r}")
         unsupported(f"set.{name}")   # pop() (an arbitrary item), and anything else

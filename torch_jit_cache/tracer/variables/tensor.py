@@ -22,7 +22,7 @@ from ...trace_result import GuardKind, Unsupported
 from ...trace_rules import torch_callable_effect
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
-from .constant import ConstantVariable, wrap_constant_result
+from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
 from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
@@ -167,6 +167,9 @@ class TensorVariable(VariableTracker):
     def __repr__(self):
         return f"TensorVariable({tuple(self.example.shape)}, {self.example.dtype})"
 
+    def require_guardable(self, what, name):
+        pass   # TENSOR_MATCH
+
 
 class TensorMethodVariable(VariableTracker):
     """`x.view` before it is called."""
@@ -229,6 +232,9 @@ class TorchFunctionVariable(CallableVariable):
 
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+    def require_guardable(self, what, name):
+        pass   # by identity
 
 
 # torch's checks on symbolic values, as users write them next to `.item()` (torch._check(n <= T)).
@@ -299,7 +305,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
-        return wrap_constant_result(result)
+        return tx.wrap_constant(result)
     out = tx.output
     if method and inplace:
         fn = getattr(torch.Tensor, target)
@@ -314,11 +320,12 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     shapes.record(node, result)   # the unbacked symbols it made are read from this node
     if result is None:
         return ConstantVariable(None)
-    return wrap_op_result(out, node, result)
+    return wrap_op_result(tx, node, result)
 
 
-def wrap_op_result(out, node, value) -> VariableTracker:
+def wrap_op_result(tx, node, value) -> VariableTracker:
     import operator
+    out = tx.output
     if isinstance(value, torch.Tensor):
         return TensorVariable(out, value, node)
     if is_symbolic(value) and not isinstance(value, (tuple, list)):
@@ -334,7 +341,7 @@ def wrap_op_result(out, node, value) -> VariableTracker:
             elif _has_tensor(v):
                 unsupported("nested tensor containers in an op result")
             else:
-                items.append(wrap_constant_result(v))
+                items.append(tx.wrap_constant(v))
         if isinstance(value, list):
             return ListVariable(items)
         fields = getattr(type(value), "__match_args__", None)
