@@ -13,17 +13,14 @@ import torch
 from .. import graph_break
 from ..shape_guards import pinning
 from ..sources import LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, ContextSwitch, FunctionOutput, GraphOutput, IterOutput,
+from ..trace_result import (BreakOutput, ContextSwitch, FunctionOutput, GraphOutput, IterOutput,
                             ModeSwitch,
                             SourceOutput, TraceResult, TupleOutput, Unsupported, walk)
 from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
-from .variables.constant import BoundConstantMethod
-from .variables.containers import _MethodOf
 from .variables.contexts import AutocastExitVariable, GradModeExitVariable
 from .variables.generators import GeneratorVariable
-from .variables.tensor import TensorMethodVariable
 
 __all__ = ["trace", "list_breaks", "Unsupported"]
 
@@ -372,10 +369,6 @@ class _Rebuilder:
             if id(v) in self.iterated:
                 raise Unsupported("a loop over a container reached again at the break")
             self.containers.add(id(v))
-        if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
-            return self.once(v, lambda: AttrOutput(self(v.tensor), v.name))
-        if isinstance(v, (_MethodOf, BoundConstantMethod)):
-            return self.once(v, lambda: AttrOutput(self(v.obj), v.name))
         if isinstance(v, GeneratorVariable):
             raise _GeneratorAtBreak(None)   # trace() moves the cut (generators.py)
         if isinstance(v, IteratorVariable):

@@ -11,7 +11,7 @@ through `tx` or through a method the higher tracker overrides, never through an 
 from __future__ import annotations
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
-from ...trace_result import SourceOutput, Unsupported
+from ...trace_result import AttrOutput, SourceOutput, Unsupported
 
 
 def unsupported(reason: str):
@@ -124,6 +124,11 @@ class VariableTracker:
         objects are guarded by type alone (their attributes where read): not enough for such a call."""
         unsupported(f"opaque call of {what}: attribute {name!r} is a {self} the tracer cannot guard")
 
+    def bound_method_type(self, name: str):
+        """The Python type of `self.name` when it is a method (MethodVariable.python_type), where
+        the tracker knows it; else None."""
+        return None
+
 
 class CallableVariable(VariableTracker):
     """A callable known while tracing (a builtin, a torch function, a pure math function); the
@@ -143,3 +148,31 @@ class CallableVariable(VariableTracker):
         if self.source is None:
             return super().reconstruct(outputs)
         return SourceOutput(self.source)
+
+
+class MethodVariable(VariableTracker):
+    """`obj.name`, a method loaded and not called yet (`xs.append`, `x.view`, `"a,b".split`).
+
+    Calling it is `obj.call_method(tx, name, ...)`: what the call does is the object's tracker's
+    business (folded for a constant, a node for a tensor, refused for an opaque value). Held at a
+    graph break or returned, it is made again as the attribute read from the rebuilt object, once
+    however often it is reached."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def python_type(self):
+        found = self.obj.bound_method_type(self.name)
+        if found is None:
+            unsupported(f"type of {self} is unknown")
+        return found
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def reconstruct(self, outputs):
+        return outputs.once(self, lambda: AttrOutput(outputs.rebuild(self.obj), self.name))
+
+    def __repr__(self):
+        return f"MethodVariable({self.obj!r}.{self.name})"

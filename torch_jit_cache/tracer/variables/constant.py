@@ -7,7 +7,7 @@ import types
 import torch
 
 from ...trace_result import ConstantOutput
-from .base import VariableTracker, unsupported
+from .base import MethodVariable, VariableTracker, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
@@ -34,13 +34,13 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        if isinstance(self.value, _SAFE_TYPES) or _is_dtype(self.value):
+        if isinstance(self.value, _SAFE_TYPES) or is_immutable_torch_value(self.value):
             try:
                 attr = getattr(self.value, name)
             except AttributeError:
                 unsupported(f"{type(self.value).__name__} has no attribute {name!r}")
             if callable(attr):
-                return BoundConstantMethod(self, name)
+                return MethodVariable(self, name)
             return ConstantVariable(attr)
         if isinstance(self.value, types.CodeType) and name.startswith("co_") and \
                 not callable(getattr(self.value, name, None)):
@@ -59,27 +59,24 @@ class ConstantVariable(VariableTracker):
     def require_guardable(self, what, name):
         pass   # guarded by value
 
-
-class BoundConstantMethod(VariableTracker):
-    """`'a,b'.split` and friends: evaluated when every argument is a constant."""
-
-    def __init__(self, obj: ConstantVariable, name: str):
-        super().__init__(None)
-        self.obj, self.name = obj, name
-
-    def call_function(self, tx, args, kwargs):
-        if self.name == "join" and isinstance(self.obj.value, str) and len(args) == 1 and not kwargs \
+    def call_method(self, tx, name, args, kwargs):
+        """`'a,b'.split(',')` and friends: a method of an immutable value, evaluated when every
+        argument is a constant."""
+        if not (isinstance(self.value, _SAFE_TYPES) or is_immutable_torch_value(self.value)) or \
+                not callable(getattr(self.value, name, None)):
+            return super().call_method(tx, name, args, kwargs)
+        if name == "join" and isinstance(self.value, str) and len(args) == 1 and not kwargs \
                 and not args[0].is_python_constant():   # " ".join(a generator or list of strings)
             args = [ConstantVariable(tuple(i.as_python_constant() for i in args[0].unpack(tx)))]
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            unsupported(f"{type(self.obj.value).__name__}.{self.name} on non-constant arguments")
-        result = getattr(self.obj.value, self.name)(
+            unsupported(f"{type(self.value).__name__}.{name} on non-constant arguments")
+        result = getattr(self.value, name)(
             *[a.as_python_constant() for a in args],
             **{k: v.as_python_constant() for k, v in kwargs.items()})
         return tx.wrap_constant(result)
 
 
-def _is_dtype(value) -> bool:
+def is_immutable_torch_value(value) -> bool:
     import torch
     return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format,
                               torch.finfo, torch.iinfo, torch.Size))   # immutable torch values
@@ -87,7 +84,7 @@ def _is_dtype(value) -> bool:
 
 def is_constant_value(value) -> bool:
     """Immutable values a ConstantVariable may hold."""
-    if isinstance(value, _SAFE_TYPES) or _is_dtype(value):
+    if isinstance(value, _SAFE_TYPES) or is_immutable_torch_value(value):
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput,
                              Unsupported)
-from .base import VariableTracker, unsupported, TracedKeyError
+from .base import MethodVariable, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .generators import GeneratorVariable
 
@@ -92,7 +92,7 @@ class BaseListVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if self.fields and name in self.fields:
             return self.items[self.fields.index(name)]
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "index" and len(args) == 1:
@@ -189,17 +189,6 @@ class ListVariable(BaseListVariable):
         return f"ListVariable({self.items!r})"
 
 
-class _MethodOf(VariableTracker):
-    """A bound method of a container (`xs.append`), resolved when called."""
-
-    def __init__(self, obj, name):
-        super().__init__(None)
-        self.obj, self.name = obj, name
-
-    def call_function(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
-
-
 class DictVariable(VariableTracker):
     """A dict with constant keys; `items` maps each Python key to a tracker, in order."""
 
@@ -258,7 +247,7 @@ class DictVariable(VariableTracker):
         del self.items[k]
 
     def var_getattr(self, tx, name):
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name in DictViewVariable.KINDS and not args and not kwargs:
@@ -360,7 +349,7 @@ class DictViewVariable(VariableTracker):
         return item.as_python_constant() in self.as_python_constant()
 
     def var_getattr(self, tx, name):
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__len__" and not args:

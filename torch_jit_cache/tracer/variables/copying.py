@@ -40,7 +40,7 @@ from ...attribute_lookup import (MISSING, has_generic_getattribute, instance_dic
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
-from .constant import ConstantVariable, _SAFE_TYPES, _is_dtype
+from .constant import ConstantVariable, _SAFE_TYPES, is_immutable_torch_value
 from .containers import DictVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .new_object import NewObjectVariable, UserClassVariable, _refusal
@@ -100,7 +100,7 @@ class _Copier:
             return self.memo[self._key(x)]
         if isinstance(x, ConstantVariable):   # a class too (classes.ClassVariable)
             v = x.value
-            if type(v) in _SAFE_TYPES or _is_dtype(v) or isinstance(v, type):
+            if type(v) in _SAFE_TYPES or is_immutable_torch_value(v) or isinstance(v, type):
                 return x   # deepcopy's atomic values: returned as they are
             unsupported(f"copy.deepcopy of a {type(v).__name__}")
         if isinstance(x, UserFunctionVariable):

@@ -29,9 +29,9 @@ from ...proxies import builtin_opaque_reason, is_allowed_in_graph
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import IteratorVariable, ListVariable, TupleVariable, _MethodOf
+from .containers import IteratorVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
 from .module_hooks import GLOBAL_HOOK_DICTS, guard_no_hooks, has_hooks
 from .opaque_calls import call_opaque_module
@@ -173,7 +173,7 @@ class NNModuleVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if (name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES) and name not in self.module.__dict__ \
                 and type_lookup(type(self.module), name) is getattr(nn.Module, name):
-            return _MethodOf(self, name)   # m.parameters(): traced by its result (_members)
+            return MethodVariable(self, name)   # m.parameters(): traced by its result (_members)
         return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
 
     def has_attribute(self, tx, name) -> bool:

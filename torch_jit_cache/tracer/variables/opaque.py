@@ -14,8 +14,8 @@ from __future__ import annotations
 import inspect
 import types
 
-from ...trace_result import AttrOutput, SourceOutput
-from .base import VariableTracker, unsupported
+from ...trace_result import SourceOutput
+from .base import MethodVariable, VariableTracker, unsupported
 
 # Class attributes whose read through an instance cannot raise (an instance attribute of the same
 # name would be read instead, which cannot raise either).
@@ -37,7 +37,7 @@ class OpaqueVariable(VariableTracker):
         # (A __getattribute__ written in Python may do anything; one in C finds the type's methods.)
         if not isinstance(inspect.getattr_static(self.cls, "__getattribute__"), types.FunctionType) and \
                 isinstance(inspect.getattr_static(self.cls, name, None), _METHOD_KINDS):
-            return OpaqueAttribute(self, name)
+            return MethodVariable(self, name)
         unsupported(f"attribute {name!r} of a {self.cls.__name__} (a type the tracer does not model)")
 
     def call_function(self, tx, args, kwargs):
@@ -49,19 +49,8 @@ class OpaqueVariable(VariableTracker):
     def __repr__(self):
         return f"OpaqueVariable({self.cls.__name__} from {self.source})"
 
+    def call_method(self, tx, name, args, kwargs):
+        self.var_getattr(tx, name)   # refuses what cannot be read
+        unsupported(f"call of {self.cls.__name__}.{name} (a type the tracer does not model)")
 
-class OpaqueAttribute(VariableTracker):
-    """`base.name` of an opaque value, not read yet."""
 
-    def __init__(self, base: VariableTracker, name: str):
-        super().__init__(None)
-        self.base, self.name = base, name
-
-    def call_function(self, tx, args, kwargs):
-        unsupported(f"call of {self.base.cls.__name__}.{self.name} (a type the tracer does not model)")
-
-    def reconstruct(self, outputs):
-        return AttrOutput(outputs.rebuild(self.base), self.name)
-
-    def __repr__(self):
-        return f"OpaqueAttribute({self.base!r}.{self.name})"

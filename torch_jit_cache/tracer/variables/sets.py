@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 
 from ...trace_result import ConstantOutput
-from .base import VariableTracker, unsupported
+from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value
 
 
@@ -68,8 +68,7 @@ class SetVariable(VariableTracker):
         return bool(self.items)
 
     def var_getattr(self, tx, name):
-        from .containers import _MethodOf
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def inplace(self, tx, symbol, other):
         """`s |= t` and friends change s itself (every name bound to it sees the change)."""

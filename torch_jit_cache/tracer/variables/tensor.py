@@ -21,7 +21,7 @@ from ...sources import AttrSource
 from ...trace_result import GuardKind, Unsupported
 from ...trace_rules import torch_callable_effect
 from ..output_graph import mark_side_effect
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
@@ -118,7 +118,7 @@ class TensorVariable(VariableTracker):
         if name in ("grad", "data", "grad_fn", "_version"):
             unsupported(f"tensor attribute .{name}")
         if callable(getattr(torch.Tensor, name, None)):
-            return TensorMethodVariable(self, name)
+            return MethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
 
     def has_attribute(self, tx, name: str) -> bool:
@@ -170,19 +170,8 @@ class TensorVariable(VariableTracker):
     def require_guardable(self, what, name):
         pass   # TENSOR_MATCH
 
-
-class TensorMethodVariable(VariableTracker):
-    """`x.view` before it is called."""
-
-    def __init__(self, tensor: TensorVariable, name: str):
-        super().__init__(None)
-        self.tensor, self.name = tensor, name
-
-    def python_type(self):
-        return type(getattr(self.tensor.example, self.name))  # builtin_function_or_method
-
-    def call_function(self, tx, args, kwargs):
-        return self.tensor.call_method(tx, self.name, args, kwargs)
+    def bound_method_type(self, name):
+        return type(getattr(self.example, name))  # builtin_function_or_method
 
 
 # torch's "am I being compiled / traced?" questions, answered as under torch.compile: True while
