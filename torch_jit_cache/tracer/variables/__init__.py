@@ -3,10 +3,10 @@ from .base import VariableTracker
 from .builder import wrap, wrap_constant
 from .builtins import BuiltinVariable
 from .constant import ConstantVariable
-from .containers import (CellVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
-                         RangeVariable, TupleVariable)
+from .containers import CellVariable, DictVariable, DictViewVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFunctionVariable,
                         UserMethodVariable)
+from .iterators import IteratorVariable
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 

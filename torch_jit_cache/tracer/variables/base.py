@@ -48,6 +48,10 @@ TRACED_RAISES = {KeyError: TracedKeyError, IndexError: TracedIndexError,
 class VariableTracker:
     """Base class. `source` is where the value came from in the frame, or None if built here."""
 
+    # Made of items produced one at a time by `next_item()` (an iterator, a generator): what
+    # Python consumes item by item (list.extend) takes them so, each before the next is made.
+    yields_lazily = False
+
     def __init__(self, source=None):
         self.source = source
 

@@ -17,10 +17,9 @@ from .base import CallableVariable, TracedAttributeError, VariableTracker, unsup
 from .constant import ConstantVariable
 from .generators import GeneratorVariable
 from .sets import SetVariable, constants_of
-from .containers import (BaseListVariable, DictVariable, EnumerateVariable, IteratorVariable, ListVariable,
-                         RangeVariable, REVERSED_TYPES, ReversedListVariable, TupleVariable, ZipVariable,
-                         iterate,
-                         iterator_type)
+from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable
+from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
+                        iterate, iterator_type)
 
 
 def _consts(args, kwargs):

@@ -31,7 +31,8 @@ from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import IteratorVariable, ListVariable, TupleVariable
+from .containers import ListVariable, TupleVariable
+from .iterators import IteratorVariable
 from .functions import UserFunctionVariable
 from .module_hooks import GLOBAL_HOOK_DICTS, guard_no_hooks, has_hooks
 from .opaque_calls import call_opaque_module
