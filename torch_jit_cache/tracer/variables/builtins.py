@@ -12,6 +12,7 @@ import itertools
 import operator
 
 from ...attribute_lookup import MISSING, type_lookup
+from ...trace_result import GuardKind
 from . import polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .constant import ConstantVariable
@@ -409,3 +410,17 @@ class BuiltinVariable(CallableVariable):
 
 
 assert builtins.len is len
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def is_handled_builtin(value) -> bool:
+    return any(value is b for b in BUILTIN_HANDLERS)
+
+
+def wrap_builtin(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return BuiltinVariable(value, source)
+
+
+def wrap_print(tx, value, source, g):
+    return BuiltinVariable(value, source)   # unguarded: its call is a graph break anyway

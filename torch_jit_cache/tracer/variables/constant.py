@@ -6,7 +6,8 @@ import types
 
 import torch
 
-from ...trace_result import ConstantOutput
+from ...sources import AttrSource
+from ...trace_result import ConstantOutput, GuardKind
 from .base import MethodVariable, VariableTracker, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -103,3 +104,29 @@ BINARY_OPERATORS = {
 }
 COMPARE_OPERATORS = {"<": operator.lt, "<=": operator.le, "==": operator.eq,
                      "!=": operator.ne, ">": operator.gt, ">=": operator.ge}
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+# Exactly these types: subclasses (numpy.float64, an IntEnum) are not constants here.
+SCALAR_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
+TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
+
+
+def wrap_scalar(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.EQUALS_MATCH, value)
+    return ConstantVariable(value, source)
+
+
+def wrap_torch_singleton(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)   # held strongly: guards.py
+    return ConstantVariable(value, source)
+
+
+def wrap_device(tx, value, source, g):
+    # Made anew by every torch.device(...) and x.device: equal devices are different objects,
+    # so guarded by value, through the two fields that make it.
+    g(GuardKind.TYPE_MATCH, torch.device)
+    g(GuardKind.EQUALS_MATCH, value.type, AttrSource(source, "type"))
+    g(GuardKind.EQUALS_MATCH, value.index, AttrSource(source, "index"))
+    return ConstantVariable(value, source)

@@ -17,7 +17,9 @@ by item, as Python does. Every iterator knows the type of Python's (`kind`), for
 """
 from __future__ import annotations
 
-from ...trace_result import AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput
+from ...sources import ItemSource
+from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
+                             TupleOutput)
 from .base import MethodVariable, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -422,3 +424,31 @@ class CellVariable(VariableTracker):
         if self.root_name is not None:
             tx.output.side_effects.store_cell(self.root_name, value)
         self.contents = value
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_sequence(tx, value, source, g):
+    """A list, tuple, torch.Size or named tuple: its length guarded, each item wrapped."""
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.LENGTH, len(value))
+    items = [tx.wrap(v, ItemSource(source, i) if source is not None else None, g.enabled)
+             for i, v in enumerate(value)]
+    if isinstance(value, list):
+        return ListVariable(items, source)
+    return TupleVariable(items, source, fields=list(getattr(type(value), "_fields", ())) or None,
+                         cls=type(value))
+
+
+def wrap_dict(tx, value, source, g):
+    if not all(isinstance(k, (str, int)) for k in value):
+        unsupported("a dict with keys other than str and int")
+    g(GuardKind.TYPE_MATCH, dict)
+    g(GuardKind.DICT_KEYS, tuple(value))
+    return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)
+                         for k, v in value.items()}, source)
+
+
+def wrap_range(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, range)
+    g(GuardKind.EQUALS_MATCH, value)
+    return RangeVariable(value)

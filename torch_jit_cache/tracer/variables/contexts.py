@@ -40,7 +40,7 @@ import torch
 import torch.utils._contextlib as _torch_contextlib
 
 from ...sources import AttrSource, ItemSource
-from ...trace_result import EnteredContext, SourceOutput
+from ...trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -316,3 +316,17 @@ def call_decorated(tx, wrapper, mode: bool, index: int, args, kwargs):
     result = tx.call(inner, args, kwargs)
     tx.output.set_grad_mode(prev)
     return result
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_context_class(tx, value, source, g):
+    """torch.no_grad and friends; None for any other class."""
+    ctx = context_class(value, source)
+    if ctx is not None:
+        g(GuardKind.ID_MATCH, value)
+    return ctx
+
+
+def refuse_autocast(tx, value, source, g):
+    """Callable, but no torch function: refused here, before the rules that would take it."""
+    refuse_autocast_object(value)

@@ -419,3 +419,48 @@ class ParameterNamesVariable(VariableTracker):
 
     def truthy(self, tx) -> bool:
         return bool(self.names)
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_python_module(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return PythonModuleVariable(value, source)
+
+
+def wrap_signature(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)   # inspect.signature: its parameters' names, from the code
+    return SignatureFunctionVariable(value, source)
+
+
+def wrap_function(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, types.FunctionType)
+    if g.enabled and value.__code__.co_flags & inspect.CO_NESTED:
+        # Made inside another function, maybe anew per call: guarded by its code and by what
+        # the trace reads from it, not by the identity of a short-lived object.
+        g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__"))
+        return UserFunctionVariable(value, source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
+    g(GuardKind.ID_MATCH, value)
+    # The body traced is the function's code: `fn.__code__ = other` keeps the function's
+    # identity, so the code is guarded too.
+    g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__") if source is not None else None)
+    return UserFunctionVariable(value, source)
+
+
+def wrap_partial(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, functools.partial)
+    return PartialVariable(value, tx.wrap(value.func, AttrSource(source, "func"), g.enabled),
+                           list(tx.wrap(value.args, AttrSource(source, "args"), g.enabled).items),
+                           dict(tx.wrap(value.keywords, AttrSource(source, "keywords"), g.enabled).items),
+                           source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
+
+
+def wrap_method(tx, value, source, g):
+    fsrc = AttrSource(source, "__func__") if source is not None else None
+    ssrc = AttrSource(source, "__self__") if source is not None else None
+    return UserMethodVariable(tx.wrap(value.__func__, fsrc, g.enabled), tx.wrap(value.__self__, ssrc, g.enabled),
+                              source)
+
+
+def wrap_pure_function(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return PureFunctionVariable(value, source)

@@ -37,7 +37,7 @@ import types
 
 from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
 from ...sources import AttrSource
-from ...trace_result import ObjectOutput, SourceOutput
+from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
@@ -256,3 +256,11 @@ class NewObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"NewObjectVariable({self.cls.__name__})"
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_class(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    if is_user_class(value):   # calling it builds an object in the trace
+        return UserClassVariable(value, source)
+    return ClassVariable(value, source)

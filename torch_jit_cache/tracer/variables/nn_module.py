@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ... import runtime
 from ...attribute_lookup import MISSING, Where, lookup, type_lookup
 from ...module_wrapper import CompiledModule, own_compiled_call, unwrap
 from ...proxies import builtin_opaque_reason, is_allowed_in_graph
@@ -573,3 +574,27 @@ class ModuleListSliceVariable(TupleVariable):
 
     def __repr__(self):
         return f"ModuleListSliceVariable({self.items!r})"
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_module(tx, value, source, g):
+    if source is None:
+        unsupported(f"module {type(value).__name__} not reachable from the frame")
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.ID_MATCH, value)
+    tx.output.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
+    # Whatever is guarded below this module (its attributes, submodules, hook dicts) is
+    # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h;
+    # not on 3.13, runtime.DICT_TAGS_SUPPORTED).
+    if runtime.DICT_TAGS_SUPPORTED:
+        g(GuardKind.DICT_TAGS)
+    return NNModuleVariable(value, source)
+
+
+def wrap_builtin_module_method(tx, value, source, g):
+    """nn.Embedding.forward (super().forward(x)): a method, not a torch op."""
+    owner = builtin_module_owner(value)
+    if owner is None:
+        return None
+    g(GuardKind.ID_MATCH, value)
+    return BuiltinModuleMethodVariable(value, owner, source)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from ...trace_result import SourceOutput
+from ...trace_result import GuardKind, SourceOutput
 from .base import MethodVariable, VariableTracker, unsupported
 
 # Class attributes whose read through an instance cannot raise (an instance attribute of the same
@@ -54,3 +54,8 @@ class OpaqueVariable(VariableTracker):
         unsupported(f"call of {self.cls.__name__}.{name} (a type the tracer does not model)")
 
 
+def wrap_opaque(tx, value, source, g):
+    """builder.py's last rule: a value of a type the tracer does not model, used nowhere yet: a
+    graph break where it is used."""
+    g(GuardKind.TYPE_MATCH, type(value))
+    return OpaqueVariable(type(value), source)

@@ -12,6 +12,7 @@ fake_shapes.py: the graph computes them, nothing guards them).
 from __future__ import annotations
 
 import sys
+import types
 
 import torch
 
@@ -336,3 +337,57 @@ def wrap_op_result(tx, node, value) -> VariableTracker:
         fields = getattr(type(value), "__match_args__", None)
         return TupleVariable(items, fields=list(fields) if fields else None, cls=type(value))
     unsupported(f"an op returned a {type(value).__name__}")
+
+
+def _torch_callable_ids() -> frozenset:
+    spaces = [torch, torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
+    return frozenset(id(v) for ns in spaces for v in vars(ns).values()
+                     if callable(v) and not isinstance(v, type))
+
+
+_TORCH_IDS = _torch_callable_ids()
+
+
+def is_torch_callable(value) -> bool:
+    if isinstance(value, type):
+        return False
+    if id(value) in _TORCH_IDS:
+        return True
+    if isinstance(value, types.MethodType):
+        # A Python function bound to an object (a module's `forward`, a distribution's `rsample`):
+        # the object is state the graph would not see (its parameters would get no gradient).
+        # Wrapped as a method: its function and its object, each through its own source.
+        return False
+    objclass = getattr(value, "__objclass__", None)
+    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+        return True
+    mod = getattr(value, "__module__", None) or ""
+    return callable(value) and (mod == "torch" or mod.startswith("torch."))
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_tensor(tx, value, source, g):
+    if source is None:
+        unsupported("a tensor that is not reachable from the frame (cannot be a graph input)")
+    out = tx.output
+    out.add_guard(source, GuardKind.TENSOR_MATCH, value)
+    known = out.by_id.get(id(value))
+    if known is not None:
+        out.add_guard(source, GuardKind.SAME_AS, known.source)
+        return known
+    plan = out.frame_plan
+    is_argument = not isinstance(value, torch.nn.Parameter) and source.is_frame_input()
+    choices = plan.choose(source, value, is_argument=is_argument) if plan is not None else None
+    # A fake tensor, with symbolic sizes where the plan says (dynamic.py, fake_shapes.py). A
+    # static plan still records the sizes seen (automatic dynamic shapes) but makes no symbol.
+    symbolic = plan is not None and plan.symbolic
+    example = out.fake_shapes.fakeify(value, source, choices if symbolic else None)
+    vt = TensorVariable(out, example, source=source, real=value)
+    out.by_id[id(value)] = vt
+    out.keepalive.append(value)
+    return vt
+
+
+def wrap_torch_function(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return TorchFunctionVariable(value, source)

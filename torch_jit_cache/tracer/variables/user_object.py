@@ -375,3 +375,12 @@ class DictReadVariable(VariableTracker):
 
     def __repr__(self):
         return f"DictReadVariable({self.obj!r}.{self.name})"
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_by_type(cls):
+    """The rule for an object guarded by its type alone (its attributes and items where read)."""
+    def wrap_object(tx, value, source, g):
+        g(GuardKind.TYPE_MATCH, type(value))
+        return cls(value, source)
+    return wrap_object
