@@ -17,9 +17,9 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
 from .base import TRACED_RAISES, VariableTracker, unsupported
 from .constant import ConstantVariable
-from .nn_module import build_module
+from .built_modules import build_module
 from .object_hooks import ObjectHookVariable, object_hook_name
-from .user_object import _DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, _mixin
+from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
 
 
 def _class_member(tx, owner_var, raw, source, bind_to):
@@ -27,7 +27,7 @@ def _class_member(tx, owner_var, raw, source, bind_to):
     `bind_to` when it is not None), a staticmethod's function, a classmethod bound to the class, or
     a plain value; `source` reads that very member (guarded where it is found)."""
     if isinstance(raw, types.FunctionType):
-        mixin = _mixin(raw) if bind_to is not None else None
+        mixin = mixin_of(raw) if bind_to is not None else None
         if mixin is not None:
             return MixinMethodVariable(bind_to, mixin, raw.__name__)
         fn = tx.wrap(raw, source)
@@ -166,9 +166,9 @@ class SuperVariable(VariableTracker):
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
         if object_hook_name(raw) is not None and hasattr(self.obj, "generic_getattr"):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
-        if _mixin(raw) is not None:
-            return MixinMethodVariable(self.obj, _mixin(raw), name)
-        if isinstance(self.obj, DictSubclassVariable) and name in _DICT_READS and raw is vars(dict)[name]:
+        if mixin_of(raw) is not None:
+            return MixinMethodVariable(self.obj, mixin_of(raw), name)
+        if isinstance(self.obj, DictSubclassVariable) and name in DICT_READS and raw is vars(dict)[name]:
             return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)

@@ -12,7 +12,7 @@ from .base import MethodVariable, VariableTracker, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
-_SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
+SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
 
 
 class ConstantVariable(VariableTracker):
@@ -35,7 +35,7 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        if isinstance(self.value, _SAFE_TYPES) or is_immutable_torch_value(self.value):
+        if isinstance(self.value, SAFE_TYPES) or is_immutable_torch_value(self.value):
             try:
                 attr = getattr(self.value, name)
             except AttributeError:
@@ -63,7 +63,7 @@ class ConstantVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         """`'a,b'.split(',')` and friends: a method of an immutable value, evaluated when every
         argument is a constant."""
-        if not (isinstance(self.value, _SAFE_TYPES) or is_immutable_torch_value(self.value)) or \
+        if not (isinstance(self.value, SAFE_TYPES) or is_immutable_torch_value(self.value)) or \
                 not callable(getattr(self.value, name, None)):
             return super().call_method(tx, name, args, kwargs)
         if name == "join" and isinstance(self.value, str) and len(args) == 1 and not kwargs \
@@ -85,7 +85,7 @@ def is_immutable_torch_value(value) -> bool:
 
 def is_constant_value(value) -> bool:
     """Immutable values a ConstantVariable may hold."""
-    if isinstance(value, _SAFE_TYPES) or is_immutable_torch_value(value):
+    if isinstance(value, SAFE_TYPES) or is_immutable_torch_value(value):
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)

@@ -10,7 +10,7 @@ replayed side effect, live at a graph break) it is rebuilt after the graph as
 (trace_result.ObjectOutput). Nothing the trace reads about it depends on the frame, so it needs no
 guards of its own, and it can alias nothing read from the frame (it is new).
 
-Only classes whose instances that rebuild reproduces exactly are constructed (`_refusal`): no
+Only classes whose instances that rebuild reproduces exactly are constructed (`refusal`): no
 metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
 refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C
 state would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a
@@ -49,7 +49,7 @@ from .user_object import SequenceMethodVariable, is_sequence_mixin, sequence_cal
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
-def _refusal(cls: type, *, init: bool = True) -> str | None:
+def refusal(cls: type, *, init: bool = True) -> str | None:
     """Why instances of `cls` cannot be built in the trace, or None. `init`: built by calling the
     class (a copy is built without running __init__, copying.py)."""
     if type(cls) is abc.ABCMeta:
@@ -97,7 +97,7 @@ class UserClassVariable(ClassVariable):
         cls = self.value
         if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
             return construct_model_output(tx, self, args, kwargs)
-        why = _refusal(cls)
+        why = refusal(cls)
         if why is not None or self.source is None:
             unsupported(f"construction of {cls.__qualname__} in the trace: "
                         f"{why or 'the class has no source'}")
@@ -138,7 +138,7 @@ class NewObjectVariable(VariableTracker):
 
     def _hook(self, tx, hook: str):
         """type(obj).hook bound to obj where the class writes it in Python, None where it is
-        object's (_refusal admits nothing else)."""
+        object's (refusal admits nothing else)."""
         if type_lookup(self.cls, hook) is OBJECT_HOOKS[hook]:
             return None
         return UserMethodVariable(self._class_attr(tx, hook), self)

@@ -35,25 +35,20 @@ from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .iterators import IteratorVariable
 from .functions import UserFunctionVariable
-from .module_hooks import GLOBAL_HOOK_DICTS, guard_no_hooks, has_hooks
+from .module_hooks import guard_no_hooks, has_hooks
 from .opaque_calls import call_opaque_module
-from .tensor import TensorVariable, call_op
-
-
-def _fn(tx, fn, *args, **kwargs):
-    wrap = lambda v: v if isinstance(v, VariableTracker) else ConstantVariable(v)  # noqa: E731
-    return call_op(tx, fn, [wrap(a) for a in args], {k: wrap(v) for k, v in kwargs.items()})
+from .tensor import TensorVariable, call_op, call_torch
 
 
 def _linear(tx, mv, m, x):
-    return _fn(tx, F.linear, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"))
+    return call_torch(tx, F.linear, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"))
 
 
 def _conv(fn):
     def run(tx, mv, m, x):
         if m.padding_mode != "zeros":
             unsupported(f"{type(mv.module).__name__} with padding_mode={m.padding_mode!r}")
-        return _fn(tx, fn, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"), m.stride, m.padding,
+        return call_torch(tx, fn, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"), m.stride, m.padding,
                    m.dilation, m.groups)
     return run
 
@@ -70,12 +65,12 @@ def _batch_norm(tx, mv, m, x):
     use_stats = not m.training or m.track_running_stats
     mean = mv.attr(tx, "running_mean") if use_stats else ConstantVariable(None)
     var = mv.attr(tx, "running_var") if use_stats else ConstantVariable(None)
-    return _fn(tx, F.batch_norm, x, mean, var, mv.attr(tx, "weight"), mv.attr(tx, "bias"),
+    return call_torch(tx, F.batch_norm, x, mean, var, mv.attr(tx, "weight"), mv.attr(tx, "bias"),
                bn_training, factor, m.eps)
 
 
 def _layer_norm(tx, mv, m, x):
-    return _fn(tx, F.layer_norm, x, tuple(m.normalized_shape), mv.attr(tx, "weight"),
+    return call_torch(tx, F.layer_norm, x, tuple(m.normalized_shape), mv.attr(tx, "weight"),
                mv.attr(tx, "bias"), m.eps)
 
 
@@ -85,14 +80,14 @@ def _gru_cell(tx, mv, m, x, hx=None):
         unsupported("GRUCell without an explicit hidden state")
     if x.example.dim() != 2:
         unsupported("GRUCell with unbatched input")
-    return _fn(tx, torch.gru_cell, x, hx, mv.attr(tx, "weight_ih"), mv.attr(tx, "weight_hh"),
+    return call_torch(tx, torch.gru_cell, x, hx, mv.attr(tx, "weight_ih"), mv.attr(tx, "weight_hh"),
                mv.attr(tx, "bias_ih"), mv.attr(tx, "bias_hh"))
 
 
 def _embedding(tx, mv, m, x):
     if m.max_norm is not None:
         unsupported("Embedding with max_norm (renormalizes the weight in place)")
-    return _fn(tx, F.embedding, x, mv.attr(tx, "weight"), m.padding_idx, None, m.norm_type,
+    return call_torch(tx, F.embedding, x, mv.attr(tx, "weight"), m.padding_idx, None, m.norm_type,
                m.scale_grad_by_freq, m.sparse)
 
 
@@ -122,24 +117,24 @@ LEAF_MODULES = {
     nn.BatchNorm1d: _batch_norm, nn.BatchNorm2d: _batch_norm, nn.BatchNorm3d: _batch_norm,
     nn.LayerNorm: _layer_norm,
     nn.Embedding: _embedding,
-    nn.Dropout: lambda tx, mv, m, x: _fn(tx, F.dropout, x, m.p, m.training, m.inplace),
-    nn.ReLU: lambda tx, mv, m, x: _fn(tx, F.relu, x, inplace=m.inplace),
-    nn.GELU: lambda tx, mv, m, x: _fn(tx, F.gelu, x, approximate=m.approximate),
-    nn.SiLU: lambda tx, mv, m, x: _fn(tx, F.silu, x, inplace=m.inplace),
-    nn.LeakyReLU: lambda tx, mv, m, x: _fn(tx, F.leaky_relu, x, m.negative_slope, m.inplace),
-    nn.Tanh: lambda tx, mv, m, x: _fn(tx, torch.tanh, x),
-    nn.Sigmoid: lambda tx, mv, m, x: _fn(tx, torch.sigmoid, x),
-    nn.Softmax: lambda tx, mv, m, x: _fn(tx, F.softmax, x, m.dim),
-    nn.LogSoftmax: lambda tx, mv, m, x: _fn(tx, F.log_softmax, x, m.dim),
+    nn.Dropout: lambda tx, mv, m, x: call_torch(tx, F.dropout, x, m.p, m.training, m.inplace),
+    nn.ReLU: lambda tx, mv, m, x: call_torch(tx, F.relu, x, inplace=m.inplace),
+    nn.GELU: lambda tx, mv, m, x: call_torch(tx, F.gelu, x, approximate=m.approximate),
+    nn.SiLU: lambda tx, mv, m, x: call_torch(tx, F.silu, x, inplace=m.inplace),
+    nn.LeakyReLU: lambda tx, mv, m, x: call_torch(tx, F.leaky_relu, x, m.negative_slope, m.inplace),
+    nn.Tanh: lambda tx, mv, m, x: call_torch(tx, torch.tanh, x),
+    nn.Sigmoid: lambda tx, mv, m, x: call_torch(tx, torch.sigmoid, x),
+    nn.Softmax: lambda tx, mv, m, x: call_torch(tx, F.softmax, x, m.dim),
+    nn.LogSoftmax: lambda tx, mv, m, x: call_torch(tx, F.log_softmax, x, m.dim),
     nn.Identity: lambda tx, mv, m, x: x,
-    nn.Flatten: lambda tx, mv, m, x: _fn(tx, torch.flatten, x, m.start_dim, m.end_dim),
-    nn.MaxPool2d: lambda tx, mv, m, x: _fn(tx, F.max_pool2d, x, m.kernel_size, m.stride,
+    nn.Flatten: lambda tx, mv, m, x: call_torch(tx, torch.flatten, x, m.start_dim, m.end_dim),
+    nn.MaxPool2d: lambda tx, mv, m, x: call_torch(tx, F.max_pool2d, x, m.kernel_size, m.stride,
                                            m.padding, m.dilation, m.ceil_mode,
                                            m.return_indices),
-    nn.AvgPool2d: lambda tx, mv, m, x: _fn(tx, F.avg_pool2d, x, m.kernel_size, m.stride,
+    nn.AvgPool2d: lambda tx, mv, m, x: call_torch(tx, F.avg_pool2d, x, m.kernel_size, m.stride,
                                            m.padding, m.ceil_mode, m.count_include_pad,
                                            m.divisor_override),
-    nn.AdaptiveAvgPool2d: lambda tx, mv, m, x: _fn(tx, F.adaptive_avg_pool2d, x,
+    nn.AdaptiveAvgPool2d: lambda tx, mv, m, x: call_torch(tx, F.adaptive_avg_pool2d, x,
                                                    m.output_size),
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -482,79 +477,6 @@ class BuiltinModuleMethodVariable(CallableVariable):
 
     def __repr__(self):
         return f"BuiltinModuleMethodVariable({self.fn.__qualname__})"
-
-
-# Modules that model code builds inside forward (`nn.Softmax(dim=1)(x)`), by their functional form:
-# built for real from constants (torch's __init__ only stores settings), called as that form. The
-# module object never reaches the graph or the artifact: only the op and its constant settings do.
-_BUILT_IN_FORWARD = {
-    nn.Identity: lambda tx, m, x: x,
-    nn.ReLU: lambda tx, m, x: _fn(tx, F.relu, x),
-    nn.GELU: lambda tx, m, x: _fn(tx, F.gelu, x, approximate=m.approximate),
-    nn.SiLU: lambda tx, m, x: _fn(tx, F.silu, x),
-    nn.Tanh: lambda tx, m, x: _fn(tx, torch.tanh, x),
-    nn.Sigmoid: lambda tx, m, x: _fn(tx, torch.sigmoid, x),
-    nn.Softmax: lambda tx, m, x: _fn(tx, F.softmax, x, m.dim),
-    nn.LogSoftmax: lambda tx, m, x: _fn(tx, F.log_softmax, x, m.dim),
-    nn.Flatten: lambda tx, m, x: _fn(tx, torch.flatten, x, m.start_dim, m.end_dim),
-    # Losses (`CrossEntropyLoss(ignore_index=-100)(logits, labels)` in HF heads): their forward,
-    # with the settings __init__ stored; a weight tensor is not a constant argument, so m.weight is None.
-    nn.CrossEntropyLoss: lambda tx, m, x, y: _fn(
-        tx, F.cross_entropy, x, y, weight=None, ignore_index=m.ignore_index, reduction=m.reduction,
-        label_smoothing=m.label_smoothing),
-    nn.NLLLoss: lambda tx, m, x, y: _fn(tx, F.nll_loss, x, y, weight=None, ignore_index=m.ignore_index,
-                                        reduction=m.reduction),
-    nn.MSELoss: lambda tx, m, x, y: _fn(tx, F.mse_loss, x, y, reduction=m.reduction),
-    nn.L1Loss: lambda tx, m, x, y: _fn(tx, F.l1_loss, x, y, reduction=m.reduction),
-}
-_BUILT_IN_ARITY = {nn.CrossEntropyLoss: 2, nn.NLLLoss: 2, nn.MSELoss: 2, nn.L1Loss: 2}   # else 1
-
-
-def build_module(tx, cls_var, args, kwargs):
-    """`cls(*args)` for a module class of _BUILT_IN_FORWARD with constant arguments, else None."""
-    cls = cls_var.value
-    if not any(cls is c for c in _BUILT_IN_FORWARD):
-        return None
-    if cls_var.source is None:
-        unsupported(f"{cls.__name__} built from a class the frame does not reach (hooks unguarded)")
-    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-        unsupported(f"{cls.__name__}() with non-constant arguments")
-    try:
-        m = cls(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
-    except Exception as e:
-        unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}")
-    if getattr(m, "inplace", False):
-        unsupported(f"{cls.__name__}(inplace=True) built inside forward")
-    if any(t is not None for t in m._buffers.values()) or any(True for _ in m.parameters()):
-        unsupported(f"{cls.__name__}() built inside forward with a tensor setting")
-    return BuiltModuleVariable(m, cls_var.source)
-
-
-class BuiltModuleVariable(VariableTracker):
-    """A module of _BUILT_IN_FORWARD built in the trace. Calling it runs nn.Module.__call__, which
-    consults torch's global hook dicts: they are guarded empty, reached through the class's source
-    (`cls.__call__.__globals__`, torch.nn.modules.module's namespace)."""
-
-    def __init__(self, module, cls_source):
-        super().__init__(None)
-        self.module, self.cls_source = module, cls_source
-
-    def python_type(self):
-        return type(self.module)
-
-    def call_function(self, tx, args, kwargs):
-        from torch.nn.modules import module as mm
-        if kwargs or len(args) != _BUILT_IN_ARITY.get(type(self.module), 1):
-            unsupported(f"{type(self.module).__name__} built inside forward called with {len(args)} args")
-        if any(getattr(mm, name, None) for name in GLOBAL_HOOK_DICTS):
-            unsupported("global module hooks are registered")
-        namespace = AttrSource(AttrSource(self.cls_source, "__call__"), "__globals__")
-        for name in GLOBAL_HOOK_DICTS:
-            tx.output.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
-        return _BUILT_IN_FORWARD[type(self.module)](tx, self.module, *args)
-
-    def __repr__(self):
-        return f"BuiltModuleVariable({type(self.module).__name__})"
 
 
 class ModuleListSliceVariable(TupleVariable):

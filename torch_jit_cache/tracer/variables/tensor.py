@@ -257,6 +257,12 @@ def _has_tensor(value) -> bool:
     return False
 
 
+def call_torch(tx, fn, *args, **kwargs) -> VariableTracker:
+    """call_op of `fn` with Python values among the arguments wrapped as constants."""
+    wrap = lambda v: v if isinstance(v, VariableTracker) else ConstantVariable(v)  # noqa: E731
+    return call_op(tx, fn, [wrap(a) for a in args], {k: wrap(v) for k, v in kwargs.items()})
+
+
 def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> VariableTracker:
     """Run `target` (a callable, or a method name on args[0] when `method`) on the examples and
     record it as a node when its result holds tensors."""

@@ -66,11 +66,11 @@ class UserObjectVariable(VariableTracker):
         if found.where is Where.CLASS and name in ("index", "count") and \
                 is_sequence_mixin(type(self.value), name):
             return SequenceMethodVariable(self, name)
-        if found.where is Where.CLASS and _mixin(found.value) is not None:
+        if found.where is Where.CLASS and mixin_of(found.value) is not None:
             # `obj.get.__func__ is Mapping.get`, as read_attribute guards any method it binds.
             tx.output.add_guard(AttrSource(AttrSource(self.source, name), "__func__"),
                                 GuardKind.ID_MATCH, found.value)
-            return MixinMethodVariable(self, _mixin(found.value), name)
+            return MixinMethodVariable(self, mixin_of(found.value), name)
         return read_attribute(tx, self, self.value, name)
 
     def special_method(self, tx, name: str):
@@ -91,8 +91,8 @@ class UserObjectVariable(VariableTracker):
         raw = type_lookup(type(self.value), "__contains__")
         if is_sequence_mixin(type(self.value), "__contains__"):
             return sequence_call(tx, self, "__contains__", [item], {}).truthy(tx)
-        if _mixin(raw) is not None:
-            return _mixin(raw)(tx, self, [item], {}).truthy(tx)
+        if mixin_of(raw) is not None:
+            return mixin_of(raw)(tx, self, [item], {}).truthy(tx)
         fn = self.special_method(tx, "__contains__")
         if fn is None:
             unsupported(f"membership test in {self} (its __contains__ is not a Python function)")
@@ -177,7 +177,7 @@ _MAPPING_MIXINS = {
 }
 
 
-def _mixin(fn):
+def mixin_of(fn):
     """The model of `fn` if it is one of Mapping's mixin methods, else None."""
     name = getattr(fn, "__name__", None)
     if name in _MAPPING_MIXINS and vars(collections.abc.Mapping).get(name) is fn:
@@ -274,7 +274,7 @@ def is_dict_subclass_object(value) -> bool:
 class DictSubclassVariable(UserObjectVariable):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         found = lookup(self.value, name)
-        if found.where is Where.CLASS and name in _DICT_READS and found.value is vars(dict)[name]:
+        if found.where is Where.CLASS and name in DICT_READS and found.value is vars(dict)[name]:
             return DictReadVariable(self, name)
         return super().var_getattr(tx, name)
 
@@ -312,7 +312,7 @@ class EnvironVariable(DictSubclassVariable):
     dict: it shares DictSubclassVariable's read protocol (`read`, DictReadVariable) only."""
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in _DICT_READS:
+        if name in DICT_READS:
             return DictReadVariable(self, name)
         return UserObjectVariable.var_getattr(self, tx, name)
 
@@ -360,7 +360,7 @@ def _dict_contains(tx, obj, args, kwargs):
     return ConstantVariable(obj.read(tx, args[0])[0])
 
 
-_DICT_READS = {"get": _dict_get, "__getitem__": _dict_getitem, "__contains__": _dict_contains}
+DICT_READS = {"get": _dict_get, "__getitem__": _dict_getitem, "__contains__": _dict_contains}
 
 
 class DictReadVariable(VariableTracker):
@@ -371,7 +371,7 @@ class DictReadVariable(VariableTracker):
         self.obj, self.name = obj, name
 
     def call_function(self, tx, args, kwargs):
-        return _DICT_READS[self.name](tx, self.obj, args, kwargs)
+        return DICT_READS[self.name](tx, self.obj, args, kwargs)
 
     def __repr__(self):
         return f"DictReadVariable({self.obj!r}.{self.name})"
