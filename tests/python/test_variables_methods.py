@@ -18,14 +18,10 @@ pytestmark = pytest.mark.torch
 
 
 def _run(fn, *args):
-    """(eager result, compiled result, graphs compiled, breaks made), stdout swallowed."""
-    cnt = CompileCounter()
-    compiled = tjc.compile(fn, backend=cnt)
-    before = tjc.stats()["graph_breaks"]
+    """(eager result, compiled result, graphs, breaks: as tjc.explain counts them), stdout swallowed."""
     with contextlib.redirect_stdout(io.StringIO()):
-        expected = fn(*args)
-        got = compiled(*args)
-    return expected, got, cnt.frame_count, tjc.stats()["graph_breaks"] - before
+        report = tjc.explain(fn)(*args)
+        return fn(*args), tjc.compile(fn)(*args), report.graph_count, report.graph_break_count
 
 
 def test_a_constant_method_folds():
