@@ -1,6 +1,10 @@
 """Wrap a real value read from the frame (with its Source) into a tracker, adding its guards.
 
-Guards added here: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
+WRAP_RULES orders the rules; each rule's maker lives in the module of the tracker it makes
+(`wrap_tensor` in tensor.py, `wrap_sequence` in containers.py, ...), so a new kind of value is one
+rule in its own module and one row here. The first rule that applies and makes a tracker wins.
+
+Guards the rules add: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
 TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` and
 DICT_TAGS for nn.Modules: the guards below a module skipped while its dicts are unchanged); for functions made inside another function (closures, lambdas: often made anew per
 call) and functools.partial objects, guards on their parts instead (`__code__` by identity, closure

@@ -2,7 +2,10 @@
 
 ClassVariable: a class read from the frame (guarded by identity) or given by type(obj); its
 attributes are read from its MRO as `Class.name` returns them (Class.forward, classmethods,
-staticmethods), each through its own source, so a replaced method fails a guard. SuperVariable:
+staticmethods), each through its own source, so a replaced method fails a guard. Calling one is
+folded for immutable torch values (torch.finfo, torch.device, torch.Size), makes the traced
+exceptions (IndexError(...)) and the modules built inside forward (built_modules.py); user
+classes build objects (new_object.py). SuperVariable:
 super(), zero-argument or explicit; the member is found by its place in type(obj).__mro__ and read
 through `L['self'].__class__.__mro__[i]`.
 """
@@ -16,8 +19,8 @@ from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lo
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
 from .base import TRACED_RAISES, VariableTracker, unsupported
-from .constant import ConstantVariable
 from .built_modules import build_module
+from .constant import ConstantVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
 
@@ -76,8 +79,7 @@ class ClassVariable(ConstantVariable):
 
     def call_function(self, tx, args, kwargs):
         # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):
-        # immutable values, folded
-        # (their arguments are constants the trace has guarded).
+        # immutable values, folded (their arguments are constants the trace has guarded).
         if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             try:
                 return ConstantVariable(self.value(*[a.as_python_constant() for a in args],
@@ -87,7 +89,7 @@ class ClassVariable(ConstantVariable):
         if self.value in TRACED_RAISES and not kwargs and \
                 all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
             return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
-        built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (nn_module.py)
+        built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (built_modules.py)
         if built is not None:
             return built
         return super().call_function(tx, args, kwargs)
