@@ -221,11 +221,11 @@ def _iter(tx, args, kwargs):
         return args[0].get_iter(tx)
     # Over a list or dict, GET_ITER's iterator: `origin` lets a graph break keep Python's own
     # iterator over the very container (tracer/__init__.py, _Rebuilder.live_iterator).
-    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else iterate(tx, args[0])
+    return args[0] if args[0].yields_lazily else iterate(tx, args[0])
 
 
 def _next(tx, args, kwargs):
-    item = args[0].next_item() if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else None
+    item = args[0].next_item() if args[0].yields_lazily else None
     if item is None:
         if len(args) > 1:
             return args[1]
