@@ -51,6 +51,9 @@ class VariableTracker:
     # Made of items produced one at a time by `next_item()` (an iterator, a generator): what
     # Python consumes item by item (list.extend) takes them so, each before the next is made.
     yields_lazily = False
+    # What `a is b` compares for two trackers of one family: their identity_object()s. Trackers of
+    # different families, or of none, are not known to be the same object (operators.is_op).
+    identity_family = None
 
     def __init__(self, source=None):
         self.source = source
@@ -133,10 +136,16 @@ class VariableTracker:
         the tracker knows it; else None."""
         return None
 
+    def identity_object(self):
+        """The real object this tracker stands for, where `identity_family` says it is known."""
+        unsupported(f"identity of {self}")
+
 
 class CallableVariable(VariableTracker):
     """A callable known while tracing (a builtin, a torch function, a pure math function); the
     subclass says what calling it does."""
+
+    identity_family = "constant"   # a class against a builtin that is one (`type(n) is int`)
 
     def __init__(self, fn, source=None):
         super().__init__(source)
@@ -152,6 +161,9 @@ class CallableVariable(VariableTracker):
         if self.source is None:
             return super().reconstruct(outputs)
         return SourceOutput(self.source)
+
+    def identity_object(self):
+        return self.as_python_constant()
 
 
 class MethodVariable(VariableTracker):

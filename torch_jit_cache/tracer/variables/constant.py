@@ -16,6 +16,8 @@ SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ell
 
 
 class ConstantVariable(VariableTracker):
+    identity_family = "constant"
+
     def __init__(self, value, source=None):
         super().__init__(source)
         if type(value) in _SYMBOLIC:   # a symbolic size must stay a node (symbolic.py)
@@ -75,6 +77,9 @@ class ConstantVariable(VariableTracker):
             *[a.as_python_constant() for a in args],
             **{k: v.as_python_constant() for k, v in kwargs.items()})
         return tx.wrap_constant(result)
+
+    def identity_object(self):
+        return self.value
 
 
 def is_immutable_torch_value(value) -> bool:

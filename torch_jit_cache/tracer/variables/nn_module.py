@@ -151,6 +151,8 @@ _BUFFER = getattr(nn, "Buffer", None)
 
 
 class NNModuleVariable(VariableTracker):
+    identity_family = "module"
+
     def __init__(self, module: nn.Module, source):
         super().__init__(source)
         self.module = module
@@ -433,6 +435,9 @@ class NNModuleVariable(VariableTracker):
     def require_guardable(self, what, name):
         # A module outside _modules: its state goes unguarded.
         unsupported(f"opaque call of {what}: module {name!r} is not a registered submodule")
+
+    def identity_object(self):
+        return self.module
 
 
 def builtin_module_owner(fn) -> type | None:

@@ -56,6 +56,8 @@ _SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "gr
 
 
 class TensorVariable(VariableTracker):
+    identity_family = "tensor"
+
     """A tensor in the graph: an fx node and the example tensor it evaluated to.
 
     A tensor read from the frame starts without a node; its placeholder is added the first time
@@ -173,6 +175,9 @@ class TensorVariable(VariableTracker):
 
     def bound_method_type(self, name):
         return type(getattr(self.example, name))  # builtin_function_or_method
+
+    def identity_object(self):
+        return self.example
 
 
 # torch's "am I being compiled / traced?" questions, answered as under torch.compile: True while
