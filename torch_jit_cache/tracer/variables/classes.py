@@ -21,6 +21,7 @@ from ...trace_result import SuperOutput
 from .base import TRACED_RAISES, VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable
+from .functions import UserMethodVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
 
@@ -47,7 +48,6 @@ def _class_member(tx, owner_var, raw, source, bind_to):
 
 
 def _bound(fn, obj):
-    from .functions import UserMethodVariable
     return UserMethodVariable(fn, obj)
 
 

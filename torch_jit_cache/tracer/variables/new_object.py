@@ -39,12 +39,12 @@ from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type
 from ...sources import AttrSource
 from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, unsupported
+from .classes import ClassVariable
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from .classes import ClassVariable
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
-from .user_object import SequenceMethodVariable, is_sequence_mixin, sequence_call, sequence_iterator
+from .user_object import SequenceMethodVariable, catching_raise, is_sequence_mixin, sequence_call, sequence_iterator
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
@@ -208,7 +208,6 @@ class NewObjectVariable(VariableTracker):
     def has_attribute(self, tx, name: str) -> bool:
         # hasattr runs the lookup (the class's __getattribute__, a property's getter) and catches
         # AttributeError.
-        from .user_object import catching_raise
         return catching_raise(tx, lambda: self.var_getattr(tx, name), TracedAttributeError)[1]
 
     def _check_plain_store(self, name: str, what: str) -> None:

@@ -21,6 +21,7 @@ import torch
 
 from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
+from .constant import ConstantVariable
 
 SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -121,7 +122,6 @@ def as_int(value, use: str) -> int:
 
 
 def _constant(value):
-    from .constant import ConstantVariable
     return ConstantVariable(value)
 
 

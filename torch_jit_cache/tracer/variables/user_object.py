@@ -37,9 +37,13 @@ import torch
 from ...attribute_lookup import Where, lookup, resolved_name, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
+from . import polyfills
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import TracedIndexError, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
+from .containers import TupleVariable
+from .functions import UserFunctionVariable
+from .operators import getitem
 
 _MISSING = object()
 
@@ -210,8 +214,6 @@ _SEQUENCE = vars(collections.abc.Sequence)
 
 
 def _sequence_polyfill(tx, name: str, obj, args, kwargs):
-    from . import polyfills
-    from .functions import UserFunctionVariable
     fn, with_item = {"__iter__": (polyfills.sequence_iter_, True),
                      "__reversed__": (polyfills.sequence_reversed_, False),
                      "__contains__": (polyfills.sequence_contains_, True),
@@ -258,8 +260,6 @@ class _SequenceItem(VariableTracker):
     """`item(seq, i)` of polyfills.sequence_iter_: (True, seq[i]), or (False, None) on IndexError."""
 
     def call_function(self, tx, args, kwargs):
-        from .containers import TupleVariable
-        from .operators import getitem
         seq, i = args
         value, found = catching_raise(tx, lambda: getitem(tx, seq, i), TracedIndexError)
         return TupleVariable([ConstantVariable(found), value if found else ConstantVariable(None)])
