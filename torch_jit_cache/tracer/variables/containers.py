@@ -7,13 +7,9 @@ object after the graph (tracer/side_effects.py, `_mutating`); returned or held a
 loaded again by its source, the caller's very object (`_reloaded`). Containers built while tracing
 (source None) are mutated freely and rebuilt from their items, once however often they are
 reached (`outputs.once`: returned twice, or held by another container, they are one object after
-the graph). Every mutation that changes what an
-iteration would yield bumps `version`. An iterator over a list is live (ListIteratorVariable:
-Python's list iterator reads the list as it is at each step), and so are reversed, enumerate and zip
-built on it (they compute each item when asked); other iterators (over a dict, a tuple, a module's
-children) hold the items read when they were made and refuse to go on, or to be rebuilt at a graph
-break, after such a change (Python's would see it, or raise). list.extend consumes an iterator item
-by item, as Python does. Every iterator knows the type of Python's (`kind`), for isinstance.
+the graph). Every mutation that changes what an iteration would yield bumps `version`, which
+the iterators over the container (iterators.py) check. list.extend consumes an iterator or a
+generator item by item (`yields_lazily`), as Python does.
 """
 from __future__ import annotations
 
