@@ -113,7 +113,7 @@ def shortest_cycle(graph: dict, component: list) -> list:
                 path = [v]
                 while parent[path[-1]] is not None:
                     path.append(parent[path[-1]])
-                return [start, *reversed(path[:-1]), start] if len(path) > 1 else [start, v, start]
+                return [start, *reversed(path[:-1]), start]   # path: v back to start
             if w in members and w not in parent:
                 parent[w] = v
                 queue.append(w)
