@@ -3,7 +3,7 @@ them: iterators.py).
 
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
-object after the graph (tracer/side_effects.py, `_mutating`); returned or held at a break, it is
+object after the graph (tracer/side_effects.py, `mutating`); returned or held at a break, it is
 loaded again by its source, the caller's very object (`_reloaded`). Containers built while tracing
 (source None) are mutated freely and rebuilt from their items, once however often they are
 reached (`outputs.once`: returned twice, or held by another container, they are one object after
@@ -30,7 +30,7 @@ def _reloaded(container):
     """The spec of a list or dict the trace read from the frame: its source, loaded again after
     the graph, so the caller gets its very object back, as eager does (a copy rebuilt from its
     items has equal contents, but a mutation through one does not show through the other). It
-    is the object the trace saw: every change the trace made to it was recorded (`_mutating`)
+    is the object the trace saw: every change the trace made to it was recorded (`mutating`)
     and, with a side effect recorded, the return is rebuilt by `_Rebuilder`, which replays the
     change on it before loading it (tracer/__init__.py). Loading
     a source needs no guard that reading it did not (its type and length, keys, items are
@@ -126,7 +126,7 @@ class ListVariable(BaseListVariable):
     def reconstruct(self, outputs):
         return _reloaded(self) if self.source is not None else super().reconstruct(outputs)
 
-    def _mutating(self, tx):
+    def mutating(self, tx):
         """Called before each mutation (side_effects.py records it where the list has a source)."""
         tx.output.side_effects.mutate_container(self, EffectKind.SET_LIST)
         self.version += 1
@@ -137,14 +137,14 @@ class ListVariable(BaseListVariable):
             unsupported("list slice assignment")
         if not -len(self.items) <= k < len(self.items):
             unsupported(f"IndexError: list assignment index {k} out of range")
-        self._mutating(tx)
+        self.mutating(tx)
         self.items[k] = value
 
     def delitem(self, tx, key):
         k = _index(key)
         if not isinstance(k, int) or not -len(self.items) <= k < len(self.items):
             unsupported(f"del of list index {k!r}")
-        self._mutating(tx)
+        self.mutating(tx)
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -159,12 +159,12 @@ class ListVariable(BaseListVariable):
                 # An iterator is consumed item by item, each appended before the next is asked
                 # for (list.extend's loop): a map or generator over the list itself sees them.
                 while (item := args[0].next_item()) is not None:
-                    self._mutating(tx)
+                    self.mutating(tx)
                     self.items.append(item)
                 return ConstantVariable(None)
             if name == "extend":
                 new_items = args[0].unpack(tx)   # before the list changes (xs.extend(xs))
-            self._mutating(tx)
+            self.mutating(tx)
             if name == "append":
                 self.items.append(args[0])
             elif name == "extend":
@@ -195,7 +195,7 @@ class DictVariable(VariableTracker):
         super().__init__(source)
         self.items = dict(items)
 
-    def _mutating(self, tx, keys_change: bool = True):
+    def mutating(self, tx, keys_change: bool = True):
         """Called before each mutation (side_effects.py records it where the dict has a source)."""
         tx.output.side_effects.mutate_container(self, EffectKind.SET_DICT)
         if keys_change:   # a new value for an existing key leaves an iteration over the dict alone
@@ -233,14 +233,14 @@ class DictVariable(VariableTracker):
 
     def setitem(self, tx, key, value):
         k = _index(key)
-        self._mutating(tx, keys_change=k not in self.items)
+        self.mutating(tx, keys_change=k not in self.items)
         self.items[k] = value
 
     def delitem(self, tx, key):
         k = _index(key)
         if k not in self.items:
             unsupported(f"KeyError {k!r}")
-        self._mutating(tx)
+        self.mutating(tx)
         del self.items[k]
 
     def var_getattr(self, tx, name):
@@ -266,13 +266,13 @@ class DictVariable(VariableTracker):
                 unsupported("dict.update from a non-dict")
             new = dict(other.items) if other is not None else {}
             new.update(kwargs)
-            self._mutating(tx, keys_change=not new.keys() <= self.items.keys())
+            self.mutating(tx, keys_change=not new.keys() <= self.items.keys())
             self.items.update(new)
             return ConstantVariable(None)
         if name == "pop":
             k = _index(args[0])
             if k in self.items:
-                self._mutating(tx)
+                self.mutating(tx)
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
@@ -281,10 +281,10 @@ class DictVariable(VariableTracker):
             k = _index(args[0])
             if k in self.items:
                 return self.items[k]
-            self._mutating(tx)
+            self.mutating(tx)
             return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name == "clear" and not args:
-            self._mutating(tx)
+            self.mutating(tx)
             self.items.clear()
             return ConstantVariable(None)
         if name == "__setitem__":

@@ -50,7 +50,7 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
             return a
         if base == "*" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
             if symbol == "*=":  # in place: every other name bound to the list sees it
-                a._mutating(tx)
+                a.mutating(tx)
                 a.items[:] = a.items * b.as_python_constant()
                 return a
             return type(a)(a.items * b.as_python_constant())
