@@ -54,6 +54,9 @@ class VariableTracker:
     # What `a is b` compares for two trackers of one family: their identity_object()s. Trackers of
     # different families, or of none, are not known to be the same object (operators.is_op).
     identity_family = None
+    # A mutable object the builder guards by type, not identity (a plain user object, a list, a
+    # dict): side_effects.py is told of every one reached, to keep its mutation sound.
+    guarded_by_type = False
 
     def __init__(self, source=None):
         self.source = source

@@ -34,7 +34,7 @@ from . import builtins as builtin_rules
 from . import constant, containers, contexts, functions, new_object, nn_module, opaque, symbolic, tensor, user_object
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value
-from .containers import DictVariable, ListVariable, TupleVariable
+from .containers import ListVariable, TupleVariable
 from .distributed import wrap_distributed
 from .sets import SetVariable
 from .user_object import DictSubclassVariable, EnvironVariable, UserObjectVariable
@@ -120,8 +120,7 @@ def wrap(tx, value, source, guard: bool = True):
     vt = _wrap(tx, value, source, guard and source is not None)
     if source is not None:
         out.by_source[source] = vt
-        if isinstance(vt, (UserObjectVariable, ListVariable, DictVariable)):
-            # Guarded by type, not identity: side_effects.py keeps mutation of such objects sound.
+        if vt.guarded_by_type:
             out.side_effects.reached(value, vt)
     return vt
 

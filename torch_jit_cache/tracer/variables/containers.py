@@ -120,6 +120,7 @@ class TupleVariable(BaseListVariable):
 
 class ListVariable(BaseListVariable):
     kind = list
+    guarded_by_type = True
 
     version = 0
 
@@ -188,6 +189,8 @@ class ListVariable(BaseListVariable):
 
 class DictVariable(VariableTracker):
     """A dict with constant keys; `items` maps each Python key to a tracker, in order."""
+
+    guarded_by_type = True
 
     version = 0
 

@@ -58,6 +58,8 @@ def is_plain_user_object(value) -> bool:
 
 
 class UserObjectVariable(VariableTracker):
+    guarded_by_type = True
+
     def __init__(self, value, source):
         super().__init__(source)
         self.value = value
