@@ -9,12 +9,9 @@ Rebuilder raises GeneratorAtBreak, and the graph-break driver moves the cut.
 """
 from __future__ import annotations
 
-from ..trace_result import AttrOutput, FunctionOutput, GraphOutput, IterOutput, SourceOutput, Unsupported, walk
+from ..trace_result import FunctionOutput, GraphOutput, IterOutput, SourceOutput, Unsupported, walk
 from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
-from .variables.constant import BoundConstantMethod
-from .variables.containers import _MethodOf
 from .variables.generators import GeneratorVariable
-from .variables.tensor import TensorMethodVariable
 
 __all__ = ["GraphOutputs", "Rebuilder", "GeneratorAtBreak", "once", "return_state"]
 
@@ -138,10 +135,6 @@ class Rebuilder:
             if id(v) in self.iterated:
                 raise Unsupported("a loop over a container reached again at the break")
             self.containers.add(id(v))
-        if isinstance(v, TensorMethodVariable):   # a method loaded, not called yet
-            return self.once(v, lambda: AttrOutput(self(v.tensor), v.name))
-        if isinstance(v, (_MethodOf, BoundConstantMethod)):
-            return self.once(v, lambda: AttrOutput(self(v.obj), v.name))
         if isinstance(v, GeneratorVariable):
             raise GeneratorAtBreak(None)   # the driver moves the cut (generators.py)
         if isinstance(v, IteratorVariable):

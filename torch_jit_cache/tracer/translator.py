@@ -188,6 +188,9 @@ class InstructionTranslator:
     def wrap(self, value, source, guard: bool = True):
         return variables.wrap(self, value, source, guard)
 
+    def wrap_constant(self, value):
+        return variables.wrap_constant(value)
+
     def call(self, fn, args: list, kwargs: dict):
         if fn is self.NULL:
             unsupported("call of NULL (tracer bug)")
