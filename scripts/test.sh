@@ -62,7 +62,8 @@ LANE=0-setup         # the file the next record goes to
 record() {
   local passed=${5:-0} failed=${6:-0} skipped=${7:-0} bad=0
   case $2 in PASS|SKIP|NO-TESTS) ;; *) bad=1; ((failed == 0)) && failed=1 ;; esac
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$passed" "$failed" "$skipped" "$bad" \
+  # '|' separates the fields: a whitespace IFS would merge an empty COUNTS with its neighbours.
+  printf '%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$passed" "$failed" "$skipped" "$bad" \
     >>"$SUMMARY_DIR/$LANE"
 }
 
@@ -105,7 +106,7 @@ finish() {
   say "summary ($((SECONDS - START))s in all):"
   local name status counts seconds passed failed skipped bad failures=0
   local total_passed=0 total_failed=0 total_skipped=0
-  while IFS=$'\t' read -r name status counts seconds passed failed skipped bad; do
+  while IFS='|' read -r name status counts seconds passed failed skipped bad; do
     say "  $(printf '%-22s %-8s %-40s %5ss' "$name" "$status" "$counts" "$seconds")"
     failures=$((failures + bad)) total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed)) total_skipped=$((total_skipped + skipped))
