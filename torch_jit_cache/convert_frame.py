@@ -36,7 +36,7 @@ def _output_sources(spec):
 def _failure_text(e: BaseException, text: str) -> str:
     """`text`, after dropping the tracebacks of `e` and its chain: an exception object can outlive
     the failure (a backend that keeps and re-raises its error), and its traceback would keep the
-    frames of this compile, and the user's arguments in them, alive (seed 000)."""
+    frames of this compile, and the user's arguments in them, alive until gc."""
     drop_tracebacks(e)
     return text
 
@@ -144,7 +144,7 @@ class FrameCompiler:
             return reason  # the GuardedCode, or SKIP for a trace without tensor work
         # Raised or logged here, after the failure's handler has ended: the failure's traceback
         # holds the tracer's frames, and through them example tensors and the user's values; a
-        # FullGraphError raised inside the handler would carry it as __context__ (seed 000).
+        # FullGraphError raised inside the handler would carry it as __context__.
         COUNTERS["unsupported"] += 1
         if self.fullgraph:
             raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {reason}")
@@ -285,7 +285,7 @@ class FrameCompiler:
         # fx links the graph back to its GraphModule, a cycle only the collector frees; the
         # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
         # them the modules' parameters, which must go when the entry does, by reference
-        # counting (seed 001). Nothing needs the link once the backend is done.
+        # counting, never by the collector. Nothing needs the link once the backend is done.
         result.graph.graph.owning_module = None
         return compiled
 
@@ -410,7 +410,7 @@ def _check_reachable(frame, result, rewritten: _RewrittenSources) -> None:
 def _shape_guards_after_backend(result, rewriter):
     """The backend may have specialised sizes while it compiled (inductor): the guards come from
     the ShapeEnv as it stands now, or the entry would serve sizes the compiled code was not made for
-    (issue 20: a conv compiled for 96 channels run with 240). A binding it added reads a source
+    (a conv compiled for 96 channels run with 240). A binding it added reads a source
     checked before. The ShapeEnv is released once read."""
     from . import tracer
 

@@ -15,8 +15,8 @@ What must stay true of the decoded form:
 - The tracer's stack is the interpreter's stack. A raw instruction becomes one or more `Inst`s whose
   combined stack effect is exactly the raw instruction's (BINARY_SLICE is BUILD_SLICE 2 then
   BINARY_SUBSCR; 3.12's END_FOR is two POP_TOPs), so at every raw-instruction boundary (`Inst.first`)
-  the tracked stack and locals match what CPython would hold there. A graph break (issue 10) cuts
-  at those boundaries only.
+  the tracked stack and locals match what CPython would hold there. A graph break cuts at those
+  boundaries only.
 - Where a version puts NULL differs (3.11/3.12: `[NULL, callable, args]`; 3.13: `[callable, NULL,
   args]`): decoding keeps the version's order (PUSH_NULL before or after LOAD_GLOBAL), and the call
   handlers read `FACTS.null_before_callable`.

@@ -66,7 +66,7 @@ before the break is cast again after it).
 A raise (RAISE_VARARGS) is cut with no target: the transformed code runs it after the graph and no
 resume function follows. Nothing the transformed code or a resume function keeps in a local may be
 the exception (exception -> traceback -> frame -> exception keeps every local of the frames it
-passed alive until gc: seed 000): the break code deletes its temporaries before the instruction
+passed alive until gc): the break code deletes its temporaries before the instruction
 runs and before the resume call, and a resume function's prologue deletes its stack arguments.
 
 What may not be cut here, and falls back to running the whole frame uncompiled (never a wrong

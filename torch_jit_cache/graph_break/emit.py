@@ -83,7 +83,7 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
     # From here on the frame holds what the original would: its locals. A temporary or a resume
     # code's stack argument still bound when the instruction raises, or when a raise leaves the
     # resume function, would keep its object alive with the traceback, and an exception among
-    # them would reach itself through it (a cycle only gc frees: seed 000).
+    # them would reach itself through it (a cycle only gc frees).
     kept = set(carried_temps) | set(local_temps.values()) | set(switch.exits if switch else ())
     em.clear([n for n in em.temps_made if n not in kept] + list(stack_args(em.original)))
     # The instruction itself, at its own line (a user exception raised by it points there).

@@ -130,7 +130,7 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     elif instr.name == "RAISE_VARARGS":
         # A raise ends the frame: the transformed code raises it after the graph, and no resume
         # function follows, so no frame holds the exception in a local (exception -> traceback ->
-        # frame -> exception would keep the frame's arguments alive until gc: seed 000).
+        # frame -> exception would keep the frame's arguments alive until gc).
         jump, consumed, pushed, targets = None, instr.arg, (), ()
     elif instr.name in _BREAKABLE or inst.op == "LOAD_ATTR":   # LOAD_ATTR: never the method form
         jump = None

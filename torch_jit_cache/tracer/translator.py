@@ -143,7 +143,7 @@ class InstructionTranslator:
     def global_resolver(self):
         """How this frame's globals are named as sources, as a callable (tx, name) that does not
         hold the translator: a function made here keeps it, and a translator held by a function
-        its own locals hold would be a cycle, keeping every traced value until gc (seed 000)."""
+        its own locals hold would be a cycle, keeping every traced value until gc."""
         return self._global_source or _frame_global_source
 
     def _root_global(self, name) -> bool:
@@ -284,7 +284,7 @@ class InstructionTranslator:
             raise located from e.__cause__
         finally:
             # The exception's traceback holds this frame: dropping our names for it breaks the
-            # exception <-> frame cycle that would keep every traced value alive until gc (seed 000).
+            # exception <-> frame cycle that would keep every traced value alive until gc.
             e = located = None
 
     @staticmethod
