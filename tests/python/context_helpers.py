@@ -1,6 +1,7 @@
-"""Shared by the grad-mode and autocast tests: run a function eagerly and compiled on copies of
-the same inputs and compare what a context manager can change. Imports torch: import it after
-`pytest.importorskip("torch")`."""
+"""Shared by the tests that run a function eagerly and compiled and compare: on copies of the same
+inputs, what a context manager can change (the grad-mode and autocast tests), a compiled function's
+counters (CompiledCalls), and a result's structure and values (compiled_like_eager). Imports torch:
+import it after `pytest.importorskip("torch")`."""
 import contextlib
 import io
 import weakref
@@ -107,3 +108,34 @@ class CompiledCalls:
 
 def same_exactly(a, b):
     torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def assert_same_structure(got, expected):
+    """Equal as eager's result: the same container types and keys all the way down, tensors close
+    (values, dtype), everything else ==."""
+    assert type(got) is type(expected), (type(got), type(expected))
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert_same_structure(g, e)
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected)
+        for k in expected:
+            assert_same_structure(got[k], expected[k])
+    else:
+        assert got == expected
+
+
+def compiled_like_eager(fn, *args, graphs=1, breaks=0):
+    """Call `fn` eagerly, then compiled twice (the compiling call and a cache hit), on the same
+    arguments: each result must equal eager's (assert_same_structure) and the compile must have
+    made `graphs` graphs with `breaks` graph breaks and no frame run uncompiled. Returns the result."""
+    expected = fn(*args)
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        got = calls(*args)
+        assert_same_structure(got, expected)
+    calls.check(graphs=graphs, breaks=breaks, recompiles=0)
+    return got
