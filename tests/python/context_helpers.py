@@ -110,6 +110,12 @@ def same_exactly(a, b):
     torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def explain_counts(fn, *args):
+    """One run of `fn(*args)` under tjc.explain: (graph count, graph-break count, fallbacks)."""
+    rep = tjc.explain(fn)(*args)
+    return rep.graph_count, rep.graph_break_count, rep.fallbacks
+
+
 def assert_same_structure(got, expected):
     """Equal as eager's result: the same container types and keys all the way down, tensors close
     (values, dtype), everything else ==."""
