@@ -1,7 +1,7 @@
 """Shared by the tests that run a function eagerly and compiled and compare: on copies of the same
-inputs, what a context manager can change (the grad-mode and autocast tests), a compiled function's
-counters (CompiledCalls), and a result's structure and values (compiled_like_eager). Imports torch:
-import it after `pytest.importorskip("torch")`."""
+inputs, what a context manager can change (the grad-mode and autocast tests); a compiled function's
+counters (CompiledCalls); a result's structure and values (assert_same, compiled_like_eager).
+Imports torch: import it after `pytest.importorskip("torch")`."""
 import contextlib
 import io
 import weakref
@@ -116,32 +116,33 @@ def explain_counts(fn, *args):
     return rep.graph_count, rep.graph_break_count, rep.fallbacks
 
 
-def assert_same_structure(got, expected):
-    """Equal as eager's result: the same container types and keys all the way down, tensors close
-    (values, dtype), everything else ==."""
-    assert type(got) is type(expected), (type(got), type(expected))
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(got, expected)
-    elif isinstance(expected, (list, tuple)):
-        assert len(got) == len(expected)
-        for g, e in zip(got, expected):
-            assert_same_structure(g, e)
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected)
-        for k in expected:
-            assert_same_structure(got[k], expected[k])
+def assert_same(a, b):
+    """Equal as eager's result: tensors close, sequences and dicts element by element (keys in the
+    same order), anything else of the same type and ==."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor)
+        torch.testing.assert_close(a, b)
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            assert_same(a[k], b[k])
     else:
-        assert got == expected
+        assert type(a) is type(b) and a == b
 
 
 def compiled_like_eager(fn, *args, graphs=1, breaks=0):
     """Call `fn` eagerly, then compiled twice (the compiling call and a cache hit), on the same
-    arguments: each result must equal eager's (assert_same_structure) and the compile must have
+    arguments: each result must be of eager's type and equal it (assert_same), and the compile must have
     made `graphs` graphs with `breaks` graph breaks and no frame run uncompiled. Returns the result."""
     expected = fn(*args)
     calls = CompiledCalls(fn)
     for _ in range(2):
         got = calls(*args)
-        assert_same_structure(got, expected)
+        assert type(got) is type(expected)
+        assert_same(got, expected)
     calls.check(graphs=graphs, breaks=breaks, recompiles=0)
     return got

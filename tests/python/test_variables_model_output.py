@@ -17,7 +17,7 @@ generic = pytest.importorskip("transformers.utils.generic")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
-from context_helpers import assert_same_structure, compiled_like_eager  # noqa: E402
+from context_helpers import assert_same, compiled_like_eager  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -57,4 +57,4 @@ def test_the_returned_output_is_a_new_object_per_call():
     x = torch.randn(2, 3)
     a, b = compiled(x), compiled(x)
     assert a is not b and type(a) is Out
-    assert_same_structure(dict(a), dict(_returns_the_output(x)))
+    assert_same(dict(a), dict(_returns_the_output(x)))
