@@ -1,4 +1,10 @@
-"""Shared pytest set-up for tests/python.
+"""Shared pytest set-up for tests/python and its scenarios/ folder.
+
+Layout: a module's tests are `test_<module>.py` here (`test_variables_<module>.py` for
+tracer/variables/); end-to-end suites over models and programs are under scenarios/. The shared
+helpers (jit_helpers.py, context_helpers.py) live here and are imported by name from both folders:
+this file puts its own folder on sys.path, as pytest's default import mode does only for the
+folder of the test file being imported.
 
 The `torch` marker (declared in pyproject.toml) labels tests that need PyTorch. Every environment of
 scripts/setup.sh (.venv, .venv-3.12, .venv-3.13) has torch 2.13.0 and runs them all; they are skipped
@@ -12,6 +18,8 @@ torch at the top should read:
 """
 import importlib.util
 import logging
+import os
+import sys
 
 import pytest
 
@@ -19,11 +27,16 @@ from torch_jit_cache.testing import pytest_plugin
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
+_HELPERS = os.path.dirname(os.path.abspath(__file__))
+if _HELPERS not in sys.path:
+    sys.path.insert(0, _HELPERS)
+
 # pytest attaches its log-capture handlers to every logger, torch's structured-trace logger
 # (torch.__trace) included, and torch builds a record (with a payload) for every tensor a trace
 # converts to a fake tensor once that logger has a handler; pytest keeps the records until the test
-# ends (36 MB over test_seed_scenarios' 100 compiles). Outside pytest the logger has no handler and
-# torch builds nothing. Off for the tests: the log is torch's, for its own tlparse tool.
+# ends (36 MB over the 100 compiles of scenarios/test_compiled_lifetimes.py). Outside pytest the
+# logger has no handler and torch builds nothing. Off for the tests: the log is torch's, for its
+# own tlparse tool.
 logging.getLogger("torch.__trace").disabled = True
 
 # `pytest --refleaks`: where the package is installed (.venv, by scripts/setup.sh) pytest loads the
@@ -87,7 +100,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# Issue 4: once every cache is dropped, no C++ cache entry or guard-tree node may be left. A leaked
+# Once every cache is dropped, no C++ cache entry or guard-tree node may be left. A leaked
 # C++ object can hold no Python reference at all, so only the runtime's own counters can see it.
 def pytest_sessionfinish(session, exitstatus):
     import gc

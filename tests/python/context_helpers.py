@@ -1,6 +1,7 @@
-"""Shared by the grad-mode and autocast tests: run a function eagerly and compiled on copies of
-the same inputs and compare what a context manager can change. Imports torch: import it after
-`pytest.importorskip("torch")`."""
+"""Shared by the tests that run a function eagerly and compiled and compare: on copies of the same
+inputs, what a context manager can change (the grad-mode and autocast tests); a compiled function's
+counters (CompiledCalls); a result's structure and values (assert_same, compiled_like_eager).
+Imports torch: import it after `pytest.importorskip("torch")`."""
 import contextlib
 import io
 import weakref
@@ -107,3 +108,41 @@ class CompiledCalls:
 
 def same_exactly(a, b):
     torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def explain_counts(fn, *args):
+    """One run of `fn(*args)` under tjc.explain: (graph count, graph-break count, fallbacks)."""
+    rep = tjc.explain(fn)(*args)
+    return rep.graph_count, rep.graph_break_count, rep.fallbacks
+
+
+def assert_same(a, b):
+    """Equal as eager's result: tensors close, sequences and dicts element by element (keys in the
+    same order), anything else of the same type and ==."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor)
+        torch.testing.assert_close(a, b)
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            assert_same(a[k], b[k])
+    else:
+        assert type(a) is type(b) and a == b
+
+
+def compiled_like_eager(fn, *args, graphs=1, breaks=0):
+    """Call `fn` eagerly, then compiled twice (the compiling call and a cache hit), on the same
+    arguments: each result must be of eager's type and equal it (assert_same), and the compile must have
+    made `graphs` graphs with `breaks` graph breaks and no frame run uncompiled. Returns the result."""
+    expected = fn(*args)
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        got = calls(*args)
+        assert type(got) is type(expected)
+        assert_same(got, expected)
+    calls.check(graphs=graphs, breaks=breaks, recompiles=0)
+    return got

@@ -1,4 +1,4 @@
-"""Backend specialisations are guards (issue 20).
+"""Backend specialisations are guards.
 
 convert_frame.py builds an entry's shape guards from the trace's ShapeEnv after the backend
 compiled: a backend that compiles symbolically may specialise a size while it compiles (inductor

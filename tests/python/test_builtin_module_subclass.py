@@ -1,4 +1,4 @@
-"""Issue 20: a subclass of a built-in module whose forward calls super().forward (HuggingFace BART's
+"""A subclass of a built-in module whose forward calls super().forward (HuggingFace BART's
 BartLearnedPositionalEmbedding is an nn.Embedding). The built-in forward is traced as the plain
 module's is (one op of the graph, its parameters graph inputs), so gradients reach every parameter
 on every entry, whatever the backend; a built-in forward the tracer does not know is a graph break

@@ -1,4 +1,4 @@
-"""Issue 8, points 2 and 5: each compile() call owns its cache; identical module instances each get
+"""Each compile() call owns its cache; identical module instances each get
 the full cache limit (counted per object guarded by identity) and all run compiled.
 
 The runtime-level tests need no torch: a plain callback shares one owner; a callback carrying a
@@ -250,8 +250,8 @@ def test_twelve_identical_blocks_called_from_an_uncompiled_caller_all_run_compil
             self.blocks = nn.ModuleList(Block() for _ in range(12))
 
         def forward(self, x):
-            # Data-dependent, and inside a try block where no graph break is made (issue 10's first
-            # cut): this frame falls back, each block compiles alone.
+            # Data-dependent, and inside a try block where no graph break is made: this frame
+            # falls back, each block compiles alone.
             try:
                 if x.sum() > -1e9:
                     for block in self.blocks:

@@ -584,7 +584,7 @@ def test_sgd_loop_trains_to_the_same_weights():
 
 def test_unsupported_code_runs_correctly_and_is_counted(caplog):
     def data_dependent(x):
-        try:   # no graph break inside a try block (issue 10's first cut): the frame falls back
+        try:   # no graph break is made inside a try block: the frame falls back
             if x.sum() > 0:
                 return x + 1
             return x - 1
@@ -789,7 +789,7 @@ def test_compiled_methods_and_bound_methods():
     assert cnt.frame_count == 2
     other = Scaler(5.0)
     assert same(tjc.compile(other.apply, backend=cnt)(x), x * 5.0 + 1)
-    assert cnt.frame_count == 3, "another compile() call owns its own cache (issue 8)"
+    assert cnt.frame_count == 3, "another compile() call owns its own cache"
     unbound = tjc.compile(Scaler.apply, backend=cnt)
     assert same(unbound(s, x), x * 5.0 + 1) and same(unbound(other, x), x * 5.0 + 1)
     assert cnt.frame_count == 4, "within one compile(), another instance with the same values hits the same entry"
@@ -838,7 +838,7 @@ def test_tjc_log_prints_graph_guards_bytecode_and_recompiles(capsys):
 def test_tjc_log_fallbacks_prints_every_fallback_with_its_reason(capsys):
     from torch_jit_cache import log
 
-    # Inside try blocks, where no graph break is made (issue 10's first cut): both fall back.
+    # Inside try blocks, where no graph break is made: both fall back.
     def first(x):
         try:
             print("", end="")

@@ -1,4 +1,4 @@
-"""Issue 8, point 8: two threads that miss the same code for the same owner at once compile it
+"""Two threads that miss the same code for the same owner at once compile it
 once; the others wait without holding the GIL, then run its entry. A compile that raises wakes
 them (they compile themselves); a thread never waits for its own compile.
 

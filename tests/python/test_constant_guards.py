@@ -1,4 +1,4 @@
-"""torch's immutable constants read from the frame are guarded by identity or value (issue 20).
+"""torch's immutable constants read from the frame are guarded by identity or value.
 
 tracer/variables/builder.py + guards.py: a torch.dtype, torch.layout or torch.memory_format cannot
 be weakly referenced, so ID_MATCH holds it strongly (it lives as long as the process); a

@@ -1,5 +1,5 @@
-"""convert_frame: what the cache-miss callback decides for frames that do no tensor work (issue 8,
-point 3: they run their original code, never an entry per value, never a cache-limit warning)."""
+"""convert_frame: what the cache-miss callback decides for frames that do no tensor work (they run
+their original code, never an entry per value, never a cache-limit warning)."""
 import itertools
 import warnings
 import weakref
@@ -139,7 +139,7 @@ def layer(x):
 
 
 def wrapper(x):
-    try:   # no graph break inside a try block (issue 10's first cut)
+    try:   # no graph break is made inside a try block
         return list(itertools.starmap(layer, [(x,)]))[0]  # falls back; the layer below it compiles
     finally:
         pass
@@ -190,7 +190,7 @@ def test_a_user_backends_callable_runs_with_interception_off():
     assert tjc.stats()["graphs"] == 1
 
 
-# -- interrupted compiles and the reasons fallbacks give (issue 20) ----------------------------
+# -- interrupted compiles and the reasons fallbacks give -------------------------------------
 
 def _plus_one(x):
     return x + 1

@@ -1,4 +1,4 @@
-"""The tracer captures the same graphs on Python 3.11, 3.12 and 3.13 (issue 9).
+"""The tracer captures the same graphs on Python 3.11, 3.12 and 3.13.
 
 Each case below is compiled with a recording backend and called twice. The test checks that the
 results equal eager, that exactly the expected number of graphs was compiled with no fallback and

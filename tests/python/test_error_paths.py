@@ -1,6 +1,6 @@
 """Error paths of compiled frames (graph_break.py, codegen.py): an exception leaving a compiled
-frame frees what eager frees, at once, with the collector off (seed 000: an exception that reaches
-itself through its traceback keeps every frame's locals alive until gc.collect()).
+frame frees what eager frees, at once, with the collector off (an exception that reaches itself
+through its traceback would keep every frame's locals alive until gc.collect()).
 
 Each case runs a function eagerly and compiled and, with gc disabled, checks that the arguments and
 every tensor the traceback's frames held are dead once the exception is dropped, and that the

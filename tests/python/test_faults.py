@@ -1,7 +1,7 @@
 """Faults and bad input: the runtime under errors, interrupts, recursion, resets and races.
 
-Also seed 000 (every error path frees the caller's arguments without the cycle collector) and
-seeds 002/003 (introspection wrappers that outlive what they describe).
+Also: every error path frees the caller's arguments without the cycle collector, and introspection
+wrappers that outlive what they describe fail cleanly instead of reading freed memory.
 
 Torch-free (3.11, 3.12, 3.13) except the tests marked `torch`, which import torch inside.
 """
@@ -83,7 +83,7 @@ def assert_runtime_usable():
     assert sys.exc_info() == (None, None, None)
 
 
-# --- seed 000: error paths free the caller's arguments without gc.collect() ---
+# --- error paths free the caller's arguments without gc.collect() ---
 
 def _user_raises(p, x):
     if x == 1:
@@ -323,7 +323,7 @@ def test_reset_from_another_thread_while_a_compiled_frame_is_parked_inside():
 
 
 def test_two_threads_missing_the_same_cache_at_once():
-    # Issue 8, point 8: one thread compiles; the other waits (without the GIL) and uses its entry.
+    # One thread compiles; the other waits (without the GIL) and uses its entry.
     def f(p, x):
         return x + 1
 
@@ -375,7 +375,7 @@ def test_two_threads_missing_the_same_cache_at_once():
     assert_runtime_usable()
 
 
-# --- seeds 002 / 003: wrappers that outlive what they describe ---
+# --- wrappers that outlive what they describe ---
 
 def test_stale_cache_entry_and_guard_manager_wrappers_never_revive():
     class Obj:

@@ -1,6 +1,6 @@
 """Closures, lambdas and functools.partial objects made per call are guarded by what the trace
 relied on (code, closure contents, defaults, globals, partial's func/args/keywords), not by the
-identity of a short-lived object (issue 8, point 4)."""
+identity of a short-lived object."""
 import builtins
 import functools
 import logging

@@ -1,4 +1,4 @@
-"""Grad-mode context managers in traced code (issues 10 and 11): `with torch.no_grad()`,
+"""Grad-mode context managers in traced code: `with torch.no_grad()`,
 `torch.enable_grad()`, `torch.set_grad_enabled(flag)`, methods decorated with `@torch.no_grad()`,
 and graph breaks inside such blocks. Compared with eager: values, `requires_grad` of the results,
 gradients, `torch.is_grad_enabled()` after the call, and the number of graphs and breaks."""

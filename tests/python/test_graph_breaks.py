@@ -1,4 +1,4 @@
-"""Graph breaks (issue 10): the frame is compiled up to an unsupported instruction, which
+"""Graph breaks: the frame is compiled up to an unsupported instruction, which
 runs as bytecode, and a resume function carries on. Compared with eager: values, gradients, and
 the number of graphs and breaks."""
 import io
@@ -519,7 +519,7 @@ def test_a_method_using_super_breaks_instead_of_falling_back():
     m = _UsesSuper()
     assert m.forward.__code__.co_freevars == ("__class__",)
     before = tjc.stats()["fallbacks"]
-    # super() is traced (issue 11; 3.11 calls super(), 3.12+ load super().forward in one
+    # super() is traced (3.11 calls super(), 3.12+ load super().forward in one
     # LOAD_SUPER_ATTR): the print is the one break. The resume function finds `self` as its first
     # argument, as zero-argument super() needs.
     breaks = 1

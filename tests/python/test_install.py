@@ -1,5 +1,5 @@
 """The set-up's .venv has the package installed: a user's script in any folder imports it, and pytest
-run in any project that uses the venv has --refleaks (issue 7). scripts/check_install.sh checks the
+run in any project that uses the venv has --refleaks. scripts/check_install.sh checks the
 other installs (pip install of the checkout, a wheel in a fresh venv)."""
 import os
 import subprocess

@@ -1,5 +1,5 @@
 """SKIP_TREE_IF_QUIET: a code that runs uncompiled takes the frames it calls along, with the hook
-off, once two of its runs compiled nothing and hit no entry (issue 8, point 3: with the hook
+off, once two of its runs compiled nothing and hit no entry (why: with the hook
 installed, 3.11 does not inline Python calls, and pure-Python work inside a compiled call ran
 25-50% slower than eager). Torch-free: runs on 3.11, 3.12 and 3.13."""
 import sys

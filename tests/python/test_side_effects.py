@@ -1,4 +1,4 @@
-"""Side effects (issue 10, "side effects replayed"): attribute stores on user objects and modules,
+"""Side effects replayed: attribute stores on user objects and modules,
 global stores, and mutation of lists and dicts read from the frame are recorded by the tracer and
 replayed by the transformed code after the graph, in program order (tracer/side_effects.py).
 Every test compares with eager, counts graphs, and checks that no frame fell back whole."""

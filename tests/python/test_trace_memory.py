@@ -1,4 +1,4 @@
-"""Compiling a model costs no copy of its weights (issue 21): every trace runs on fake tensors.
+"""Compiling a model costs no copy of its weights: every trace runs on fake tensors.
 
 Before, a static trace ran the model on real clones of every tensor it touched, parameters
 included: the first compiled call of a model cost its parameters' size again (+407 MB for a 420 MB

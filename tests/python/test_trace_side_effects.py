@@ -1,4 +1,4 @@
-"""No Python-visible side effect happens while tracing (issue 21): the tracer never runs what the
+"""No Python-visible side effect happens while tracing: the tracer never runs what the
 graph cannot keep; such a call breaks the graph *before* it runs and then runs once, at run time.
 
 Each kind is proven by counting, eager against compiled over several calls (the first, which

@@ -1,4 +1,4 @@
-"""Objects built and mutated in the trace, as HuggingFace model code does (issue 11, "objects"):
+"""Objects built and mutated in the trace, as HuggingFace model code does:
 stores to cache objects passed in while other objects of their type are reached (the aliasing
 check, tracer/side_effects.py), mutation of the frame's own **kwargs dict, and objects the trace
 constructs. Every test compares with eager and counts graphs and breaks."""
@@ -430,7 +430,7 @@ def test_a_returned_model_output_is_not_held_by_the_entry(no_gc):
 
 
 # -- the zoo's HuggingFace models --------------------------------------------------------------
-# Reasons this part of issue 11 removes: none may be left in a zoo model's breaks or fallbacks.
+# Reasons the tracer no longer gives for objects: none may be left in a zoo model's breaks or fallbacks.
 _OBJECT_REASONS = ("while the trace also reads", "construction of",
                    "call to ConstantVariable(<class 'transformers.", "UserObjectVariable(DynamicCache", "UserObjectVariable(EncoderDecoderCache")
 

@@ -21,6 +21,8 @@ from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, GraphOutpu
                                           Unsupported)
 from torch_jit_cache.tracer import trace  # noqa: E402
 
+from context_helpers import assert_same  # noqa: E402
+
 SCALE = 3.0
 BIAS = torch.randn(4)
 FLAG = True
@@ -69,22 +71,6 @@ def run_compiled(result, f, *args, **kwargs):
     frame = frame_of(f, *args, **kwargs)
     inputs = [evaluate_source(s, *frame) for s in result.graph_inputs]
     return rebuild(result.output, result.graph(*inputs), frame)
-
-
-def assert_same(a, b):
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor)
-        torch.testing.assert_close(a, b)
-    elif isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b)
-        for x, y in zip(a, b):
-            assert_same(x, y)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for k in a:
-            assert_same(a[k], b[k])
-    else:
-        assert type(a) is type(b) and a == b
 
 
 def check(f, *arg_sets, trace_args=None):

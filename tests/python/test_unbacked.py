@@ -1,4 +1,4 @@
-"""Data-dependent values as unbacked symbols (issue 21): config.capture_scalar_outputs and
+"""Data-dependent values as unbacked symbols: config.capture_scalar_outputs and
 config.capture_dynamic_output_shape_ops (config.py), tracer/variables/value_sizes.py, tensor.py,
 symbolic.py and tracer/fake_shapes.py.
 

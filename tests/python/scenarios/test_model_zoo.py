@@ -1,4 +1,4 @@
-"""Real models compiled whole (issue 11): the zoo (torch_jit_cache/testing/models.py: nanoGPT, a
+"""Real models compiled whole: the zoo (torch_jit_cache/testing/models.py: nanoGPT, a
 torchvision-style ResNet, pytorch/examples' LSTM and Transformer language models, tiny HuggingFace
 Bert/GPT2/Llama/T5/BART from configs with random weights) compiled with tjc.compile and compared with
 eager on a training step: outputs, the gradient of every parameter, the buffers the forward updates

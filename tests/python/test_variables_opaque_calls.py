@@ -4,8 +4,8 @@ called as one node of the graph, through a proxy that shares the module's __dict
 
 Checked against eager: outputs and gradients (parameters and inputs), train and eval, graph and
 break counts; the proxy's type and shared state; guards (training, a replaced parameter, a hook
-added after compiling); lifetimes (seed 001: the module dies without gc.collect() and its entry
-is evicted). Needs torch.
+added after compiling); lifetimes (the module dies without gc.collect() and its entry is
+evicted). Needs torch.
 """
 import copy
 import warnings
@@ -305,7 +305,7 @@ def test_switching_training_and_an_attribute_recompiles():
     assert counter.frame_count == 3
 
 
-# --- lifetimes (seed 001, leak 2) -------------------------------------------------------------
+# --- lifetimes --------------------------------------------------------------------------------
 
 class _Holder(nn.Module):
     def __init__(self, inner):
@@ -317,8 +317,8 @@ class _Holder(nn.Module):
 
 
 @pytest.mark.parametrize("how", ["directly", "in a module", "by a closure"])
-def test_seed001_an_opaque_module_compiled_and_dropped_is_freed_and_its_entry_evicted(how, no_gc):
-    """torch.compile's leak 2: a built-in module compiled without inlining stayed alive through
+def test_an_opaque_module_compiled_and_dropped_is_freed_and_its_entry_evicted(how, no_gc):
+    """A known torch.compile leak: a built-in module compiled without inlining stayed alive through
     the GraphModule that called it. Here the graph holds a proxy, so dropping the module frees it
     and its parameters by reference counting, and evicts its cache entry. (`directly`: the frame
     compiled is LSTM.forward itself, traced; the others call the LSTM opaquely.)"""
@@ -668,7 +668,7 @@ def test_eval_called_before_every_call_rechecks_without_recompiling():
     assert counter.frame_count == 1
 
 
-def test_seed001_an_opaque_module_with_recorded_tags_is_freed_without_gc(no_gc):
+def test_an_opaque_module_with_recorded_tags_is_freed_without_gc(no_gc):
     model = WithEncoder().eval()
     compiled = tjc.compile(model)
     with torch.no_grad():

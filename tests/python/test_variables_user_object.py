@@ -1,4 +1,4 @@
-"""Reading user objects and classes as HuggingFace model code does (issue 11, "attributes"): a
+"""Reading user objects and classes as HuggingFace model code does: a
 config whose class has a trusted __getattribute__ (transformers' PreTrainedConfig), properties,
 hasattr/getattr with a default, Mapping-style registries (`key in ALL_ATTENTION_FUNCTIONS`, `.get`),
 super(), classmethods and staticmethods, `type(self).forward`, and a function's __code__ and names.

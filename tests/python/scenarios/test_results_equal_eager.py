@@ -1,7 +1,9 @@
-"""Issue 13: cases where a compiled call gave a different result than eager, with no fallback.
+"""A compiled call gives eager's result while running compiled code: arguments bind as Python binds
+them (*args with keyword-only parameters), and what changes after compiling (a method set on an
+instance or replaced on a class, a hook, an inlined function's code) is noticed by a guard.
 
 Each test compares with eager and asserts the compiled call really ran compiled code (a graph was
-made), so a fix cannot pass by falling back."""
+made), so the case cannot pass by falling back."""
 import pytest
 
 torch = pytest.importorskip("torch")

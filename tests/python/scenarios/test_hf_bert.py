@@ -1,6 +1,6 @@
 """A tiny HuggingFace BertModel (random weights from a config, no hub access) compiled with
 tjc.compile: it produces graphs, its outputs and gradients equal eager, later calls compile nothing
-new, and every frame that still runs uncompiled is named in the log with its reason (issue 8)."""
+new, and every frame that still runs uncompiled is named in the log with its reason."""
 import logging
 
 import pytest

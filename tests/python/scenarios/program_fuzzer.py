@@ -1,8 +1,8 @@
 """A differential fuzzer: random small programs in the style of model code, compiled and run against
-eager, over calls between which the things guards must notice change (issue 13).
+eager, over calls between which the things guards must notice change.
 
-    python tests/python/program_fuzzer.py --count 2000 --seed 0     # a long run, prints a summary
-    TJC_FUZZ_COUNT=500 pytest tests/python/test_program_fuzzer.py   # the suite's test, more programs
+    python tests/python/scenarios/program_fuzzer.py --count 2000 --seed 0    # a long run, prints a summary
+    TJC_FUZZ_COUNT=500 pytest tests/python/scenarios/test_program_fuzzer.py  # the suite's test, more programs
 
 A program is source text: globals, helpers (plain, `*args` with keyword-only parameters, closure
 factories, lambdas), a user config object with attributes and a method, an nn.Module with a
@@ -14,13 +14,13 @@ tensors, of an input and of a buffer, `no_grad` blocks, branches on an input's p
 (nonzero, a boolean mask, arange to a count), `locals()`/`vars()` read after a graph break, a raise
 on a path the inputs never take, dict views read after their dict changed, lazy iterators (map,
 filter, iter, enumerate, zip) over a list that grows before they are consumed, sizes read from
-`.item()` with config.capture_scalar_outputs on (kind 17, issue 21: unbacked symbols, one graph for
+`.item()` with config.capture_scalar_outputs on (kind 17: unbacked symbols, one graph for
 every value), and a return of a tensor, tuple, list or dict. Each program is built twice from the same seed (two namespaces, two models with equal
 weights): one side runs eagerly, the other through tjc.compile. Call 1 runs both; then one or two
 changes are applied to both sides (a new batch size, another `n`, a global, an attribute, training
 mode, a patched method, a forward hook, aliased, non-contiguous, non-dense, offset or inference-mode
 inputs, requires_grad, grad mode) and calls 2 and 3 run both again. Some programs compile the
-model's blocks as child modules on the compiled side (issue 20: `blocks[i] = tjc.compile(block)`, or
+model's blocks as child modules on the compiled side (`blocks[i] = tjc.compile(block)`, or
 `tjc.compile_(block)` in place), with `f` compiled too or left eager (a compiled child inside an
 eager parent). Outputs (structure, values, dtype, requires_grad), the inputs
 after the call (mutation), the model's buffers and the config's attributes must all be equal.
@@ -241,7 +241,7 @@ class ProgramWriter:
         elif kind == 7 and not self.mutates_x:  # in-place update of an input (x never requires grad)
             self.mutates_x = True
             self.emit(f"x.mul_({round(r.uniform(0.5, 1.5), 2)})")
-        elif kind == 11:  # a branch on a property of an input the guards must pin (issue 20)
+        elif kind == 11:  # a branch on a property of an input the guards must pin
             name = self.fresh()
             cond = r.choice(["x.is_contiguous()", "not x.is_inference()", "x.stride(0) == 4",
                              "x.storage_offset() > 0", "x.is_contiguous(memory_format=torch.contiguous_format)",
@@ -263,7 +263,7 @@ class ProgramWriter:
             self.emit("with torch.no_grad():")
             self.emit(f"{name} = {self.tensor_expr()}", 1)
             self.tensors.append(name)
-        elif kind == 13:  # locals() / vars() read after a graph break (issue 20: eager's locals)
+        elif kind == 13:  # locals() / vars() read after a graph break (eager's locals)
             name = self.fresh()
             self.emit('print("", end="")')
             read = r.choice([f"locals()[{r.choice(self.tensors)!r}]", f"vars()[{r.choice(self.tensors)!r}]",
@@ -283,7 +283,7 @@ class ProgramWriter:
             self.tensors.append(self.assign())
 
     def item_size(self, rng: random.Random) -> None:
-        """Kind 17 (issue 21): a size read from a tensor's value with `.item()`, traced as an unbacked
+        """Kind 17: a size read from a tensor's value with `.item()`, traced as an unbacked
         SymInt under config.capture_scalar_outputs (the program turns it on: Program.captures). Drawn
         from its own generator and rebinding an existing tensor, so the other draws stay as they were."""
         count, name = self.fresh(), rng.choice(self.tensors)
@@ -293,7 +293,7 @@ class ProgramWriter:
         self.emit(f"{name} = {name} + {use}")
 
     def dict_view(self) -> None:
-        """A dict view taken before the dict changes, read after (live in Python: issue 20)."""
+        """A dict view taken before the dict changes, read after (live in Python)."""
         r = self.rng
         name, box, view = self.fresh(), self.fresh(), self.fresh()
         kind = r.choice(["keys", "values", "items"])
@@ -313,7 +313,7 @@ class ProgramWriter:
         self.tensors.append(name)
 
     def lazy_iterator(self) -> None:
-        """A lazy iterator over a list that grows before (or while) it is consumed (issue 20)."""
+        """A lazy iterator over a list that grows before (or while) it is consumed."""
         r = self.rng
         name, box, it = self.fresh(), self.fresh(), self.fresh()
         self.emit(f"{box} = [{self.tensor_expr()}, {self.tensor_expr()}]")

@@ -1,4 +1,4 @@
-"""An op whose output size depends on tensor values is a graph break, never a constant (issue 20).
+"""An op whose output size depends on tensor values is a graph break, never a constant.
 
 tracer/variables/value_sizes.py: `torch.arange(0, b.max())`, nonzero, unique, masked_select, a
 boolean mask, repeat_interleave with tensor repeats, a tensor slice bound are refused before they

@@ -1,5 +1,4 @@
-"""HuggingFace model code's last graph breaks (issue 11, "leftovers"), each mimicked by a synthetic
-class: a dict subclass whose Python `get` calls `super().get(str(model.__class__))`
+"""HuggingFace model code idioms traced without a graph break, each mimicked by a synthetic class: a dict subclass whose Python `get` calls `super().get(str(model.__class__))`
 (transformers' _CanRecordRegistry), `hasattr(tensor, name)`, os.environ reads. Each is compared
 with eager and counted; a guard test changes what was read (recompile, eager's answer) and a
 lifetime test drops what the cache saw."""

@@ -1,4 +1,4 @@
-"""What a trace reads of a tensor input's properties is true of the input and guarded (issue 20).
+"""What a trace reads of a tensor input's properties is true of the input and guarded.
 
 tracer/fake_shapes.py: the fake tensor a trace runs on keeps the input's strides, storage offset,
 conj/neg bits and inference-ness (FakeShapes.fakeify); a storage_offset() the trace reads is the

@@ -1,7 +1,7 @@
 """The differential fuzzer (program_fuzzer.py) at its CI count: random model-style programs compiled
 and compared with eager over calls with changes the guards must notice. TJC_FUZZ_COUNT and
-TJC_FUZZ_SEED run more or other programs; `python tests/python/program_fuzzer.py --count 2000` is the
-long run."""
+TJC_FUZZ_SEED run more or other programs; `python tests/python/scenarios/program_fuzzer.py --count 2000`
+is the long run."""
 import os
 
 import pytest

@@ -1,9 +1,13 @@
-"""The seed write-ups as tests: torch.compile's refleaks 1-4 (seed 001) and error-path cycles
-(seed 000), replayed against tjc.compile, plus a hundred models compiled and dropped.
+"""What a compile keeps alive, end to end: the four ways torch.compile is known to leak, replayed
+against tjc.compile (a guarded object's death deletes its entry and what the entry owned; no
+package-level map keeps compiled artifacts or user modules alive; COPY_FREE_VARS keeps closure
+contents' refcounts; a class with a cell-captured parameter is freed with its model), error paths
+that free the caller's arguments without the cycle collector, and a hundred models compiled and
+dropped.
 
-Needs torch; runs on 3.11, 3.12 and 3.13 (torch 2.13.0 everywhere), where the tracer must capture
-the same graphs, so every test here also pins compile-level lifetimes on the newer frame layouts
-(issue 9).
+Needs torch; runs on 3.11, 3.12 and 3.13 (torch 2.13.0 everywhere), where the tracer captures the
+same graphs (test_cross_version_graphs.py), so every test here also pins compile-level lifetimes on
+the newer frame layouts.
 """
 import ctypes
 import gc
@@ -36,9 +40,9 @@ class MLP(torch.nn.Module):
         return x
 
 
-# --- leak 1: a guarded object's death deletes its entry and what the entry owned ---
+# --- a guarded object's death deletes its entry and what the entry owned ---
 
-def test_leak1_guarded_objects_death_deletes_the_entry_and_what_it_owned(no_gc):
+def test_guarded_objects_death_deletes_the_entry_and_what_it_owned(no_gc):
     def f(m, x):
         return m(x) + 1
 
@@ -81,7 +85,7 @@ def _compiled_closure_over_a_module():
 
 @pytest.mark.parametrize("make", [_compiled_module, _compiled_closure_over_a_module],
                          ids=["module", "closure over a module"])
-def test_leak1_a_compiled_and_dropped_module_is_freed_with_its_entries(make, no_gc):
+def test_a_compiled_and_dropped_module_is_freed_with_its_entries(make, no_gc):
     """Compile, call, drop: the module and its parameters die by reference counting alone, the
     entries for it are evicted (the code object, which lives on, has none left) and the C++
     entries and guard trees are freed (the runtime's live-object counters)."""
@@ -107,7 +111,7 @@ def test_leak1_a_compiled_and_dropped_module_is_freed_with_its_entries(make, no_
     assert (now["cache_entries"], now["guard_managers"]) == (live["cache_entries"], live["guard_managers"])
 
 
-# --- leak 2: no package-level map keeps compiled artifacts or user modules alive ---
+# --- no package-level map keeps compiled artifacts or user modules alive ---
 
 def _package_roots():
     """Everything stored in torch_jit_cache's module globals (its maps, registries, caches)."""
@@ -147,7 +151,7 @@ def _reachable_from_package(targets):
     return found
 
 
-def test_leak2_no_package_global_references_a_compiled_module():
+def test_no_package_global_references_a_compiled_module():
     mod = MLP()
     cnt = CompileCounter()
     opt = tjc.compile(mod, backend=cnt)
@@ -171,7 +175,7 @@ def test_leak2_no_package_global_references_a_compiled_module():
     assert [p() for p in probes] == [None] * 4, "module, submodule, parameter and wrapper freed"
 
 
-def test_leak2_compiled_graphs_are_freed_with_their_entries():
+def test_compiled_graphs_are_freed_with_their_entries():
     """The seed's code-context map: nothing maps code to GraphModule after the entry is gone."""
     seen_graphs = []
 
@@ -189,7 +193,7 @@ def test_leak2_compiled_graphs_are_freed_with_their_entries():
     assert seen_graphs[0]() is None, "the GraphModule died with the model's cache entry"
 
 
-# --- leak 3: COPY_FREE_VARS does not leak closure contents ---
+# --- COPY_FREE_VARS does not leak closure contents ---
 
 class Plain:
     k = 3.0
@@ -258,7 +262,7 @@ def free_vars_copied_on_entry():
 
 @pytest.mark.parametrize("closure", list(CLOSURES))
 @pytest.mark.parametrize("copied", [False, True], ids=["plain", "f_locals-asked-on-entry"])
-def test_leak3_closure_contents_keep_their_refcounts_over_10000_calls(copied, closure, request):
+def test_closure_contents_keep_their_refcounts_over_10000_calls(copied, closure, request):
     if copied:
         request.getfixturevalue("free_vars_copied_on_entry")
     g, held = CLOSURES[closure]()
@@ -282,7 +286,7 @@ def test_leak3_closure_contents_keep_their_refcounts_over_10000_calls(copied, cl
     assert freed == [[True]] * len(freed)
 
 
-# --- leak 4: a class with a cell-captured parameter is freed after the model is dropped ---
+# --- a class with a cell-captured parameter is freed after the model is dropped ---
 
 def _seed_model():
     param = torch.nn.Parameter(torch.randn(10, 10))
@@ -305,14 +309,14 @@ def _seed_model():
     return ref, class_ref
 
 
-def test_leak4_cell_captured_parameter_is_freed_with_the_model():
+def test_cell_captured_parameter_is_freed_with_the_model():
     ref, class_ref = _seed_model()
     gc.collect()  # a class is always in a cycle with its own MRO
     assert class_ref() is None, "nothing caches the user's class"
     assert ref() is None, "param deleted"
 
 
-# --- seed 000: error paths free the caller's arguments without the cycle collector ---
+# --- error paths free the caller's arguments without the cycle collector ---
 
 
 def _pd(n=3):
@@ -338,7 +342,7 @@ RAISING_GRAPHS = {
 
 
 @pytest.mark.parametrize("case", list(RAISING_GRAPHS))
-def test_seed000_error_raised_inside_compiled_code_frees_the_arguments(case, no_gc):
+def test_error_path_error_raised_inside_compiled_code_frees_the_arguments(case, no_gc):
     fn, good, bad, error = RAISING_GRAPHS[case]
     cnt = CompileCounter()
     opt = tjc.compile(fn, backend=cnt)
@@ -376,12 +380,12 @@ class RaisingCfg:
 
 @pytest.mark.filterwarnings("ignore:.*reached the cache limit:RuntimeWarning")
 @pytest.mark.parametrize("bad_value", ["eq raises", "property raises"])
-def test_seed000_a_raising_guard_frees_the_arguments(bad_value, no_gc):
+def test_error_path_a_raising_guard_frees_the_arguments(bad_value, no_gc):
     def f(x, cfg):
         return x * cfg.k[0]
 
     # cache_limit=1: the failed guard does not send the call back to the tracer (that path is
-    # test_seed000_calls_that_reach_the_tracer_free_the_arguments); the original code runs.
+    # test_error_path_calls_that_reach_the_tracer_free_the_arguments); the original code runs.
     opt = tjc.compile(f, backend=CompileCounter(), cache_limit=1)
     cfg = Cfg((2.0,))
     assert torch.equal(opt(torch.ones(2), cfg)[0], torch.tensor(2.0))
@@ -402,7 +406,7 @@ def test_seed000_a_raising_guard_frees_the_arguments(bad_value, no_gc):
 
 
 def _unsupported(x):
-    try:   # no graph break inside a try block: the frame falls back (issue 10's first cut)
+    try:   # no graph break inside a try block: the frame falls back
         print("", end="")
     finally:
         pass
@@ -432,7 +436,7 @@ def _raising_backend(gm, example_inputs):
 # (fn, compile options, what the call gives: "ok" or a substring of the error it raises)
 TRACER_PATHS = {
     "compile succeeds": (_plain, {}, "ok"),
-    "backend raises": (_plain, {"backend": _raising_backend}, "ok"),  # falls back like the tracer (issue 8)
+    "backend raises": (_plain, {"backend": _raising_backend}, "ok"),  # falls back like the tracer
     "tracer fails (Unsupported, falls back)": (_unsupported, {}, "ok"),
     "tracer fails (fullgraph raises)": (_unsupported, {"fullgraph": True}, "fullgraph"),
     "tracer fails (falls back), then eager raises": (_unsupported_then_raises, {}, "inconsistent tensor size"),
@@ -440,7 +444,7 @@ TRACER_PATHS = {
 
 
 @pytest.mark.parametrize("path", list(TRACER_PATHS))
-def test_seed000_calls_that_reach_the_tracer_free_the_arguments(path, no_gc, caplog):
+def test_error_path_calls_that_reach_the_tracer_free_the_arguments(path, no_gc, caplog):
     fn, kwargs, expected = TRACER_PATHS[path]
     opt = tjc.compile(fn, **kwargs)
     x = torch.ones(3)
@@ -461,7 +465,7 @@ def test_seed000_calls_that_reach_the_tracer_free_the_arguments(path, no_gc, cap
 
 
 @pytest.mark.parametrize("path", list(TRACER_PATHS))
-def test_seed000_calls_that_reach_the_tracer_free_the_arguments_with_gc(path, caplog):
+def test_error_path_calls_that_reach_the_tracer_free_the_arguments_with_gc(path, caplog):
     """Whatever the cycle above, nothing keeps the argument alive for good."""
     fn, kwargs, expected = TRACER_PATHS[path]
     opt = tjc.compile(fn, **kwargs)

@@ -1,0 +1,121 @@
+"""tracer/variables/builtins.py through the public API: Python's builtins in traced code.
+
+The contract: a builtin on Python constants folds to eager's answer while tracing (no graph op), on
+tensors it answers only what is static (len of a tensor is its first dimension, isinstance its
+type) or becomes a graph op (abs, sum over tensors); what would need a tensor's value (float(t)),
+or has an effect outside the trace (print), is a graph break with a reason naming it, never a
+guess. Each case compares the compiled call with eager's and counts graphs and breaks.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from context_helpers import compiled_like_eager  # noqa: E402
+
+
+def _len_of_things(x, xs, d):
+    return x * len(xs) + len(d) + len(x)
+
+
+def _range_enumerate_zip(x, ws):
+    out = x
+    for i, w in enumerate(ws, start=1):
+        out = out + w * i
+    for a, b in zip(range(3), range(10, 13)):
+        out = out + a * b
+    return out
+
+
+def _isinstance_answers(x, xs):
+    return (x + 1 if isinstance(x, torch.Tensor) else x,
+            isinstance(xs, (list, tuple)), isinstance(3, bool), issubclass(bool, int))
+
+
+def _min_max_abs_sum(x, n):
+    m = max(n, 2) - min(n, 1, 0)
+    return abs(x) * m, sum([x, x * 2, x * 3]), sum(range(n))
+
+
+def _getattr_and_hasattr(x, m):
+    scale = getattr(m, "scale", 10.0)
+    missing = getattr(m, "missing", 5.0)
+    return x * scale + missing, hasattr(m, "weight"), hasattr(m, "nope")
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(3))
+        self.scale = 2.0
+
+
+def _constructors(x, n):
+    return x + int("7") + float(n), tuple([1, 2]), list((3, 4)), dict(a=1, b=n), bool(n)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_len_of_things, lambda: (torch.randn(4, 2), [1, 2, 3], {"a": 1})),
+    (_range_enumerate_zip, lambda: (torch.randn(3), [torch.randn(3), torch.randn(3)])),
+    (_isinstance_answers, lambda: (torch.randn(2), [1])),
+    (_min_max_abs_sum, lambda: (torch.randn(3), 4)),
+    (_getattr_and_hasattr, lambda: (torch.randn(3), _Scaled())),
+    (_constructors, lambda: (torch.randn(2), 3)),
+], ids=lambda v: getattr(v, "__name__", "")[1:])
+def test_builtins_fold_or_become_graph_ops_in_one_graph(fn, args):
+    compiled_like_eager(fn, *args())
+
+
+def test_builtins_on_constants_leave_no_op_in_the_graph():
+    def fold(x):
+        return x + (len("abcd") + max(3, 9) + abs(-2) + sum([1, 2]) + int(2.7))
+
+    out = tjc.explain(fold)(torch.zeros(2))
+    assert out.ops_per_graph == [["add"]], "the builtins folded to one constant"
+
+
+def test_abs_of_a_tensor_is_a_graph_op():
+    out = tjc.explain(lambda x: abs(x))(torch.randn(3))
+    assert out.ops_per_graph == [["abs"]]
+
+
+def _float_of_a_tensor(x):
+    return x * float(x.sum())
+
+
+def _print_in_the_middle(x):
+    y = x + 1
+    print("between")
+    return y * 2
+
+
+@pytest.mark.parametrize("fn, reason", [(_float_of_a_tensor, "float() of a tensor"),
+                                        (_print_in_the_middle, "print()")])
+def test_builtins_that_need_a_value_or_have_an_effect_break_with_a_reason(fn, reason, capsys):
+    x = torch.randn(3)
+    compiled_like_eager(fn, x, graphs=2, breaks=1)
+    out = tjc.explain(fn)(x)
+    (why,) = out.break_reasons
+    assert reason in why
+
+
+def test_len_of_a_zero_dim_tensor_raises_as_eager_does():
+    def zero_dim_len(x):
+        return len(x)
+
+    with pytest.raises(TypeError) as eager:
+        zero_dim_len(torch.tensor(1.0))
+    with pytest.raises(TypeError) as compiled:
+        tjc.compile(zero_dim_len, backend="eager")(torch.tensor(1.0))
+    assert str(compiled.value) == str(eager.value)
+
+
+def test_a_constant_builtin_answer_is_guarded_by_what_it_read():
+    def by_length(x, xs):
+        return x * len(xs)
+
+    x = torch.ones(2)
+    compiled = tjc.compile(by_length, backend="eager")
+    assert compiled(x, [1, 2]).tolist() == [2.0, 2.0]
+    assert compiled(x, [1, 2, 3]).tolist() == [3.0, 3.0], "a longer list is a miss, not the old length"

@@ -1,0 +1,74 @@
+"""tracer/variables/constant.py through the public API: immutable Python values in the trace.
+
+The contract: an int, float, str, bool, None, slice or Ellipsis is known while tracing; its pure
+methods (str.format, str.join, int.bit_length, ...) run in Python and their results stay
+constants, so no graph op stands for them; a constant read from the frame is guarded by value
+(another value recompiles, never reuses the old answer); what would raise in eager raises the same
+error. Each case compares with eager and counts graphs and breaks.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+from context_helpers import compiled_like_eager  # noqa: E402
+
+
+def _string_methods(x, name):
+    key = "{}.{}".format("layer", name.upper())
+    parts = "-".join([key, name.strip()]).split("-")
+    return x * len(parts), key, parts, name.startswith("q"), key.replace(".", "_")
+
+
+def _number_methods(x, n, f):
+    return x * n.bit_length() + f.is_integer(), (7).to_bytes(2, "little"), round(f, 1), divmod(n, 3)
+
+
+def _none_slice_ellipsis(x, start):
+    s = slice(start, None)
+    return x[s], x[..., 0], s.start is None, x[None].shape
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_string_methods, lambda: (torch.randn(2), " q_proj ")),
+    (_number_methods, lambda: (torch.randn(2), 12, 2.5)),
+    (_none_slice_ellipsis, lambda: (torch.randn(4, 3), 1)),
+], ids=["str", "numbers", "none-slice-ellipsis"])
+def test_constant_methods_run_in_python_and_trace_in_one_graph(fn, args):
+    compiled_like_eager(fn, *args())
+
+
+def test_a_constant_computation_leaves_no_op_in_the_graph():
+    def scaled(x, name):
+        return x * len(name.upper().split("_"))
+
+    out = tjc.explain(scaled)(torch.zeros(2), "a_b_c")
+    assert out.ops_per_graph == [["mul"]]
+    (guards,) = out.guards
+    assert "L['name']" in guards
+
+
+@pytest.mark.parametrize("first, second", [(2, 3), (2.0, 2.5), ("ab", "abc"), (None, 1), (True, False)])
+def test_a_constant_argument_is_guarded_by_value(first, second):
+    def use(x, c):
+        return x + (1 if c is None else len(c) if isinstance(c, str) else c)
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(use, backend=cnt)
+    x = torch.zeros(1)
+    for c in (first, second, first):
+        torch.testing.assert_close(compiled(x, c), use(x, c))
+    assert cnt.frame_count == 2, "each value compiled once, the third call a hit"
+
+
+def test_a_missing_attribute_of_a_constant_raises_eagers_error():
+    def bad(x, n):
+        return x * n.no_such_attribute
+
+    with pytest.raises(AttributeError) as eager:
+        bad(torch.ones(1), 3)
+    with pytest.raises(AttributeError) as compiled:
+        tjc.compile(bad, backend="eager")(torch.ones(1), 3)
+    assert str(compiled.value) == str(eager.value)

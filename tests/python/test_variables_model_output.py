@@ -1,0 +1,60 @@
+"""tracer/variables/model_output.py through the public API: a HuggingFace ModelOutput built in the
+trace.
+
+The contract: a ModelOutput the trace constructs reads as eager's (fields by attribute, present keys
+by item, positions through to_tuple(), keys()/items(), iteration over the keys), stores follow
+ModelOutput's rules, and after the graph the object is made again by calling the class with every
+field, so the caller gets eager's object: same class, same keys in the same order, same values.
+Each case compares with eager and counts graphs and breaks.
+"""
+import dataclasses
+from typing import Optional
+
+import pytest
+
+torch = pytest.importorskip("torch")
+generic = pytest.importorskip("transformers.utils.generic")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from context_helpers import assert_same, compiled_like_eager  # noqa: E402
+
+
+@dataclasses.dataclass
+class Out(generic.ModelOutput):
+    last: Optional[torch.Tensor] = None
+    pooled: Optional[torch.Tensor] = None
+    extra: Optional[torch.Tensor] = None
+
+
+def _builds_and_reads(x):
+    out = Out(last=x * 2, pooled=x.sum(0))
+    first = out[0] + out["pooled"] + out.last
+    return first, list(out.keys()), len(out.to_tuple()), [k for k in out], out.extra is None
+
+
+def _returns_the_output(x):
+    return Out(last=x + 1, pooled=x.mean(0))
+
+
+def _stores_a_field(x):
+    out = Out(last=x)
+    out.extra = x * 3
+    return out
+
+
+@pytest.mark.parametrize("fn", [_builds_and_reads, _returns_the_output, _stores_a_field],
+                         ids=["reads", "returned", "stored-field"])
+def test_a_model_output_built_in_the_trace_is_eagers(fn):
+    x = torch.randn(2, 3)
+    got = compiled_like_eager(fn, x)
+    if isinstance(got, Out):
+        assert list(got.keys()) == list(fn(x).keys())
+
+
+def test_the_returned_output_is_a_new_object_per_call():
+    compiled = tjc.compile(_returns_the_output, backend="eager")
+    x = torch.randn(2, 3)
+    a, b = compiled(x), compiled(x)
+    assert a is not b and type(a) is Out
+    assert_same(dict(a), dict(_returns_the_output(x)))

@@ -1,0 +1,107 @@
+"""tracer/variables/nn_module.py through the public API: nn.Module instances read from the frame.
+
+The contract: a user module is traced by inlining its forward; built-in leaf modules become their
+functional form with parameters and buffers as graph inputs (read at call time, so an in-place
+update of a weight shows in the next call without a recompile); containers (Sequential,
+ModuleList, ModuleDict) are unrolled; the training flag is guarded (eval() after compiling is a
+miss, not train mode's answer); `self.name = v` of a plain attribute is replayed after the graph,
+and assigning a Parameter in forward is refused. Each case compares with eager and counts.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch.nn as nn  # noqa: E402
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+from context_helpers import compiled_like_eager  # noqa: E402
+
+
+class Containers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 2)})
+
+    def forward(self, x):
+        x = self.seq(x)
+        for block in self.blocks:
+            x = block(x).tanh()
+        return {k: head(x) for k, head in self.heads.items()}
+
+
+def test_containers_are_unrolled_into_one_graph():
+    torch.manual_seed(0)
+    compiled_like_eager(Containers(), torch.randn(3, 4))
+
+
+def test_a_leaf_module_is_its_functional_form_with_the_weights_as_inputs():
+    lin = nn.Linear(3, 2)
+    out = tjc.explain(lin)(torch.randn(1, 3))
+    assert out.ops_per_graph == [["linear"]]
+
+
+def test_an_in_place_weight_update_shows_without_a_recompile():
+    lin = nn.Linear(2, 2)
+    cnt = CompileCounter()
+    compiled = tjc.compile(lin, backend=cnt)
+    x = torch.randn(1, 2)
+    compiled(x)
+    with torch.no_grad():
+        lin.weight.mul_(3)
+    torch.testing.assert_close(compiled(x), lin(x))
+    assert cnt.frame_count == 1
+
+
+def test_the_training_flag_is_guarded():
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    cnt = CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.randn(8, 4)
+    compiled(x)
+    m.eval()
+    torch.testing.assert_close(compiled(x), m(x))
+    assert cnt.frame_count == 2
+
+
+class Counts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x):
+        self.calls = self.calls + 1
+        return self.lin(x) * self.calls
+
+
+def test_a_plain_attribute_stored_in_forward_is_replayed_after_the_graph():
+    eager, compiled_module = Counts(), Counts()
+    compiled_module.load_state_dict(eager.state_dict())
+    compiled = tjc.compile(compiled_module, backend="eager")
+    x = torch.randn(1, 2)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), eager(x))
+    assert compiled_module.calls == eager.calls == 3
+
+
+class StoresAParameter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2))
+
+    def forward(self, x):
+        self.w = nn.Parameter(x.detach().clone())
+        return x * 2
+
+
+def test_assigning_a_parameter_in_forward_is_refused_and_runs_as_eager():
+    m = StoresAParameter()
+    x = torch.randn(2)
+    torch.testing.assert_close(tjc.compile(m, backend="eager")(x), x * 2)
+    torch.testing.assert_close(m.w.detach(), x)
+    out = tjc.explain(StoresAParameter())(x)
+    assert out.graph_break_count + len(out.fallbacks) >= 1

@@ -1,0 +1,116 @@
+"""tracer/variables/operators.py through the public API: Python's operators in traced code.
+
+The contract: operators on Python constants fold while tracing (eager's answer, no graph op); any
+tensor operand makes a graph node; sequences concatenate and repeat as Python's do; identity and
+membership tests answer from what the trace knows; and an operator the trace cannot follow is a
+graph break, never a guess. Each case compares the compiled call with eager's and counts graphs
+and breaks.
+"""
+import operator
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from context_helpers import compiled_like_eager  # noqa: E402
+
+
+def _binary_on_tensors(x, y):
+    return x + y, x - y, x * y, x / (y.abs() + 1), x // 2, x % 3, x ** 2, x @ y, -x, +x
+
+
+def _inplace_on_tensors(x, y):
+    z = x.clone()
+    z += y
+    z *= 2
+    z -= 1
+    return z
+
+
+def _comparisons(x, y):
+    return x < y, x <= y, x == y, x != y, x > 0.5, 3 < 4 <= 4
+
+
+def _sequences(x, a, b):
+    ab = a + b
+    return x * len(ab), ab, a * 2, (1,) + tuple(b), ab[1:3], ab[::-1]
+
+
+def _identity_and_membership(x, opt, keys):
+    y = x if opt is None else x * opt
+    y = y + 1 if "a" in keys else y - 1
+    return y * 2 if "z" not in keys else y, opt is not None
+
+
+def _bitwise_and_shifts(x, n):
+    return x.to(torch.int64) & 6, x.to(torch.int64) | 1, ~x.to(torch.bool), n << 2, n ^ 5, n >> 1
+
+
+def _operator_module(x, n):
+    # On constants the operator module folds as the operators do.
+    return x * operator.add(n, 1), operator.mul(n, 2), operator.neg(n), operator.getitem([n, 5], 1)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_binary_on_tensors, lambda: (torch.randn(3, 3), torch.randn(3, 3))),
+    (_inplace_on_tensors, lambda: (torch.randn(3), torch.randn(3))),
+    (_comparisons, lambda: (torch.randn(4), torch.randn(4))),
+    (_sequences, lambda: (torch.randn(2), [1, 2], [3, 4])),
+    (_identity_and_membership, lambda: (torch.randn(2), None, {"a": 1})),
+    (_identity_and_membership, lambda: (torch.randn(2), 3.0, ("b", "z"))),
+    (_bitwise_and_shifts, lambda: (torch.arange(4.0), 9)),
+    (_operator_module, lambda: (torch.randn(2), 3)),
+], ids=["binary", "inplace", "compare", "sequences", "identity-none", "identity-value", "bitwise",
+        "operator-module"])
+def test_operators_are_traced_in_one_graph(fn, args):
+    compiled_like_eager(fn, *args())
+
+
+def test_operators_on_constants_fold_to_one_constant():
+    def folded(x):
+        return x + ((3 * 4 - 2) // 3 + (2 ** 3) % 5 + (1 << 3) - (True and 7))
+
+    out = tjc.explain(folded)(torch.zeros(2))
+    assert out.ops_per_graph == [["add"]]
+
+
+def test_tensor_operands_become_graph_ops_in_program_order():
+    def ops(x, y):
+        return (x * y - x) / 2
+
+    out = tjc.explain(ops)(torch.randn(2), torch.randn(2))
+    assert out.ops_per_graph == [["mul", "sub", "truediv"]]
+
+
+def test_an_in_place_operator_on_an_input_mutates_it_as_eager_does():
+    def bump(x):
+        x += 1
+        return x * 2
+
+    eager_x, compiled_x = torch.zeros(3), torch.zeros(3)
+    expected = bump(eager_x)
+    got = tjc.compile(bump, backend="eager")(compiled_x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(compiled_x, eager_x)
+
+
+def test_a_constant_operator_that_raises_raises_eagers_error():
+    def divides(x, n):
+        return x * (1 // n)
+
+    compiled = tjc.compile(divides, backend="eager")
+    with pytest.raises(ZeroDivisionError):
+        compiled(torch.ones(2), 0)
+    torch.testing.assert_close(compiled(torch.ones(2), 1), torch.ones(2))
+
+
+def test_membership_in_an_argument_list_is_guarded():
+    def gate(x, names):
+        return x + 1 if "bias" in names else x - 1
+
+    compiled = tjc.compile(gate, backend="eager")
+    x = torch.zeros(2)
+    assert compiled(x, ["bias"]).tolist() == [1.0, 1.0]
+    assert compiled(x, ["weight"]).tolist() == [-1.0, -1.0], "another list is a miss, not the old answer"

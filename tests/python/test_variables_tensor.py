@@ -1,0 +1,77 @@
+"""tracer/variables/tensor.py through the public API: tensor methods, attributes and torch functions.
+
+The contract: every tensor op becomes an fx node, run once on fake example tensors to learn its
+result; a result without tensors (x.size(), x.dim(), x.dtype, x.shape) is a constant, legal because
+guards pin the input's shape and dtype, so another shape or dtype recompiles; tensor methods that
+mutate (add_, copy_) mutate the real input as eager does; an op whose Python result depends on the
+data (.item(), .tolist()) is a graph break with a reason, by default. Each case compares with eager
+and counts graphs and breaks.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+from context_helpers import compiled_like_eager  # noqa: E402
+
+
+def _methods_and_functions(x):
+    y = x.view(2, 3).transpose(0, 1).contiguous()
+    z = torch.cat([y, y.flip(0)], dim=1).softmax(-1)
+    return z.mean(dim=0, keepdim=True), torch.where(x > 0, x, -x), x.T.shape
+
+
+def _static_properties(x):
+    return x * x.dim() + x.numel(), x.dtype, x.shape[0], x.size(-1), x.is_floating_point(), x.ndim
+
+
+def _dtype_and_device_conversions(x):
+    return x.to(torch.float64) * 2, x.long(), x.new_ones(2), torch.zeros_like(x, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_methods_and_functions, lambda: (torch.randn(6),)),
+    (_static_properties, lambda: (torch.randn(3, 4),)),
+    (_dtype_and_device_conversions, lambda: (torch.randn(3),)),
+], ids=["methods", "properties", "conversions"])
+def test_tensor_ops_are_traced_in_one_graph(fn, args):
+    compiled_like_eager(fn, *args())
+
+
+def test_a_static_property_is_guarded_by_the_inputs_shape_and_dtype():
+    def scale_by_width(x):
+        return x * x.shape[-1]
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(scale_by_width, backend=cnt, dynamic=False)
+    for x in (torch.ones(2, 3), torch.ones(2, 5), torch.ones(2, 3, dtype=torch.float64)):
+        torch.testing.assert_close(compiled(x), scale_by_width(x))
+    assert cnt.frame_count == 3, "each shape and dtype compiled on its own"
+
+
+def test_in_place_methods_mutate_the_input_as_eager_does():
+    def bump(x, y):
+        x.add_(1)
+        y.copy_(x * 2)
+        return x.sum()
+
+    ex, ey, cx, cy = torch.zeros(3), torch.zeros(3), torch.zeros(3), torch.zeros(3)
+    expected = bump(ex, ey)
+    got = tjc.compile(bump, backend="eager")(cx, cy)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close((cx, cy), (ex, ey))
+
+
+@pytest.mark.parametrize("read", ["item", "tolist"])
+def test_a_data_dependent_python_value_breaks_with_a_reason(read):
+    def uses_value(x):
+        y = x * 2
+        n = getattr(y.sum(), read)()
+        return y + n
+
+    x = torch.ones(3)
+    compiled_like_eager(uses_value, x, graphs=2, breaks=1)
+    (why,) = tjc.explain(uses_value)(x).break_reasons
+    assert read in why and "capture_scalar_outputs" in why
