@@ -1,8 +1,8 @@
-"""One rank of test_distributed.py: joins a 2-process gloo group over 127.0.0.1, runs the named
+"""One rank of test_variables_distributed.py: joins a 2-process gloo group over 127.0.0.1, runs the named
 scenarios eagerly and compiled on the same inputs, and writes, after each scenario, what it saw to a
 JSON file: the collectives each call issued (counted by torch's profiler: one `c10d::` dispatcher
 op per collective, whether dist.* or a functional collective issued it), the values returned, the
-graphs compiled and the graph breaks. test_distributed.py compares them with eager's.
+graphs compiled and the graph breaks. test_variables_distributed.py compares them with eager's.
 
     python distributed_worker.py RANK WORLD PORT OUT.json SCENARIO [SCENARIO ...]
 

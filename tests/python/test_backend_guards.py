@@ -78,7 +78,7 @@ def test_backend_guard_without_replacement():
 def test_the_trace_state_is_released_after_the_backend():
     # The ShapeEnv now lives past the trace (until the guards are built): nothing of ours may keep
     # it once the compile is done. As docs/dynamic_shapes.md says, torch's fake dispatch leaves
-    # cycles through the mode, so one collection is allowed (test_dynamic_shapes does the same).
+    # cycles through the mode, so one collection is allowed (test_dynamic does the same).
     import weakref
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 

@@ -298,7 +298,7 @@ class Finalised:
         pass
 
 
-@pytest.mark.parametrize("cls", [Slotted, Finalised])   # a Python __setattr__: test_object_hooks.py
+@pytest.mark.parametrize("cls", [Slotted, Finalised])   # a Python __setattr__: test_variables_object_hooks.py
 def test_classes_that_rebuilding_would_change_stay_a_graph_break(cls):
     def fn(x):
         o = cls()
@@ -882,7 +882,7 @@ class OwnGetattribute:
         return object.__getattribute__(self, name)
 
 
-# (A Python __setattr__ is followed: test_object_hooks.py.)
+# (A Python __setattr__ is followed: test_variables_object_hooks.py.)
 @pytest.mark.parametrize("make", [lambda x: OwnDeepcopy(), lambda x: OwnGetattribute(),
                                   lambda x: Slotted(), lambda x: Finalised(), lambda x: [x]],
                          ids=["__deepcopy__", "__getattribute__", "__slots__", "__del__", "tensor"])
