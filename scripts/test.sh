@@ -15,6 +15,12 @@
 #                        Skipped where setup.sh could not make .venv-dbg (no python3.11-dbg).
 #   asan 3.11            a Debug build with AddressSanitizer + UBSan: the C++ tests and the 3.11 Python
 #                        tests; any sanitizer report fails (TJC_SANITIZER_STAGE=0 skips it)
+# After set-up and the C++ tests, the stages run in two lanes at once (the machine has 2 cores and a
+# pytest run keeps about one busy): lane "3.11" runs pytest 3.11 and then the sanitizer stages, which
+# swap the in-tree 3.11 modules for theirs; lane "3.12+" runs pytest 3.12, pytest 3.13, hunt-leaks and
+# the install check, which use no in-tree 3.11 module (cpython-312/313/311d; the install check builds
+# in build/install-check with venvs of its own).
+# Each lane's lines are prefixed with its name. TJC_TEST_LANES=1 runs the lanes one after the other.
 # Every stage runs even when an earlier one failed; the exit status is non-zero if any failed.
 # The run ends with one line per stage and a total line: "total: N passed, N failed, N skipped".
 #
@@ -25,6 +31,9 @@
 #   TJC_STAGE_TIMEOUT   seconds one test stage may run (default 1800)
 #   TJC_TEST_DEADLINE   seconds the whole run may take, set-up included (default 4800: CI allows 5400);
 #                       a stage gets what is left, and one cut short counts as failed
+#   TJC_TEST_LANES      2 (default): the two lanes run at once; 1: one after the other
+#   OMP_NUM_THREADS     torch's threads per test process (default 1 while two lanes run: two processes
+#                       of 2 spinning OpenMP threads each on 2 cores slow both down)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -41,12 +50,21 @@ RESULTS=$ROOT/build/test-results
 STAGE_TIMEOUT=${TJC_STAGE_TIMEOUT:-1800}
 DEADLINE=${TJC_TEST_DEADLINE:-4800}
 
-summary=()           # one line per stage
-failures=0           # stages that failed
-total_passed=0 total_failed=0 total_skipped=0
+LANES=${TJC_TEST_LANES:-2}
+# Stages record into one file per lane (a lane runs in a subshell of its own); finish reads them all.
+SUMMARY_DIR=$(mktemp -d -t tjc-test-summary.XXXXXX)
+trap 'rm -rf "$SUMMARY_DIR"' EXIT
+LANE=0-setup         # the file the next record goes to
 
-record() {  # record NAME STATUS COUNTS SECONDS
-  summary+=("$(printf '%-22s %-8s %-40s %5ss' "$1" "$2" "$3" "$4")")
+# record NAME STATUS COUNTS SECONDS [PASSED FAILED SKIPPED]: one stage's line. A stage whose STATUS
+# is not PASS/SKIP/NO-TESTS counts as failed; one that failed without a failing test in its report (a
+# crash, a timeout, no tests) still counts once in the total.
+record() {
+  local passed=${5:-0} failed=${6:-0} skipped=${7:-0} bad=0
+  case $2 in PASS|SKIP|NO-TESTS) ;; *) bad=1; ((failed == 0)) && failed=1 ;; esac
+  # '|' separates the fields: a whitespace IFS would merge an empty COUNTS with its neighbours.
+  printf '%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$passed" "$failed" "$skipped" "$bad" \
+    >>"$SUMMARY_DIR/$LANE"
 }
 
 # run_stage NAME XML KIND COMMAND...: runs COMMAND with a time limit; KIND says how pytest's exit 5
@@ -59,7 +77,6 @@ run_stage() {
   if ((limit <= 0)); then
     say "$name: not run, the run's deadline (${DEADLINE}s) has passed"
     record "$name" TIMEOUT "not run" 0
-    failures=$((failures + 1)) total_failed=$((total_failed + 1))
     return 0
   fi
   say "$name: $(printf '%q ' "$@")"
@@ -80,21 +97,20 @@ run_stage() {
   else
     if ((rc == 124 || rc == 137)); then status=TIMEOUT; else status="FAIL($rc)"; fi
     ((rc == 5)) && say "$name: no tests collected (pytest exit 5): this stage must run tests"
-    failures=$((failures + 1))
-    # A stage that failed without a failing test in its report (a crash, a timeout, no tests) still
-    # counts once in the total.
-    ((failed == 0)) && failed=1
   fi
-  total_passed=$((total_passed + passed)) total_failed=$((total_failed + failed))
-  total_skipped=$((total_skipped + skipped))
-  record "$name" "$status" "$counts" $((SECONDS - t0))
+  record "$name" "$status" "$counts" $((SECONDS - t0)) "$passed" "$failed" "$skipped"
 }
 
 finish() {
   echo
   say "summary ($((SECONDS - START))s in all):"
-  local line
-  for line in "${summary[@]}"; do say "  $line"; done
+  local name status counts seconds passed failed skipped bad failures=0
+  local total_passed=0 total_failed=0 total_skipped=0
+  while IFS='|' read -r name status counts seconds passed failed skipped bad; do
+    say "  $(printf '%-22s %-8s %-40s %5ss' "$name" "$status" "$counts" "$seconds")"
+    failures=$((failures + bad)) total_passed=$((total_passed + passed))
+    total_failed=$((total_failed + failed)) total_skipped=$((total_skipped + skipped))
+  done < <(cat "$SUMMARY_DIR"/* 2>/dev/null)
   if ((failures)); then say "FAILED: $failures stage(s)"; else say "all stages passed"; fi
   echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
   if ((failures)); then exit 1; fi
@@ -108,10 +124,10 @@ if bash scripts/setup.sh; then
 else
   rc=$?
   record setup "FAIL($rc)" "" $((SECONDS - t0))
-  failures=1 total_failed=1
   finish
 fi
 mkdir -p "$RESULTS"
+LANE=1-cpp
 
 # --- C++ tests -----------------------------------------------------------------------------------
 have_cpp_tests=0
@@ -131,7 +147,6 @@ for version in "${PYTHONS[@]}"; do
   elif ((have_cpp_tests)) && [[ $version == 3.11 ]]; then
     say "gtest py$version: $binary was not built although tests/cpp/ has sources"
     record "gtest py$version" FAIL "binary missing" 0
-    failures=$((failures + 1)) total_failed=$((total_failed + 1))
   elif ((!have_cpp_tests)) && [[ $version == 3.11 ]]; then
     say "gtest: no C++ tests to run (tests/cpp/ has no sources, or TJC_BUILD_TESTS=OFF)"
     record "gtest" SKIP "no C++ tests" 0
@@ -141,37 +156,44 @@ done
 # --- Python tests --------------------------------------------------------------------------------
 # Every Python has torch (scripts/setup.sh checks torch==2.13.0 imports), so every stage runs all of
 # tests/python, the torch tests included.
-for version in "${PYTHONS[@]}"; do
-  venv=$(venv_dir "$version")
-  xml=$RESULTS/pytest-py${version/./}.xml
-  run_stage "pytest $version (torch)" "$xml" required \
-    "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python --junitxml="$xml" "$@"
-done
+pytest_stages() {  # pytest_stages VERSION...: the whole suite on each
+  local version venv xml
+  for version in "$@"; do
+    venv=$(venv_dir "$version")
+    xml=$RESULTS/pytest-py${version/./}.xml
+    run_stage "pytest $version (torch)" "$xml" required \
+      "${PY_ENV[@]}" "$venv/bin/python" -m pytest tests/python --junitxml="$xml" "${PYTEST_ARGS[@]}"
+  done
+}
+
 
 # --- the package installed into a user's venv ------------------------------------------------------
 # pip install --no-build-isolation <checkout> into a venv with torch, pip wheel, the wheel into a fresh
 # venv, and the installed-package smoke test in each (scripts/check_install.sh; a few minutes).
-if [[ " ${PYTHONS[*]} " == *" 3.11 "* ]] && ((!SANITIZE)); then
-  run_stage "install check 3.11" "$RESULTS/install-check.xml" required \
-    bash scripts/check_install.sh "$RESULTS/install-check.xml"
-fi
+install_stage() {
+  if [[ " ${PYTHONS[*]} " == *" 3.11 "* ]] && ((!SANITIZE)); then
+    run_stage "install check 3.11" "$RESULTS/install-check.xml" required \
+      bash scripts/check_install.sh "$RESULTS/install-check.xml"
+  fi
+}
 
 # --- hunt-leaks under the debug interpreter ----------------------------------------------------------
-if [[ -x .venv-dbg/bin/python ]] &&
-   .venv-dbg/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"; then
-  # The stage that shows the runtime needs no torch must not have one (setup.sh refuses it too).
-  say "hunt-leaks 3.11-dbg: .venv-dbg has torch installed; it must stay torch-free (rm -rf .venv-dbg; rerun)"
-  record "hunt-leaks 3.11-dbg" FAIL "torch in .venv-dbg" 0
-  failures=$((failures + 1)) total_failed=$((total_failed + 1))
-elif [[ -x .venv-dbg/bin/python ]] && ls torch_jit_cache/_C.cpython-311d-*.so >/dev/null 2>&1; then
-  xml=$RESULTS/hunt-leaks-py311d.xml
-  run_stage "hunt-leaks 3.11-dbg" "$xml" required \
-    "${PY_ENV[@]}" .venv-dbg/bin/python scripts/hunt_leaks.py -R 3:3 tests/python -m "not torch" \
-    --junitxml="$xml" "$@"
-else
-  say "hunt-leaks 3.11-dbg: skipped: no .venv-dbg with a debug build of _C (python3.11-dbg missing?)"
-  record "hunt-leaks 3.11-dbg" SKIP "no python3.11-dbg" 0
-fi
+hunt_leaks_stage() {
+  if [[ -x .venv-dbg/bin/python ]] &&
+     .venv-dbg/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"; then
+    # The stage that shows the runtime needs no torch must not have one (setup.sh refuses it too).
+    say "hunt-leaks 3.11-dbg: .venv-dbg has torch installed; it must stay torch-free (rm -rf .venv-dbg; rerun)"
+    record "hunt-leaks 3.11-dbg" FAIL "torch in .venv-dbg" 0
+  elif [[ -x .venv-dbg/bin/python ]] && ls torch_jit_cache/_C.cpython-311d-*.so >/dev/null 2>&1; then
+    xml=$RESULTS/hunt-leaks-py311d.xml
+    run_stage "hunt-leaks 3.11-dbg" "$xml" required \
+      "${PY_ENV[@]}" .venv-dbg/bin/python scripts/hunt_leaks.py -R 3:3 tests/python -m "not torch" \
+      --junitxml="$xml" "${PYTEST_ARGS[@]}"
+  else
+    say "hunt-leaks 3.11-dbg: skipped: no .venv-dbg with a debug build of _C (python3.11-dbg missing?)"
+    record "hunt-leaks 3.11-dbg" SKIP "no python3.11-dbg" 0
+  fi
+}
 
 # --- sanitizers -----------------------------------------------------------------------------------
 # A Debug build with AddressSanitizer + UndefinedBehaviorSanitizer (its own folder,
@@ -179,25 +201,57 @@ fi
 # (UBSan is built with -fno-sanitize-recover). Its modules replace the release ones in
 # torch_jit_cache/ for these stages; the release modules are copied back afterwards.
 # TJC_SANITIZER_STAGE=0 skips them (they add a few minutes of build on 2 cores).
-if [[ ${TJC_SANITIZER_STAGE:-1} != 0 && $SANITIZE == 0 ]] && [[ " ${PYTHONS[*]} " == *" 3.11 "* ]]; then
-  t0=$SECONDS
-  if TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 TJC_BUILD_TYPE=Debug TJC_SANITIZE=ON bash scripts/setup.sh; then
-    record "asan build 3.11" PASS "" $((SECONDS - t0))
-    ASAN_GTEST_ENV=(env "LSAN_OPTIONS=suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0")
-    ASAN_PY_ENV=(env "LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
-                 "ASAN_OPTIONS=detect_leaks=0")
-    purelib=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    run_stage "asan gtest 3.11" "$RESULTS/asan-gtest.xml" required \
-      "${ASAN_GTEST_ENV[@]}" env PYTHONPATH="$ROOT:$purelib" \
-      build/py311-debug-asan/tjc_cpp_tests --gtest_output="xml:$RESULTS/asan-gtest.xml"
-    run_stage "asan pytest 3.11" "$RESULTS/asan-pytest.xml" required \
-      "${ASAN_PY_ENV[@]}" .venv/bin/python -m pytest tests/python --junitxml="$RESULTS/asan-pytest.xml" "$@"
-  else
-    record "asan build 3.11" FAIL "" $((SECONDS - t0))
-    failures=$((failures + 1)) total_failed=$((total_failed + 1))
+sanitizer_stages() {
+  if [[ ${TJC_SANITIZER_STAGE:-1} != 0 && $SANITIZE == 0 ]] && [[ " ${PYTHONS[*]} " == *" 3.11 "* ]]; then
+    t0=$SECONDS
+    if TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 TJC_BUILD_TYPE=Debug TJC_SANITIZE=ON bash scripts/setup.sh; then
+      record "asan build 3.11" PASS "" $((SECONDS - t0))
+      ASAN_GTEST_ENV=(env "LSAN_OPTIONS=suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0")
+      ASAN_PY_ENV=(env "LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
+                   "ASAN_OPTIONS=detect_leaks=0")
+      purelib=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      run_stage "asan gtest 3.11" "$RESULTS/asan-gtest.xml" required \
+        "${ASAN_GTEST_ENV[@]}" env PYTHONPATH="$ROOT:$purelib" \
+        build/py311-debug-asan/tjc_cpp_tests --gtest_output="xml:$RESULTS/asan-gtest.xml"
+      run_stage "asan pytest 3.11" "$RESULTS/asan-pytest.xml" required \
+        "${ASAN_PY_ENV[@]}" .venv/bin/python -m pytest tests/python --junitxml="$RESULTS/asan-pytest.xml" "${PYTEST_ARGS[@]}"
+    else
+      record "asan build 3.11" FAIL "" $((SECONDS - t0))
+    fi
+    # Back to the release modules for whoever uses the tree next.
+    TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 bash scripts/setup.sh >/dev/null
   fi
-  # Back to the release modules for whoever uses the tree next.
-  TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 bash scripts/setup.sh >/dev/null
+}
+
+# --- the two lanes ----------------------------------------------------------------------------------
+PYTEST_ARGS=("$@")
+LATER=()
+for version in "${PYTHONS[@]}"; do
+  if [[ $version != 3.11 ]]; then LATER+=("$version"); fi
+done
+lane_311() {
+  LANE=2-lane-3.11
+  if [[ " ${PYTHONS[*]} " == *" 3.11 "* ]]; then pytest_stages 3.11; fi
+  sanitizer_stages
+}
+lane_later() {
+  LANE=3-lane-3.12+
+  pytest_stages "${LATER[@]}"
+  hunt_leaks_stage
+  install_stage
+}
+if ((LANES > 1)); then
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+  say "two lanes at once: 3.11 (pytest, sanitizers) and 3.12+ (pytest ${LATER[*]}, hunt-leaks, install check)"
+  (lane_311) 2>&1 | sed -u 's/^/[3.11] /' &
+  pid_311=$!
+  (lane_later) 2>&1 | sed -u 's/^/[3.12+] /' &
+  pid_later=$!
+  wait "$pid_311" || true
+  wait "$pid_later" || true
+else
+  (lane_311)
+  (lane_later)
 fi
 
 finish

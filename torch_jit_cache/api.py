@@ -106,7 +106,7 @@ def _compiled(fn, callback):
     if module_type is not None and isinstance(fn, module_type):
         from . import module_wrapper
 
-        return module_wrapper.wrap(fn, callback)
+        return module_wrapper.wrap(fn, callback, rebuild_compiled_module)
     if not callable(fn):
         raise TypeError(f"torch_jit_cache.compile needs a function, method or nn.Module, got {type(fn).__name__}")
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -123,6 +123,11 @@ def _compiled(fn, callback):
     compiled = _C.CompiledFunction(fn, callback)
     functools.update_wrapper(compiled, fn)
     return compiled
+
+
+def rebuild_compiled_module(module, options):
+    """compile(module, **options): what copies and unpickling of a CompiledModule call."""
+    return compile(module, **options)
 
 
 def _target_code(fn):

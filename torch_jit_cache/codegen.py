@@ -19,183 +19,54 @@ What must stay true (csrc/cpython/frame.cpp `check_shadow_compatible` refuses co
 - `compiled_fn` lives in the code's co_consts, never in the user's globals: the code object owns
   it, and dropping the code (the cache entry) frees it.
 
-Built with the `bytecode` library; the differences between CPython versions are the data of
-instructions.VERSIONS (shared with the tracer's decoding), read once at import. No torch here: the runtime's torch-free tests use it.
+Built with the `bytecode` library through the primitives of bytecode/emitter.py, which alone read
+the differences between CPython versions (bytecode/versions.py); the code after a graph break is
+graph_break/emit.py's. No torch here: the runtime's torch-free tests use it.
 """
 from __future__ import annotations
 
 import copy
-import dataclasses
 import inspect
 import re
-import sys
 import types
 from typing import Any, Callable, Sequence
 
 import bytecode
-from bytecode import CellVar, FreeVar, Instr, TryBegin, TryEnd
+from bytecode import CellVar, FreeVar, Instr
 
-from . import graph_break, runtime
-from .graph_break import emitted_jump
-from .instructions import FACTS, PYTHON, VERSIONS
+from . import runtime
+from .bytecode.emitter import (ANNOTATIONS_FLAG, CLOSURE_FLAG, DEFAULTS_FLAG, KWDEFAULTS_FLAG, CodegenError, Emitter,
+                               argument_names)
+from .bytecode.versions import FACTS, PYTHON, VERSIONS
+from .graph_break.emit import emit_break
 from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput, EffectKind,
+from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
                            EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
                            SourceOutput, SuperOutput, TupleOutput, parts, walk)
 
-__all__ = ["build_transformed_code", "format_code", "CodegenError"]
-
-
-class CodegenError(ValueError):
-    """The transformed code cannot be built (unsupported code, a source the frame cannot reach)."""
+__all__ = ["build_transformed_code", "format_code", "CodegenError", "argument_names"]
 
 
 # Shadow frames cannot run these (the runtime refuses them); say so before building anything.
 _GENERATOR_LIKE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
                    | inspect.CO_ITERABLE_COROUTINE)
-_CO_VARARGS = inspect.CO_VARARGS
-_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 
 _RESULT_LOCAL = "___tjc_graph_out"
 
 
-def argument_names(code: types.CodeType) -> tuple:
-    n = code.co_argcount + code.co_kwonlyargcount
-    n += bool(code.co_flags & _CO_VARARGS) + bool(code.co_flags & _CO_VARKEYWORDS)
-    return code.co_varnames[:n]
+class _Emitter(Emitter):
+    """The primitives (bytecode/emitter.py), plus building output specs (trace_result.py) and
+    every instruction at the function's first line, so tracebacks through the compiled call
+    point at the `def`."""
 
-
-# MAKE_FUNCTION's flags (3.11/3.12), SET_FUNCTION_ATTRIBUTE's arguments (3.13).
-_DEFAULTS_FLAG, _KWDEFAULTS_FLAG, _ANNOTATIONS_FLAG, _CLOSURE_FLAG = 0x01, 0x02, 0x04, 0x08
-
-
-def _fresh_name(base: str, taken: set) -> str:
-    name, i = base, 0
-    while name in taken:
-        i += 1
-        name = f"{base}_{i}"
-    return name
-
-
-class _Emitter:
-    """Appends the body's instructions; every instruction carries the function's first line so
-    tracebacks through the compiled call point at the `def`."""
-
-    def __init__(self, original: types.CodeType, lineno: int):
-        self.original = original
-        self.lineno = lineno
-        self.instrs: list = []
-        self.args = set(argument_names(original))
-        self.cellvars = set(original.co_cellvars)
-        self.freevars = set(original.co_freevars)
-        # Specs reached more than once (`_shared_specs`: ids, set by build_transformed_code) are
-        # built once: id(spec) -> the temporary holding the object, loaded wherever the same spec
-        # object appears again. The body is straight-line code up to the resume calls, so the first
-        # build runs first. A spec reached once is built in place, with no temporary.
-        self.temp = None
-        self.temps_made: list = []   # every temporary `temp` named, in order
-        self.shared: set = set()
+    def __init__(self, original: types.CodeType, lineno: int, shared: set = frozenset()):
+        super().__init__(original, lineno)
+        # Specs reached more than once (`_shared_specs`: ids) are built once: id(spec) -> the
+        # temporary holding the object, loaded wherever the same spec object appears again. The
+        # body is straight-line code up to the resume calls, so the first build runs first. A spec
+        # reached once is built in place, with no temporary.
+        self.shared = shared
         self._built: dict = {}
-
-    def clear(self, names) -> None:
-        """Unbind the temporaries `names` (each bound on every path reaching here)."""
-        for name in dict.fromkeys(names):
-            self.emit("DELETE_FAST", name)
-
-    def emit(self, name: str, arg: Any = bytecode.UNSET) -> None:
-        self.instrs.append(Instr(name, arg, lineno=self.lineno))
-
-    def const(self, value: Any) -> None:
-        self.emit("LOAD_CONST", value)
-
-    # -- sources: each Source kind's emit_load (sources.py) uses these primitives ---------------
-    def load_source(self, source: Source) -> None:
-        source.emit_load(self)
-
-    def load_argument(self, source: Source, name: str) -> None:
-        # Only arguments are bound when the (shadow) frame starts; anything else would be unbound.
-        if name not in self.args:
-            raise CodegenError(f"{source}: '{name}' is not an argument of {self.original.co_qualname}")
-        # An argument that is also a cell variable holds its cell after MAKE_CELL.
-        if name in self.cellvars:
-            self.emit("LOAD_DEREF", CellVar(name))
-        else:
-            self.emit("LOAD_FAST", name)
-
-    def load_global(self, name: str) -> None:
-        self.emit("LOAD_GLOBAL", (False, name))
-
-    def load_free(self, source: Source, name: str) -> None:
-        if name not in self.freevars:
-            raise CodegenError(f"{source}: '{name}' is not a free variable of "
-                               f"{self.original.co_qualname} (free: {self.original.co_freevars})")
-        self.emit("LOAD_DEREF", FreeVar(name))
-
-    def load_attr(self, name: str) -> None:
-        """getattr(TOS, name), replacing TOS."""
-        self.emit("LOAD_ATTR", (False, name) if FACTS.load_attr_method_flag else name)
-
-    def subscript_const(self, key: Any) -> None:
-        """TOS[key], replacing TOS."""
-        self.const(key)
-        self.emit("BINARY_SUBSCR")
-
-    # -- the call ----------------------------------------------------------------------------
-    def call_const(self, fn: Callable, inputs: Sequence[Source]) -> None:
-        self.call_const_with(fn, [lambda s=source: self.load_source(s) for source in inputs])
-
-    def call_const_with(self, fn: Callable, emit_args: Sequence[Callable[[], None]]) -> None:
-        """Call the constant `fn` with the arguments each of `emit_args` pushes."""
-        self.call_with(lambda: self.const(fn), emit_args)
-
-    def call_with(self, emit_fn: Callable[[], None], emit_args: Sequence[Callable[[], None]]) -> None:
-        """Call what `emit_fn` pushes with the arguments each of `emit_args` pushes."""
-        if FACTS.null_before_callable:
-            self.emit("PUSH_NULL")
-            emit_fn()
-        else:
-            emit_fn()
-            self.emit("PUSH_NULL")
-        for emit_arg in emit_args:
-            emit_arg()
-        if FACTS.precall:
-            self.emit("PRECALL", len(emit_args))
-        self.emit("CALL", len(emit_args))
-
-    def cell(self, name: str):
-        """The bytecode argument naming one of the frame's cells: its own, or a free variable."""
-        if name in self.cellvars:
-            return CellVar(name)
-        if name in self.freevars:
-            return FreeVar(name)
-        raise CodegenError(f"{self.original.co_qualname} has no cell {name!r}")
-
-    def make_closure(self, code: types.CodeType) -> None:
-        """Push a new function of `code`, whose free variables are this frame's own cells and free
-        variables."""
-        self.make_function(code, {_CLOSURE_FLAG: lambda: self.closure(code.co_freevars)})
-
-    def closure(self, names: Sequence[str]) -> None:
-        """Push the tuple of this frame's cells `names`."""
-        for name in names:
-            self.emit("LOAD_FAST" if FACTS.load_fast_of_cell_is_load_closure else "LOAD_CLOSURE",
-                      self.cell(name))
-        self.emit("BUILD_TUPLE", len(names))
-
-    def make_function(self, code: types.CodeType, parts: dict) -> None:
-        """Push a new function of `code`; `parts`: {MAKE_FUNCTION flag: what pushes that part}.
-        3.11/3.12 take the parts by flag; 3.13 sets them one by one after MAKE_FUNCTION, the last
-        pushed first."""
-        flags = sorted(parts)
-        for flag in flags:
-            parts[flag]()
-        self.const(code)
-        if FACTS.set_function_attribute:
-            self.emit("MAKE_FUNCTION")
-            for flag in reversed(flags):
-                self.emit("SET_FUNCTION_ATTRIBUTE", flag)
-        else:
-            self.emit("MAKE_FUNCTION", sum(flags))
 
     # -- outputs -----------------------------------------------------------------------------
     def build_output(self, spec: Any, result_local: str | None) -> None:
@@ -239,17 +110,17 @@ class _Emitter:
             self.emit("BUILD_MAP", len(spec.items))
         elif isinstance(spec, AttrOutput):
             self.build_output(spec.base, result_local)
-            self.emit("LOAD_ATTR", (False, spec.name) if FACTS.load_attr_method_flag else spec.name)
+            self.load_attr(spec.name)
         elif isinstance(spec, FunctionOutput):
             parts = {}
             if spec.defaults is not None:
-                parts[_DEFAULTS_FLAG] = lambda: self.build_output(spec.defaults, result_local)
+                parts[DEFAULTS_FLAG] = lambda: self.build_output(spec.defaults, result_local)
             if spec.kwdefaults is not None:
-                parts[_KWDEFAULTS_FLAG] = lambda: self.build_output(spec.kwdefaults, result_local)
+                parts[KWDEFAULTS_FLAG] = lambda: self.build_output(spec.kwdefaults, result_local)
             if spec.annotations is not None:
-                parts[_ANNOTATIONS_FLAG] = lambda: self.build_output(spec.annotations, result_local)
+                parts[ANNOTATIONS_FLAG] = lambda: self.build_output(spec.annotations, result_local)
             if spec.cells:
-                parts[_CLOSURE_FLAG] = lambda: self.closure(spec.cells)
+                parts[CLOSURE_FLAG] = lambda: self.closure(spec.cells)
             self.make_function(spec.code, parts)
         elif isinstance(spec, SuperOutput):
             self.call_const_with(super, [lambda: self.build_output(spec.cls, result_local),
@@ -394,15 +265,6 @@ def _apply_effects(em: "_Emitter", loaded: list) -> None:
         _REPLAY[effect.kind](em, effect.name, target, value)
 
 
-def _temps(taken: set, made: list):
-    def temp(base):
-        name = _fresh_name(base, taken)
-        taken.add(name)
-        made.append(name)
-        return name
-    return temp
-
-
 def _shared_specs(output_spec: Any, side_effects: Sequence) -> set:
     """The ids of the spec objects that `output_spec` and `side_effects` reach more than once
     (trace_result.py: one spec object per object), each to be built once and loaded again. A spec
@@ -461,7 +323,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     `compiled_fn` returns a tuple or list of outputs; GraphOutput(i) is its item i. When the spec
     uses no GraphOutput (a function that returns constants or its inputs), `compiled_fn` may be
     None and nothing is called. A BreakOutput spec continues past a graph break instead of
-    returning (`_emit_break`): `resume_fns` holds one resume function per target of its plan.
+    returning (graph_break/emit.py): `resume_fns` holds one resume function per target of its plan.
     """
     if FACTS is None:
         raise CodegenError(f"codegen supports CPython {sorted(VERSIONS)}, not {PYTHON}")
@@ -469,14 +331,12 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
         raise CodegenError(f"{original.co_qualname}: generators and coroutines are not compiled")
     original_bc = bytecode.Bytecode.from_code(original)
     lineno = original.co_firstlineno
-    em = _Emitter(original, lineno)
+    em = _Emitter(original, lineno, _shared_specs(output_spec, side_effects))
 
     uses_graph = _uses_graph(output_spec) or _uses_graph(tuple(side_effects))
     calls = compiled_fn is not None and (uses_graph or graph_inputs)
     result_local = None
-    taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars)
-    temp = em.temp = _temps(taken, em.temps_made)
-    em.shared = _shared_specs(output_spec, side_effects)
+    temp = em.temp
     if calls:
         result_local = temp(_RESULT_LOCAL)
         em.call_const(compiled_fn, list(graph_inputs))
@@ -485,7 +345,7 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
         raise CodegenError("the output spec uses graph outputs but compiled_fn is None")
     loaded = _load_effects(em, side_effects, result_local, temp)
     if isinstance(output_spec, BreakOutput):
-        _emit_break(em, output_spec, result_local, resume_fns, temp, loaded)
+        emit_break(em, output_spec, result_local, resume_fns, loaded, _apply_effects)
     elif loaded:
         returned = temp("___tjc_return")
         em.build_output(output_spec, result_local)
@@ -507,147 +367,6 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     code = new_bc.to_code()
     _check_compatible(original, code)
     return code
-
-
-def _emit_break(em: _Emitter, spec: BreakOutput, result_local: str | None,
-                resume_fns: Sequence[Callable], temp, loaded: list) -> None:
-    """After the graph: rebuild the stack and live locals, replay the side effects (`loaded` into
-    temporaries already), run the unsupported instruction, call the resume function (graph_break.py
-    has the whole picture)."""
-    plan = spec.plan
-    if len(resume_fns) != len(plan.targets):
-        raise CodegenError(f"{len(plan.targets)} resume targets but {len(resume_fns)} resume functions")
-
-    # Everything is rebuilt before the instruction runs, so nothing it does changes what is loaded.
-    carried = spec.stack[:len(spec.stack) - plan.consumed]
-    consumed = spec.stack[len(spec.stack) - plan.consumed:]
-    carried_temps = []
-    for item in carried:
-        if item is None or isinstance(item, EnteredContext):   # the resume function re-enters a block
-            carried_temps.append(None)
-            continue
-        carried_temps.append(temp("___tjc_stack"))
-        em.build_output(item, result_local)
-        em.emit("STORE_FAST", carried_temps[-1])
-    local_temps = {}
-    for name, item in spec.locals:
-        local_temps[name] = temp(f"___tjc_local_{name}")
-        em.build_output(item, result_local)
-        em.emit("STORE_FAST", local_temps[name])
-    consumed_temps = []
-    for item in consumed:
-        consumed_temps.append(None if item is None else temp("___tjc_arg"))
-        if item is not None:
-            em.build_output(item, result_local)
-            em.emit("STORE_FAST", consumed_temps[-1])
-    _apply_effects(em, loaded)   # in program order, before the instruction runs
-    # Inside grad-mode or autocast blocks the instruction runs in the blocks' state, and the state
-    # outside them is back before the resume function enters the blocks again, or before an
-    # exception the instruction raises leaves the frame (as the blocks' exits would do in eager).
-    # The protected range starts on an empty stack (the loads in it cannot raise), so the handler
-    # finds the exception alone.
-    switch = _Switches(em, spec.switches, temp) if spec.switches else None
-    handler = bytecode.Label()
-    if switch is not None:
-        switch.enter()
-        try_begin = TryBegin(handler, push_lasti=False)
-        em.instrs.append(try_begin)
-    for name in consumed_temps:
-        if name is None:
-            em.emit("PUSH_NULL")
-        else:
-            em.emit("LOAD_FAST", name)
-    # From here on the frame holds what the original would: its locals. A temporary or a resume
-    # code's stack argument still bound when the instruction raises, or when a raise leaves the
-    # resume function, would keep its object alive with the traceback, and an exception among
-    # them would reach itself through it (a cycle only gc frees: seed 000).
-    kept = set(carried_temps) | set(local_temps.values()) | set(switch.exits if switch else ())
-    em.clear([n for n in em.temps_made if n not in kept] + list(graph_break.stack_args(em.original)))
-    # The instruction itself, at its own line (a user exception raised by it points there).
-    instr = plan.emit
-    lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
-    if spec.kw_names:
-        em.instrs.append(Instr("KW_NAMES", spec.kw_names, lineno=lineno))
-    if FACTS.precall and instr.name == "CALL":
-        em.instrs.append(Instr("PRECALL", instr.arg, lineno=lineno))
-    em.instrs += [Instr(p.name, p.arg, lineno=lineno) for p in plan.prefix]
-    pushed_temps = [temp("___tjc_pushed") for null in plan.pushed if not null]
-    if not plan.targets:   # a raise: nothing resumes after it
-        em.instrs.append(Instr(instr.name, instr.arg, lineno=lineno))
-        if switch is not None:
-            em.instrs.append(TryEnd(try_begin))
-    elif plan.jump is None:
-        em.instrs.append(Instr(instr.name, instr.arg, lineno=lineno))
-        if switch is not None:
-            em.instrs.append(TryEnd(try_begin))
-        for name in reversed(pushed_temps):
-            em.emit("STORE_FAST", name)
-        _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps, switch)
-    else:
-        taken_label = bytecode.Label()
-        em.instrs.append(Instr(emitted_jump(plan.jump), taken_label, lineno=lineno))
-        if switch is not None:
-            em.instrs.append(TryEnd(try_begin))
-        _call_resume(em, resume_fns[0], carried_temps, pushed_temps, plan.live[0], local_temps, switch)
-        em.instrs.append(taken_label)
-        _call_resume(em, resume_fns[1], carried_temps, pushed_temps, plan.live[1], local_temps, switch)
-    if switch is not None:
-        # [exception]: the mode outside, then raise it again (RERAISE adds no traceback entry: the
-        # traceback still points at the instruction's line).
-        em.instrs.append(handler)
-        switch.leave()
-        em.emit("RERAISE", 0)
-
-
-class _Switches:
-    """Emits the entry into a break's switches (trace_result.ModeSwitch, ContextSwitch), outermost
-    first, and the way out of them, innermost first: `set(inside)` and `set(outside)`; or
-    `enter()`, BEFORE_WITH, its exit kept in a temporary, and that exit called with (None, None,
-    None)."""
-
-    def __init__(self, em: _Emitter, switches: tuple, temp):
-        self.em, self.switches = em, switches
-        self.exits = [temp("___tjc_exit") if isinstance(s, ContextSwitch) else None for s in switches]
-
-    def enter(self) -> None:
-        em = self.em
-        for switch, exit_ in zip(self.switches, self.exits):
-            if exit_ is None:
-                em.call_const_with(switch.set, [lambda switch=switch: em.const(switch.inside)])
-                em.emit("POP_TOP")
-            else:
-                em.call_const_with(switch.enter, [])
-                em.emit("BEFORE_WITH")
-                em.emit("POP_TOP")
-                em.emit("STORE_FAST", exit_)
-
-    def leave(self) -> None:
-        em = self.em
-        for switch, exit_ in reversed(list(zip(self.switches, self.exits))):
-            if exit_ is None:
-                em.call_const_with(switch.set, [lambda switch=switch: em.const(switch.outside)])
-            else:
-                em.call_with(lambda exit_=exit_: em.emit("LOAD_FAST", exit_), [lambda: em.const(None)] * 3)
-            em.emit("POP_TOP")
-
-
-def _call_resume(em: _Emitter, fn, carried_temps: list, pushed_temps: list, live: tuple,
-                 local_temps: dict, switch) -> None:
-    """Call the resume function `fn`, or make it first from a resume code with free variables."""
-    if switch is not None:
-        switch.leave()
-    # A live local unbound at the break has no temporary: it stays unbound in the resume function.
-    names = [local_temps[n] for n in live if n in local_temps] \
-        + [n for n in carried_temps if n is not None] + pushed_temps
-    emit_fn = (lambda: em.make_closure(fn)) if isinstance(fn, types.CodeType) else (lambda: em.const(fn))
-    # The arguments are on the stack alone when the resume function runs (cleared after the last
-    # load): an exception it raises must not reach itself through this frame's temporaries.
-    last = [lambda n=n: em.emit("LOAD_FAST", n) for n in names]
-    if last:
-        final = last[-1]
-        last[-1] = lambda: (final(), em.clear(names))
-    em.call_with(emit_fn, last)
-    em.emit("RETURN_VALUE")
 
 
 def _check_compatible(original: types.CodeType, code: types.CodeType) -> None:

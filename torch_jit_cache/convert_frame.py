@@ -12,13 +12,14 @@ import dataclasses
 import types
 import weakref
 
-from . import counters, graph_break, log, proxies, runtime, trace_rules
+from . import codegen, counters, graph_break, log, proxies, runtime, trace_rules
 from .config import config
 from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
-from .trace_result import BreakOutput, EnteredContext, GuardKind, SourceOutput, Unsupported, walk
+from .trace_result import BreakOutput, GuardKind, SourceOutput, Unsupported, drop_tracebacks, walk
+
 
 def describe(code: types.CodeType) -> str:
     return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
@@ -32,15 +33,8 @@ def _output_sources(spec):
 def _failure_text(e: BaseException, text: str) -> str:
     """`text`, after dropping the tracebacks of `e` and its chain: an exception object can outlive
     the failure (a backend that keeps and re-raises its error), and its traceback would keep the
-    frames of this compile, and the user's arguments in them, alive (seed 000)."""
-    seen, todo = set(), [e]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        e.__traceback__ = None
-        todo += (e.__cause__, e.__context__)
+    frames of this compile, and the user's arguments in them, alive until gc."""
+    drop_tracebacks(e)
     return text
 
 
@@ -79,10 +73,6 @@ class FullGraphError(RuntimeError):
     """fullgraph=True and the tracer could not capture the whole frame."""
 
 
-class _EveryBreak(Exception):
-    """fullgraph=True: the frame would break more than once; the text lists each break."""
-
-
 @dataclasses.dataclass
 class FrameCompiler:
     backend: object = "eager"
@@ -102,7 +92,6 @@ class FrameCompiler:
     # dimension of the frame's argument tensors from the first compile; False, never.
     dynamic: object = None
     _dynamic: object = dataclasses.field(init=False, repr=False, compare=False)
-    _traced: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     # How often each code this compiler made an entry for came back with none alive (its entries
     # evicted because an object they guard by identity died). Keyed by identity, weakly: codes die
@@ -133,13 +122,13 @@ class FrameCompiler:
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
-        self._traced = False
+        run = _Stages()
         try:
             # KeyboardInterrupt and SystemExit pass through (_compile): the user's call ends as
             # eager's would, and nothing is recorded, so the next call compiles again.
-            reason = self._compile(frame, entries)
+            reason = self._compile(frame, entries, run)
         finally:
-            if self._traced:   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
+            if run.reached("trace"):   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
                 from .tracer.fake_shapes import forget_shape_envs
                 forget_shape_envs()
         if isinstance(reason, runtime.GuardedCode):   # an entry: from now on its death counts
@@ -152,7 +141,7 @@ class FrameCompiler:
             return reason  # the GuardedCode, or SKIP for a trace without tensor work
         # Raised or logged here, after the failure's handler has ended: the failure's traceback
         # holds the tracer's frames, and through them example tensors and the user's values; a
-        # FullGraphError raised inside the handler would carry it as __context__ (seed 000).
+        # FullGraphError raised inside the handler would carry it as __context__.
         counters.count("unsupported")
         if self.fullgraph:
             raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {reason}")
@@ -189,115 +178,54 @@ class FrameCompiler:
             self.observer(FrameReport(describe(code), None, 0, "", None, reason))
         return True
 
-    def _compile(self, frame, entries):
+    def _compile(self, frame, entries, run):
         """The GuardedCode for `frame` (or what _no_graph returns for a trace without tensor work),
-        or the reason (a str) why it runs uncompiled.
+        or the reason (a str) why it runs uncompiled. Each stage is a function that takes and
+        returns values; `run(name, stage, ...)` calls it and names the stage a failure happened in.
 
-        Every step from the trace to the GuardedCode may fail, on code we did not foresee, in a
+        Every stage from the trace to the GuardedCode may fail, on code we did not foresee, in a
         backend or in torch.fx; none of that may reach the user's call, which then runs the
         original code and gives eager's result. Only `Exception` is caught: KeyboardInterrupt and
         SystemExit pass through untouched.
         """
-        from . import backends, codegen, tracer  # torch is imported only when a frame is compiled
-        import torch
+        from . import backends, tracer  # torch is imported only when a frame is compiled
+        from .graph_break import driver
 
         code = frame.f_code
-        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
-
-        def resolve(source):
-            return load_source(source, f_locals, f_globals, f_builtins)
-
-        result = None
-        step = "dynamic shapes plan"
-        plan = self._dynamic.plan(code, f_locals, resolve)
-        step = "trace"
-        self._traced = True   # a ShapeEnv was made: forgotten when the compile ends (__call__)
-        # Tracing runs the ops on fake tensors, which draw no random numbers; the generator's
-        # state is put back all the same after each trace, so that nothing a trace runs (an
-        # allow_in_graph function, a library's own seeding) can shift the numbers the compiled
-        # call then draws from eager's.
-        rng = torch.random.get_rng_state()
+        resolve = _resolver(frame)
+        traced = None
         try:
-            with backends.tracing_for(self.backend):
-                (result, break_reason, in_callee), plan = self._trace_planned(tracer, code, frame, rng, plan)
-            cut = isinstance(result.output, BreakOutput)
+            plan = run("dynamic shapes plan", self._dynamic.plan, code, frame.f_locals, resolve)
+            traced = run("trace", self._trace, frame, plan)
+            result, cut = traced.result, traced.cut
             # A break with no tensor work before it is worth an entry only where the frame is
             # meant to compile (the compile() target, a resume function): any other frame runs its
             # original code, as one without tensor work does (a property that raises, a helper
             # that prints first).
-            worth_cut = self._may_cut_without_graph(code)
-            if not _has_tensor_work(result.graph) and (not cut or not worth_cut):
-                step = "entry without a graph"
-                return self._no_graph(frame, entries, result, resolve)
-            step = "source rewriting"
-            # Guards and input loads through nn.Module attributes read the modules' dicts instead.
-            rewriter = SourceRewriter(resolve)
-            graph_inputs = [rewriter.rewrite(s) for s in result.graph_inputs]
-            specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
-                                         value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
-                     for g in result.guards]
-            shape_guards = _rewrite_shape_guards(result.shape_guards, rewriter)
-            step = "source check"
-            arguments, freevars = codegen.argument_names(code), code.co_freevars
-            used = [*graph_inputs, *_output_sources(result.output)]
-            used += [s for e in result.side_effects for spec in (e.target, e.value)
-                     for s in _output_sources(spec)]
-            used += [s for g in specs for s in (g.source, g.value) if isinstance(s, Source)]
-            if shape_guards is not None:
-                used += [b.source for _, b in shape_guards.bindings]
-            for source in used:
-                why = unreachable_root(source, arguments, freevars, f_globals, f_builtins)
-                if why is not None:
-                    raise Unsupported(f"unreachable from the frame: {why}", filename=code.co_filename,
-                                      lineno=code.co_firstlineno)
-            compiled = None
+            if not _has_tensor_work(result.graph) and (not cut or not self._may_cut_without_graph(code)):
+                return run("entry without a graph", self._no_graph, frame, entries, result, resolve)
+            rewritten = run("source rewriting", _RewrittenSources.of, result, resolve)
+            run("source check", _check_reachable, frame, result, rewritten)
             has_graph = _has_tensor_work(result.graph)
-            if has_graph:   # a break before any tensor work has no graph to call
-                step = "backend compile"
-                # The graph's own generated forward (and anything compiled from it) must run as is:
-                # marked skip before anything can call it under the hook.
-                runtime.set_skip(type(result.graph).forward)
-                # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
-                # what the swap leaves in their derived state is put back (proxies.py).
-                with proxies.preserving_derived_state(result.graph.modules()):
-                    compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
-                                                      fallback_to_eager=config.fallback_to_eager)
-                # What the backend made (AOT-autograd's generated wrappers, whose code carries no
-                # module name the trace rules could read, inductor's runner, a user backend's
-                # callable) is never intercepted: it runs with interception off, at its own speed.
-                compiled = runtime.without_interception(compiled)
-                # fx links the graph back to its GraphModule, a cycle only the collector frees; the
-                # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
-                # them the modules' parameters, which must go when the entry does, by reference
-                # counting (seed 001). Nothing needs the link once the backend is done.
-                result.graph.graph.owning_module = None
+            compiled = run("backend compile", self._backend_compile, result) if has_graph else None
+            shape_guards = rewritten.shape_guards
             if result.shape_state is not None:
-                # The backend may have specialised sizes while it compiled (inductor): the guards
-                # come from the ShapeEnv as it stands now, or the entry would serve sizes the
-                # compiled code was not made for (issue 20: a conv compiled for 96 channels run
-                # with 240). A binding it added reads a source checked above.
-                step = "shape guards after the backend"
-                shape_guards = _rewrite_shape_guards(tracer.final_shape_guards(result), rewriter)
-                tracer.release_shape_state(result)
-            step = "codegen"
-            resume_fns = _resume_functions(code, f_globals, result.output) if cut else ()
-            new_code = codegen.build_transformed_code(code, compiled, graph_inputs, result.output,
-                                                      resume_fns, result.side_effects)
-            step = "guard building"
-            guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)
-            guards.bind(code)  # a guard the frame cannot reach fails here, not in the user's call
-            step = "cache entry"
-            guarded = runtime.GuardedCode(new_code, guards)
+                shape_guards = run("shape guards after the backend", _shape_guards_after_backend, result,
+                                   rewritten.rewriter)
+            new_code = run("codegen", _transformed_code, frame, compiled, rewritten.graph_inputs, result)
+            guards = run("guard building", _bound_guards, code, rewritten.guards, resolve, shape_guards)
+            guarded = run("cache entry", runtime.GuardedCode, new_code, guards)
         except DynamicMarkError as e:
             e.__traceback__ = None
             return e
-        except (Unsupported, backends.BackendCompilerFailed, _EveryBreak) as e:  # these name their step
+        except (Unsupported, backends.BackendCompilerFailed, driver.EveryBreak) as e:  # these name their stage
             return _failure_text(e, str(e))
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
-            return _failure_text(e, f"{step} failed: {type(e).__name__}: {e}")
+            return _failure_text(e, f"{run.current} failed: {type(e).__name__}: {e}")
         finally:
-            if result is not None:
-                tracer.release_shape_state(result)
+            if traced is not None:
+                tracer.release_shape_state(traced.result)
+        break_reason, in_callee = traced.break_reason, traced.in_callee
         counters.count("graphs", has_graph)
         # A frame's first cut, with no graph before it, at a call that failed inside (the compile()
         # target's decorator wrapper calling forward) splits no graph: nothing compiled ran before
@@ -327,85 +255,36 @@ class FrameCompiler:
     def _may_cut_without_graph(self, code) -> bool:
         return code is self.target_code or graph_break.is_resume_code(code)
 
-    def _trace_planned(self, tracer, code, frame, rng, plan):
-        """(what _trace returns, the plan it used). A trace with symbolic sizes that breaks or
-        fails where the static one would not (an opaque module that cannot run on fake tensors, an
-        op without a symbolic rule) must not make the frame worse than static shapes do: the frame
-        is traced again with static shapes, and if that trace has no break, it is used and this
-        code keeps static shapes from then on (one entry per size, as before dynamic shapes). A
-        mark_dynamic dimension is never given up this way: the user asked for it."""
-        if not plan.symbolic:
-            return self._trace(tracer, code, frame, rng, plan), plan
-        failure = None
-        try:
-            traced = self._trace(tracer, code, frame, rng, plan)
-        except Unsupported as e:
-            failure, traced = e, None
-        if traced is not None and (not isinstance(traced[0].output, BreakOutput) or plan.strict):
-            return traced, plan
-        if failure is not None and plan.strict:
-            raise failure
-        static = plan.as_static()
-        try:
-            static_traced = self._trace(tracer, code, frame, rng, static)
-        except Unsupported:
-            if failure is not None:
-                raise failure from None
-            return traced, plan
-        if isinstance(static_traced[0].output, BreakOutput) and traced is not None:
-            tracer.release_shape_state(static_traced[0])
-            return traced, plan
-        if traced is not None:
-            tracer.release_shape_state(traced[0])
-        why = str(failure) if failure is not None else traced[1]
-        if failure is not None:
-            _failure_text(failure, "")
-        self._dynamic.refuse(code, why)
-        return static_traced, static
+    def _trace(self, frame, plan):
+        """The frame's trace, cut at its first break where it has one (graph_break/driver.py)."""
+        from . import backends
+        from .graph_break import driver
 
-    def _trace(self, tracer, code, frame, rng, plan):
-        """(TraceResult, None, False), or, when the trace fails at an instruction of this frame where
-        it can be cut, (the TraceResult of a second trace that stops there, the failure's text,
-        whether it failed inside a call the frame inlined there).
+        with backends.tracing_for(self.backend):
+            return driver.trace_frame(frame, plan, self._dynamic, self.fullgraph)
 
-        The second trace starts afresh rather than resuming the first's state (DESIGN.md: tracer
-        state is not snapshotted): the first may have added nodes and guards past the break point
-        (an inlined call that failed half-way), and none of that may reach the graph."""
-        import torch
+    def _backend_compile(self, result):
+        """The backend's callable for the traced graph, run with interception off."""
+        from . import backends
 
-        f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
-        try:
-            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure, plan=plan), None, False
-        except Unsupported as e:
-            if e.break_at is None:
-                raise
-            if self.fullgraph:   # name every break, not only the first
-                texts = tracer.list_breaks(code, f_locals, f_globals, f_builtins, frame.closure, e)
-                if len(texts) > 1:
-                    counts = dict.fromkeys(texts, 0)
-                    for t in texts:
-                        counts[t] += 1
-                    lines = [f"  {i}. {t}" + (f" ({n} times)" if n > 1 else "")
-                             for i, (t, n) in enumerate(counts.items(), 1)]
-                    raise _EveryBreak(
-                        f"{len(texts)} graph breaks (values they make are unknown here, so breaks "
-                        "that depend on them may be missing):\n" + "\n".join(lines)) from None
-                raise
-            failure = (str(e), e.reason, e.filename, e.lineno, e.instruction, e.break_at, e.in_callee)
-            _failure_text(e, "")
-        finally:
-            torch.random.set_rng_state(rng)
-        text, reason, filename, lineno, instruction, (index, arrival), in_callee = failure
-        try:
-            cut_plan = graph_break.plan_break(code, index)
-        except graph_break.BreakRefused as why:
-            raise Unsupported(f"{reason}; no graph break there: {why}", filename=filename,
-                              lineno=lineno, instruction=instruction) from None
-        try:
-            return tracer.trace(code, f_locals, f_globals, f_builtins, frame.closure,
-                                cut=(cut_plan, arrival), plan=plan), text, in_callee
-        finally:
-            torch.random.set_rng_state(rng)
+        # The graph's own generated forward (and anything compiled from it) must run as is:
+        # marked skip before anything can call it under the hook.
+        runtime.set_skip(type(result.graph).forward)
+        # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
+        # what the swap leaves in their derived state is put back (proxies.py).
+        with proxies.preserving_derived_state(result.graph.modules()):
+            compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
+                                              fallback_to_eager=config.fallback_to_eager)
+        # What the backend made (AOT-autograd's generated wrappers, whose code carries no
+        # module name the trace rules could read, inductor's runner, a user backend's
+        # callable) is never intercepted: it runs with interception off, at its own speed.
+        compiled = runtime.without_interception(compiled)
+        # fx links the graph back to its GraphModule, a cycle only the collector frees; the
+        # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
+        # them the modules' parameters, which must go when the entry does, by reference
+        # counting, never by the collector. Nothing needs the link once the backend is done.
+        result.graph.graph.owning_module = None
+        return compiled
 
     def _no_graph(self, frame, entries, result, resolve):
         """A trace with no tensor work: its frame runs the original code, never a graph.
@@ -463,17 +342,93 @@ def _rewrite_shape_guards(shape_guards, rewriter):
         (sym, dataclasses.replace(b, source=rewriter.rewrite(b.source))) for sym, b in shape_guards.bindings))
 
 
-def _resume_functions(code, f_globals, spec: BreakOutput) -> list:
-    """One resume function per target of the break: the stack there is the items the instruction
-    left below (NULL where it was, a grad-mode or autocast block entered again where its exit was)
-    and the ones it pushed; its arguments are those values and the live locals bound at the break."""
-    plan = spec.plan
-    carried = spec.stack[:len(spec.stack) - plan.consumed]
-    slots = tuple(graph_break.NULL if item is None else item if isinstance(item, EnteredContext) else
-                  graph_break.ITER if i in spec.iter_slots else graph_break.VALUE
-                  for i, item in enumerate(carried))
-    slots += tuple(graph_break.NULL if null else graph_break.VALUE for null in plan.pushed)
-    bound = {name for name, _ in spec.locals}
-    return [graph_break.resume_function(code, f_globals, target, slots,
-                                        tuple(n for n in live if n in bound), config.max_resume_depth)
-            for target, live in zip(plan.targets, plan.live)]
+class _Stages:
+    """Runs the compile's stages, remembering which ran: the one running names a failure."""
+
+    def __init__(self):
+        self.current = None
+        self._ran: list = []
+
+    def __call__(self, name: str, stage, *args):
+        self.current = name
+        self._ran.append(name)
+        return stage(*args)
+
+    def reached(self, name: str) -> bool:
+        return name in self._ran
+
+
+def _resolver(frame):
+    """`resolve(source)`: the value `source` reaches from `frame`."""
+    f_locals, f_globals, f_builtins = frame.f_locals, frame.f_globals, frame.f_builtins
+
+    def resolve(source):
+        return load_source(source, f_locals, f_globals, f_builtins)
+    return resolve
+
+
+@dataclasses.dataclass(frozen=True)
+class _RewrittenSources:
+    """The trace's graph inputs, guards and shape guards, through nn.Module attributes rewritten
+    to read the modules' dicts instead (fast_sources.py)."""
+    rewriter: SourceRewriter
+    graph_inputs: list
+    guards: list
+    shape_guards: object
+
+    @classmethod
+    def of(cls, result, resolve) -> "_RewrittenSources":
+        rewriter = SourceRewriter(resolve)
+        graph_inputs = [rewriter.rewrite(s) for s in result.graph_inputs]
+        specs = [dataclasses.replace(g, source=rewriter.rewrite(g.source),
+                                     value=rewriter.rewrite(g.value) if isinstance(g.value, Source) else g.value)
+                 for g in result.guards]
+        return cls(rewriter, graph_inputs, specs, _rewrite_shape_guards(result.shape_guards, rewriter))
+
+
+def _check_reachable(frame, result, rewritten: _RewrittenSources) -> None:
+    """Every source the entry loads or guards starts from the frame (its arguments, free variables,
+    globals or builtins); Unsupported otherwise."""
+    code = frame.f_code
+    arguments, freevars = codegen.argument_names(code), code.co_freevars
+    used = [*rewritten.graph_inputs, *_output_sources(result.output)]
+    used += [s for e in result.side_effects for spec in (e.target, e.value)
+             for s in _output_sources(spec)]
+    used += [s for g in rewritten.guards for s in (g.source, g.value) if isinstance(s, Source)]
+    if rewritten.shape_guards is not None:
+        used += [b.source for _, b in rewritten.shape_guards.bindings]
+    for source in used:
+        why = unreachable_root(source, arguments, freevars, frame.f_globals, frame.f_builtins)
+        if why is not None:
+            raise Unsupported(f"unreachable from the frame: {why}", filename=code.co_filename,
+                              lineno=code.co_firstlineno)
+
+
+def _shape_guards_after_backend(result, rewriter):
+    """The backend may have specialised sizes while it compiled (inductor): the guards come from
+    the ShapeEnv as it stands now, or the entry would serve sizes the compiled code was not made for
+    (a conv compiled for 96 channels run with 240). A binding it added reads a source
+    checked before. The ShapeEnv is released once read."""
+    from . import tracer
+
+    shape_guards = _rewrite_shape_guards(tracer.final_shape_guards(result), rewriter)
+    tracer.release_shape_state(result)
+    return shape_guards
+
+
+def _transformed_code(frame, compiled, graph_inputs, result):
+    """The code the entry runs: the graph call, the side effects, the return or the break with its
+    resume functions (codegen.py, graph_break/)."""
+    code = frame.f_code
+    resume_fns = graph_break.resume_functions(code, frame.f_globals, result.output, config.max_resume_depth) \
+        if isinstance(result.output, BreakOutput) else ()
+    return codegen.build_transformed_code(code, compiled, graph_inputs, result.output, resume_fns,
+                                          result.side_effects)
+
+
+def _bound_guards(code, specs, resolve, shape_guards):
+    """The entry's guard tree, bound to `code`: a guard the frame cannot reach fails here, not in
+    the user's call."""
+    guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)
+    guards.bind(code)
+    return guards

@@ -178,7 +178,7 @@ class DynamicPolicy:
 
     def refuse(self, code, why: str) -> None:
         """`code` traces with static shapes from now on: its symbolic trace broke where the static
-        one did not (convert_frame.FrameCompiler._trace_planned)."""
+        one did not (graph_break/driver.py `trace_frame`)."""
         self._refused.add(code)
         if log.enabled("dynamic"):
             log.log("dynamic", f"{code.co_qualname}: traced with static shapes (symbolic sizes made a "

@@ -62,7 +62,7 @@ class CompiledModule(nn.Module):
     """Base of the classes compile(module) makes; `isinstance(m, tjc.CompiledModule)` tells a
     compiled module. Never instantiated directly: compile(module) makes one."""
 
-    __slots__ = ("_compiled_call_impl", "_tjc_module", "_tjc_compiler")
+    __slots__ = ("_compiled_call_impl", "_tjc_module", "_tjc_compiler", "_tjc_rebuild")
 
     def __new__(cls, *args, **kwargs):
         # Called only by code of the wrapped class that builds another of its own kind through
@@ -112,11 +112,11 @@ class CompiledModule(nn.Module):
 
     # -- copies: a copy of the wrapped module, compiled anew with the same options -----------------
     def __copy__(self):
-        return rebuild_compiled_module(copy.copy(self._tjc_module), self.compile_options)
+        return self._tjc_rebuild(copy.copy(self._tjc_module), self.compile_options)
 
     def __deepcopy__(self, memo):
         # The memo makes a module reached both directly and through this one copied once.
-        return rebuild_compiled_module(copy.deepcopy(self._tjc_module, memo), self.compile_options)
+        return self._tjc_rebuild(copy.deepcopy(self._tjc_module, memo), self.compile_options)
 
     def __reduce_ex__(self, protocol):
         options = self.compile_options
@@ -129,7 +129,7 @@ class CompiledModule(nn.Module):
                     f"cannot pickle a compiled {type(self._tjc_module).__name__}: its backend {backend!r} is "
                     f"not picklable ({type(e).__name__}: {e}); compile with a backend name or a module-level "
                     "function, or pickle .original_module") from None
-        return rebuild_compiled_module, (self._tjc_module, options)
+        return self._tjc_rebuild, (self._tjc_module, options)
 
 
 class _DelegatingCompiledModule(CompiledModule):
@@ -189,8 +189,10 @@ def _compiled_class(cls):
     return made
 
 
-def wrap(module, compiler):
-    """The compiled module of `module`, calling it under `compiler` (a FrameCompiler)."""
+def wrap(module, compiler, rebuild):
+    """The compiled module of `module`, calling it under `compiler` (a FrameCompiler). Its copies
+    and unpickling call `rebuild(module, options)` (api.rebuild_compiled_module, a module-level
+    function so that pickles name it): passed in, so this module never imports the api above it."""
     if isinstance(module, CompiledModule):
         module = module._tjc_module
     compiled = object.__new__(_compiled_class(type(module)))
@@ -198,17 +200,11 @@ def wrap(module, compiler):
     object.__setattr__(compiled, "__dict__", module.__dict__)
     object.__setattr__(compiled, "_tjc_module", module)
     object.__setattr__(compiled, "_tjc_compiler", compiler)
+    object.__setattr__(compiled, "_tjc_rebuild", rebuild)
     # nn.Module.__call__ calls this when set: the module's own __call__ path (hooks, forward),
     # with the callback installed. A bound method of the module: no reference back to `compiled`.
     object.__setattr__(compiled, "_compiled_call_impl", _C.CompiledFunction(module._call_impl, compiler))
     return compiled
-
-
-def rebuild_compiled_module(module, options):
-    """compile(module, **options): what copies and unpickling of a CompiledModule call."""
-    from .api import compile
-
-    return compile(module, **options)
 
 
 class InPlaceCall:

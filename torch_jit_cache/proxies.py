@@ -3,7 +3,7 @@
 A graph that calls a module or function as one node must hold something callable, and a cache
 entry owns its graph: holding the user's module there would keep it alive for as long as the
 entry, and the entry lives until the module dies (its guards hold it weakly) -- a cycle through
-the C++ cache that no collector sees (seed 001, leak 2). So the graph holds a proxy instead:
+the C++ cache that no collector sees. So the graph holds a proxy instead:
 
 - a module proxy is a new instance of the module's own class, made with `cls.__new__`, whose
   instance `__dict__` IS the original's (the same dict object, not a copy). Parameters, buffers,

@@ -5,7 +5,7 @@
     runtime.GuardedCode(code, guards)        # code keeps the original's argument names as a prefix
     runtime.cache_entries(fn_or_code)        # [CacheEntry]: .code, .guards, .hits, .evicted, .explain(frame)
     runtime.cache_entries(fn, owner=compiled)  # only the entries of one compile() call
-    g = runtime.GuardManager()               # guard tree builder (see DESIGN.md)
+    g = runtime.GuardManager()               # guard tree builder (docs/guards.md)
 
 The callback is called only on a cache miss, with this thread's hook suspended (frames it runs
 are not intercepted). `frame` is valid only while the callback runs; `entries` are the code's

@@ -63,6 +63,11 @@ class Source:
     def guard_node(self, parent):
         raise NotImplementedError(type(self).__name__)
 
+    def is_frame_input(self) -> bool:
+        """Whether the value is an argument of the frame, or found in a container that is (what
+        dynamic=True understands by "input"; an attribute of anything is not)."""
+        return False
+
 
 @dataclasses.dataclass(frozen=True)
 class RootSource(Source):
@@ -126,6 +131,9 @@ class LocalSource(RootSource):
 
     def unreachable(self, arguments, freevars, f_globals, builtins) -> str | None:
         return None if self.local_name in arguments else f"{self.local_name!r} is not an argument"
+
+    def is_frame_input(self) -> bool:
+        return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,6 +236,9 @@ class ItemSource(ChainedSource):
 
     def guard_node(self, parent):
         return parent.item(self.key)
+
+    def is_frame_input(self) -> bool:
+        return self.base.is_frame_input()
 
 
 def load_source(source: Source, f_locals, f_globals, f_builtins) -> Any:

@@ -155,7 +155,7 @@ class IterOutput:
 @dataclasses.dataclass(frozen=True)
 class EnteredContext:
     """A stack slot at a graph break that holds the `__exit__` BEFORE_WITH left for a grad-mode or
-    autocast block the frame is inside (graph_break.py). It is not rebuilt as a value: the
+    autocast block the frame is inside (graph_break/__init__.py). It is not rebuilt as a value: the
     resume function enters the block again in its prologue: `enter()` (a constant: torch.no_grad,
     torch.enable_grad, or functools.partial(torch.autocast, *args)), then BEFORE_WITH."""
     enter: Any
@@ -180,7 +180,7 @@ class ContextSwitch:
 
 @dataclasses.dataclass(frozen=True)
 class BreakOutput:
-    """The frame continues past a graph break (graph_break.py): rebuild `stack` (bottom first; None
+    """The frame continues past a graph break (graph_break/__init__.py): rebuild `stack` (bottom first; None
     where the stack held NULL, an EnteredContext where it held a grad-mode or autocast block's exit) and the
     locals `locals` ((name, spec), ...; a live local unbound at the break is left out and stays
     unbound), run `plan.instr` (inside `switches`, ModeSwitch and ContextSwitch steps entered in
@@ -290,9 +290,23 @@ class Unsupported(Exception):
         self.instruction = instruction
         # Set by the root translator when the failure happened at one of its instructions (or in a
         # call it inlined there): (decoded index, how many times the trace had reached it). The
-        # frame may then be cut there (graph_break.py); None: it cannot be cut.
+        # frame may then be cut there (graph_break/plan.py); None: it cannot be cut.
         self.break_at = None
         # Set when a translator of an inlined call located it (raised inside a callee).
         self.in_callee = False
         where = f"{filename}:{lineno}" + (f" ({instruction})" if instruction else "")
         super().__init__(f"{reason} at {where}")
+
+
+def drop_tracebacks(e: BaseException) -> None:
+    """Drop the tracebacks of `e` and its chain: an exception object can outlive the failure (a
+    backend that keeps and re-raises its error), and its traceback would keep the frames of the
+    compile, and the user's arguments in them, alive."""
+    seen, todo = set(), [e]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        todo += (e.__cause__, e.__context__)

@@ -756,7 +756,7 @@ def test_every_opcode_the_decoder_produces_for_this_module_has_a_handler_or_a_re
     or in the short list of what the tracer deliberately does not trace."""
     import types as pytypes
 
-    from torch_jit_cache.instructions import decode
+    from torch_jit_cache.bytecode.instructions import decode
     from torch_jit_cache.tracer.handlers import DISPATCH
 
     not_traced = {"RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH",

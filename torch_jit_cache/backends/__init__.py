@@ -179,7 +179,7 @@ def inductor(gm, example_inputs):
         return compile_fx(gm, example_inputs)
     # With symbolic sizes, the sizes inductor specialises while it compiles (a convolution's channel
     # count) are replacements in the ShapeEnv, which convert_frame reads back into the entry's
-    # guards (issue 20). A compiled graph loaded from inductor's FX graph cache (or AOTAutograd's)
+    # guards. A compiled graph loaded from inductor's FX graph cache (or AOTAutograd's)
     # brings the cached compile's guards but not its replacements: an entry made from it would
     # serve sizes its code asserts against (`expected size 240==96`). So symbolic graphs compile
     # without those caches.

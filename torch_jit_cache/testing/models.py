@@ -360,7 +360,7 @@ def _t5():
 
 
 def _bart():
-    # BartLearnedPositionalEmbedding is an nn.Embedding whose forward calls super().forward (issue 20).
+    # BartLearnedPositionalEmbedding is an nn.Embedding whose forward calls super().forward.
     import transformers
 
     config = transformers.BartConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,

@@ -1,6 +1,6 @@
 """Every trace runs on fake tensors: one FakeTensorMode and ShapeEnv per trace, and the guards they leave.
 
-No trace runs the user's program on real data (issue 21): every tensor the trace reads from the
+No trace runs the user's program on real data: every tensor the trace reads from the
 frame is converted once (`fakeify`) into a fake tensor with the real one's sizes, strides, storage
 offset, dtype, device, conj/neg bits, requires_grad and view relations (two views of one base
 become views of one fake base), and no data; every example op, factory and opaque call runs under
@@ -75,7 +75,7 @@ def _first_use() -> None:
     """The first ShapeEnv and fake op import parts of torch lazily, and some of those imports fail
     on purpose (optional dependencies such as z3): the failures' tracebacks form reference cycles
     through every frame on the stack. Made on the user's stack, those cycles would hold the user's
-    frames (and the module being compiled) until the cycle collector ran (seed 000). So the first
+    frames (and the module being compiled) until the cycle collector ran. So the first
     use happens once on a thread of its own, whose stack holds nothing of the user's."""
     def warm():
         from torch._subclasses.fake_tensor import FakeTensorMode

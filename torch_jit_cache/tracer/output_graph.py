@@ -188,8 +188,8 @@ class OutputGraph:
         """Drops every reference the trace state holds to user objects and trackers.
 
         Trackers and this object reference each other; left to the cycle collector, they would
-        keep the user's modules, tensors and their example clones alive after the trace (seed 000:
-        nothing may wait for gc.collect()). Called when the trace ends, on every path.
+        keep the user's modules, tensors and their example clones alive after the trace
+        (nothing may wait for gc.collect()). Called when the trace ends, on every path.
         """
         self.by_id.clear()
         self.by_source.clear()

@@ -16,7 +16,7 @@ and answers the reads that follow in the same trace: a stored attribute or globa
 the stored tracker, a deleted one is refused, and a mutated container is its own tracker (whose
 items the trace updated). After the trace, `reconstruct(rebuild)` turns the log into
 trace_result.SideEffect specs, and codegen replays them after the graph call: on the return path
-before returning, at a graph break before the unsupported instruction (graph_break.py, step 2).
+before returning, at a graph break before the unsupported instruction (graph_break/__init__.py, step 2).
 Replay loads every target and value first, then applies the effects in program order, so an
 effect never changes what a later one loads (`self.a, self.b = self.b, self.a`). A container is
 replayed once, with its final contents, at the place of its last mutation (no hook runs on a list

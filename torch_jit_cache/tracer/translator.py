@@ -1,7 +1,7 @@
 """InstructionTranslator: the symbolic interpreter over one code object's instructions.
 
 It holds the value stack, the fast locals, the cells, and a reference to the shared OutputGraph
-(fx graph, graph inputs, guards). It runs the version-neutral instructions of instructions.py: each
+(fx graph, graph inputs, guards). It runs the version-neutral instructions of bytecode/instructions.py: each
 is dispatched by its normalized opname through handlers.DISPATCH, with the translator passed
 explicitly. Inlined calls run a child translator on the same OutputGraph.
 
@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import inspect
 
-from .. import graph_break
-from ..instructions import DecodeError, decode, next_raw
+from ..bytecode.instructions import DecodeError, decode
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
 from ..trace_result import Unsupported
 from . import variables
@@ -36,7 +35,7 @@ def _frame_global_source(tx, name):
 
 def _varkw_name(code):
     """The name of the code's **kwargs parameter, or None. (A resume function has none: it takes
-    the original's kwargs as a plain argument, graph_break.py.)"""
+    the original's kwargs as a plain argument, graph_break/resume.py.)"""
     if not code.co_flags & inspect.CO_VARKEYWORDS:
         return None
     return code.co_varnames[code.co_argcount + code.co_kwonlyargcount
@@ -50,23 +49,11 @@ class _Null:
         return "NULL"
 
 
-class _Unknown:
-    """Listing every break (`passing_over`): what an instruction left unrun pushed."""
-
-    def __repr__(self):
-        return "UNKNOWN"
-
-
-# Normalized ops that move a value without using it: they run as usual on an UNKNOWN.
-_MOVES = frozenset({"STORE_FAST", "POP_TOP", "COPY", "SWAP", "RETURN_VALUE", "NOP"})
-
-
 class InstructionTranslator:
     NULL = _Null()
-    UNKNOWN = _Unknown()
 
     def __init__(self, code, output, f_globals, *, arg_values=None, raw_args=None,
-                 free_cells=None, global_source=None, depth=0, stop_at=None, passing_over=None):
+                 free_cells=None, global_source=None, depth=0, stop_at=None, pass_over=None):
         """`raw_args` (root frame): real argument values, wrapped with LocalSource when first
         read. `arg_values` (inlined call): trackers bound to parameter names. `free_cells`: one
         CellVariable per co_freevars entry."""
@@ -87,20 +74,19 @@ class InstructionTranslator:
         self.result = None
         self.done = False
         self.suspended = False
-        self.generators: list = []   # root frame: the generators it made, in order (tracer.trace)
+        self.generators: list = []   # root frame: the generators it made, in order (graph_break/driver.py)
         self._global_source = global_source
         self.boundary = 0   # index of the raw instruction being run (see the module docstring)
         # Root frame only: how often each boundary was reached, so a failure can name the arrival
         # it happened at, and a second trace (`stop_at`: (index, arrival)) stops right there with
-        # the interpreter's stack and locals (graph breaks, graph_break.py).
+        # the interpreter's stack and locals (graph breaks, graph_break/driver.py).
         self.arrivals = [0] * len(self.instructions) if depth == 0 else None
         self.stop_at = stop_at
         self.stopped = False
-        # Root frame, fullgraph=True listing every break (tracer.list_breaks): {(index, arrival):
-        # BreakPlan} of breaks already found. The trace passes over each (pops what it consumes,
-        # pushes UNKNOWN, takes the fall-through path) and over any instruction that uses an
-        # UNKNOWN, so that it reaches the next real break instead of stopping at the first.
-        self.passing_over = passing_over
+        # Root frame, fullgraph=True listing every break (graph_break/passing.py): a hook
+        # `pass_over(tx, inst)` that may run the instruction at `ip` abstractly instead of its
+        # handler (True: it did), so the trace reaches the next break instead of stopping at one.
+        self.pass_over = pass_over
 
     # -- stack ----------------------------------------------------------------------------------
     def push(self, v):
@@ -157,7 +143,7 @@ class InstructionTranslator:
     def global_resolver(self):
         """How this frame's globals are named as sources, as a callable (tx, name) that does not
         hold the translator: a function made here keeps it, and a translator held by a function
-        its own locals hold would be a cycle, keeping every traced value until gc (seed 000)."""
+        its own locals hold would be a cycle, keeping every traced value until gc."""
         return self._global_source or _frame_global_source
 
     def _root_global(self, name) -> bool:
@@ -201,6 +187,9 @@ class InstructionTranslator:
     # -- services for variables ------------------------------------------------------------------
     def wrap(self, value, source, guard: bool = True):
         return variables.wrap(self, value, source, guard)
+
+    def wrap_constant(self, value):
+        return variables.wrap_constant(value)
 
     def call(self, fn, args: list, kwargs: dict):
         if fn is self.NULL:
@@ -249,7 +238,7 @@ class InstructionTranslator:
                 if self.stop_at == (self.ip, self.arrivals[self.boundary]):
                     self.stopped = True
                     return None
-                if self.passing_over is not None and self._pass_over(inst):
+                if self.pass_over is not None and self.pass_over(self, inst):
                     continue
             self.ip += 1
             steps += 1
@@ -270,37 +259,6 @@ class InstructionTranslator:
                 err.__cause__ = e
                 self._fail(err, inst)
         return self.result
-
-    def _pass_over(self, inst) -> bool:
-        """Listing breaks: run the instruction at `self.ip` abstractly, when it is a break already
-        listed or a raw instruction that uses an UNKNOWN. False: run it as usual."""
-        plan = self.passing_over.get((self.ip, self.arrivals[self.boundary]))
-        if plan is not None and not plan.targets:   # a raise listed already: the frame ends there
-            self.done = True
-            return True
-        if plan is not None:
-            consumed, pushed, target = plan.consumed, plan.pushed, plan.targets[0]
-        elif not inst.first:
-            return False
-        else:
-            end = next_raw(self.instructions, self.ip)
-            parts = self.instructions[self.ip:end]
-            if all(i.op in _MOVES for i in parts):
-                return False
-            consumed, n_pushed = graph_break.stack_effect(inst.instr)
-            if not any(v is self.UNKNOWN for v in self.stack[len(self.stack) - consumed:]):
-                return False
-            if any(i.target is not None for i in parts) and inst.op not in graph_break.COND_JUMPS:
-                raise Unsupported(f"{inst.instr.name} on a value an unsupported instruction made",
-                                  filename=self.code.co_filename, lineno=inst.lineno,
-                                  instruction=inst.describe())
-            pushed, target = (False,) * n_pushed, end
-        self.popn(consumed)
-        self.stack += [self.NULL if null else self.UNKNOWN for null in pushed]
-        if inst.instr.name.startswith("CALL"):
-            self.kw_names = None
-        self.ip = target
-        return True
 
     def _fail(self, e: Unsupported, inst, breakable: bool = True):
         located = None
@@ -326,7 +284,7 @@ class InstructionTranslator:
             raise located from e.__cause__
         finally:
             # The exception's traceback holds this frame: dropping our names for it breaks the
-            # exception <-> frame cycle that would keep every traced value alive until gc (seed 000).
+            # exception <-> frame cycle that would keep every traced value alive until gc.
             e = located = None
 
     @staticmethod

@@ -3,7 +3,7 @@
 Below a call's arguments lie two slots: the callable and NULL, or a method and its self. Their
 order is the version's (instructions.VersionFacts.null_before_callable); `_pop_callable` reads it.
 """
-from ...instructions import FACTS
+from ...bytecode.versions import FACTS
 from ..variables import DictVariable, NestedFunctionVariable, TupleVariable
 from ..variables.base import unsupported
 from .registry import make_registry

@@ -5,7 +5,7 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
 """
 from ..variables import ConstantVariable, IteratorVariable
-from ..variables.containers import iterate
+from ..variables.iterators import iterate
 from ..variables.contexts import AutocastVariable, GradModeVariable
 from ..variables.generators import GeneratorVariable
 from ..variables.base import TRACED_RAISES, unsupported

@@ -1,5 +1,5 @@
 """Loads and stores: constants, fast locals, globals, cells, attributes, imports."""
-from ...instructions import FACTS
+from ...bytecode.versions import FACTS
 from ..variables import CellVariable, ConstantVariable, TupleVariable
 from ..variables.base import unsupported
 from ..variables.constant import is_constant_value

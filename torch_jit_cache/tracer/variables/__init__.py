@@ -1,16 +1,16 @@
 """Variable trackers: the symbolic values the tracer manipulates (see base.py for the protocol)."""
 from .base import VariableTracker
-from .builder import wrap
+from .builder import wrap, wrap_constant
 from .builtins import BuiltinVariable
 from .constant import ConstantVariable
-from .containers import (CellVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
-                         RangeVariable, TupleVariable)
+from .containers import CellVariable, DictVariable, DictViewVariable, ListVariable, RangeVariable, TupleVariable
 from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFunctionVariable,
                         UserMethodVariable)
+from .iterators import IteratorVariable
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 
-__all__ = ["VariableTracker", "wrap", "BuiltinVariable", "ConstantVariable", "CellVariable",
+__all__ = ["VariableTracker", "wrap", "wrap_constant", "BuiltinVariable", "ConstantVariable", "CellVariable",
            "DictVariable", "DictViewVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable",
            "NestedFunctionVariable", "PythonModuleVariable", "UserFunctionVariable",
            "UserMethodVariable", "NNModuleVariable", "TensorVariable", "TorchFunctionVariable"]

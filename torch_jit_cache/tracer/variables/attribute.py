@@ -64,7 +64,7 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
     if where is Where.CLASS:
         if isinstance(value, types.FunctionType):
             # `obj.name.__func__ is value`: fails once the instance gets an attribute of that name (a
-            # plain function or value has no __func__) or the class's method is replaced (issue 13).
+            # plain function or value has no __func__) or the class's method is replaced.
             fsrc = AttrSource(source, "__func__")
             tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value)
             return UserMethodVariable(UserFunctionVariable(value, fsrc), var, source)

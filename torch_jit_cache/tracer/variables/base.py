@@ -2,13 +2,16 @@
 
 Methods that need the trace (to add nodes, guards, or inline code) take the translator `tx`
 explicitly. What variables may use from `tx`: `tx.output` (the OutputGraph), `tx.wrap(value,
-source)` (wrap a real value read from the frame), `tx.inline_call(func_var, args, kwargs)` and
-`tx.call(fn_var, args, kwargs)`. Variables never import the translator.
+source)` (wrap a real value read from the frame), `tx.wrap_constant(value)` (wrap a value computed
+from constants: builder.wrap_constant), `tx.inline_call(func_var, args, kwargs)` and
+`tx.call(fn_var, args, kwargs)`. Variables never import the translator, and import each other one
+way only (tests/python/test_import_layers.py): a service of a higher module reaches a lower one
+through `tx` or through a method the higher tracker overrides, never through an import.
 """
 from __future__ import annotations
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
-from ...trace_result import SourceOutput, Unsupported
+from ...trace_result import AttrOutput, SourceOutput, Unsupported
 
 
 def unsupported(reason: str):
@@ -44,6 +47,16 @@ TRACED_RAISES = {KeyError: TracedKeyError, IndexError: TracedIndexError,
 
 class VariableTracker:
     """Base class. `source` is where the value came from in the frame, or None if built here."""
+
+    # Made of items produced one at a time by `next_item()` (an iterator, a generator): what
+    # Python consumes item by item (list.extend) takes them so, each before the next is made.
+    yields_lazily = False
+    # What `a is b` compares for two trackers of one family: their identity_object()s. Trackers of
+    # different families, or of none, are not known to be the same object (operators.is_op).
+    identity_family = None
+    # A mutable object the builder guards by type, not identity (a plain user object, a list, a
+    # dict): side_effects.py is told of every one reached, to keep its mutation sound.
+    guarded_by_type = False
 
     def __init__(self, source=None):
         self.source = source
@@ -115,10 +128,27 @@ class VariableTracker:
         src = f" from {self.source}" if self.source is not None else ""
         return f"{type(self).__name__}{src}"
 
+    def require_guardable(self, what: str, name: str) -> None:
+        """Returns where the builder guarded this value completely (its attribute `name` read by an
+        opaque call of `what`, opaque_calls.py, which reads it unseen); refuses everything else. Plain
+        objects are guarded by type alone (their attributes where read): not enough for such a call."""
+        unsupported(f"opaque call of {what}: attribute {name!r} is a {self} the tracer cannot guard")
+
+    def bound_method_type(self, name: str):
+        """The Python type of `self.name` when it is a method (MethodVariable.python_type), where
+        the tracker knows it; else None."""
+        return None
+
+    def identity_object(self):
+        """The real object this tracker stands for, where `identity_family` says it is known."""
+        unsupported(f"identity of {self}")
+
 
 class CallableVariable(VariableTracker):
     """A callable known while tracing (a builtin, a torch function, a pure math function); the
     subclass says what calling it does."""
+
+    identity_family = "constant"   # a class against a builtin that is one (`type(n) is int`)
 
     def __init__(self, fn, source=None):
         super().__init__(source)
@@ -134,3 +164,34 @@ class CallableVariable(VariableTracker):
         if self.source is None:
             return super().reconstruct(outputs)
         return SourceOutput(self.source)
+
+    def identity_object(self):
+        return self.as_python_constant()
+
+
+class MethodVariable(VariableTracker):
+    """`obj.name`, a method loaded and not called yet (`xs.append`, `x.view`, `"a,b".split`).
+
+    Calling it is `obj.call_method(tx, name, ...)`: what the call does is the object's tracker's
+    business (folded for a constant, a node for a tensor, refused for an opaque value). Held at a
+    graph break or returned, it is made again as the attribute read from the rebuilt object, once
+    however often it is reached."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def python_type(self):
+        found = self.obj.bound_method_type(self.name)
+        if found is None:
+            unsupported(f"type of {self} is unknown")
+        return found
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def reconstruct(self, outputs):
+        return outputs.once(self, lambda: AttrOutput(outputs.rebuild(self.obj), self.name))
+
+    def __repr__(self):
+        return f"MethodVariable({self.obj!r}.{self.name})"

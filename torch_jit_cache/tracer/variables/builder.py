@@ -1,6 +1,10 @@
 """Wrap a real value read from the frame (with its Source) into a tracker, adding its guards.
 
-Guards added here: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
+WRAP_RULES orders the rules; each rule's maker lives in the module of the tracker it makes
+(`wrap_tensor` in tensor.py, `wrap_sequence` in containers.py, ...), so a new kind of value is one
+rule in its own module and one row here. The first rule that applies and makes a tracker wins.
+
+Guards the rules add: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
 TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` and
 DICT_TAGS for nn.Modules: the guards below a module skipped while its dicts are unchanged); for functions made inside another function (closures, lambdas: often made anew per
 call) and functools.partial objects, guards on their parts instead (`__code__` by identity, closure
@@ -21,68 +25,92 @@ import math
 import operator
 import os
 import types
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn as nn
 
-from ... import runtime
-from ...sources import AttrSource, ItemSource, LocalSource
-from ...trace_result import GuardKind
-from .base import unsupported
-from .builtins import BUILTIN_HANDLERS, BuiltinVariable
-from .classes import ClassVariable
-from .constant import ConstantVariable
-from .contexts import context_class, refuse_autocast_object
-from .containers import DictVariable, ListVariable, RangeVariable, TupleVariable
+from . import builtins as builtin_rules
+from . import constant, containers, contexts, functions, new_object, nn_module, opaque, symbolic, tensor, user_object
+from .base import VariableTracker, unsupported
+from .constant import ConstantVariable, is_constant_value
+from .containers import ListVariable, TupleVariable
 from .distributed import wrap_distributed
-from .functions import (PartialVariable, PureFunctionVariable, PythonModuleVariable,
-                        SignatureFunctionVariable, UserFunctionVariable, UserMethodVariable)
-from .new_object import UserClassVariable, is_user_class
-from .nn_module import BuiltinModuleMethodVariable, NNModuleVariable, builtin_module_owner
-from .opaque import OpaqueVariable
-from .symbolic import SymNodeVariable
-from .tensor import TensorVariable, TorchFunctionVariable
-from .user_object import (DictSubclassVariable, EnvironVariable, UserObjectVariable, is_dict_subclass_object,
-                          is_plain_user_object)
-
-_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
-_TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
+from .sets import SetVariable
+from .user_object import DictSubclassVariable, EnvironVariable, UserObjectVariable
 
 
-def _torch_callable_ids() -> frozenset:
-    spaces = [torch, torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
-    return frozenset(id(v) for ns in spaces for v in vars(ns).values()
-                     if callable(v) and not isinstance(v, type))
+class WrapRule(NamedTuple):
+    """One entry of WRAP_RULES: `applies(value, source)` says whether the rule is for the value;
+    `make(tx, value, source, g)` returns its tracker, having added its guards through `g`, or
+    None where it finds the value is not its own after all (the next rules are asked)."""
+    name: str
+    applies: Callable
+    make: Callable
 
 
-_TORCH_IDS = _torch_callable_ids()
+def _always(value, source) -> bool:
+    return True
 
 
-def is_torch_callable(value) -> bool:
-    if isinstance(value, type):
-        return False
-    if id(value) in _TORCH_IDS:
-        return True
-    if isinstance(value, types.MethodType):
-        # A Python function bound to an object (a module's `forward`, a distribution's `rsample`):
-        # the object is state the graph would not see (its parameters would get no gradient).
-        # Wrapped as a method: its function and its object, each through its own source.
-        return False
-    objclass = getattr(value, "__objclass__", None)
-    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
-        return True
-    mod = getattr(value, "__module__", None) or ""
-    return callable(value) and (mod == "torch" or mod.startswith("torch."))
+def _is_sequence(value, source) -> bool:
+    return isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
+        (isinstance(value, tuple) and hasattr(type(value), "_fields"))
 
 
-def _is_argument(source, value) -> bool:
-    """A tensor the frame was called with (or found in a container it was called with), as
-    dynamic=True understands "input": not a parameter, buffer or other attribute."""
-    if isinstance(value, nn.Parameter):
-        return False
-    while isinstance(source, ItemSource):
-        source = source.base
-    return isinstance(source, LocalSource)
+def _is_pure_function(value, source) -> bool:
+    return isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in (
+        "math", "_operator", "operator") or (isinstance(value, type(math.sqrt)) and value in vars(operator).values())
+
+
+# The order is the precedence: the first rule that applies and makes a tracker wins. Each
+# variable module contributes the rules for its own trackers; this table alone orders them.
+WRAP_RULES = (
+    WrapRule("tensor", lambda v, s: isinstance(v, torch.Tensor), tensor.wrap_tensor),
+    WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_int),
+    WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),
+    WrapRule("device", lambda v, s: type(v) is torch.device, constant.wrap_device),
+    WrapRule("module", lambda v, s: isinstance(v, nn.Module), nn_module.wrap_module),
+    WrapRule("sequence", _is_sequence, containers.wrap_sequence),
+    WrapRule("dict", lambda v, s: type(v) is dict, containers.wrap_dict),
+    WrapRule("range", lambda v, s: type(v) is range, containers.wrap_range),
+    WrapRule("python module", lambda v, s: isinstance(v, types.ModuleType), functions.wrap_python_module),
+    WrapRule("builtin", lambda v, s: builtin_rules.is_handled_builtin(v), builtin_rules.wrap_builtin),
+    WrapRule("context class", lambda v, s: isinstance(v, type), contexts.wrap_context_class),
+    WrapRule("autocast object", _always, contexts.refuse_autocast),
+    # torch.distributed: collectives are captured, the rest breaks before it runs (distributed.py)
+    WrapRule("distributed", _always, lambda tx, v, s, g: wrap_distributed(tx, v, s, g.enabled)),
+    WrapRule("built-in module method", _always, nn_module.wrap_builtin_module_method),
+    WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
+    WrapRule("inspect.signature", lambda v, s: v is inspect.signature, functions.wrap_signature),
+    WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),
+    WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, functions.wrap_partial),
+    WrapRule("method", lambda v, s: isinstance(v, types.MethodType), functions.wrap_method),
+    WrapRule("pure function", _is_pure_function, functions.wrap_pure_function),
+    WrapRule("class", lambda v, s: isinstance(v, type), new_object.wrap_class),
+    WrapRule("print", lambda v, s: v is builtins.print, builtin_rules.wrap_print),
+    # os.environ: reads are guarded constants (user_object.py)
+    WrapRule("os.environ", lambda v, s: s is not None and v is os.environ, user_object.wrap_by_type(EnvironVariable)),
+    WrapRule("dict subclass object", lambda v, s: s is not None and user_object.is_dict_subclass_object(v),
+             user_object.wrap_by_type(DictSubclassVariable)),
+    WrapRule("user object", lambda v, s: s is not None and user_object.is_plain_user_object(v),
+             user_object.wrap_by_type(UserObjectVariable)),
+    WrapRule("opaque", lambda v, s: s is not None, opaque.wrap_opaque),
+)
+
+
+class Guards:
+    """`g(kind, value, source)`: what a rule guards its value with, by default at the value's own
+    source; nothing where the caller asked for no guard (`enabled` False: attributes of trusted
+    modules, values without a source)."""
+
+    def __init__(self, out, source, enabled: bool):
+        self.out, self.source, self.enabled = out, source, enabled
+
+    def __call__(self, kind, value=None, source=None):
+        if self.enabled:
+            self.out.add_guard(self.source if source is None else source, kind, value)
 
 
 def wrap(tx, value, source, guard: bool = True):
@@ -92,163 +120,32 @@ def wrap(tx, value, source, guard: bool = True):
     vt = _wrap(tx, value, source, guard and source is not None)
     if source is not None:
         out.by_source[source] = vt
-        if isinstance(vt, (UserObjectVariable, ListVariable, DictVariable)):
-            # Guarded by type, not identity: side_effects.py keeps mutation of such objects sound.
+        if vt.guarded_by_type:
             out.side_effects.reached(value, vt)
     return vt
 
 
 def _wrap(tx, value, source, guard):
-    out = tx.output
-
-    def g(kind, v=None, src=source):
-        if guard:
-            out.add_guard(src, kind, v)
-
-    if isinstance(value, torch.Tensor):
-        if source is None:
-            unsupported("a tensor that is not reachable from the frame (cannot be a graph input)")
-        out.add_guard(source, GuardKind.TENSOR_MATCH, value)
-        known = out.by_id.get(id(value))
-        if known is not None:
-            out.add_guard(source, GuardKind.SAME_AS, known.source)
-            return known
-        plan = out.frame_plan
-        choices = plan.choose(source, value, is_argument=_is_argument(source, value)) \
-            if plan is not None else None
-        # A fake tensor, with symbolic sizes where the plan says (dynamic.py, fake_shapes.py). A
-        # static plan still records the sizes seen (automatic dynamic shapes) but makes no symbol.
-        symbolic = plan is not None and plan.symbolic
-        example = out.fake_shapes.fakeify(value, source, choices if symbolic else None)
-        vt = TensorVariable(out, example, source=source, real=value)
-        out.by_id[id(value)] = vt
-        out.keepalive.append(value)
-        return vt
-    plan = out.frame_plan
-    if type(value) is int and guard and plan is not None and plan.int_is_dynamic(
-            source, value, is_argument=_is_argument(source, value)) and plan.symbolic:
-        symbolic = out.fake_shapes.symint(value, source)
-        if not isinstance(symbolic, int):   # a graph input: the int is read at call time
-            g(GuardKind.TYPE_MATCH, int)
-            return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)
-    if type(value) in _SCALARS:   # subclasses (numpy.float64, an IntEnum) are not constants here
-        g(GuardKind.TYPE_MATCH, type(value))
-        g(GuardKind.EQUALS_MATCH, value)
-        return ConstantVariable(value, source)
-    if isinstance(value, _TORCH_SINGLETONS):
-        g(GuardKind.ID_MATCH, value)   # held strongly: guards.py
-        return ConstantVariable(value, source)
-    if type(value) is torch.device:
-        # Made anew by every torch.device(...) and x.device: equal devices are different objects,
-        # so guarded by value, through the two fields that make it.
-        g(GuardKind.TYPE_MATCH, torch.device)
-        g(GuardKind.EQUALS_MATCH, value.type, AttrSource(source, "type"))
-        g(GuardKind.EQUALS_MATCH, value.index, AttrSource(source, "index"))
-        return ConstantVariable(value, source)
-    if isinstance(value, nn.Module):
-        if source is None:
-            unsupported(f"module {type(value).__name__} not reachable from the frame")
-        g(GuardKind.TYPE_MATCH, type(value))
-        g(GuardKind.ID_MATCH, value)
-        out.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
-        # Whatever is guarded below this module (its attributes, submodules, hook dicts) is
-        # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h;
-        # not on 3.13, runtime.DICT_TAGS_SUPPORTED).
-        if runtime.DICT_TAGS_SUPPORTED:
-            g(GuardKind.DICT_TAGS)
-        return NNModuleVariable(value, source)
-    if isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
-            (isinstance(value, tuple) and hasattr(type(value), "_fields")):
-        g(GuardKind.TYPE_MATCH, type(value))
-        g(GuardKind.LENGTH, len(value))
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None, guard)
-                 for i, v in enumerate(value)]
-        if isinstance(value, list):
-            return ListVariable(items, source)
-        return TupleVariable(items, source, fields=list(getattr(type(value), "_fields", ())) or None,
-                             cls=type(value))
-    if type(value) is dict:
-        if not all(isinstance(k, (str, int)) for k in value):
-            unsupported("a dict with keys other than str and int")
-        g(GuardKind.TYPE_MATCH, dict)
-        g(GuardKind.DICT_KEYS, tuple(value))
-        return DictVariable({k: wrap(tx, v, ItemSource(source, k) if source is not None
-                                     else None, guard) for k, v in value.items()}, source)
-    if type(value) is range:
-        g(GuardKind.TYPE_MATCH, range)
-        g(GuardKind.EQUALS_MATCH, value)
-        return RangeVariable(value)
-    if isinstance(value, types.ModuleType):
-        g(GuardKind.ID_MATCH, value)
-        return PythonModuleVariable(value, source)
-    if any(value is b for b in BUILTIN_HANDLERS):
-        g(GuardKind.ID_MATCH, value)
-        return BuiltinVariable(value, source)
-    if isinstance(value, type):
-        ctx = context_class(value, source)   # torch.no_grad and friends (contexts.py)
-        if ctx is not None:
-            g(GuardKind.ID_MATCH, value)
-            return ctx
-    refuse_autocast_object(value)   # callable, but no torch function (contexts.py)
-    # torch.distributed: collectives are captured, the rest breaks before it runs (distributed.py)
-    found = wrap_distributed(tx, value, source, guard)
-    if found is not None:
-        return found
-    owner = builtin_module_owner(value)
-    if owner is not None:   # nn.Embedding.forward (super().forward(x)): a method, not a torch op
-        g(GuardKind.ID_MATCH, value)
-        return BuiltinModuleMethodVariable(value, owner, source)
-    if is_torch_callable(value):
-        g(GuardKind.ID_MATCH, value)
-        return TorchFunctionVariable(value, source)
-    if value is inspect.signature:   # its parameters' names, from the code (functions.py)
-        g(GuardKind.ID_MATCH, value)
-        return SignatureFunctionVariable(value, source)
-    if isinstance(value, types.FunctionType):
-        g(GuardKind.TYPE_MATCH, types.FunctionType)
-        if guard and value.__code__.co_flags & inspect.CO_NESTED:
-            # Made inside another function, maybe anew per call: guarded by its code and by what
-            # the trace reads from it, not by the identity of a short-lived object (functions.py).
-            g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__"))
-            return UserFunctionVariable(value, source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
-        g(GuardKind.ID_MATCH, value)
-        # The body traced is the function's code: `fn.__code__ = other` keeps the function's
-        # identity, so the code is guarded too.
-        g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__") if source is not None else None)
-        return UserFunctionVariable(value, source)
-    if type(value) is functools.partial and source is not None:
-        g(GuardKind.TYPE_MATCH, functools.partial)
-        return PartialVariable(value, wrap(tx, value.func, AttrSource(source, "func"), guard),
-                               list(wrap(tx, value.args, AttrSource(source, "args"), guard).items),
-                               dict(wrap(tx, value.keywords, AttrSource(source, "keywords"), guard).items),
-                               source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
-    if isinstance(value, types.MethodType):
-        fsrc = AttrSource(source, "__func__") if source is not None else None
-        ssrc = AttrSource(source, "__self__") if source is not None else None
-        return UserMethodVariable(wrap(tx, value.__func__, fsrc, guard),
-                                  wrap(tx, value.__self__, ssrc, guard), source)
-    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in (
-            "math", "_operator", "operator") or (isinstance(value, type(math.sqrt))
-                                                  and value in vars(operator).values()):
-        g(GuardKind.ID_MATCH, value)
-        return PureFunctionVariable(value, source)
-    if isinstance(value, type):
-        g(GuardKind.ID_MATCH, value)
-        if is_user_class(value):   # calling it builds an object in the trace (new_object.py)
-            return UserClassVariable(value, source)
-        return ClassVariable(value, source)
-    if value is builtins.print:
-        return BuiltinVariable(value, source)
-    if source is not None and value is os.environ:   # reads are guarded constants (user_object.py)
-        g(GuardKind.TYPE_MATCH, type(value))
-        return EnvironVariable(value, source)
-    if source is not None and is_dict_subclass_object(value):
-        g(GuardKind.TYPE_MATCH, type(value))
-        return DictSubclassVariable(value, source)
-    if source is not None and is_plain_user_object(value):
-        g(GuardKind.TYPE_MATCH, type(value))
-        return UserObjectVariable(value, source)
-    if source is not None:   # used nowhere yet: a graph break where it is used (opaque.py)
-        g(GuardKind.TYPE_MATCH, type(value))
-        return OpaqueVariable(type(value), source)
+    g = Guards(tx.output, source, guard)
+    for rule in WRAP_RULES:
+        if rule.applies(value, source):
+            vt = rule.make(tx, value, source, g)
+            if vt is not None:
+                return vt
     unsupported(f"value of type {type(value).__name__} read from {source}")
+
+
+def wrap_constant(value) -> VariableTracker:
+    """The tracker of a value computed from constants while tracing (a folded call's result, an
+    item of a constant string or tuple): tuples and lists item by item, sets of constants, and
+    constants; anything else is refused. The translator offers it as `tx.wrap_constant`, so
+    trackers below this module (constant.py) make containers without importing them."""
+    if type(value) is tuple:
+        return TupleVariable([wrap_constant(v) for v in value])
+    if isinstance(value, list):
+        return ListVariable([wrap_constant(v) for v in value])
+    if type(value) is set and all(is_constant_value(v) for v in value):
+        return SetVariable(value)
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    unsupported(f"a constant computation produced a {type(value).__name__}")

@@ -12,15 +12,24 @@ import itertools
 import operator
 
 from ...attribute_lookup import MISSING, type_lookup
+from ...sources import AttrSource
+from ...trace_result import GuardKind
 from . import polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
-from .constant import ConstantVariable, wrap_constant_result
+from .classes import ClassVariable, call_super
+from .constant import ConstantVariable
+from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable
+from .copying import deepcopy
+from .functions import UserFunctionVariable
 from .generators import GeneratorVariable
+from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
+                        iterate, iterator_type)
+from .nn_module import NNModuleVariable
+from .operators import binary_op
 from .sets import SetVariable, constants_of
-from .containers import (BaseListVariable, DictVariable, EnumerateVariable, IteratorVariable, ListVariable,
-                         RangeVariable, REVERSED_TYPES, ReversedListVariable, TupleVariable, ZipVariable,
-                         iterate,
-                         iterator_type)
+from .symbolic import SymNodeVariable
+from .tensor import TensorVariable, call_op
+from .user_object import UserObjectVariable, catching_raise, is_sequence_mixin, sequence_call
 
 
 def _consts(args, kwargs):
@@ -36,7 +45,7 @@ def _fold(fn):
         if c is None:
             unsupported(f"{fn.__name__}() on values that are not Python constants")
         try:
-            return wrap_constant_result(fn(*c[0], **c[1]))
+            return tx.wrap_constant(fn(*c[0], **c[1]))
         except Exception as e:
             unsupported(f"{fn.__name__}() raised {e!r}")
     return handler
@@ -44,14 +53,12 @@ def _fold(fn):
 
 def _len(tx, args, kwargs):
     (obj,) = args
-    from .tensor import TensorVariable
     if isinstance(obj, (BaseListVariable, DictVariable)):
         return ConstantVariable(len(obj.items))
     if isinstance(obj, TensorVariable):
         if obj.example.dim() == 0:
             unsupported("len() of a 0-d tensor")
         if obj.has_symbolic_shape():
-            from .tensor import call_op
             return call_op(tx, "size", [obj, ConstantVariable(0)], {}, method=True)
         return ConstantVariable(obj.example.shape[0])
     if hasattr(obj, "module"):  # ModuleList and friends
@@ -123,10 +130,8 @@ def _minmax(fn):
     sym_fn = torch.sym_min if fn is min else torch.sym_max
 
     def handler(tx, args, kwargs):
-        from .symbolic import SymNodeVariable
         if len(args) == 2 and not kwargs and any(isinstance(a, SymNodeVariable) for a in args) and \
                 all(isinstance(a, SymNodeVariable) or type(a.as_python_constant()) in (int, float) for a in args):
-            from .tensor import call_op   # min(T, block_size) on a symbolic size stays symbolic
             return call_op(tx, sym_fn, args, {})
         if len(args) != 1:
             return _fold(fn)(tx, args, kwargs)  # max(a, b, ...)
@@ -136,8 +141,6 @@ def _minmax(fn):
 
 
 def _abs(tx, args, kwargs):
-    from .symbolic import SymNodeVariable
-    from .tensor import TensorVariable, call_op
     if isinstance(args[0], (TensorVariable, SymNodeVariable)):
         return call_op(tx, operator.abs, args, {})
     return _fold(abs)(tx, args, kwargs)
@@ -147,7 +150,6 @@ def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) == 3:
         if hasattr(obj, "generic_getattr"):   # built in the trace: its lookup runs once
-            from .user_object import catching_raise
             value, found = catching_raise(tx, lambda: obj.var_getattr(tx, name), TracedAttributeError)
             return value if found else args[2]
         if hasattr(obj, "has_attribute"):  # modules and user objects: the answer is guarded
@@ -209,7 +211,6 @@ def _dict(tx, args, kwargs):
 
 
 def _sum(tx, args, kwargs):
-    from .operators import binary_op
     total = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
     for item in args[0].unpack(tx):
         total = binary_op(tx, "+", total, item)
@@ -220,12 +221,12 @@ def _iter(tx, args, kwargs):
     if hasattr(args[0], "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
         return args[0].get_iter(tx)
     # Over a list or dict, GET_ITER's iterator: `origin` lets a graph break keep Python's own
-    # iterator over the very container (tracer/__init__.py, _Rebuilder.live_iterator).
-    return args[0] if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else iterate(tx, args[0])
+    # iterator over the very container (tracer/rebuild.py, Rebuilder.live_iterator).
+    return args[0] if args[0].yields_lazily else iterate(tx, args[0])
 
 
 def _next(tx, args, kwargs):
-    item = args[0].next_item() if isinstance(args[0], (IteratorVariable, GeneratorVariable)) else None
+    item = args[0].next_item() if args[0].yields_lazily else None
     if item is None:
         if len(args) > 1:
             return args[1]
@@ -236,10 +237,6 @@ def _next(tx, args, kwargs):
 def _type(tx, args, kwargs):
     if len(args) != 1:
         unsupported("type() with three arguments")
-    from ...sources import AttrSource
-    from .nn_module import NNModuleVariable
-    from .classes import ClassVariable
-    from .user_object import UserObjectVariable
     # A class whose attributes can be read (`type(self).forward`) through `obj.__class__`, where
     # python_type() is exactly the object's type (a tensor's may be a base of it).
     if isinstance(args[0], (UserObjectVariable, NNModuleVariable)) and args[0].source is not None:
@@ -248,13 +245,11 @@ def _type(tx, args, kwargs):
 
 
 def _super(tx, args, kwargs):
-    from .classes import call_super
     return call_super(tx, args, kwargs)
 
 
 def _scalar(fn):
     def handler(tx, args, kwargs):
-        from .tensor import TensorVariable
         if any(isinstance(a, TensorVariable) for a in args):
             unsupported(f"{fn.__name__}() of a tensor (data-dependent Python value)")
         return _fold(fn)(tx, args, kwargs)
@@ -266,7 +261,6 @@ def _print(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
-    from .user_object import is_sequence_mixin, sequence_call
     if hasattr(args[0], "get_iter") and is_sequence_mixin(args[0].python_type(), "__reversed__"):
         return sequence_call(tx, args[0], "__reversed__", [], {})
     if isinstance(args[0], ListVariable):
@@ -322,7 +316,6 @@ def _polyfill(fn, kind: type | None = None):
     the builtin returns (map, filter, ...), which isinstance and type() see instead of the
     polyfill's generator type."""
     def handler(tx, args, kwargs):
-        from .functions import UserFunctionVariable
         result = tx.call(UserFunctionVariable(fn), args, kwargs)
         if kind is not None and isinstance(result, GeneratorVariable):
             result.kind = kind
@@ -367,7 +360,6 @@ class PartialCallVariable(VariableTracker):
 
 
 def _deepcopy(tx, args, kwargs):
-    from .copying import deepcopy   # it builds objects (new_object.py, which imports more trackers)
     return deepcopy(tx, args, kwargs)
 
 
@@ -410,3 +402,17 @@ class BuiltinVariable(CallableVariable):
 
 
 assert builtins.len is len
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def is_handled_builtin(value) -> bool:
+    return any(value is b for b in BUILTIN_HANDLERS)
+
+
+def wrap_builtin(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return BuiltinVariable(value, source)
+
+
+def wrap_print(tx, value, source, g):
+    return BuiltinVariable(value, source)   # unguarded: its call is a graph break anyway

@@ -2,7 +2,10 @@
 
 ClassVariable: a class read from the frame (guarded by identity) or given by type(obj); its
 attributes are read from its MRO as `Class.name` returns them (Class.forward, classmethods,
-staticmethods), each through its own source, so a replaced method fails a guard. SuperVariable:
+staticmethods), each through its own source, so a replaced method fails a guard. Calling one is
+folded for immutable torch values (torch.finfo, torch.device, torch.Size), makes the traced
+exceptions (IndexError(...)) and the modules built inside forward (built_modules.py); user
+classes build objects (new_object.py). SuperVariable:
 super(), zero-argument or explicit; the member is found by its place in type(obj).__mro__ and read
 through `L['self'].__class__.__mro__[i]`.
 """
@@ -15,10 +18,12 @@ import torch
 from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
-from .base import VariableTracker, unsupported
+from .base import TRACED_RAISES, VariableTracker, unsupported
+from .built_modules import build_module
 from .constant import ConstantVariable
+from .functions import UserMethodVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
-from .user_object import _DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, _mixin
+from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
 
 
 def _class_member(tx, owner_var, raw, source, bind_to):
@@ -26,7 +31,7 @@ def _class_member(tx, owner_var, raw, source, bind_to):
     `bind_to` when it is not None), a staticmethod's function, a classmethod bound to the class, or
     a plain value; `source` reads that very member (guarded where it is found)."""
     if isinstance(raw, types.FunctionType):
-        mixin = _mixin(raw) if bind_to is not None else None
+        mixin = mixin_of(raw) if bind_to is not None else None
         if mixin is not None:
             return MixinMethodVariable(bind_to, mixin, raw.__name__)
         fn = tx.wrap(raw, source)
@@ -43,7 +48,6 @@ def _class_member(tx, owner_var, raw, source, bind_to):
 
 
 def _bound(fn, obj):
-    from .functions import UserMethodVariable
     return UserMethodVariable(fn, obj)
 
 
@@ -73,8 +77,29 @@ class ClassVariable(ConstantVariable):
             unsupported(f"attribute {name!r} of class {cls.__name__}, which has no source")
         return _class_member(tx, self, raw, AttrSource(self.source, name), None)
 
+    def call_function(self, tx, args, kwargs):
+        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):
+        # immutable values, folded (their arguments are constants the trace has guarded).
+        if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            try:
+                return ConstantVariable(self.value(*[a.as_python_constant() for a in args],
+                                                   **{k: v.as_python_constant() for k, v in kwargs.items()}))
+            except Exception as e:
+                unsupported(f"{self.value.__name__}() raised {e!r}")
+        if self.value in TRACED_RAISES and not kwargs and \
+                all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
+            return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
+        built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (built_modules.py)
+        if built is not None:
+            return built
+        return super().call_function(tx, args, kwargs)
+
     def __repr__(self):
         return f"ClassVariable({self.value.__qualname__})"
+
+
+def _foldable_class(value) -> bool:
+    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size))
 
 
 def call_super(tx, args, kwargs):
@@ -143,9 +168,9 @@ class SuperVariable(VariableTracker):
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
         if object_hook_name(raw) is not None and hasattr(self.obj, "generic_getattr"):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
-        if _mixin(raw) is not None:
-            return MixinMethodVariable(self.obj, _mixin(raw), name)
-        if isinstance(self.obj, DictSubclassVariable) and name in _DICT_READS and raw is vars(dict)[name]:
+        if mixin_of(raw) is not None:
+            return MixinMethodVariable(self.obj, mixin_of(raw), name)
+        if isinstance(self.obj, DictSubclassVariable) and name in DICT_READS and raw is vars(dict)[name]:
             return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)

@@ -6,15 +6,18 @@ import types
 
 import torch
 
-from ...trace_result import ConstantOutput
-from .base import TRACED_RAISES, VariableTracker, unsupported
+from ...sources import AttrSource
+from ...trace_result import ConstantOutput, GuardKind
+from .base import MethodVariable, VariableTracker, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
-_SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
+SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
 
 
 class ConstantVariable(VariableTracker):
+    identity_family = "constant"
+
     def __init__(self, value, source=None):
         super().__init__(source)
         if type(value) in _SYMBOLIC:   # a symbolic size must stay a node (symbolic.py)
@@ -34,101 +37,64 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        if isinstance(self.value, _SAFE_TYPES) or _is_dtype(self.value):
+        if isinstance(self.value, SAFE_TYPES) or is_immutable_torch_value(self.value):
             try:
                 attr = getattr(self.value, name)
             except AttributeError:
                 unsupported(f"{type(self.value).__name__} has no attribute {name!r}")
             if callable(attr):
-                return BoundConstantMethod(self, name)
+                return MethodVariable(self, name)
             return ConstantVariable(attr)
         if isinstance(self.value, types.CodeType) and name.startswith("co_") and \
                 not callable(getattr(self.value, name, None)):
             # A code object is immutable: its co_* fields (co_varnames, co_argcount) are constants.
-            return wrap_constant_result(getattr(self.value, name))
+            return tx.wrap_constant(getattr(self.value, name))
         unsupported(f"attribute {name!r} of constant {self.value!r}")
-
-    def call_function(self, tx, args, kwargs):
-        # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):
-        # immutable values, folded
-        # (their arguments are constants the trace has guarded).
-        if _foldable_class(self.value) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            try:
-                return ConstantVariable(self.value(*[a.as_python_constant() for a in args],
-                                                   **{k: v.as_python_constant() for k, v in kwargs.items()}))
-            except Exception as e:
-                unsupported(f"{self.value.__name__}() raised {e!r}")
-        if isinstance(self.value, type) and self.value in TRACED_RAISES and not kwargs and \
-                all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
-            return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
-        if isinstance(self.value, type):   # nn.Softmax(dim=1) and friends (nn_module.py)
-            from .nn_module import build_module
-            built = build_module(tx, self, args, kwargs)
-            if built is not None:
-                return built
-        return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
         if isinstance(self.value, (str, bytes, tuple, range, frozenset)):
-            return [wrap_constant_result(c) for c in self.value]
+            return [tx.wrap_constant(c) for c in self.value]
         unsupported(f"iteration over constant {self.value!r}")
 
     def __repr__(self):
         return f"ConstantVariable({self.value!r})"
 
+    def require_guardable(self, what, name):
+        pass   # guarded by value
 
-class BoundConstantMethod(VariableTracker):
-    """`'a,b'.split` and friends: evaluated when every argument is a constant."""
-
-    def __init__(self, obj: ConstantVariable, name: str):
-        super().__init__(None)
-        self.obj, self.name = obj, name
-
-    def call_function(self, tx, args, kwargs):
-        if self.name == "join" and isinstance(self.obj.value, str) and len(args) == 1 and not kwargs \
+    def call_method(self, tx, name, args, kwargs):
+        """`'a,b'.split(',')` and friends: a method of an immutable value, evaluated when every
+        argument is a constant."""
+        if not (isinstance(self.value, SAFE_TYPES) or is_immutable_torch_value(self.value)) or \
+                not callable(getattr(self.value, name, None)):
+            return super().call_method(tx, name, args, kwargs)
+        if name == "join" and isinstance(self.value, str) and len(args) == 1 and not kwargs \
                 and not args[0].is_python_constant():   # " ".join(a generator or list of strings)
             args = [ConstantVariable(tuple(i.as_python_constant() for i in args[0].unpack(tx)))]
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            unsupported(f"{type(self.obj.value).__name__}.{self.name} on non-constant arguments")
-        result = getattr(self.obj.value, self.name)(
+            unsupported(f"{type(self.value).__name__}.{name} on non-constant arguments")
+        result = getattr(self.value, name)(
             *[a.as_python_constant() for a in args],
             **{k: v.as_python_constant() for k, v in kwargs.items()})
-        return wrap_constant_result(result)
+        return tx.wrap_constant(result)
+
+    def identity_object(self):
+        return self.value
 
 
-def _is_dtype(value) -> bool:
+def is_immutable_torch_value(value) -> bool:
     import torch
     return isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format,
                               torch.finfo, torch.iinfo, torch.Size))   # immutable torch values
 
 
-def _foldable_class(value) -> bool:
-    import torch
-    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size))
-
-
 def is_constant_value(value) -> bool:
     """Immutable values a ConstantVariable may hold."""
-    if isinstance(value, _SAFE_TYPES) or _is_dtype(value):
+    if isinstance(value, SAFE_TYPES) or is_immutable_torch_value(value):
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
     return False
-
-
-def wrap_constant_result(value) -> VariableTracker:
-    """Wrap the result of evaluating a pure function on constants."""
-    from .containers import ListVariable, TupleVariable
-    if type(value) is tuple:
-        return TupleVariable([wrap_constant_result(v) for v in value])
-    if isinstance(value, list):
-        return ListVariable([wrap_constant_result(v) for v in value])
-    if type(value) is set and all(is_constant_value(v) for v in value):
-        from .sets import SetVariable
-        return SetVariable(value)
-    if is_constant_value(value):
-        return ConstantVariable(value)
-    unsupported(f"a constant computation produced a {type(value).__name__}")
 
 
 BINARY_OPERATORS = {
@@ -143,3 +109,29 @@ BINARY_OPERATORS = {
 }
 COMPARE_OPERATORS = {"<": operator.lt, "<=": operator.le, "==": operator.eq,
                      "!=": operator.ne, ">": operator.gt, ">=": operator.ge}
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+# Exactly these types: subclasses (numpy.float64, an IntEnum) are not constants here.
+SCALAR_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
+TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
+
+
+def wrap_scalar(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.EQUALS_MATCH, value)
+    return ConstantVariable(value, source)
+
+
+def wrap_torch_singleton(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)   # held strongly: guards.py
+    return ConstantVariable(value, source)
+
+
+def wrap_device(tx, value, source, g):
+    # Made anew by every torch.device(...) and x.device: equal devices are different objects,
+    # so guarded by value, through the two fields that make it.
+    g(GuardKind.TYPE_MATCH, torch.device)
+    g(GuardKind.EQUALS_MATCH, value.type, AttrSource(source, "type"))
+    g(GuardKind.EQUALS_MATCH, value.index, AttrSource(source, "index"))
+    return ConstantVariable(value, source)

@@ -1,26 +1,23 @@
-"""Containers: tuples, lists, dicts, ranges, iterators and cells, holding variable trackers.
+"""Containers: tuples, lists, dicts, ranges and cells, holding variable trackers (iterators over
+them: iterators.py).
 
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
-object after the graph (tracer/side_effects.py, `_mutating`); returned or held at a break, it is
+object after the graph (tracer/side_effects.py, `mutating`); returned or held at a break, it is
 loaded again by its source, the caller's very object (`_reloaded`). Containers built while tracing
 (source None) are mutated freely and rebuilt from their items, once however often they are
 reached (`outputs.once`: returned twice, or held by another container, they are one object after
-the graph). Every mutation that changes what an
-iteration would yield bumps `version`. An iterator over a list is live (ListIteratorVariable:
-Python's list iterator reads the list as it is at each step), and so are reversed, enumerate and zip
-built on it (they compute each item when asked); other iterators (over a dict, a tuple, a module's
-children) hold the items read when they were made and refuse to go on, or to be rebuilt at a graph
-break, after such a change (Python's would see it, or raise). list.extend consumes an iterator item
-by item, as Python does. Every iterator knows the type of Python's (`kind`), for isinstance.
+the graph). Every mutation that changes what an iteration would yield bumps `version`, which
+the iterators over the container (iterators.py) check. list.extend consumes an iterator or a
+generator item by item (`yields_lazily`), as Python does.
 """
 from __future__ import annotations
 
-from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, ListOutput, SourceOutput, TupleOutput,
-                             Unsupported)
-from .base import VariableTracker, unsupported, TracedKeyError
+from ...sources import ItemSource
+from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
+                             TupleOutput)
+from .base import MethodVariable, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
-from .generators import GeneratorVariable
 
 
 def _index(key: VariableTracker):
@@ -33,9 +30,9 @@ def _reloaded(container):
     """The spec of a list or dict the trace read from the frame: its source, loaded again after
     the graph, so the caller gets its very object back, as eager does (a copy rebuilt from its
     items has equal contents, but a mutation through one does not show through the other). It
-    is the object the trace saw: every change the trace made to it was recorded (`_mutating`)
-    and, with a side effect recorded, the return is rebuilt by `_Rebuilder`, which replays the
-    change on it before loading it (tracer/__init__.py). Loading
+    is the object the trace saw: every change the trace made to it was recorded (`mutating`)
+    and, with a side effect recorded, the return is rebuilt by `Rebuilder`, which replays the
+    change on it before loading it (tracer/rebuild.py). Loading
     a source needs no guard that reading it did not (its type and length, keys, items are
     guarded where it was wrapped, builder.py; how two sources alias is not: each loads whatever
     the caller passed). A tuple is left to `BaseListVariable.reconstruct`: it cannot change, and
@@ -92,7 +89,7 @@ class BaseListVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if self.fields and name in self.fields:
             return self.items[self.fields.index(name)]
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "index" and len(args) == 1:
@@ -109,6 +106,10 @@ class BaseListVariable(VariableTracker):
             return self.getitem(tx, args[0])
         unsupported(f"{self.kind.__name__}.{name}")
 
+    def require_guardable(self, what, name):
+        for item in self.items:
+            item.require_guardable(what, name)
+
 
 class TupleVariable(BaseListVariable):
     kind = tuple
@@ -119,13 +120,14 @@ class TupleVariable(BaseListVariable):
 
 class ListVariable(BaseListVariable):
     kind = list
+    guarded_by_type = True
 
     version = 0
 
     def reconstruct(self, outputs):
         return _reloaded(self) if self.source is not None else super().reconstruct(outputs)
 
-    def _mutating(self, tx):
+    def mutating(self, tx):
         """Called before each mutation (side_effects.py records it where the list has a source)."""
         tx.output.side_effects.mutate_container(self, EffectKind.SET_LIST)
         self.version += 1
@@ -136,14 +138,14 @@ class ListVariable(BaseListVariable):
             unsupported("list slice assignment")
         if not -len(self.items) <= k < len(self.items):
             unsupported(f"IndexError: list assignment index {k} out of range")
-        self._mutating(tx)
+        self.mutating(tx)
         self.items[k] = value
 
     def delitem(self, tx, key):
         k = _index(key)
         if not isinstance(k, int) or not -len(self.items) <= k < len(self.items):
             unsupported(f"del of list index {k!r}")
-        self._mutating(tx)
+        self.mutating(tx)
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -154,16 +156,16 @@ class ListVariable(BaseListVariable):
             if kwargs or name in ("append", "extend") and len(args) != 1 or \
                     name == "insert" and len(args) != 2:
                 unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
-            if name == "extend" and isinstance(args[0], (IteratorVariable, GeneratorVariable)):
+            if name == "extend" and args[0].yields_lazily:
                 # An iterator is consumed item by item, each appended before the next is asked
                 # for (list.extend's loop): a map or generator over the list itself sees them.
                 while (item := args[0].next_item()) is not None:
-                    self._mutating(tx)
+                    self.mutating(tx)
                     self.items.append(item)
                 return ConstantVariable(None)
             if name == "extend":
                 new_items = args[0].unpack(tx)   # before the list changes (xs.extend(xs))
-            self._mutating(tx)
+            self.mutating(tx)
             if name == "append":
                 self.items.append(args[0])
             elif name == "extend":
@@ -185,19 +187,10 @@ class ListVariable(BaseListVariable):
         return f"ListVariable({self.items!r})"
 
 
-class _MethodOf(VariableTracker):
-    """A bound method of a container (`xs.append`), resolved when called."""
-
-    def __init__(self, obj, name):
-        super().__init__(None)
-        self.obj, self.name = obj, name
-
-    def call_function(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
-
-
 class DictVariable(VariableTracker):
     """A dict with constant keys; `items` maps each Python key to a tracker, in order."""
+
+    guarded_by_type = True
 
     version = 0
 
@@ -205,7 +198,7 @@ class DictVariable(VariableTracker):
         super().__init__(source)
         self.items = dict(items)
 
-    def _mutating(self, tx, keys_change: bool = True):
+    def mutating(self, tx, keys_change: bool = True):
         """Called before each mutation (side_effects.py records it where the dict has a source)."""
         tx.output.side_effects.mutate_container(self, EffectKind.SET_DICT)
         if keys_change:   # a new value for an existing key leaves an iteration over the dict alone
@@ -243,18 +236,18 @@ class DictVariable(VariableTracker):
 
     def setitem(self, tx, key, value):
         k = _index(key)
-        self._mutating(tx, keys_change=k not in self.items)
+        self.mutating(tx, keys_change=k not in self.items)
         self.items[k] = value
 
     def delitem(self, tx, key):
         k = _index(key)
         if k not in self.items:
             unsupported(f"KeyError {k!r}")
-        self._mutating(tx)
+        self.mutating(tx)
         del self.items[k]
 
     def var_getattr(self, tx, name):
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name in DictViewVariable.KINDS and not args and not kwargs:
@@ -276,13 +269,13 @@ class DictVariable(VariableTracker):
                 unsupported("dict.update from a non-dict")
             new = dict(other.items) if other is not None else {}
             new.update(kwargs)
-            self._mutating(tx, keys_change=not new.keys() <= self.items.keys())
+            self.mutating(tx, keys_change=not new.keys() <= self.items.keys())
             self.items.update(new)
             return ConstantVariable(None)
         if name == "pop":
             k = _index(args[0])
             if k in self.items:
-                self._mutating(tx)
+                self.mutating(tx)
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
@@ -291,10 +284,10 @@ class DictVariable(VariableTracker):
             k = _index(args[0])
             if k in self.items:
                 return self.items[k]
-            self._mutating(tx)
+            self.mutating(tx)
             return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name == "clear" and not args:
-            self._mutating(tx)
+            self.mutating(tx)
             self.items.clear()
             return ConstantVariable(None)
         if name == "__setitem__":
@@ -304,6 +297,10 @@ class DictVariable(VariableTracker):
             self.delitem(tx, args[0])
             return ConstantVariable(None)
         unsupported(f"dict.{name}")
+
+    def require_guardable(self, what, name):
+        for item in self.items.values():
+            item.require_guardable(what, name)
 
 
 class DictViewVariable(VariableTracker):
@@ -352,7 +349,7 @@ class DictViewVariable(VariableTracker):
         return item.as_python_constant() in self.as_python_constant()
 
     def var_getattr(self, tx, name):
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__len__" and not args:
@@ -397,249 +394,6 @@ class RangeVariable(VariableTracker):
         return RangeVariable(r) if isinstance(r, range) else ConstantVariable(r)
 
 
-class IteratorVariable(VariableTracker):
-    """An iterator over known items (enumerate's, zip's, reversed's, a dict's); FOR_ITER advances
-    `index`. `origin`: the tracker iterated, if known (a graph break rebuilds the iterator from
-    it). `watch`: what these items were read from (origin by default): lists, dicts, dict views
-    and other iterators, down to their lists and dicts. A change of one of those while the
-    iteration goes on would show in Python's iterator but not in these items, so going on is
-    refused, and so is rebuilding the iterator at a graph break (`changed`)."""
-
-    def __init__(self, items: list, origin=None, watch=None, kind: type | None = None):
-        super().__init__(None)
-        self.items = items
-        self.index = 0
-        self.origin = origin
-        self.kind = kind   # the type of Python's iterator (enumerate, list_iterator, ...), if known
-        watch = (origin,) if watch is None else watch
-        self._watch = [(c, c.version) for c in iterated_containers(watch)]
-
-    def python_type(self):
-        if self.kind is None:
-            unsupported("type of an iterator whose Python type is not known")
-        return self.kind
-
-    @property
-    def watched(self) -> list:
-        """The lists and dicts whose items these are."""
-        return [container for container, _ in self._watch]
-
-    @property
-    def changed(self) -> bool:
-        """Whether a list or dict these items were read from changed since."""
-        return any(container.version != version for container, version in self._watch)
-
-    def _check_unchanged(self):
-        if self.changed:
-            unsupported("a list or dict changed while a loop iterates over it")
-
-    def rest(self) -> list:
-        """The items still to come, the iterator left where it is."""
-        return self.items[self.index:]
-
-    def next_item(self):
-        self._check_unchanged()
-        if self.index >= len(self.items):
-            return None
-        self.index += 1
-        return self.items[self.index - 1]
-
-    def unpack(self, tx):
-        self._check_unchanged()
-        rest = self.items[self.index:]
-        self.index = len(self.items)
-        return rest
-
-
-# A live iteration over a list yields at most this many items in one trace (`for v in l:
-# l.append(v)` never ends in Python either; the frame then runs as written).
-_MAX_LIVE_ITEMS = 100_000
-
-
-class ListIteratorVariable(IteratorVariable):
-    """`iter(l)` (GET_ITER, a for loop) over a list tracker: live, as Python's list iterator is. Each
-    step reads `l.items[index]` as the list is at that moment, so items appended while the loop
-    runs (or after the iterator was made and before it is consumed) are yielded, as in eager;
-    once exhausted it stays exhausted, whatever is appended later."""
-
-    def __init__(self, lst: ListVariable):
-        super().__init__([], origin=lst, watch=(), kind=type(iter([])))
-        self.exhausted = False
-
-    @property
-    def watched(self) -> list:
-        return [self.origin]
-
-    @property
-    def changed(self) -> bool:
-        return False
-
-    def rest(self) -> list:
-        return [] if self.exhausted else self.origin.items[self.index:]
-
-    def next_item(self):
-        items = self.origin.items
-        if self.exhausted or self.index >= len(items):
-            self.exhausted = True
-            return None
-        if self.index >= _MAX_LIVE_ITEMS:
-            unsupported(f"a loop over a list that grew past {_MAX_LIVE_ITEMS} items while it ran")
-        self.index += 1
-        return items[self.index - 1]
-
-    def unpack(self, tx):
-        rest = self.rest()
-        self.index += len(rest)
-        self.exhausted = True
-        return rest
-
-
-class _ComputedIterator(IteratorVariable):
-    """An iterator whose items are computed when asked for, from live parts (reversed, enumerate
-    and zip below): the order of reads is Python's, and a list changed before or while it is
-    consumed shows through, as in eager. At a graph break the items still to come (`rest`) are
-    what a loop's rebuilt iterator yields (tracer/__init__.py)."""
-
-    def __init__(self, kind: type):
-        super().__init__([], watch=(), kind=kind)
-
-    def unpack(self, tx):
-        items = []
-        while (item := self.next_item()) is not None:
-            items.append(item)
-        return items
-
-
-class ReversedListVariable(_ComputedIterator):
-    """`reversed(l)` over a list tracker, as Python's list_reverseiterator: it starts at the last
-    index the list had when it was made and reads the list as it is at each step."""
-
-    def __init__(self, lst: ListVariable):
-        super().__init__(type(reversed([])))
-        self.list = lst
-        self.position = len(lst.items) - 1
-
-    @property
-    def watched(self) -> list:
-        return [self.list]
-
-    @property
-    def changed(self) -> bool:
-        return False
-
-    def rest(self) -> list:
-        items = self.list.items
-        return items[self.position::-1] if 0 <= self.position < len(items) else []
-
-    def next_item(self):
-        items = self.list.items
-        if not 0 <= self.position < len(items):
-            self.position = -1   # exhausted for good
-            return None
-        self.position -= 1
-        return items[self.position + 1]
-
-
-class EnumerateVariable(_ComputedIterator):
-    """`enumerate(it, start)`: each item is the next of `child` (an iterator tracker), counted."""
-
-    def __init__(self, child: IteratorVariable, start: int):
-        super().__init__(enumerate)
-        self.child, self.count = child, start
-
-    @property
-    def watched(self) -> list:
-        return self.child.watched
-
-    @property
-    def changed(self) -> bool:
-        return self.child.changed
-
-    def rest(self) -> list:
-        return [TupleVariable([ConstantVariable(self.count + j), item]) for j, item in enumerate(self.child.rest())]
-
-    def next_item(self):
-        item = self.child.next_item()
-        if item is None:
-            return None
-        self.count += 1
-        return TupleVariable([ConstantVariable(self.count - 1), item])
-
-
-class ZipVariable(_ComputedIterator):
-    """`zip(*its)`: one item from each child in turn, stopping at the first exhausted one (the
-    children before it have given one item more, as in Python)."""
-
-    def __init__(self, children: list):
-        super().__init__(zip)
-        self.children = children
-
-    @property
-    def watched(self) -> list:
-        return [c for child in self.children for c in child.watched]
-
-    @property
-    def changed(self) -> bool:
-        return any(child.changed for child in self.children)
-
-    def rest(self) -> list:
-        return [TupleVariable(list(t)) for t in zip(*(child.rest() for child in self.children))]
-
-    def next_item(self):
-        items = []
-        for child in self.children:
-            item = child.next_item()
-            if item is None:
-                return None
-            items.append(item)
-        return TupleVariable(items)
-
-
-def iterated_containers(values):
-    """The lists and dicts that iterating over each of `values` reads, as it goes."""
-    for v in values:
-        if isinstance(v, DictViewVariable):
-            yield v.mapping
-        elif isinstance(v, (ListVariable, DictVariable)):
-            yield v
-        elif isinstance(v, IteratorVariable):
-            yield from v.watched
-
-
-# The type of Python's iterator over each type of iterable the trace knows (what `iter(x)` and
-# `reversed(x)` return): isinstance(it, type(iter([]))) and friends answer as eager.
-_ITERATOR_TYPES = {tuple: type(iter(())), list: type(iter([])), dict: type(iter({})), range: type(iter(range(0))),
-                   set: type(iter(set())), frozenset: type(iter(frozenset())),
-                   **{view: type(iter(view_of)) for view_of in ({}.keys(), {}.values(), {}.items())
-                      for view in (type(view_of),)}}
-REVERSED_TYPES = {tuple: type(reversed(())), list: type(reversed([])), range: type(reversed(range(0))),
-                   dict: type(reversed({}))}
-
-
-def iterator_type(obj, table=None) -> type | None:
-    """The type of Python's `iter(obj)` (or, with REVERSED_TYPES, `reversed(obj)`), if known. Asks
-    for no constant value: that could guard a function by identity (functions.py)."""
-    if isinstance(obj, ConstantVariable):   # a string, bytes: the type depends on the value
-        try:
-            return type(reversed(obj.value) if table is REVERSED_TYPES else iter(obj.value))
-        except TypeError:
-            return None
-    try:
-        cls = obj.python_type()
-    except Unsupported:
-        return None
-    table = table or _ITERATOR_TYPES
-    return next((table[base] for base in cls.__mro__ if base in table), None)
-
-
-def iterate(tx, obj) -> IteratorVariable:
-    """GET_ITER over a tracker with known items: Python's list iterator for a list, else the items
-    read now, watched (IteratorVariable)."""
-    if isinstance(obj, ListVariable):
-        return ListIteratorVariable(obj)
-    return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
-
-
 class CellVariable(VariableTracker):
     """A closure cell. `contents` is a tracker, or None while empty; `lazy` is (value, source) of
     a real cell not read yet. A cell read from a real closure is not writable (STORE_DEREF to
@@ -669,3 +423,31 @@ class CellVariable(VariableTracker):
         if self.root_name is not None:
             tx.output.side_effects.store_cell(self.root_name, value)
         self.contents = value
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_sequence(tx, value, source, g):
+    """A list, tuple, torch.Size or named tuple: its length guarded, each item wrapped."""
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.LENGTH, len(value))
+    items = [tx.wrap(v, ItemSource(source, i) if source is not None else None, g.enabled)
+             for i, v in enumerate(value)]
+    if isinstance(value, list):
+        return ListVariable(items, source)
+    return TupleVariable(items, source, fields=list(getattr(type(value), "_fields", ())) or None,
+                         cls=type(value))
+
+
+def wrap_dict(tx, value, source, g):
+    if not all(isinstance(k, (str, int)) for k in value):
+        unsupported("a dict with keys other than str and int")
+    g(GuardKind.TYPE_MATCH, dict)
+    g(GuardKind.DICT_KEYS, tuple(value))
+    return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)
+                         for k, v in value.items()}, source)
+
+
+def wrap_range(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, range)
+    g(GuardKind.EQUALS_MATCH, value)
+    return RangeVariable(value)

@@ -20,9 +20,9 @@ refused too. `dtype=None` and `cache_enabled=None` stay None in the graph and th
 functions: torch resolves them when the block is entered, as eager does.
 
 At a graph break inside such blocks the exit tracker is not rebuilt as a value: the break code runs
-the cut instruction inside the blocks (tracer/__init__.py `_break_switches`), and the resume
+the cut instruction inside the blocks (graph_break/state.py `break_switches`), and the resume
 function enters each block again in its prologue with `entered_context().enter()` and BEFORE_WITH
-(graph_break.py): `REENTER[mode]` for a grad mode, a constant `functools.partial(torch.autocast,
+(bytecode/resume.py): `REENTER[mode]` for a grad mode, a constant `functools.partial(torch.autocast,
 *args)` for autocast.
 
 Not traced, with the reason: `torch.inference_mode` (inference tensors are a different kind of
@@ -40,7 +40,7 @@ import torch
 import torch.utils._contextlib as _torch_contextlib
 
 from ...sources import AttrSource, ItemSource
-from ...trace_result import EnteredContext, SourceOutput
+from ...trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -181,7 +181,7 @@ class GradModeExitVariable(VariableTracker):
         return ConstantVariable(None)
 
     def entered_context(self) -> EnteredContext:
-        """How a graph break inside the block carries it over (graph_break.py)."""
+        """How a graph break inside the block carries it over (graph_break/state.py, bytecode/resume.py)."""
         return EnteredContext(REENTER[self.mode])
 
     def __repr__(self):
@@ -272,7 +272,7 @@ class AutocastExitVariable(VariableTracker):
         return ConstantVariable(None)
 
     def entered_context(self) -> EnteredContext:
-        """How a graph break inside the block carries it over (graph_break.py)."""
+        """How a graph break inside the block carries it over (graph_break/state.py, bytecode/resume.py)."""
         return EnteredContext(functools.partial(AUTOCAST, *self.block.args))
 
     def __repr__(self):
@@ -316,3 +316,17 @@ def call_decorated(tx, wrapper, mode: bool, index: int, args, kwargs):
     result = tx.call(inner, args, kwargs)
     tx.output.set_grad_mode(prev)
     return result
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_context_class(tx, value, source, g):
+    """torch.no_grad and friends; None for any other class."""
+    ctx = context_class(value, source)
+    if ctx is not None:
+        g(GuardKind.ID_MATCH, value)
+    return ctx
+
+
+def refuse_autocast(tx, value, source, g):
+    """Callable, but no torch function: refused here, before the rules that would take it."""
+    refuse_autocast_object(value)

@@ -18,7 +18,7 @@ is pinned as it is now (ALIAS_OF / DISTINCT_FROM).
 Everything else is a graph break, never a guess: tensors (TorchDynamo refuses them too: the copy
 would be a new graph input), an explicit memo, classes with their own copy protocol (__deepcopy__,
 __reduce_ex__, __reduce__, __getstate__, __setstate__, __getnewargs__, a copyreg reducer), and
-classes whose instances the trace cannot build as deepcopy rebuilds them (new_object._refusal:
+classes whose instances the trace cannot build as deepcopy rebuilds them (new_object.refusal:
 __slots__, a builtin base, __del__). An object the trace already stored to or deleted from is
 refused too (the copy's attribute order would need the replayed __dict__'s).
 
@@ -40,10 +40,10 @@ from ...attribute_lookup import (MISSING, has_generic_getattribute, instance_dic
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
-from .constant import ConstantVariable, _SAFE_TYPES, _is_dtype
+from .constant import ConstantVariable, SAFE_TYPES, is_immutable_torch_value
 from .containers import DictVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
-from .new_object import NewObjectVariable, UserClassVariable, _refusal
+from .new_object import NewObjectVariable, UserClassVariable, refusal
 from .object_hooks import InstanceDictVariable
 from .user_object import UserObjectVariable
 
@@ -76,7 +76,7 @@ def _protocol_refusal(cls: type) -> str | None:
     for name in _NO_PROTOCOL:
         if type_lookup(cls, name) is not MISSING:
             return f"it defines {name}"
-    return _refusal(cls, init=False)
+    return refusal(cls, init=False)
 
 
 class _Copier:
@@ -100,7 +100,7 @@ class _Copier:
             return self.memo[self._key(x)]
         if isinstance(x, ConstantVariable):   # a class too (classes.ClassVariable)
             v = x.value
-            if type(v) in _SAFE_TYPES or _is_dtype(v) or isinstance(v, type):
+            if type(v) in SAFE_TYPES or is_immutable_torch_value(v) or isinstance(v, type):
                 return x   # deepcopy's atomic values: returned as they are
             unsupported(f"copy.deepcopy of a {type(v).__name__}")
         if isinstance(x, UserFunctionVariable):

@@ -1,6 +1,6 @@
 """torch.distributed in the trace: collectives become functional-collective nodes; nothing runs.
 
-Contract (issue 21). While tracing, no collective is ever issued: a collective runs only when the
+Contract. While tracing, no collective is ever issued: a collective runs only when the
 compiled graph (or the eager code around a graph break) runs, exactly as often as eager issues it,
 so ranks that compile at different times (one rank's batch size changes) stay in step.
 

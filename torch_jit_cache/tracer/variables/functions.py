@@ -15,7 +15,7 @@ from ...sources import AttrSource, GlobalSource, ItemSource
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
                              TupleOutput, bound_method)
 from .base import CallableVariable, VariableTracker, unsupported
-from .constant import ConstantVariable, wrap_constant_result
+from .constant import ConstantVariable
 from .containers import CellVariable, DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .opaque_calls import call_opaque_function
@@ -78,6 +78,8 @@ class BaseFunctionVariable(VariableTracker):
 
 
 class UserFunctionVariable(BaseFunctionVariable):
+    identity_family = "function"
+
     """A real Python function object (read from the frame, a module, or a class).
 
     A function made inside another function (a closure, a lambda, a nested def) is often made
@@ -173,6 +175,14 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+    def require_guardable(self, what, name):
+        self.as_python_constant()   # by identity
+
+    def identity_object(self):
+        # Guarded by identity (as_python_constant adds it for a function guarded by contents):
+        # `type(self).forward is wrapper`, as transformers' checkpointing layers test.
+        return self.as_python_constant()
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
@@ -341,7 +351,7 @@ class PureFunctionVariable(CallableVariable):
                              **{k: v.as_python_constant() for k, v in kwargs.items()})
         except Exception as e:
             unsupported(f"{getattr(self.fn, '__name__', self.fn)} raised {e!r}")
-        return wrap_constant_result(result)
+        return tx.wrap_constant(result)
 
 
 class SignatureFunctionVariable(CallableVariable):
@@ -416,3 +426,48 @@ class ParameterNamesVariable(VariableTracker):
 
     def truthy(self, tx) -> bool:
         return bool(self.names)
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_python_module(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return PythonModuleVariable(value, source)
+
+
+def wrap_signature(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)   # inspect.signature: its parameters' names, from the code
+    return SignatureFunctionVariable(value, source)
+
+
+def wrap_function(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, types.FunctionType)
+    if g.enabled and value.__code__.co_flags & inspect.CO_NESTED:
+        # Made inside another function, maybe anew per call: guarded by its code and by what
+        # the trace reads from it, not by the identity of a short-lived object.
+        g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__"))
+        return UserFunctionVariable(value, source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
+    g(GuardKind.ID_MATCH, value)
+    # The body traced is the function's code: `fn.__code__ = other` keeps the function's
+    # identity, so the code is guarded too.
+    g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__") if source is not None else None)
+    return UserFunctionVariable(value, source)
+
+
+def wrap_partial(tx, value, source, g):
+    g(GuardKind.TYPE_MATCH, functools.partial)
+    return PartialVariable(value, tx.wrap(value.func, AttrSource(source, "func"), g.enabled),
+                           list(tx.wrap(value.args, AttrSource(source, "args"), g.enabled).items),
+                           dict(tx.wrap(value.keywords, AttrSource(source, "keywords"), g.enabled).items),
+                           source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
+
+
+def wrap_method(tx, value, source, g):
+    fsrc = AttrSource(source, "__func__") if source is not None else None
+    ssrc = AttrSource(source, "__self__") if source is not None else None
+    return UserMethodVariable(tx.wrap(value.__func__, fsrc, g.enabled), tx.wrap(value.__self__, ssrc, g.enabled),
+                              source)
+
+
+def wrap_pure_function(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return PureFunctionVariable(value, source)

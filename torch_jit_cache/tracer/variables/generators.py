@@ -26,6 +26,8 @@ from .base import VariableTracker, unsupported
 
 
 class GeneratorVariable(VariableTracker):
+    yields_lazily = True
+
     def __init__(self, child, name: str, created_at=None):
         super().__init__(None)
         self.child = child            # the InstructionTranslator over the generator's code

@@ -36,7 +36,7 @@ import types
 
 from ...attribute_lookup import type_lookup
 from ...trace_result import CallOutput, SourceOutput
-from .base import VariableTracker, unsupported
+from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .tensor import TensorVariable
@@ -126,7 +126,7 @@ class ModelOutputVariable(VariableTracker):
         if name == "__class__":
             return self.cls_var
         if name in ("to_tuple", "keys", "values", "items", "get"):
-            return _BoundMethod(self, name)
+            return MethodVariable(self, name)
         unsupported(f"attribute {name!r} of a {self.cls.__name__} built in the trace")
 
     def call_method(self, tx, name, args, kwargs):
@@ -200,16 +200,7 @@ class ModelOutputVariable(VariableTracker):
     def __repr__(self):
         return f"ModelOutputVariable({self.cls.__name__})"
 
-
-class _BoundMethod(VariableTracker):
-    """`out.to_tuple` and friends, loaded before the call."""
-
-    def __init__(self, obj: ModelOutputVariable, name: str):
-        super().__init__(None)
-        self.obj, self.name = obj, name
-
-    def python_type(self):
+    def bound_method_type(self, name):
         return types.MethodType
 
-    def call_function(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
+

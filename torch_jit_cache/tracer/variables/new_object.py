@@ -10,7 +10,7 @@ replayed side effect, live at a graph break) it is rebuilt after the graph as
 (trace_result.ObjectOutput). Nothing the trace reads about it depends on the frame, so it needs no
 guards of its own, and it can alias nothing read from the frame (it is new).
 
-Only classes whose instances that rebuild reproduces exactly are constructed (`_refusal`): no
+Only classes whose instances that rebuild reproduces exactly are constructed (`refusal`): no
 metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
 refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C
 state would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a
@@ -37,19 +37,19 @@ import types
 
 from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
 from ...sources import AttrSource
-from ...trace_result import ObjectOutput, SourceOutput
+from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, unsupported
+from .classes import ClassVariable
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from .classes import ClassVariable
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
-from .user_object import SequenceMethodVariable, is_sequence_mixin, sequence_call, sequence_iterator
+from .user_object import SequenceMethodVariable, catching_raise, is_sequence_mixin, sequence_call, sequence_iterator
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
-def _refusal(cls: type, *, init: bool = True) -> str | None:
+def refusal(cls: type, *, init: bool = True) -> str | None:
     """Why instances of `cls` cannot be built in the trace, or None. `init`: built by calling the
     class (a copy is built without running __init__, copying.py)."""
     if type(cls) is abc.ABCMeta:
@@ -97,7 +97,7 @@ class UserClassVariable(ClassVariable):
         cls = self.value
         if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
             return construct_model_output(tx, self, args, kwargs)
-        why = _refusal(cls)
+        why = refusal(cls)
         if why is not None or self.source is None:
             unsupported(f"construction of {cls.__qualname__} in the trace: "
                         f"{why or 'the class has no source'}")
@@ -138,7 +138,7 @@ class NewObjectVariable(VariableTracker):
 
     def _hook(self, tx, hook: str):
         """type(obj).hook bound to obj where the class writes it in Python, None where it is
-        object's (_refusal admits nothing else)."""
+        object's (refusal admits nothing else)."""
         if type_lookup(self.cls, hook) is OBJECT_HOOKS[hook]:
             return None
         return UserMethodVariable(self._class_attr(tx, hook), self)
@@ -208,7 +208,6 @@ class NewObjectVariable(VariableTracker):
     def has_attribute(self, tx, name: str) -> bool:
         # hasattr runs the lookup (the class's __getattribute__, a property's getter) and catches
         # AttributeError.
-        from .user_object import catching_raise
         return catching_raise(tx, lambda: self.var_getattr(tx, name), TracedAttributeError)[1]
 
     def _check_plain_store(self, name: str, what: str) -> None:
@@ -256,3 +255,11 @@ class NewObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"NewObjectVariable({self.cls.__name__})"
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_class(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    if is_user_class(value):   # calling it builds an object in the trace
+        return UserClassVariable(value, source)
+    return ClassVariable(value, source)

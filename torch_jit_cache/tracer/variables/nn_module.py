@@ -23,34 +23,32 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ... import runtime
 from ...attribute_lookup import MISSING, Where, lookup, type_lookup
 from ...module_wrapper import CompiledModule, own_compiled_call, unwrap
 from ...proxies import builtin_opaque_reason, is_allowed_in_graph
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import IteratorVariable, ListVariable, TupleVariable, _MethodOf
+from .containers import ListVariable, TupleVariable
+from .iterators import IteratorVariable
 from .functions import UserFunctionVariable
+from .module_hooks import guard_no_hooks, has_hooks
 from .opaque_calls import call_opaque_module
-from .tensor import TensorVariable, call_op
-
-
-def _fn(tx, fn, *args, **kwargs):
-    wrap = lambda v: v if isinstance(v, VariableTracker) else ConstantVariable(v)  # noqa: E731
-    return call_op(tx, fn, [wrap(a) for a in args], {k: wrap(v) for k, v in kwargs.items()})
+from .tensor import TensorVariable, call_op, call_torch
 
 
 def _linear(tx, mv, m, x):
-    return _fn(tx, F.linear, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"))
+    return call_torch(tx, F.linear, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"))
 
 
 def _conv(fn):
     def run(tx, mv, m, x):
         if m.padding_mode != "zeros":
             unsupported(f"{type(mv.module).__name__} with padding_mode={m.padding_mode!r}")
-        return _fn(tx, fn, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"), m.stride, m.padding,
+        return call_torch(tx, fn, x, mv.attr(tx, "weight"), mv.attr(tx, "bias"), m.stride, m.padding,
                    m.dilation, m.groups)
     return run
 
@@ -67,12 +65,12 @@ def _batch_norm(tx, mv, m, x):
     use_stats = not m.training or m.track_running_stats
     mean = mv.attr(tx, "running_mean") if use_stats else ConstantVariable(None)
     var = mv.attr(tx, "running_var") if use_stats else ConstantVariable(None)
-    return _fn(tx, F.batch_norm, x, mean, var, mv.attr(tx, "weight"), mv.attr(tx, "bias"),
+    return call_torch(tx, F.batch_norm, x, mean, var, mv.attr(tx, "weight"), mv.attr(tx, "bias"),
                bn_training, factor, m.eps)
 
 
 def _layer_norm(tx, mv, m, x):
-    return _fn(tx, F.layer_norm, x, tuple(m.normalized_shape), mv.attr(tx, "weight"),
+    return call_torch(tx, F.layer_norm, x, tuple(m.normalized_shape), mv.attr(tx, "weight"),
                mv.attr(tx, "bias"), m.eps)
 
 
@@ -82,14 +80,14 @@ def _gru_cell(tx, mv, m, x, hx=None):
         unsupported("GRUCell without an explicit hidden state")
     if x.example.dim() != 2:
         unsupported("GRUCell with unbatched input")
-    return _fn(tx, torch.gru_cell, x, hx, mv.attr(tx, "weight_ih"), mv.attr(tx, "weight_hh"),
+    return call_torch(tx, torch.gru_cell, x, hx, mv.attr(tx, "weight_ih"), mv.attr(tx, "weight_hh"),
                mv.attr(tx, "bias_ih"), mv.attr(tx, "bias_hh"))
 
 
 def _embedding(tx, mv, m, x):
     if m.max_norm is not None:
         unsupported("Embedding with max_norm (renormalizes the weight in place)")
-    return _fn(tx, F.embedding, x, mv.attr(tx, "weight"), m.padding_idx, None, m.norm_type,
+    return call_torch(tx, F.embedding, x, mv.attr(tx, "weight"), m.padding_idx, None, m.norm_type,
                m.scale_grad_by_freq, m.sparse)
 
 
@@ -119,24 +117,24 @@ LEAF_MODULES = {
     nn.BatchNorm1d: _batch_norm, nn.BatchNorm2d: _batch_norm, nn.BatchNorm3d: _batch_norm,
     nn.LayerNorm: _layer_norm,
     nn.Embedding: _embedding,
-    nn.Dropout: lambda tx, mv, m, x: _fn(tx, F.dropout, x, m.p, m.training, m.inplace),
-    nn.ReLU: lambda tx, mv, m, x: _fn(tx, F.relu, x, inplace=m.inplace),
-    nn.GELU: lambda tx, mv, m, x: _fn(tx, F.gelu, x, approximate=m.approximate),
-    nn.SiLU: lambda tx, mv, m, x: _fn(tx, F.silu, x, inplace=m.inplace),
-    nn.LeakyReLU: lambda tx, mv, m, x: _fn(tx, F.leaky_relu, x, m.negative_slope, m.inplace),
-    nn.Tanh: lambda tx, mv, m, x: _fn(tx, torch.tanh, x),
-    nn.Sigmoid: lambda tx, mv, m, x: _fn(tx, torch.sigmoid, x),
-    nn.Softmax: lambda tx, mv, m, x: _fn(tx, F.softmax, x, m.dim),
-    nn.LogSoftmax: lambda tx, mv, m, x: _fn(tx, F.log_softmax, x, m.dim),
+    nn.Dropout: lambda tx, mv, m, x: call_torch(tx, F.dropout, x, m.p, m.training, m.inplace),
+    nn.ReLU: lambda tx, mv, m, x: call_torch(tx, F.relu, x, inplace=m.inplace),
+    nn.GELU: lambda tx, mv, m, x: call_torch(tx, F.gelu, x, approximate=m.approximate),
+    nn.SiLU: lambda tx, mv, m, x: call_torch(tx, F.silu, x, inplace=m.inplace),
+    nn.LeakyReLU: lambda tx, mv, m, x: call_torch(tx, F.leaky_relu, x, m.negative_slope, m.inplace),
+    nn.Tanh: lambda tx, mv, m, x: call_torch(tx, torch.tanh, x),
+    nn.Sigmoid: lambda tx, mv, m, x: call_torch(tx, torch.sigmoid, x),
+    nn.Softmax: lambda tx, mv, m, x: call_torch(tx, F.softmax, x, m.dim),
+    nn.LogSoftmax: lambda tx, mv, m, x: call_torch(tx, F.log_softmax, x, m.dim),
     nn.Identity: lambda tx, mv, m, x: x,
-    nn.Flatten: lambda tx, mv, m, x: _fn(tx, torch.flatten, x, m.start_dim, m.end_dim),
-    nn.MaxPool2d: lambda tx, mv, m, x: _fn(tx, F.max_pool2d, x, m.kernel_size, m.stride,
+    nn.Flatten: lambda tx, mv, m, x: call_torch(tx, torch.flatten, x, m.start_dim, m.end_dim),
+    nn.MaxPool2d: lambda tx, mv, m, x: call_torch(tx, F.max_pool2d, x, m.kernel_size, m.stride,
                                            m.padding, m.dilation, m.ceil_mode,
                                            m.return_indices),
-    nn.AvgPool2d: lambda tx, mv, m, x: _fn(tx, F.avg_pool2d, x, m.kernel_size, m.stride,
+    nn.AvgPool2d: lambda tx, mv, m, x: call_torch(tx, F.avg_pool2d, x, m.kernel_size, m.stride,
                                            m.padding, m.ceil_mode, m.count_include_pad,
                                            m.divisor_override),
-    nn.AdaptiveAvgPool2d: lambda tx, mv, m, x: _fn(tx, F.adaptive_avg_pool2d, x,
+    nn.AdaptiveAvgPool2d: lambda tx, mv, m, x: call_torch(tx, F.adaptive_avg_pool2d, x,
                                                    m.output_size),
 }
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -152,37 +150,9 @@ _MODULE_OWN_STATE = frozenset(vars(nn.Module())) | {"forward"}
 _BUFFER = getattr(nn, "Buffer", None)
 
 
-# The hook dicts nn.Module.__call__ consults: on the instance, and module-global ones in
-# torch.nn.modules.module. An inlined call runs `forward` alone, so the trace is valid only while
-# all of them are empty; each is guarded (LENGTH 0), so a hook registered after compiling makes a
-# miss and the retrace falls back (issue 13).
-_MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                      "_global_backward_pre_hooks")
-
-
-def _has_hooks(m: nn.Module) -> bool:
-    from torch.nn.modules import module as mm
-    return any(getattr(m, name, None) for name in _MODULE_HOOK_DICTS) or \
-        any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS)
-
-
-def _guard_no_hooks(tx, mv) -> None:
-    """Guards that the hook dicts `mv.module.__call__` would consult are still empty."""
-    out = tx.output
-    for name in _MODULE_HOOK_DICTS:
-        if name in vars(mv.module):
-            out.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
-    # The global dicts are reached from the frame through the module's class: nn.Module.__call__'s
-    # globals are torch.nn.modules.module's namespace. Once per trace is enough.
-    if not out.global_hooks_guarded:
-        out.global_hooks_guarded = True
-        namespace = AttrSource(AttrSource(AttrSource(mv.source, "__class__"), "__call__"), "__globals__")
-        for name in _GLOBAL_HOOK_DICTS:
-            out.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
-
-
 class NNModuleVariable(VariableTracker):
+    identity_family = "module"
+
     def __init__(self, module: nn.Module, source):
         super().__init__(source)
         self.module = module
@@ -202,7 +172,7 @@ class NNModuleVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if (name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES) and name not in self.module.__dict__ \
                 and type_lookup(type(self.module), name) is getattr(nn.Module, name):
-            return _MethodOf(self, name)   # m.parameters(): traced by its result (_members)
+            return MethodVariable(self, name)   # m.parameters(): traced by its result (_members)
         return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
 
     def has_attribute(self, tx, name) -> bool:
@@ -394,9 +364,9 @@ class NNModuleVariable(VariableTracker):
         if target is not self:
             # The compiled call runs the wrapped module's _call_impl, never type(m).__call__.
             return target.module_call(tx, args, kwargs, own_call=True)
-        if _has_hooks(self.module):
+        if has_hooks(self.module):
             unsupported(f"module {type(self.module).__name__} has hooks")
-        _guard_no_hooks(tx, self)
+        guard_no_hooks(tx, self)
         return self._forward(tx, args, kwargs, own_call=own_call)
 
     def _wrapped(self, tx):
@@ -462,6 +432,13 @@ class NNModuleVariable(VariableTracker):
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__} from {self.source})"
 
+    def require_guardable(self, what, name):
+        # A module outside _modules: its state goes unguarded.
+        unsupported(f"opaque call of {what}: module {name!r} is not a registered submodule")
+
+    def identity_object(self):
+        return self.module
+
 
 def builtin_module_owner(fn) -> type | None:
     """The torch.nn module class whose own __dict__ holds the function `fn` (`nn.Embedding.forward`,
@@ -507,79 +484,6 @@ class BuiltinModuleMethodVariable(CallableVariable):
         return f"BuiltinModuleMethodVariable({self.fn.__qualname__})"
 
 
-# Modules that model code builds inside forward (`nn.Softmax(dim=1)(x)`), by their functional form:
-# built for real from constants (torch's __init__ only stores settings), called as that form. The
-# module object never reaches the graph or the artifact: only the op and its constant settings do.
-_BUILT_IN_FORWARD = {
-    nn.Identity: lambda tx, m, x: x,
-    nn.ReLU: lambda tx, m, x: _fn(tx, F.relu, x),
-    nn.GELU: lambda tx, m, x: _fn(tx, F.gelu, x, approximate=m.approximate),
-    nn.SiLU: lambda tx, m, x: _fn(tx, F.silu, x),
-    nn.Tanh: lambda tx, m, x: _fn(tx, torch.tanh, x),
-    nn.Sigmoid: lambda tx, m, x: _fn(tx, torch.sigmoid, x),
-    nn.Softmax: lambda tx, m, x: _fn(tx, F.softmax, x, m.dim),
-    nn.LogSoftmax: lambda tx, m, x: _fn(tx, F.log_softmax, x, m.dim),
-    nn.Flatten: lambda tx, m, x: _fn(tx, torch.flatten, x, m.start_dim, m.end_dim),
-    # Losses (`CrossEntropyLoss(ignore_index=-100)(logits, labels)` in HF heads): their forward,
-    # with the settings __init__ stored; a weight tensor is not a constant argument, so m.weight is None.
-    nn.CrossEntropyLoss: lambda tx, m, x, y: _fn(
-        tx, F.cross_entropy, x, y, weight=None, ignore_index=m.ignore_index, reduction=m.reduction,
-        label_smoothing=m.label_smoothing),
-    nn.NLLLoss: lambda tx, m, x, y: _fn(tx, F.nll_loss, x, y, weight=None, ignore_index=m.ignore_index,
-                                        reduction=m.reduction),
-    nn.MSELoss: lambda tx, m, x, y: _fn(tx, F.mse_loss, x, y, reduction=m.reduction),
-    nn.L1Loss: lambda tx, m, x, y: _fn(tx, F.l1_loss, x, y, reduction=m.reduction),
-}
-_BUILT_IN_ARITY = {nn.CrossEntropyLoss: 2, nn.NLLLoss: 2, nn.MSELoss: 2, nn.L1Loss: 2}   # else 1
-
-
-def build_module(tx, cls_var, args, kwargs):
-    """`cls(*args)` for a module class of _BUILT_IN_FORWARD with constant arguments, else None."""
-    cls = cls_var.value
-    if not any(cls is c for c in _BUILT_IN_FORWARD):
-        return None
-    if cls_var.source is None:
-        unsupported(f"{cls.__name__} built from a class the frame does not reach (hooks unguarded)")
-    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-        unsupported(f"{cls.__name__}() with non-constant arguments")
-    try:
-        m = cls(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
-    except Exception as e:
-        unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}")
-    if getattr(m, "inplace", False):
-        unsupported(f"{cls.__name__}(inplace=True) built inside forward")
-    if any(t is not None for t in m._buffers.values()) or any(True for _ in m.parameters()):
-        unsupported(f"{cls.__name__}() built inside forward with a tensor setting")
-    return BuiltModuleVariable(m, cls_var.source)
-
-
-class BuiltModuleVariable(VariableTracker):
-    """A module of _BUILT_IN_FORWARD built in the trace. Calling it runs nn.Module.__call__, which
-    consults torch's global hook dicts: they are guarded empty, reached through the class's source
-    (`cls.__call__.__globals__`, torch.nn.modules.module's namespace)."""
-
-    def __init__(self, module, cls_source):
-        super().__init__(None)
-        self.module, self.cls_source = module, cls_source
-
-    def python_type(self):
-        return type(self.module)
-
-    def call_function(self, tx, args, kwargs):
-        from torch.nn.modules import module as mm
-        if kwargs or len(args) != _BUILT_IN_ARITY.get(type(self.module), 1):
-            unsupported(f"{type(self.module).__name__} built inside forward called with {len(args)} args")
-        if any(getattr(mm, name, None) for name in _GLOBAL_HOOK_DICTS):
-            unsupported("global module hooks are registered")
-        namespace = AttrSource(AttrSource(self.cls_source, "__call__"), "__globals__")
-        for name in _GLOBAL_HOOK_DICTS:
-            tx.output.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
-        return _BUILT_IN_FORWARD[type(self.module)](tx, self.module, *args)
-
-    def __repr__(self):
-        return f"BuiltModuleVariable({type(self.module).__name__})"
-
-
 class ModuleListSliceVariable(TupleVariable):
     """A slice of an nn.ModuleList, `ModuleList(children[k])` in Python: iterated, indexed and
     measured as its children; made again as a new ModuleList where it outlives the trace."""
@@ -597,3 +501,27 @@ class ModuleListSliceVariable(TupleVariable):
 
     def __repr__(self):
         return f"ModuleListSliceVariable({self.items!r})"
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_module(tx, value, source, g):
+    if source is None:
+        unsupported(f"module {type(value).__name__} not reachable from the frame")
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.ID_MATCH, value)
+    tx.output.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
+    # Whatever is guarded below this module (its attributes, submodules, hook dicts) is
+    # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h;
+    # not on 3.13, runtime.DICT_TAGS_SUPPORTED).
+    if runtime.DICT_TAGS_SUPPORTED:
+        g(GuardKind.DICT_TAGS)
+    return NNModuleVariable(value, source)
+
+
+def wrap_builtin_module_method(tx, value, source, g):
+    """nn.Embedding.forward (super().forward(x)): a method, not a torch op."""
+    owner = builtin_module_owner(value)
+    if owner is None:
+        return None
+    g(GuardKind.ID_MATCH, value)
+    return BuiltinModuleMethodVariable(value, owner, source)

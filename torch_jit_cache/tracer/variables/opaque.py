@@ -3,7 +3,7 @@ regex, a deque, a numpy array, an object from a C extension).
 
 It is never read while tracing. It may be moved (into locals, onto the stack, into a container
 the trace builds), compared with None, and given to isinstance/type/callable (its type is guarded),
-but any other use is Unsupported, so that use becomes the graph break (graph_break.py) rather
+but any other use is Unsupported, so that use becomes the graph break (graph_break/) rather
 than the load: the frame is compiled up to the call of `pattern.match(s)`, the call runs as
 bytecode, and the resume function continues with its result. A method of its type is read only
 when the break rebuilds the stack (`pattern.match` at the CALL), never while tracing; any other
@@ -14,8 +14,8 @@ from __future__ import annotations
 import inspect
 import types
 
-from ...trace_result import AttrOutput, SourceOutput
-from .base import VariableTracker, unsupported
+from ...trace_result import GuardKind, SourceOutput
+from .base import MethodVariable, VariableTracker, unsupported
 
 # Class attributes whose read through an instance cannot raise (an instance attribute of the same
 # name would be read instead, which cannot raise either).
@@ -37,7 +37,7 @@ class OpaqueVariable(VariableTracker):
         # (A __getattribute__ written in Python may do anything; one in C finds the type's methods.)
         if not isinstance(inspect.getattr_static(self.cls, "__getattribute__"), types.FunctionType) and \
                 isinstance(inspect.getattr_static(self.cls, name, None), _METHOD_KINDS):
-            return OpaqueAttribute(self, name)
+            return MethodVariable(self, name)
         unsupported(f"attribute {name!r} of a {self.cls.__name__} (a type the tracer does not model)")
 
     def call_function(self, tx, args, kwargs):
@@ -49,19 +49,13 @@ class OpaqueVariable(VariableTracker):
     def __repr__(self):
         return f"OpaqueVariable({self.cls.__name__} from {self.source})"
 
+    def call_method(self, tx, name, args, kwargs):
+        self.var_getattr(tx, name)   # refuses what cannot be read
+        unsupported(f"call of {self.cls.__name__}.{name} (a type the tracer does not model)")
 
-class OpaqueAttribute(VariableTracker):
-    """`base.name` of an opaque value, not read yet."""
 
-    def __init__(self, base: VariableTracker, name: str):
-        super().__init__(None)
-        self.base, self.name = base, name
-
-    def call_function(self, tx, args, kwargs):
-        unsupported(f"call of {self.base.cls.__name__}.{self.name} (a type the tracer does not model)")
-
-    def reconstruct(self, outputs):
-        return AttrOutput(outputs.rebuild(self.base), self.name)
-
-    def __repr__(self):
-        return f"OpaqueAttribute({self.base!r}.{self.name})"
+def wrap_opaque(tx, value, source, g):
+    """builder.py's last rule: a value of a type the tracer does not model, used nowhere yet: a
+    graph break where it is used."""
+    g(GuardKind.TYPE_MATCH, type(value))
+    return OpaqueVariable(type(value), source)

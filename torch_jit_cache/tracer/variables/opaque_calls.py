@@ -34,6 +34,7 @@ from ...trace_result import GuardKind
 from .base import unsupported
 from .constant import ConstantVariable
 from .containers import DictVariable, ListVariable, TupleVariable
+from .module_hooks import guard_no_hooks, has_hooks
 from .tensor import TensorVariable
 
 # Constants that may appear as arguments of an opaque node: values fx prints, never user objects
@@ -48,14 +49,12 @@ _MODULE_OWN_STATE = frozenset(vars(nn.Module()))
 
 def call_opaque_module(tx, mv, args: list, kwargs: dict, why: str):
     """`mv.module(*args, **kwargs)` as one call_module node (mv: the NNModuleVariable)."""
-    from .nn_module import _guard_no_hooks, _has_hooks
-
     module = mv.module
     for name, sub in module.named_modules(remove_duplicate=False):
-        if _has_hooks(sub):
+        if has_hooks(sub):
             unsupported(f"opaque module {type(module).__name__} ({why}): "
                         f"{name or 'the module'} has hooks, which would run while tracing")
-    _guard_module_tree(tx, mv, _guard_no_hooks)
+    _guard_module_tree(tx, mv, guard_no_hooks)
     fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(type(module).__name__, args, kwargs)
     _refuse_lstm_aot(module, ex_args)
     shapes = tx.output.fake_shapes
@@ -147,7 +146,7 @@ def call_opaque_function(tx, fv, args: list, kwargs: dict):
         unsupported(f"allow_in_graph function {fn.__qualname__} made while tracing (no source to guard)")
     fv.as_python_constant()   # guards the function by identity (a closure made per call too)
     for name in ("__defaults__", "__kwdefaults__"):   # the proxy copies them: guarded by value
-        _require_guardable(tx.wrap(getattr(fn, name), AttrSource(fv.source, name)), fn.__qualname__, name)
+        tx.wrap(getattr(fn, name), AttrSource(fv.source, name)).require_guardable(fn.__qualname__, name)
     fx_args, fx_kwargs, ex_args, ex_kwargs = _arguments(fn.__qualname__, args, kwargs)
     try:
         with tx.output.fake_shapes.running():
@@ -233,30 +232,4 @@ def _guard_module_tree(tx, mv, guard_no_hooks) -> None:
             # Neither parameter nor buffer: AOTAutograd would bake its data into the graph.
             unsupported(f"opaque module {type(module).__name__} holds a tensor attribute {name!r} "
                         "that is neither a parameter nor a buffer")
-        _require_guardable(tx.wrap(value, AttrSource(source, name)), f"module {type(module).__name__}", name)
-
-
-def _require_guardable(vt, what: str, name: str) -> None:
-    """Values the builder guards completely: constants, tensors, functions by identity, and
-    containers of those. Plain objects are guarded by type alone (their attributes where read):
-    not enough for a call that reads them unseen."""
-    from .functions import UserFunctionVariable
-    from .nn_module import NNModuleVariable
-    from .tensor import TorchFunctionVariable
-
-    if isinstance(vt, (TupleVariable, ListVariable)):
-        for item in vt.items:
-            _require_guardable(item, what, name)
-        return
-    if isinstance(vt, DictVariable):
-        for item in vt.items.values():
-            _require_guardable(item, what, name)
-        return
-    if isinstance(vt, (ConstantVariable, TensorVariable, TorchFunctionVariable)):
-        return
-    if isinstance(vt, UserFunctionVariable):
-        vt.as_python_constant()   # by identity
-        return
-    if isinstance(vt, NNModuleVariable):   # a module outside _modules: its state goes unguarded
-        unsupported(f"opaque call of {what}: module {name!r} is not a registered submodule")
-    unsupported(f"opaque call of {what}: attribute {name!r} is a {vt} the tracer cannot guard")
+        tx.wrap(value, AttrSource(source, name)).require_guardable(f"module {type(module).__name__}", name)

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import operator
 
-from .base import CallableVariable, VariableTracker, unsupported
-from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable, wrap_constant_result
+from .base import VariableTracker, unsupported
+from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
-from .functions import UserFunctionVariable
-from .nn_module import NNModuleVariable
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
@@ -21,9 +19,9 @@ _GRAPH_VALUES = (TensorVariable, SymNodeVariable)
 _INPLACE = {"+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="}
 
 
-def _const_fold(fn, *vs):
+def _const_fold(tx, fn, *vs):
     try:
-        return wrap_constant_result(fn(*[v.as_python_constant() for v in vs]))
+        return tx.wrap_constant(fn(*[v.as_python_constant() for v in vs]))
     except (ArithmeticError, TypeError, ValueError) as e:
         unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
 
@@ -52,12 +50,12 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
             return a
         if base == "*" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
             if symbol == "*=":  # in place: every other name bound to the list sees it
-                a._mutating(tx)
+                a.mutating(tx)
                 a.items[:] = a.items * b.as_python_constant()
                 return a
             return type(a)(a.items * b.as_python_constant())
     if a.is_python_constant() and b.is_python_constant():
-        return _const_fold(fn, a, b)
+        return _const_fold(tx, fn, a, b)
     unsupported(f"operator {symbol} on {a} and {b}")
 
 
@@ -71,7 +69,7 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
         if symbol in ("==", "!=") and (_is_none(a) or _is_none(b)):
             return ConstantVariable(symbol == "!=")
     if a.is_python_constant() and b.is_python_constant():
-        return _const_fold(fn, a, b)
+        return _const_fold(tx, fn, a, b)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")
@@ -90,21 +88,10 @@ def _is_none(v) -> bool:
 def is_op(tx, a, b, invert: bool) -> VariableTracker:
     if a is b:
         same = True
-    elif isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
-        same = a.value is b.value
-    elif isinstance(a, (ConstantVariable, CallableVariable)) and isinstance(b, (ConstantVariable, CallableVariable)):
-        # A class against a builtin that is one (`type(it) is filter`, `type(n) is int`): both known.
-        same = a.as_python_constant() is b.as_python_constant()
-    elif isinstance(a, NNModuleVariable) and isinstance(b, NNModuleVariable):
-        same = a.module is b.module
-    elif isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
-        same = a.example is b.example
+    elif a.identity_family is not None and a.identity_family == b.identity_family:
+        same = a.identity_object() is b.identity_object()   # both known (base.py)
     elif _is_none(a) or _is_none(b):
         same = False  # a container, module, tensor or function is never None
-    elif isinstance(a, UserFunctionVariable) and isinstance(b, UserFunctionVariable):
-        # Both guarded by identity (as_python_constant adds it for a function guarded by contents):
-        # `type(self).forward is wrapper`, as transformers' checkpointing layers test.
-        same = a.as_python_constant() is b.as_python_constant()
     else:
         unsupported(f"identity test between {a} and {b}")
     return ConstantVariable(same != invert)
@@ -113,7 +100,7 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     if isinstance(container, DictVariable):
         found = item.as_python_constant() in container.items
-    elif isinstance(container, NNModuleVariable) or hasattr(container, "contains"):
+    elif hasattr(container, "contains"):
         found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
         if not (item.is_python_constant() and container.is_python_constant()):
@@ -135,7 +122,7 @@ def unary_op(tx, opname: str, a) -> VariableTracker:
     if isinstance(a, _GRAPH_VALUES):
         return call_op(tx, fn, [a], {})
     if a.is_python_constant():
-        return _const_fold(fn, a)
+        return _const_fold(tx, fn, a)
     unsupported(f"{opname} on {a}")
 
 
@@ -145,7 +132,7 @@ def getitem(tx, obj, key) -> VariableTracker:
     if hasattr(obj, "getitem"):
         return obj.getitem(tx, key)
     if obj.is_python_constant() and key.is_python_constant():
-        return _const_fold(operator.getitem, obj, key)
+        return _const_fold(tx, operator.getitem, obj, key)
     unsupported(f"subscript of {obj}")
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import operator
 
 from ...trace_result import ConstantOutput
-from .base import VariableTracker, unsupported
-from .constant import ConstantVariable, is_constant_value, wrap_constant_result
+from .base import MethodVariable, VariableTracker, unsupported
+from .constant import ConstantVariable, is_constant_value
 
 
 def constants_of(items, what: str) -> list:
@@ -68,8 +68,7 @@ class SetVariable(VariableTracker):
         return bool(self.items)
 
     def var_getattr(self, tx, name):
-        from .containers import _MethodOf
-        return _MethodOf(self, name)
+        return MethodVariable(self, name)
 
     def inplace(self, tx, symbol, other):
         """`s |= t` and friends change s itself (every name bound to it sees the change)."""
@@ -98,7 +97,7 @@ class SetVariable(VariableTracker):
                 _UPDATES[name](self.items, *values)
                 return ConstantVariable(None)
             if name in _PURE:
-                return wrap_constant_result(getattr(self.items, name)(*values))
+                return tx.wrap_constant(getattr(self.items, name)(*values))
         except TypeError as e:
             unsupported(f"set.{name} raised {e!r}")
         unsupported(f"set.{name}")   # pop() (an arbitrary item), and anything else

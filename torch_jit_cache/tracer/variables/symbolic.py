@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import torch
 
+from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
+from .constant import ConstantVariable
 
 SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -120,7 +122,6 @@ def as_int(value, use: str) -> int:
 
 
 def _constant(value):
-    from .constant import ConstantVariable
     return ConstantVariable(value)
 
 
@@ -129,3 +130,18 @@ def wrap_symbolic(output, node, value) -> VariableTracker:
     if isinstance(value, SYMBOLIC_TYPES) and _is_constant_symbol(value):
         return _constant(_PYTHON_TYPES[type(value)](value))
     return SymNodeVariable(output, node, value)
+
+
+def wrap_dynamic_int(tx, value, source, g):
+    """An int the frame plan makes dynamic: a graph input, read at call time. None where it stays
+    a constant (the plan keeps it static, or the shape environment specialized it)."""
+    out = tx.output
+    plan = out.frame_plan
+    if not (g.enabled and plan is not None and plan.int_is_dynamic(
+            source, value, is_argument=source.is_frame_input()) and plan.symbolic):
+        return None
+    symbolic = out.fake_shapes.symint(value, source)
+    if isinstance(symbolic, int):
+        return None
+    g(GuardKind.TYPE_MATCH, int)
+    return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)

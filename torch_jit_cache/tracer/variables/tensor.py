@@ -12,6 +12,7 @@ fake_shapes.py: the graph computes them, nothing guards them).
 from __future__ import annotations
 
 import sys
+import types
 
 import torch
 
@@ -21,8 +22,8 @@ from ...sources import AttrSource
 from ...trace_result import GuardKind, Unsupported
 from ...trace_rules import torch_callable_effect
 from ..output_graph import mark_side_effect
-from .base import CallableVariable, VariableTracker, unsupported
-from .constant import ConstantVariable, wrap_constant_result
+from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
+from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
 from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
@@ -55,6 +56,8 @@ _SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "gr
 
 
 class TensorVariable(VariableTracker):
+    identity_family = "tensor"
+
     """A tensor in the graph: an fx node and the example tensor it evaluated to.
 
     A tensor read from the frame starts without a node; its placeholder is added the first time
@@ -118,7 +121,7 @@ class TensorVariable(VariableTracker):
         if name in ("grad", "data", "grad_fn", "_version"):
             unsupported(f"tensor attribute .{name}")
         if callable(getattr(torch.Tensor, name, None)):
-            return TensorMethodVariable(self, name)
+            return MethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
 
     def has_attribute(self, tx, name: str) -> bool:
@@ -167,19 +170,14 @@ class TensorVariable(VariableTracker):
     def __repr__(self):
         return f"TensorVariable({tuple(self.example.shape)}, {self.example.dtype})"
 
+    def require_guardable(self, what, name):
+        pass   # TENSOR_MATCH
 
-class TensorMethodVariable(VariableTracker):
-    """`x.view` before it is called."""
+    def bound_method_type(self, name):
+        return type(getattr(self.example, name))  # builtin_function_or_method
 
-    def __init__(self, tensor: TensorVariable, name: str):
-        super().__init__(None)
-        self.tensor, self.name = tensor, name
-
-    def python_type(self):
-        return type(getattr(self.tensor.example, self.name))  # builtin_function_or_method
-
-    def call_function(self, tx, args, kwargs):
-        return self.tensor.call_method(tx, self.name, args, kwargs)
+    def identity_object(self):
+        return self.example
 
 
 # torch's "am I being compiled / traced?" questions, answered as under torch.compile: True while
@@ -230,6 +228,9 @@ class TorchFunctionVariable(CallableVariable):
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
 
+    def require_guardable(self, what, name):
+        pass   # by identity
+
 
 # torch's checks on symbolic values, as users write them next to `.item()` (torch._check(n <= T)).
 _CHECKS = (torch._check, torch._check_is_size)
@@ -259,6 +260,12 @@ def _has_tensor(value) -> bool:
     if isinstance(value, dict):
         return any(_has_tensor(v) for v in value.values())
     return False
+
+
+def call_torch(tx, fn, *args, **kwargs) -> VariableTracker:
+    """call_op of `fn` with Python values among the arguments wrapped as constants."""
+    wrap = lambda v: v if isinstance(v, VariableTracker) else ConstantVariable(v)  # noqa: E731
+    return call_op(tx, fn, [wrap(a) for a in args], {k: wrap(v) for k, v in kwargs.items()})
 
 
 def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> VariableTracker:
@@ -299,7 +306,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
-        return wrap_constant_result(result)
+        return tx.wrap_constant(result)
     out = tx.output
     if method and inplace:
         fn = getattr(torch.Tensor, target)
@@ -314,11 +321,12 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     shapes.record(node, result)   # the unbacked symbols it made are read from this node
     if result is None:
         return ConstantVariable(None)
-    return wrap_op_result(out, node, result)
+    return wrap_op_result(tx, node, result)
 
 
-def wrap_op_result(out, node, value) -> VariableTracker:
+def wrap_op_result(tx, node, value) -> VariableTracker:
     import operator
+    out = tx.output
     if isinstance(value, torch.Tensor):
         return TensorVariable(out, value, node)
     if is_symbolic(value) and not isinstance(value, (tuple, list)):
@@ -334,9 +342,63 @@ def wrap_op_result(out, node, value) -> VariableTracker:
             elif _has_tensor(v):
                 unsupported("nested tensor containers in an op result")
             else:
-                items.append(wrap_constant_result(v))
+                items.append(tx.wrap_constant(v))
         if isinstance(value, list):
             return ListVariable(items)
         fields = getattr(type(value), "__match_args__", None)
         return TupleVariable(items, fields=list(fields) if fields else None, cls=type(value))
     unsupported(f"an op returned a {type(value).__name__}")
+
+
+def _torch_callable_ids() -> frozenset:
+    spaces = [torch, torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
+    return frozenset(id(v) for ns in spaces for v in vars(ns).values()
+                     if callable(v) and not isinstance(v, type))
+
+
+_TORCH_IDS = _torch_callable_ids()
+
+
+def is_torch_callable(value) -> bool:
+    if isinstance(value, type):
+        return False
+    if id(value) in _TORCH_IDS:
+        return True
+    if isinstance(value, types.MethodType):
+        # A Python function bound to an object (a module's `forward`, a distribution's `rsample`):
+        # the object is state the graph would not see (its parameters would get no gradient).
+        # Wrapped as a method: its function and its object, each through its own source.
+        return False
+    objclass = getattr(value, "__objclass__", None)
+    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+        return True
+    mod = getattr(value, "__module__", None) or ""
+    return callable(value) and (mod == "torch" or mod.startswith("torch."))
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_tensor(tx, value, source, g):
+    if source is None:
+        unsupported("a tensor that is not reachable from the frame (cannot be a graph input)")
+    out = tx.output
+    out.add_guard(source, GuardKind.TENSOR_MATCH, value)
+    known = out.by_id.get(id(value))
+    if known is not None:
+        out.add_guard(source, GuardKind.SAME_AS, known.source)
+        return known
+    plan = out.frame_plan
+    is_argument = not isinstance(value, torch.nn.Parameter) and source.is_frame_input()
+    choices = plan.choose(source, value, is_argument=is_argument) if plan is not None else None
+    # A fake tensor, with symbolic sizes where the plan says (dynamic.py, fake_shapes.py). A
+    # static plan still records the sizes seen (automatic dynamic shapes) but makes no symbol.
+    symbolic = plan is not None and plan.symbolic
+    example = out.fake_shapes.fakeify(value, source, choices if symbolic else None)
+    vt = TensorVariable(out, example, source=source, real=value)
+    out.by_id[id(value)] = vt
+    out.keepalive.append(value)
+    return vt
+
+
+def wrap_torch_function(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return TorchFunctionVariable(value, source)

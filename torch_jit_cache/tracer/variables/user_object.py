@@ -37,9 +37,13 @@ import torch
 from ...attribute_lookup import Where, lookup, resolved_name, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
+from . import polyfills
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import TracedIndexError, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
+from .containers import TupleVariable
+from .functions import UserFunctionVariable
+from .operators import getitem
 
 _MISSING = object()
 
@@ -54,6 +58,8 @@ def is_plain_user_object(value) -> bool:
 
 
 class UserObjectVariable(VariableTracker):
+    guarded_by_type = True
+
     def __init__(self, value, source):
         super().__init__(source)
         self.value = value
@@ -66,11 +72,11 @@ class UserObjectVariable(VariableTracker):
         if found.where is Where.CLASS and name in ("index", "count") and \
                 is_sequence_mixin(type(self.value), name):
             return SequenceMethodVariable(self, name)
-        if found.where is Where.CLASS and _mixin(found.value) is not None:
+        if found.where is Where.CLASS and mixin_of(found.value) is not None:
             # `obj.get.__func__ is Mapping.get`, as read_attribute guards any method it binds.
             tx.output.add_guard(AttrSource(AttrSource(self.source, name), "__func__"),
                                 GuardKind.ID_MATCH, found.value)
-            return MixinMethodVariable(self, _mixin(found.value), name)
+            return MixinMethodVariable(self, mixin_of(found.value), name)
         return read_attribute(tx, self, self.value, name)
 
     def special_method(self, tx, name: str):
@@ -91,8 +97,8 @@ class UserObjectVariable(VariableTracker):
         raw = type_lookup(type(self.value), "__contains__")
         if is_sequence_mixin(type(self.value), "__contains__"):
             return sequence_call(tx, self, "__contains__", [item], {}).truthy(tx)
-        if _mixin(raw) is not None:
-            return _mixin(raw)(tx, self, [item], {}).truthy(tx)
+        if mixin_of(raw) is not None:
+            return mixin_of(raw)(tx, self, [item], {}).truthy(tx)
         fn = self.special_method(tx, "__contains__")
         if fn is None:
             unsupported(f"membership test in {self} (its __contains__ is not a Python function)")
@@ -177,7 +183,7 @@ _MAPPING_MIXINS = {
 }
 
 
-def _mixin(fn):
+def mixin_of(fn):
     """The model of `fn` if it is one of Mapping's mixin methods, else None."""
     name = getattr(fn, "__name__", None)
     if name in _MAPPING_MIXINS and vars(collections.abc.Mapping).get(name) is fn:
@@ -210,8 +216,6 @@ _SEQUENCE = vars(collections.abc.Sequence)
 
 
 def _sequence_polyfill(tx, name: str, obj, args, kwargs):
-    from . import polyfills
-    from .functions import UserFunctionVariable
     fn, with_item = {"__iter__": (polyfills.sequence_iter_, True),
                      "__reversed__": (polyfills.sequence_reversed_, False),
                      "__contains__": (polyfills.sequence_contains_, True),
@@ -258,8 +262,6 @@ class _SequenceItem(VariableTracker):
     """`item(seq, i)` of polyfills.sequence_iter_: (True, seq[i]), or (False, None) on IndexError."""
 
     def call_function(self, tx, args, kwargs):
-        from .containers import TupleVariable
-        from .operators import getitem
         seq, i = args
         value, found = catching_raise(tx, lambda: getitem(tx, seq, i), TracedIndexError)
         return TupleVariable([ConstantVariable(found), value if found else ConstantVariable(None)])
@@ -274,7 +276,7 @@ def is_dict_subclass_object(value) -> bool:
 class DictSubclassVariable(UserObjectVariable):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         found = lookup(self.value, name)
-        if found.where is Where.CLASS and name in _DICT_READS and found.value is vars(dict)[name]:
+        if found.where is Where.CLASS and name in DICT_READS and found.value is vars(dict)[name]:
             return DictReadVariable(self, name)
         return super().var_getattr(tx, name)
 
@@ -312,7 +314,7 @@ class EnvironVariable(DictSubclassVariable):
     dict: it shares DictSubclassVariable's read protocol (`read`, DictReadVariable) only."""
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in _DICT_READS:
+        if name in DICT_READS:
             return DictReadVariable(self, name)
         return UserObjectVariable.var_getattr(self, tx, name)
 
@@ -360,7 +362,7 @@ def _dict_contains(tx, obj, args, kwargs):
     return ConstantVariable(obj.read(tx, args[0])[0])
 
 
-_DICT_READS = {"get": _dict_get, "__getitem__": _dict_getitem, "__contains__": _dict_contains}
+DICT_READS = {"get": _dict_get, "__getitem__": _dict_getitem, "__contains__": _dict_contains}
 
 
 class DictReadVariable(VariableTracker):
@@ -371,7 +373,16 @@ class DictReadVariable(VariableTracker):
         self.obj, self.name = obj, name
 
     def call_function(self, tx, args, kwargs):
-        return _DICT_READS[self.name](tx, self.obj, args, kwargs)
+        return DICT_READS[self.name](tx, self.obj, args, kwargs)
 
     def __repr__(self):
         return f"DictReadVariable({self.obj!r}.{self.name})"
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_by_type(cls):
+    """The rule for an object guarded by its type alone (its attributes and items where read)."""
+    def wrap_object(tx, value, source, g):
+        g(GuardKind.TYPE_MATCH, type(value))
+        return cls(value, source)
+    return wrap_object

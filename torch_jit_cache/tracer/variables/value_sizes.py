@@ -2,9 +2,8 @@
 
 A graph keeps an op's output size only as the trace saw it: `torch.arange(0, b.max())` traced with
 b = [3] gives a 3-element example, and whatever the trace then reads of it (`.shape[0]`, `len()`,
-a loop over it) becomes a constant of the graph, silently wrong for b = [5] (issue 20). Until
-unbacked sizes exist (issue 21), such an op is a graph break: it is refused before it runs on the
-examples, so it runs at call time, eagerly, after the graph before it.
+a loop over it) becomes a constant of the graph, silently wrong for b = [5]. By default such an op is a graph break: it is refused before it runs
+on the examples, so it runs at call time, eagerly, after the graph before it.
 
 What counts, seen from the aten ops a call dispatches (a TorchDispatchMode, entered only around one
 example op at a time):
@@ -22,7 +21,7 @@ call time (the example op, on fake tensors that have no value to read, selects e
 
 The mode costs one Python call per aten op while tracing (never on the compiled path).
 
-Under the switches of config.py (issue 21) the trace captures such ops instead, on fake tensors:
+Under the switches of config.py the trace captures such ops instead, on fake tensors:
 `capture_scalar_outputs` lets a tensor be read as a number (an unbacked SymInt/SymFloat),
 `capture_dynamic_output_shape_ops` lets an op with a value-dependent size run (its result has an
 unbacked size). Each refusal names the switch that would have let the op into the graph.

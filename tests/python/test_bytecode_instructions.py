@@ -1,4 +1,4 @@
-"""The version-neutral instruction layer (torch_jit_cache/instructions.py): torch-free.
+"""The version-neutral instruction layer (torch_jit_cache/bytecode/instructions.py): torch-free.
 
 The same source must decode to the same program on 3.11, 3.12 and 3.13 wherever the versions
 differ only in spelling; where they differ in stack layout (NULL beside a callable, keyword names
@@ -9,8 +9,9 @@ import weakref
 
 import pytest
 
-from torch_jit_cache import instructions
-from torch_jit_cache.instructions import FACTS, DecodeError, decode
+from torch_jit_cache.bytecode import instructions, versions
+from torch_jit_cache.bytecode.instructions import DecodeError, decode
+from torch_jit_cache.bytecode.versions import FACTS
 
 
 def reachable_listing(fn) -> list:
@@ -234,5 +235,5 @@ def test_an_unsupported_python_is_named(monkeypatch):
 
 
 def test_every_supported_version_has_its_facts():
-    assert set(instructions.VERSIONS) == {(3, 11), (3, 12), (3, 13)}
-    assert FACTS is instructions.VERSIONS[sys.version_info[:2]]
+    assert set(versions.VERSIONS) == {(3, 11), (3, 12), (3, 13)}
+    assert FACTS is versions.VERSIONS[sys.version_info[:2]]

@@ -8,15 +8,15 @@ Three layers, each with an explicit conversion:
    CellVar/FreeVar, the BinaryOp/Compare/intrinsic enums, `(flag, name)` pairs). Codegen emits
    through the same library, so code cut from a traced function can be re-emitted as it was read;
 3. `Inst`s (this module): what the tracer's handlers read. The differences between 3.11, 3.12 and
-   3.13 are data (`VERSIONS`, `_RENAMES`, `_EXPANSIONS`), applied here once; a handler never reads
+   3.13 are data (versions.py's rows, `_RENAMES`, `_EXPANSIONS`), applied here once; a handler never reads
    a raw argument bit or a version number.
 
 What must stay true of the decoded form:
 - The tracer's stack is the interpreter's stack. A raw instruction becomes one or more `Inst`s whose
   combined stack effect is exactly the raw instruction's (BINARY_SLICE is BUILD_SLICE 2 then
   BINARY_SUBSCR; 3.12's END_FOR is two POP_TOPs), so at every raw-instruction boundary (`Inst.first`)
-  the tracked stack and locals match what CPython would hold there. A graph break (issue 10) cuts
-  at those boundaries only.
+  the tracked stack and locals match what CPython would hold there. A graph break cuts at those
+  boundaries only.
 - Where a version puts NULL differs (3.11/3.12: `[NULL, callable, args]`; 3.13: `[callable, NULL,
   args]`): decoding keeps the version's order (PUSH_NULL before or after LOAD_GLOBAL), and the call
   handlers read `FACTS.null_before_callable`.
@@ -27,10 +27,8 @@ No torch here: codegen and the runtime's torch-free tests import this module.
 """
 from __future__ import annotations
 
-import dataclasses
 import dis
 import enum
-import sys
 import types
 import weakref
 from typing import Any, Callable
@@ -38,45 +36,16 @@ from typing import Any, Callable
 import bytecode
 from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-__all__ = ["Inst", "VersionFacts", "VERSIONS", "FACTS", "decode", "next_raw", "DecodeError"]
+from .analysis import SUPERINSTRUCTIONS
+from .versions import FACTS, PYTHON, VERSIONS
+
+__all__ = ["Inst", "decode", "next_raw", "DecodeError"]
 
 
 class DecodeError(ValueError):
     """The code cannot be decoded for this Python (an unsupported version, a malformed argument)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class VersionFacts:
-    """What one CPython version does differently, for decoding (tracer) and emitting (codegen)."""
-    # 3.11/3.12: [NULL, callable, args...] (or [method, self, args...]); 3.13: [callable, NULL,
-    # args...] (or [method, self, args...]).
-    null_before_callable: bool
-    # 3.11 needs PRECALL n before CALL n.
-    precall: bool
-    # 3.12+: LOAD_ATTR's argument is (is_method, name); 3.11 has LOAD_METHOD.
-    load_attr_method_flag: bool
-    # What FOR_ITER skips at its target when the iterator is exhausted: 3.12 jumps past END_FOR,
-    # 3.13 past END_FOR and the POP_TOP after it; 3.11's target is the loop's exit itself.
-    for_iter_skips: tuple
-    # 3.13 loads a cell for a closure tuple with LOAD_FAST (LOAD_CLOSURE became a pseudo-op).
-    load_fast_of_cell_is_load_closure: bool
-    # 3.13: MAKE_FUNCTION takes no flags; SET_FUNCTION_ATTRIBUTE sets a closure or defaults after it.
-    set_function_attribute: bool
-
-
-VERSIONS = {
-    (3, 11): VersionFacts(null_before_callable=True, precall=True, load_attr_method_flag=False,
-                          for_iter_skips=(), load_fast_of_cell_is_load_closure=False,
-                          set_function_attribute=False),
-    (3, 12): VersionFacts(null_before_callable=True, precall=False, load_attr_method_flag=True,
-                          for_iter_skips=("END_FOR",), load_fast_of_cell_is_load_closure=False,
-                          set_function_attribute=False),
-    (3, 13): VersionFacts(null_before_callable=False, precall=False, load_attr_method_flag=True,
-                          for_iter_skips=("END_FOR", "POP_TOP"),
-                          load_fast_of_cell_is_load_closure=True, set_function_attribute=True),
-}
-PYTHON = sys.version_info[:2]
-FACTS = VERSIONS.get(PYTHON)
 
 
 class Inst:
@@ -272,14 +241,6 @@ _RENAMES = {
     "LOAD_FAST_CHECK": "LOAD_FAST",          # 3.12+: LOAD_FAST that may find the local unbound
 }
 
-# 3.13's pairs of fast-local instructions in one, each local's index in 4 bits of the argument
-# (code that moves locals past index 15 must split them: graph_break.build_resume_code).
-SUPERINSTRUCTIONS = {
-    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
-    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
-    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
-}
-
 # Raw names whose decoding is more than a rename.
 _EXPANSIONS: dict[str, Callable] = {
     "RESUME": _nothing, "PRECALL": _nothing, "COPY_FREE_VARS": _nothing, "NOP": _nothing,
@@ -347,7 +308,7 @@ def decode(code: types.CodeType) -> Decoded:
     if FACTS is None:
         raise DecodeError(f"the tracer reads the bytecode of CPython {sorted(VERSIONS)}, not {PYTHON}")
     # The exception table's stack depths are kept (Inst.handler): a graph break reads where a with
-    # block's exit lies on the stack from them (graph_break.py).
+    # block's exit lies on the stack from them (analysis.with_block_exits).
     bc = bytecode.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     cells = frozenset(code.co_cellvars) | frozenset(code.co_freevars)
     insts: list[Inst] = []

@@ -1,0 +1,175 @@
+"""Rebuilding trackers as output specs: what the transformed code makes again after the graph.
+
+`GraphOutputs` numbers the graph's outputs as trackers are rebuilt; `Rebuilder` rebuilds the state
+at a graph break (graph_break/state.py) and a returned value with side effects (`return_state`):
+a value read from the frame is loaded again from its source, an object the trace built is built
+once however often it is reached (`once`), and a loop's iterator is rebuilt from what it has still
+to yield where the rest of the frame cannot tell. A suspended generator cannot be rebuilt: the
+Rebuilder raises GeneratorAtBreak, and the graph-break driver moves the cut.
+"""
+from __future__ import annotations
+
+from ..trace_result import FunctionOutput, GraphOutput, IterOutput, SourceOutput, Unsupported, walk
+from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
+from .variables.generators import GeneratorVariable
+
+__all__ = ["GraphOutputs", "Rebuilder", "GeneratorAtBreak", "once", "return_state"]
+
+
+class GeneratorAtBreak(Exception):
+    """The state at a cut holds a suspended generator; `to`: where to cut instead, or None."""
+
+    def __init__(self, to):
+        super().__init__(to)
+        self.to = to
+
+
+class GraphOutputs:
+    """The graph's outputs, numbered as trackers are rebuilt (`VariableTracker.reconstruct`): one
+    output per distinct node, however often it is returned."""
+
+    def __init__(self):
+        self.nodes: list = []
+        self._index: dict = {}
+        self.made: dict = {}   # id(tracker) -> its spec (`once`); trackers outlive the rebuild
+
+    def graph_output(self, node) -> GraphOutput:
+        index = self._index.get(node)
+        if index is None:
+            index = self._index[node] = len(self.nodes)
+            self.nodes.append(node)
+        return GraphOutput(index)
+
+    def rebuild(self, v):
+        return v.reconstruct(self)
+
+    def once(self, v, make):
+        return once(self.made, v, make)
+
+
+def once(made: dict, v, make):
+    """The output spec of `v`, an object the trace constructed (a list, dict, tuple or set, a
+    function, an object of a user class: containers.py, new_object.py, model_output.py, ...),
+    from `make()` the first time and the very same spec object wherever `v` is reached again:
+    codegen builds such a spec once and loads it again (its emitter's `build_output`), so the frame
+    gets one object, as in eager, wherever it reaches it (returned twice, stored by a side effect
+    and returned, two locals at a break). An object that reaches itself has no spec (refused)."""
+    key = id(v)
+    if key in made:
+        if made[key] is None:
+            raise Unsupported(f"{v} reaches itself through its attributes")
+        return made[key]
+    made[key] = None
+    made[key] = spec = make()
+    return spec
+
+
+def return_state(result, side_effects, outputs):
+    """(the returned value's output spec, the side effects to replay before returning).
+
+    Without side effects the value is rebuilt as it always was. With them it is rebuilt like the
+    state at a break (`Rebuilder`), together with the effects' targets and values: a value read
+    from the frame is reloaded from its source (a list the trace appended to is the very list the
+    replay appends to), and an object the trace built is built once however often it is reached
+    (stored and also returned, it is one object)."""
+    if not side_effects:
+        return result.reconstruct(outputs), ()
+    rebuild = Rebuilder(outputs)
+    spec = rebuild(result)
+    # The frame's own cells die with it, unless a function made again after the graph (returned,
+    # or stored by an effect) closes over them: only those cells' stores are replayed.
+    effects = side_effects.reconstruct(rebuild, cells=False)
+    kept = {name for s in (spec, *(e.value for e in effects)) for name in _closed_over(s)}
+    if kept:   # again with those cells' stores, by one rebuilder (each object rebuilt once)
+        rebuild = Rebuilder(outputs)
+        spec = rebuild(result)
+        effects = side_effects.reconstruct(rebuild, cells=kept)
+    return spec, effects
+
+
+def _closed_over(spec) -> set:
+    """The names of the frame's cells that functions in the output spec close over."""
+    return {name for s in walk(spec) if isinstance(s, FunctionOutput) for name in s.cells}
+
+
+_TUPLE_ITERATOR = type(iter(()))
+
+
+class Rebuilder:
+    """How a tracker at a graph break is rebuilt.
+
+    A value read from the frame is loaded again from its source: the rest of the frame must see
+    the very object (a list it appends to later, a tensor it compares with `is`), and what the
+    trace did to it is replayed on it first (side_effects.py; sources are loaded before any effect
+    is applied, so a store cannot redirect a path). Side effects' targets and values are rebuilt
+    by the same rebuilder. An object the trace built is rebuilt from its items, once (`once`):
+    a list or dict the trace built and reached twice at the break (a local and a stack item, say)
+    is one object in the resume function too.
+
+    A loop's iterator over a list or dict the trace built is rebuilt from its remaining items, a
+    copy: where the container itself is reached too, the rest of the frame could change it under
+    the loop, so that is refused (`iterated`, `containers`: ids of such containers reached each way).
+    """
+
+    def __init__(self, outputs):
+        self.outputs = outputs
+        self.iterators: set = set()
+        self.iterated: set = set()
+        self.containers: set = set()
+        self.made: dict = {}
+
+    def graph_output(self, node):
+        return self.outputs.graph_output(node)
+
+    def once(self, v, make):
+        return once(self.made, v, make)
+
+    def __call__(self, v):
+        return self.rebuild(v)
+
+    def rebuild(self, v):
+        if v.source is not None:
+            if not isinstance(v, TensorVariable) or v._node is None or v._node.op == "placeholder":
+                return SourceOutput(v.source)
+        if isinstance(v, (ListVariable, DictVariable)):
+            if id(v) in self.iterated:
+                raise Unsupported("a loop over a container reached again at the break")
+            self.containers.add(id(v))
+        if isinstance(v, GeneratorVariable):
+            raise GeneratorAtBreak(None)   # the driver moves the cut (generators.py)
+        if isinstance(v, IteratorVariable):
+            if v.changed:   # Python's iterator saw the change (or raises RuntimeError for a dict's)
+                raise Unsupported("an iterator over a list or dict that changed since it was made")
+            if getattr(v, "exhausted", False):   # an exhausted list iterator stays exhausted
+                return IterOutput(None, 0, ())
+            if self.live_iterator(v):
+                return IterOutput(self(v.origin), v.index)
+            if v.kind not in (None, _TUPLE_ITERATOR):
+                # Made again from its remaining items, it would be a tuple iterator: the rest of the
+                # frame could tell (isinstance(e, enumerate)), so the break is not made here.
+                raise Unsupported(f"a {v.kind.__name__} object held at the break (it would be made again "
+                                  "as a tuple iterator)")
+            return IterOutput(None, 0, self.remaining(v))
+        return v.reconstruct(self)   # containers come back here for each item
+
+    @staticmethod
+    def live_iterator(v) -> bool:
+        """Whether the loop iterator `v` must stay Python's own iterator over the very list or
+        dict read from the frame (the rest of the frame may change it, and the loop must see
+        that); otherwise it may be rebuilt from its remaining items."""
+        origin = v.origin.mapping if isinstance(v.origin, DictViewVariable) else v.origin
+        return isinstance(origin, (ListVariable, DictVariable)) and origin.source is not None
+
+    def remaining(self, v) -> tuple:
+        """The specs of the items `v` has still to yield (each container it iterates reached once)."""
+        if id(v) in self.iterators:
+            raise Unsupported("a loop's iterator is reached twice at the break")
+        self.iterators.add(id(v))
+        for container in v.watched:   # the container it iterates (zip's: each)
+            if container.source is None:
+                if id(container) in self.iterated or id(container) in self.containers:
+                    raise Unsupported("a loop over a container reached again at the break")
+                self.iterated.add(id(container))
+        if v.changed:
+            raise Unsupported("an iterator over a list or dict that changed since it was made")
+        return tuple(self(i) for i in v.rest())
