@@ -16,8 +16,8 @@ import inspect
 import types
 import warnings
 
-from . import _C, log, runtime
-from .convert_frame import COUNTERS, FrameCompiler
+from . import _C, counters, log, runtime
+from .convert_frame import FrameCompiler
 
 _WRAPPED = "_torch_jit_cache_original"
 
@@ -161,18 +161,13 @@ def reset():
     """Drop every cache and zero the counters. Safe while compiled frames run."""
     runtime.reset()
     log.forget_once()
-    for key in COUNTERS:
-        COUNTERS[key] = 0
+    counters.reset()
 
 
 def stats() -> dict:
-    """hits, misses, compiles, recompiles, evictions, fallbacks, graphs, graph_breaks, ..."""
-    out = dict(runtime.stats())
-    out["fallbacks"] += COUNTERS["unsupported"]
-    out["graphs"] = COUNTERS["graphs"]
-    out["graph_breaks"] = COUNTERS["graph_breaks"]
-    out["recompiles"] = COUNTERS["recompiles"]
-    return out
+    """hits, misses, compiles, recompiles, evictions, fallbacks, graphs, graph_breaks, ...
+    (each counter's meaning: torch_jit_cache/counters.py)."""
+    return counters.snapshot()
 
 
 def _code_target(fn_or_wrapper):

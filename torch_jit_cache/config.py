@@ -2,6 +2,8 @@
 import dataclasses
 import os
 
+from . import _C
+
 
 def _env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
@@ -31,7 +33,11 @@ def _env_int(name: str, default: int) -> int:
 class Config:
     # Entries per code object; at the limit the code turns run-only (entries keep serving hits,
     # misses run the original code) and one warning names the function and the failing guard.
-    cache_limit: int = dataclasses.field(default_factory=lambda: _env_int("TJC_CACHE_LIMIT", 8))
+    # The runtime holds the value in force (set here, read on every miss) and the default; a
+    # compile() call's or a code's own limit overrides it (one ranking: resolve_cache_limit in
+    # csrc/common/runtime_state.h, CacheOwner.effective_cache_limit from Python).
+    cache_limit: int = dataclasses.field(
+        default_factory=lambda: _env_int("TJC_CACHE_LIMIT", _C.DEFAULT_CACHE_LIMIT))
     # A backend that raises or returns a non-callable: False (default) runs the frame's original
     # code, warning once with the backend's name and reason (FullGraphError under fullgraph=True);
     # True warns once and runs the traced graph eagerly (gm.forward) in the backend's place.
@@ -75,8 +81,6 @@ class Config:
         elif name not in _FIELDS:
             raise AttributeError(f"config has no setting {name!r} (settings: {', '.join(sorted(_FIELDS))})")
         if name == "cache_limit":
-            from . import _C
-
             _C._set_cache_limit(value)
         super().__setattr__(name, value)
 

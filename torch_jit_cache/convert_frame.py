@@ -12,16 +12,13 @@ import dataclasses
 import types
 import weakref
 
-from . import codegen, graph_break, log, proxies, runtime, trace_rules
+from . import codegen, counters, graph_break, log, proxies, runtime, trace_rules
 from .config import config
 from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import Source, load_source, unreachable_root
 from .trace_result import BreakOutput, GuardKind, SourceOutput, Unsupported, drop_tracebacks, walk
-
-# Python-level counters that stats() adds to the runtime's.
-COUNTERS = {"graphs": 0, "graph_breaks": 0, "recompiles": 0, "unsupported": 0}
 
 
 def describe(code: types.CodeType) -> str:
@@ -121,7 +118,7 @@ class FrameCompiler:
         if self._thrashing(code, entries):
             return runtime.SKIP
         if entries:
-            COUNTERS["recompiles"] += 1
+            counters.count("recompiles")
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
@@ -145,7 +142,7 @@ class FrameCompiler:
         # Raised or logged here, after the failure's handler has ended: the failure's traceback
         # holds the tracer's frames, and through them example tensors and the user's values; a
         # FullGraphError raised inside the handler would carry it as __context__.
-        COUNTERS["unsupported"] += 1
+        counters.count("unsupported")
         if self.fullgraph:
             raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {reason}")
         log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, reason),
@@ -170,11 +167,11 @@ class FrameCompiler:
             return False
         returns += 1
         self._evicted_returns[code] = returns
-        if returns < (self.cache_limit or config.cache_limit):
+        if returns < self.cache_owner.effective_cache_limit:
             return False
         reason = (f"compiled {returns + 1} times: each time its entry was evicted because an object "
                   "it guards by identity died (one made anew per call)")
-        COUNTERS["unsupported"] += 1
+        counters.count("unsupported")
         log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, "thrashing"),
                       f"torch_jit_cache: running {describe(code)} uncompiled: {reason}")
         if self.observer is not None:
@@ -229,7 +226,7 @@ class FrameCompiler:
             if traced is not None:
                 tracer.release_shape_state(traced.result)
         break_reason, in_callee = traced.break_reason, traced.in_callee
-        COUNTERS["graphs"] += has_graph
+        counters.count("graphs", has_graph)
         # A frame's first cut, with no graph before it, at a call that failed inside (the compile()
         # target's decorator wrapper calling forward) splits no graph: nothing compiled ran before
         # it, and the callee is compiled on its own and counts its own break. Not counted twice,
@@ -237,7 +234,7 @@ class FrameCompiler:
         # previous graph, so it is one.)
         counted_break = cut and (has_graph or not in_callee or graph_break.is_resume_code(code))
         if counted_break:
-            COUNTERS["graph_breaks"] += 1
+            counters.count("graph_breaks")
         if cut:
             log.log_once("graph_breaks", (code.co_filename, break_reason),
                          f"graph break in {describe(code)}: {break_reason}")

@@ -3,17 +3,23 @@
 The tree mirrors how each value is reached from the frame: one GuardManager node per source,
 shared by every guard on that source. Identity guards hold their object weakly (C++), so a cached
 entry never keeps a user module alive; its death evicts the entry.
+
+How each GuardKind enters the tree is data: GUARD_KINDS has one row per kind. A leaf kind names
+its C++ leaf (csrc/guards/leaf_kinds.h, `_C.LEAF_KINDS`), added on the source's node through the
+one binding `GuardNode.add_leaf(name, value, **options)`; the other kinds (relations between two
+sources, DICT_TAGS) name the builder function that adds them. Adding a guard kind: its GuardKind,
+its row here, and for a leaf its row in the C++ table (tests/python/test_guard_kinds.py checks that
+the two tables agree).
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
+from typing import Callable
 
 from . import runtime, shape_guards as _shape_guards
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
-
-_NO_ARGUMENT = {GuardKind.NONE_MATCH, GuardKind.NOT_NONE, GuardKind.DICT_TAGS}
-_RELATIONS = {GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF}
 
 
 class GuardBuilder:
@@ -22,7 +28,7 @@ class GuardBuilder:
     def __init__(self, resolve=None):
         self.root = runtime.GuardManager()
         # resolve(source) -> the value it names in the frame being compiled (for SAME_AS).
-        self._resolve = resolve
+        self.resolve = resolve
         self._nodes: dict[Source, object] = {}
         self._seen: set = set()
         # Per tensor source, (size dims, stride dims) that SYMBOLIC_SHAPES checks, so TENSOR_MATCH
@@ -42,40 +48,26 @@ class GuardBuilder:
         return node
 
     def add(self, spec: GuardSpec) -> None:
-        key = (spec.source, spec.kind, _identity_key(spec))
+        rule = GUARD_KINDS[spec.kind]
+        key = (spec.source, spec.kind, ("value", spec.value) if rule.keyed_by_value else ("id", id(spec.value)))
         if key in self._seen:
             return
         self._seen.add(key)
-        if spec.kind is GuardKind.SAME_AS:
-            # "This source reaches the same object as that one" (one tensor reached twice is one
-            # graph input): both are pinned to the object by identity, held weakly. Stricter
-            # than needed (a new pair of tied tensors recompiles) but never a wrong result.
-            if self._resolve is None:
-                raise ValueError(f"{spec.source}: SAME_AS needs the frame's values to build")
-            obj = self._resolve(spec.value)
-            self.node(spec.value).id_match(obj)
-            self.node(spec.source).id_match(obj)
-            return
-        if spec.kind in _RELATIONS:
-            # OBJECT_ALIASING on the root: identity compared at check time, nothing held.
-            other = spec.value
-            self.root.identity_relation([self.node(spec.source), self.node(other)],
-                                        [0, 0 if spec.kind is GuardKind.ALIAS_OF else 1])
+        if rule.leaf is None:
+            rule.add(self, spec)
             return
         node = self.node(spec.source)
-        if spec.kind is GuardKind.TENSOR_MATCH:
-            sizes, strides = self._dynamic.get(spec.source, ((), ()))
-            node.tensor_match(spec.value, dynamic_sizes=sizes, dynamic_strides=strides)
-            self._tensor_matched.add(spec.source)
-            return
-        method = getattr(node, spec.kind.value)
-        if spec.kind in _NO_ARGUMENT:
-            method()
-        elif spec.kind is GuardKind.ID_MATCH and _lives_for_the_process(spec.value):
-            method(spec.value, strong=True)
+        options = rule.options(self, spec) if rule.options is not None else {}
+        if rule.takes_value:
+            node.add_leaf(rule.leaf, spec.value, **options)
         else:
-            method(spec.value)
+            node.add_leaf(rule.leaf, **options)
+        if spec.kind is GuardKind.TENSOR_MATCH:
+            self._tensor_matched.add(spec.source)
 
+    def dynamic_dims(self, source: Source) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(size dims, stride dims) of `source` that SYMBOLIC_SHAPES checks instead of TENSOR_MATCH."""
+        return self._dynamic.get(source, ((), ()))
 
     def add_shape_guards(self, shape_guards: "_shape_guards.ShapeGuards") -> None:
         """One SYMBOLIC_SHAPES guard on the root for `shape_guards` (shape_guards.py), with a node
@@ -105,12 +97,65 @@ def _lives_for_the_process(value) -> bool:
         getattr(sys.modules.get("torch"), cls.__name__, None) is cls
 
 
-def _identity_key(spec: GuardSpec):
-    # Values may be unhashable (tensors, modules): key them by identity, constants by value.
-    if spec.kind in (GuardKind.EQUALS_MATCH, GuardKind.LENGTH, GuardKind.BOOL_MATCH, GuardKind.DICT_KEYS,
-                     GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF):
-        return ("value", spec.value)
-    return ("id", id(spec.value))
+def _same_as(builder: GuardBuilder, spec: GuardSpec) -> None:
+    # "This source reaches the same object as that one" (one tensor reached twice is one graph
+    # input): both are pinned to the object by identity, held weakly. Stricter than needed (a new
+    # pair of tied tensors recompiles) but never a wrong result.
+    if builder.resolve is None:
+        raise ValueError(f"{spec.source}: SAME_AS needs the frame's values to build")
+    obj = builder.resolve(spec.value)
+    builder.node(spec.value).add_leaf("id_match", obj)
+    builder.node(spec.source).add_leaf("id_match", obj)
+
+
+def _identity_relation(builder: GuardBuilder, spec: GuardSpec) -> None:
+    # OBJECT_ALIASING on the root: identity compared at check time, nothing held.
+    builder.root.identity_relation([builder.node(spec.source), builder.node(spec.value)],
+                                   [0, 0 if spec.kind is GuardKind.ALIAS_OF else 1])
+
+
+def _dict_tags(builder: GuardBuilder, spec: GuardSpec) -> None:
+    builder.node(spec.source).dict_tags()
+
+
+def _id_match_options(builder: GuardBuilder, spec: GuardSpec) -> dict:
+    return {"strong": True} if _lives_for_the_process(spec.value) else {}
+
+
+def _tensor_match_options(builder: GuardBuilder, spec: GuardSpec) -> dict:
+    sizes, strides = builder.dynamic_dims(spec.source)
+    return {"dynamic_sizes": sizes, "dynamic_strides": strides}
+
+
+@dataclasses.dataclass(frozen=True)
+class KindRule:
+    """How one GuardKind enters the tree: a leaf (`leaf`, the C++ leaf kind's name, with the spec's
+    value as its operand when `takes_value`, and `options(builder, spec)` as keyword options), or a
+    builder function `add(builder, spec)`. `keyed_by_value`: two specs on one source are one guard
+    when their values are equal (hashable constants); otherwise when they are the same object
+    (values may be unhashable: tensors, modules)."""
+    leaf: str | None = None
+    takes_value: bool = True
+    options: Callable | None = None
+    add: Callable | None = None
+    keyed_by_value: bool = False
+
+
+GUARD_KINDS = {
+    GuardKind.TYPE_MATCH: KindRule(leaf="type_match"),
+    GuardKind.ID_MATCH: KindRule(leaf="id_match", options=_id_match_options),
+    GuardKind.EQUALS_MATCH: KindRule(leaf="equals_match", keyed_by_value=True),
+    GuardKind.NONE_MATCH: KindRule(leaf="none_match", takes_value=False),
+    GuardKind.NOT_NONE: KindRule(leaf="not_none", takes_value=False),
+    GuardKind.BOOL_MATCH: KindRule(leaf="bool_match", keyed_by_value=True),
+    GuardKind.LENGTH: KindRule(leaf="length", keyed_by_value=True),
+    GuardKind.DICT_KEYS: KindRule(leaf="dict_keys", keyed_by_value=True),
+    GuardKind.TENSOR_MATCH: KindRule(leaf="tensor_match", options=_tensor_match_options),
+    GuardKind.SAME_AS: KindRule(add=_same_as),
+    GuardKind.DISTINCT_FROM: KindRule(add=_identity_relation, keyed_by_value=True),
+    GuardKind.ALIAS_OF: KindRule(add=_identity_relation, keyed_by_value=True),
+    GuardKind.DICT_TAGS: KindRule(add=_dict_tags),
+}
 
 
 def build_guards(specs, *, global_state: bool = True, resolve=None, shape_guards=None):

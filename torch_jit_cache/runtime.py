@@ -65,6 +65,11 @@ def reset():
     _C.reset_stats()
 
 
+def reset_stats():
+    """Zero stats() and keep every cache."""
+    _C.reset_stats()
+
+
 def stats():
     """Counters since the last reset(): hits, misses, compiles, evictions, fallbacks, skips,
     cache_limit_hits, compile_waits (misses that waited for another thread's compile)."""
@@ -100,6 +105,6 @@ set_skip(eval_frame.__exit__)
 __all__ = [
     "CacheEntry", "CacheOwner", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
     "SKIP_TREE_IF_QUIET",
-    "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "set_eval_frame",
+    "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "reset_stats", "set_eval_frame",
     "set_cache_limit", "set_skip", "stats", "without_interception",
 ]

@@ -6,7 +6,7 @@ tensor dims, strides, storage offsets or int arguments, and boolean facts the tr
 that, free of the ShapeEnv: which source each symbol reads (`SymbolBinding`), the ranges, and the
 expressions. `GuardBuilder.add_shape_guards` (guards.py) turns it into one SYMBOLIC_SHAPES guard on
 the root, whose expressions are the postfix programs `compile_expr` makes, evaluated in C++ on
-int64 with Python semantics (csrc/guards/shape_guards.h): never a Python callable on the hit path.
+int64 with Python semantics (csrc/guards/shape_program.h): never a Python callable on the hit path.
 
 sympy (and torch's sympy functions) are imported inside the functions that need them, so that
 guards.py, which imports this module, stays importable without torch.

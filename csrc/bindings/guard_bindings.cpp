@@ -7,6 +7,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "cpython/dict_version.h"
 #include "guards/guard_errors.h"
 #include "guards/guard_manager.h"
+#include "guards/leaf_kinds.h"
 #include "guards/root_guard_manager.h"
 #include "runtime/frame_handle.h"
 #include "guards/torch_backend.h"
@@ -38,6 +40,100 @@ template <typename T>
 T value_or_raise(absl::StatusOr<T> result) {
   raise_if_error(result.status());
   return std::move(*result);
+}
+
+std::string leaf_kind_names() {
+  std::string out;
+  for (const LeafSpec& spec : kLeafSpecs) out += (out.empty() ? "" : ", ") + std::string(spec.name);
+  return out;
+}
+
+py::tuple leaf_kind_tuple() {
+  py::tuple out(std::size(kLeafSpecs));
+  for (size_t i = 0; i < std::size(kLeafSpecs); ++i) out[i] = py::str(kLeafSpecs[i].name);
+  return out;
+}
+
+// `value` as the operand `spec` takes: converted as the named builder's typed argument would be,
+// a TypeError naming the kind when it cannot be.
+LeafArgs leaf_args(const LeafSpec& spec, const py::object& value) {
+  LeafArgs args;
+  try {
+    switch (spec.operand) {
+      case LeafOperand::kNone:
+        if (!value.is_none()) throw py::value_error(std::string("add_leaf: ") + spec.name + " takes no value");
+        break;
+      case LeafOperand::kObject:
+        args.value = value;
+        break;
+      case LeafOperand::kBool:
+        args.flag = value.cast<bool>();
+        break;
+      case LeafOperand::kLength:
+        args.length = value.cast<Py_ssize_t>();
+        break;
+    }
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string("add_leaf: ") + spec.name + " needs " +
+                         (spec.operand == LeafOperand::kBool ? "a bool" : "an int") + ", got " +
+                         Py_TYPE(value.ptr())->tp_name);
+  }
+  return args;
+}
+
+// A named builder taking one operand of type T, which `set` stores in the LeafArgs.
+template <typename T, typename Class, typename Set>
+void def_operand_builder(Class& cls, const LeafSpec& spec, Set set) {
+  const LeafKind kind = spec.kind;
+  cls.def(
+      spec.name,
+      [kind, set](GuardManager& self, T operand) {
+        LeafArgs args;
+        set(args, std::move(operand));
+        raise_if_error(self.add_leaf(kind, args));
+      },
+      py::arg(spec.arg), spec.doc);
+}
+
+// The named builder of one leaf kind: node.<spec.name>(<spec.arg>, options...).
+template <typename Class>
+void def_leaf_builder(Class& cls, const LeafSpec& spec) {
+  const LeafKind kind = spec.kind;
+  switch (spec.operand) {
+    case LeafOperand::kNone:
+      cls.def(spec.name, [kind](GuardManager& self) { raise_if_error(self.add_leaf(kind)); }, spec.doc);
+      return;
+    case LeafOperand::kBool:
+      def_operand_builder<bool>(cls, spec, [](LeafArgs& args, bool b) { args.flag = b; });
+      return;
+    case LeafOperand::kLength:
+      def_operand_builder<Py_ssize_t>(cls, spec, [](LeafArgs& args, Py_ssize_t n) { args.length = n; });
+      return;
+    case LeafOperand::kObject:
+      break;
+  }
+  if (spec.options & kHoldOption) {
+    cls.def(
+        spec.name,
+        [kind](GuardManager& self, py::object obj, bool strong) {
+          LeafArgs args(std::move(obj));
+          args.hold = strong ? IdHold::kStrong : IdHold::kWeak;
+          raise_if_error(self.add_leaf(kind, args));
+        },
+        py::arg(spec.arg), py::kw_only(), py::arg("strong") = false, spec.doc);
+  } else if (spec.options & kDynamicDimsOption) {
+    cls.def(
+        spec.name,
+        [kind](GuardManager& self, py::object example, std::vector<int> dynamic_sizes, std::vector<int> dynamic_strides) {
+          LeafArgs args(std::move(example));
+          args.dynamic = DynamicDims{std::move(dynamic_sizes), std::move(dynamic_strides)};
+          raise_if_error(self.add_leaf(kind, args));
+        },
+        py::arg(spec.arg), py::arg("dynamic_sizes") = std::vector<int>(), py::arg("dynamic_strides") = std::vector<int>(),
+        spec.doc);
+  } else {
+    def_operand_builder<py::object>(cls, spec, [](LeafArgs& args, py::object value) { args.value = std::move(value); });
+  }
 }
 
 SymbolRead parse_symbol_read(const std::string& kind) {
@@ -118,37 +214,34 @@ void init_guards(py::module_& m) {
   py::class_<GuardManager, NodePtr> node(m, "GuardNode", R"doc(
 One source of a guard tree (L['x'], L['self'].fc, ...): made by the GuardManager builder methods,
 never directly. Child getters return the same object for the same source.)doc");
-  node.def("type_match", [](GuardManager& self, py::object cls) { raise_if_error(self.add_type_match(cls)); },
-           py::arg("cls"))
-      .def("id_match",
-           [](GuardManager& self, py::object obj, bool strong) {
-             raise_if_error(self.add_id_match(obj, strong ? IdHold::kStrong : IdHold::kWeak));
-           },
-           py::arg("obj"), py::kw_only(), py::arg("strong") = false,
-           "value is obj; obj is held weakly and its death invalidates the tree, or strongly when "
-           "strong=True (for objects that live as long as the process: torch.dtype, ...).")
-      .def("equals_match",
-           [](GuardManager& self, py::object value) { raise_if_error(self.add_equals_match(value)); },
-           py::arg("value"))
-      .def("none_match", [](GuardManager& self) { raise_if_error(self.add_none_match()); })
-      .def("not_none", [](GuardManager& self) { raise_if_error(self.add_not_none()); })
-      .def("bool_match", [](GuardManager& self, bool b) { raise_if_error(self.add_bool_match(b)); },
-           py::arg("b"))
-      .def("length", [](GuardManager& self, Py_ssize_t n) { raise_if_error(self.add_length(n)); },
-           py::arg("n"))
-      .def("dict_keys", [](GuardManager& self, py::object keys) { raise_if_error(self.add_dict_keys(keys)); },
-           py::arg("keys"), "value is a dict with exactly these keys, in this order.")
-      .def("tensor_match",
-           [](GuardManager& self, py::object example, std::vector<int> dynamic_sizes,
-              std::vector<int> dynamic_strides) {
-             raise_if_error(self.add_tensor_match(example, DynamicDims{std::move(dynamic_sizes),
-                                                                       std::move(dynamic_strides)}));
-           },
-           py::arg("example"), py::arg("dynamic_sizes") = std::vector<int>(),
-           py::arg("dynamic_strides") = std::vector<int>(),
-           "TENSOR_MATCH on a real example tensor; the sizes / strides of the dims named in "
-           "dynamic_sizes / dynamic_strides are not checked (a SYMBOLIC_SHAPES guard checks them).")
-      .def("dict_tags", [](GuardManager& self) { raise_if_error(self.add_dict_tags()); },
+  // The leaf builders, all from kLeafSpecs (leaf_kinds.h): add_leaf(kind, ...) by name, and one
+  // named method per kind (node.type_match(cls), ...).
+  node.def(
+      "add_leaf",
+      [](GuardManager& self, const std::string& kind, py::object value, bool strong, std::vector<int> dynamic_sizes,
+         std::vector<int> dynamic_strides) {
+        const LeafSpec* spec = find_leaf_spec(kind);
+        if (spec == nullptr) throw py::value_error("add_leaf: unknown leaf kind '" + kind + "' (kinds: " + leaf_kind_names() + ")");
+        LeafArgs args = leaf_args(*spec, value);
+        if (strong) {
+          if ((spec->options & kHoldOption) == 0) throw py::value_error("add_leaf: strong=True is for id_match, not " + kind);
+          args.hold = IdHold::kStrong;
+        }
+        if (!dynamic_sizes.empty() || !dynamic_strides.empty()) {
+          if ((spec->options & kDynamicDimsOption) == 0) {
+            throw py::value_error("add_leaf: dynamic_sizes / dynamic_strides are for tensor_match, not " + kind);
+          }
+          args.dynamic = DynamicDims{std::move(dynamic_sizes), std::move(dynamic_strides)};
+        }
+        raise_if_error(self.add_leaf(spec->kind, args));
+      },
+      py::arg("kind"), py::arg("value") = py::none(), py::kw_only(), py::arg("strong") = false,
+      py::arg("dynamic_sizes") = std::vector<int>(), py::arg("dynamic_strides") = std::vector<int>(),
+      "A leaf guard of `kind` (a name of LEAF_KINDS) on this node's value: `value` is its operand (none "
+      "for none_match / not_none); strong=True for id_match; dynamic_sizes / dynamic_strides for tensor_match.");
+  for (const LeafSpec& spec : kLeafSpecs) def_leaf_builder(node, spec);
+  m.attr("LEAF_KINDS") = leaf_kind_tuple();
+  node.def("dict_tags", [](GuardManager& self) { raise_if_error(self.add_dict_tags()); },
            "DICT_TAGS: the children are skipped while the dicts they read are unchanged (version "
            "tags); what tags cannot vouch for (TENSOR_MATCH, ...) runs every time.")
       .def_property_readonly(

@@ -4,6 +4,7 @@
 
 #include "bindings/bindings.h"
 #include "common/live_objects.h"
+#include "common/runtime_state.h"
 #include "common/status.h"
 #include "cpython/frame.h"
 #include "runtime/cache_entry.h"
@@ -11,7 +12,6 @@
 #include "runtime/extra_state.h"
 #include "runtime/frame_handle.h"
 #include "runtime/guarded_code.h"
-#include "runtime/stats.h"
 #include "runtime/thread_state.h"
 
 namespace tjc::bindings {
@@ -78,7 +78,7 @@ void reset_all() {
 }
 
 py::dict stats_dict() {
-  const RuntimeStats& s = runtime_stats();
+  const RuntimeStats& s = runtime_state().stats;
   py::dict d;
   d["hits"] = s.hits;
   d["misses"] = s.misses;
@@ -119,6 +119,9 @@ void init_runtime(py::module_& m) {
            py::arg("cache_limit") = 0)
       .def_property_readonly("id", &CacheOwner::id)
       .def_property_readonly("cache_limit", &CacheOwner::cache_limit)
+      .def_property_readonly(
+          "effective_cache_limit", [](const CacheOwner& o) { return resolve_cache_limit(o.cache_limit()); },
+          "This owner's cache limit, else the process-wide config.cache_limit (a code's own limit aside).")
       .def("__repr__", [](const CacheOwner& o) { return "<CacheOwner " + std::to_string(o.id()) + ">"; });
 
   py::enum_<CallbackAction>(m, "CallbackAction", "What an eval-frame callback may return besides GuardedCode.")
@@ -294,14 +297,15 @@ void init_runtime(py::module_& m) {
     d["guard_managers"] = live.guard_managers;
     return d;
   }, "Live C++ objects: extra_states, cache_entries, guard_managers (tree nodes).");
-  m.def("reset_stats", []() { runtime_stats() = RuntimeStats(); });
+  m.def("reset_stats", []() { runtime_state().stats = RuntimeStats(); });
   m.def("hook_installed", &hook_installed, "Whether the eval-frame hook is installed in the interpreter now.");
+  m.attr("DEFAULT_CACHE_LIMIT") = kDefaultCacheLimit;
   m.def("_set_cache_limit", [](int limit) {
     if (limit < 1) throw py::value_error("cache_limit must be >= 1");
-    set_cache_limit(limit);
+    runtime_state().cache_limit = limit;
   });
-  m.def("_cache_limit", &cache_limit);
-  m.def("_set_testing_copy_free_vars_on_entry", [](bool on) { g_testing_copy_free_vars_on_entry = on; },
+  m.def("_cache_limit", []() { return runtime_state().cache_limit; });
+  m.def("_set_testing_copy_free_vars_on_entry", [](bool on) { runtime_state().testing_copy_free_vars_on_entry = on; },
         "Test support: make the hook fill every intercepted frame's free-variable slots first, as "
         "FastToLocals would.");
 }

@@ -12,7 +12,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
-#include "guards/tensor_match.h"
+#include "guards/torch_backend_registry.h"
 
 namespace tjc::bindings {
 namespace {

@@ -56,7 +56,7 @@ absl::StatusOr<std::shared_ptr<GuardManager>> GuardManager::child(AccessorKind k
   return child_for(Accessor::make(kind, operand, source_));
 }
 
-absl::Status GuardManager::add_leaf(absl::StatusOr<LeafPtr> leaf) {
+absl::Status GuardManager::push_leaf(absl::StatusOr<LeafPtr> leaf) {
   if (state_->frozen) return frozen_status();
   if (!leaf.ok()) return leaf.status();
   leaves_.push_back(std::move(*leaf));
@@ -64,48 +64,17 @@ absl::Status GuardManager::add_leaf(absl::StatusOr<LeafPtr> leaf) {
 }
 
 namespace {
-absl::Status root_has_no_value(const char* guard) {
+absl::Status root_has_no_value(const std::string& guard) {
   return absl::InvalidArgumentError(absl::StrCat(
       "the root has no value to guard: call ", guard, " on a source, e.g. g.local('x').", guard));
 }
 }  // namespace
 
-// Value leaves are refused on the root (its value is null) and on a frozen tree before anything is
-// built, so a refused leaf never creates a weakref.
-template <typename Make>
-absl::Status GuardManager::add_value_leaf(const char* guard, Make make) {
-  if (is_root()) return root_has_no_value(guard);
+absl::Status GuardManager::add_leaf(LeafKind kind, const LeafArgs& args) {
+  if (kind == LeafKind::kGlobalState) return make_leaf(kind, args, state_, source_).status();  // the root's own
+  if (is_root()) return root_has_no_value(leaf_call_text(leaf_spec(kind)));
   if (state_->frozen) return frozen_status();
-  return add_leaf(make());
-}
-
-absl::Status GuardManager::add_type_match(py::handle cls) {
-  return add_value_leaf("type_match(cls)", [&] { return make_type_match(cls, state_, source_); });
-}
-absl::Status GuardManager::add_id_match(py::handle obj, IdHold hold) {
-  return add_value_leaf("id_match(obj)", [&] { return make_id_match(obj, state_, source_, hold); });
-}
-absl::Status GuardManager::add_equals_match(py::handle value) {
-  return add_value_leaf("equals_match(value)", [&] { return make_equals_match(value, source_); });
-}
-absl::Status GuardManager::add_none_match() {
-  return add_value_leaf("none_match()", [] { return absl::StatusOr<LeafPtr>(make_none_match()); });
-}
-absl::Status GuardManager::add_not_none() {
-  return add_value_leaf("not_none()", [] { return absl::StatusOr<LeafPtr>(make_not_none()); });
-}
-absl::Status GuardManager::add_bool_match(bool value) {
-  return add_value_leaf("bool_match(b)",
-                        [&] { return absl::StatusOr<LeafPtr>(make_bool_match(value)); });
-}
-absl::Status GuardManager::add_length(Py_ssize_t length) {
-  return add_value_leaf("length(n)", [&] { return make_length(length); });
-}
-absl::Status GuardManager::add_dict_keys(py::handle keys) {
-  return add_value_leaf("dict_keys(keys)", [&] { return make_dict_keys(keys, source_); });
-}
-absl::Status GuardManager::add_tensor_match(py::handle example, const DynamicDims& dynamic) {
-  return add_value_leaf("tensor_match(example)", [&] { return make_tensor_match(example, source_, dynamic); });
+  return push_leaf(make_leaf(kind, args, state_, source_));
 }
 
 absl::Status GuardManager::add_dict_tags() {

@@ -35,6 +35,7 @@
 #include "guards/dict_tags.h"
 #include "guards/frame_view.h"
 #include "guards/leaf_guards.h"
+#include "guards/leaf_kinds.h"
 #include "guards/tree_state.h"
 
 namespace tjc {
@@ -54,15 +55,10 @@ class GuardManager {
   // frame are children of the root only; kinds that read a value, of any other node.
   absl::StatusOr<std::shared_ptr<GuardManager>> child(AccessorKind kind, py::handle operand = py::handle());
 
-  absl::Status add_type_match(py::handle cls);
-  absl::Status add_id_match(py::handle obj, IdHold hold = IdHold::kWeak);
-  absl::Status add_equals_match(py::handle value);
-  absl::Status add_none_match();
-  absl::Status add_not_none();
-  absl::Status add_bool_match(bool value);
-  absl::Status add_length(Py_ssize_t length);
-  absl::Status add_dict_keys(py::handle keys);
-  absl::Status add_tensor_match(py::handle example, const DynamicDims& dynamic = {});
+  // A leaf of `kind` (leaf_kinds.h) on this node's value, from the operand and options its row
+  // takes. Refused on the root (it has no value) and once the tree is frozen, before anything is
+  // built, so a refused leaf never creates a weakref.
+  absl::Status add_leaf(LeafKind kind, const LeafArgs& args = {});
   // DICT_TAGS (dict_tags.h): this node's children are skipped while the dicts they read are
   // unchanged. Not a leaf: it changes how the children are checked, never their outcome.
   absl::Status add_dict_tags();
@@ -85,7 +81,7 @@ class GuardManager {
  protected:
   // The child for `accessor`, made on first request. Refused once the tree is frozen.
   absl::StatusOr<std::shared_ptr<GuardManager>> child_for(absl::StatusOr<Accessor> accessor);
-  absl::Status add_leaf(absl::StatusOr<LeafPtr> leaf);
+  absl::Status push_leaf(absl::StatusOr<LeafPtr> leaf);
 
   // Hot path: leaves on `value` (borrowed; null on the root), then each child on the value its
   // accessor fetches. Leaves no Python error set.
@@ -103,8 +99,6 @@ class GuardManager {
   std::shared_ptr<TreeState> state_;
 
  private:
-  template <typename Make>
-  absl::Status add_value_leaf(const char* guard, Make make);
   void on_leaf_failure(size_t index);
   void on_child_failure(size_t index);
 

@@ -26,7 +26,7 @@ RootGuardManager::~RootGuardManager() {
 
 absl::Status RootGuardManager::add_global_state() {
   if (state_->frozen) return frozen_status();
-  return add_leaf(make_global_state());
+  return push_leaf(make_global_state());
 }
 
 bool RootGuardManager::has_identity_guards() const { return state_->weak_watches > 0; }

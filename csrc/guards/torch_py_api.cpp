@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/runtime_state.h"
 #include "guards/tensor_text.h"
 
 namespace tjc {
@@ -117,21 +118,21 @@ absl::StatusOr<TorchPyApi*> build() {
   return api;
 }
 
-TorchPyApi* g_api = nullptr;  // guarded by the GIL; set once, never freed (see the header)
-
 }  // namespace
 
 absl::StatusOr<const TorchPyApi*> torch_py_api() {
-  if (g_api != nullptr) return g_api;
+  // Set once, never freed (see the header).
+  TorchPyApi*& api = runtime_state().torch_py_api;
+  if (api != nullptr) return api;
   // Importing torch can release the GIL, so another thread may finish first: keep its copy.
   absl::StatusOr<TorchPyApi*> built = build();
   if (!built.ok()) return built.status();
-  if (g_api == nullptr) {
-    g_api = *built;
+  if (api == nullptr) {
+    api = *built;
   } else {
     release(*built);
   }
-  return g_api;
+  return api;
 }
 
 bool python_dispatch_keys(const TorchPyApi& api, PyObject* t, uint64_t* out) noexcept {

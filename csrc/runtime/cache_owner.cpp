@@ -1,14 +1,12 @@
 // CacheOwner: ids that are never reused, and dropping an owner's state from every code's cache.
 #include "runtime/cache_owner.h"
 
+#include "common/runtime_state.h"
 #include "runtime/extra_state.h"
 
 namespace tjc {
-namespace {
-uint64_t g_next_owner_id = 1;  // 0 is the shared owner; guarded by the GIL
-}  // namespace
 
-CacheOwner::CacheOwner(int cache_limit) : id_(g_next_owner_id++), cache_limit_(cache_limit) {}
+CacheOwner::CacheOwner(int cache_limit) : id_(runtime_state().next_owner_id++), cache_limit_(cache_limit) {}
 
 CacheOwner::CacheOwner(SharedTag) : id_(0), cache_limit_(0) {}
 

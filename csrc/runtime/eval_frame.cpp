@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/check.h"
+#include "common/runtime_state.h"
 #include "common/status.h"
 #include "cpython/frame.h"
 #include "runtime/cache_entry.h"
@@ -18,7 +19,6 @@
 #include "runtime/extra_state.h"
 #include "runtime/frame_handle.h"
 #include "runtime/guarded_code.h"
-#include "runtime/stats.h"
 #include "runtime/thread_state.h"
 
 namespace tjc {
@@ -48,7 +48,7 @@ PyObject* run_entry(PyThreadState* tstate, cpython::Frame* frame, std::shared_pt
 }
 
 uint64_t compiled_work() {
-  const RuntimeStats& stats = runtime_stats();
+  const RuntimeStats& stats = runtime_state().stats;
   return stats.compiles + stats.hits;
 }
 
@@ -81,7 +81,7 @@ uint64_t compiled_work() {
 // A frame whose code `owner` decided not to intercept (kSkip, kSkipWatch, kSkipTree).
 PyObject* eval_skipped(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra, uint64_t owner,
                        FrameAction action) {
-  ++runtime_stats().skips;
+  ++runtime_state().stats.skips;
   switch (action) {
     case FrameAction::kSkipWatch:
       return eval_watched(tstate, frame, extra, owner);
@@ -122,10 +122,10 @@ constexpr size_t kAccumulatedCacheLimit = 256;
   const uint64_t owner = ts.owner->id();
   if (counted >= extra->live_entries(owner)) extra->set_action(owner, FrameAction::kRunOnly);
   if (!extra->warn_once_at_limit(owner)) {
-    ++runtime_stats().fallbacks;
+    ++runtime_state().stats.fallbacks;
     return eval_original(tstate, frame, 0);
   }
-  ++runtime_stats().cache_limit_hits;
+  ++runtime_state().stats.cache_limit_hits;
   ++ts.suspended;
   const std::string reason = last_failure(extra, owner, cpython::frame_view(frame));
   --ts.suspended;
@@ -134,7 +134,7 @@ constexpr size_t kAccumulatedCacheLimit = 256;
       "miss them now run uncompiled. Last guard failure: %s",
       describe_code(cpython::frame_code(frame)), extra->cache_limit(*ts.owner), reason);
   if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) return fail(tstate, frame);
-  ++runtime_stats().fallbacks;
+  ++runtime_state().stats.fallbacks;
   return eval_original(tstate, frame, 0);
 }
 
@@ -177,7 +177,7 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
       return fail(tstate, frame);
     }
     std::shared_ptr<CacheEntry> entry = extra->add(guarded.code, guarded.guards, owner);
-    ++runtime_stats().compiles;
+    ++runtime_state().stats.compiles;
     compiling.end();
     return run_entry(tstate, frame, std::move(entry));
   }
@@ -185,14 +185,14 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     switch (result.cast<CallbackAction>()) {
       case CallbackAction::kSkip:
         extra->set_action(owner, FrameAction::kSkip);
-        ++runtime_stats().skips;
+        ++runtime_state().stats.skips;
         break;
       case CallbackAction::kSkipTreeIfQuiet:
         extra->set_action(owner, FrameAction::kSkipWatch);
         compiling.end();
         return eval_skipped(tstate, frame, extra, owner, FrameAction::kSkipWatch);  // this first run counts
       case CallbackAction::kRunOriginal:
-        ++runtime_stats().fallbacks;
+        ++runtime_state().stats.fallbacks;
         break;
     }
     compiling.end();
@@ -245,7 +245,7 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
 // Another thread is compiling this code for the same owner: wait for it with the GIL released (it
 // needs the GIL to finish), then look up again.
 [[gnu::noinline]] void wait_for_compile(std::shared_ptr<CompileTicket> ticket) {
-  ++runtime_stats().compile_waits;
+  ++runtime_state().stats.compile_waits;
   Py_BEGIN_ALLOW_THREADS
   ticket->wait();
   Py_END_ALLOW_THREADS
@@ -257,14 +257,14 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     extra = ExtraState::get_or_create(cpython::frame_code(frame));
     if (extra == nullptr) return fail(tstate, frame);
   }
-  if (TJC_UNLIKELY(g_testing_copy_free_vars_on_entry)) cpython::copy_free_vars_like_fast_to_locals(frame);
+  if (TJC_UNLIKELY(runtime_state().testing_copy_free_vars_on_entry)) cpython::copy_free_vars_like_fast_to_locals(frame);
   const uint64_t owner = ts.owner->id();
   for (;;) {
     ++ts.suspended;  // guards can run Python (__eq__): those frames pass through
     std::shared_ptr<CacheEntry> entry = extra->lookup(cpython::frame_view(frame), owner);
     --ts.suspended;
     if (entry) {
-      ++runtime_stats().hits;
+      ++runtime_state().stats.hits;
       ++entry->hits_ref();
       return run_entry(tstate, frame, std::move(entry));
     }
@@ -274,7 +274,7 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     if (!ticket || ticket->thread() == PyThread_get_thread_ident()) break;
     wait_for_compile(std::move(ticket));
   }
-  ++runtime_stats().misses;
+  ++runtime_state().stats.misses;
   switch (extra->action(owner)) {
     case FrameAction::kDefault:
       break;
@@ -283,7 +283,7 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
     case FrameAction::kSkipTree:
       return eval_skipped(tstate, frame, extra, owner, extra->action(owner));
     case FrameAction::kRunOnly:
-      ++runtime_stats().fallbacks;
+      ++runtime_state().stats.fallbacks;
       return eval_original(tstate, frame, 0);
   }
   const size_t limit = static_cast<size_t>(extra->cache_limit(*ts.owner));

@@ -8,9 +8,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/check.h"
 #include "common/live_objects.h"
+#include "common/runtime_state.h"
 #include "cpython/code_extra.h"
 #include "runtime/cache_owner.h"
-#include "runtime/stats.h"
 
 namespace tjc {
 namespace {
@@ -69,7 +69,7 @@ ExtraState::~ExtraState() {
   std::list<std::shared_ptr<CacheEntry>> entries = std::move(entries_);
   entries_.clear();
   for (auto& entry : entries) {
-    if (!entry->evicted_) ++runtime_stats().evictions;
+    if (!entry->evicted_) ++runtime_state().stats.evictions;
     entry->mark_evicted("its code object was freed");
     entry->owner_ = nullptr;
   }
@@ -151,7 +151,7 @@ std::shared_ptr<CacheEntry> ExtraState::add(py::object code, std::shared_ptr<Roo
 void ExtraState::evict(CacheEntry* entry, const std::string& reason) {
   if (entry->owner_ != this || entry->evicted_) return;
   entry->mark_evicted(reason);
-  ++runtime_stats().evictions;
+  ++runtime_state().stats.evictions;
   if (busy_ > 0) {
     parked_ = true;
     return;
@@ -214,7 +214,7 @@ void ExtraState::forget_owner(uint64_t owner) {
   for (auto& entry : entries_) {
     if (entry->cache_owner_ != owner || entry->evicted_) continue;
     entry->mark_evicted("its compile() wrapper was freed");
-    ++runtime_stats().evictions;
+    ++runtime_state().stats.evictions;
     any = true;
   }
   if (!any) return;
@@ -265,8 +265,7 @@ const ExtraState::OwnerState* ExtraState::find_state(uint64_t owner) const {
 }
 
 int ExtraState::cache_limit(const CacheOwner& owner) const {
-  if (owner.cache_limit() > 0) return owner.cache_limit();
-  return cache_limit_ > 0 ? cache_limit_ : tjc::cache_limit();
+  return resolve_cache_limit(owner.cache_limit(), cache_limit_);
 }
 
 bool ExtraState::warn_once_at_limit(uint64_t owner) {

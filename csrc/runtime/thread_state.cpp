@@ -2,29 +2,28 @@
 #include "runtime/thread_state.h"
 
 #include "common/check.h"
+#include "common/runtime_state.h"
 #include "runtime/cache_owner.h"
 #include "runtime/eval_frame.h"
 
 namespace tjc {
 namespace {
 
-// Interpreter-wide; guarded by the GIL.
-int g_active_threads = 0;
-cpython::EvalFrameFunc g_previous = nullptr;
-bool g_installed = false;
-
+// The interpreter-wide part (installed hook, threads that need it) is in RuntimeState.
 void install_hook() {
-  g_previous = cpython::get_eval_frame_func();
+  RuntimeState& state = runtime_state();
+  state.previous_eval_frame = cpython::get_eval_frame_func();
   cpython::set_eval_frame_func(&eval_frame_hook);
-  g_installed = true;
+  state.hook_installed = true;
 }
 
 void uninstall_hook() {
   // Restore only if nobody installed another hook over ours meanwhile; if someone did, leave the
-  // chain alone (ours keeps passing frames through to g_previous).
+  // chain alone (ours keeps passing frames through to the previous evaluator).
   if (cpython::get_eval_frame_func() == &eval_frame_hook) {
-    cpython::set_eval_frame_func(g_previous);
-    g_installed = false;
+    RuntimeState& state = runtime_state();
+    cpython::set_eval_frame_func(state.previous_eval_frame);
+    state.hook_installed = false;
   }
 }
 
@@ -42,11 +41,12 @@ Interception exchange_interception(const Interception& next) noexcept {
   ts.callback = Py_XNewRef(next.callback);
   ts.owner_object = next.callback != nullptr ? Py_XNewRef(next.owner_object) : nullptr;
   ts.owner = next.owner != nullptr ? next.owner : &CacheOwner::shared();
+  RuntimeState& state = runtime_state();
   if (previous.callback == nullptr && next.callback != nullptr) {
-    if (g_active_threads++ == 0 && !g_installed) install_hook();
+    if (state.active_threads++ == 0 && !state.hook_installed) install_hook();
   } else if (previous.callback != nullptr && next.callback == nullptr) {
-    TJC_CHECK(g_active_threads > 0);
-    if (--g_active_threads == 0) uninstall_hook();
+    TJC_CHECK(state.active_threads > 0);
+    if (--state.active_threads == 0) uninstall_hook();
   }
   return previous;
 }
@@ -76,10 +76,9 @@ py::object set_eval_frame(py::handle callback, py::handle owner_object, CacheOwn
 }
 
 cpython::EvalFrameFunc previous_eval_frame() {
-  return g_previous != nullptr ? g_previous : cpython::default_eval_frame_func();
+  cpython::EvalFrameFunc previous = runtime_state().previous_eval_frame;
+  return previous != nullptr ? previous : cpython::default_eval_frame_func();
 }
-
-bool g_testing_copy_free_vars_on_entry = false;
 
 bool hook_installed() { return cpython::get_eval_frame_func() == &eval_frame_hook; }
 

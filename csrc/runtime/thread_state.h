@@ -61,9 +61,4 @@ cpython::EvalFrameFunc previous_eval_frame();
 // Whether the hook is installed in the interpreter now (for tests and benchmarks).
 bool hook_installed();
 
-// Test support: when set, the hook does to every frame it intercepts what CPython's FastToLocals
-// does (fills the free-variable slots, marks COPY_FREE_VARS as run) before the lookup, so tests
-// can prove that cache hits count closure cells once even then. Off in normal use.
-extern bool g_testing_copy_free_vars_on_entry;
-
 }  // namespace tjc

@@ -5,7 +5,7 @@
 // torch is imported first so THPVariableClass and friends are set before any guard is made.
 #include <pybind11/pybind11.h>
 
-#include "guards/tensor_match_libtorch.h"
+#include "guards/torch_backend_libtorch.h"
 #include "guards/torch_backend.h"
 
 namespace py = pybind11;

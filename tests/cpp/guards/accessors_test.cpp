@@ -14,7 +14,7 @@ using namespace tjc::testing;
 TEST(Accessors, LocalInMappingMode) {
   RootGuardManager root;
   auto x = ok_or_die(root.child(kLocal, s("x")));
-  expect_ok(x->add_equals_match(py::int_(3)));
+  expect_ok(x->add_leaf(LeafKind::kEqualsMatch, py::int_(3)));
   py::dict present;
   present["x"] = 3;
   EXPECT_TRUE(root.check(mapping_view(present)));
@@ -26,7 +26,7 @@ TEST(Accessors, LocalInMappingMode) {
 
 TEST(Accessors, GlobalReadsGlobalsNotBuiltins) {
   RootGuardManager root;
-  expect_ok(ok_or_die(root.child(kGlobal, s("len")))->add_not_none());
+  expect_ok(ok_or_die(root.child(kGlobal, s("len")))->add_leaf(LeafKind::kNotNone));
   py::dict locals, globals;
   EXPECT_FALSE(root.check(mapping_view(locals, globals)));  // len is only a builtin
   EXPECT_EQ(root.explain(mapping_view(locals, globals)), "G['len']: missing");
@@ -36,7 +36,7 @@ TEST(Accessors, GlobalReadsGlobalsNotBuiltins) {
 
 TEST(Accessors, BuiltinReadsBuiltins) {
   RootGuardManager root;
-  expect_ok(ok_or_die(root.child(kBuiltin, s("len")))->add_id_match(builtins_dict()["len"]));
+  expect_ok(ok_or_die(root.child(kBuiltin, s("len")))->add_leaf(LeafKind::kIdMatch, builtins_dict()["len"]));
   py::dict locals, globals;
   EXPECT_TRUE(root.check(mapping_view(locals, globals)));
   py::dict other_builtins;
@@ -49,7 +49,7 @@ TEST(Accessors, AttrMissingIsFailureWithErrorCleared) {
   py::dict ns = run_python("class A:\n  pass\na = A()\na.fc = 5\n");
   RootGuardManager root;
   auto a = ok_or_die(root.child(kLocal, s("a")));
-  expect_ok(ok_or_die(a->child(kAttr, s("fc")))->add_equals_match(py::int_(5)));
+  expect_ok(ok_or_die(a->child(kAttr, s("fc")))->add_leaf(LeafKind::kEqualsMatch, py::int_(5)));
   py::dict locals;
   locals["a"] = ns["a"];
   EXPECT_TRUE(root.check(mapping_view(locals)));
@@ -64,8 +64,8 @@ TEST(Accessors, AttrMissingIsFailureWithErrorCleared) {
 TEST(Accessors, ItemFastPathsAndGenericGetItem) {
   RootGuardManager root;
   auto xs = ok_or_die(root.child(kLocal, s("xs")));
-  expect_ok(ok_or_die(xs->child(kItem, py::int_(2)))->add_equals_match(py::int_(30)));
-  expect_ok(ok_or_die(xs->child(kItem, py::int_(-1)))->add_equals_match(py::int_(30)));
+  expect_ok(ok_or_die(xs->child(kItem, py::int_(2)))->add_leaf(LeafKind::kEqualsMatch, py::int_(30)));
+  expect_ok(ok_or_die(xs->child(kItem, py::int_(-1)))->add_leaf(LeafKind::kEqualsMatch, py::int_(30)));
   EXPECT_EQ(ok_or_die(xs->child(kItem, py::int_(2)))->source(), "L['xs'][2]");
   py::dict locals;
   locals["xs"] = py::eval("[10, 20, 30]");
@@ -87,7 +87,7 @@ TEST(Accessors, DictItemAndKeyErrorFromMapping) {
       "class M:\n  def __getitem__(self, k):\n    raise KeyError(k)\n");
   RootGuardManager root;
   auto d = ok_or_die(root.child(kLocal, s("d")));
-  expect_ok(ok_or_die(d->child(kItem, s("k")))->add_equals_match(py::int_(1)));
+  expect_ok(ok_or_die(d->child(kItem, s("k")))->add_leaf(LeafKind::kEqualsMatch, py::int_(1)));
   EXPECT_EQ(ok_or_die(d->child(kItem, s("k")))->source(), "L['d']['k']");
   py::dict locals;
   locals["d"] = py::eval("{'k': 1}");
@@ -112,7 +112,7 @@ TEST(Accessors, TypeAccessor) {
   RootGuardManager root;
   auto t = ok_or_die(ok_or_die(root.child(kLocal, s("x")))->child(kType));
   EXPECT_EQ(t->source(), "type(L['x'])");
-  expect_ok(t->add_id_match(py::type::of(py::int_(1))));
+  expect_ok(t->add_leaf(LeafKind::kIdMatch, py::type::of(py::int_(1))));
   py::dict locals;
   locals["x"] = 7;
   EXPECT_TRUE(root.check(mapping_view(locals)));
@@ -123,8 +123,8 @@ TEST(Accessors, TypeAccessor) {
 TEST(Accessors, FrameModeLocalsByArgumentSlot) {
   py::dict ns = run_python("def f(a, b, *args, c, **kw):\n  d = 1\n  return a\n");
   RootGuardManager root;
-  expect_ok(ok_or_die(root.child(kLocal, s("b")))->add_equals_match(py::int_(2)));
-  expect_ok(ok_or_die(root.child(kLocal, s("c")))->add_equals_match(py::int_(4)));
+  expect_ok(ok_or_die(root.child(kLocal, s("b")))->add_leaf(LeafKind::kEqualsMatch, py::int_(2)));
+  expect_ok(ok_or_die(root.child(kLocal, s("c")))->add_leaf(LeafKind::kEqualsMatch, py::int_(4)));
   expect_ok(root.bind(reinterpret_cast<PyCodeObject*>(ns["f"].attr("__code__").ptr())));
   // Slots: a, b, c (kw-only), args, kw -- CPython orders kw-only before *args/**kw.
   FakeFrame frame(ns["f"], {py::int_(1), py::int_(2), py::int_(4), py::tuple(), py::dict()});
@@ -152,7 +152,7 @@ TEST(Accessors, FrameModeClosureReadsCellContents) {
       "f = outer()\n"
       "g = outer_empty()\n");
   RootGuardManager root;
-  expect_ok(ok_or_die(root.child(kClosure, s("n")))->add_equals_match(py::int_(3)));
+  expect_ok(ok_or_die(root.child(kClosure, s("n")))->add_leaf(LeafKind::kEqualsMatch, py::int_(3)));
   EXPECT_EQ(ok_or_die(root.child(kClosure, s("n")))->source(), "C['n']");
   expect_ok(root.bind(reinterpret_cast<PyCodeObject*>(ns["f"].attr("__code__").ptr())));
   FakeFrame frame(ns["f"], {py::int_(1)});

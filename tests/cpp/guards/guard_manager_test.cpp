@@ -43,7 +43,7 @@ TEST(GuardManager, SourcesNest) {
 
 TEST(GuardManager, RootRefusesValueGuardsAndValueChildren) {
   RootGuardManager root;
-  EXPECT_FALSE(root.add_type_match(py::type::of(py::int_(1))).ok());
+  EXPECT_FALSE(root.add_leaf(LeafKind::kTypeMatch, py::type::of(py::int_(1))).ok());
   EXPECT_FALSE(root.child(kAttr, s("x")).ok());
   EXPECT_FALSE(root.child(kItem, s("x")).ok());
   EXPECT_EQ(root.num_guards(), 0);
@@ -54,10 +54,10 @@ TEST(GuardManager, ChildOutlivesRoot) {
   {
     auto root = std::make_shared<RootGuardManager>();
     x = ok_or_die(root->child(kLocal, s("x")));
-    expect_ok(x->add_equals_match(py::int_(1)));
+    expect_ok(x->add_leaf(LeafKind::kEqualsMatch, py::int_(1)));
   }
   // The subtree is intact and still buildable (the tree was never frozen).
-  expect_ok(x->add_type_match(py::type::of(py::int_(1))));
+  expect_ok(x->add_leaf(LeafKind::kTypeMatch, py::type::of(py::int_(1))));
   EXPECT_EQ(x->num_guards(), 2);
   EXPECT_EQ(x->debug_string(), "L['x']\n| EQUALS_MATCH: 1\n| TYPE_MATCH: int");
 }
@@ -72,8 +72,8 @@ TEST(GuardManager, StopsAtFirstFailure) {
       "  def b(self):\n    calls.append('b'); return 2\n");
   RootGuardManager root;
   auto p = ok_or_die(root.child(kLocal, s("p")));
-  expect_ok(ok_or_die(p->child(kAttr, s("a")))->add_equals_match(py::int_(99)));  // fails
-  expect_ok(ok_or_die(p->child(kAttr, s("b")))->add_equals_match(py::int_(2)));
+  expect_ok(ok_or_die(p->child(kAttr, s("a")))->add_leaf(LeafKind::kEqualsMatch, py::int_(99)));  // fails
+  expect_ok(ok_or_die(p->child(kAttr, s("b")))->add_leaf(LeafKind::kEqualsMatch, py::int_(2)));
   py::dict locals;
   locals["p"] = ns["Probe"]();
   EXPECT_FALSE(root.check(mapping_view(locals)));
@@ -83,7 +83,7 @@ TEST(GuardManager, StopsAtFirstFailure) {
 TEST(GuardManager, FailFastMovesTheFailingChildFirstOnlyAfterAFailure) {
   RootGuardManager root;
   for (const char* name : {"a", "b", "c"}) {
-    expect_ok(ok_or_die(root.child(kLocal, s(name)))->add_equals_match(py::int_(1)));
+    expect_ok(ok_or_die(root.child(kLocal, s(name)))->add_leaf(LeafKind::kEqualsMatch, py::int_(1)));
   }
   py::dict locals;
   locals["a"] = 1;
@@ -111,9 +111,9 @@ TEST(GuardManager, FailFastMovesTheFailingChildFirstOnlyAfterAFailure) {
 TEST(GuardManager, FailFastReordersLeaves) {
   RootGuardManager root;
   auto x = ok_or_die(root.child(kLocal, s("x")));
-  expect_ok(x->add_not_none());
-  expect_ok(x->add_type_match(py::type::of(py::int_(1))));
-  expect_ok(x->add_equals_match(py::int_(3)));
+  expect_ok(x->add_leaf(LeafKind::kNotNone));
+  expect_ok(x->add_leaf(LeafKind::kTypeMatch, py::type::of(py::int_(1))));
+  expect_ok(x->add_leaf(LeafKind::kEqualsMatch, py::int_(3)));
   py::dict locals;
   locals["x"] = 3;
   EXPECT_TRUE(root.check(mapping_view(locals)));
@@ -129,15 +129,15 @@ TEST(GuardManager, DebugStringIsStableText) {
   py::dict ns = run_python("class Linear:\n  pass\nm = Linear()\n");
   RootGuardManager root;
   auto x = ok_or_die(root.child(kLocal, s("x")));
-  expect_ok(x->add_type_match(py::type::of(py::int_(1))));
-  expect_ok(x->add_equals_match(py::int_(3)));
+  expect_ok(x->add_leaf(LeafKind::kTypeMatch, py::type::of(py::int_(1))));
+  expect_ok(x->add_leaf(LeafKind::kEqualsMatch, py::int_(3)));
   auto self = ok_or_die(root.child(kLocal, s("self")));
-  expect_ok(ok_or_die(self->child(kAttr, s("fc")))->add_id_match(ns["m"]));
+  expect_ok(ok_or_die(self->child(kAttr, s("fc")))->add_leaf(LeafKind::kIdMatch, ns["m"]));
   auto d = ok_or_die(root.child(kLocal, s("d")));
-  expect_ok(d->add_dict_keys(py::eval("['k']")));
-  expect_ok(ok_or_die(d->child(kItem, s("k")))->add_none_match());
-  expect_ok(ok_or_die(root.child(kGlobal, s("SCALE")))->add_equals_match(py::float_(2.5)));
-  expect_ok(ok_or_die(root.child(kBuiltin, s("len")))->add_id_match(builtins_dict()["len"]));
+  expect_ok(d->add_leaf(LeafKind::kDictKeys, py::eval("['k']")));
+  expect_ok(ok_or_die(d->child(kItem, s("k")))->add_leaf(LeafKind::kNoneMatch));
+  expect_ok(ok_or_die(root.child(kGlobal, s("SCALE")))->add_leaf(LeafKind::kEqualsMatch, py::float_(2.5)));
+  expect_ok(ok_or_die(root.child(kBuiltin, s("len")))->add_leaf(LeafKind::kIdMatch, builtins_dict()["len"]));
   EXPECT_EQ(root.debug_string(),
             "RootGuardManager\n"
             "+- L['x']\n"

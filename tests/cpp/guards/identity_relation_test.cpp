@@ -143,8 +143,8 @@ TEST_F(Relation, CheckIsFast) {
   // relation after the nodes passed). Printed for the record, with the tree alone for comparison.
   RootGuardManager plain, root;
   for (RootGuardManager* r : {&plain, &root}) {
-    expect_ok(ax(*r)->add_type_match(Obj));
-    expect_ok(bx(*r)->add_type_match(Obj));
+    expect_ok(ax(*r)->add_leaf(LeafKind::kTypeMatch, Obj));
+    expect_ok(bx(*r)->add_leaf(LeafKind::kTypeMatch, Obj));
   }
   expect_ok(root.add_identity_relation({ax(root), bx(root)}, {0, 1}));
   for (RootGuardManager* r : {&plain, &root}) {

@@ -57,9 +57,9 @@ TEST_F(Root, BindRefusesNonArgumentsAndUnknownNames) {
 TEST_F(Root, BindFreezesTheTree) {
   RootGuardManager root;
   auto x = ok_or_die(root.child(kLocal, s("x")));
-  expect_ok(x->add_type_match(py::type::of(py::int_(1))));
+  expect_ok(x->add_leaf(LeafKind::kTypeMatch, py::type::of(py::int_(1))));
   expect_ok(root.bind(code_of(ns["g"])));
-  absl::Status status = x->add_equals_match(py::int_(1));
+  absl::Status status = x->add_leaf(LeafKind::kEqualsMatch, py::int_(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(), "guard tree is frozen: it belongs to a cache entry");
   EXPECT_EQ(x->child(kAttr, s("real")).status().message(), status.message());
@@ -72,7 +72,7 @@ TEST_F(Root, BindFreezesTheTree) {
 
 TEST_F(Root, FrameModeNeedsTheBoundCode) {
   RootGuardManager root;
-  expect_ok(ok_or_die(root.child(kLocal, s("x")))->add_equals_match(py::int_(1)));
+  expect_ok(ok_or_die(root.child(kLocal, s("x")))->add_leaf(LeafKind::kEqualsMatch, py::int_(1)));
   FakeFrame frame(ns["g"], {py::int_(1)});
   EXPECT_FALSE(root.check(frame.view));  // unbound: no slot indices
   EXPECT_EQ(root.explain(frame.view),
@@ -92,7 +92,7 @@ TEST_F(Root, DeathOfAnIdentityTargetInvalidatesAndCallsBackOnce) {
   auto root = std::make_shared<RootGuardManager>();
   py::object m = ns["Linear"]();
   auto fc = ok_or_die(ok_or_die(root->child(kLocal, s("self")))->child(kAttr, s("fc")));
-  expect_ok(fc->add_id_match(m));
+  expect_ok(fc->add_leaf(LeafKind::kIdMatch, m));
   EXPECT_TRUE(root->has_identity_guards());
   int calls = 0;
   root->set_invalidation_callback([&calls] { ++calls; });
@@ -124,7 +124,7 @@ TEST_F(Root, DeathOfAnIdentityTargetInvalidatesAndCallsBackOnce) {
 TEST_F(Root, InvalidationBeforeTheCallbackIsSetCallsItWhenSet) {
   RootGuardManager root;
   py::object m = ns["Linear"]();
-  expect_ok(ok_or_die(root.child(kLocal, s("m")))->add_id_match(m));
+  expect_ok(ok_or_die(root.child(kLocal, s("m")))->add_leaf(LeafKind::kIdMatch, m));
   m = py::object();
   EXPECT_TRUE(root.invalidated());
   int calls = 0;
@@ -135,7 +135,7 @@ TEST_F(Root, InvalidationBeforeTheCallbackIsSetCallsItWhenSet) {
 TEST_F(Root, HeapTypeDeathInvalidates) {
   RootGuardManager root;
   py::dict scope = run_python("class Temp:\n  pass\n");
-  expect_ok(ok_or_die(root.child(kLocal, s("x")))->add_type_match(scope["Temp"]));
+  expect_ok(ok_or_die(root.child(kLocal, s("x")))->add_leaf(LeafKind::kTypeMatch, scope["Temp"]));
   scope.clear();  // the class dies (no instances, no subclasses; its MRO cycle needs a collect)
   py::module_::import("gc").attr("collect")();
   EXPECT_TRUE(root.invalidated());
@@ -150,7 +150,7 @@ TEST_F(Root, ChildOutlivingTheRootNeverCallsTheRootsCallback) {
   {
     auto root = std::make_shared<RootGuardManager>();
     child = ok_or_die(root->child(kLocal, s("m")));
-    expect_ok(child->add_id_match(m));
+    expect_ok(child->add_leaf(LeafKind::kIdMatch, m));
     root->set_invalidation_callback([&called] { called = true; });
   }
   m = py::object();  // the child's weakref fires; the root (and its callback) are gone
@@ -161,7 +161,7 @@ TEST_F(Root, ChildOutlivingTheRootNeverCallsTheRootsCallback) {
 TEST_F(Root, CallbackMayDropTheRoot) {
   auto root = std::make_shared<RootGuardManager>();
   py::object m = ns["Linear"]();
-  expect_ok(ok_or_die(root->child(kLocal, s("m")))->add_id_match(m));
+  expect_ok(ok_or_die(root->child(kLocal, s("m")))->add_leaf(LeafKind::kIdMatch, m));
   std::shared_ptr<RootGuardManager>* holder = &root;
   root->set_invalidation_callback([holder] { holder->reset(); });  // frees the tree mid-callback
   m = py::object();
@@ -175,7 +175,7 @@ TEST_F(Root, DroppingTheTreeDropsItsWeakrefs) {
   const Py_ssize_t before = py::len(weakref.attr("getweakrefs")(m));
   {
     RootGuardManager root;
-    expect_ok(ok_or_die(root.child(kLocal, s("m")))->add_id_match(m));
+    expect_ok(ok_or_die(root.child(kLocal, s("m")))->add_leaf(LeafKind::kIdMatch, m));
     EXPECT_EQ(py::len(weakref.attr("getweakrefs")(m)), before + 1);
   }
   EXPECT_EQ(py::len(weakref.attr("getweakrefs")(m)), before);
@@ -186,8 +186,8 @@ TEST_F(Root, CheckIsFast) {
   // record; the bound is loose because this may be a Debug build on a shared machine.
   RootGuardManager root;
   auto x = ok_or_die(root.child(kLocal, s("x")));
-  expect_ok(x->add_type_match(py::type::of(py::int_(1))));
-  expect_ok(x->add_equals_match(py::int_(3)));
+  expect_ok(x->add_leaf(LeafKind::kTypeMatch, py::type::of(py::int_(1))));
+  expect_ok(x->add_leaf(LeafKind::kEqualsMatch, py::int_(3)));
   expect_ok(root.bind(code_of(ns["g"])));
   FakeFrame frame(ns["g"], {py::int_(3)});
   constexpr int kIterations = 1000000;

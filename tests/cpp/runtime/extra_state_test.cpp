@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>
 
+#include "common/runtime_state.h"
 #include "guards/guard_test_util.h"
 #include "runtime/cache_owner.h"
-#include "runtime/stats.h"
 
 namespace tjc {
 namespace {
@@ -38,7 +38,7 @@ std::shared_ptr<RootGuardManager> equals_root(const char* name, py::object value
   auto root = std::make_shared<RootGuardManager>();
   auto child = root->child(kLocal, py::str(name));
   EXPECT_TRUE(child.ok());
-  EXPECT_TRUE((*child)->add_equals_match(value).ok());
+  EXPECT_TRUE((*child)->add_leaf(LeafKind::kEqualsMatch, value).ok());
   return root;
 }
 
@@ -49,7 +49,7 @@ std::shared_ptr<RootGuardManager> attr_equals_root(const char* name, const char*
   EXPECT_TRUE(child.ok());
   auto grandchild = (*child)->child(kAttr, py::str(attr));
   EXPECT_TRUE(grandchild.ok());
-  EXPECT_TRUE((*grandchild)->add_equals_match(value).ok());
+  EXPECT_TRUE((*grandchild)->add_leaf(LeafKind::kEqualsMatch, value).ok());
   return root;
 }
 
@@ -57,7 +57,7 @@ std::shared_ptr<RootGuardManager> identity_root(const char* name, py::object val
   auto root = std::make_shared<RootGuardManager>();
   auto child = root->child(kLocal, py::str(name));
   EXPECT_TRUE(child.ok());
-  EXPECT_TRUE((*child)->add_id_match(value).ok());
+  EXPECT_TRUE((*child)->add_leaf(LeafKind::kIdMatch, value).ok());
   return root;
 }
 
@@ -74,7 +74,7 @@ class ExtraStateTest : public ::testing::Test {
     state_ = ExtraState::get_or_create(code_);
     ASSERT_NE(state_, nullptr);
     g_state_under_test = state_;
-    runtime_stats() = RuntimeStats();
+    runtime_state().stats = RuntimeStats();
   }
   void TearDown() override { g_state_under_test = nullptr; }
 
@@ -120,7 +120,7 @@ TEST_F(ExtraStateTest, EntryIsEvictedAndFreedWhenItsGuardedObjectDies) {
   EXPECT_EQ(state_->entries().size(), 0u);
   EXPECT_EQ(entry->code(), nullptr) << "the payload is released at once";
   EXPECT_TRUE(guards.expired()) << "the guard tree is freed with the entry's payload";
-  EXPECT_EQ(runtime_stats().evictions, 1u);
+  EXPECT_EQ(runtime_state().stats.evictions, 1u);
 }
 
 TEST_F(ExtraStateTest, EvictionDuringALookupIsParkedUntilTheLookupEnds) {

@@ -1,5 +1,5 @@
-// TENSOR_MATCH registry and the C-API fallback backend (see tensor_match.h).
-#include "guards/tensor_match.h"
+// The C-API fallback TorchBackend ("python-api"; see torch_backend_python_api.h).
+#include "guards/torch_backend_python_api.h"
 
 #include <cstdint>
 #include <memory>
@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "common/check.h"
+#include "common/runtime_state.h"
 #include "common/py_errors.h"
 #include "guards/global_state.h"
 #include "guards/tensor_text.h"
@@ -288,70 +289,16 @@ class PythonApiBackend final : public TorchBackend {
   const TorchPyApi& api_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// The registry. All of it is guarded by the GIL.
-
-TorchBackend* g_registered = nullptr;  // _C_torch's backend; lives until exit
-PythonApiBackend* g_fallback = nullptr;  // made on first use; never freed (see the header)
-bool g_import_tried = false;
-std::string g_fallback_reason;
-
-void register_from_capsule(TorchBackend* backend) { register_torch_backend(backend); }
-
-// Imports _C_torch once; its module init calls register_torch_backend().
-void try_import_libtorch_backend() {
-  if (g_import_tried || g_registered != nullptr) return;
-  g_import_tried = true;
-  PyObject* mod = PyImport_ImportModule("torch_jit_cache._C_torch");
-  if (mod == nullptr) {
-    g_fallback_reason = torch_text::cat("import torch_jit_cache._C_torch: ", torch_text::take_error_text());
-    return;
-  }
-  Py_DECREF(mod);
-  if (g_registered == nullptr) g_fallback_reason = "torch_jit_cache._C_torch did not register a backend";
-}
-
-absl::StatusOr<TorchBackend*> fallback_backend() {
-  if (g_fallback != nullptr) return g_fallback;
-  absl::StatusOr<const TorchPyApi*> api = torch_py_api();
-  if (!api.ok()) return api.status();
-  if (g_fallback == nullptr) g_fallback = new PythonApiBackend(**api);
-  return g_fallback;
-}
-
 }  // namespace
 
-void register_torch_backend(TorchBackend* backend) {
-  TJC_CHECK(backend != nullptr);
-  g_registered = backend;
-  g_fallback_reason.clear();
+absl::StatusOr<TorchBackend*> python_api_backend() {
+  RuntimeState& state = runtime_state();
+  if (state.python_api_backend != nullptr) return state.python_api_backend;
+  absl::StatusOr<const TorchPyApi*> api = torch_py_api();
+  if (!api.ok()) return api.status();
+  // Importing torch can release the GIL: another thread may have made it meanwhile.
+  if (state.python_api_backend == nullptr) state.python_api_backend = new PythonApiBackend(**api);
+  return state.python_api_backend;
 }
-
-absl::StatusOr<TorchBackend*> torch_backend(TorchBackendKind kind) {
-  switch (kind) {
-    case TorchBackendKind::kPythonApi:
-      return fallback_backend();
-    case TorchBackendKind::kLibtorch:
-      try_import_libtorch_backend();
-      if (g_registered != nullptr) return g_registered;
-      return absl::FailedPreconditionError(torch_text::cat("the libtorch backend is not available: ", g_fallback_reason));
-    case TorchBackendKind::kAuto:
-      break;
-  }
-  try_import_libtorch_backend();
-  if (g_registered != nullptr) return g_registered;
-  return fallback_backend();
-}
-
-absl::StatusOr<TorchBackend*> torch_backend() { return torch_backend(TorchBackendKind::kAuto); }
-
-PyObject* make_torch_backend_slot() {
-  // The capsule carries a function pointer; casting it to void* is conditionally supported and
-  // fine on every platform CPython runs on (dlsym relies on the same).
-  void (*fn)(TorchBackend*) = &register_from_capsule;
-  return PyCapsule_New(reinterpret_cast<void*>(fn), kTorchBackendSlotName, nullptr);
-}
-
-const std::string& torch_backend_fallback_reason() { return g_fallback_reason; }
 
 }  // namespace tjc

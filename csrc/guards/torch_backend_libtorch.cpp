@@ -10,7 +10,7 @@
 // inference mode or functorch, so folding the TLS into the key comparison is what catches those.
 // Cost: one thread-local read per check. The C-API fallback computes the same value
 // (torch_py_api.cpp), so both backends accept and reject the same tensors.
-#include "guards/tensor_match_libtorch.h"
+#include "guards/torch_backend_libtorch.h"
 
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>

@@ -1,19 +1,17 @@
-// TENSOR_MATCH in _C: the torch backend registry (torch_backend(), declared in torch_backend.h) and
-// the C-API fallback backend ("python-api").
+// The torch backend registry: torch_backend() (declared in torch_backend.h) and the choice of
+// backend it makes.
 //
 // Which backend serves guards: the first call to torch_backend() tries
 // `import torch_jit_cache._C_torch`; that module's init registers its libtorch backend through the
 // capsule _C._torch_backend_slot. When the import fails (not built, or built against another
-// torch), the fallback reads tensors through Python attributes (type(x), x.dtype, x.device,
-// x.requires_grad, x.size(), x.stride(), the dispatch key set) — slower, same answers, same text.
+// torch), the C-API fallback (torch_backend_python_api.h) serves them — slower, same answers, same text.
 // The choice is made once per process; the reason the libtorch backend is not used is kept for
 // diagnostics (torch_backend_fallback_reason()).
 //
-// Ownership: backends live until the process exits (never freed: their destructors would run
-// during interpreter finalization, after torch may be gone). A fallback TensorMatchImpl holds the
-// example's dtype and device objects (torch singletons / small value objects), its type (strongly
-// for torch.Tensor and torch.nn.Parameter, weakly for anything else) and never the example tensor.
-// GIL: every function here needs the GIL; so does destroying an impl.
+// State: RuntimeState's torch members (common/runtime_state.h). Backends live until the process
+// exits (never freed: their destructors would run during interpreter finalization, after torch
+// may be gone).
+// GIL: every function here needs the GIL.
 #pragma once
 
 #include <Python.h>

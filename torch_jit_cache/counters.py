@@ -1,0 +1,48 @@
+"""Every counter tjc.stats() reports, in one place: what each means, where it is counted, and how
+the two kinds are merged.
+
+Two kinds of counters, one view. The runtime's (hits, misses, compiles, evictions, fallbacks,
+skips, cache_limit_hits, compile_waits) live in C++ (`RuntimeStats` in csrc/common/runtime_state.h)
+because the eval-frame hook bumps them on every call: a plain integer increment, where a Python
+counter would cost a call into Python per frame. The compile pipeline's (`PIPELINE`) live here,
+because only the cache-miss callback bumps them, at most a few times per compile. `snapshot()` is
+the one merge; `reset()` zeros both. `runtime.stats()` stays the runtime's alone (JIT authors
+without torch see what the runtime counts).
+
+Threads: the pipeline counters are bumped under the GIL by the callback; a compile racing a
+snapshot may be counted in the next one.
+"""
+from __future__ import annotations
+
+from . import runtime
+
+# The compile pipeline's counters (convert_frame bumps them through count()).
+PIPELINE = {
+    "graphs": 0,        # graphs compiled (a frame split by graph breaks compiles several)
+    "graph_breaks": 0,  # graph breaks made (a cut inside a callee counts once)
+    "recompiles": 0,    # misses of a code that already had live entries
+    "unsupported": 0,   # frames that run uncompiled because they could not be compiled (or thrash)
+}
+
+
+def count(name: str, n: int = 1) -> None:
+    """Add `n` to the pipeline counter `name` (a KeyError for a name not in PIPELINE)."""
+    PIPELINE[name] += n
+
+
+def reset() -> None:
+    """Zero every counter stats() reports (the runtime's and the pipeline's)."""
+    runtime.reset_stats()
+    for name in PIPELINE:
+        PIPELINE[name] = 0
+
+
+def snapshot() -> dict:
+    """The user's view: the runtime's counters, with the frames the pipeline could not compile
+    counted as fallbacks, and graphs, graph_breaks and recompiles."""
+    out = dict(runtime.stats())
+    out["fallbacks"] += PIPELINE["unsupported"]
+    out["graphs"] = PIPELINE["graphs"]
+    out["graph_breaks"] = PIPELINE["graph_breaks"]
+    out["recompiles"] = PIPELINE["recompiles"]
+    return out
