@@ -10,8 +10,8 @@
 //
 // Rejected alternative: copying the original frame's free-variable slots into the shadow frame
 // (TorchDynamo's approach). It double-counts closure cells when the original frame already ran
-// COPY_FREE_VARS (FastToLocals does that) and the shadow runs it again — the 3.11+ refleak of
-// seed 001. We never copy free variables: the shadow frame's free slots start NULL and its own
+// COPY_FREE_VARS (FastToLocals does that) and the shadow runs it again: a reference leak of every
+// cell on 3.11+. We never copy free variables: the shadow frame's free slots start NULL and its own
 // COPY_FREE_VARS fills them from the function's closure, so they are counted exactly once,
 // whatever happened to the original frame. The original's slots are released with the original.
 #include <cstring>

@@ -10,7 +10,7 @@
 // exactly, including the answers eval gives before it checks a domain: Mod(0, -2), Mod(-3, 1),
 // Mod(-5, 5) and ModularIndexing(0, 0, c) are 0, not failures. A guard may fail only where torch's
 // value is undefined or an intermediate needs more than int64; failing where torch has a value
-// recompiles forever on that input (and made the property test disagree with sympy).
+// recompiles forever on that input (tests/python/test_shape_guards.py checks against sympy).
 //
 // Hot path: evaluate() allocates nothing (programs are at most kMaxDepth deep: make() refuses
 // deeper ones) and formats no string; text() is out of line.

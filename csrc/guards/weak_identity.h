@@ -1,8 +1,8 @@
 // WeakTarget: an object guarded by identity, held weakly; its death invalidates the whole tree.
 //
 // Why weak: a cache entry must not keep alive the user objects it checks by identity (a module, a
-// user class): seed 001, leaks 2 and 4. The guard compares raw pointers, which is only sound while
-// the object lives; the weakref callback marks the tree invalidated *before* the object's memory is
+// user class) for as long as the code lives. The guard compares raw pointers, which is only sound
+// while the object lives; the weakref callback marks the tree invalidated *before* the object's memory is
 // freed (CPython calls weakref callbacks from the object's dealloc), so a reused address can never
 // make an invalidated tree pass: RootGuardManager::check() looks at the flag first.
 //

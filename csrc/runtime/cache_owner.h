@@ -1,6 +1,6 @@
 // CacheOwner: whose cache entries these are. Each compile() call owns one; entries, frame actions
 // decided by a callback (SKIP, run-only at the cache limit) and cache limits are kept per owner,
-// so what one compile() decided never changes another's behaviour (issue 8, point 2).
+// so what one compile() decided never changes another's behaviour.
 //
 // Identity: an owner is known to the caches by its id, a number never reused in the process, so a
 // code's cache never holds a pointer to an owner and a stale id can only ever match nothing.

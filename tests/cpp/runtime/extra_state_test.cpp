@@ -218,7 +218,7 @@ TEST_F(ExtraStateTest, ClearResetsTheActionButNotAnExplicitDisable) {
   EXPECT_EQ(state_->action(kShared), FrameAction::kSkip);
 }
 
-// Issue 8, point 2: each owner (compile() call) sees only its own entries and decisions.
+// Each owner (compile() call) sees only its own entries and decisions.
 TEST_F(ExtraStateTest, LookupSeesOnlyTheOwnersEntries) {
   CacheOwner first;
   CacheOwner second;
@@ -254,7 +254,7 @@ TEST_F(ExtraStateTest, AnOwnersDeathEvictsItsEntriesOnly) {
   EXPECT_EQ(state_->entries().size(), 1u);
 }
 
-// Issue 8, point 5: the limit counts, per guarded object, the entries that guard the same one.
+// The limit counts, per guarded object, the entries that guard the same one.
 TEST_F(ExtraStateTest, EntriesCountedForTheLimitArePerIdentityGuardedLocal) {
   py::object a = scope_["Obj"]();
   py::object b = scope_["Obj"]();
@@ -272,7 +272,7 @@ TEST_F(ExtraStateTest, EntriesCountedForTheLimitArePerIdentityGuardedLocal) {
   EXPECT_EQ(state_->entries_counted_for_limit(with_a.view, other.id()), 0u);
 }
 
-// Issue 8, point 8: a compile in progress is seen by others, and its end wakes its waiters.
+// A compile in progress is seen by others, and its end wakes its waiters.
 TEST_F(ExtraStateTest, CompileTicketIsSharedUntilTheCompileEnds) {
   CacheOwner owner;
   EXPECT_EQ(state_->compiling(owner.id()), nullptr);
