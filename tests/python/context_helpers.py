@@ -1,6 +1,7 @@
 """Shared by the tests that run a function eagerly and compiled and compare: on copies of the same
 inputs, what a context manager can change (the grad-mode and autocast tests); a compiled function's
-counters (CompiledCalls); a result's structure and values (assert_same, compiled_like_eager).
+counters (CompiledCalls); a result's structure and values (assert_same, compiled_like_eager; same,
+a bool, for the compile tests, with r for their random inputs).
 Imports torch: import it after `pytest.importorskip("torch")`."""
 import contextlib
 import io
@@ -104,6 +105,24 @@ class CompiledCalls:
         assert self.delta("fallbacks") == 0, "a frame ran uncompiled"
         if recompiles is not None:
             assert self.delta("recompiles") == recompiles
+
+
+def r(*shape):
+    """A random float tensor of this shape (torch.randn)."""
+    return torch.randn(*shape)
+
+
+def same(a, b):
+    """True where b is a's value: tensors of one shape and dtype, close (atol 1e-5, rtol 1e-4);
+    sequences and dicts of one type, item by item (dict keys in the same order); else ==."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and torch.allclose(
+            a, b, atol=1e-5, rtol=1e-4)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return type(b) is dict and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
 
 
 def same_exactly(a, b):
