@@ -1,7 +1,8 @@
 """Shared by the tests that run a function eagerly and compiled and compare: on copies of the same
 inputs, what a context manager can change (the grad-mode and autocast tests); a compiled function's
 counters (CompiledCalls); a result's structure and values (assert_same, compiled_like_eager; same,
-a bool, for the compile tests, with r for their random inputs).
+a bool, for the compile tests, with r for their random inputs); user objects the traced-object
+tests build, pass in and copy (NewCache, Holder, Slotted, Finalised) and same_object to compare them.
 Imports torch: import it after `pytest.importorskip("torch")`."""
 import contextlib
 import io
@@ -165,3 +166,79 @@ def compiled_like_eager(fn, *args, graphs=1, breaks=0):
         assert_same(got, expected)
     calls.check(graphs=graphs, breaks=breaks, recompiles=0)
     return got
+
+
+# -- user objects for the traced-object tests (new objects, HuggingFace outputs, deepcopy) ---------
+class NewLayer:
+    """transformers' DynamicLayer, reduced: lazily initialised on the first update."""
+
+    def __init__(self):
+        self.keys = None
+        self.is_initialized = False
+
+    def lazy_init(self, k):
+        self.dtype = k.dtype
+        self.keys = torch.zeros(0, *k.shape[1:], dtype=k.dtype)
+        self.is_initialized = True
+
+    def update(self, k):
+        if not self.is_initialized:
+            self.lazy_init(k)
+        self.keys = torch.cat([self.keys, k], dim=0)
+        return self.keys
+
+
+class NewCache:
+    """transformers' DynamicCache, reduced: built in forward, a list of layers, __len__."""
+    default_layers = 2
+
+    def __init__(self, n=None):
+        self.layers = [NewLayer() for _ in range(n or self.default_layers)]
+
+    def __len__(self):
+        return len(self.layers)
+
+    def update(self, k, i):
+        return self.layers[i].update(k)
+
+    def seq_len(self):
+        return self.layers[0].keys.shape[0] if self.layers[0].is_initialized else 0
+
+
+class Holder:
+    """A plain object to store attributes on."""
+
+
+class Slotted:
+    """No instance __dict__: rebuilding one after the graph would change it, so building one breaks."""
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = 1
+
+
+class Finalised:
+    """Has __del__: rebuilding one after the graph would run it once more, so building one breaks."""
+
+    def __init__(self):
+        self.v = 1
+
+    def __del__(self):
+        pass
+
+
+def same_object(got, want):
+    """Same class, same instance __dict__ (keys in order, values compared), recursively."""
+    assert type(got) is type(want)
+    if isinstance(want, torch.Tensor):
+        same_exactly(got, want)
+    elif isinstance(want, list):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            same_object(g, w)
+    elif hasattr(want, "__dict__") and not isinstance(want, type):
+        assert list(vars(got)) == list(vars(want))
+        for g, w in zip(vars(got).values(), vars(want).values()):
+            same_object(g, w)
+    else:
+        assert got == want
