@@ -1,8 +1,9 @@
 """Shared by the tests that run a function eagerly and compiled and compare: on copies of the same
 inputs, what a context manager can change (the grad-mode and autocast tests); a compiled function's
-counters (CompiledCalls); a result's structure and values (assert_same, compiled_like_eager; same,
-a bool, for the compile tests, with r for their random inputs); user objects the traced-object
-tests build, pass in and copy (NewCache, Holder, Slotted, Finalised) and same_object to compare them.
+counters (CompiledCalls; run_counting_breaks and check_graphs_and_breaks for the graph-break tests);
+a result's structure and values (assert_same, compiled_like_eager; same, a bool, for the compile
+tests, with r for their random inputs); user objects the traced-object tests build, pass in and copy
+(NewCache, Holder, Slotted, Finalised) and same_object to compare them.
 Imports torch: import it after `pytest.importorskip("torch")`."""
 import contextlib
 import io
@@ -134,6 +135,26 @@ def explain_counts(fn, *args):
     """One run of `fn(*args)` under tjc.explain: (graph count, graph-break count, fallbacks)."""
     rep = tjc.explain(fn)(*args)
     return rep.graph_count, rep.graph_break_count, rep.fallbacks
+
+
+def run_counting_breaks(fn, *args):
+    """fn eagerly, then compiled twice, stdout silenced: (eager result, compiled results of the two
+    calls, graphs compiled, breaks made)."""
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = fn(*args)
+        got = [compiled(*args), compiled(*args)]
+    return expected, got, cnt.frame_count, tjc.stats()["graph_breaks"] - before
+
+
+def check_graphs_and_breaks(fn, *args, graphs, breaks):
+    """run_counting_breaks: both compiled results close to eager's, `graphs` graphs, `breaks` breaks."""
+    expected, got, n_graphs, n_breaks = run_counting_breaks(fn, *args)
+    for g in got:
+        torch.testing.assert_close(g, expected)
+    assert (n_graphs, n_breaks) == (graphs, breaks)
 
 
 def assert_same(a, b):
