@@ -2,10 +2,13 @@
 inputs, what a context manager can change (the grad-mode and autocast tests); a compiled function's
 counters (CompiledCalls; run_counting_breaks and check_graphs_and_breaks for the graph-break tests);
 a result's structure and values (assert_same, compiled_like_eager; same, a bool, for the compile
-tests, with r for their random inputs); user objects the traced-object tests build, pass in and copy
-(NewCache, Holder, Slotted, Finalised) and same_object to compare them.
+tests, with rand for random inputs); user objects the traced-object tests build, pass in and copy
+(NewCache, Holder, Slotted, Finalised) and same_object to compare them; tracer.trace() run without
+the runtime (do_trace, run_compiled, check_trace, guard_kinds) for the tracer tests.
 Imports torch: import it after `pytest.importorskip("torch")`."""
+import builtins
 import contextlib
+import inspect
 import io
 import weakref
 
@@ -13,7 +16,11 @@ import torch
 
 import torch_jit_cache as tjc
 from torch_jit_cache import graph_break
+from torch_jit_cache.sources import load_source
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend
+from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
+                                          TupleOutput)
+from torch_jit_cache.tracer import trace
 
 
 def global_state():
@@ -109,7 +116,7 @@ class CompiledCalls:
             assert self.delta("recompiles") == recompiles
 
 
-def r(*shape):
+def rand(*shape):
     """A random float tensor of this shape (torch.randn)."""
     return torch.randn(*shape)
 
@@ -263,3 +270,65 @@ def same_object(got, want):
             same_object(g, w)
     else:
         assert got == want
+
+
+# -- tracer.trace() without the runtime: a frame made from arguments, the graph run on it ----------
+def frame_of(f, *args, **kwargs):
+    """(f_locals, f_globals, f_builtins) as the runtime would see f's frame."""
+    bound = inspect.signature(f).bind(*args, **kwargs)
+    bound.apply_defaults()
+    f_locals = dict(bound.arguments)
+    for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+        f_locals[name] = cell.cell_contents
+    return f_locals, f.__globals__, builtins.__dict__
+
+
+def evaluate_source(source, f_locals, f_globals, f_builtins):
+    """The value `source` names in that frame."""
+    return load_source(source, f_locals, f_globals, f_builtins)
+
+
+def do_trace(f, *args, **kwargs):
+    """trace() f's code on a frame made from these arguments (no runtime involved)."""
+    f_locals, g, b = frame_of(f, *args, **kwargs)
+    return trace(f.__code__, f_locals, g, b, f.__closure__)
+
+
+def rebuild_output(spec, outs, frame):
+    """The value an output spec describes, from the graph's outputs and the frame."""
+    if isinstance(spec, GraphOutput):
+        return outs[spec.index]
+    if isinstance(spec, ConstantOutput):
+        return spec.value
+    if isinstance(spec, SourceOutput):
+        return evaluate_source(spec.source, *frame)
+    if isinstance(spec, TupleOutput):
+        items = tuple(rebuild_output(s, outs, frame) for s in spec.items)
+        if spec.cls is None:
+            return items
+        return spec.cls._make(items) if hasattr(spec.cls, "_make") else spec.cls(items)
+    if isinstance(spec, ListOutput):
+        return [rebuild_output(s, outs, frame) for s in spec.items]
+    if isinstance(spec, DictOutput):
+        return {k: rebuild_output(s, outs, frame) for k, s in spec.items}
+    raise AssertionError(spec)
+
+
+def run_compiled(result, f, *args, **kwargs):
+    """Run a trace result's graph on inputs loaded from f's frame; rebuild what f returns."""
+    frame = frame_of(f, *args, **kwargs)
+    inputs = [evaluate_source(s, *frame) for s in result.graph_inputs]
+    return rebuild_output(result.output, result.graph(*inputs), frame)
+
+
+def check_trace(f, *arg_sets, trace_args=None):
+    """Trace f on the first argument set, then compare graph and eager on every set."""
+    result = do_trace(f, *(trace_args or arg_sets[0]))
+    for args in arg_sets:
+        assert_same(f(*args), run_compiled(result, f, *args))
+    return result
+
+
+def guard_kinds(result, source):
+    """The kinds of the guards the trace put on `source`."""
+    return {g.kind for g in result.guards if g.source == source}

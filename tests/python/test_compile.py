@@ -13,7 +13,7 @@ import torch.nn.functional as F  # noqa: E402
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import r, same  # noqa: E402
+from context_helpers import rand, same  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
@@ -241,43 +241,43 @@ def call_kwargs_dict(x):
 
 
 FUNCTION_CASES = [
-    (f_floor_mod, lambda: [(r(4),), (r(4),)]),
-    (f_comparisons, lambda: [(r(5),), (r(5),)]),
-    (f_unpack, lambda: [([r(2), r(2), r(2), r(2)],), ([r(2), r(2), r(2), r(2)],)]),
-    (f_nested_fn_and_lambda, lambda: [(r(3),), (r(3),)]),
-    (f_comprehension, lambda: [([r(2), r(2, 2), r(3)],), ([r(2), r(2, 2), r(3)],)]),
-    (f_dict_items, lambda: [({"a": r(2), "b": r(3)},), ({"a": r(2), "b": r(3)},)]),
-    (f_chunk, lambda: [(r(2, 3),), (r(2, 3),)]),
-    (f_unary_chain, lambda: [(r(6),), (r(6),)]),
-    (f_casts, lambda: [(r(3),), (r(3),)]),
-    (f_factories, lambda: [(r(4),), (r(4),)]),
-    (f_star_args, lambda: [(r(2), r(2), r(2)), (r(2), r(2), r(2))]),
-    (call_kwargs_dict, lambda: [(r(2),), (r(2),)]),
-    (f_arith, lambda: [(r(3, 4), r(3, 4)), (r(3, 4), r(3, 4))]),
-    (f_pow_neg, lambda: [(r(5),), (r(5),)]),
-    (f_reductions, lambda: [(r(3, 4),), (r(3, 4),)]),
-    (f_views, lambda: [(r(2, 4),), (r(2, 4),)]),
-    (f_index, lambda: [(r(4, 4),), (r(4, 4),)]),
-    (f_broadcast, lambda: [(r(3, 4), r(4)), (r(3, 4), r(4))]),
-    (f_matmul, lambda: [(r(3, 4), r(4, 5)), (r(3, 4), r(4, 5))]),
-    (f_shape_math, lambda: [(r(2, 3),), (r(2, 3),)]),
-    (f_globals, lambda: [(r(3),), (r(3),)]),
-    (f_math_module, lambda: [(r(3),), (r(3),)]),
-    (f_defaults, lambda: [(r(3),), (r(3),)]),
-    (f_tuple_out, lambda: [(r(2),), (r(2),)]),
-    (f_list_in, lambda: [([r(2), r(2), r(2)],), ([r(2), r(2), r(2)],)]),
-    (f_dict_in, lambda: [({"a": r(2), "b": r(2)},), ({"a": r(2), "b": r(2)},)]),
-    (f_loop_range, lambda: [(r(3),), (r(3),)]),
-    (f_while, lambda: [(r(3),), (r(3),)]),
-    (f_enumerate_zip, lambda: [([r(2), r(2)], [r(2), r(2)]), ([r(2), r(2)], [r(2), r(2)])]),
-    (f_branch_on_const, lambda: [(r(3), True), (r(3), True)]),
-    (f_isinstance, lambda: [(r(3), 2), (r(3), 2)]),
-    (f_functional, lambda: [(r(2, 5),), (r(2, 5),)]),
-    (f_torch_fns, lambda: [(r(3),), (r(3),)]),
-    (f_masked, lambda: [(r(4),), (r(4),)]),
-    (f_calls_helper, lambda: [(r(3),), (r(3),)]),
-    (f_closure, lambda: [(r(3),), (r(3),)]),
-    (f_min_max_len, lambda: [(r(2), [1, 5, 2]), (r(2), [1, 5, 2])]),
+    (f_floor_mod, lambda: [(rand(4),), (rand(4),)]),
+    (f_comparisons, lambda: [(rand(5),), (rand(5),)]),
+    (f_unpack, lambda: [([rand(2), rand(2), rand(2), rand(2)],), ([rand(2), rand(2), rand(2), rand(2)],)]),
+    (f_nested_fn_and_lambda, lambda: [(rand(3),), (rand(3),)]),
+    (f_comprehension, lambda: [([rand(2), rand(2, 2), rand(3)],), ([rand(2), rand(2, 2), rand(3)],)]),
+    (f_dict_items, lambda: [({"a": rand(2), "b": rand(3)},), ({"a": rand(2), "b": rand(3)},)]),
+    (f_chunk, lambda: [(rand(2, 3),), (rand(2, 3),)]),
+    (f_unary_chain, lambda: [(rand(6),), (rand(6),)]),
+    (f_casts, lambda: [(rand(3),), (rand(3),)]),
+    (f_factories, lambda: [(rand(4),), (rand(4),)]),
+    (f_star_args, lambda: [(rand(2), rand(2), rand(2)), (rand(2), rand(2), rand(2))]),
+    (call_kwargs_dict, lambda: [(rand(2),), (rand(2),)]),
+    (f_arith, lambda: [(rand(3, 4), rand(3, 4)), (rand(3, 4), rand(3, 4))]),
+    (f_pow_neg, lambda: [(rand(5),), (rand(5),)]),
+    (f_reductions, lambda: [(rand(3, 4),), (rand(3, 4),)]),
+    (f_views, lambda: [(rand(2, 4),), (rand(2, 4),)]),
+    (f_index, lambda: [(rand(4, 4),), (rand(4, 4),)]),
+    (f_broadcast, lambda: [(rand(3, 4), rand(4)), (rand(3, 4), rand(4))]),
+    (f_matmul, lambda: [(rand(3, 4), rand(4, 5)), (rand(3, 4), rand(4, 5))]),
+    (f_shape_math, lambda: [(rand(2, 3),), (rand(2, 3),)]),
+    (f_globals, lambda: [(rand(3),), (rand(3),)]),
+    (f_math_module, lambda: [(rand(3),), (rand(3),)]),
+    (f_defaults, lambda: [(rand(3),), (rand(3),)]),
+    (f_tuple_out, lambda: [(rand(2),), (rand(2),)]),
+    (f_list_in, lambda: [([rand(2), rand(2), rand(2)],), ([rand(2), rand(2), rand(2)],)]),
+    (f_dict_in, lambda: [({"a": rand(2), "b": rand(2)},), ({"a": rand(2), "b": rand(2)},)]),
+    (f_loop_range, lambda: [(rand(3),), (rand(3),)]),
+    (f_while, lambda: [(rand(3),), (rand(3),)]),
+    (f_enumerate_zip, lambda: [([rand(2), rand(2)], [rand(2), rand(2)]), ([rand(2), rand(2)], [rand(2), rand(2)])]),
+    (f_branch_on_const, lambda: [(rand(3), True), (rand(3), True)]),
+    (f_isinstance, lambda: [(rand(3), 2), (rand(3), 2)]),
+    (f_functional, lambda: [(rand(2, 5),), (rand(2, 5),)]),
+    (f_torch_fns, lambda: [(rand(3),), (rand(3),)]),
+    (f_masked, lambda: [(rand(4),), (rand(4),)]),
+    (f_calls_helper, lambda: [(rand(3),), (rand(3),)]),
+    (f_closure, lambda: [(rand(3),), (rand(3),)]),
+    (f_min_max_len, lambda: [(rand(2), [1, 5, 2]), (rand(2), [1, 5, 2])]),
 ]
 
 
@@ -287,18 +287,18 @@ def test_function_matches_eager_and_compiles_once(fn, inputs):
 
 
 def test_kwargs_variants_each_compile_once():
-    x = r(3)
+    x = rand(3)
     cnt = CompileCounter()
     opt = tjc.compile(f_kwargs, backend=cnt)
     assert same(opt(x), f_kwargs(x))
     assert same(opt(x, scale=2.0), f_kwargs(x, scale=2.0))
-    y = r(3)
+    y = rand(3)
     assert same(opt(x, y), f_kwargs(x, y))
     assert cnt.frame_count == 3, "y=None, scale=2.0 and y given are three specializations"
 
 
 def test_inplace_update_of_an_input():
-    a = r(4)
+    a = rand(4)
     b = a.clone()
     cnt = CompileCounter()
     out = tjc.compile(f_inplace, backend=cnt)(a)
@@ -314,7 +314,7 @@ def test_recompile_on_global_change():
     global SCALE
     cnt = CompileCounter()
     opt = tjc.compile(f_globals, backend=cnt)
-    x = r(3)
+    x = rand(3)
     assert same(opt(x), x * SCALE + OFFSET)
     old = SCALE
     try:
@@ -332,16 +332,16 @@ def test_recompile_on_tensor_and_state_changes(change):
 
     cnt = CompileCounter()
     opt = tjc.compile(f, backend=cnt)
-    x = r(3)
+    x = rand(3)
     assert same(opt(x), f(x))
     if change == "shape":
-        y = r(5)
+        y = rand(5)
     elif change == "dtype":
-        y = r(3).double()
+        y = rand(3).double()
     elif change == "requires_grad":
-        y = r(3).requires_grad_()
+        y = rand(3).requires_grad_()
     else:
-        y = r(3)
+        y = rand(3)
     if change == "grad_mode":
         with torch.no_grad():
             assert same(opt(y), f(y))
@@ -392,8 +392,8 @@ def f_list_imul_aliases(t):
 
 
 @pytest.mark.parametrize("fn,args", [
-    (f_iadd_on_int, (r(3),)), (f_imul_on_float, (r(3),)), (f_accumulate, ([r(2), r(2), r(2)],)),
-    (f_augmented_on_other_immutables, (r(2),)), (f_list_imul_aliases, (r(2),))])
+    (f_iadd_on_int, (rand(3),)), (f_imul_on_float, (rand(3),)), (f_accumulate, ([rand(2), rand(2), rand(2)],)),
+    (f_augmented_on_other_immutables, (rand(2),)), (f_list_imul_aliases, (rand(2),))])
 def test_augmented_assignment_on_immutable_values_traces_out_of_place(fn, args):
     """`b = 0; b += t` rebinds b to `0 + t` (ints have no __iadd__). Traced as operator.iadd with
     the literal 0, the graph's generated Python was `0 += t`, a SyntaxError in the user's call."""
@@ -421,7 +421,7 @@ def test_names_in_generated_code_are_reachable_from_the_frame():
     """torch.jit.annotate(Any, x) put a node with the constant typing.Any in the graph; fx printed
     it as `typing.Any`, and the generated forward raised NameError in the user's call."""
     assert "typing" not in globals()
-    x = r(3)
+    x = rand(3)
     assert same(tjc.compile(f_jit_annotate, fullgraph=True)(x), f_jit_annotate(x))
 
 
@@ -442,7 +442,7 @@ def test_a_source_the_frame_cannot_reach_falls_back_instead_of_raising(caplog):
     def f(x):
         return x + 1
 
-    x = r(3)
+    x = rand(3)
     tjc.reset()   # pytest --refleaks repeats the body: f's code must miss again
     with pytest.MonkeyPatch.context() as mp, caplog.at_level("WARNING", logger="torch_jit_cache"):
         mp.setattr(tracer, "trace", trace_with_a_stray_global)
@@ -475,7 +475,7 @@ def test_compiled_methods_and_bound_methods():
     s = Scaler(3.0)
     cnt = CompileCounter()
     bound = tjc.compile(s.apply, backend=cnt)
-    x = r(3)
+    x = rand(3)
     assert same(bound(x), s.apply(x)) and same(bound(x), s.apply(x))
 
     class WithCompiled:
@@ -510,8 +510,8 @@ def f_tuple_subclasses(x, pair):
 def test_tuple_subclasses_are_rebuilt_as_their_class():
     """torch.return_types.max, torch.Size and a namedtuple argument come back as those classes,
     not as plain tuples (`.values`, `.indices` work as in eager)."""
-    args = (r(3, 4), Pair(1, r(2)))
-    check(f_tuple_subclasses, args, (r(3, 4), args[1]))
+    args = (rand(3, 4), Pair(1, rand(2)))
+    check(f_tuple_subclasses, args, (rand(3, 4), args[1]))
     got = tjc.compile(f_tuple_subclasses)(*args)
     assert torch.equal(got[0].values, args[0].max(dim=1).values)
     assert got[4].indices.shape == (3, 4)

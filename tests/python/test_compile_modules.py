@@ -13,7 +13,7 @@ import torch.nn.functional as F  # noqa: E402
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import r, same  # noqa: E402
+from context_helpers import rand, same  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
@@ -84,13 +84,13 @@ class Block(torch.nn.Module):
 
 
 MODULE_CASES = [
-    ("mlp", MLP, lambda: [(r(2, 8),), (r(2, 8),)]),
-    ("cnn_eval", lambda: CNN().eval(), lambda: [(r(2, 3, 8, 8),), (r(2, 3, 8, 8),)]),
-    ("attention", Attention, lambda: [(r(2, 5, 8), torch.triu(torch.ones(5, 5, dtype=torch.bool), 1))] * 2),
-    ("gru_unrolled", GRUUnrolled, lambda: [(r(3, 2, 4),), (r(3, 2, 4),)]),
-    ("nested_block", Block, lambda: [(r(2, 8),), (r(2, 8),)]),
+    ("mlp", MLP, lambda: [(rand(2, 8),), (rand(2, 8),)]),
+    ("cnn_eval", lambda: CNN().eval(), lambda: [(rand(2, 3, 8, 8),), (rand(2, 3, 8, 8),)]),
+    ("attention", Attention, lambda: [(rand(2, 5, 8), torch.triu(torch.ones(5, 5, dtype=torch.bool), 1))] * 2),
+    ("gru_unrolled", GRUUnrolled, lambda: [(rand(3, 2, 4),), (rand(3, 2, 4),)]),
+    ("nested_block", Block, lambda: [(rand(2, 8),), (rand(2, 8),)]),
     ("sequential", lambda: torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)),
-     lambda: [(r(3, 8),), (r(3, 8),)]),
+     lambda: [(rand(3, 8),), (rand(3, 8),)]),
 ]
 
 
@@ -110,7 +110,7 @@ def test_cnn_batchnorm_in_train_mode_updates_running_stats_like_eager():
     a, b = CNN().train(), CNN().train()
     b.load_state_dict(a.state_dict())
     opt = tjc.compile(b, backend=CompileCounter())
-    x = r(4, 3, 8, 8)
+    x = rand(4, 3, 8, 8)
     assert same(a(x), opt(x))
     assert same(a.bn.running_mean, b.bn.running_mean)
     assert int(a.bn.num_batches_tracked) == int(b.bn.num_batches_tracked)
@@ -131,7 +131,7 @@ def test_a_leaf_module_setting_changed_after_compiling_recompiles(make, attr, va
     leaf = make()
     model = torch.nn.Sequential(leaf)
     opt = tjc.compile(model)
-    x = r(*shape)
+    x = rand(*shape)
     assert same(opt(x), model(x))
     setattr(leaf, attr, value)
     assert same(opt(x), model(x))
@@ -152,7 +152,7 @@ class KeyedBlocks(torch.nn.Module):
 def test_membership_in_modules_follows_python():
     m = KeyedBlocks()
     opt = tjc.compile(m)
-    x = r(2)
+    x = rand(2)
     assert same(opt(x, True), m(x, True)), "'0' in Sequential is False in Python"
     assert same(opt(x, False), m(x, False))
     m.d["b"] = torch.nn.Identity()          # a key added after compiling
@@ -168,7 +168,7 @@ def test_module_wrapper_behaves_like_the_module():
     assert not mod.training
     opt.custom = 5
     assert mod.custom == 5
-    assert same(opt.forward(r(1, 8)).shape, torch.Size([1, 4]))
+    assert same(opt.forward(rand(1, 8)).shape, torch.Size([1, 4]))
 
 
 def test_recompile_on_module_attribute_submodule_and_training_flag():
@@ -185,7 +185,7 @@ def test_recompile_on_module_attribute_submodule_and_training_flag():
     m = M().eval()
     cnt = CompileCounter()
     opt = tjc.compile(m, backend=cnt)
-    x = r(2, 4)
+    x = rand(2, 4)
     assert same(opt(x), m(x))
     m.scale = 3.0
     assert same(opt(x), m(x))
@@ -208,7 +208,7 @@ def test_gradients_through_compiled_function_and_module_equal_eager():
     ref = MLP()
     ref.load_state_dict(mod.state_dict())
     opt = tjc.compile(mod, backend="aot_eager")
-    x = r(3, 8)
+    x = rand(3, 8)
     opt(x).pow(2).sum().backward()
     ref(x).pow(2).sum().backward()
     for p, q in zip(mod.parameters(), ref.parameters()):
@@ -224,7 +224,7 @@ def test_sgd_loop_trains_to_the_same_weights():
     sa = torch.optim.SGD(a.parameters(), lr=0.1)
     sb = torch.optim.SGD(b.parameters(), lr=0.1)
     for _ in range(5):
-        x, y = r(4, 8), r(4, 4)
+        x, y = rand(4, 8), rand(4, 4)
         for model, sgd in ((a, sa), (opt_b, sb)):
             sgd.zero_grad()
             F.mse_loss(model(x), y).backward()
@@ -238,7 +238,7 @@ def test_sgd_loop_trains_to_the_same_weights():
 def test_compiled_module_and_its_parameters_are_freed_without_reset():
     mod = MLP()
     opt = tjc.compile(mod, backend=CompileCounter())
-    opt(r(2, 8))
+    opt(rand(2, 8))
     dead = []
     weakref.finalize(mod, dead.append, "module")
     weakref.finalize(mod.layers[0].weight, dead.append, "weight")
@@ -254,7 +254,7 @@ def test_fifty_models_compiled_and_dropped_leave_no_tensors():
 
     def one():
         m = MLP()
-        tjc.compile(m, backend=CompileCounter())(r(2, 8))
+        tjc.compile(m, backend=CompileCounter())(rand(2, 8))
 
     one()
     before = live_tensors()
@@ -276,7 +276,7 @@ def test_recompiled_module_is_freed_without_gc():
 
     net = Net().eval()
     model = tjc.compile(net, backend=CompileCounter())
-    x = r(2, 4)
+    x = rand(2, 4)
     gc.collect()
     gc.disable()
     try:

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import r, same  # noqa: E402
+from context_helpers import rand, same  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
@@ -42,7 +42,7 @@ def test_fullgraph_raises_naming_the_line():
 
     opt = tjc.compile(with_print, fullgraph=True)
     with pytest.raises(Exception, match="fullgraph"):
-        opt(r(2))
+        opt(rand(2))
 
 
 def test_bad_arguments_are_clear_errors():
@@ -64,7 +64,7 @@ def test_disable_keeps_a_function_uncompiled():
     tjc.disable(inner)
     cnt = CompileCounter()
     opt = tjc.compile(inner, backend=cnt)
-    x = r(3)
+    x = rand(3)
     assert same(opt(x), x + 1)
     assert cnt.frame_count == 0, "a disabled function is never compiled"
     tjc.reset()
@@ -82,8 +82,8 @@ def test_tjc_log_prints_graph_guards_bytecode_and_recompiles(capsys):
     log.logger.handlers.clear()
     try:
         opt = tjc.compile(f)
-        opt(r(3))
-        opt(r(4))
+        opt(rand(3))
+        opt(rand(4))
     finally:
         tjc.config.log = old
         log.logger.handlers.clear()
@@ -117,8 +117,8 @@ def test_tjc_log_fallbacks_prints_every_fallback_with_its_reason(capsys):
     log.logger.handlers.clear()
     tjc.reset()   # pytest --refleaks repeats the body: the skip marks of the last run go
     try:
-        tjc.compile(first)(r(2))
-        tjc.compile(second)(r(2))
+        tjc.compile(first)(rand(2))
+        tjc.compile(second)(rand(2))
     finally:
         tjc.config.log = old
         log.logger.handlers.clear()
@@ -133,9 +133,9 @@ def test_stats_count_graphs_and_recompiles():
         return x * 2
 
     opt = tjc.compile(f)
-    opt(r(2))
-    opt(r(2))
-    opt(r(3))
+    opt(rand(2))
+    opt(rand(2))
+    opt(rand(3))
     s = tjc.stats()
     assert s["graphs"] == 2 and s["recompiles"] == 1 and s["hits"] >= 1 and s["compiles"] == 2
     assert len(tjc.cache_entries(opt)) == 2
@@ -145,7 +145,7 @@ def test_a_raising_backend_runs_eagerly_and_raises_only_under_fullgraph():
     def bad_backend(gm, example_inputs):
         raise RuntimeError("backend exploded")
 
-    x = r(2)
+    x = rand(2)
     opt = tjc.compile(lambda x: x + 1, backend=bad_backend)
     assert same(opt(x), x + 1)
     opt = tjc.compile(lambda x: x + 2, backend=bad_backend, fullgraph=True)
