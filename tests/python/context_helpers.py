@@ -1,6 +1,7 @@
 """Shared by the tests that run a function eagerly and compiled and compare: on copies of the same
 inputs, what a context manager can change (the grad-mode and autocast tests); a compiled function's
-counters (CompiledCalls; run_counting_breaks and check_graphs_and_breaks for the graph-break tests);
+counters (CompiledCalls; run_counting_breaks and check_graphs_and_breaks for the graph-break tests;
+Recording, a backend that keeps its graphs weakly, for the opaque-call tests);
 a result's structure and values (assert_same, compiled_like_eager; same, a bool, for the compile
 tests, with rand for random inputs); user objects the traced-object tests build, pass in and copy
 (NewCache, Holder, Slotted, Finalised) and same_object to compare them; tracer.trace() run without
@@ -194,6 +195,25 @@ def compiled_like_eager(fn, *args, graphs=1, breaks=0):
         assert_same(got, expected)
     calls.check(graphs=graphs, breaks=breaks, recompiles=0)
     return got
+
+
+class Recording:
+    """A backend that runs graphs eagerly and remembers them weakly (a test must not keep them)."""
+
+    runs_graph_eagerly = True
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(weakref.ref(gm))
+        return gm.forward
+
+    def opaque_calls(self):
+        """The modules the live graphs call opaquely (their call_module targets)."""
+        return [gm.get_submodule(n.target) for ref in self.graphs if ref() is not None
+                for gm in [ref()] for n in gm.graph.nodes if n.op == "call_module"]
+
 
 
 # -- user objects for the traced-object tests (new objects, HuggingFace outputs, deepcopy) ---------
