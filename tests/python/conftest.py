@@ -58,6 +58,15 @@ def fresh_runtime():
 
 
 @pytest.fixture
+def no_hook_left(fresh_runtime):
+    """fresh_runtime, and the hook uninstalled once the test is over (the fault tests)."""
+    from torch_jit_cache import runtime
+
+    yield
+    assert not runtime.hook_installed()
+
+
+@pytest.fixture
 def fresh_caches():
     """Every cache dropped and the counters zeroed before and after the test (tjc.reset()); a module
     asks for it in its pytestmark (`pytest.mark.usefixtures("fresh_caches")`)."""

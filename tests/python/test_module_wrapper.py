@@ -1,7 +1,9 @@
 """A compiled module is the nn.Module it wraps (module_wrapper.py): registered as a child,
 its parameters, state_dict keys, modes, dtype and hooks are the wrapped module's, methods that
 return self return the compiled module, copies compile on their own cache, compile_() compiles in
-place, and dropping either frees everything without the cycle collector."""
+place, dropping either frees everything without the cycle collector, a compiled child trains as
+the eager one, and the made subclass changes nothing the class does. Inside a model compiled whole
+and under DistributedDataParallel: test_module_wrapper_callers.py."""
 import copy
 import gc
 import io
@@ -15,6 +17,8 @@ from torch import nn  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+from context_helpers import rand  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
@@ -62,10 +66,6 @@ def pair(compile_child):
     return eager, twin
 
 
-def r(*shape):
-    return torch.randn(*shape)
-
-
 # --- an nn.Module, registered where it is assigned --------------------------------------------
 
 def test_compiled_module_is_an_nn_module_of_the_wrapped_class():
@@ -91,7 +91,7 @@ def test_a_compiled_child_is_registered_in_its_parent():
     twin.eval()
     assert not twin.child.training and not twin.child.original_module.training
     assert not twin.child.drop.training, "parent.eval() reaches the compiled child's Dropout"
-    x = r(3, 4)
+    x = rand(3, 4)
     assert torch.allclose(twin(x), eager(x), atol=1e-6)
     assert cnt.frame_count == 1
 
@@ -99,7 +99,7 @@ def test_a_compiled_child_is_registered_in_its_parent():
 def test_zero_grad_double_and_to_reach_a_compiled_child():
     _, twin = pair(tjc.compile)
     twin.train()
-    twin(r(3, 4)).sum().backward()
+    twin(rand(3, 4)).sum().backward()
     assert twin.child.lin.weight.grad is not None
     twin.zero_grad()
     assert twin.child.lin.weight.grad is None
@@ -107,7 +107,7 @@ def test_zero_grad_double_and_to_reach_a_compiled_child():
     assert twin.child.lin.weight.dtype == torch.float64
     assert twin.child.original_module.lin.weight.dtype == torch.float64
     assert twin.child.bn.running_mean.dtype == torch.float64
-    x = r(3, 4).double()
+    x = rand(3, 4).double()
     twin.eval()
     assert twin(x).dtype == torch.float64
     twin.to(torch.float32)
@@ -123,7 +123,7 @@ def test_modulelist_item_assignment_of_a_compiled_block():
         model.layers[i] = tjc.compile(block, backend=cnt)
     assert all(isinstance(b, tjc.CompiledModule) for b in model.layers)
     assert list(model.state_dict()) == list(eager.state_dict())
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(model(x), eager(x), atol=1e-6)
     assert cnt.frame_count == 3, "each block compiled on its own cache"
 
@@ -175,7 +175,7 @@ def test_methods_returning_self_return_the_compiled_module(call):
     model = call(compiled)
     assert model is compiled
     model.eval()
-    x = r(3, 4)
+    x = rand(3, 4)
     assert torch.allclose(model(x), compiled.original_module(x), atol=1e-3)
     assert cnt.frame_count == 1, "model = tjc.compile(M()).eval() still compiles"
 
@@ -183,7 +183,7 @@ def test_methods_returning_self_return_the_compiled_module(call):
 def test_eval_then_call_compiles():
     before = tjc.stats()["graphs"]
     model = tjc.compile(Child()).eval()
-    model(r(2, 4))
+    model(rand(2, 4))
     assert tjc.stats()["graphs"] == before + 1
     assert model.zero_grad() is None
 
@@ -195,11 +195,11 @@ def test_hooks_registered_on_the_compiled_module_run():
     seen = []
     h1 = compiled.register_forward_pre_hook(lambda m, args: seen.append("pre"))
     h2 = compiled.register_forward_hook(lambda m, args, out: out * 0 + 7)
-    out = compiled(r(2, 4))
+    out = compiled(rand(2, 4))
     assert seen == ["pre"] and torch.all(out == 7)
     h1.remove()
     h2.remove()
-    assert not torch.all(compiled(r(2, 4)) == 7)
+    assert not torch.all(compiled(rand(2, 4)) == 7)
 
 
 def test_attributes_forward_and_cache_entries_still_work():
@@ -207,7 +207,7 @@ def test_attributes_forward_and_cache_entries_still_work():
     compiled = tjc.compile(child, backend=CompileCounter())
     compiled.custom = 5
     assert child.custom == 5 and compiled.custom == 5
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(compiled.forward(x), child(x))
     assert len(tjc.cache_entries(compiled)) == 1, "forward(x) ran compiled"
     compiled(x)
@@ -221,7 +221,7 @@ def test_compiling_a_compiled_module_wraps_its_module():
     once = tjc.compile(child)
     twice = tjc.compile(once, backend=CompileCounter())
     assert twice.original_module is child
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(twice(x), child(x))
     assert len(tjc.cache_entries(twice)) == 1
 
@@ -231,7 +231,7 @@ def test_a_compiled_parent_with_a_compiled_child_equals_eager():
     eager.eval()
     twin.eval()
     outer = tjc.compile(twin)
-    x = r(3, 4)
+    x = rand(3, 4)
     assert torch.allclose(outer(x), eager(x), atol=1e-6)
     assert torch.allclose(outer(x), eager(x), atol=1e-6)
 
@@ -255,7 +255,7 @@ def _roundtrip(how, m):
 def test_copies_are_compiled_modules_on_their_own_cache(how):
     child = Child().eval()
     compiled = tjc.compile(child, backend="eager", fullgraph=True, dynamic=False, cache_limit=3)
-    x = r(2, 4)
+    x = rand(2, 4)
     compiled(x)
     dup = _roundtrip(how, compiled)
     assert isinstance(dup, tjc.CompiledModule) and isinstance(dup, Child)
@@ -284,7 +284,7 @@ def test_a_copy_of_a_parent_holds_a_compiled_copy_of_its_child(how):
     assert list(dup.state_dict()) == list(twin.state_dict())
     dup.eval()
     twin.eval()
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(dup(x), twin(x))
     assert len(tjc.cache_entries(dup.child)) == 1
 
@@ -307,7 +307,7 @@ def test_compile_in_place_compiles_blocks_without_reassignment():
         assert tjc.compile_(block, backend=cnt) is block
     assert type(model.layers[0]) is nn.Sequential, "the module keeps its class"
     assert list(model.state_dict()) == list(eager.state_dict())
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(model(x), eager(x), atol=1e-6)
     assert cnt.frame_count == 3
     assert torch.allclose(model(x), eager(x), atol=1e-6)
@@ -321,7 +321,7 @@ def test_compile_in_place_module_called_directly_and_copied():
     cnt = CompileCounter()
     child = Child().eval()
     tjc.compile_(child, backend=cnt)
-    x = r(2, 4)
+    x = rand(2, 4)
     out = child(x)
     assert cnt.frame_count == 1
     for dup in (copy.copy(child), copy.deepcopy(child), pickle.loads(pickle.dumps(child))):
@@ -347,7 +347,7 @@ def test_compile_in_place_with_bad_arguments():
 # --- lifetimes: no reference cycles ------------------------------------------------------------
 
 def test_dropping_a_compiled_module_frees_it_without_gc():
-    x = r(2, 4)
+    x = rand(2, 4)
     gc.collect()
     gc.disable()
     try:
@@ -370,7 +370,7 @@ def test_dropping_a_compiled_module_frees_it_without_gc():
 
 
 def test_dropping_a_parent_with_a_compiled_child_frees_it_without_gc():
-    x = r(3, 4)
+    x = rand(3, 4)
     gc.collect()
     gc.disable()
     try:
@@ -387,7 +387,7 @@ def test_dropping_a_parent_with_a_compiled_child_frees_it_without_gc():
 
 
 def test_a_module_compiled_in_place_is_freed_without_gc():
-    x = r(2, 4)
+    x = rand(2, 4)
     gc.collect()
     gc.disable()
     try:
@@ -410,7 +410,7 @@ def test_a_module_compiled_in_place_is_freed_without_gc():
 def _train(model, make_opt, steps=3):
     torch.manual_seed(1)
     opt = make_opt(model.parameters())
-    xs = [r(8, 4) for _ in range(steps)]
+    xs = [rand(8, 4) for _ in range(steps)]
     torch.manual_seed(2)      # the Dropout masks: the same draws in both runs
     for x in xs:
         opt.zero_grad()
@@ -454,47 +454,6 @@ def test_a_parent_with_a_compiled_child_trains_as_eager(opt_name, how):
                                   atol=1e-6, rtol=1e-5), (i, k)
 
 
-# --- DistributedDataParallel -----------------------------------------------------------------------
-
-_DDP_SCRIPT = r"""
-import datetime, socket, sys
-import torch, torch.distributed as dist
-from torch import nn
-import torch_jit_cache as tjc
-from torch_jit_cache.testing import CompileCounter
-
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
-                        timeout=datetime.timedelta(seconds=60))
-try:
-    torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    ref = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    ref.load_state_dict(m.state_dict())
-    cnt = CompileCounter()
-    ddp = nn.parallel.DistributedDataParallel(tjc.compile(m, backend=cnt))
-    assert len(list(ddp.parameters())) == 4, len(list(ddp.parameters()))
-    assert [n for n, _ in ddp.named_parameters()] == ["module." + n for n, _ in ref.named_parameters()]
-    x = torch.randn(3, 4)
-    ddp(x).sum().backward()
-    ref(x).sum().backward()
-    for p, q in zip(m.parameters(), ref.parameters()):
-        assert torch.allclose(p.grad, q.grad), "gradients reduced over the compiled module's parameters"
-    assert cnt.frame_count == 1, cnt.frame_count
-    print("DDP-OK")
-finally:
-    dist.destroy_process_group()
-"""
-
-
-def test_ddp_sees_the_compiled_modules_parameters():
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", _DDP_SCRIPT], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0 and "DDP-OK" in proc.stdout, proc.stdout + proc.stderr
-
-
 # --- classes: what the made subclass must not change ---------------------------------------------
 
 def test_sequential_slicing_of_a_compiled_sequential_gives_a_plain_sequential():
@@ -503,7 +462,7 @@ def test_sequential_slicing_of_a_compiled_sequential_gives_a_plain_sequential():
     head = compiled[:2]
     assert type(head) is nn.Sequential and len(head) == 2 and head[0] is seq[0]
     assert compiled[0] is seq[0] and len(compiled) == 3
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(head(x), seq[1](seq[0](x)))
     with pytest.raises(TypeError, match="made by torch_jit_cache.compile"):
         tjc.CompiledModule()
@@ -533,7 +492,7 @@ def test_the_wrapped_class_is_kept_and_its_subclass_hook_not_run():
     assert _REGISTERED == [], "no subclass registered by compiling"
     assert type(compiled).__name__ == "Registered" and type(compiled).__module__ == __name__
     assert type(compiled) is type(tjc.compile(Registered())), "one made class per wrapped class"
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(compiled.double_it(x), compiled.original_module(x) * 2)
     assert repr(compiled) == repr(compiled.original_module)
 
@@ -559,7 +518,7 @@ def test_a_class_that_cannot_be_subclassed_is_still_a_compiled_module():
     assert isinstance(compiled, tjc.CompiledModule) and isinstance(compiled, nn.Module)
     parent = nn.ModuleDict({"m": compiled})
     assert [n for n, _ in parent.named_parameters()] == ["m.lin.weight", "m.lin.bias"]
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(compiled(x), module(x)) and compiled.tag == 3
     assert torch.allclose(compiled.scaled(x), module(x) + 1)
     assert compiled.double() is compiled and module.lin.weight.dtype == torch.float64
@@ -576,7 +535,7 @@ def test_forward_can_be_replaced_and_has_the_modules_signature():
     compiled = tjc.compile(child, backend=CompileCounter())
     assert list(inspect.signature(compiled.forward).parameters) == ["x"]
     compiled.forward = lambda x: x * 3
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(compiled(x), x * 3) and torch.allclose(child(x), x * 3)
     del compiled.forward
     assert torch.allclose(compiled(x), Child.forward(child, x))
@@ -590,105 +549,6 @@ def test_a_model_of_blocks_compiled_in_place_then_compiled_whole_is_one_graph():
     for block in model.layers:
         tjc.compile_(block)
     whole = tjc.compile(model, backend=cnt)
-    x = r(2, 4)
+    x = rand(2, 4)
     assert torch.allclose(whole(x), eager(x), atol=1e-6)
     assert cnt.frame_count == 1, "the whole model's trace inlines its blocks"
-
-
-# --- compiled blocks inside a model compiled whole (the tracer inlines them) ---------------------
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return torch.tanh(self.lin(x)) + x
-
-
-class Blocks(nn.Module):
-    def __init__(self, n=3):
-        super().__init__()
-        self.layers = nn.ModuleList(Block() for _ in range(n))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-
-def _as_child(model, cnt):
-    for i, block in enumerate(model.layers):
-        model.layers[i] = tjc.compile(block, backend=cnt)
-
-
-def _in_place(model, cnt):
-    for block in model.layers:
-        tjc.compile_(block, backend=cnt)
-
-
-def _graphs_and_breaks(how):
-    """(eager, model with its blocks compiled by `how` and then compiled whole, the whole's counter,
-    the blocks' counter)."""
-    eager = Blocks()
-    model = Blocks()
-    model.load_state_dict(eager.state_dict())
-    inner = CompileCounter()
-    how(model, inner)
-    outer = CompileCounter()
-    return eager, model, tjc.compile(model, backend=outer), outer, inner
-
-
-@pytest.mark.parametrize("how", [_as_child, _in_place], ids=["compile", "compile_"])
-def test_compiled_blocks_in_a_model_compiled_whole_are_one_graph(how):
-    """torch.compile traces an OptimizedModule child as its `_orig_mod`; here a compiled block (or
-    one compiled in place) inlines as the module it wraps: one graph, no break."""
-    eager, model, whole, outer, inner = _graphs_and_breaks(how)
-    x = r(2, 4)
-    breaks = tjc.stats()["graph_breaks"]
-    assert torch.allclose(whole(x), eager(x), atol=1e-6)
-    assert (outer.frame_count, tjc.stats()["graph_breaks"] - breaks) == (1, 0)
-    assert inner.frame_count == 0, "the blocks' own caches are not used inside the whole"
-    report = tjc.explain(model)(x)
-    assert (report.graph_count, report.graph_break_count) == (1, 0)
-    assert torch.allclose(whole(x), eager(x), atol=1e-6)
-    assert outer.frame_count == 1
-    # Gradients equal eager's.
-    xe = r(2, 4).requires_grad_()
-    xc = xe.detach().clone().requires_grad_()
-    eager(xe).square().sum().backward()
-    whole(xc).square().sum().backward()
-    assert torch.allclose(xe.grad, xc.grad, atol=1e-6)
-    for (name, pe), (_, pc) in zip(eager.named_parameters(), model.named_parameters()):
-        assert torch.allclose(pe.grad, pc.grad, atol=1e-6), name
-    # Each block still runs alone, compiled on its own cache.
-    for be, bc in zip(eager.layers, model.layers):
-        assert torch.allclose(bc(x), be(x), atol=1e-6)
-    assert inner.frame_count == 3
-
-
-@pytest.mark.parametrize("how", [_as_child, _in_place], ids=["compile", "compile_"])
-def test_an_inlined_compiled_block_is_guarded(how):
-    """The whole's trace holds while the block is the same object with the same compiled call:
-    another block, a hook, or a `_compiled_call_impl` set anew is noticed."""
-    eager, model, whole, outer, _ = _graphs_and_breaks(how)
-    x = r(2, 4)
-    whole(x)
-    whole(x)
-    # Another block in its place (compiled the same way): its weights, not the old ones.
-    fresh = Block()
-    eager.layers[1].load_state_dict(fresh.state_dict())
-    model.layers[1] = fresh
-    how(model, CompileCounter())
-    assert torch.allclose(whole(x), eager(x), atol=1e-6)
-    # A hook on the block runs.
-    handle = model.layers[0].register_forward_hook(lambda m, args, out: out * 0)
-    eager_handle = eager.layers[0].register_forward_hook(lambda m, args, out: out * 0)
-    assert torch.allclose(whole(x), eager(x), atol=1e-6)
-    handle.remove()
-    eager_handle.remove()
-    assert torch.allclose(whole(x), eager(x), atol=1e-6)
-    # A call of the block that is no longer compile's: nn.Module.__call__ calls it.
-    block = model.layers[2]
-    block._compiled_call_impl = lambda *args, **kwargs: args[0] * 0 + 5
-    assert torch.all(whole(x) == 5)

@@ -1,0 +1,246 @@
+"""tracer/variables/new_object.py end to end: objects the trace constructs (plain classes, a
+dataclass, ABC subclasses, a class made in the function) are read in the graph and rebuilt after it
+as eager builds them: same class, same instance __dict__ in order, one object wherever it is reached
+(returned twice, stored on an argument, live at a graph break). What rebuilding would change
+(__slots__, __del__) stays a graph break, an abstract class still raises, len() runs the type's
+__len__, and the entry holds none of the objects or classes. Each case compares with eager."""
+import abc
+import dataclasses
+import gc
+import typing
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+from context_helpers import (CompiledCalls, Finalised, Holder, NewCache, Slotted,  # noqa: E402
+                             same_exactly, same_object)
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+
+@dataclasses.dataclass
+class Record:
+    hidden: torch.Tensor
+    cache: typing.Optional[NewCache] = None
+    extra: typing.Optional[torch.Tensor] = None
+
+    def __post_init__(self):
+        self.steps = len(self.cache) if self.cache is not None else 0
+
+
+def _build_and_return(x):
+    cache = NewCache()
+    h = x
+    for i in range(len(cache)):
+        h = h + cache.update(h * 2, i).sum(0)
+    out = Record(h, cache=cache)
+    return out, out.hidden + cache.seq_len(), isinstance(out, Record)
+
+
+def test_objects_built_in_the_trace_are_read_and_returned_as_eager_builds_them():
+    x = torch.randn(3, 4)
+    calls = CompiledCalls(_build_and_return)
+    for _ in range(2):
+        got, want = calls(x), _build_and_return(x)
+        same_object(got[0], want[0])
+        same_exactly(got[1], want[1])
+        assert got[2] is True
+        assert got[0].cache.layers[0] is not got[0].cache.layers[1]
+    calls.check(graphs=1)
+
+
+def _store_new_object(x, holder):
+    c = NewCache(1)
+    holder.cache = c                 # replayed after the graph: the rebuilt object, final state
+    c.update(x, 0)
+    return c.update(x + 1, 0) * 2
+
+
+def test_an_object_built_in_the_trace_and_stored_on_an_argument_has_its_final_state():
+    x = torch.randn(2, 3)
+    calls = CompiledCalls(_store_new_object)
+    for _ in range(2):
+        eh, ch = Holder(), Holder()
+        same_exactly(calls(x, ch), _store_new_object(x, eh))
+        same_object(ch.cache, eh.cache)
+    calls.check(graphs=1)
+
+
+def _returned_twice(x):
+    c = NewCache(1)
+    c.update(x, 0)
+    return c, [c]
+
+
+def test_an_object_reached_twice_after_the_graph_stays_one_object():
+    x = torch.randn(2, 3)
+    calls = CompiledCalls(_returned_twice)
+    for _ in range(2):
+        c, cs = calls(x)
+        assert cs[0] is c
+        same_object(c, _returned_twice(x)[0])
+
+
+def _break_with_object_live(x):
+    c = NewCache(1)
+    c.update(x, 0)
+    print("", end="")                # a graph break: c is rebuilt for the rest of the frame
+    c.update(x * 2, 0)
+    return c, c.seq_len()
+
+
+def test_an_object_live_at_a_graph_break_is_rebuilt_once_for_the_rest_of_the_frame():
+    x = torch.randn(2, 3)
+    calls = CompiledCalls(_break_with_object_live)
+    for _ in range(2):
+        got, want = calls(x), _break_with_object_live(x)
+        same_object(got[0], want[0])
+        assert got[1] == want[1] == 4
+    assert calls.delta("graph_breaks") == 1 and calls.delta("fallbacks") == 0
+
+
+@pytest.mark.parametrize("cls", [Slotted, Finalised])   # a Python __setattr__: test_variables_object_hooks.py
+def test_classes_that_rebuilding_would_change_stay_a_graph_break(cls):
+    def fn(x):
+        o = cls()
+        return x * o.v, o
+    x = torch.randn(3)
+    calls = CompiledCalls(fn)
+    got, want = calls(x), fn(x)
+    same_exactly(got[0], want[0])
+    assert type(got[1]) is cls and got[1].v == want[1].v
+    assert calls.delta("graph_breaks") + calls.delta("fallbacks") >= 1
+
+
+def test_objects_built_in_the_trace_are_not_held_by_the_entry(no_gc):
+    cnt = CompileCounter()
+    compiled = tjc.compile(_build_and_return, backend=cnt)
+    x = torch.randn(3, 4)
+    out = compiled(x)
+    refs = [weakref.ref(o) for o in (out[0], out[0].cache, *out[0].cache.layers, out[0].hidden)]
+    del out
+    assert [r() for r in refs] == [None] * len(refs)
+    out = compiled(x)                # a cache hit builds new ones
+    assert cnt.frame_count == 1 and type(out[0]) is Record
+    del out
+
+
+def test_a_class_built_from_in_the_trace_dies_with_its_code():
+    # Classes are cyclic (cls.__mro__ holds cls): gc.collect() is needed for any class. The entry
+    # must hold the class weakly, by its identity guard and its source only.
+    def make():
+        class Local:
+            def __init__(self, x):
+                self.x = x * 2
+
+        def fn(x):
+            return Local(x).x + 1
+        return Local, fn
+    cls, fn = make()
+    compiled = tjc.compile(fn, backend="eager")
+    same_exactly(compiled(torch.ones(2)), torch.full((2,), 3.0))
+    ref = weakref.ref(cls)
+    del cls, fn, compiled
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_class_returned_by_the_trace_is_not_held_by_the_entry():
+    # The class is a global of fn's module; the user deletes it while the compiled function lives.
+    namespace = {}
+    exec("class Local:\n    pass\n\ndef fn(x):\n    return x + 1, Local\n", namespace)
+    compiled = tjc.compile(namespace["fn"], backend="eager")
+    assert compiled(torch.ones(2))[1] is namespace["Local"]
+    ref = weakref.ref(namespace.pop("Local"))
+    gc.collect()
+    assert ref() is None
+    del compiled
+
+
+def _shared_at_a_break(x, holder):
+    c = NewCache(1)
+    holder.cache = c
+    c.update(x, 0)
+    pair = [c]                       # a list the trace built: refused if reached twice, so once
+    print("", end="")                # a break: c is a local, an item of `pair`, and stored on holder
+    c.update(x * 2, 0)
+    return c, pair, c.seq_len()
+
+
+def test_an_object_reached_several_times_at_a_break_stays_one_object():
+    x = torch.randn(2, 3)
+    calls = CompiledCalls(_shared_at_a_break)
+    for _ in range(2):
+        ch, eh = Holder(), Holder()
+        got, want = calls(x, ch), _shared_at_a_break(x, eh)
+        assert got[1][0] is got[0] and ch.cache is got[0]
+        same_object(got[0], want[0])
+        assert got[2] == want[2] == 4
+    assert calls.delta("graph_breaks") == 1 and calls.delta("fallbacks") == 0
+
+
+class Sized:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+def _lengths(x, passed):
+    made = NewCache(3)
+    made.__len__ = lambda: 99        # an instance attribute: len() looks on the type, never here
+    return x * len(passed) + len(made)
+
+
+def test_len_of_user_objects_runs_their_types_len():
+    x = torch.randn(3)
+    calls = CompiledCalls(_lengths)
+    for n in (2, 2, 5):
+        same_exactly(calls(x, Sized(n)), _lengths(x, Sized(n)))
+    calls.check(graphs=2)            # n is read by the inlined __len__ and guarded: 5 recompiles
+
+
+class AbstractLayer(abc.ABC):
+    @abc.abstractmethod
+    def update(self, k): ...
+
+
+class ConcreteLayer(AbstractLayer):
+    def __init__(self):
+        self.keys = None
+
+    def update(self, k):
+        self.keys = k if self.keys is None else torch.cat([self.keys, k])
+        return self.keys
+
+
+def _abc_layers(x):
+    layer = ConcreteLayer()          # an ABC with nothing abstract left: built in the trace
+    layer.update(x)
+    return layer, layer.update(x + 1) * 2
+
+
+def _abstract(x):
+    y = x * 2
+    AbstractLayer()                  # TypeError in eager: refused in the trace, raised when run
+    return y
+
+
+def test_abc_subclasses_are_built_and_abstract_classes_still_raise():
+    x = torch.randn(2, 3)
+    calls = CompiledCalls(_abc_layers)
+    for _ in range(2):
+        got, want = calls(x), _abc_layers(x)
+        same_object(got[0], want[0])
+        same_exactly(got[1], want[1])
+    calls.check(graphs=1)
+    abstract = CompiledCalls(_abstract)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="abstract"):
+            abstract(x)
