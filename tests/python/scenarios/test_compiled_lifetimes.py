@@ -508,13 +508,21 @@ def test_hundred_models_compiled_and_dropped_flat_tensors_and_rss():
         opt(x)
         opt(x)
 
+    def grown_over_hundred():
+        rss = _rss()
+        for _ in range(100):
+            one()
+        return _rss() - rss
+
     for _ in range(20):  # warm-up: allocator arenas, torch's lazy imports, first-compile caches
         one()
-    tensors, rss = _live_tensors(), _rss()
-    for _ in range(100):
-        one()
+    tensors = _live_tensors()
+    grown = grown_over_hundred()
     assert _live_tensors() <= tensors
-    grown = _rss() - rss
+    if grown >= 2 * 1024 * 1024:
+        # A leak grows with every model, so it shows in every hundred; a one-time step of the
+        # allocator's arenas (seen once in a full 3.13 run beside a sanitizer build) does not.
+        grown = min(grown, grown_over_hundred())
     # Measured (5 runs of this file on 3.11 and 3.13, this machine, fake-tensor traces): 100 models
     # after a 20-model warm-up grow RSS by 364-400 KiB, about 4 KiB per model: torch.fx keeps every generated GraphModule's source
     # in its eval cache and in linecache (one tuple, partial and bound method per graph), which is
