@@ -252,15 +252,17 @@ class FramePlan:
                 out.append(_STATIC_CHOICE)
         return out
 
-    def int_is_dynamic(self, source, value: int, *, is_argument: bool) -> bool:
+    def int_is_dynamic(self, source, value: int, *, is_argument: bool, is_attribute: bool = False) -> bool:
         """Whether the int `value` read from `source` is a symbol (a graph input) in this trace:
-        an argument whose value changed between compiles (a position, a step counter), or any
-        int argument under dynamic=True. Attributes (a config's sizes) stay constants."""
+        an argument whose value changed between compiles (a position, a step counter), any int
+        argument under dynamic=True, or an attribute of a plain object (not an nn.Module) whose
+        value changed between compiles (HF's cache `cumulative_length`, a counter on a state
+        object). Other ints (a module's sizes, a config's constants) stay constants."""
         mode = self.policy.mode
-        if mode is False or not is_argument:
+        if mode is False or not (is_argument or is_attribute):
             return False
         self.policy.record(self.code, source, (value,), kind="int")
-        if mode is True:
+        if mode is True and is_argument:
             return True
         recorded = (self.policy.recorded(self.code).get(f"int:{source}") or (None, [0]))[1]
         return recorded[0] is None

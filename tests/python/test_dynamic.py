@@ -147,6 +147,74 @@ def test_ints_that_are_attributes_stay_constants():
     assert counter.frame_count == 3, "an attribute int keeps its EQUALS_MATCH guard"
 
 
+class _Cache:
+    """As HF's sliding-window cache layer: a plain object whose int position grows every step."""
+
+    def __init__(self):
+        self.cumulative_length = 0
+        self.window = 4              # read every call, never changes: stays a constant
+        self.keys = torch.zeros(1, 4, 8)
+
+
+def _decode_step(x, cache):
+    cache.cumulative_length += x.shape[1]
+    pos = cache.cumulative_length
+    return x * pos + cache.keys[:, : min(pos, cache.window)].sum()
+
+
+def test_an_int_attribute_that_grows_becomes_a_symbol():
+    graphs = []
+    counter = CompileCounter()
+
+    def backend(gm, example_inputs):
+        graphs.append(list(example_inputs))
+        return counter(gm, example_inputs)
+    compiled = tjc.compile(_decode_step, backend=backend)
+    ours, theirs = _Cache(), _Cache()
+    for step in range(20):
+        x = torch.randn(1, 1, 8)
+        torch.testing.assert_close(compiled(x, ours), _decode_step(x, theirs), rtol=0, atol=0)
+        assert ours.cumulative_length == theirs.cumulative_length == step + 1
+    # 0 and 1 are specialized (as torch.compile's), then one entry serves every later position:
+    # without the symbol each step recompiled until the cache limit and then ran uncompiled.
+    assert counter.frame_count <= 3
+    assert tjc.stats()["fallbacks"] == 0
+    assert any(isinstance(v, (int, torch.SymInt)) for v in graphs[-1]), graphs[-1]   # the position, an input
+
+
+def test_a_changing_int_attribute_of_a_module_stays_a_constant():
+    # As torch.compile (allow_unspec_int_on_nn_module=False): a module's ints are its structure.
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 2
+
+        def forward(self, x):
+            return x.reshape(self.k, -1) * self.k
+    m = M()
+    inputs = []
+
+    def backend(gm, example_inputs):
+        inputs.extend(example_inputs)
+        return gm.forward
+    compiled = tjc.compile(m, backend=backend)
+    for k in (2, 3, 4, 6):
+        m.k = k
+        torch.testing.assert_close(compiled(torch.ones(12)), torch.ones(12).reshape(k, -1) * k)
+    assert tjc.stats()["compiles"] == 4
+    assert not any(isinstance(v, (int, torch.SymInt)) for v in inputs), inputs
+
+
+def test_int_attributes_stay_constants_under_dynamic_false():
+    counter = CompileCounter()
+    compiled = tjc.compile(_decode_step, backend=counter, dynamic=False, cache_limit=32)
+    ours, theirs = _Cache(), _Cache()
+    for _ in range(5):
+        x = torch.randn(1, 1, 8)
+        torch.testing.assert_close(compiled(x, ours), _decode_step(x, theirs), rtol=0, atol=0)
+    assert counter.frame_count == 5
+
+
 def test_a_symbolic_size_live_at_a_graph_break():
     def f(x):
         T = x.size(1)

@@ -57,6 +57,10 @@ class VariableTracker:
     # A mutable object the builder guards by type, not identity (a plain user object, a list, a
     # dict): side_effects.py is told of every one reached, to keep its mutation sound.
     guarded_by_type = False
+    # Int attributes read from this object stay constants even when they change between compiles
+    # (an nn.Module's sizes and flags, as torch.compile's allow_unspec_int_on_nn_module=False);
+    # another object's int attribute that changes (a cache's position) becomes a symbol.
+    specializes_int_attributes = False
 
     def __init__(self, source=None):
         self.source = source

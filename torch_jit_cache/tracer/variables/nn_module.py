@@ -152,6 +152,7 @@ _BUFFER = getattr(nn, "Buffer", None)
 
 class NNModuleVariable(VariableTracker):
     identity_family = "module"
+    specializes_int_attributes = True
 
     def __init__(self, module: nn.Module, source):
         super().__init__(source)

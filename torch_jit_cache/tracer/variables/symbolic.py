@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from ...sources import AttrSource
 from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
@@ -132,13 +133,24 @@ def wrap_symbolic(output, node, value) -> VariableTracker:
     return SymNodeVariable(output, node, value)
 
 
+def _is_unspecialized_attribute(out, source) -> bool:
+    """Whether `source` is an attribute of an object whose changing ints become symbols: any
+    traced object's but an nn.Module's (VariableTracker.specializes_int_attributes)."""
+    base = getattr(source, "base", None)
+    if not isinstance(source, AttrSource) or base is None:
+        return False
+    owner = out.by_source.get(base)
+    return owner is not None and not owner.specializes_int_attributes
+
+
 def wrap_dynamic_int(tx, value, source, g):
     """An int the frame plan makes dynamic: a graph input, read at call time. None where it stays
     a constant (the plan keeps it static, or the shape environment specialized it)."""
     out = tx.output
     plan = out.frame_plan
     if not (g.enabled and plan is not None and plan.int_is_dynamic(
-            source, value, is_argument=source.is_frame_input()) and plan.symbolic):
+            source, value, is_argument=source.is_frame_input(), is_attribute=_is_unspecialized_attribute(out, source))
+            and plan.symbolic):
         return None
     symbolic = out.fake_shapes.symint(value, source)
     if isinstance(symbolic, int):
