@@ -12,7 +12,7 @@ import dataclasses
 import types
 import weakref
 
-from . import codegen, counters, graph_break, log, proxies, runtime, trace_rules
+from . import codegen, counters, graph_break, log, proxies, runtime, stance, trace_rules
 from .config import config
 from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
@@ -117,6 +117,8 @@ class FrameCompiler:
                 return runtime.SKIP
         if self._thrashing(code, entries):
             return runtime.SKIP
+        if entries and stance.current() != "default":
+            return self._recompile_under_stance(code, frame, entries)
         if entries:
             counters.count("recompiles")
             if log.enabled("recompiles"):
@@ -153,6 +155,16 @@ class FrameCompiler:
         # back), until two runs show that nothing below it compiles or hits: then they run
         # uncompiled with it and the hook off, at eager speed (runtime.SKIP_TREE_IF_QUIET).
         return runtime.SKIP_TREE_IF_QUIET
+
+    def _recompile_under_stance(self, code, frame, entries):
+        """A recompile under set_stance("eager_on_recompile") runs the original code (the next
+        call may hit again); under "fail_on_recompile" it raises, naming the failed guard."""
+        if stance.current() == "eager_on_recompile":
+            return runtime.RUN_ORIGINAL
+        failure = entries[0].explain(frame)
+        raise stance.RecompileError(f"set_stance('fail_on_recompile'): {describe(code)} would compile again "
+                                    f"({len(entries)} entr{'y' if len(entries) == 1 else 'ies'} cached; the first "
+                                    f"failed: {failure})")
 
     def _thrashing(self, code, entries) -> bool:
         """Whether `code`'s entries keep dying: an object it guards by identity is made anew per

@@ -15,6 +15,7 @@
 #include <structmember.h>  // T_PYSSIZET, READONLY (3.11)
 
 #include "bindings/bindings.h"
+#include "common/runtime_state.h"
 #include "runtime/thread_state.h"
 
 namespace tjc::bindings {
@@ -33,11 +34,14 @@ struct CompiledFunctionObject {
 
 PyObject* compiled_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* o = reinterpret_cast<CompiledFunctionObject*>(self);
-  Interception previous = exchange_interception({o->callback, o->owner_object, o->owner});  // new refs
+  // set_stance("force_eager"): the call runs as CompiledFunction(fn, None) would, uncompiled.
+  const Interception ours = runtime_state().force_eager ? Interception{nullptr, nullptr, nullptr}
+                                                        : Interception{o->callback, o->owner_object, o->owner};
+  Interception previous = exchange_interception(ours);  // new refs
   PyObject* result = PyObject_Vectorcall(o->fn, args, nargsf, kwnames);
   // Restoring never raises, so a pending exception from the call stays as it is.
-  Interception ours = exchange_interception(previous);
-  release(ours);
+  Interception mine = exchange_interception(previous);
+  release(mine);
   release(previous);
   return result;
 }

@@ -48,6 +48,9 @@ struct RuntimeState {
   RuntimeStats stats;
   // The process-wide cache limit (config.cache_limit pushes it here); >= 1.
   int cache_limit = kDefaultCacheLimit;
+  // tjc.set_stance("force_eager") (torch_jit_cache/stance.py): every CompiledFunction call runs its
+  // function with interception off, as if it had never been compiled; caches are kept.
+  bool force_eager = false;
 
   // ---- The eval-frame hook (runtime/thread_state.cpp).
   int active_threads = 0;  // threads with a callback set; the hook is installed while > 0
