@@ -75,3 +75,20 @@ def test_a_data_dependent_python_value_breaks_with_a_reason(read):
     compiled_like_eager(uses_value, x, graphs=2, breaks=1)
     (why,) = tjc.explain(uses_value)(x).break_reasons
     assert read in why and "capture_scalar_outputs" in why
+
+
+def _logs_api_usage(x, p):
+    # torchvision's _log_api_usage_once, as stochastic_depth and every model's constructor call it
+    torch._C._log_api_usage_once(f"torchvision.ops.{_logs_api_usage.__name__}")
+    return x * (1 - p)
+
+
+def test_api_usage_logging_runs_at_trace_time_without_a_break():
+    compiled_like_eager(_logs_api_usage, torch.randn(3), 0.25, graphs=1, breaks=0)
+
+
+def test_another_none_returning_torch_call_still_breaks():
+    def seeds(x):
+        torch.manual_seed(3)
+        return x * 2
+    compiled_like_eager(seeds, torch.ones(2), graphs=1, breaks=1)

@@ -41,6 +41,11 @@ DATA_DEPENDENT = frozenset({
 # Of those, what config.capture_scalar_outputs (a tensor read as Python numbers) and
 # capture_dynamic_output_shape_ops (a result whose size is data) let into a graph on fake tensors.
 _SCALAR_OUTPUTS = frozenset({"item", "tolist"})
+# Calls whose only effect is process-wide and idempotent: torch's API-usage logging records a key
+# the first time it is seen. The trace runs them (call_op calls every target on its examples), so
+# the compiled code need not: they leave no node and no graph break (torchvision calls it in
+# stochastic_depth and in every model's constructor; it broke each block's graph in two).
+ONCE_PER_PROCESS = frozenset({torch._C._log_api_usage_once})
 _DYNAMIC_OUTPUT_SHAPES = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive",
                                     "argwhere", "bincount"})
 _CONSTANT_ATTRS = frozenset({"dtype", "device", "layout", "ndim", "is_cuda", "is_sparse",
@@ -304,6 +309,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
+        if result is None and not method and target in ONCE_PER_PROCESS:
+            return tx.wrap_constant(None)
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return tx.wrap_constant(result)
