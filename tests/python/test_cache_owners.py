@@ -277,3 +277,40 @@ def test_twelve_identical_blocks_called_from_an_uncompiled_caller_all_run_compil
     del opt, model, entries
     gc.collect()
     assert tjc.cache_entries(Block.forward) == []
+
+
+def test_eighteen_blocks_with_a_graph_break_inside_forward_all_run_compiled():
+    # As ConvNeXt's blocks (each its own stochastic-depth rate) with a break inside forward: the
+    # resume code after the break is guarded per block (its live rate differs) and must not
+    # count all blocks against one cache limit (blocks 9-18 would run uncompiled).
+    torch = _torch()
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, rate):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.rate = rate
+
+        def forward(self, x):
+            rate = self.rate
+            y = self.lin(torch.relu(self.lin(x)))
+            print("", end="")          # a graph break in every block
+            return x + (1 - rate) * y
+
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Block(i / 18) for i in range(18)])
+    x = torch.randn(2, 8)
+    expected = model(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt = tjc.compile(model)
+        torch.testing.assert_close(opt(x), expected)
+        compiled = tjc.stats()["compiles"]
+        for _ in range(2):
+            torch.testing.assert_close(opt(x), expected)
+    assert not [w for w in caught if "cache limit" in str(w.message)], "no block reached the limit"
+    stats = tjc.stats()
+    assert stats["cache_limit_hits"] == 0 and stats["fallbacks"] == 0, stats
+    assert stats["compiles"] == compiled, "the second and third calls only hit"
+    assert stats["graphs"] == 36, "two graphs per block: before and after the break"
