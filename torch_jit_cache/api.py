@@ -17,6 +17,7 @@ import types
 import warnings
 
 from . import _C, counters, log, runtime
+from .backends import sharing
 from .convert_frame import FrameCompiler
 
 _WRAPPED = "_torch_jit_cache_original"
@@ -162,6 +163,7 @@ def reset():
     runtime.reset()
     log.forget_once()
     counters.reset()
+    sharing.clear()
 
 
 def stats() -> dict:

@@ -278,10 +278,22 @@ class FrameCompiler:
     def _backend_compile(self, result):
         """The backend's callable for the traced graph, run with interception off."""
         from . import backends
+        from .backends import sharing
 
         # The graph's own generated forward (and anything compiled from it) must run as is:
         # marked skip before anything can call it under the hook.
         runtime.set_skip(type(result.graph).forward)
+        backends.ensure_tuple_output(result.graph)
+        # An identical graph compiled before (the same block, another instance) shares its
+        # callable: the backend runs once (backends/sharing.py says when that is sound).
+        shapes = result.shape_state
+        symbolic = shapes is not None and (shapes.has_unbacked or bool(shapes.ints))
+        key = None if symbolic else sharing.key(self.backend, result.graph, result.example_inputs)
+        compiled = sharing.lookup(key)
+        if compiled is not None:
+            counters.count("shared_backend_compiles")
+            result.graph.graph.owning_module = None
+            return compiled
         # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
         # what the swap leaves in their derived state is put back (proxies.py).
         with proxies.preserving_derived_state(result.graph.modules()):
@@ -291,6 +303,7 @@ class FrameCompiler:
         # module name the trace rules could read, inductor's runner, a user backend's
         # callable) is never intercepted: it runs with interception off, at its own speed.
         compiled = runtime.without_interception(compiled)
+        sharing.remember(key, compiled)
         # fx links the graph back to its GraphModule, a cycle only the collector frees; the
         # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
         # them the modules' parameters, which must go when the entry does, by reference

@@ -22,6 +22,8 @@ PIPELINE = {
     "graph_breaks": 0,  # graph breaks made (a cut inside a callee counts once)
     "recompiles": 0,    # misses of a code that already had live entries
     "unsupported": 0,   # frames that run uncompiled because they could not be compiled (or thrash)
+    # graphs that used the backend's callable of an identical earlier graph (backends/sharing.py)
+    "shared_backend_compiles": 0,
 }
 
 
@@ -39,10 +41,11 @@ def reset() -> None:
 
 def snapshot() -> dict:
     """The user's view: the runtime's counters, with the frames the pipeline could not compile
-    counted as fallbacks, and graphs, graph_breaks and recompiles."""
+    counted as fallbacks, and graphs, graph_breaks, recompiles and shared_backend_compiles."""
     out = dict(runtime.stats())
     out["fallbacks"] += PIPELINE["unsupported"]
     out["graphs"] = PIPELINE["graphs"]
     out["graph_breaks"] = PIPELINE["graph_breaks"]
     out["recompiles"] = PIPELINE["recompiles"]
+    out["shared_backend_compiles"] = PIPELINE["shared_backend_compiles"]
     return out

@@ -1,0 +1,124 @@
+"""One backend compile for identical graphs.
+
+N identical blocks compiled one by one (`model.layers[i] = tjc.compile(block)`, or each layer's
+forward compiled as its own frame) trace N graphs that differ only in which module's parameters
+they read, and parameters are graph inputs: the graphs are the same program. The first one's
+compiled callable serves them all, so inductor (or AOTAutograd) runs once, and a backward is
+compiled once too (AOTAutograd compiles it at the first backward of the shared callable).
+
+The key says everything the backend's output depends on:
+  - the backend: a built-in compiling backend's name (SHARED_BACKENDS); never a user's callable,
+    which may count, record or differ per call (each graph is its own call, as before);
+  - the graph's structure, name-free: per node its kind, its target (the function object itself,
+    or the method name), and its arguments with nodes replaced by their position and constants by
+    their repr;
+  - per input: shape, stride, storage offset, dtype, device, layout, requires_grad, and which
+    earlier input shares its storage (aliasing);
+  - the global state a compile reads: grad mode, inference mode, autocast per device and its dtype,
+    deterministic algorithms, the default dtype, and the configs of inductor and functorch
+    (their own hashes).
+No key (nothing shared) for a symbolic trace (the backend adds guards to that trace's ShapeEnv
+while it compiles, and they belong to that trace's entry), a graph holding module state
+(get_attr, call_module: a constant tensor or a module called opaquely), or an input that is not a
+tensor.
+
+Lifetimes: the memo holds its callables weakly (runtime.without_interception's CompiledFunction
+takes weak references); a key goes when the last cache entry using its callable dies. The key
+holds the graph's call targets (functions, which the callable holds anyway) and no tensor.
+"""
+from __future__ import annotations
+
+import weakref
+
+# Built-in backends whose output is a pure function of the key above and costs enough to share.
+SHARED_BACKENDS = frozenset({"inductor", "aot_eager"})
+_PURE_OPS = frozenset({"placeholder", "call_function", "call_method", "output"})
+
+# key -> weakref to the callable made for it.
+_MEMO: dict = {}
+
+
+def key(backend, gm, example_inputs) -> tuple | None:
+    """The sharing key of compiling `gm` on `example_inputs` with `backend`, or None where nothing
+    may be shared (see the module's docstring)."""
+    if not isinstance(backend, str) or backend not in SHARED_BACKENDS:
+        return None
+    import torch
+
+    inputs = []
+    storages: dict = {}
+    for i, t in enumerate(example_inputs):
+        if not isinstance(t, torch.Tensor) or _symbolic(t) or t.is_sparse:
+            return None
+        storage = t.untyped_storage()._cdata
+        inputs.append((tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device.type,
+                       t.device.index, t.layout, t.requires_grad, storages.setdefault(storage, i)))
+    position = {}
+    nodes = []
+    for i, node in enumerate(gm.graph.nodes):
+        if node.op not in _PURE_OPS:
+            return None
+        position[node] = i
+        target = node.target if node.op == "call_function" else \
+            str(node.target) if node.op == "call_method" else None
+        nodes.append((node.op, target, _args_key(node.args, position), _args_key(node.kwargs, position)))
+    return (backend, tuple(nodes), tuple(inputs), _global_state(backend))
+
+
+def lookup(k):
+    """The callable compiled for key `k`, if it is still alive."""
+    ref = _MEMO.get(k) if k is not None else None
+    return ref() if ref is not None else None
+
+
+def remember(k, compiled) -> None:
+    """`compiled` serves key `k` while it lives."""
+    if k is None:
+        return
+    _MEMO[k] = weakref.ref(compiled, lambda _ref, k=k: _forget(k, _ref))
+
+
+def _forget(k, ref) -> None:
+    if _MEMO.get(k) is ref:
+        del _MEMO[k]
+
+
+def clear() -> None:
+    """Forget every shared callable (tjc.reset())."""
+    _MEMO.clear()
+
+
+def _args_key(value, position):
+    import torch.fx
+
+    if isinstance(value, torch.fx.Node):
+        return ("node", position[value])
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_args_key(v, position) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _args_key(v, position)) for k, v in value.items()))
+    return ("const", type(value), repr(value))
+
+
+def _symbolic(t) -> bool:
+    import torch
+
+    return any(isinstance(d, torch.SymInt) for d in (*t.shape, *t.stride())) or \
+        isinstance(t.storage_offset(), torch.SymInt)
+
+
+def _global_state(backend) -> tuple:
+    import torch
+
+    autocast = tuple((device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+                     for device in ("cpu", "cuda"))
+    configs = []
+    if backend == "inductor":
+        import torch._inductor.config as inductor_config
+
+        configs.append(inductor_config.get_hash())
+    import torch._functorch.config as functorch_config
+
+    configs.append(functorch_config.get_hash())
+    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), autocast,
+            torch.are_deterministic_algorithms_enabled(), torch.get_default_dtype(), tuple(configs))
