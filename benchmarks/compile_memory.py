@@ -30,14 +30,13 @@ Usage: python benchmarks/compile_memory.py [--quick] [--layers 4] [--width 1536]
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
-from harness import options, print_head, write_results  # noqa: E402
+from harness import options, print_head, run_json_child, write_results  # noqa: E402
 
 MB = 1024 * 1024
 GOAL_SHARE = 0.05   # of the parameters' size, above eager
@@ -126,11 +125,7 @@ def run_child(variant, backend, opts) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp())
     cmd = [sys.executable, __file__, "--child", variant, "--backend", backend,
            "--layers", str(opts.layers), "--width", str(opts.width)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr[-4000:])
-        raise SystemExit(f"{variant}[{backend}] failed with exit code {done.returncode}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_json_child(cmd, env, f"{variant}[{backend}]")
 
 
 def main():

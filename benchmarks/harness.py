@@ -5,6 +5,8 @@ Each script is run directly (`python benchmarks/<script>.py`), so this folder is
 import argparse
 import json
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,3 +44,13 @@ def options(doc: str, name: str, extra=None):
     if extra is not None:
         extra(parser)
     return parser.parse_args()
+
+
+def run_json_child(cmd, env, what: str) -> dict:
+    """Runs `cmd` (a variant of a script, in a fresh process) and returns the JSON object its last
+    line of output prints; on failure prints its stderr's end and stops, naming `what`."""
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"{what} failed with exit code {done.returncode}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

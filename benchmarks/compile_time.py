@@ -1,0 +1,131 @@
+"""Compile time of N identical blocks: tjc.compile against torch.compile (issue 23's bars).
+
+For N in 6, 12, 24 transformer-style blocks (LayerNorm, attention-free MLP, residual; width 64),
+each variant runs in a fresh subprocess with its own empty inductor cache folder:
+  regional   every block compiled on its own (`model.layers[i] = compile(block)`), then one
+             forward: the first pass's seconds, compile included;
+  whole      the model compiled as one (`compile(model)`), one forward;
+and, for regional N=12, a second process on the same (now warm) inductor cache: the warm start.
+Each row says whether the output equals eager's, and tjc's rows the graphs it traced and how many
+of them shared an earlier graph's backend compile (backends/sharing.py).
+
+Bars (issue 23): tjc's first pass <= 0.5x torch.compile's; tjc's warm first call <= 0.5x
+torch.compile's warm first call. The script prints whether each is met.
+
+    .venv/bin/python benchmarks/compile_time.py [--quick] [--backend inductor]
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+from harness import options, print_head, run_json_child, write_results
+
+GOAL_RATIO = 0.5
+
+
+def child(variant: str, compiler: str, blocks: int, backend: str) -> dict:
+    import torch
+    import torch.nn as nn
+
+    import torch_jit_cache as tjc
+
+    class Block(nn.Module):
+        def __init__(self, d=64):
+            super().__init__()
+            self.ln = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, 4 * d)
+            self.fc2 = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln(x))))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(Block() for _ in range(blocks))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    torch.manual_seed(0)
+    model = Model().eval()
+    x = torch.randn(4, 16, 64)
+    with torch.no_grad():
+        expected = model(x)
+    compile_fn = (lambda m: tjc.compile(m, backend=backend)) if compiler == "tjc" else \
+        (lambda m: torch.compile(m, backend=backend))
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        if variant == "regional":
+            for i, block in enumerate(model.layers):
+                model.layers[i] = compile_fn(block)
+            out = model(x)
+        else:
+            out = compile_fn(model)(x)
+        seconds = time.perf_counter() - t0
+    stats = tjc.stats()
+    return dict(variant=variant, compiler=compiler, blocks=blocks, backend=backend, seconds=seconds,
+                same=bool(torch.allclose(out, expected, rtol=1e-4, atol=1e-4)),
+                graphs=stats["graphs"] if compiler == "tjc" else None,
+                shared=stats["shared_backend_compiles"] if compiler == "tjc" else None,
+                torch=torch.__version__)
+
+
+def run_child(variant, compiler, blocks, backend, cache_dir) -> dict:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir)
+    cmd = [sys.executable, __file__, "--child", variant, "--compiler", compiler, "--blocks", str(blocks),
+           "--backend", backend]
+    return run_json_child(cmd, env, f"{compiler} {variant} N={blocks}")
+
+
+def main():
+    opts = options(__doc__, "compile_time", extra=lambda p: (
+        p.add_argument("--backend", default="inductor"),
+        p.add_argument("--child", help=argparse.SUPPRESS),
+        p.add_argument("--compiler", help=argparse.SUPPRESS),
+        p.add_argument("--blocks", type=int, help=argparse.SUPPRESS)))
+    if opts.child:
+        print(json.dumps(child(opts.child, opts.compiler, opts.blocks, opts.backend)))
+        return
+    sizes = [6] if opts.quick else [6, 12, 24]
+    print_head(f"{'variant':<16}{'N':>4}{'tjc s':>9}{'torch.compile s':>17}{'ratio':>8}{'same':>6}"
+               f"{'tjc graphs':>12}{'shared':>8}")
+    rows, verdicts = [], []
+    for variant in ("regional", "whole"):
+        for n in sizes:
+            pair = {c: run_child(variant, c, n, opts.backend, tempfile.mkdtemp()) for c in ("tjc", "torch")}
+            rows += pair.values()
+            _print_pair(variant, n, pair)
+            verdicts.append(pair["tjc"]["seconds"] <= GOAL_RATIO * pair["torch"]["seconds"])
+    n = sizes[-1] if opts.quick else 12
+    warm = {}
+    for c in ("tjc", "torch"):
+        folder = tempfile.mkdtemp()
+        run_child("regional", c, n, opts.backend, folder)      # fills the cache
+        warm[c] = run_child("regional", c, n, opts.backend, folder)
+    rows += warm.values()
+    _print_pair("regional, warm", n, warm)
+    first_met = all(verdicts)
+    warm_met = warm["tjc"]["seconds"] <= GOAL_RATIO * warm["torch"]["seconds"]
+    print(f"goal: tjc's first pass <= {GOAL_RATIO}x torch.compile's in every row above the warm one: "
+          f"{'met' if first_met else 'NOT met'}")
+    print(f"goal: tjc's warm first pass <= {GOAL_RATIO}x torch.compile's: {'met' if warm_met else 'NOT met'} "
+          f"({warm['tjc']['seconds']:.2f} s against {warm['torch']['seconds']:.2f} s)")
+    write_results(opts.json, rows[0]["torch"], backend=opts.backend, rows=rows,
+                  goal=dict(first_pass=first_met, warm=warm_met))
+
+
+def _print_pair(variant, n, pair):
+    ours, theirs = pair["tjc"], pair["torch"]
+    same = "y" if ours["same"] and theirs["same"] else "N"
+    print(f"{variant:<16}{n:>4}{ours['seconds']:>9.2f}{theirs['seconds']:>17.2f}"
+          f"{ours['seconds'] / theirs['seconds']:>8.2f}{same:>6}{ours['graphs']:>12}{ours['shared']:>8}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
