@@ -111,3 +111,25 @@ def test_the_shared_callable_goes_with_the_last_entry_using_it(no_gc):
     assert len(sharing._MEMO) == 1, "the third block's entry still uses it"
     del compiled
     assert not sharing._MEMO, "freed by reference counting with the last compiled block"
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+def test_a_graph_whose_key_cannot_be_written_is_not_shared():
+    import types
+
+    import torch.fx
+
+    def graph_of(target, *constants):
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        g.output(g.call_function(target, (x, *constants)))
+        return types.SimpleNamespace(graph=g)   # what key() reads of a GraphModule
+    example = [torch.randn(2)]
+    assert sharing.key("aot_eager", graph_of(torch.add, 1.0), example) is not None
+    assert sharing.key("aot_eager", graph_of(torch.add, _BadRepr()), example) is None
+    assert sharing.key("aot_eager", graph_of(torch.add, 1.0), [torch.randn(2), 3]) is None
+    assert sharing.key(lambda gm, ex: gm.forward, graph_of(torch.add, 1.0), example) is None

@@ -61,7 +61,11 @@ def key(backend, gm, example_inputs) -> tuple | None:
         position[node] = i
         target = node.target if node.op == "call_function" else \
             str(node.target) if node.op == "call_method" else None
-        nodes.append((node.op, target, _args_key(node.args, position), _args_key(node.kwargs, position)))
+        try:
+            nodes.append((node.op, target, _args_key(node.args, position), _args_key(node.kwargs, position)))
+        except _NotShared:
+            return None
+    # Hashable: torch.fx itself keeps a graph's call targets in a dict; constants are their repr.
     return (backend, tuple(nodes), tuple(inputs), _global_state(backend))
 
 
@@ -88,6 +92,10 @@ def clear() -> None:
     _MEMO.clear()
 
 
+class _NotShared(Exception):
+    """A graph whose key cannot be written (a constant whose repr raises)."""
+
+
 def _args_key(value, position):
     import torch.fx
 
@@ -97,7 +105,10 @@ def _args_key(value, position):
         return (type(value).__name__, tuple(_args_key(v, position) for v in value))
     if isinstance(value, dict):
         return ("dict", tuple((k, _args_key(v, position)) for k, v in value.items()))
-    return ("const", type(value), repr(value))
+    try:
+        return ("const", type(value), repr(value))
+    except Exception:  # noqa: BLE001 - a constant without a usable repr: the graph is not shared
+        raise _NotShared from None
 
 
 def _symbolic(t) -> bool:
