@@ -131,5 +131,12 @@ def test_a_graph_whose_key_cannot_be_written_is_not_shared():
     example = [torch.randn(2)]
     assert sharing.key("aot_eager", graph_of(torch.add, 1.0), example) is not None
     assert sharing.key("aot_eager", graph_of(torch.add, _BadRepr()), example) is None
+    # A tensor constant's repr is a summary: two different ones print the same.
+    big, other = torch.zeros(2000), torch.zeros(2000)
+    other[1000] = 1.0
+    assert repr(big) == repr(other)
+    assert sharing.key("aot_eager", graph_of(torch.add, big), example) is None
+    assert sharing.key("aot_eager", graph_of(torch.add, slice(1, None), torch.float16, (2, [3])), example) \
+        is not None
     assert sharing.key("aot_eager", graph_of(torch.add, 1.0), [torch.randn(2), 3]) is None
     assert sharing.key(lambda gm, ex: gm.forward, graph_of(torch.add, 1.0), example) is None

@@ -11,7 +11,9 @@ The key says everything the backend's output depends on:
     which may count, record or differ per call (each graph is its own call, as before);
   - the graph's structure, name-free: per node its kind, its target (the function object itself,
     or the method name), and its arguments with nodes replaced by their position and constants by
-    their repr;
+    their repr (only constants whose repr is their whole value: numbers, strings, None, slices,
+    dtypes, devices, layouts, memory formats; any other constant, a tensor's included, and the
+    graph is not shared);
   - per input: shape, stride, storage offset, dtype, device, layout, requires_grad, and which
     earlier input shares its storage (aliasing);
   - the global state a compile reads: grad mode, inference mode, autocast per device and its dtype,
@@ -93,7 +95,21 @@ def clear() -> None:
 
 
 class _NotShared(Exception):
-    """A graph whose key cannot be written (a constant whose repr raises)."""
+    """A graph whose key cannot be written: a constant whose repr may not be its whole value."""
+
+
+_EXACT_REPR_TYPES = None
+
+
+def _exact_repr_types() -> frozenset:
+    """The constant types whose repr is their whole value (what an fx graph's arguments hold)."""
+    global _EXACT_REPR_TYPES
+    if _EXACT_REPR_TYPES is None:
+        import torch
+
+        _EXACT_REPR_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None), type(...), slice,
+                                       torch.dtype, torch.device, torch.layout, torch.memory_format})
+    return _EXACT_REPR_TYPES
 
 
 def _args_key(value, position):
@@ -105,10 +121,11 @@ def _args_key(value, position):
         return (type(value).__name__, tuple(_args_key(v, position) for v in value))
     if isinstance(value, dict):
         return ("dict", tuple((k, _args_key(v, position)) for k, v in value.items()))
-    try:
-        return ("const", type(value), repr(value))
-    except Exception:  # noqa: BLE001 - a constant without a usable repr: the graph is not shared
-        raise _NotShared from None
+    if type(value) not in _exact_repr_types():
+        # A tensor's repr is a summary, a user object's may leave out what the code depends on:
+        # only constants whose repr is their whole value may decide that two graphs are equal.
+        raise _NotShared
+    return ("const", type(value), repr(value))
 
 
 def _symbolic(t) -> bool:
