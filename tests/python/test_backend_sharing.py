@@ -140,3 +140,7 @@ def test_a_graph_whose_key_cannot_be_written_is_not_shared():
         is not None
     assert sharing.key("aot_eager", graph_of(torch.add, 1.0), [torch.randn(2), 3]) is None
     assert sharing.key(lambda gm, ex: gm.forward, graph_of(torch.add, 1.0), example) is None
+    import torch._inductor.config as inductor_config
+    assert sharing.key("inductor", graph_of(torch.add, 1.0), example) is not None
+    with inductor_config.patch(freezing=True):   # parameters may be folded in as constants
+        assert sharing.key("inductor", graph_of(torch.add, 1.0), example) is None

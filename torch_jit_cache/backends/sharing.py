@@ -19,7 +19,8 @@ The key says everything the backend's output depends on:
   - the global state a compile reads: grad mode, inference mode, autocast per device and its dtype,
     deterministic algorithms, the default dtype, and the configs of inductor and functorch
     (their own hashes).
-No key (nothing shared) for a symbolic trace (the backend adds guards to that trace's ShapeEnv
+No key (nothing shared) under inductor's `freezing` (it may fold parameters' values into the
+code), for a symbolic trace (the backend adds guards to that trace's ShapeEnv
 while it compiles, and they belong to that trace's entry), a graph holding module state
 (get_attr, call_module: a constant tensor or a module called opaquely), or an input that is not a
 tensor.
@@ -46,6 +47,12 @@ def key(backend, gm, example_inputs) -> tuple | None:
     if not isinstance(backend, str) or backend not in SHARED_BACKENDS:
         return None
     import torch
+
+    if backend == "inductor":
+        import torch._inductor.config as inductor_config
+
+        if inductor_config.freezing:   # parameters' values may be folded into the code
+            return None
 
     inputs = []
     storages: dict = {}
