@@ -9,10 +9,6 @@ import logging
 
 import pytest
 
-# Run once, not measured, by scripts/hunt_leaks.py: each run adds handlers/records to the
-# process-wide logging state (grew 13-26 references a run under the debug interpreter; not yet
-# traced to its owner).
-pytestmark = pytest.mark.no_refleaks
 
 import torch_jit_cache as tjc
 from torch_jit_cache import log
