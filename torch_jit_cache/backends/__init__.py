@@ -175,7 +175,7 @@ def inductor(gm, example_inputs):
     import torch
     from torch._inductor.compile_fx import compile_fx
 
-    if not any(isinstance(t, torch.Tensor) and _symbolic(t) for t in example_inputs):
+    if not any(isinstance(t, torch.Tensor) and has_symbolic_sizes(t) for t in example_inputs):
         return compile_fx(gm, example_inputs)
     # With symbolic sizes, the sizes inductor specialises while it compiles (a convolution's channel
     # count) are replacements in the ShapeEnv, which convert_frame reads back into the entry's
@@ -191,7 +191,8 @@ def inductor(gm, example_inputs):
         return compile_fx(gm, example_inputs)
 
 
-def _symbolic(t) -> bool:
+def has_symbolic_sizes(t) -> bool:
+    """Whether a (fake) tensor's sizes or strides hold a symbol (a SymInt)."""
     import torch
 
     return any(isinstance(d, torch.SymInt) for d in (*t.shape, *t.stride()))

@@ -20,10 +20,11 @@ The key says everything the backend's output depends on:
     deterministic algorithms, the default dtype, and the configs of inductor and functorch
     (their own hashes).
 No key (nothing shared) under inductor's `freezing` (it may fold parameters' values into the
-code), for a symbolic trace (the backend adds guards to that trace's ShapeEnv
-while it compiles, and they belong to that trace's entry), a graph holding module state
-(get_attr, call_module: a constant tensor or a module called opaquely), or an input that is not a
-tensor.
+code), for a symbolic trace (the backend adds guards to that trace's ShapeEnv while it compiles,
+and they belong to that trace's entry: a symbolic size or stride of an input, an int symbol, which
+is an input that is not a tensor, or an unbacked symbol made inside the graph, which the caller
+passes as `unbacked`), a graph holding module state (get_attr, call_module: a constant tensor or a
+module called opaquely), or an input that is not a tensor.
 
 Lifetimes: the memo holds its callables weakly (runtime.without_interception's CompiledFunction
 takes weak references); a key goes when the last cache entry using its callable dies. The key
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import weakref
 
+from . import has_symbolic_sizes
+
 # Built-in backends whose output is a pure function of the key above and costs enough to share.
 SHARED_BACKENDS = frozenset({"inductor", "aot_eager"})
 _PURE_OPS = frozenset({"placeholder", "call_function", "call_method", "output"})
@@ -41,10 +44,10 @@ _PURE_OPS = frozenset({"placeholder", "call_function", "call_method", "output"})
 _MEMO: dict = {}
 
 
-def key(backend, gm, example_inputs) -> tuple | None:
+def key(backend, gm, example_inputs, *, unbacked: bool = False) -> tuple | None:
     """The sharing key of compiling `gm` on `example_inputs` with `backend`, or None where nothing
-    may be shared (see the module's docstring)."""
-    if not isinstance(backend, str) or backend not in SHARED_BACKENDS:
+    may be shared (see the module's docstring). `unbacked`: the trace made an unbacked symbol."""
+    if unbacked or not isinstance(backend, str) or backend not in SHARED_BACKENDS:
         return None
     import torch
 
@@ -57,7 +60,8 @@ def key(backend, gm, example_inputs) -> tuple | None:
     inputs = []
     storages: dict = {}
     for i, t in enumerate(example_inputs):
-        if not isinstance(t, torch.Tensor) or _symbolic(t) or t.is_sparse:
+        if not isinstance(t, torch.Tensor) or t.is_sparse or has_symbolic_sizes(t) or \
+                isinstance(t.storage_offset(), torch.SymInt):
             return None
         storage = t.untyped_storage()._cdata
         inputs.append((tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device.type,
@@ -133,13 +137,6 @@ def _args_key(value, position):
         # only constants whose repr is their whole value may decide that two graphs are equal.
         raise _NotShared
     return ("const", type(value), repr(value))
-
-
-def _symbolic(t) -> bool:
-    import torch
-
-    return any(isinstance(d, torch.SymInt) for d in (*t.shape, *t.stride())) or \
-        isinstance(t.storage_offset(), torch.SymInt)
 
 
 def _global_state(backend) -> tuple:

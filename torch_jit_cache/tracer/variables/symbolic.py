@@ -136,10 +136,9 @@ def wrap_symbolic(output, node, value) -> VariableTracker:
 def _is_unspecialized_attribute(out, source) -> bool:
     """Whether `source` is an attribute of an object whose changing ints become symbols: any
     traced object's but an nn.Module's (VariableTracker.specializes_int_attributes)."""
-    base = getattr(source, "base", None)
-    if not isinstance(source, AttrSource) or base is None:
+    if not isinstance(source, AttrSource):
         return False
-    owner = out.by_source.get(base)
+    owner = out.by_source.get(source.base)
     return owner is not None and not owner.specializes_int_attributes
 
 
