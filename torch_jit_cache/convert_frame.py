@@ -117,8 +117,10 @@ class FrameCompiler:
                 return runtime.SKIP
         if self._thrashing(code, entries):
             return runtime.SKIP
-        if entries and stance.current() != "default":
-            return self._recompile_under_stance(code, frame, entries)
+        if stance.current() != "default":
+            decided = self._under_stance(code, frame, entries)
+            if decided is not None:
+                return decided
         if entries:
             counters.count("recompiles")
             if log.enabled("recompiles"):
@@ -156,11 +158,17 @@ class FrameCompiler:
         # uncompiled with it and the hook off, at eager speed (runtime.SKIP_TREE_IF_QUIET).
         return runtime.SKIP_TREE_IF_QUIET
 
-    def _recompile_under_stance(self, code, frame, entries):
-        """A recompile under set_stance("eager_on_recompile") runs the original code (the next
-        call may hit again); under "fail_on_recompile" it raises, naming the failed guard."""
-        if stance.current() == "eager_on_recompile":
+    def _under_stance(self, code, frame, entries):
+        """What a miss does under a stance other than "default", or None to compile as usual.
+        force_eager: the frame runs as written (a compiled call already running when the stance
+        was set still reaches this callback). A recompile (entries exist) under
+        "eager_on_recompile" runs the original code (the next call may hit again); under
+        "fail_on_recompile" it raises, naming the failed guard."""
+        now = stance.current()
+        if now == "force_eager" or (entries and now == "eager_on_recompile"):
             return runtime.RUN_ORIGINAL
+        if not entries:
+            return None
         failure = entries[0].explain(frame)
         raise stance.RecompileError(f"set_stance('fail_on_recompile'): {describe(code)} would compile again "
                                     f"({len(entries)} entr{'y' if len(entries) == 1 else 'ies'} cached; the first "
@@ -286,9 +294,8 @@ class FrameCompiler:
         backends.ensure_tuple_output(result.graph)
         # An identical graph compiled before (the same block, another instance) shares its
         # callable: the backend runs once (backends/sharing.py says when that is sound).
-        shapes = result.shape_state
-        symbolic = shapes is not None and (shapes.has_unbacked or bool(shapes.ints))
-        key = None if symbolic else sharing.key(self.backend, result.graph, result.example_inputs)
+        unbacked = result.shape_state is not None and result.shape_state.has_unbacked
+        key = sharing.key(self.backend, result.graph, result.example_inputs, unbacked=unbacked)
         compiled = sharing.lookup(key)
         if compiled is not None:
             counters.count("shared_backend_compiles")

@@ -137,3 +137,29 @@ def test_a_compiled_module_run_under_force_eager_is_freed(no_gc):
     refs = weakref.ref(model), weakref.ref(compiled)
     del model, compiled
     assert [r() for r in refs] == [None, None]
+
+
+def _double(x):
+    return x * 2
+
+
+@tjc.disable
+def _eager_block(x):
+    with tjc.set_stance("force_eager"):
+        return _double(x)
+
+
+def _outer(x):
+    return _eager_block(x + 1) - 1
+
+
+def test_force_eager_entered_inside_a_running_compiled_call_runs_misses_eagerly():
+    # The outer call was intercepted before the stance changed: frames below it still reach the
+    # miss callback, which must run them as written, not compile them or treat them as recompiles.
+    counter = CompileCounter()
+    compiled = tjc.compile(_outer, backend=counter, dynamic=False)
+    for n in (3, 4):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x), _outer(x))
+    assert stance.current() == "default"
+    assert tjc.cache_entries(_double) == [], "nothing compiled under force_eager"
