@@ -22,8 +22,8 @@
 # in build/install-check with venvs of its own).
 # Each lane's lines are prefixed with its name. TJC_TEST_LANES=1 runs the lanes one after the other.
 # Every stage runs even when an earlier one failed; the exit status is non-zero if any failed.
-# The run ends with one line per stage, the last 40 lines of each failed stage's output (every
-# stage's whole output is in build/test-results/logs/) and a total line: "total: N passed, N
+# The run ends with the last 40 lines of each failed stage's output (every stage's whole output is
+# in build/test-results/logs/), then one line per stage and a total line: "total: N passed, N
 # failed, N skipped".
 #
 #   bash scripts/test.sh                 everything
