@@ -99,10 +99,12 @@ class FrameCompiler:
     # break, made per entry of their frame, compare equal: keyed by value, 9 entries of the frame
     # read as one resume code evicted 9 times).
     _evicted_returns: object = dataclasses.field(init=False, repr=False, compare=False)
+    _shared_entries: object = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.cache_owner = runtime.CacheOwner(self.cache_limit or 0)
         self._evicted_returns = _IdentityCounts()
+        self._shared_entries = _IdentityCounts()   # per code: traces not pinned to their modules
         self._dynamic = DynamicPolicy(self.dynamic)
 
     def __call__(self, frame, entries):
@@ -218,6 +220,8 @@ class FrameCompiler:
             plan = run("dynamic shapes plan", self._dynamic.plan, code, frame.f_locals, resolve)
             traced = run("trace", self._trace, frame, plan)
             result, cut = traced.result, traced.cut
+            if self._pins_modules(code, entries):
+                result.guards.extend(_module_local_identities(frame, result.guards))
             # A break with no tensor work before it is worth an entry only where the frame is
             # meant to compile (the compile() target, a resume function): any other frame runs its
             # original code, as one without tensor work does (a property that raises, a helper
@@ -271,6 +275,19 @@ class FrameCompiler:
                                       len(ops), str(guards), break_reason if counted_break else None, None,
                                       tuple(ops)))
         return guarded
+
+    def _pins_modules(self, code, entries) -> bool:
+        """Whether this trace's entry is pinned to the frame's modules (ID_MATCH on them). The
+        first entries of a code are shared by every instance equal in what the trace read (the
+        first layer's input without grad, the others' with it: two entries for N layers). Those
+        count against the cache limit for every object, so once they fill half of it, later
+        entries are made per object (blocks that each hold their own drop rate), each object
+        keeping the other half for itself, as when every module was guarded by identity."""
+        shared = self._shared_entries.get(code) or 0
+        if entries and shared >= max(1, self.cache_owner.effective_cache_limit // 2):
+            return True
+        self._shared_entries[code] = shared + 1
+        return False
 
     def _may_cut_without_graph(self, code) -> bool:
         return code is self.target_code or graph_break.is_resume_code(code)
@@ -397,6 +414,30 @@ def _resolver(frame):
     def resolve(source):
         return load_source(source, f_locals, f_globals, f_builtins)
     return resolve
+
+
+def _module_local_identities(frame, guards) -> list:
+    """ID_MATCH specs for the modules among the frame's arguments that the trace guarded by type.
+
+    A module is guarded by what the trace read from it, not by identity, so equal instances share
+    an entry (nn_module.py); past FrameCompiler._pins_modules' count, an entry is pinned to its
+    modules, so the cache limit counts it per object (docs/cache.md) and N blocks that each
+    differ do not exhaust one limit."""
+    import torch
+
+    from .sources import LocalSource
+    from .trace_result import GuardSpec
+
+    pinned = {g.source for g in guards if g.kind is GuardKind.ID_MATCH}
+    specs = []
+    for g in guards:
+        if g.kind is not GuardKind.TYPE_MATCH or type(g.source) is not LocalSource or g.source in pinned:
+            continue
+        value = frame.f_locals.get(g.source.local_name)
+        if isinstance(value, torch.nn.Module):
+            pinned.add(g.source)
+            specs.append(GuardSpec(g.source, GuardKind.ID_MATCH, value))
+    return specs
 
 
 @dataclasses.dataclass(frozen=True)

@@ -271,8 +271,10 @@ def test_twelve_identical_blocks_called_from_an_uncompiled_caller_all_run_compil
             assert torch.allclose(opt(x), expected)
     assert not [w for w in caught if "cache limit" in str(w.message)], "no layer reached the limit"
     entries = tjc.cache_entries(Block.forward)
-    assert len(entries) == 12, "one entry per block, over the default limit of 8 in one code"
-    assert all(e.hits == 2 for e in entries), [e.hits for e in entries]
+    # Blocks equal in what the trace read share entries (guarded by value, not identity): one for
+    # the first block, whose input needs no grad, one for the eleven others.
+    assert len(entries) == 2, "two entries for twelve blocks"
+    assert sorted(e.hits for e in entries) == [2, 3 * 11 - 1], [e.hits for e in entries]
     assert tjc.stats()["cache_limit_hits"] == 0
     del opt, model, entries
     gc.collect()

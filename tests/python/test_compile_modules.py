@@ -294,12 +294,16 @@ def test_recompiled_module_is_freed_without_gc():
 
 
 def test_a_code_whose_entries_die_every_call_stops_compiling(caplog):
-    # Each call passes a new module: the entry guards it by identity, so it is evicted when the
-    # module dies, and the cache limit (live entries) never sees the code. Before, every call
-    # compiled again (10 compiles for 10 calls, each far slower than eager).
+    # Each call passes a new module: the entry guards it by identity (the `is` test relies on the
+    # object), so it is evicted when the module dies, and the cache limit (live entries) never
+    # sees the code. Before, every call compiled again (10 compiles for 10 calls, each far slower
+    # than eager).
     cnt = CompileCounter()
+    other = torch.nn.Identity()
 
     def f(m, x):
+        if m is other:
+            return x
         return m(x).relu() * 2
 
     compiled = tjc.compile(f, backend=cnt, cache_limit=3)

@@ -154,9 +154,19 @@ class NNModuleVariable(VariableTracker):
     identity_family = "module"
     specializes_int_attributes = True
 
-    def __init__(self, module: nn.Module, source):
+    def __init__(self, module: nn.Module, source, identity_guard=None):
         super().__init__(source)
         self.module = module
+        self._identity_guard = identity_guard
+
+    def require_identity(self):
+        """Guards this module by identity (ID_MATCH at its source), for a trace that relies on the
+        object itself rather than on what it holds: an `is` test, an opaque call (the graph holds
+        the module), a walk that dedups by identity (parameters()), a store. Otherwise a module is
+        guarded by type and by every value the trace read from it, so another instance with equal
+        structure and values passes the same guards (docs/cache.md)."""
+        if self._identity_guard is not None:
+            self._identity_guard()
 
     def python_type(self):
         return type(self.module)
@@ -187,6 +197,7 @@ class NNModuleVariable(VariableTracker):
             unsupported(f"store to {cls.__name__}.{name} (nn.Module's own state)")
         if type_lookup(cls, "__getattr__") is not nn.Module.__getattr__:
             unsupported(f"store to {cls.__name__}.{name}: the class defines its own __getattr__")
+        pin_modules_by_identity(tx)
         real = value.real if isinstance(value, TensorVariable) else None
         if isinstance(value, NNModuleVariable) or isinstance(real, nn.Parameter) or \
                 _BUFFER is not None and isinstance(real, _BUFFER):
@@ -221,6 +232,7 @@ class NNModuleVariable(VariableTracker):
     def var_delattr(self, tx, name):
         if name in _MODULE_OWN_STATE:
             unsupported(f"deletion of {type(self.module).__name__}.{name} (nn.Module's own state)")
+        pin_modules_by_identity(tx)
         delete_attribute(tx, self, self.module, name, impl=nn.Module.__delattr__, by_identity=True,
                          stores=_MODULE_STORES)
 
@@ -240,6 +252,10 @@ class NNModuleVariable(VariableTracker):
         if not isinstance(self.module, _CONTAINERS):
             unsupported(f"iteration over module {type(self.module).__name__}")
         tx.output.add_guard(self.source, GuardKind.LENGTH, len(self.module))
+        # The keys in their order: a ModuleDict with other names (or the same in another order)
+        # would pass the guards on each child read by name.
+        tx.output.add_guard(ItemSource(AttrSource(self.source, "__dict__"), "_modules"),
+                            GuardKind.DICT_KEYS, tuple(self.module._modules))
         return [(k, self.var_getattr(tx, k)) for k in self.module._modules]
 
     def contains(self, tx, item) -> bool:
@@ -308,6 +324,9 @@ class NNModuleVariable(VariableTracker):
             if not isinstance(sub, nn.Module):
                 continue
             node = self._path(tx, path)
+            # The walk skips what it met before (a shared submodule, a tied weight): which objects
+            # are the same is pinned by identity, not by the values guarded.
+            node.require_identity()
             for store in stores:
                 tx.output.add_guard(ItemSource(AttrSource(node.source, "__dict__"), store),
                                     GuardKind.DICT_KEYS, tuple(sub.__dict__[store]))
@@ -372,7 +391,7 @@ class NNModuleVariable(VariableTracker):
 
     def _wrapped(self, tx):
         """The module a CompiledModule wraps, read through its `original_module` (guarded by
-        identity as any module is; its dict is the compiled module's, so tags cover both)."""
+        type and values as any module is; its dict is the compiled module's, so tags cover both)."""
         return tx.wrap(unwrap(self.module), AttrSource(self.source, "original_module"))
 
     def _compiled_call_target(self, tx):
@@ -438,7 +457,19 @@ class NNModuleVariable(VariableTracker):
         unsupported(f"opaque call of {what}: module {name!r} is not a registered submodule")
 
     def identity_object(self):
+        self.require_identity()
         return self.module
+
+
+def pin_modules_by_identity(tx) -> None:
+    """Guards every module of the trace by identity, those read so far and those read later. A
+    store to a module (side_effects.py, `by_identity=True`) keys its effects by the real object:
+    which sources reach one module is then part of what the trace relies on."""
+    out = tx.output
+    out.modules_by_identity = True
+    for v in list(out.by_source.values()):
+        if isinstance(v, NNModuleVariable):
+            v.require_identity()
 
 
 def builtin_module_owner(fn) -> type | None:
@@ -509,14 +540,18 @@ def wrap_module(tx, value, source, g):
     if source is None:
         unsupported(f"module {type(value).__name__} not reachable from the frame")
     g(GuardKind.TYPE_MATCH, type(value))
-    g(GuardKind.ID_MATCH, value)
+    # Not by identity unless the trace relies on the object itself (require_identity): N equal
+    # instances of one class share one entry.
     tx.output.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
     # Whatever is guarded below this module (its attributes, submodules, hook dicts) is
     # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h;
     # not on 3.13, runtime.DICT_TAGS_SUPPORTED).
     if runtime.DICT_TAGS_SUPPORTED:
         g(GuardKind.DICT_TAGS)
-    return NNModuleVariable(value, source)
+    mv = NNModuleVariable(value, source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
+    if tx.output.modules_by_identity:
+        mv.require_identity()
+    return mv
 
 
 def wrap_builtin_module_method(tx, value, source, g):

@@ -208,6 +208,7 @@ def _guard_module_tree(tx, mv, guard_no_hooks) -> None:
     """Guards everything a call of `mv.module` reads from its instance dicts (see the docstring)."""
     out = tx.output
     module, source = mv.module, mv.source
+    mv.require_identity()   # the graph holds this module's proxy: its entry is for this object
     guard_no_hooks(tx, mv)
     d = vars(module)
     out.add_guard(AttrSource(source, "__dict__"), GuardKind.DICT_KEYS, tuple(d))
@@ -222,7 +223,7 @@ def _guard_module_tree(tx, mv, guard_no_hooks) -> None:
     out.add_guard(ItemSource(AttrSource(source, "__dict__"), "_modules"), GuardKind.DICT_KEYS,
                   tuple(d["_modules"]))
     for name, sub in d["_modules"].items():
-        sv = tx.wrap(sub, AttrSource(source, name))   # TYPE_MATCH, ID_MATCH, training
+        sv = tx.wrap(sub, AttrSource(source, name))   # TYPE_MATCH, training; ID_MATCH below
         if sub is not None:
             _guard_module_tree(tx, sv, guard_no_hooks)
     for name, value in d.items():

@@ -1,0 +1,254 @@
+"""Identical module instances share one entry: `self` is guarded by type and by the values the
+trace read (attributes, hooks, `training`, submodule structure), not by identity, unless the
+trace relies on the object itself (an `is` test, an opaque call, a store). Instances that differ
+in anything the trace read must not share; every result is compared with eager (outputs and
+gradients)."""
+import copy
+import types
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import torch_jit_cache as tjc  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
+
+
+class Block(nn.Module):
+    kind = "plain"          # a class attribute the forward reads (shadowed on the instance below)
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.norm = nn.LayerNorm(8)
+        self.act = nn.ReLU()
+        self.drop = nn.Dropout(0.0)
+        self.conv = nn.Conv1d(1, 1, 3, padding=1)
+        self.gain = nn.Parameter(torch.ones(8))
+        self.register_buffer("offset", torch.zeros(8))
+        self.scale = 0.5
+        self.reps = 1
+        self.use_offset = True
+        self.mode = "add"
+
+    def forward(self, x):
+        h = self.norm(self.lin(x))
+        for _ in range(self.reps):
+            h = self.act(h) * self.gain
+        if self.use_offset:
+            h = h + self.offset
+        if self.mode == "add":
+            h = h + x
+        if self.training:
+            h = h + 1
+        if self.kind == "plain":
+            h = h - 1
+        h = (self.drop(h) * self.scale).float()   # a float64 gain or offset promoted h
+        return self.conv(h.unsqueeze(1)).flatten(1)
+
+
+def _set(name, value):
+    return lambda b: setattr(b, name, value)
+
+
+def _hook(b):
+    b.register_forward_hook(lambda m, args, out: out + 1)
+
+
+def _sub_hook(b):
+    b.lin.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+
+
+def _instance_forward(b):
+    b.forward = types.MethodType(lambda self, x: self.lin(x) * 3, b)
+
+
+def _conv_stride(b):
+    b.conv.stride = (2,)
+
+
+def _dtype(t, dtype):
+    def change(b):
+        owner, _, name = t.rpartition(".")
+        m = b.get_submodule(owner) if owner else b
+        old = getattr(m, name)
+        new = old.detach().to(dtype)
+        setattr(m, name, nn.Parameter(new, requires_grad=old.requires_grad) if isinstance(old, nn.Parameter) else new)
+    return change
+
+
+def _no_grad(name):
+    return lambda b: b.get_parameter(name).requires_grad_(False)
+
+
+# One difference each, in something the trace reads: the two instances must not share an entry.
+DIFFERENCES = {
+    "float attribute": _set("scale", 0.25),
+    "int attribute": _set("reps", 2),
+    "bool attribute": _set("use_offset", False),
+    "str attribute": _set("mode", "none"),
+    "class attribute shadowed on the instance": _set("kind", "other"),
+    "training": lambda b: b.train(),
+    "a forward hook": _hook,
+    "a submodule's pre-hook": _sub_hook,
+    "a submodule of another type": _set("act", nn.GELU()),
+    "Dropout p": lambda b: setattr(b.drop, "p", 0.5),
+    "LayerNorm eps": lambda b: setattr(b.norm, "eps", 1e-2),
+    "Conv stride": _conv_stride,
+    "parameter shape": lambda b: setattr(b, "gain", nn.Parameter(torch.ones(1))),
+    "parameter dtype": _dtype("gain", torch.float64),
+    "parameter requires_grad": _no_grad("lin.weight"),
+    "buffer dtype": _dtype("offset", torch.float64),
+    "buffer replaced by a parameter": lambda b: (delattr(b, "offset"),
+                                                 setattr(b, "offset", nn.Parameter(torch.zeros(8)))),
+    "an instance forward": _instance_forward,
+}
+
+# Differences in values that are graph inputs: sharing is right.
+SAME_PROGRAM = {
+    "identical": lambda b: None,
+    "other parameter values": lambda b: b.lin.weight.data.normal_(),
+    "other buffer values": lambda b: b.offset.data.fill_(3.0),
+}
+
+
+def _run_both(first, second):
+    """Runs `first` then `second` through one compiled function, each compared with a deep copy run
+    eagerly (outputs, the input's and the parameters' gradients); returns the stats."""
+    call = tjc.compile(lambda m, x: m(x))
+    for module in (first, second):
+        twin = copy.deepcopy(module)
+        x = torch.randn(2, 8, requires_grad=True)
+        xe = x.detach().clone().requires_grad_(True)
+        out, expected = call(module, x), twin(xe)
+        torch.testing.assert_close(out, expected)
+        out.square().sum().backward()
+        expected.square().sum().backward()
+        torch.testing.assert_close(x.grad, xe.grad)
+        for (name, p), q in zip(module.named_parameters(), twin.parameters()):
+            if p.requires_grad:
+                torch.testing.assert_close(p.grad, q.grad, msg=name)
+    return tjc.stats()
+
+
+def _pair(change):
+    torch.manual_seed(0)
+    a = Block().eval()
+    b = copy.deepcopy(a)
+    change(b)
+    return a, b
+
+
+@pytest.mark.parametrize("what", list(DIFFERENCES))
+def test_instances_differing_in_one_read_value_do_not_share(what):
+    stats = _run_both(*_pair(DIFFERENCES[what]))
+    assert stats["hits"] == 0, (what, stats)
+
+
+@pytest.mark.parametrize("what", list(SAME_PROGRAM))
+def test_instances_differing_only_in_graph_inputs_share_one_entry(what):
+    stats = _run_both(*_pair(SAME_PROGRAM[what]))
+    assert stats["compiles"] == 1 and stats["hits"] == 1, (what, stats)
+
+
+class Twins(nn.Module):
+    def __init__(self, tied):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = self.a if tied else nn.Linear(8, 8)
+
+    def forward(self, x):
+        if self.a is self.b:
+            return self.a(x) * 2
+        return self.b(self.a(x))
+
+
+def test_an_is_test_between_submodules_keeps_identity():
+    torch.manual_seed(0)
+    tied, untied = Twins(True), Twins(False)
+    stats = _run_both(tied, untied)
+    assert stats["hits"] == 0, stats
+    # Two untied instances each rely on their own objects' identity: no sharing either.
+    stats = _run_both(Twins(False), Twins(False))
+    assert stats["hits"] == 0, stats
+
+
+def test_a_store_to_the_module_keeps_identity():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.calls = 0
+
+        def forward(self, x):
+            self.last = x.shape[0]
+            return self.lin(x)
+
+    a, b = Counter(), Counter()
+    call = tjc.compile(lambda m, x: m(x))
+    x = torch.randn(2, 4)
+    for m in (a, b):
+        torch.testing.assert_close(call(m, x), m.lin(x))
+        assert m.last == 2
+    assert tjc.stats()["hits"] == 0
+
+
+def test_a_modules_walk_keeps_identity():
+    class Walk(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return sum(p.sum() for p in self.parameters()) + x
+
+    a, b = Walk(), Walk()
+    b.c = b.a     # the same module twice: parameters() yields its weights once
+    stats = _run_both(a, b)
+    assert stats["hits"] == 0, stats
+
+
+def test_a_model_with_identical_layers_in_separate_frames_compiles_the_layer_once():
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.norm = nn.LayerNorm(8)
+
+        def forward(self, x):
+            return x + torch.relu(self.lin(self.norm(x)))
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(Layer() for _ in range(12))
+
+        def forward(self, x):
+            # Data-dependent, inside a try block where no graph break is made: this frame falls
+            # back and each layer's forward is a frame of its own.
+            try:
+                if x.sum() > -1e9:
+                    for layer in self.layers:
+                        x = layer(x)
+            finally:
+                pass
+            return x
+
+    torch.manual_seed(0)
+    model = Stack()
+    x = torch.randn(4, 8)
+    expected = model(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt = tjc.compile(model)
+        with torch.no_grad():   # every layer's input alike (the model's own needs no grad)
+            for _ in range(3):
+                torch.testing.assert_close(opt(x), expected)
+    assert not [w for w in caught if "cache limit" in str(w.message)]
+    entries = tjc.cache_entries(Layer.forward)
+    assert len(entries) == 1, "one entry for twelve identical layers"
+    assert entries[0].hits == 35, "every other call of a layer hits it"
+    assert tjc.stats()["graphs"] == 1
