@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import runtime  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
@@ -252,3 +253,35 @@ def test_a_model_with_identical_layers_in_separate_frames_compiles_the_layer_onc
     assert len(entries) == 1, "one entry for twelve identical layers"
     assert entries[0].hits == 35, "every other call of a layer hits it"
     assert tjc.stats()["graphs"] == 1
+
+
+def _dropped_module_and_weight(call):
+    import weakref
+
+    m = Block().eval()
+    x = torch.randn(2, 8)
+    call(m, x)
+    call(m, x)   # a hit: the DICT_TAGS record is the last check's
+    refs = weakref.ref(m), weakref.ref(m.lin.weight)
+    del m
+    return refs
+
+
+def test_a_shared_entry_does_not_keep_its_module(no_gc):
+    call = tjc.compile(lambda m, x: m(x))
+    module, weight = _dropped_module_and_weight(call)
+    assert module() is None, "the module is freed by reference counting; its entry stays"
+    assert len(tjc.cache_entries(call)) == 1
+    call(Block().eval(), torch.randn(2, 8))   # another instance re-records the tags
+    assert weight() is None
+    assert tjc.stats()["compiles"] == 1
+    del call
+    assert weight() is None
+
+
+@pytest.mark.xfail(runtime.DICT_TAGS_SUPPORTED, strict=True, reason="the DICT_TAGS record holds the last checked instance's dicts "
+                   "strongly (csrc/guards/dict_tags.h) until another instance is checked: docs/cache.md")
+def test_a_dropped_modules_parameters_are_freed_while_its_entry_lives(no_gc):
+    call = tjc.compile(lambda m, x: m(x))
+    _, weight = _dropped_module_and_weight(call)
+    assert weight() is None

@@ -5,8 +5,9 @@ WRAP_RULES orders the rules; each rule's maker lives in the module of the tracke
 rule in its own module and one row here. The first rule that applies and makes a tracker wins.
 
 Guards the rules add: TENSOR_MATCH for tensors; TYPE_MATCH + EQUALS_MATCH for scalars and strings;
-TYPE_MATCH + ID_MATCH for modules, functions and classes (plus EQUALS_MATCH on `.training` and
-DICT_TAGS for nn.Modules: the guards below a module skipped while its dicts are unchanged); for functions made inside another function (closures, lambdas: often made anew per
+TYPE_MATCH + ID_MATCH for functions and classes; TYPE_MATCH + EQUALS_MATCH on `.training` +
+DICT_TAGS for nn.Modules (the guards below a module skipped while its dicts are unchanged), with
+ID_MATCH only where the trace relies on the object (nn_module.NNModuleVariable.require_identity); for functions made inside another function (closures, lambdas: often made anew per
 call) and functools.partial objects, guards on their parts instead (`__code__` by identity, closure
 cells, defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for
 plain user objects, dict subclasses and os.environ (their attributes and items are guarded
