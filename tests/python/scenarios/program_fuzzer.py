@@ -398,21 +398,29 @@ class Side:
     def __init__(self, program: Program, compiled: bool, backend="eager"):
         self.ns = {"__name__": f"fuzz_program_{program.seed}"}
         exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), self.ns)
-        torch.manual_seed(program.seed)
-        self.model = self.ns["Model"](D, program.nblocks)
+        self.program, self.compiled, self.backend = program, compiled, backend
+        self.model = self.new_model()
         self.cfg = self.ns["Cfg"]()
         mode = program.compiled_blocks if compiled else None
-        if mode is not None:
-            for i, block in enumerate(self.model.blocks):
-                if mode.startswith("compile_"):
-                    tjc.compile_(block, backend=backend)
-                else:
-                    self.model.blocks[i] = tjc.compile(block, backend=backend)
         self.fn = tjc.compile(self.ns["f"], backend=backend) if compiled and "f eager" not in (mode or "") \
             else self.ns["f"]
         self.n = program.n
         self.grad_enabled = True
         self.hooks = []
+
+    def new_model(self):
+        """The program's model, with the program's seed (so equal weights on both sides), its
+        blocks compiled as the program says on the compiled side."""
+        torch.manual_seed(self.program.seed)
+        model = self.ns["Model"](D, self.program.nblocks)
+        mode = self.program.compiled_blocks if self.compiled else None
+        if mode is not None:
+            for i, block in enumerate(model.blocks):
+                if mode.startswith("compile_"):
+                    tjc.compile_(block, backend=self.backend)
+                else:
+                    model.blocks[i] = tjc.compile(block, backend=self.backend)
+        return model
 
     def call(self, x, y):
         with torch.set_grad_enabled(self.grad_enabled):
@@ -503,6 +511,16 @@ def _set_n(value):
     return change
 
 
+def _another_model(alpha=None):
+    """The calls go on with a new instance of the model (modules are guarded by what the trace
+    read, not identity: an equal one may share the entry, one that differs must not)."""
+    def change(side, state):
+        side.model = side.new_model()
+        if alpha is not None:
+            side.model.blocks[0].alpha = alpha
+    return change
+
+
 def _no_grad(side, state):
     side.grad_enabled = False
 
@@ -523,6 +541,8 @@ CHANGES = {
     "cfg.depth": lambda r: _set_attr(lambda s: s.cfg, "depth", r.randrange(4)),
     "block alpha": lambda r: _set_attr(lambda s: s.model.blocks[0], "alpha", round(r.uniform(0, 1), 2)),
     "eval mode": lambda r: _train(False),
+    "an equal model": lambda r: _another_model(),
+    "another model, block alpha": lambda r: _another_model(round(r.uniform(0, 1), 2)),
     "patched instance method": lambda r: _patch_instance_method,
     "patched class method": lambda r: _patch_class_method,
     "forward hook": lambda r: _add_forward_hook,
