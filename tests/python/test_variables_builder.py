@@ -32,6 +32,7 @@ class _Output:
         self.guards = []
         self.by_source, self.by_id, self.keepalive = {}, {}, []
         self.frame_plan = None   # no dynamic shapes: an int is a constant
+        self.modules_by_identity = False   # no store to a module yet (nn_module.py)
         self.side_effects = types.SimpleNamespace(reached=lambda value, vt: None)
 
     def add_guard(self, source, kind, value=None):
@@ -74,7 +75,7 @@ KINDS = [
     (None, "ConstantVariable", ["TYPE_MATCH", "EQUALS_MATCH"]),
     (torch.float32, "ConstantVariable", ["ID_MATCH"]),
     (torch.device("cpu"), "ConstantVariable", ["TYPE_MATCH", "L['x'].type EQUALS_MATCH", "L['x'].index EQUALS_MATCH"]),
-    (nn.Linear(2, 2), "NNModuleVariable", ["TYPE_MATCH", "ID_MATCH", "L['x'].training EQUALS_MATCH"]),
+    (nn.Linear(2, 2), "NNModuleVariable", ["TYPE_MATCH", "L['x'].training EQUALS_MATCH"]),  # ID_MATCH: lazily
     ([1, 2], "ListVariable", ["TYPE_MATCH", "LENGTH", "L['x'][0] TYPE_MATCH"]),
     ((1, 2), "TupleVariable", ["TYPE_MATCH", "LENGTH"]),
     (torch.Size([2]), "TupleVariable", ["TYPE_MATCH", "LENGTH"]),
