@@ -285,3 +285,51 @@ def test_a_dropped_modules_parameters_are_freed_while_its_entry_lives(no_gc):
     call = tjc.compile(lambda m, x: m(x))
     _, weight = _dropped_module_and_weight(call)
     assert weight() is None
+
+
+class TwoNorms(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn1 = nn.BatchNorm1d(8)
+        self.bn2 = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return self.bn2(self.bn1(x))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_submodule_shared_in_one_instance_only_matches_eager(backend):
+    # Training mode: each call updates the running stats in place. In the second instance both
+    # names reach one BatchNorm, so its buffers are updated twice, as eager does.
+    call = tjc.compile(lambda m, x: m(x), backend=backend)
+    shared = TwoNorms()
+    shared.bn2 = shared.bn1
+    for m in (TwoNorms(), shared):
+        twin = copy.deepcopy(m)
+        for seed in range(2):
+            x = torch.randn(4, 8, generator=torch.Generator().manual_seed(seed))
+            torch.testing.assert_close(call(m, x), twin(x))
+            for (name, b), c in zip(m.named_buffers(), twin.buffers()):
+                torch.testing.assert_close(b, c, msg=name)
+
+
+class TwoBuffers(nn.Module):
+    def __init__(self, aliased=False):
+        super().__init__()
+        self.register_buffer("a", torch.zeros(8))
+        self.register_buffer("b", self.a if aliased else torch.zeros(8))
+
+    def forward(self, x):
+        self.a.add_(1)    # in place on a buffer: what `b` reads depends on whether it is `a`
+        return x + self.b
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_buffer_mutated_in_place_keeps_identity(backend):
+    call = tjc.compile(lambda m, x: m(x), backend=backend)
+    for m in (TwoBuffers(), TwoBuffers(aliased=True), TwoBuffers()):
+        twin = copy.deepcopy(m)
+        x = torch.randn(2, 8)
+        torch.testing.assert_close(call(m, x), twin(x))
+        torch.testing.assert_close(m.b, twin.b)
+    assert tjc.stats()["hits"] == 0

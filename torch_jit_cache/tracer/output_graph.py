@@ -107,6 +107,18 @@ class OutputGraph:
         self._submodule_names: dict[int, str] = {}
 
     # -- guards -------------------------------------------------------------------------------
+    def pin_modules_by_identity(self) -> None:
+        """Every module of the trace guarded by identity, those read so far and those read later
+        (nn_module.NNModuleVariable.require_identity). For a trace whose effects are keyed by the
+        real objects (a store to a module) or that mutates a module's tensors in place: which
+        sources reach one module (one buffer) is then part of what the trace relies on, and the
+        values guarded at each source do not say it."""
+        self.modules_by_identity = True
+        for v in list(self.by_source.values()):
+            pin = getattr(v, "require_identity", None)
+            if pin is not None:
+                pin()
+
     def add_guard(self, source: Source, kind: GuardKind, value=None) -> None:
         # A source has one guard of each kind, except identity relations: one per other source.
         key = (source, kind, value) if kind in _RELATIONS else (source, kind)

@@ -58,6 +58,10 @@ def _batch_norm(tx, mv, m, x):
     if m.momentum is None and m.training and m.track_running_stats:
         unsupported("BatchNorm with momentum=None (cumulative average) in training mode")
     factor = 0.0 if m.momentum is None else m.momentum
+    if m.training and m.track_running_stats:
+        # The graph updates the running stats in place: two names for one BatchNorm (in another
+        # instance) would be two graph inputs aliasing one buffer.
+        mv.require_identity()
     if m.training and m.track_running_stats and m.num_batches_tracked is not None:
         call_op(tx, "add_", [mv.attr(tx, "num_batches_tracked"), ConstantVariable(1)], {},
                 method=True)
@@ -462,14 +466,9 @@ class NNModuleVariable(VariableTracker):
 
 
 def pin_modules_by_identity(tx) -> None:
-    """Guards every module of the trace by identity, those read so far and those read later. A
-    store to a module (side_effects.py, `by_identity=True`) keys its effects by the real object:
-    which sources reach one module is then part of what the trace relies on."""
-    out = tx.output
-    out.modules_by_identity = True
-    for v in list(out.by_source.values()):
-        if isinstance(v, NNModuleVariable):
-            v.require_identity()
+    """A store to a module (side_effects.py, `by_identity=True`) keys its effects by the real
+    object: every module of the trace is guarded by identity (OutputGraph.pin_modules_by_identity)."""
+    tx.output.pin_modules_by_identity()
 
 
 def builtin_module_owner(fn) -> type | None:

@@ -315,6 +315,10 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return tx.wrap_constant(result)
     out = tx.output
+    if inplace and args and isinstance(args[0], TensorVariable) and isinstance(args[0].source, AttrSource):
+        # A graph input read through an object (a module's buffer) mutated in place: pinned by
+        # identity, so another instance whose names alias otherwise does not share the graph.
+        out.pin_modules_by_identity()
     if method and inplace:
         fn = getattr(torch.Tensor, target)
         mark_side_effect(fn)
