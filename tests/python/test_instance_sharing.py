@@ -333,3 +333,25 @@ def test_a_buffer_mutated_in_place_keeps_identity(backend):
         torch.testing.assert_close(call(m, x), twin(x))
         torch.testing.assert_close(m.b, twin.b)
     assert tjc.stats()["hits"] == 0
+
+
+class FunctionalNorms(nn.Module):
+    def __init__(self, aliased=False):
+        super().__init__()
+        self.register_buffer("m1", torch.zeros(8))
+        self.register_buffer("m2", self.m1 if aliased else torch.zeros(8))
+        self.register_buffer("v", torch.ones(8))
+
+    def forward(self, x):
+        y = torch.nn.functional.batch_norm(x, self.m1, self.v, training=True)
+        return torch.nn.functional.batch_norm(y, self.m2, self.v, training=True) + self.m2
+
+
+def test_running_stats_updated_by_a_functional_batch_norm_keep_identity():
+    call = tjc.compile(lambda m, x: m(x))
+    for m in (FunctionalNorms(), FunctionalNorms(aliased=True)):
+        twin = copy.deepcopy(m)
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(call(m, x), twin(x))
+        torch.testing.assert_close(m.m2, twin.m2)
+    assert tjc.stats()["hits"] == 0

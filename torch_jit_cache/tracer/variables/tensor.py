@@ -315,7 +315,9 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return tx.wrap_constant(result)
     out = tx.output
-    if inplace and args and isinstance(args[0], TensorVariable) and isinstance(args[0].source, AttrSource):
+    mutated = [*args[:1], kwargs.get("out")] if inplace or "out" in kwargs else \
+        _running_stats(target, args, kwargs)
+    if any(isinstance(a, TensorVariable) and isinstance(a.source, AttrSource) for a in mutated):
         # A graph input read through an object (a module's buffer) mutated in place: pinned by
         # identity, so another instance whose names alias otherwise does not share the graph.
         out.pin_modules_by_identity()
@@ -333,6 +335,17 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     if result is None:
         return ConstantVariable(None)
     return wrap_op_result(tx, node, result)
+
+
+def _running_stats(target, args, kwargs) -> list:
+    """The running-stat trackers F.batch_norm updates in place (training=True), else []."""
+    if target is not torch.nn.functional.batch_norm:
+        return []
+    training = kwargs.get("training", args[5] if len(args) > 5 else None)
+    if not (isinstance(training, ConstantVariable) and training.value):
+        return []
+    return [kwargs.get(name, args[i] if len(args) > i else None)
+            for i, name in ((1, "running_mean"), (2, "running_var"))]
 
 
 def wrap_op_result(tx, node, value) -> VariableTracker:
