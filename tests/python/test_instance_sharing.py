@@ -279,8 +279,9 @@ def test_a_shared_entry_does_not_keep_its_module(no_gc):
     assert weight() is None
 
 
-@pytest.mark.xfail(runtime.DICT_TAGS_SUPPORTED, strict=True, reason="the DICT_TAGS record holds the last checked instance's dicts "
-                   "strongly (csrc/guards/dict_tags.h) until another instance is checked: docs/cache.md")
+@pytest.mark.xfail(runtime.DICT_TAGS_SUPPORTED, strict=True,
+                   reason="the DICT_TAGS record holds the last checked instance's dicts strongly "
+                   "(csrc/guards/dict_tags.h) until another instance is checked: docs/cache.md")
 def test_a_dropped_modules_parameters_are_freed_while_its_entry_lives(no_gc):
     call = tjc.compile(lambda m, x: m(x))
     _, weight = _dropped_module_and_weight(call)
