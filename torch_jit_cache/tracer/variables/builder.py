@@ -9,8 +9,9 @@ TYPE_MATCH + ID_MATCH for functions and classes; TYPE_MATCH + EQUALS_MATCH on `.
 DICT_TAGS for nn.Modules (the guards below a module skipped while its dicts are unchanged), with
 ID_MATCH only where the trace relies on the object (nn_module.NNModuleVariable.require_identity);
 for functions made inside another function (closures, lambdas: often made anew per call) and
-functools.partial objects, guards on their parts instead (`__code__` by identity, closure cells, defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for
-plain user objects, dict subclasses and os.environ (their attributes and items are guarded
+functools.partial objects, guards on their parts instead (`__code__` by identity, closure cells,
+defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for plain
+user objects, dict subclasses and os.environ (their attributes and items are guarded
 where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source; torch.dtype, torch.layout and
 torch.memory_format by identity (held strongly), torch.device by value (its type and index).
