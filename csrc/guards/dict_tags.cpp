@@ -1,6 +1,8 @@
 // DictTags: a node's children skipped while the dicts they read are unchanged (see dict_tags.h).
 #include "guards/dict_tags.h"
 
+#include <new>
+
 #include "common/check.h"
 #include "common/py_errors.h"
 #include "cpython/dict_version.h"
@@ -10,6 +12,23 @@
 namespace tjc {
 
 namespace {
+
+constexpr const char* kCapsuleName = "torch_jit_cache.dict_tags_root_watch";
+
+}  // namespace
+
+// What the root's weakref callback reaches: the DictTags, or null once that record was cleared
+// (the weakref could outlive the record if Python code held it: weakref.getweakrefs).
+struct RootWatch {
+  DictTags* tags;
+};
+
+namespace {
+
+void destroy_root_watch(PyObject* capsule) noexcept {
+  delete static_cast<RootWatch*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+  if (PyErr_Occurred()) PyErr_Clear();
+}
 
 // Dicts whose item() fetch and len() run no user code and whose every change gets a new tag.
 bool is_tagged_dict(PyObject* obj) { return PyDict_CheckExact(obj) || Py_IS_TYPE(obj, &PyODict_Type); }
@@ -99,7 +118,7 @@ bool DictTags::check_and_record(GuardManager& node, PyObject* value, const Frame
   bool ok = node.check_children(value, view);
   // Tags read before the full check and compared after it: a check that changed a dict (a
   // guard's __eq__ or __len__ running Python) leaves nothing recorded.
-  if (ok && recorded && unchanged(value)) {
+  if (ok && recorded && unchanged(value) && watch_root(value)) {
     recorded_ = true;
     root_ = value;
   } else {
@@ -143,9 +162,54 @@ bool DictTags::record(GuardManager& node, PyObject* value, bool is_root, const F
   return true;
 }
 
+bool DictTags::watch_root(PyObject* value) noexcept {
+  if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(value))) return false;
+  auto* watch = new (std::nothrow) RootWatch{this};
+  if (watch == nullptr) return false;
+  PyObject* capsule = PyCapsule_New(watch, kCapsuleName, destroy_root_watch);  // new ref
+  if (capsule == nullptr) {
+    delete watch;
+    PyErr_Clear();
+    return false;
+  }
+  // Static: a PyCFunction keeps a pointer to its PyMethodDef for its whole life.
+  static PyMethodDef root_death_def = {
+      "_dict_tags_root_died", reinterpret_cast<PyCFunction>(&DictTags::on_root_death), METH_O,
+      "torch_jit_cache: a DICT_TAGS record's value died; drop the record"};
+  PyObject* callback = PyCFunction_New(&root_death_def, capsule);  // new ref; owns the capsule
+  Py_DECREF(capsule);
+  PyObject* weakref = callback != nullptr ? PyWeakref_NewRef(value, callback) : nullptr;  // new ref
+  Py_XDECREF(callback);
+  if (weakref == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  root_watch_ = py::reinterpret_steal<py::object>(weakref);
+  watch_ = watch;
+  return true;
+}
+
+// The weakref callback (METH_O: self is the capsule, arg the dead weakref), called from the dying
+// root's dealloc with no error set; returns a new reference and leaves no error. CPython holds the
+// callback (and so the capsule) while it runs, so clear() may drop the weakref here.
+PyObject* DictTags::on_root_death(PyObject* capsule, PyObject* /*weakref*/) noexcept {
+  auto* watch = static_cast<RootWatch*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+  if (watch == nullptr) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  if (watch->tags != nullptr) watch->tags->clear();
+  Py_RETURN_NONE;
+}
+
 void DictTags::clear() noexcept {
   recorded_ = false;
   root_ = nullptr;
+  // The callback must not reach this record any more, even through a weakref someone kept. The
+  // watch is alive: the weakref (or, inside the callback, CPython) holds the capsule owning it.
+  if (watch_ != nullptr) watch_->tags = nullptr;
+  watch_ = nullptr;
+  root_watch_ = py::object();
   dicts_.clear();
   owners_.clear();
   types_.clear();

@@ -14,9 +14,13 @@
 // `.__dict__` (a class attribute, a bound method, a list element).
 //
 // The recorded state, and why each borrowed pointer stays valid:
-// - dicts: (dict, tag), the dict held strongly (a module's dicts are shared with the graph's
-//   proxy anyway, proxies.py); the tag read before the children's full check and again after it,
-//   so a check that ran Python which changed a dict never records a state it did not see.
+// - root: the value recorded against, watched by a weakref whose callback clears the record when
+//   it dies. A module's entry serves every equal instance (docs/cache.md), so a record must not
+//   keep the last instance checked alive through its dicts (its parameters with them); a value
+//   that cannot be weakly referenced is never recorded (its children are checked in full).
+// - dicts: (dict, tag), the dict held strongly while its root lives; the tag read before the
+//   children's full check and again after it, so a check that ran Python which changed a dict
+//   never records a state it did not see.
 // - owners: (object, dict) for each `.__dict__` child: the object's instance-dict slot still holds
 //   that dict (`m.__dict__ = {...}` changes no tag). The object is borrowed: it is the node's own
 //   value (null) or a value of a recorded dict or tuple, alive while those are unchanged, and the
@@ -51,6 +55,10 @@ class GuardManager;
 
 class DictTags {
  public:
+  DictTags() = default;
+  DictTags(const DictTags&) = delete;  // the root's weakref callback points at this object
+  DictTags& operator=(const DictTags&) = delete;
+  ~DictTags() { clear(); }
   // Hot path: the children of `node` on `value` (borrowed), as GuardManager::check_value would
   // run them, skipped where the recorded tags vouch for them.
   bool check(GuardManager& node, PyObject* value, const FrameView& view) noexcept;
@@ -71,10 +79,15 @@ class DictTags {
   bool check_and_record(GuardManager& node, PyObject* value, const FrameView& view) noexcept;
   // Adds what `node`'s children on `value` read; false when a child's value is missing.
   bool record(GuardManager& node, PyObject* value, bool is_root, const FrameView& view);
+  // Watches `value` (borrowed) so that its death clears the record; false if it cannot be.
+  bool watch_root(PyObject* value) noexcept;
+  static PyObject* on_root_death(PyObject* capsule, PyObject* weakref) noexcept;
   void clear() noexcept;
 
   bool recorded_ = false;
   PyObject* root_ = nullptr;  // borrowed: the value recorded against; compared by identity only
+  py::object root_watch_;     // weakref to root_ whose callback clears the record (see above)
+  struct RootWatch* watch_ = nullptr;  // what the callback reaches, owned by its capsule
   std::vector<std::pair<py::object, uint64_t>> dicts_;
   std::vector<std::pair<PyObject*, PyObject*>> owners_;   // (object or null, its dict), borrowed
   std::vector<std::pair<PyObject*, py::object>> types_;   // (object, its type)

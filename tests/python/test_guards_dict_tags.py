@@ -95,6 +95,52 @@ def test_an_equal_value_written_again_rechecks_and_passes():
     assert node.dict_tags_state["recorded"]
 
 
+def _type_guarded_tree(obj):
+    """DICT_TAGS under a TYPE_MATCH (an nn.Module's node, guarded by value for every equal
+    instance): the record outlives the instance it was made for."""
+    root = runtime.GuardManager()
+    node = root.local("o")
+    node.type_match(type(obj))
+    node.dict_tags()
+    d = node.attr("__dict__")
+    d.item("n").equals_match(obj.n)
+    d.item("payload").attr("__dict__").item("flag").equals_match(obj.payload.flag)
+    return root, node
+
+
+class Payload:
+    def __init__(self):
+        self.flag = True
+
+
+@needs_tags
+def test_a_record_dies_with_the_value_it_was_made_for():
+    # The record holds the instance's dicts (and what they hold) only while the instance lives:
+    # its death drops the record, by reference counting.
+    import weakref
+
+    o = Obj()
+    o.n, o.payload = 1, Payload()
+    root, node = _type_guarded_tree(o)
+    assert root.check({"o": o}) and root.check({"o": o})
+    assert node.dict_tags_state["recorded"]
+    payload = weakref.ref(o.payload)
+    del o
+    assert payload() is None
+    assert node.dict_tags_state == {"recorded": False, "dicts": 0, "residuals": 0}
+    first, second = Obj(), Obj()
+    for x in (first, second):
+        x.n, x.payload = 1, Payload()
+    assert root.check({"o": first})
+    kept = weakref.getweakrefs(first)   # the record's weakref, kept alive past the record
+    assert root.check({"o": second}) and node.dict_tags_state["recorded"]   # recorded anew
+    del first   # its callback fires after its record was replaced: it must not touch the new one
+    assert node.dict_tags_state["recorded"]
+    second.n = 2
+    assert not root.check({"o": second})
+    del kept
+
+
 @needs_tags
 def test_dict_tags_is_printed_and_counts_no_guard():
     o = _obj()

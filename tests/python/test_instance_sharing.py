@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import runtime  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 
@@ -261,7 +260,7 @@ def _dropped_module_and_weight(call):
     m = Block().eval()
     x = torch.randn(2, 8)
     call(m, x)
-    call(m, x)   # a hit: the DICT_TAGS record is the last check's
+    call(m, x)   # a hit: the DICT_TAGS record (where supported) is this instance's
     refs = weakref.ref(m), weakref.ref(m.lin.weight)
     del m
     return refs
@@ -279,9 +278,6 @@ def test_a_shared_entry_does_not_keep_its_module(no_gc):
     assert weight() is None
 
 
-@pytest.mark.xfail(runtime.DICT_TAGS_SUPPORTED, strict=True,
-                   reason="the DICT_TAGS record holds the last checked instance's dicts strongly "
-                   "(csrc/guards/dict_tags.h) until another instance is checked: docs/cache.md")
 def test_a_dropped_modules_parameters_are_freed_while_its_entry_lives(no_gc):
     call = tjc.compile(lambda m, x: m(x))
     _, weight = _dropped_module_and_weight(call)
