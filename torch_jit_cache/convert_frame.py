@@ -12,7 +12,7 @@ import dataclasses
 import types
 import weakref
 
-from . import codegen, counters, graph_break, log, proxies, runtime, stance, trace_rules
+from . import codegen, counters, disk_cache, graph_break, log, proxies, runtime, stance, trace_rules
 from .config import config
 from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
@@ -213,6 +213,9 @@ class FrameCompiler:
 
         code = frame.f_code
         resolve = _resolver(frame)
+        loaded = disk_cache.load(self, frame, resolve)   # never raises; None: trace as usual
+        if loaded is not None:
+            return loaded
         traced = None
         try:
             plan = run("dynamic shapes plan", self._dynamic.plan, code, frame.f_locals, resolve)
@@ -235,6 +238,7 @@ class FrameCompiler:
             new_code = run("codegen", _transformed_code, frame, compiled, rewritten.graph_inputs, result)
             guards = run("guard building", _bound_guards, code, rewritten.guards, resolve, shape_guards)
             guarded = run("cache entry", runtime.GuardedCode, new_code, guards)
+            disk_cache.store(self, frame, result, rewritten, shape_guards)   # never raises
         except DynamicMarkError as e:
             e.__traceback__ = None
             return e

@@ -23,7 +23,14 @@ import sys
 
 import pytest
 
-from torch_jit_cache.testing import pytest_plugin
+# The on-disk cache (docs/cache.md) is off for the suite, and for the processes its tests start
+# (they inherit the environment): no test writes into the user's cache folder, and no test loads
+# what another run stored. test_disk_cache.py turns it on, in a temporary folder, where it tests it.
+# Set before torch_jit_cache is imported: config reads the environment at import.
+os.environ["TJC_DISABLE_DISK_CACHE"] = "1"
+os.environ.pop("TJC_CACHE_DIR", None)
+
+from torch_jit_cache.testing import pytest_plugin  # noqa: E402 - after the environment is set
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
