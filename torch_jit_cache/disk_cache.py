@@ -149,6 +149,11 @@ def _name_of(value, files: set):
         return ("module", name)
     if isinstance(value, torch.dtype):
         return ("named", "torch", str(value).removeprefix("torch."))
+    if isinstance(value, type) and value.__module__ == "builtins":
+        # function, method, ...: named only in the types module (types.FunctionType)
+        for name, obj in vars(types).items():
+            if obj is value:
+                return ("named", "types", name)
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
         raise NotStored(f"a {type(value).__name__} object has no importable name (identity of a live object)")
@@ -180,8 +185,15 @@ def _tensor_meta(t, files) -> tuple:
     return (_name_of(type(t), files), str(t.dtype), str(t.device), bool(t.requires_grad), tuple(t.shape), strides)
 
 
-def _encode_guard(spec: GuardSpec, files: set):
+def _encode_guard(spec: GuardSpec, files: set, identities: dict):
     kind, value = spec.kind, spec.value
+    if kind is GuardKind.ID_MATCH and isinstance(value, types.CodeType):
+        # G['helper'].__code__: the code of a function the guards name (re-bound with it)
+        base = getattr(spec.source, "base", None)
+        owner = identities.get(base)
+        if getattr(spec.source, "attr", None) != "__code__" or getattr(owner, "__code__", None) is not value:
+            raise NotStored(f"{spec.source}: a code object not read as a named function's __code__")
+        return (spec.source, kind.name, ("code_of", _name_of(owner, files)))
     if kind in (GuardKind.NONE_MATCH, GuardKind.NOT_NONE, GuardKind.DICT_TAGS):
         encoded = None
     elif kind in (GuardKind.EQUALS_MATCH, GuardKind.BOOL_MATCH, GuardKind.LENGTH, GuardKind.DICT_KEYS):
@@ -218,6 +230,11 @@ def _decode_guard(record, resolve) -> GuardSpec:
         return GuardSpec(source, kind, module)
     if tag == "named":
         return GuardSpec(source, kind, _rebind(encoded))
+    if tag == "code_of":
+        owner = _rebind(encoded[1]) if encoded[1][0] == "named" else None
+        if not isinstance(getattr(owner, "__code__", None), types.CodeType):
+            raise _Mismatch(f"{encoded[1]} has no code")
+        return GuardSpec(source, kind, owner.__code__)
     if tag == "tensor":
         cls_name, dtype, device, requires_grad, sizes, strides = encoded[1]
         try:
@@ -302,7 +319,8 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         if not isinstance(t, torch.Tensor) or has_symbolic_sizes(t):
             raise NotStored("a non-tensor or symbolic graph input")
     files = {frame.f_code.co_filename}
-    guards = [_encode_guard(g, files) for g in rewritten.guards]
+    identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
+    guards = [_encode_guard(g, files, identities) for g in rewritten.guards]
     return {
         "versions": _versions(),
         "code": (frame.f_code.co_filename, frame.f_code.co_qualname, frame.f_code.co_firstlineno),
