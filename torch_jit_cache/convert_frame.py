@@ -208,14 +208,15 @@ class FrameCompiler:
         original code and gives eager's result. Only `Exception` is caught: KeyboardInterrupt and
         SystemExit pass through untouched.
         """
+        # Before the tracer is imported (1 s): a process that only loads never imports it.
+        loaded = disk_cache.load(self, frame, _resolver(frame))   # never raises; None: trace as usual
+        if loaded is not None:
+            return loaded
         from . import backends, tracer  # torch is imported only when a frame is compiled
         from .graph_break import driver
 
         code = frame.f_code
         resolve = _resolver(frame)
-        loaded = disk_cache.load(self, frame, resolve)   # never raises; None: trace as usual
-        if loaded is not None:
-            return loaded
         traced = None
         try:
             plan = run("dynamic shapes plan", self._dynamic.plan, code, frame.f_locals, resolve)

@@ -7,8 +7,9 @@ frame is traced as if there were no disk cache, with a warning (corrupt or stale
 or a `disk_cache` log line (what is not stored and why).
 
 What an entry holds (one pickled dict per file, after a magic and a sha256 of the payload):
-  - the graph as fx's Python code (no parameters, buffers or submodules: graphs with get_attr or
-    call_module nodes are not stored), rebuilt with fx's own GraphModule unpickling;
+  - the graph as data, node by node (op, name, target, args, kwargs; functions by module + qualname),
+    rebuilt into an fx Graph without retracing. No parameters, buffers or submodules: graphs with
+    get_attr or call_module nodes are not stored;
   - the graph inputs (Sources) and the output spec (plain returns only: no graph break, no side
     effects); the transformed code is made again by codegen on load, with the new compiled callable
     (cheaper to reason about than patching constants of marshalled code, and as fast);
@@ -95,7 +96,7 @@ def _code_digest(code, h) -> None:
 def _key(compiler, code) -> str:
     h = hashlib.sha256()
     h.update(repr((_versions(), code.co_filename, code.co_qualname, code.co_firstlineno, compiler.backend,
-                   config.capture_scalar_outputs, config.capture_dynamic_output_shape_ops)).encode())
+                   compiler.dynamic, config.capture_scalar_outputs, config.capture_dynamic_output_shape_ops)).encode())
     _code_digest(code, h)
     return h.hexdigest()[:32]
 
@@ -157,11 +158,16 @@ def _name_of(value, files: set):
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
         raise NotStored(f"a {type(value).__name__} object has no importable name (identity of a live object)")
-    try:
-        found = _lookup_name(module, qualname)
-    except Exception:  # noqa: BLE001 - any failure means: not reachable by name
-        found = None
-    if found is not value:
+    # torch.sin's qualname is '_VariableFunctionsClass.sin': builtins are tried by __name__ too.
+    for name in dict.fromkeys((qualname, getattr(value, "__name__", qualname))):
+        try:
+            found = _lookup_name(module, name)
+        except Exception:  # noqa: BLE001 - any failure means: not reachable by that name
+            continue
+        if found is value:
+            qualname = name
+            break
+    else:
         raise NotStored(f"{module}.{qualname} does not name the guarded object")
     for cls in (value.__mro__ if isinstance(value, type) else (value,)):
         _add_module_file(getattr(cls, "__module__", None), files)
@@ -278,31 +284,94 @@ def _check_output(spec) -> None:
             raise NotStored("a dict output with non-constant keys")
 
 
-def _graph_record(gm) -> tuple:
-    """(code, import block) of the graph, checked to rebuild into the same code."""
+def _graph_record(gm, files: set) -> list:
+    """The graph's nodes as data: (op, name, target, args, kwargs), targets and constants named
+    as guard values are, other nodes by name. Rebuilt node by node (_rebuild_graph): no retrace,
+    so the graph loaded is the graph stored."""
     bad = sorted({n.op for n in gm.graph.nodes} - _GRAPH_OPS)
     if bad:
         raise NotStored(f"graph nodes {', '.join(bad)} (parameters or submodules held by the graph)")
     if gm._parameters or gm._buffers or gm._modules:
         raise NotStored("the graph module holds parameters, buffers or submodules")
-    from torch.fx.graph_module import reduce_graph_module
-    fn, (body, import_block) = gm.__reduce__()
-    if fn is not reduce_graph_module:
-        raise NotStored(f"GraphModule pickles through {fn!r}")
-    record = (body["_code"], import_block)
-    if _rebuild_graph(record).code != gm.code:
-        raise NotStored("the graph's code does not rebuild into the same graph")
-    return record
+    nodes = []
+    for node in gm.graph.nodes:
+        target = _name_of(node.target, files) if node.op == "call_function" else node.target
+        if not isinstance(target, (str, tuple)):
+            raise NotStored(f"graph node {node.name}'s target {target!r:.60}")
+        nodes.append((node.op, node.name, target, _encode_arg(node.args), _encode_arg(node.kwargs)))
+    return nodes
 
 
-def _rebuild_graph(record):
+def _encode_arg(value):
     import torch
-    from torch.fx.graph_module import reduce_graph_module
-    code, import_block = record
-    # A bare Module's state and the code: nothing of the process that stored it.
-    body = dict(torch.nn.Module().__dict__)
-    body["_code"] = code
-    return reduce_graph_module(body, import_block)
+    import torch.fx
+    if isinstance(value, torch.fx.Node):
+        return ("node", value.name)
+    from torch.fx.immutable_collections import immutable_dict, immutable_list
+    if type(value) is tuple:
+        return ("tuple", [_encode_arg(v) for v in value])
+    if type(value) is torch.Size:
+        return ("size", [_encode_arg(v) for v in value])
+    if type(value) in (list, immutable_list):   # fx keeps node arguments in immutable_list/dict
+        return ("list", [_encode_arg(v) for v in value])
+    if type(value) in (dict, immutable_dict):
+        return ("dict", [(k, _encode_arg(v)) for k, v in value.items() if _is_constant(k) or _no_key(k)])
+    if type(value) is slice:
+        return ("slice", [_encode_arg(v) for v in (value.start, value.stop, value.step)])
+    if value is Ellipsis:
+        return ("ellipsis",)
+    if isinstance(value, torch.device):
+        return ("device", str(value))
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        return ("torch", str(value).removeprefix("torch."))
+    if _is_constant(value):
+        return ("const", value)
+    raise NotStored(f"a {type(value).__name__} in the graph")
+
+
+def _no_key(k):
+    raise NotStored(f"a dict keyed by {type(k).__name__} in the graph")
+
+
+def _decode_arg(value, env):
+    import torch
+    tag = value[0]
+    if tag == "node":
+        return env[value[1]]
+    if tag == "tuple":
+        return tuple(_decode_arg(v, env) for v in value[1])
+    if tag == "size":
+        return torch.Size(_decode_arg(v, env) for v in value[1])
+    if tag == "list":
+        return [_decode_arg(v, env) for v in value[1]]
+    if tag == "dict":
+        return {k: _decode_arg(v, env) for k, v in value[1]}
+    if tag == "slice":
+        return slice(*(_decode_arg(v, env) for v in value[1]))
+    if tag == "ellipsis":
+        return Ellipsis
+    if tag == "device":
+        return torch.device(value[1])
+    if tag == "torch":
+        return getattr(torch, value[1])
+    if tag == "const":
+        return value[1]
+    raise ValueError(f"unknown graph argument tag {tag!r}")
+
+
+def _rebuild_graph(nodes):
+    import torch
+    import torch.fx
+    graph = torch.fx.Graph()
+    env = {}
+    for op, name, target, args, kwargs in nodes:
+        if op == "call_function":
+            target = _rebind(target)
+        node = graph.create_node(op, target, _decode_arg(args, env), _decode_arg(kwargs, env), name=name)
+        if node.name != name:
+            raise ValueError(f"graph node {name!r} rebuilt as {node.name!r}")
+        env[name] = node
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
 def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
@@ -321,6 +390,11 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
     files = {frame.f_code.co_filename}
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     guards = [_encode_guard(g, files, identities) for g in rewritten.guards]
+    graph = _graph_record(result.graph, files)
+    digests = {path: _file_digest(path) for path in sorted(files)}
+    unreadable = sorted(path for path, digest in digests.items() if digest is None)
+    if unreadable:   # code from exec'd strings, notebooks: nothing vouches for what it was
+        raise NotStored(f"source file {unreadable[0]} cannot be read")
     return {
         "versions": _versions(),
         "code": (frame.f_code.co_filename, frame.f_code.co_qualname, frame.f_code.co_firstlineno),
@@ -328,8 +402,8 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         "guards": guards,
         "graph_inputs": list(rewritten.graph_inputs),
         "output": result.output,
-        "graph": _graph_record(result.graph),
-        "files": {path: _file_digest(path) for path in sorted(files)},
+        "graph": graph,
+        "files": digests,
     }
 
 
@@ -397,6 +471,13 @@ def _read(path: str):
     except Exception as e:  # noqa: BLE001 - corrupt or stale: ignored, never a failure
         log.warn_once(("disk_cache_read", path), f"torch_jit_cache: ignoring cache file {path}: "
                                                  f"{type(e).__name__}: {e}")
+        # Removed, so that it warns once, not in every later process: a file is only ever visible
+        # whole (os.replace), so a bad one is bad for every reader; a stale one (a source file
+        # edited since) is stale for every process running that source.
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
         return None
 
 
@@ -404,6 +485,15 @@ def load(compiler, frame, resolve):
     """A GuardedCode for `frame` from a stored entry whose guards pass, or None; never raises."""
     if not enabled() or compiler.backend not in BACKENDS:
         return None
+    try:
+        return _load(compiler, frame, resolve)
+    except Exception as e:  # noqa: BLE001 - an unusable cache is no cache (torch missing, say)
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"not loading {_describe(frame.f_code)}: {type(e).__name__}: {e}")
+        return None
+
+
+def _load(compiler, frame, resolve):
     code = frame.f_code
     try:
         directory = _key_dir(compiler, code)
@@ -447,7 +537,8 @@ def _load_entry(compiler, frame, entry, resolve):
     gm = _rebuild_graph(entry["graph"])
     graph_inputs = entry["graph_inputs"]
     runtime.set_skip(type(gm).forward)
-    example_inputs = _example_inputs(graph_inputs, resolve)
+    # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
+    example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
     compiled = backends.compile_graph(compiler.backend, gm, example_inputs, fallback_to_eager=config.fallback_to_eager)
     del example_inputs
     compiled = runtime.without_interception(compiled)

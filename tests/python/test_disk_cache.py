@@ -141,6 +141,9 @@ def test_corrupt_file_warns_once_and_recompiles(script, tmp_path, damage):
     second, err = run(script, cache)
     assert (second["graphs"], second["disk_cache_hits"]) == (1, 0)
     assert err.count("ignoring cache file") == 1, err
+    if damage == "flip":   # the bad file was removed and a good one stored: the next run loads
+        third, err = run(script, cache)
+        assert (third["graphs"], third["disk_cache_hits"]) == (0, 1) and "ignoring" not in err, err
 
 
 def _rewrite_entry(path, change):
