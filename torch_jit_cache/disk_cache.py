@@ -552,6 +552,9 @@ def _example_inputs(graph_inputs, resolve) -> list:
     """Fake tensors like the frame's graph inputs (equal, by the guards just checked, to the ones
     the graph was traced with): what a backend is given."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    mode = FakeTensorMode()
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    # With a ShapeEnv, as a trace's fakes have: inductor's FX graph cache and AOTAutograd's cache
+    # bypass graphs whose inputs come without one (a warm second process compiled again: 8.7 s).
+    mode = FakeTensorMode(shape_env=ShapeEnv())
     return [mode.from_tensor(resolve(source), static_shapes=True) for source in graph_inputs]
 
