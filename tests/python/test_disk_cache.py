@@ -4,12 +4,12 @@ Each test runs child processes on one script (the key includes the script's path
 TJC_CACHE_DIR in the test's temporary folder; conftest.py keeps the cache off everywhere else.
 The children print tjc.stats() and whether the result equals eager's, as JSON.
 """
+import hashlib
 import json
 import os
 import pickle
 import subprocess
 import sys
-import weakref
 
 import pytest
 
@@ -108,8 +108,9 @@ def test_module_is_not_stored_but_runs(script, tmp_path):
     # An nn.Module's forward is guarded by the instance's identity (ID_MATCH on self), which no
     # later process has: not stored (docs/cache.md). The function beside it still is.
     cache = tmp_path / "cache"
-    first, _ = run(script, cache, MODULE=1)
+    first, err = run(script, cache, MODULE=1, TJC_LOG="disk_cache")
     assert (first["graphs"], first["disk_cache_stores"]) == (2, 1)
+    assert "not storing 'Block.forward'" in err and "identity of a live object" in err, err
     second, _ = run(script, cache, MODULE=1)
     assert (second["graphs"], second["disk_cache_hits"]) == (1, 1)
 
@@ -152,7 +153,6 @@ def _rewrite_entry(path, change):
     entry = pickle.loads(data[head:])
     change(entry)
     payload = pickle.dumps(entry)
-    import hashlib
     path.write_bytes(disk_cache._MAGIC + hashlib.sha256(payload).digest() + payload)
 
 
