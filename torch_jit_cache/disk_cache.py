@@ -139,7 +139,10 @@ def _lookup_name(module: str, qualname: str):
 
 
 def _name_of(value, files: set):
-    """("module", name) or ("named", module, qualname) reaching `value` itself; NotStored otherwise.
+    """("module", name) or ("named", module, qualname, code digest or None) reaching `value` itself;
+    NotStored otherwise. The digest (a function's code, nested codes and constants included) is
+    compared on load with the code of what the name reaches then: a function reassigned under the
+    name (a monkeypatch, an impostor given the same qualname) is another function.
     The user source files the name depends on are added to `files`."""
     import torch
     if isinstance(value, types.ModuleType):
@@ -149,12 +152,12 @@ def _name_of(value, files: set):
         _add_module_file(name, files)
         return ("module", name)
     if isinstance(value, torch.dtype):
-        return ("named", "torch", str(value).removeprefix("torch."))
+        return ("named", "torch", str(value).removeprefix("torch."), None)
     if isinstance(value, type) and value.__module__ == "builtins":
         # function, method, ...: named only in the types module (types.FunctionType)
         for name, obj in vars(types).items():
             if obj is value:
-                return ("named", "types", name)
+                return ("named", "types", name, None)
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
         raise NotStored(f"a {type(value).__name__} object has no importable name (identity of a live object)")
@@ -171,7 +174,16 @@ def _name_of(value, files: set):
         raise NotStored(f"{module}.{qualname} does not name the guarded object")
     for cls in (value.__mro__ if isinstance(value, type) else (value,)):
         _add_module_file(getattr(cls, "__module__", None), files)
-    return ("named", module, qualname)
+    return ("named", module, qualname, _function_digest(value))
+
+
+def _function_digest(value):
+    code = getattr(value, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return None
+    h = hashlib.sha256()
+    _code_digest(code, h)
+    return h.hexdigest()
 
 
 def _add_module_file(module, files: set) -> None:
@@ -260,10 +272,16 @@ def _decode_guard(record, resolve) -> GuardSpec:
 
 
 def _rebind(encoded):
+    """The object `encoded` (a _name_of record) names in this process: one that names itself the
+    same way, with the same code for a function; _Mismatch otherwise."""
     try:
-        return _lookup_name(encoded[1], encoded[2])
-    except Exception:  # noqa: BLE001
+        found = _lookup_name(encoded[1], encoded[2])
+        same = _name_of(found, set()) == tuple(encoded)
+    except Exception:  # noqa: BLE001 - not found, or no longer nameable: not the stored object
         raise _Mismatch(f"{encoded[1]}.{encoded[2]} is not found") from None
+    if not same:
+        raise _Mismatch(f"{encoded[1]}.{encoded[2]} is another object (reassigned, or its code changed)")
+    return found
 
 
 # --- store ------------------------------------------------------------------------------------

@@ -242,3 +242,30 @@ def test_loaded_entry_frees_its_graph(tmp_path, monkeypatch, backend):
     del compiled
     tjc.reset()
     assert graph() is None   # by reference counting: no gc.collect()
+
+
+def _helper(t):
+    return torch.cos(t)
+
+
+def _uses_helper(x):
+    return _helper(x) + 1
+
+
+@pytest.mark.usefixtures("fresh_caches")
+def test_reassigned_function_is_not_rebound(tmp_path, monkeypatch):
+    # Guards re-bound by name must reach the function the graph inlined: an impostor assigned under
+    # the name, with the same module and qualname, has other code and is not taken for it.
+    import types
+    monkeypatch.setattr(config, "disk_cache", True)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    x = torch.randn(3)
+    tjc.compile(_uses_helper)(x)
+    assert tjc.stats()["disk_cache_stores"] == 1
+    tjc.reset()
+    impostor = types.FunctionType((lambda t: torch.sin(t)).__code__, globals(), "_helper")
+    impostor.__qualname__ = "_helper"
+    monkeypatch.setitem(globals(), "_helper", impostor)
+    assert torch.equal(tjc.compile(_uses_helper)(x), torch.sin(x) + 1)
+    stats = tjc.stats()
+    assert (stats["graphs"], stats["disk_cache_hits"]) == (1, 0)
