@@ -101,7 +101,7 @@ def child(variant: str, compiler: str, blocks: int, backend: str) -> dict:
 def run_child(variant, compiler, blocks, backend, cache_dir) -> dict:
     # tjc's on-disk cache beside inductor's: empty for a fresh folder, warm for a second process.
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir, TJC_CACHE_DIR=os.path.join(cache_dir, "tjc"))
-    env.pop("TJC_DISABLE_DISK_CACHE", None)
+    env["TJC_DISABLE_DISK_CACHE"] = "0"   # harness.py turns it off by default
     cmd = [sys.executable, __file__, "--child", variant, "--compiler", compiler, "--blocks", str(blocks),
            "--backend", backend]
     return run_json_child(cmd, env, f"{compiler} {variant} N={blocks}")
