@@ -432,9 +432,12 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
     code = frame.f_code
     try:
         entry = _entry(compiler, frame, result, rewritten, shape_guards)
-        payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-        # Unpickling must not need anything of this process's (a class only defined here).
-        pickle.loads(payload)
+        try:
+            payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+            # Unpickling must not need anything of this process's (a class only defined here).
+            pickle.loads(payload)
+        except Exception as e:  # noqa: BLE001 - a source or output that does not pickle
+            raise NotStored(f"does not pickle: {type(e).__name__}: {e}") from None
         directory = _key_dir(compiler, code)
         os.makedirs(directory, mode=0o700, exist_ok=True)
         if len([n for n in os.listdir(directory) if n.endswith(".entry")]) >= MAX_ENTRIES:
@@ -452,9 +455,13 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"not storing {_describe(code)}: {e}")
         return
-    except Exception as e:  # noqa: BLE001 - a cache that cannot be written is no cache, not a failure
+    except OSError as e:   # a cache that cannot be written is no cache, not a failure
         log.warn_once(("disk_cache_store", config.cache_dir, type(e).__name__),
                       f"torch_jit_cache: cannot store compiled code in {config.cache_dir}: {type(e).__name__}: {e}")
+        return
+    except Exception as e:  # noqa: BLE001 - what the encoders did not foresee: not stored, logged
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"not storing {_describe(code)}: {type(e).__name__}: {e}")
         return
     counters.count("disk_cache_stores")
     if log.enabled("disk_cache"):
@@ -500,8 +507,9 @@ def _read(path: str):
 
 
 def load(compiler, frame, resolve):
-    """A GuardedCode for `frame` from a stored entry whose guards pass, or None; never raises."""
-    if not enabled() or compiler.backend not in BACKENDS:
+    """A GuardedCode for `frame` from a stored entry whose guards pass, or None; never raises.
+    Not under explain() (an observer): it reports the graph, which only a trace has."""
+    if not enabled() or compiler.backend not in BACKENDS or compiler.observer is not None:
         return None
     try:
         return _load(compiler, frame, resolve)

@@ -269,3 +269,16 @@ def test_reassigned_function_is_not_rebound(tmp_path, monkeypatch):
     assert torch.equal(tjc.compile(_uses_helper)(x), torch.sin(x) + 1)
     stats = tjc.stats()
     assert (stats["graphs"], stats["disk_cache_hits"]) == (1, 0)
+
+
+@pytest.mark.usefixtures("fresh_caches")
+def test_explain_traces_even_with_a_stored_entry(tmp_path, monkeypatch):
+    # explain() reports the graph, which only a trace has: it never loads from disk.
+    monkeypatch.setattr(config, "disk_cache", True)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    x, y = torch.randn(3), torch.randn(3)
+    tjc.compile(_scaled)(x, y)
+    assert tjc.stats()["disk_cache_stores"] == 1
+    tjc.reset()
+    assert tjc.explain(_scaled)(x, y).graph_count == 1
+    assert tjc.stats()["disk_cache_hits"] == 0
