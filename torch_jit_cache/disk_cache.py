@@ -139,7 +139,8 @@ def _lookup_name(module: str, qualname: str):
 
 
 def _name_of(value, files: set):
-    """("module", name) or ("named", module, qualname, code digest or None) reaching `value` itself;
+    """("module", name), ("named", module, qualname, code digest or None) or ("attr", the class's
+    record, name) for a C method, reaching `value` itself;
     NotStored otherwise. The digest (a function's code, nested codes and constants included) is
     compared on load with the code of what the name reaches then: a function reassigned under the
     name (a monkeypatch, an impostor given the same qualname) is another function.
@@ -158,6 +159,10 @@ def _name_of(value, files: set):
         for name, obj in vars(types).items():
             if obj is value:
                 return ("named", "types", name, None)
+    owner, attr = getattr(value, "__objclass__", None), getattr(value, "__name__", None)
+    if isinstance(owner, type) and isinstance(attr, str) and owner.__dict__.get(attr) is value:
+        # A C method (torch.Tensor.add_, a method_descriptor): the attribute of its named class.
+        return ("attr", _name_of(owner, files), attr)
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
         raise NotStored(f"a {type(value).__name__} object has no importable name (identity of a live object)")
@@ -241,15 +246,10 @@ def _decode_guard(record, resolve) -> GuardSpec:
     tag = encoded[0]
     if tag in ("const", "source"):
         return GuardSpec(source, kind, encoded[1])
-    if tag == "module":
-        module = sys.modules.get(encoded[1])
-        if module is None:
-            raise _Mismatch(f"module {encoded[1]} is not imported")
-        return GuardSpec(source, kind, module)
-    if tag == "named":
+    if tag in ("module", "named", "attr"):
         return GuardSpec(source, kind, _rebind(encoded))
     if tag == "code_of":
-        owner = _rebind(encoded[1]) if encoded[1][0] == "named" else None
+        owner = _rebind(encoded[1])
         if not isinstance(getattr(owner, "__code__", None), types.CodeType):
             raise _Mismatch(f"{encoded[1]} has no code")
         return GuardSpec(source, kind, owner.__code__)
@@ -275,7 +275,12 @@ def _rebind(encoded):
     """The object `encoded` (a _name_of record) names in this process: one that names itself the
     same way, with the same code for a function; _Mismatch otherwise."""
     try:
-        found = _lookup_name(encoded[1], encoded[2])
+        if encoded[0] == "module":
+            found = sys.modules[encoded[1]]
+        elif encoded[0] == "attr":
+            found = _rebind(encoded[1]).__dict__[encoded[2]]
+        else:
+            found = _lookup_name(encoded[1], encoded[2])
         same = _name_of(found, set()) == tuple(encoded)
     except Exception:  # noqa: BLE001 - not found, or no longer nameable: not the stored object
         raise _Mismatch(f"{encoded[1]}.{encoded[2]} is not found") from None
@@ -286,13 +291,13 @@ def _rebind(encoded):
 
 # --- store ------------------------------------------------------------------------------------
 
-def _check_output(spec) -> None:
+def _check_output(spec, files: set) -> None:
     if isinstance(spec, BreakOutput):
         raise NotStored("a graph break (resume functions are not stored)")
     for part in walk(spec):
         if isinstance(part, (GraphOutput, SourceOutput, ListOutput, DictOutput)):
             continue
-        if isinstance(part, TupleOutput) and part.cls is None:
+        if isinstance(part, TupleOutput) and (part.cls is None or _is_named_type(part.cls, files)):
             continue
         if isinstance(part, ConstantOutput) and _is_constant(part.value):
             continue
@@ -300,6 +305,15 @@ def _check_output(spec) -> None:
     for part in walk(spec):
         if isinstance(part, DictOutput) and not all(_is_constant(k) for k, _ in part.items):
             raise NotStored("a dict output with non-constant keys")
+
+
+def _is_named_type(cls, files: set) -> bool:
+    """A tuple subclass output (torch.return_types.max, a namedtuple) pickles by its name: only
+    where the name reaches it."""
+    try:
+        return isinstance(cls, type) and _name_of(cls, files)[0] == "named"
+    except NotStored:
+        return False
 
 
 def _graph_record(gm, files: set) -> list:
@@ -399,13 +413,13 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         raise NotStored("symbolic sizes")
     if result.side_effects:
         raise NotStored("side effects")
-    _check_output(result.output)
+    files = {frame.f_code.co_filename}
+    _check_output(result.output, files)
     import torch
     from .backends import has_symbolic_sizes
     for t in result.example_inputs:
         if not isinstance(t, torch.Tensor) or has_symbolic_sizes(t):
             raise NotStored("a non-tensor or symbolic graph input")
-    files = {frame.f_code.co_filename}
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     guards = [_encode_guard(g, files, identities) for g in rewritten.guards]
     graph = _graph_record(result.graph, files)

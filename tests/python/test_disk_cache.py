@@ -282,3 +282,56 @@ def test_explain_traces_even_with_a_stored_entry(tmp_path, monkeypatch):
     tjc.reset()
     assert tjc.explain(_scaled)(x, y).graph_count == 1
     assert tjc.stats()["disk_cache_hits"] == 0
+
+
+VARIED = '''
+import json, os, sys, torch, torch_jit_cache as tjc
+import torch.nn.functional as F
+K = 3
+def a(x, y): return {"s": x + y, "p": [x * 2, y[1:]]}, (x.sum(), 1)
+def b(x, *, scale=2.0): return x.to(torch.float64) * scale
+def c(x): return F.softmax(x, dim=-1)[..., :2].reshape(-1)
+def d(x, n): return x.view(n, -1).transpose(0, 1).contiguous() + K
+def make(z):
+    def inner(x): return x * z
+    return inner
+e = make(torch.tensor(5.0))
+def f(xs): return torch.stack([t.cos() for t in xs]).mean(0)
+def g(x): return x.new_zeros(2, dtype=torch.int64), torch.arange(4, device=x.device), x.max(dim=0)
+def h(x): return x.clone().add_(1).relu_()
+def i(x, y): return x @ y, x.t(), torch.where(x > 0, x, y.T[:x.shape[0], :x.shape[1]])
+cases = [(a, (torch.randn(3), torch.randn(3)), {}), (b, (torch.randn(2),), {"scale": 3.0}),
+         (c, (torch.randn(2, 4),), {}), (d, (torch.randn(6), 2), {}), (e, (torch.randn(3),), {}),
+         (f, ([torch.randn(3) for _ in range(3)],), {}), (g, (torch.randn(3, 2),), {}),
+         (h, (torch.randn(3),), {}),
+         (i, (torch.randn(2, 3), torch.randn(3, 2)), {})]
+def flat(o):
+    if isinstance(o, dict):
+        o = list(o.values())
+    if isinstance(o, (list, tuple)):
+        return [leaf for v in o for leaf in flat(v)]
+    return [o]
+torch.manual_seed(0)
+bad = []
+for fn, args, kw in cases:
+    out = tjc.compile(fn, backend=os.environ.get("BACKEND", "eager"))(*args, **kw)
+    want = fn(*args, **kw)
+    fo, fw = flat(out), flat(want)
+    same = len(fo) == len(fw) and type(out) is type(want) and all(
+        (torch.equal(p, q) if isinstance(p, torch.Tensor) else p == q) for p, q in zip(fo, fw))
+    if not same: bad.append(fn.__name__)
+print("RESULT " + json.dumps({"ok": not bad, "bad": bad, **tjc.stats()}))
+'''
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_varied_functions_load_and_match_eager(tmp_path, backend):
+    # Dict, list and torch.return_types outputs, keyword arguments, a closure over a tensor, a list
+    # argument, in-place methods (C method descriptors as graph targets), dtype and device arguments.
+    script = tmp_path / "varied.py"
+    script.write_text(VARIED)
+    cache = tmp_path / "cache"
+    first, _ = run(script, cache, BACKEND=backend)
+    assert (first["graphs"], first["disk_cache_stores"]) == (9, 9)
+    second, err = run(script, cache, BACKEND=backend)
+    assert (second["graphs"], second["disk_cache_hits"], second["fallbacks"]) == (0, 9, 0), err
