@@ -4,11 +4,20 @@ Each script is run directly (`python benchmarks/<script>.py`), so this folder is
 """
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+# tjc's on-disk cache is off for the benchmarks and the processes they start (a second run must
+# measure what the first did, not load what it left in ~/.cache/torch_jit_cache), unless the
+# environment says otherwise or a benchmark turns it on for its own children in their own folder
+# (compile_time.py's process start rows).
+os.environ.setdefault("TJC_DISABLE_DISK_CACHE", "1")
+if "torch_jit_cache.config" in sys.modules and os.environ["TJC_DISABLE_DISK_CACHE"] == "1":
+    sys.modules["torch_jit_cache.config"].config.disk_cache = False
 
 
 def best_us(fn, x, repeat: int) -> float:

@@ -29,6 +29,13 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
+def _default_cache_dir() -> str:
+    if os.environ.get("TJC_CACHE_DIR"):
+        return os.environ["TJC_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torch_jit_cache")
+
+
 @dataclasses.dataclass
 class Config:
     # Entries per code object; at the limit the code turns run-only (entries keep serving hits,
@@ -57,6 +64,11 @@ class Config:
         default_factory=lambda: _env_bool("TJC_CAPTURE_SCALAR_OUTPUTS", False))
     capture_dynamic_output_shape_ops: bool = dataclasses.field(
         default_factory=lambda: _env_bool("TJC_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", False))
+    # The on-disk cache (disk_cache.py, docs/cache.md "On-disk cache"): compiled entries stored in
+    # cache_dir and loaded by later processes without tracing. TJC_DISABLE_DISK_CACHE=1 turns it off;
+    # TJC_CACHE_DIR moves it (default: $XDG_CACHE_HOME/torch_jit_cache, else ~/.cache/torch_jit_cache).
+    disk_cache: bool = dataclasses.field(default_factory=lambda: not _env_bool("TJC_DISABLE_DISK_CACHE", False))
+    cache_dir: str = dataclasses.field(default_factory=lambda: _default_cache_dir())
     # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks,dynamic (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(
@@ -74,6 +86,8 @@ class Config:
                 raise ValueError(f"config.{name} must be an int >= 1, got {value!r}")
         elif name in _BOOLS and type(value) is not bool:
             raise TypeError(f"config.{name} must be True or False, got {type(value).__name__} {value!r}")
+        elif name == "cache_dir" and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"config.cache_dir must be a path, got {type(value).__name__} {value!r}")
         elif name == "log":
             if not isinstance(value, (set, frozenset)) or not all(isinstance(t, str) for t in value):
                 raise TypeError(f"config.log must be a set of topic names, got {value!r}")
@@ -86,5 +100,5 @@ class Config:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Config))
-_BOOLS = frozenset(("fallback_to_eager", "capture_scalar_outputs", "capture_dynamic_output_shape_ops"))
+_BOOLS = frozenset(("fallback_to_eager", "disk_cache", "capture_scalar_outputs", "capture_dynamic_output_shape_ops"))
 config = Config()

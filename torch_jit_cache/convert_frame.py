@@ -12,7 +12,7 @@ import dataclasses
 import types
 import weakref
 
-from . import codegen, counters, graph_break, log, proxies, runtime, stance, trace_rules
+from . import codegen, counters, disk_cache, graph_break, log, proxies, runtime, stance, trace_rules
 from .config import config
 from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
@@ -210,6 +210,10 @@ class FrameCompiler:
         original code and gives eager's result. Only `Exception` is caught: KeyboardInterrupt and
         SystemExit pass through untouched.
         """
+        # Before the tracer is imported (1 s): a process that only loads never imports it.
+        loaded = disk_cache.load(self, frame, _resolver(frame))   # never raises; None: trace as usual
+        if loaded is not None:
+            return loaded
         from . import backends, tracer  # torch is imported only when a frame is compiled
         from .graph_break import driver
 
@@ -239,6 +243,7 @@ class FrameCompiler:
             new_code = run("codegen", _transformed_code, frame, compiled, rewritten.graph_inputs, result)
             guards = run("guard building", _bound_guards, code, rewritten.guards, resolve, shape_guards)
             guarded = run("cache entry", runtime.GuardedCode, new_code, guards)
+            disk_cache.store(self, frame, result, rewritten, shape_guards)   # never raises
         except DynamicMarkError as e:
             e.__traceback__ = None
             return e

@@ -24,6 +24,8 @@ PIPELINE = {
     "unsupported": 0,   # frames that run uncompiled because they could not be compiled (or thrash)
     # graphs that used the backend's callable of an identical earlier graph (backends/sharing.py)
     "shared_backend_compiles": 0,
+    "disk_cache_hits": 0,    # entries loaded from the on-disk cache, untraced (disk_cache.py)
+    "disk_cache_stores": 0,  # entries written to the on-disk cache
 }
 
 
@@ -48,4 +50,6 @@ def snapshot() -> dict:
     out["graph_breaks"] = PIPELINE["graph_breaks"]
     out["recompiles"] = PIPELINE["recompiles"]
     out["shared_backend_compiles"] = PIPELINE["shared_backend_compiles"]
+    out["disk_cache_hits"] = PIPELINE["disk_cache_hits"]
+    out["disk_cache_stores"] = PIPELINE["disk_cache_stores"]
     return out

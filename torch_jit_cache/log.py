@@ -2,7 +2,8 @@
 ran, what did not.
 
 `fallbacks` names frames that ran uncompiled after a trace; `skips` names frames the trace rules left
-alone and the rule that did; `graph_breaks` names each graph break once, with its place and reason.
+alone and the rule that did; `graph_breaks` names each graph break once, with its place and reason;
+`disk_cache` says what was stored in or loaded from the on-disk cache, and why an entry was not stored.
 
 Each topic is printed through the `torch_jit_cache` logger (handler to stderr added when TJC_LOG is
 set); `enabled(topic)` keeps the formatting work off the path when a topic is off.
@@ -12,7 +13,8 @@ import sys
 
 from .config import config
 
-TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips", "graph_breaks", "dynamic")
+TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips", "graph_breaks", "dynamic",
+          "disk_cache")
 
 logger = logging.getLogger("torch_jit_cache")
 

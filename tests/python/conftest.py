@@ -23,7 +23,20 @@ import sys
 
 import pytest
 
-from torch_jit_cache.testing import pytest_plugin
+# The on-disk cache (docs/cache.md) is off for the suite, and for the processes its tests start
+# (they inherit the environment): no test writes into the user's cache folder, and no test loads
+# what another run stored. test_disk_cache.py turns it on, in a temporary folder, where it tests it.
+# The environment is set for child processes, and for config where this file imports the package
+# first; config.disk_cache is set below for where the package was imported before.
+os.environ["TJC_DISABLE_DISK_CACHE"] = "1"
+os.environ.pop("TJC_CACHE_DIR", None)
+
+from torch_jit_cache.config import config as _config  # noqa: E402 - after the environment is set
+from torch_jit_cache.testing import pytest_plugin  # noqa: E402
+
+# Where the package is installed, pytest imports it through the plugin's entry point before this
+# file runs, so config has read the environment already: the setting itself is turned off too.
+_config.disk_cache = False
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
