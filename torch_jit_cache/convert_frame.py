@@ -308,25 +308,33 @@ class FrameCompiler:
     def _backend_compile(self, result):
         """The backend's callable for the traced graph, run with interception off."""
         from . import backends
-        from .backends import sharing
 
         # The graph's own generated forward (and anything compiled from it) must run as is:
         # marked skip before anything can call it under the hook.
         runtime.set_skip(type(result.graph).forward)
         backends.ensure_tuple_output(result.graph)
-        # An identical graph compiled before (the same block, another instance) shares its
-        # callable: the backend runs once (backends/sharing.py says when that is sound).
         unbacked = result.shape_state is not None and result.shape_state.has_unbacked
-        key = sharing.key(self.backend, result.graph, result.example_inputs, unbacked=unbacked)
+        return self.compile_graph(result.graph, result.example_inputs, unbacked=unbacked)
+
+    def compile_graph(self, gm, example_inputs, *, unbacked: bool = False):
+        """This compiler's backend on `gm` (a traced graph, or one loaded from the disk cache, whose
+        forward is marked skip), run with interception off; `gm` is unlinked from its graph after."""
+        from . import backends
+        from .backends import sharing
+
+        # An identical graph compiled before (the same block, another instance, another compile()
+        # call that loaded it) shares its callable: the backend runs once (backends/sharing.py
+        # says when that is sound).
+        key = sharing.key(self.backend, gm, example_inputs, unbacked=unbacked)
         compiled = sharing.lookup(key)
         if compiled is not None:
             counters.count("shared_backend_compiles")
-            result.graph.graph.owning_module = None
+            gm.graph.owning_module = None
             return compiled
         # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
         # what the swap leaves in their derived state is put back (proxies.py).
-        with proxies.preserving_derived_state(result.graph.modules()):
-            compiled = backends.compile_graph(self.backend, result.graph, result.example_inputs,
+        with proxies.preserving_derived_state(gm.modules()):
+            compiled = backends.compile_graph(self.backend, gm, example_inputs,
                                               fallback_to_eager=config.fallback_to_eager)
         # What the backend made (AOT-autograd's generated wrappers, whose code carries no
         # module name the trace rules could read, inductor's runner, a user backend's
@@ -337,7 +345,7 @@ class FrameCompiler:
         # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
         # them the modules' parameters, which must go when the entry does, by reference
         # counting, never by the collector. Nothing needs the link once the backend is done.
-        result.graph.graph.owning_module = None
+        gm.graph.owning_module = None
         return compiled
 
     def _no_graph(self, frame, entries, result, resolve):

@@ -564,7 +564,6 @@ def _load(compiler, frame, resolve):
 
 def _load_entry(compiler, frame, entry, resolve):
     global _last_loaded
-    from . import backends
     from .guards import build_guards
 
     if entry["global_state"] != _global_state():
@@ -579,10 +578,10 @@ def _load_entry(compiler, frame, entry, resolve):
     runtime.set_skip(type(gm).forward)
     # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
     example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
-    compiled = backends.compile_graph(compiler.backend, gm, example_inputs, fallback_to_eager=config.fallback_to_eager)
+    # As a traced graph's: an identical graph's backend compile is shared (backends/sharing.py),
+    # so N blocks compiled one by one, each loading the first one's entry, compile once.
+    compiled = compiler.compile_graph(gm, example_inputs)
     del example_inputs
-    compiled = runtime.without_interception(compiled)
-    gm.graph.owning_module = None   # as convert_frame: the entry's death frees the graph by refcount
     _last_loaded = weakref.ref(gm)
     new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, entry["output"], (), ())
     return runtime.GuardedCode(new_code, guards)

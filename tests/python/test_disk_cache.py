@@ -338,3 +338,41 @@ def test_varied_functions_load_and_match_eager(tmp_path, backend):
     assert (first["graphs"], first["disk_cache_stores"]) == (9, 9)
     second, err = run(script, cache, BACKEND=backend)
     assert (second["graphs"], second["disk_cache_hits"], second["fallbacks"]) == (0, 9, 0), err
+
+
+REGIONAL = '''
+import json
+import torch
+import torch_jit_cache as tjc
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+    def forward(self, x):
+        return torch.relu(self.lin(x)) + x
+
+blocks = torch.nn.ModuleList(Block() for _ in range(4))
+want = x = torch.randn(2, 8)
+for b in blocks:
+    want = b(want)
+for i, b in enumerate(blocks):
+    blocks[i] = tjc.compile(b, backend="aot_eager")
+with torch.no_grad():
+    for b in blocks:
+        x = b(x)
+print("RESULT " + json.dumps({"ok": bool(torch.allclose(x, want.detach())), **tjc.stats()}))
+'''
+
+
+def test_blocks_compiled_one_by_one_load_one_entry_and_compile_once(tmp_path):
+    # Each tjc.compile(block) is its own owner: the first traces and stores, the others load that
+    # entry (in this process and the next), and every load's backend compile is shared.
+    path = tmp_path / "regional.py"
+    path.write_text(REGIONAL)
+    cache = tmp_path / "cache"
+    first, _ = run(path, cache)
+    assert (first["graphs"], first["disk_cache_stores"], first["disk_cache_hits"]) == (1, 1, 3)
+    assert first["shared_backend_compiles"] == 3
+    second, _ = run(path, cache)
+    assert (second["graphs"], second["disk_cache_hits"], second["shared_backend_compiles"]) == (0, 4, 3)
