@@ -352,3 +352,42 @@ def check_trace(f, *arg_sets, trace_args=None):
 def guard_kinds(result, source):
     """The kinds of the guards the trace put on `source`."""
     return {g.kind for g in result.guards if g.source == source}
+
+
+class LayersInSeparateFrames(torch.nn.Module):
+    """Calls its layers in turn from a forward that falls back (data-dependent, inside a try block
+    where no graph break is made): each layer's forward is a frame of its own, compiled on its own
+    (the cache-owner and instance-sharing tests)."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(layers)
+
+    def forward(self, x):
+        try:
+            if x.sum() > -1e9:
+                for layer in self.layers:
+                    x = layer(x)
+        finally:
+            pass
+        return x
+
+
+def compile_layers_in_separate_frames(make_layer, n: int = 12, calls: int = 3, grad: bool = True):
+    """`n` layers from `make_layer` in LayersInSeparateFrames, compiled and called `calls` times
+    (under no_grad unless `grad`: then every layer's input is alike), each result compared with
+    eager's; no cache-limit warning. Returns (compiled, model)."""
+    import warnings
+
+    torch.manual_seed(0)
+    model = LayersInSeparateFrames(make_layer() for _ in range(n))
+    x = torch.randn(4, 8)
+    expected = model(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt = tjc.compile(model)
+        with contextlib.nullcontext() if grad else torch.no_grad():
+            for _ in range(calls):
+                torch.testing.assert_close(opt(x), expected)
+    assert not [w for w in caught if "cache limit" in str(w.message)], "no layer reached the limit"
+    return opt, model

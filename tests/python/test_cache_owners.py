@@ -244,32 +244,9 @@ def test_twelve_identical_blocks_called_from_an_uncompiled_caller_all_run_compil
         def forward(self, x):
             return torch.relu(self.lin(x)) + x
 
-    class Stack(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = nn.ModuleList(Block() for _ in range(12))
+    from context_helpers import compile_layers_in_separate_frames
 
-        def forward(self, x):
-            # Data-dependent, and inside a try block where no graph break is made: this frame
-            # falls back, each block compiles alone.
-            try:
-                if x.sum() > -1e9:
-                    for block in self.blocks:
-                        x = block(x)
-            finally:
-                pass
-            return x
-
-    torch.manual_seed(0)
-    model = Stack()
-    x = torch.randn(4, 8)
-    expected = model(x)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        opt = tjc.compile(model)
-        for _ in range(3):
-            assert torch.allclose(opt(x), expected)
-    assert not [w for w in caught if "cache limit" in str(w.message)], "no layer reached the limit"
+    opt, model = compile_layers_in_separate_frames(Block, grad=True)
     entries = tjc.cache_entries(Block.forward)
     # Blocks equal in what the trace read share entries (guarded by value, not identity): one for
     # the first block, whose input needs no grad, one for the eleven others.

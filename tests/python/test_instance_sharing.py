@@ -5,7 +5,6 @@ in anything the trace read must not share; every result is compared with eager (
 gradients)."""
 import copy
 import types
-import warnings
 
 import pytest
 
@@ -221,33 +220,9 @@ def test_a_model_with_identical_layers_in_separate_frames_compiles_the_layer_onc
         def forward(self, x):
             return x + torch.relu(self.lin(self.norm(x)))
 
-    class Stack(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layers = nn.ModuleList(Layer() for _ in range(12))
+    from context_helpers import compile_layers_in_separate_frames
 
-        def forward(self, x):
-            # Data-dependent, inside a try block where no graph break is made: this frame falls
-            # back and each layer's forward is a frame of its own.
-            try:
-                if x.sum() > -1e9:
-                    for layer in self.layers:
-                        x = layer(x)
-            finally:
-                pass
-            return x
-
-    torch.manual_seed(0)
-    model = Stack()
-    x = torch.randn(4, 8)
-    expected = model(x)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        opt = tjc.compile(model)
-        with torch.no_grad():   # every layer's input alike (the model's own needs no grad)
-            for _ in range(3):
-                torch.testing.assert_close(opt(x), expected)
-    assert not [w for w in caught if "cache limit" in str(w.message)]
+    opt, model = compile_layers_in_separate_frames(Layer, grad=False)
     entries = tjc.cache_entries(Layer.forward)
     assert len(entries) == 1, "one entry for twelve identical layers"
     assert entries[0].hits == 35, "every other call of a layer hits it"
