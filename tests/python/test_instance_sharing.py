@@ -286,20 +286,26 @@ def test_a_submodule_shared_in_one_instance_only_matches_eager(backend):
 
 
 class TwoBuffers(nn.Module):
-    def __init__(self, aliased=False):
+    def __init__(self, aliased=False, through_a_view=False):
         super().__init__()
         self.register_buffer("a", torch.zeros(8))
         self.register_buffer("b", self.a if aliased else torch.zeros(8))
+        self.through_a_view = through_a_view
 
     def forward(self, x):
-        self.a.add_(1)    # in place on a buffer: what `b` reads depends on whether it is `a`
+        # In place on a buffer: what `b` reads depends on whether it is `a`.
+        if self.through_a_view:
+            self.a.view(2, 4)[1:].add_(1)
+        else:
+            self.a.add_(1)
         return x + self.b
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_a_buffer_mutated_in_place_keeps_identity(backend):
+@pytest.mark.parametrize("through_a_view", [False, True], ids=["directly", "through a view"])
+def test_a_buffer_mutated_in_place_keeps_identity(backend, through_a_view):
     call = tjc.compile(lambda m, x: m(x), backend=backend)
-    for m in (TwoBuffers(), TwoBuffers(aliased=True), TwoBuffers()):
+    for m in (TwoBuffers(False, through_a_view), TwoBuffers(True, through_a_view), TwoBuffers(False, through_a_view)):
         twin = copy.deepcopy(m)
         x = torch.randn(2, 8)
         torch.testing.assert_close(call(m, x), twin(x))

@@ -317,9 +317,10 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     out = tx.output
     mutated = [*args[:1], kwargs.get("out")] if inplace or "out" in kwargs else \
         _running_stats(target, args, kwargs)
-    if any(isinstance(a, TensorVariable) and isinstance(a.source, AttrSource) for a in mutated):
-        # A graph input read through an object (a module's buffer) mutated in place: pinned by
-        # identity, so another instance whose names alias otherwise does not share the graph.
+    if _mutates_attribute_tensor(out, mutated):
+        # A graph input read through an object (a module's buffer) mutated in place, directly or
+        # through a view: pinned by identity, so another instance whose names alias otherwise does
+        # not share the graph.
         out.pin_modules_by_identity()
     if method and inplace:
         fn = getattr(torch.Tensor, target)
@@ -335,6 +336,26 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     if result is None:
         return ConstantVariable(None)
     return wrap_op_result(tx, node, result)
+
+
+def _mutates_attribute_tensor(out, mutated) -> bool:
+    """Whether a tensor in `mutated` is, or is a view of, a tensor the trace read through an
+    attribute (its example shares that tensor's storage)."""
+    mutated = [a for a in mutated if isinstance(a, TensorVariable)]
+    if not mutated or out.modules_by_identity:
+        return False
+    if any(isinstance(a.source, AttrSource) for a in mutated):
+        return True
+    storages = {_storage_id(a.example) for a in mutated} - {None}
+    return any(isinstance(v, TensorVariable) and isinstance(v.source, AttrSource)
+               and _storage_id(v.example) in storages for v in list(out.by_source.values()))
+
+
+def _storage_id(t):
+    try:
+        return t.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 - no storage (a sparse or nested tensor): not compared
+        return None
 
 
 def _running_stats(target, args, kwargs) -> list:
