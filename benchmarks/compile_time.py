@@ -45,32 +45,13 @@ def functional_forward(x, params):
 
 def child(variant: str, compiler: str, blocks: int, backend: str) -> dict:
     import torch
-    import torch.nn as nn
 
     import torch_jit_cache as tjc
 
-    class Block(nn.Module):
-        def __init__(self, d=64):
-            super().__init__()
-            self.ln = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, 4 * d)
-            self.fc2 = nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln(x))))
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layers = nn.ModuleList(Block() for _ in range(blocks))
-
-        def forward(self, x):
-            for layer in self.layers:
-                x = layer(x)
-            return x
+    from identical_blocks import Model
 
     torch.manual_seed(0)
-    model = Model().eval()
+    model = Model(blocks).eval()
     x = torch.randn(4, 16, 64)
     with torch.no_grad():
         expected = model(x)
