@@ -204,7 +204,10 @@ def _add_module_file(module, files: set) -> None:
 
 
 def _tensor_meta(t, files) -> tuple:
-    strides = tuple(t.stride()) if t.layout.__repr__() == "torch.strided" else None
+    """What TENSOR_MATCH compares, as data: stored for a guard, and computed again for the frame's
+    tensor when the entry loads (NotStored where its type has no name)."""
+    import torch
+    strides = tuple(t.stride()) if t.layout == torch.strided else None
     return (_name_of(type(t), files), str(t.dtype), str(t.device), bool(t.requires_grad), tuple(t.shape), strides)
 
 
@@ -254,18 +257,20 @@ def _decode_guard(record, resolve) -> GuardSpec:
             raise _Mismatch(f"{encoded[1]} has no code")
         return GuardSpec(source, kind, owner.__code__)
     if tag == "tensor":
-        cls_name, dtype, device, requires_grad, sizes, strides = encoded[1]
         try:
             live = resolve(source)
         except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
             raise _Mismatch(f"{source} is not reachable") from None
         import torch
-        if type(live) is not _rebind(cls_name) or not isinstance(live, torch.Tensor):
+        if not isinstance(live, torch.Tensor):
             raise _Mismatch(f"{source}: type")
-        got_strides = tuple(live.stride()) if live.layout == torch.strided else None
-        if (str(live.dtype), str(live.device), bool(live.requires_grad), tuple(live.shape), got_strides) != \
-                (dtype, device, requires_grad, sizes, strides):
-            raise _Mismatch(f"{source}: tensor metadata")
+        # The type by its name record: equal only where that name reaches type(live) itself.
+        try:
+            same = _tensor_meta(live, set()) == encoded[1]
+        except NotStored:
+            same = False
+        if not same:
+            raise _Mismatch(f"{source}: tensor type or metadata")
         # The guard is built from the frame's tensor, whose facts equal the stored ones.
         return GuardSpec(source, kind, live)
     raise ValueError(f"unknown guard value tag {tag!r}")
