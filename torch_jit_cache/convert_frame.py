@@ -17,8 +17,8 @@ from .config import config
 from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
 from .fast_sources import SourceRewriter
-from .sources import Source, load_source, unreachable_root
-from .trace_result import BreakOutput, GuardKind, SourceOutput, Unsupported, drop_tracebacks, walk
+from .sources import LocalSource, Source, load_source, unreachable_root
+from .trace_result import BreakOutput, GuardKind, GuardSpec, SourceOutput, Unsupported, drop_tracebacks, walk
 
 
 def describe(code: types.CodeType) -> str:
@@ -210,15 +210,15 @@ class FrameCompiler:
         original code and gives eager's result. Only `Exception` is caught: KeyboardInterrupt and
         SystemExit pass through untouched.
         """
+        code = frame.f_code
+        resolve = _resolver(frame)
         # Before the tracer is imported (1 s): a process that only loads never imports it.
-        loaded = disk_cache.load(self, frame, _resolver(frame))   # never raises; None: trace as usual
+        loaded = disk_cache.load(self, frame, resolve)   # never raises; None: trace as usual
         if loaded is not None:
             return loaded
         from . import backends, tracer  # torch is imported only when a frame is compiled
         from .graph_break import driver
 
-        code = frame.f_code
-        resolve = _resolver(frame)
         traced = None
         try:
             plan = run("dynamic shapes plan", self._dynamic.plan, code, frame.f_locals, resolve)
@@ -437,9 +437,6 @@ def _module_local_identities(frame, guards) -> list:
     modules, so the cache limit counts it per object (docs/cache.md) and N blocks that each
     differ do not exhaust one limit."""
     import torch
-
-    from .sources import LocalSource
-    from .trace_result import GuardSpec
 
     pinned = {g.source for g in guards if g.kind is GuardKind.ID_MATCH}
     specs = []

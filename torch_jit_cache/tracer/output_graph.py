@@ -77,7 +77,7 @@ class OutputGraph:
         # Whether the trace guarded torch's global module-hook dicts empty (nn_module.py): once per
         # trace, through whichever module was called first.
         self.global_hooks_guarded = False
-        # Whether every module is guarded by identity (nn_module.pin_modules_by_identity: the
+        # Whether every module is guarded by identity (pin_modules_by_identity: the
         # trace stored to a module), else only those the trace relies on as objects.
         self.modules_by_identity = False
         # (shape_guards.SymbolBinding, int): ints read from input tensors that TENSOR_MATCH does not

@@ -201,7 +201,9 @@ class NNModuleVariable(VariableTracker):
             unsupported(f"store to {cls.__name__}.{name} (nn.Module's own state)")
         if type_lookup(cls, "__getattr__") is not nn.Module.__getattr__:
             unsupported(f"store to {cls.__name__}.{name}: the class defines its own __getattr__")
-        pin_modules_by_identity(tx)
+        # side_effects.py keys a store's effects by the real object (by_identity=True): every
+        # module of the trace is pinned (OutputGraph.pin_modules_by_identity).
+        tx.output.pin_modules_by_identity()
         real = value.real if isinstance(value, TensorVariable) else None
         if isinstance(value, NNModuleVariable) or isinstance(real, nn.Parameter) or \
                 _BUFFER is not None and isinstance(real, _BUFFER):
@@ -236,7 +238,7 @@ class NNModuleVariable(VariableTracker):
     def var_delattr(self, tx, name):
         if name in _MODULE_OWN_STATE:
             unsupported(f"deletion of {type(self.module).__name__}.{name} (nn.Module's own state)")
-        pin_modules_by_identity(tx)
+        tx.output.pin_modules_by_identity()   # as for a store
         delete_attribute(tx, self, self.module, name, impl=nn.Module.__delattr__, by_identity=True,
                          stores=_MODULE_STORES)
 
@@ -463,12 +465,6 @@ class NNModuleVariable(VariableTracker):
     def identity_object(self):
         self.require_identity()
         return self.module
-
-
-def pin_modules_by_identity(tx) -> None:
-    """A store to a module (side_effects.py, `by_identity=True`) keys its effects by the real
-    object: every module of the trace is guarded by identity (OutputGraph.pin_modules_by_identity)."""
-    tx.output.pin_modules_by_identity()
 
 
 def builtin_module_owner(fn) -> type | None:
