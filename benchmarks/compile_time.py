@@ -9,9 +9,12 @@ and, for regional N=12, a second process on the same (now warm) inductor cache: 
   functional, warm process start: the same blocks as a plain function of (x, parameters) compiled
              whole; per compiler a fresh cache folder (inductor's, and tjc's on-disk cache,
              TJC_CACHE_DIR), a first process (cold) then a second (warm): the second's first call,
-             and whether tjc loaded its entry from disk without tracing (`disk hits`). The module
-             rows cannot load from tjc's disk cache yet: an nn.Module's forward is guarded by the
-             instance's identity, which no later process has (docs/cache.md).
+             and whether tjc loaded its entry from disk without tracing (`disk hits`). The regional
+             warm row loads the block's entry from disk too (modules are guarded by value).
+  floor      (inductor) a fresh process's import of the inductor modules every CPU artifact's code
+             imports (async_compile, select_algorithm; they import torch._dynamo): what any
+             compiler pays before an inductor graph runs, printed against torch.compile's warm
+             first call. A warm start cannot go below it without a loader of its own.
 Every child gets its own empty TJC_CACHE_DIR unless it is the warm one.
 Each row says whether the output equals eager's, and tjc's rows the graphs it traced and how many
 of them shared an earlier graph's backend compile (backends/sharing.py).
@@ -50,6 +53,11 @@ def child(variant: str, compiler: str, blocks: int, backend: str) -> dict:
 
     from identical_blocks import Model
 
+    if variant == "floor":
+        t0 = time.perf_counter()
+        import torch._inductor.async_compile  # noqa: F401
+        import torch._inductor.select_algorithm  # noqa: F401
+        return dict(variant=variant, compiler="none", seconds=time.perf_counter() - t0, torch=torch.__version__)
     torch.manual_seed(0)
     model = Model(blocks).eval()
     x = torch.randn(4, 16, 64)
@@ -149,7 +157,14 @@ def _warm_start(n, backend) -> list:
               flush=True)
         for row in pair.values():
             row["start"] = name.split(",")[1]
-    return [*cold.values(), *warm.values()]
+    rows = [*cold.values(), *warm.values()]
+    if backend == "inductor":
+        floor = run_child("floor", "none", n, backend, tempfile.mkdtemp())
+        print(f"{'inductor floor':<16}{n:>4}{floor['seconds']:>9.2f}{warm['torch']['seconds']:>17.2f}"
+              f"{floor['seconds'] / warm['torch']['seconds']:>8.2f}   (imports alone, against torch.compile's warm)",
+              flush=True)
+        rows.append(floor)
+    return rows
 
 
 def _print_pair(variant, n, pair):
