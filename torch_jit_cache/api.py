@@ -1,7 +1,7 @@
 """The user API: compile(), compile_(), explain(), disable(), reset(), stats(), cache_entries().
 
     @tjc.compile                      # or tjc.compile(fn_or_module, backend=..., fullgraph=False,
-    def f(x, y): ...                  #    dynamic=None, cache_limit=None)
+    def f(x, y): ...                  #    dynamic=None, cache_limit=None, mode=None, options=None)
 
     for block in model.layers:        # a module compiled in place (as nn.Module.compile()),
         tjc.compile_(block)           #    with the same options
@@ -17,27 +17,35 @@ import types
 import warnings
 
 from . import _C, counters, log, runtime
-from .backends import sharing
+from .backends import modes, sharing
 from .convert_frame import FrameCompiler
 
 _WRAPPED = "_torch_jit_cache_original"
 
 
-def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None):
+def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None, mode=None,
+            options=None):
     """Compile a function, method or torch.nn.Module; usable as @compile and @compile(...).
 
     `dynamic`: None (default), shapes start static and a dimension whose size changes between
     compiles is traced as a symbol from then on; True, every dimension of the tensors the frame
     is called with is a symbol from the first compile; False, shapes are always static (each new
-    size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (dynamic.py) refine it."""
+    size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (dynamic.py) refine it.
+
+    `mode` ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs") or
+    `options` (inductor config names to values), not both, with backend="inductor": as
+    torch.compile's (backends/modes.py)."""
     if fn is None:   # the decorator form: bad options fail here, not at decoration
         _check_options(fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
         _check_backend(backend)
-        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
-    return _compiled(fn, _compiler(fn, backend, fullgraph, dynamic, cache_limit))
+        modes.patches(backend, mode, options, dynamic)
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit,
+                                 mode=mode, options=options)
+    return _compiled(fn, _compiler(fn, backend, fullgraph, dynamic, cache_limit, mode, options))
 
 
-def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None):
+def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None, mode=None,
+             options=None):
     """Compile an nn.Module in place, as `nn.Module.compile()` does for torch.compile: calling it,
     directly or from its parent, runs its forward compiled (on this call's own cache), so
     `for b in model.layers: tjc.compile_(b)` needs no reassignment. Returns the module. Options as
@@ -48,18 +56,20 @@ def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, 
         raise TypeError(f"torch_jit_cache.compile_ needs an nn.Module, got {type(module).__name__}")
     from . import module_wrapper
 
-    module_wrapper.compile_in_place(module, _compiler(module, backend, fullgraph, dynamic, cache_limit))
+    module_wrapper.compile_in_place(module, _compiler(module, backend, fullgraph, dynamic, cache_limit, mode, options))
     return module
 
 
-def _compiler(fn, backend, fullgraph, dynamic, cache_limit):
+def _compiler(fn, backend, fullgraph, dynamic, cache_limit, mode=None, options=None):
     """The FrameCompiler of one compile() call, its options checked."""
     _check_options(fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
     _check_backend(backend)
+    backend_patches = modes.patches(backend, mode, options, dynamic)
     # The compiler owns this call's cache (entries, skip/run-only decisions, cache limit): another
     # compile() of the same function never sees or changes it.
     return FrameCompiler(backend=backend, fullgraph=fullgraph, target_code=_target_code(fn),
-                         cache_limit=cache_limit, dynamic=dynamic)
+                         cache_limit=cache_limit, dynamic=dynamic, mode=mode,
+                         options=None if options is None else dict(options), backend_patches=backend_patches)
 
 
 def explain(fn, *, backend="eager"):

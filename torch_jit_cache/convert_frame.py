@@ -92,6 +92,10 @@ class FrameCompiler:
     # dimension of the frame's argument tensors from the first compile; False, never.
     dynamic: object = None
     _dynamic: object = dataclasses.field(init=False, repr=False, compare=False)
+    # mode= and options= as given, and the inductor config they stand for (backends/modes.py).
+    mode: object = None
+    options: object = None
+    backend_patches: tuple = ()
 
     # How often each code this compiler made an entry for came back with none alive (its entries
     # evicted because an object they guard by identity died). Keyed by identity, weakly: codes die
@@ -325,7 +329,7 @@ class FrameCompiler:
         # An identical graph compiled before (the same block, another instance, another compile()
         # call that loaded it) shares its callable: the backend runs once (backends/sharing.py
         # says when that is sound).
-        key = sharing.key(self.backend, gm, example_inputs, unbacked=unbacked)
+        key = sharing.key(self.backend, gm, example_inputs, unbacked=unbacked, patches=self.backend_patches)
         compiled = sharing.lookup(key)
         if compiled is not None:
             counters.count("shared_backend_compiles")
@@ -335,7 +339,8 @@ class FrameCompiler:
         # what the swap leaves in their derived state is put back (proxies.py).
         with proxies.preserving_derived_state(gm.modules()):
             compiled = backends.compile_graph(self.backend, gm, example_inputs,
-                                              fallback_to_eager=config.fallback_to_eager)
+                                              fallback_to_eager=config.fallback_to_eager,
+                                              patches=self.backend_patches)
         # What the backend made (AOT-autograd's generated wrappers, whose code carries no
         # module name the trace rules could read, inductor's runner, a user backend's
         # callable) is never intercepted: it runs with interception off, at its own speed.

@@ -42,6 +42,7 @@ import types
 import weakref
 
 from . import __version__, codegen, counters, log, runtime
+from .backends import modes
 from .config import config
 from .trace_result import (BreakOutput, ConstantOutput, DictOutput, GraphOutput, GuardKind, GuardSpec,
                            ListOutput, SourceOutput, TupleOutput, walk)
@@ -96,7 +97,8 @@ def _code_digest(code, h) -> None:
 def _key(compiler, code) -> str:
     h = hashlib.sha256()
     h.update(repr((_versions(), code.co_filename, code.co_qualname, code.co_firstlineno, compiler.backend,
-                   compiler.dynamic, config.capture_scalar_outputs, config.capture_dynamic_output_shape_ops)).encode())
+                   compiler.backend_patches, compiler.dynamic, config.capture_scalar_outputs,
+                   config.capture_dynamic_output_shape_ops)).encode())
     _code_digest(code, h)
     return h.hexdigest()[:32]
 
@@ -414,6 +416,8 @@ def _rebuild_graph(nodes):
 def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
     if compiler.backend not in BACKENDS:
         raise NotStored(f"backend {compiler.backend!r} is not one of {', '.join(BACKENDS)} by name")
+    if not modes.plain(compiler.backend_patches):
+        raise NotStored("options= holds a callable")
     if shape_guards is not None:
         raise NotStored("symbolic sizes")
     if result.side_effects:
@@ -528,7 +532,8 @@ def _read(path: str):
 def load(compiler, frame, resolve):
     """A GuardedCode for `frame` from a stored entry whose guards pass, or None; never raises.
     Not under explain() (an observer): it reports the graph, which only a trace has."""
-    if not enabled() or compiler.backend not in BACKENDS or compiler.observer is not None:
+    if not enabled() or compiler.backend not in BACKENDS or compiler.observer is not None or \
+            not modes.plain(compiler.backend_patches):
         return None
     try:
         return _load(compiler, frame, resolve)

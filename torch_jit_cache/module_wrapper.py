@@ -55,7 +55,7 @@ from torch import nn
 from . import _C
 
 # compile()'s options that a copy is made with, read back from the FrameCompiler.
-_OPTIONS = ("backend", "fullgraph", "dynamic", "cache_limit")
+_OPTIONS = ("backend", "fullgraph", "dynamic", "cache_limit", "mode", "options")
 
 
 class CompiledModule(nn.Module):
@@ -87,7 +87,7 @@ class CompiledModule(nn.Module):
 
     @property
     def compile_options(self) -> dict:
-        """backend, fullgraph, dynamic and cache_limit, as given to compile()."""
+        """backend, fullgraph, dynamic, cache_limit, mode and options, as given to compile()."""
         return {name: getattr(self._tjc_compiler, name) for name in _OPTIONS}
 
     # `compiled.forward(x)` runs compiled, as `compiled(x)` does (less the hooks, as in eager);

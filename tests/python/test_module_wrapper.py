@@ -262,7 +262,8 @@ def test_copies_are_compiled_modules_on_their_own_cache(how):
     assert dup is not compiled and dup.original_module is not child
     assert list(dup.state_dict()) == list(child.state_dict())
     opts = dup.compile_options
-    assert opts == {"backend": "eager", "fullgraph": True, "dynamic": False, "cache_limit": 3}
+    assert opts == {"backend": "eager", "fullgraph": True, "dynamic": False, "cache_limit": 3, "mode": None,
+                    "options": None}
     assert tjc.cache_entries(dup) == [], "the copy has a cache of its own"
     assert torch.allclose(dup(x), child(x))
     assert len(tjc.cache_entries(dup)) == 1 and len(tjc.cache_entries(compiled)) == 1

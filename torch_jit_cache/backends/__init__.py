@@ -119,8 +119,9 @@ def ensure_tuple_output(gm) -> None:
 
 
 def compile_graph(backend: str | Callable, gm, example_inputs: Sequence[Any],
-                  fallback_to_eager: bool = False) -> Callable:
+                  fallback_to_eager: bool = False, patches: tuple = ()) -> Callable:
     """Compile gm with `backend`; the result returns a tuple (or list) of the graph's outputs.
+    `patches`: inductor config (name, value) pairs of mode=/options= (backends/modes.py).
 
     Raises BackendCompilerFailed when the backend raises or returns a non-callable, unless
     `fallback_to_eager`: then one warning per backend and gm.forward is used instead.
@@ -130,7 +131,8 @@ def compile_graph(backend: str | Callable, gm, example_inputs: Sequence[Any],
     ensure_tuple_output(gm)
     reason = None
     try:
-        compiled = fn(gm, list(example_inputs))
+        compiled = fn(gm, list(example_inputs), config_patches=dict(patches)) if patches else \
+            fn(gm, list(example_inputs))
     except Exception as e:  # noqa: BLE001 - any backend failure is reported the same way
         # Only the text is kept: holding `e` would keep the backend's frames (and with them the
         # graph and example tensors) alive for as long as the failure is remembered.
@@ -171,12 +173,12 @@ def aot_eager(gm, example_inputs):
 
 
 @register("inductor")
-def inductor(gm, example_inputs):
+def inductor(gm, example_inputs, config_patches=None):
     import torch
     from torch._inductor.compile_fx import compile_fx
 
     if not any(isinstance(t, torch.Tensor) and has_symbolic_sizes(t) for t in example_inputs):
-        return compile_fx(gm, example_inputs)
+        return compile_fx(gm, example_inputs, config_patches=config_patches)
     # With symbolic sizes, the sizes inductor specialises while it compiles (a convolution's channel
     # count) are replacements in the ShapeEnv, which convert_frame reads back into the entry's
     # guards. A compiled graph loaded from inductor's FX graph cache (or AOTAutograd's)
@@ -188,7 +190,7 @@ def inductor(gm, example_inputs):
 
     with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False), \
             functorch_config.patch(enable_autograd_cache=False):
-        return compile_fx(gm, example_inputs)
+        return compile_fx(gm, example_inputs, config_patches=config_patches)
 
 
 def has_symbolic_sizes(t) -> bool:

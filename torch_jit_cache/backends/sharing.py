@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import weakref
 
-from . import has_symbolic_sizes
+from . import has_symbolic_sizes, modes
 
 # Built-in backends whose output is a pure function of the key above and costs enough to share.
 SHARED_BACKENDS = frozenset({"inductor", "aot_eager"})
@@ -44,10 +44,11 @@ _PURE_OPS = frozenset({"placeholder", "call_function", "call_method", "output"})
 _MEMO: dict = {}
 
 
-def key(backend, gm, example_inputs, *, unbacked: bool = False) -> tuple | None:
+def key(backend, gm, example_inputs, *, unbacked: bool = False, patches: tuple = ()) -> tuple | None:
     """The sharing key of compiling `gm` on `example_inputs` with `backend`, or None where nothing
-    may be shared (see the module's docstring). `unbacked`: the trace made an unbacked symbol."""
-    if unbacked or not isinstance(backend, str) or backend not in SHARED_BACKENDS:
+    may be shared (see the module's docstring). `unbacked`: the trace made an unbacked symbol.
+    `patches`: the compile() call's mode=/options= (backends/modes.py), part of the key."""
+    if unbacked or not isinstance(backend, str) or backend not in SHARED_BACKENDS or not modes.plain(patches):
         return None
     import torch
 
@@ -79,7 +80,7 @@ def key(backend, gm, example_inputs, *, unbacked: bool = False) -> tuple | None:
         except _NotShared:
             return None
     # Hashable: torch.fx itself keeps a graph's call targets in a dict; constants are their repr.
-    return (backend, tuple(nodes), tuple(inputs), _global_state(backend))
+    return (backend, patches, tuple(nodes), tuple(inputs), _global_state(backend))
 
 
 def lookup(k):
