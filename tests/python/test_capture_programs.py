@@ -1,0 +1,72 @@
+"""The capture programs (torch_jit_cache/testing/programs.py) under tjc.compile: every one gives
+eager's outputs (side effects included) on its first and second call, and those tjc captured whole
+when this list was written still are (benchmarks/capture.py measures them against torch.compile;
+a program that comes to be captured whole joins the list).
+
+A program that is not captured whole still has to be right: it runs with breaks or uncompiled."""
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing.programs import PROGRAMS  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+WHOLE = {
+    "any_all_generators", "attention_generator_unpack", "autocast_cpu_block", "closure_counter",
+    "comprehension_over_zip", "decorator_wrapping", "dict_items_comprehension", "dict_iteration_in_loop",
+    "dict_keys_values", "dict_update_and_get", "divmod_pow_int_ops", "dtype_device_branches",
+    "einsum_and_softmax", "embedding_with_buffer", "for_else", "for_range_break", "frozenset_constant",
+    "generator_expression_sum", "if_on_shape", "indexing_masks", "inplace_on_clone",
+    "isinstance_and_type_checks", "iter_next", "iterate_tensor_rows", "itertools_chain_product",
+    "kwargs_unpacking", "list_mutation", "map_filter_lambda", "math_module", "min_max_abs_round",
+    "module_dict_items", "module_list_residual", "module_reading_config", "named_parameters_keys",
+    "nested_comprehension", "nested_functions_with_defaults", "new_tensors_from_python", "no_grad_block",
+    "partial_application", "python_scalars_and_tensors", "recursion", "reversed_and_sorted", "set_membership",
+    "shape_arithmetic", "slicing_lists", "string_formatting", "tensor_list_ops", "ternary_and_boolops",
+    "try_finally", "tuple_unpack_star", "user_generator", "while_loop_constant", "zip_enumerate",
+}
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+    elif hasattr(a, "__dataclass_fields__"):
+        assert type(a) is type(b)
+        _same(vars(a), vars(b))
+    else:
+        assert type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_program_matches_eager_and_keeps_its_capture(name):
+    make = PROGRAMS[name].make
+    fn, args = make()
+    expected = [fn(*args), fn(*args)]
+    fn, args = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a fallback's warning: the program still has to be right
+        compiled = tjc.compile(fn)
+        got = [compiled(*args), compiled(*args)]
+    _same(got, expected)
+    if name in WHOLE:
+        fn, args = make()
+        report = tjc.explain(fn)(*args)
+        assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, []), \
+            f"{name} was captured whole: {report.break_reasons} {report.fallbacks}"
+
+
+def test_the_whole_list_names_programs_that_exist():
+    assert WHOLE <= set(PROGRAMS)
