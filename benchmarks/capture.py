@@ -1,7 +1,7 @@
 """Capture breadth (issue 25): graphs, breaks and frames run uncompiled, tjc against torch.compile.
 
 Two parts, both with backend="eager" so that only capture is measured:
-  programs  torch_jit_cache/testing/programs.py: small programs of every kind (control flow,
+  programs  tests/python/scenarios/capture_programs.py: small programs of every kind (control flow,
             containers, builtins, iteration, closures, classes, context managers, exceptions,
             enums, dataclasses, numpy, built-in modules), each run eagerly and compiled by each
             compiler on equal fresh objects, twice (the second call runs the cached code).
@@ -23,13 +23,16 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
+# The programs live beside the tests that check them, outside the package (whose own code is never
+# traced: trace_rules.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python" / "scenarios"))
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
+from capture_programs import PROGRAMS  # noqa: E402
 from harness import options, print_head, write_results  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
-from torch_jit_cache.testing.programs import PROGRAMS  # noqa: E402
 
 
 def same(a, b) -> bool:

@@ -1,4 +1,4 @@
-"""The capture programs (torch_jit_cache/testing/programs.py) under tjc.compile: every one gives
+"""The capture programs (capture_programs.py) under tjc.compile: every one gives
 eager's outputs (side effects included) on its first and second call, and those tjc captured whole
 when this list was written still are (benchmarks/capture.py measures them against torch.compile;
 a program that comes to be captured whole joins the list).
@@ -11,13 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.testing.programs import PROGRAMS  # noqa: E402
+from capture_programs import PROGRAMS  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 WHOLE = {
     "any_all_generators", "attention_generator_unpack", "autocast_cpu_block", "closure_counter",
-    "comprehension_over_zip", "decorator_wrapping", "dict_items_comprehension", "dict_iteration_in_loop",
+    "comprehension_over_zip", "config_object_branch", "dict_items_comprehension", "dict_iteration_in_loop",
     "dict_keys_values", "dict_update_and_get", "divmod_pow_int_ops", "dtype_device_branches",
     "einsum_and_softmax", "embedding_with_buffer", "for_else", "for_range_break", "frozenset_constant",
     "generator_expression_sum", "if_on_shape", "indexing_masks", "inplace_on_clone",

@@ -1,5 +1,5 @@
 """Small programs of every kind model code is made of, for measuring capture (benchmarks/capture.py)
-and checking it differentially (tests/python/test_capture_programs.py).
+and checking it differentially (test_capture_programs.py beside it).
 
 Each program is a function or a module with the inputs it is called with: plain Python around
 tensor ops (control flow, containers, builtins, iteration, closures, classes, context managers,
