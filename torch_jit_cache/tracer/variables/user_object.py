@@ -34,7 +34,7 @@ import types
 
 import torch
 
-from ...attribute_lookup import Where, lookup, resolved_name, type_lookup
+from ...attribute_lookup import MISSING, Where, lookup, resolved_name, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from . import polyfills
@@ -123,9 +123,21 @@ class UserObjectVariable(VariableTracker):
         delete_attribute(tx, self, self.value, name)
 
     def truthy(self, tx) -> bool:
+        """bool(obj) as Python computes it: the type's __bool__, else its __len__ (nonzero), else
+        True. A Python __bool__/__len__ is inlined (read as `type(obj).name`, guarded by identity)
+        and what it reads is guarded where it lives (a list's LENGTH, an attribute's value), so a
+        changed length recompiles. Its result must be a constant of the trace: Python checks its
+        type (and __len__'s sign) and raises otherwise, so anything else is refused (a graph break
+        runs it as written)."""
         cls = type(self.value)
-        if any(inspect.getattr_static(cls, m, _MISSING) is not _MISSING for m in ("__bool__", "__len__")):
-            unsupported(f"truth value of a {cls.__name__} (it defines __bool__ or __len__)")
+        for name, valid in (("__bool__", lambda r: type(r) is bool),
+                            ("__len__", lambda r: type(r) in (int, bool) and r >= 0)):
+            if type_lookup(cls, name) is MISSING:
+                continue
+            result = tx.call(self.type_method(tx, name), [self], {})
+            if not isinstance(result, ConstantVariable) or not valid(result.value):
+                unsupported(f"{cls.__name__}.{name} returned {result}, not a constant of the trace that Python accepts")
+            return bool(result.value)
         return True
 
     def type_method(self, tx, name: str):
