@@ -112,3 +112,18 @@ def test_a_result_python_rejects_raises_as_in_eager(obj, error):
     with pytest.raises(error) as compiled:
         CompiledCalls(_flag_branch)(x, obj)
     assert str(compiled.value) == str(eager.value)
+
+
+def test_objects_the_trace_builds_answer_too():
+    # A cache made inside the frame (NewObjectVariable): `if not cache` with its length known.
+    def fn(x, n):
+        cache = Cache(n)
+        if not cache:
+            return x - 1
+        return x + len(cache)
+
+    x = torch.randn(2)
+    compiled = CompiledCalls(fn)
+    for n in (0, 3, 0):
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+    compiled.check(graphs=2, breaks=0)
