@@ -170,3 +170,76 @@ def test_context_managers_not_written_in_python_still_run():
 
     x = torch.randn(3)
     torch.testing.assert_close(tjc.compile(fn, backend="eager")(x, threading.Lock()), x + 1)
+
+
+# -- @contextlib.contextmanager ---------------------------------------------------------------------
+
+EVENTS = []
+
+
+@contextlib.contextmanager
+def scaled(k):
+    EVENTS.append("enter")
+    try:
+        yield k * 2
+    finally:
+        EVENTS.append("exit")
+
+
+def with_generator_cm(x, k):
+    with scaled(k) as two_k:
+        y = x * two_k
+    return y + len(EVENTS)
+
+
+def test_contextmanager_generator_is_traced_and_its_effects_replayed():
+    x = torch.randn(3)
+    compiled = CompiledCalls(with_generator_cm)
+    EVENTS.clear()
+    expected = with_generator_cm(x, 1.5)
+    eager_events = list(EVENTS)
+    EVENTS.clear()
+    torch.testing.assert_close(compiled(x, 1.5), expected)
+    assert EVENTS == eager_events == ["enter", "exit"]
+    compiled.check(graphs=1, breaks=0)
+
+
+def test_a_break_inside_a_contextmanager_block_runs_as_written():
+    def fn(x, k):
+        with scaled(k) as two_k:
+            print("inside", two_k)
+            y = x * two_k
+        return y
+
+    x = torch.randn(3)
+    EVENTS.clear()
+    with contextlib.redirect_stdout(io.StringIO()) as eager_out:
+        expected = fn(x, 2.0)
+    eager_events = list(EVENTS)
+    compiled = tjc.compile(fn, backend="eager")
+    for _ in range(2):
+        EVENTS.clear()
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            torch.testing.assert_close(compiled(x, 2.0), expected)
+        assert out.getvalue() == eager_out.getvalue()
+        assert EVENTS == eager_events
+
+
+@contextlib.contextmanager
+def yields_twice():
+    yield 1
+    yield 2
+
+
+def test_a_contextmanager_that_does_not_stop_raises_as_in_eager():
+    def fn(x):
+        with yields_twice() as one:
+            y = x + one
+        return y
+
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError) as eager:
+        fn(x)
+    with pytest.raises(RuntimeError) as compiled:
+        tjc.compile(fn, backend="eager")(x)
+    assert str(compiled.value) == str(eager.value)
