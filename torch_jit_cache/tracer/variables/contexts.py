@@ -30,9 +30,8 @@ __exit__, @contextlib.contextmanager; `enter_user_context`): BEFORE_WITH inlines
 leaves a UserContextExitVariable, whose call at the block's normal end inlines __exit__(None, None,
 None); @contextmanager's __exit__ catches the generator's StopIteration in a try block, which the
 tracer does not follow, so it is modelled instead (`_MODELLED_EXITS`: the generator is run on past
-its yield and must return). Their state lives in their
-objects, so it needs no switch of its own: the side effects the two methods make are replayed after
-the graph like any other. Such a block has no `entered_context`: a resume function could enter it
+its yield and must return). Their state lives in their objects, so it needs no switch of its
+own: the side effects the two methods make are replayed after the graph like any other. Such a block has no `entered_context`: a resume function could enter it
 again only by running __enter__ a second time, so a graph break inside it is refused
 (graph_break/state.py `break_switches`) and the frame runs as written. As for grad-mode blocks,
 the exception path is never traced. Known gap: where the graph itself raises at run time (an op
