@@ -244,3 +244,30 @@ def test_abc_subclasses_are_built_and_abstract_classes_still_raise():
     for _ in range(2):
         with pytest.raises(TypeError, match="abstract"):
             abstract(x)
+
+
+class Documented(abc.ABC):
+    """Read through type(self)."""
+
+    scale = 3.0
+
+    def doc_length(self):
+        return len(type(self).__doc__) * type(self).scale
+
+
+def test_type_of_an_object_the_trace_built_reads_its_class():
+    # type() of such an object is its class tracker, with the class's source (before: a class
+    # without one, which refused contextlib's `type(self).__doc__` in @contextmanager objects,
+    # test_variables_contexts.py; a class like this one was answered before too).
+    def fn(x):
+        return x * Documented().doc_length()
+
+    x = torch.randn(3)
+    compiled = CompiledCalls(fn)
+    torch.testing.assert_close(compiled(x), fn(x))
+    compiled.check(graphs=1, breaks=0)
+    Documented.scale = 5.0          # read through the class: guarded, recompiles
+    try:
+        torch.testing.assert_close(compiled(x), fn(x))
+    finally:
+        Documented.scale = 3.0

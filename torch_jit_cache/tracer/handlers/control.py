@@ -6,9 +6,11 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 """
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.iterators import iterate
-from ..variables.contexts import AutocastVariable, GradModeVariable
+from ..variables.contexts import AutocastVariable, GradModeVariable, enter_user_context
 from ..variables.generators import GeneratorVariable
+from ..variables.new_object import NewObjectVariable
 from ..variables.base import TRACED_RAISES, unsupported
+from ..variables.user_object import UserObjectVariable
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -134,8 +136,11 @@ def before_with(tx, inst):
     # entered (variables/contexts.py); their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is
     # never reached while tracing, since a raise is Unsupported.
     ctx = tx.pop()
-    if not isinstance(ctx, (GradModeVariable, AutocastVariable)):
-        unsupported(f"with {ctx}: only grad-mode and autocast context managers are traced")
-    exit_, entered = ctx.enter(tx)
+    if isinstance(ctx, (GradModeVariable, AutocastVariable)):
+        exit_, entered = ctx.enter(tx)
+    elif isinstance(ctx, (UserObjectVariable, NewObjectVariable)):
+        exit_, entered = enter_user_context(tx, ctx)
+    else:
+        unsupported(f"with {ctx}: only grad-mode, autocast and Python-written context managers are traced")
     tx.push(exit_)
     tx.push(entered)

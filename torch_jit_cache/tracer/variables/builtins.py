@@ -24,6 +24,7 @@ from .functions import UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterator_type)
+from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
 from .operators import binary_op
 from .sets import SetVariable, constants_of
@@ -241,6 +242,8 @@ def _type(tx, args, kwargs):
     # python_type() is exactly the object's type (a tensor's may be a base of it).
     if isinstance(args[0], (UserObjectVariable, NNModuleVariable)) and args[0].source is not None:
         return tx.wrap(args[0].python_type(), AttrSource(args[0].source, "__class__"))
+    if isinstance(args[0], NewObjectVariable):   # an object the trace built: its class, with its source
+        return args[0].cls_var
     return ClassVariable(args[0].python_type())
 
 

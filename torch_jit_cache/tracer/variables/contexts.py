@@ -25,24 +25,42 @@ function enters each block again in its prologue with `entered_context().enter()
 (bytecode/resume.py): `REENTER[mode]` for a grad mode, a constant `functools.partial(torch.autocast,
 *args)` for autocast.
 
+Context managers written in Python (contextlib.nullcontext, a user class with __enter__ and
+__exit__, @contextlib.contextmanager; `enter_user_context`): BEFORE_WITH inlines __enter__ and
+leaves a UserContextExitVariable, whose call at the block's normal end inlines __exit__(None, None,
+None); @contextmanager's __exit__ catches the generator's StopIteration in a try block, which the
+tracer does not follow, so it is modelled instead (`_MODELLED_EXITS`: the generator is run on past
+its yield and must return). Their state lives in their objects, so it needs no switch of its
+own: the side effects the two methods make are replayed after the graph like any other. Such a block has no `entered_context`: a resume function could enter it
+again only by running __enter__ a second time, so a graph break inside it is refused
+(graph_break/state.py `break_switches`) and the frame runs as written. As for grad-mode blocks,
+the exception path is never traced. Known gap: where the graph itself raises at run time (an op
+whose error depends on tensor values), none of the block's replayed effects happen and __exit__
+never sees the exception, so an __exit__ that suppresses or records exceptions differs from eager
+there (TorchDynamo inlines __exit__ the same way).
+
 Not traced, with the reason: `torch.inference_mode` (inference tensors are a different kind of
 tensor: the examples and the graph would have to be made under it), `torch.cpu.amp.autocast` and
 `torch.cuda.amp.autocast` (deprecated: eager warns when one is made), an autocast object made
-outside the trace (its arguments are not known), autocast as a decorator, any other context
-manager.
+outside the trace (its arguments are not known), autocast as a decorator, a context manager whose
+__enter__ or __exit__ is not a Python function.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import types
 import warnings
 
 import torch
 import torch.utils._contextlib as _torch_contextlib
 
+from ...attribute_lookup import type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
+from .generators import GeneratorVariable
 
 # The classes the tracer enters, and how each finds its mode from the arguments it was made with.
 # set_grad_enabled sets the mode when it is made, not when it is entered: it is followed only where
@@ -277,6 +295,68 @@ class AutocastExitVariable(VariableTracker):
 
     def __repr__(self):
         return f"AutocastExitVariable{self.block.args}"
+
+
+def enter_user_context(tx, ctx):
+    """BEFORE_WITH over an object of a user class (`ctx`: a tracker with `type_method`, read from the
+    frame or made by the trace: contextlib.nullcontext(), a class written with __enter__/__exit__)
+    whose __enter__ and __exit__ are Python functions: both are looked up on the type, as
+    BEFORE_WITH does, and __enter__ is inlined now. Returns (the exit it leaves below, what `as`
+    binds)."""
+    cls = ctx.python_type()
+    for name in ("__enter__", "__exit__"):
+        if not isinstance(type_lookup(cls, name), types.FunctionType):
+            unsupported(f"with {ctx}: {cls.__name__}.{name} is not a Python function (grad-mode, autocast "
+                        "and context managers written in Python are traced)")
+    exit_fn = ctx.type_method(tx, "__exit__")
+    entered = tx.call(ctx.type_method(tx, "__enter__"), [ctx], {})
+    return UserContextExitVariable(ctx, exit_fn, _MODELLED_EXITS.get(type_lookup(cls, "__exit__"))), entered
+
+
+def _generator_exit(tx, ctx):
+    """@contextlib.contextmanager's __exit__(None, None, None): the generator is run on from its
+    yield and must return (StopIteration, caught there: __exit__ returns False). Written here since
+    the tracer follows no try block; a generator that yields again (eager: RuntimeError) is
+    refused."""
+    gen = ctx.var_getattr(tx, "gen")
+    if not isinstance(gen, GeneratorVariable):
+        unsupported(f"a @contextmanager object whose generator is {gen}")
+    if gen.next_item() is not None or not gen.done:
+        unsupported("a @contextmanager generator that did not stop after its yield")
+    return ConstantVariable(False)
+
+
+# __exit__ methods written in Python that the tracer cannot inline (a try block), and what it runs
+# in their place on the normal path.
+_MODELLED_EXITS = {contextlib._GeneratorContextManager.__exit__: _generator_exit}
+
+
+class UserContextExitVariable(VariableTracker):
+    """The bound `__exit__` BEFORE_WITH left on the stack for a context manager written in Python;
+    called at the block's normal end with (None, None, None), it is inlined. It has no
+    `entered_context`: a resume function cannot enter such a block again without running its
+    __enter__ a second time, so a graph break inside the block is refused (graph_break/state.py)
+    and the frame runs as written."""
+
+    def __init__(self, ctx, exit_fn, modelled=None):
+        super().__init__(None)
+        self.ctx, self.exit_fn = ctx, exit_fn
+        self.modelled = modelled   # what runs in place of exit_fn (_MODELLED_EXITS), or None
+        self.exited = False
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
+                                               for a in args):
+            unsupported("a context manager's __exit__ called with an exception (tracer bug)")
+        if self.exited:
+            unsupported("a with block exited twice (tracer bug)")
+        self.exited = True
+        if self.modelled is not None:
+            return self.modelled(tx, self.ctx)
+        return tx.call(self.exit_fn, [self.ctx, *args], {})
+
+    def __repr__(self):
+        return f"UserContextExitVariable({self.ctx})"
 
 
 def refuse_autocast_object(value) -> None:

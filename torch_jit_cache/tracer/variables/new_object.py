@@ -32,7 +32,6 @@ and loads it again wherever that same spec appears (as for the containers the tr
 from __future__ import annotations
 
 import abc
-import inspect
 import types
 
 from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
@@ -44,7 +43,8 @@ from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
-from .user_object import SequenceMethodVariable, catching_raise, is_sequence_mixin, sequence_call, sequence_iterator
+from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, python_truth, sequence_call,
+                          sequence_iterator)
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
@@ -243,10 +243,7 @@ class NewObjectVariable(VariableTracker):
         self.dict_version += 1
 
     def truthy(self, tx) -> bool:
-        for hook in ("__bool__", "__len__"):
-            if inspect.getattr_static(self.cls, hook, MISSING) is not MISSING:
-                unsupported(f"truth value of a {self.cls.__name__} (it defines {hook})")
-        return True
+        return python_truth(tx, self, self.cls)
 
     def reconstruct(self, outputs):
         return outputs.once(self, lambda: ObjectOutput(

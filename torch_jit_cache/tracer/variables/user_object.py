@@ -34,7 +34,7 @@ import types
 
 import torch
 
-from ...attribute_lookup import Where, lookup, resolved_name, type_lookup
+from ...attribute_lookup import MISSING, Where, lookup, resolved_name, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from . import polyfills
@@ -123,10 +123,7 @@ class UserObjectVariable(VariableTracker):
         delete_attribute(tx, self, self.value, name)
 
     def truthy(self, tx) -> bool:
-        cls = type(self.value)
-        if any(inspect.getattr_static(cls, m, _MISSING) is not _MISSING for m in ("__bool__", "__len__")):
-            unsupported(f"truth value of a {cls.__name__} (it defines __bool__ or __len__)")
-        return True
+        return python_truth(tx, self, type(self.value))
 
     def type_method(self, tx, name: str):
         """The function `name` on the object's class, as an implicit special-method call (`len(o)`)
@@ -143,6 +140,29 @@ class UserObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserObjectVariable({type(self.value).__name__} from {self.source})"
+
+
+# bool(obj): the type's __bool__, then its __len__, and the checks Python makes of their results.
+_TRUTH_METHODS = (("__bool__", lambda r: type(r) is bool),
+                  ("__len__", lambda r: type(r) in (int, bool) and r >= 0))
+
+
+def python_truth(tx, obj, cls: type) -> bool:
+    """bool(obj) for a user object of class `cls` as Python computes it: the type's __bool__, else
+    its __len__ (nonzero), else True. A Python __bool__/__len__ is inlined (`obj.type_method`: read
+    on the class and guarded by identity there) and what it reads is guarded where it lives (a
+    list's LENGTH, an attribute's value), so a changed length recompiles. Its result must be a
+    constant of the trace that Python accepts (a bool; an int >= 0): Python checks and raises
+    otherwise, so anything else is refused and the branch runs as written."""
+    for name, valid in _TRUTH_METHODS:
+        if type_lookup(cls, name) is MISSING:
+            continue
+        result = tx.call(obj.type_method(tx, name), [obj], {})
+        if not isinstance(result, ConstantVariable) or not valid(result.value):
+            unsupported(f"{cls.__name__}.{name} returned {result}, not a constant of the trace "
+                        "that Python accepts")
+        return bool(result.value)
+    return True
 
 
 # -- collections.abc.Mapping's mixins ------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""Comprehensions and loops over the iterators model code builds: `d.items()`, `d.keys()`,
+`d.values()`, `zip`, `enumerate(zip(...))`, `reversed(list)`, `iter(list)`, in list, dict and
+generator comprehensions. On 3.11 a comprehension is its own code object called with the iterator
+(inlined by the trace); on 3.12+ it is inlined by the compiler (PEP 709): this file runs on each
+and pins one graph and no break. Each is compared with eager, and a changed dict or list (the
+keys, the length) recompiles rather than reusing the unrolled loop.
+
+Not covered (still a fallback, graph_break docs): a Python iterator the frame receives (an
+argument, or the `.0` of a 3.11 comprehension whose body breaks and so runs as its own frame):
+the trace cannot read it without consuming it, and no guard source reaches its items."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+from context_helpers import CompiledCalls  # noqa: E402
+
+
+def items(x, d):
+    return [v * x + len(k) for k, v in d.items()]
+
+
+def keys(x, d):
+    return [x + len(k) for k in d.keys()]
+
+
+def values(x, d):
+    return [v + x for v in d.values()]
+
+
+def dict_comp(x, d):
+    return {k: v * x for k, v in d.items()}
+
+
+def zipped(x, a, b):
+    return [p * q + x for p, q in zip(a, b)]
+
+
+def enumerate_zip(x, a, b):
+    return [i * p + q + x for i, (p, q) in enumerate(zip(a, b))]
+
+
+def reversed_list(x, a):
+    return [p * (i + 1) + x for i, p in enumerate(reversed(a))]
+
+
+def iter_list(x, a):
+    return [p + x for p in iter(a)]
+
+
+def generator_sum(x, d):
+    return sum(v * x for v in d.values())
+
+
+def nested(x, d, a):
+    return [[v * p + x for p in reversed(a)] for k, v in d.items() if k != "skip"]
+
+
+def _dict(n):
+    return {f"k{i}": torch.full((3,), float(i)) for i in range(n)}
+
+
+def _list(n):
+    return [torch.full((3,), float(i + 1)) for i in range(n)]
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        torch.testing.assert_close(a, b)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+    else:
+        assert type(a) is type(b) and len(a) == len(b)
+        for p, q in zip(a, b):
+            _same(p, q)
+
+
+CASES = [
+    (items, lambda n: (_dict(n),)),
+    (keys, lambda n: (_dict(n),)),
+    (values, lambda n: (_dict(n),)),
+    (dict_comp, lambda n: (_dict(n),)),
+    (zipped, lambda n: (_list(n), _list(n + 1))),
+    (enumerate_zip, lambda n: (_list(n), _list(n))),
+    (reversed_list, lambda n: (_list(n),)),
+    (iter_list, lambda n: (_list(n),)),
+    (generator_sum, lambda n: (_dict(n),)),
+    (nested, lambda n: (_dict(n), _list(n))),
+]
+
+
+@pytest.mark.parametrize("fn, make", CASES, ids=[fn.__name__ for fn, _ in CASES])
+def test_comprehension_is_one_graph_and_a_changed_container_recompiles(fn, make):
+    x = torch.randn(3)
+    compiled = CompiledCalls(fn)
+    args = make(2)
+    _same(compiled(x, *args), fn(x, *args))
+    _same(compiled(x, *make(2)), fn(x, *make(2)))    # equal keys and lengths: the same graph
+    compiled.check(graphs=1, breaks=0)
+    args = make(3)                                    # one more key / item: guarded
+    _same(compiled(x, *args), fn(x, *args))
+    compiled.check(graphs=2, breaks=0)
+
+
+def test_a_dict_whose_keys_change_in_place_recompiles():
+    x = torch.randn(3)
+    d = _dict(2)
+    compiled = CompiledCalls(items)
+    _same(compiled(x, d), items(x, d))
+    d["longer_key"] = d.pop("k0")
+    _same(compiled(x, d), items(x, d))
+    compiled.check(graphs=2, breaks=0)
