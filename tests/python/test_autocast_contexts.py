@@ -177,7 +177,11 @@ def _as_decorator(x, w):
     return torch.autocast("cpu")(torch.mm)(x, w)
 
 
-@pytest.mark.parametrize("fn", [_cuda, _dtype_from_tensor, _as_decorator], ids=lambda f: f.__name__)
+_NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: autocast('cuda') is traced")
+
+
+@pytest.mark.parametrize("fn", [pytest.param(_cuda, marks=_NO_CUDA), _dtype_from_tensor, _as_decorator],
+                         ids=lambda f: f.__name__)
 def test_refused_autocast_falls_back_like_eager(fn):
     x, w = leaves((3, 3), (3, 3))
     state = global_state()
@@ -359,3 +363,42 @@ def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
         return a, c
 
     assert_break_frees_everything(fn, leaves((4, 4), (4, 4)))
+
+
+# -- CUDA autocast -------------------------------------------------------------------------------
+
+def _rotary(x, w):
+    """HF's rotary embeddings: autocast turned off for the device the tensors are on, which is
+    "cuda" on a GPU; CPU tensors are untouched by it."""
+    with torch.autocast(device_type="cuda", enabled=False):
+        y = (x.float() @ w.float()).cos()
+    return y * 2
+
+
+def test_a_disabled_cuda_autocast_block_is_traced_whole():
+    x, w = leaves((3, 3), (3, 3))
+    cnt = CompileCounter()
+    state = global_state()
+    compiled = tjc.compile(_rotary, backend=cnt)
+    torch.testing.assert_close(compiled(x, w), _rotary(x, w))
+    assert global_state() == state
+    report = tjc.explain(_rotary)(x, w)
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: autocast('cuda') disables itself without it")
+def test_cuda_autocast_on_cuda_tensors_is_traced_with_eagers_dtypes():
+    def fn(x, w):
+        with torch.autocast("cuda", dtype=torch.float16):
+            y = x @ w
+        return y, y.float().relu()
+
+    x, w = torch.randn(8, 8, device="cuda"), torch.randn(8, 8, device="cuda")
+    expected = fn(x, w)
+    for backend in ("eager", "aot_eager"):
+        got = tjc.compile(fn, backend=backend)(x, w)
+        assert [t.dtype for t in got] == [t.dtype for t in expected] == [torch.float16, torch.float32]
+        torch.testing.assert_close(got, expected)
+    report = tjc.explain(fn)(x, w)
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])

@@ -13,10 +13,11 @@ Autocast blocks the same way, with their own state: entering one enters a real `
 with the same arguments while the block is traced (OutputGraph.enter_autocast), so the example ops
 get eager's dtypes, and the graph gets `torch.amp.autocast_mode._enter_autocast(*args)` before the
 block's first op and `_exit_autocast(that node)` after its last, as TorchDynamo records it. The
-arguments must be constants (or guarded values): device "cpu" only (torch.autocast("cuda") on this
-torch warns and disables itself: refused, the frame runs as eager does, warning included), and any
-warning or error the constructor gives (a dtype autocast does not support on the device) is
-refused too. `dtype=None` and `cache_enabled=None` stay None in the graph and the resume
+arguments must be constants (or guarded values): device "cpu" or "cuda" (HF's rotary embeddings
+enter `torch.autocast(x.device.type, enabled=False)`; where CUDA is absent, an enabled
+torch.autocast("cuda") warns and disables itself: refused, the frame runs as eager does, warning
+included), and any warning or error the constructor gives (a dtype autocast does not support on
+the device) is refused too. `dtype=None` and `cache_enabled=None` stay None in the graph and the resume
 functions: torch resolves them when the block is entered, as eager does.
 
 At a graph break inside such blocks the exit tracker is not rebuilt as a value: the break code runs
@@ -78,7 +79,7 @@ _AUTOCAST_PARAMS = ("device_type", "dtype", "enabled", "cache_enabled")
 _AUTOCAST_DEFAULTS = {"dtype": None, "enabled": True, "cache_enabled": None}
 # What the argument values may be (bool is checked by type: 1 is not True to autocast's users).
 _AUTOCAST_CHECKS = {
-    "device_type": lambda v: v == "cpu",
+    "device_type": lambda v: v in ("cpu", "cuda"),
     "dtype": lambda v: v is None or isinstance(v, torch.dtype),
     "enabled": lambda v: type(v) is bool,
     "cache_enabled": lambda v: v is None or type(v) is bool,
@@ -230,8 +231,8 @@ class AutocastClassVariable(VariableTracker):
             unsupported("torch.autocast without a device_type")
         for name in _AUTOCAST_PARAMS:
             if not _AUTOCAST_CHECKS[name](bound[name]):
-                unsupported(f"torch.autocast({name}={bound[name]!r}) is not traced (device 'cpu', a "
-                            "dtype or None, and bools are)")
+                unsupported(f"torch.autocast({name}={bound[name]!r}) is not traced (device 'cpu' or "
+                            "'cuda', a dtype or None, and bools are)")
         args = tuple(bound[name] for name in _AUTOCAST_PARAMS)
         # Made once here, as eager makes it: a warning (an unsupported dtype, which disables it) or
         # an error is eager's to give, so the frame falls back.
