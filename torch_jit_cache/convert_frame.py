@@ -18,7 +18,8 @@ from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import LocalSource, Source, load_source, unreachable_root
-from .trace_result import BreakOutput, GuardKind, GuardSpec, SourceOutput, Unsupported, drop_tracebacks, walk
+from .trace_result import (BreakOutput, FloatSymbolGuard, GuardKind, GuardSpec, SourceOutput, Unsupported,
+                           drop_tracebacks, walk)
 
 
 def describe(code: types.CodeType) -> str:
@@ -137,6 +138,12 @@ class FrameCompiler:
             # KeyboardInterrupt and SystemExit pass through (_compile): the user's call ends as
             # eager's would, and nothing is recorded, so the next call compiles again.
             reason = self._compile(frame, entries, run)
+            if isinstance(reason, FloatSymbolGuard):
+                # The trace (or the backend: AOTAutograd specialises a float output) guarded on a
+                # float traced as a symbol: compiled again with floats as constants, once.
+                self._dynamic.refuse_floats(code, str(reason))
+                run = _Stages()
+                reason = self._compile(frame, entries, run)
         finally:
             if run.reached("trace"):   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
                 from .tracer.fake_shapes import forget_shape_envs
@@ -248,7 +255,7 @@ class FrameCompiler:
             guards = run("guard building", _bound_guards, code, rewritten.guards, resolve, shape_guards)
             guarded = run("cache entry", runtime.GuardedCode, new_code, guards)
             disk_cache.store(self, frame, result, rewritten, shape_guards)   # never raises
-        except DynamicMarkError as e:
+        except (DynamicMarkError, FloatSymbolGuard) as e:
             e.__traceback__ = None
             return e
         except (Unsupported, backends.BackendCompilerFailed, driver.EveryBreak) as e:  # these name their stage

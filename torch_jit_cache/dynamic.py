@@ -155,6 +155,8 @@ class DynamicPolicy:
         self._sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # Codes whose symbolic trace broke where the static one did not (refuse()).
         self._refused: weakref.WeakSet = weakref.WeakSet()
+        # Codes whose trace guarded on a float argument traced as a symbol (refuse_floats()).
+        self._floats_refused: weakref.WeakSet = weakref.WeakSet()
 
     def plan(self, code, f_locals, resolve) -> "FramePlan":
         """What the next trace of `code` uses. Before it, every tensor (and int argument) an earlier
@@ -166,8 +168,8 @@ class DynamicPolicy:
                     value = resolve(source)
                 except Exception:  # noqa: BLE001 - not reachable now: nothing to compare
                     continue
-                if type(value) is int:
-                    self.record(code, source, (value,), kind="int")
+                if type(value) in (int, float) and key.startswith(f"{type(value).__name__}:"):
+                    self.record(code, source, (value,), kind=type(value).__name__)
                 elif isinstance(getattr(value, "shape", None), tuple):
                     self.record(code, source, tuple(value.shape))
         symbolic = self.mode is True or (self.mode is None and (
@@ -184,11 +186,20 @@ class DynamicPolicy:
             log.log("dynamic", f"{code.co_qualname}: traced with static shapes (symbolic sizes made a "
                                f"graph break the static trace does not have: {why})")
 
+    def refuse_floats(self, code, why: str) -> None:
+        """`code`'s float arguments are constants from now on (guarded by value): its trace or its
+        backend guarded on one traced as a symbol, which the shape guard cannot check."""
+        self._floats_refused.add(code)
+        if log.enabled("dynamic"):
+            log.log("dynamic", f"{code.co_qualname}: float arguments traced as constants ({why})")
+
     def recorded(self, code) -> dict:
         return self._sizes.get(code) or {}
 
     def has_dynamic(self, code) -> bool:
-        return any(None in sizes for _, sizes in self.recorded(code).values())
+        floats_off = code in self._floats_refused
+        return any(None in sizes for key, (_, sizes) in self.recorded(code).items()
+                   if not (floats_off and key.startswith("float:")))
 
     def record(self, code, source, sizes: tuple, kind: str = "tensor") -> list:
         """Remember `sizes` for the tensor at `source` (or `(value,)` for an int); return the dims
@@ -207,7 +218,7 @@ class DynamicPolicy:
         for d in changed:
             recorded[d] = None
         if changed and log.enabled("dynamic"):
-            what = (f"{source}: the int changed since the last compile (now {sizes[0]})" if kind == "int" else
+            what = (f"{source}: the {kind} changed since the last compile (now {sizes[0]})" if kind != "tensor" else
                     f"{source}: dimension(s) {changed} changed size since the last compile (now {list(sizes)})")
             log.log("dynamic", f"{what}; traced as a symbol from now on")
         return changed
@@ -265,6 +276,21 @@ class FramePlan:
         if mode is True and is_argument:
             return True
         recorded = (self.policy.recorded(self.code).get(f"int:{source}") or (None, [0]))[1]
+        return recorded[0] is None
+
+    def float_is_dynamic(self, source, value: float, *, is_argument: bool) -> bool:
+        """Whether the float `value` read from `source` is a symbol (a graph input) in this trace:
+        an argument of the frame whose value changed between compiles, or any float argument under
+        dynamic=True, as torch.compile's unspecialized floats. A resume function's arguments count:
+        `s = t.sum().item()` before a graph break is a float the rest of the frame gets anew on
+        every call (specialized, each value compiled again until the cache limit)."""
+        mode = self.policy.mode
+        if mode is False or not is_argument or self.code in self.policy._floats_refused:
+            return False
+        self.policy.record(self.code, source, (value,), kind="float")
+        if mode is True:
+            return True
+        recorded = (self.policy.recorded(self.code).get(f"float:{source}") or (None, [0.0]))[1]
         return recorded[0] is None
 
 

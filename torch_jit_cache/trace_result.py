@@ -298,6 +298,12 @@ class Unsupported(Exception):
         super().__init__(f"{reason} at {where}")
 
 
+class FloatSymbolGuard(Unsupported):
+    """A guard on a float argument traced as a symbol (dynamic.py FramePlan.float_is_dynamic),
+    which the C++ shape guard cannot compute: the frame is compiled again with its floats as
+    constants, guarded by value, from then on."""
+
+
 def drop_tracebacks(e: BaseException) -> None:
     """Drop the tracebacks of `e` and its chain: an exception object can outlive the failure (a
     backend that keeps and re-raises its error), and its traceback would keep the frames of the

@@ -295,7 +295,8 @@ def _breaks_on_a_float(x, n):
 
 def test_cache_limit_names_the_limit_and_the_failing_guard(caplog):
     from torch_jit_cache.config import config
-    compiled = tjc.compile(_breaks_on_a_float, cache_limit=3)
+    # dynamic=False: floats stay constants guarded by value (a changing float is a symbol otherwise)
+    compiled = tjc.compile(_breaks_on_a_float, cache_limit=3, dynamic=False)
     old = config.log
     config.log = frozenset({"recompiles"})
     try:

@@ -503,3 +503,75 @@ def test_dynamic_compile_and_drop_leaks_nothing():
                    track_types=[torch.Tensor, "torch._subclasses.fake_tensor.FakeTensor",
                                 "torch.fx.experimental.symbolic_shapes.ShapeEnv",
                                 "torch._subclasses.fake_tensor.FakeTensorMode"])
+
+
+# -- float arguments -----------------------------------------------------------------------------
+
+def _scale_by_item(x):
+    s = x.sum().item()          # a Python float: a graph break; the resume function gets it
+    return x * s + s * 0.5
+
+
+def _scale_and_return_item(x):
+    s = x.sum().item()
+    return x * s, s * 2         # a float computed from it leaves the graph
+
+
+@pytest.mark.parametrize("backend, fn", [("eager", _scale_by_item), ("aot_eager", _scale_by_item),
+                                         ("eager", _scale_and_return_item)])
+def test_a_float_that_changes_every_call_becomes_a_symbol(backend, fn):
+    """Before, the resume function was specialized on each value (EQUALS_MATCH on the float):
+    a compile per call until the cache limit, then uncompiled (107 compiles for 10 calls of 18
+    blocks); torch.compile traces it unspecialized."""
+    compiled = tjc.compile(fn, backend=backend)
+    compiles = []
+    for _ in range(10):
+        x = torch.randn(4)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=0, atol=0)
+        compiles.append(tjc.stats()["compiles"])
+    # at most: the frame, the resume function on its first value, then once more with the float
+    # a symbol; none after
+    assert compiles[-1] <= 3 and compiles[2] == compiles[-1], compiles
+    assert tjc.stats()["fallbacks"] == tjc.stats()["cache_limit_hits"] == 0
+
+
+def test_a_float_output_aot_specialises_is_compiled_again_with_floats_constant():
+    """AOTAutograd guards a float graph output on its value (Eq(2.0*zf0, v)), which the shape
+    guard cannot check: the resume function is compiled again with its floats as constants (one
+    entry per value, as before) instead of running uncompiled."""
+    compiled = tjc.compile(_scale_and_return_item, backend="aot_eager", cache_limit=16)
+    for _ in range(5):
+        x = torch.randn(4)
+        got, want = compiled(x), _scale_and_return_item(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert type(got[1]) is float
+    assert tjc.stats()["fallbacks"] == 0
+
+
+def _branch_on_float(x, s):
+    y = x * s
+    if s > 0:
+        y = y + s / 2
+    return y, float(s) + 1
+
+
+def test_a_float_the_code_branches_on_stays_guarded_by_value():
+    """The C++ shape guard computes on int64: a guard on a float symbol (s > 0, float(s)) cannot
+    be built, so such a frame traces static and each value is guarded by EQUALS_MATCH. Before
+    that check, the entry made for s=2.5 served s=-3.0 and skipped the branch's condition."""
+    compiled = tjc.compile(_branch_on_float, cache_limit=16)
+    for s in (1.5, 2.5, -3.0, 4.0, -0.5):
+        x = torch.randn(3)
+        (got, gf), (want, wf) = compiled(x, s), _branch_on_float(x, s)
+        torch.testing.assert_close(got, want)
+        assert gf == wf
+
+
+def test_float_arguments_stay_constants_under_dynamic_false():
+    def f(x, s):
+        return x * s
+    counter = CompileCounter()
+    compiled = tjc.compile(f, backend=counter, dynamic=False, cache_limit=32)
+    for s in (0.5, 1.5, 2.5):
+        torch.testing.assert_close(compiled(torch.ones(2), s), torch.ones(2) * s)
+    assert counter.frame_count == 3

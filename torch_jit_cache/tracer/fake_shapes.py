@@ -40,7 +40,7 @@ import torch
 
 from ..dynamic import DynamicMarkError
 from ..sources import Source
-from ..trace_result import Unsupported
+from ..trace_result import FloatSymbolGuard, Unsupported
 
 
 def _torch_source(source: Source):
@@ -117,6 +117,7 @@ class FakeShapes:
         self.inputs: list = []
         # (our Source, SymInt) for every int argument traced as a symbol.
         self.ints: list = []
+        self.floats: set = set()   # the symbols of float arguments (symfloat)
         # Whether some node binds an unbacked symbol (record): the graph then gets its asserts.
         self.has_unbacked = False
 
@@ -172,6 +173,18 @@ class FakeShapes:
             self.ints.append((source, result))
         return result
 
+    def symfloat(self, value: float, source: Source):
+        """A SymFloat standing for the float argument `value` read from `source`. The C++ shape
+        guard computes on int64 only: a trace that guards on it (a branch on it, `float(s)`, which
+        also replaces the symbol by its value) fails to build its guards (`guards`) and traces
+        static; one that only computes with it needs no guard but its type."""
+        from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+        src = _torch_source(source)
+        sym = self.shape_env.create_unspecified_symbol(value, source=src, dynamic_dim=DimDynamic.DYNAMIC)
+        self.floats.add(sym)
+        return self.shape_env.create_symfloatnode(sym, hint=value, source=src)
+
     def fake_copy(self, real: torch.Tensor) -> torch.Tensor:
         """A fake tensor for `real` with static sizes, not one of the trace's inputs (the parameters
         an opaque module runs with while traced: opaque_calls.py)."""
@@ -222,6 +235,7 @@ class FakeShapes:
     def release(self) -> None:
         self.inputs.clear()
         self.ints.clear()
+        self.floats.clear()
         self.shape_env = self.mode = None
 
     # -- after the trace --------------------------------------------------------------------------
@@ -277,6 +291,12 @@ class FakeShapes:
                 bind(offset, SymbolBinding(source, "storage_offset", None))
         for source, value in self.ints:
             bind(self._expr(value), SymbolBinding(source, "int", None))
+        # Checked before any simplification: a replacement (float(s) made s its value) turns the
+        # guards on a float symbol into True, and nothing would check the value any more.
+        on_floats = [g.expr for g in env.guards if _free(g.expr) & self.floats] + \
+            [sym for sym in self.floats if sym in env.replacements]
+        if on_floats:
+            raise FloatSymbolGuard(f"a guard on a float argument: {on_floats[0]} (floats are guarded by value)")
         for guard in env.guards:
             expr = env.simplify(guard.expr)
             if _unbacked(expr):

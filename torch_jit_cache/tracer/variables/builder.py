@@ -70,6 +70,7 @@ def _is_pure_function(value, source) -> bool:
 WRAP_RULES = (
     WrapRule("tensor", lambda v, s: isinstance(v, torch.Tensor), tensor.wrap_tensor),
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_int),
+    WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_float),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
     WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),
     WrapRule("device", lambda v, s: type(v) is torch.device, constant.wrap_device),
@@ -142,6 +143,7 @@ def wrap_constant(value) -> VariableTracker:
     item of a constant string or tuple): tuples and lists item by item, sets of constants, and
     constants; anything else is refused. The translator offers it as `tx.wrap_constant`, so
     trackers below this module (constant.py) make containers without importing them."""
+    value = symbolic.folded(value)
     if type(value) is tuple:
         return TupleVariable([wrap_constant(v) for v in value])
     if isinstance(value, list):

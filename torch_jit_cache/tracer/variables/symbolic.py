@@ -37,6 +37,14 @@ def is_symbolic(value) -> bool:
     return False
 
 
+def folded(value):
+    """A symbolic scalar whose expression is a number (`s0 * 0.0`, a specialized size) as that
+    Python number (no guard: it holds for every value of the symbols), else `value`."""
+    if isinstance(value, SYMBOLIC_TYPES) and _is_constant_symbol(value):
+        return _PYTHON_TYPES[type(value)](value.node.expr)
+    return value
+
+
 def _is_constant_symbol(value) -> bool:
     # A SymInt whose expression is a number (a specialized size) is still a SymInt object.
     return value.node.expr.is_number if hasattr(value.node, "expr") else False
@@ -155,4 +163,19 @@ def wrap_dynamic_int(tx, value, source, g):
     if isinstance(symbolic, int):
         return None
     g(GuardKind.TYPE_MATCH, int)
+    return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)
+
+
+def wrap_dynamic_float(tx, value, source, g):
+    """A float argument the frame plan makes dynamic (FramePlan.float_is_dynamic): a graph input,
+    read at call time, guarded by type only. None where it stays a constant."""
+    out = tx.output
+    plan = out.frame_plan
+    if not (g.enabled and plan is not None and
+            plan.float_is_dynamic(source, value, is_argument=source.is_frame_input()) and plan.symbolic):
+        return None
+    symbolic = out.fake_shapes.symfloat(value, source)
+    if not isinstance(symbolic, torch.SymFloat):
+        return None
+    g(GuardKind.TYPE_MATCH, float)
     return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)
