@@ -237,3 +237,18 @@ def test_module_list_slices_are_traced_and_guarded():
     m.n = 3
     torch.testing.assert_close(compiled(x), m(x))
     assert cnt.frame_count == 3
+
+
+class _BuildsOtherModules(nn.Module):
+    def forward(self, x):
+        y = nn.Hardswish()(x) + nn.ReLU6()(x) + nn.Hardtanh(-0.3, max_val=0.4)(x)
+        return nn.InstanceNorm2d(4)(nn.Mish()(y)), nn.Upsample(scale_factor=2)(y)
+
+
+def test_other_torch_modules_built_in_forward_run_their_own_forward():
+    m = _BuildsOtherModules()
+    graphs, breaks = eager_and_compiled(m, leaves((2, 4, 3, 3)))
+    assert (graphs, breaks) == (1, 0)
+    ops = " ".join(map(str, tjc.explain(m)(torch.randn(2, 4, 3, 3)).ops_per_graph[0]))
+    assert "hardswish" in ops and "instance_norm" in ops
+

@@ -3,7 +3,9 @@
 User modules are traced by inlining `type(m).forward`. Built-in leaf modules (Linear, Conv2d,
 BatchNorm2d, ...) become calls to their torch.nn.functional form with the parameters and buffers
 as graph inputs (read through AttrSource, so codegen loads them from the frame at call time).
-Containers (Sequential, ModuleList, ModuleDict) are unrolled. The built-in modules of
+Other torch.nn modules (GroupNorm, Hardswish, ReLU6, ...) are traced as user modules are, by
+inlining their own forward (builtin_forward_refusal says which are not). Containers (Sequential,
+ModuleList, ModuleDict) are unrolled. The built-in modules of
 proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the Transformer family) and classes
 marked with tjc.allow_in_graph are called as one opaque node through a proxy (opaque_calls.py).
 A compiled module (tjc.compile) is traced as the module it wraps, and one compiled in place
@@ -141,6 +143,26 @@ LEAF_MODULES = {
     nn.AdaptiveAvgPool2d: lambda tx, mv, m, x: call_torch(tx, F.adaptive_avg_pool2d, x,
                                                    m.output_size),
 }
+# torch.nn modules outside LEAF_MODULES are traced by inlining their own forward, as a user
+# module's is: most are one functional call over settings the module stored, and each setting is
+# an attribute read through the module's tracker, so it is guarded where it lives (a changed eps
+# or min_val recompiles). What the forward does that the tracer cannot follow is a graph break
+# inside it, moved to the call as for any inlined call. Refused outright (a clean break at the
+# call): the recurrent family, and modules holding buffers, whose forward may update running
+# statistics in place (the leaf table handles BatchNorm's, with the module pinned by identity).
+_NOT_INLINED_BASES = (nn.RNNBase, nn.RNNCellBase)
+
+
+def builtin_forward_refusal(m: nn.Module) -> str | None:
+    """Why the forward of torch.nn module `m` (not in LEAF_MODULES) is not inlined, or None."""
+    if isinstance(m, _NOT_INLINED_BASES):
+        return "a recurrent module"
+    held = [k for k, t in m._buffers.items() if t is not None]
+    if held:
+        return f"it holds buffers ({', '.join(held)})"
+    return None
+
+
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 # nn.Module's generator methods traced by their result (NNModuleVariable._members): the stores
 # each walk reads, whose keys are guarded on every module visited.
@@ -452,7 +474,9 @@ class NNModuleVariable(VariableTracker):
                 unsupported(f"{cls.__name__} called with {len(args)} args and {list(kwargs)}")
             return leaf(tx, self, _Settings(tx, self), *args)
         if cls.__module__.startswith("torch.nn"):
-            unsupported(f"built-in module {cls.__name__} is not supported")
+            why = builtin_forward_refusal(m)
+            if why is not None:
+                unsupported(f"built-in module {cls.__name__} is not supported: {why}")
         return tx.call(UserFunctionVariable(forward.value, fsrc), [self, *args], kwargs)
 
     def __repr__(self):
