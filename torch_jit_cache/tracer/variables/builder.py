@@ -14,7 +14,8 @@ defaults and globals where read; partial's func, args and keywords); TYPE_MATCH 
 user objects, dict subclasses and os.environ (their attributes and items are guarded
 where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source; torch.dtype, torch.layout and
-torch.memory_format by identity (held strongly), torch.device by value (its type and index).
+torch.memory_format by identity (held strongly), torch.device by value (its type and index);
+members of plain Enum classes by identity (constant.is_enum_member).
 `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -71,6 +72,7 @@ WRAP_RULES = (
     WrapRule("tensor", lambda v, s: isinstance(v, torch.Tensor), tensor.wrap_tensor),
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_int),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    WrapRule("enum member", lambda v, s: constant.is_enum_member(v), constant.wrap_enum_member),
     WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),
     WrapRule("device", lambda v, s: type(v) is torch.device, constant.wrap_device),
     WrapRule("module", lambda v, s: isinstance(v, nn.Module), nn_module.wrap_module),
