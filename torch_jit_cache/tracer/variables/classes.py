@@ -43,6 +43,11 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         return _bound(tx.wrap(raw.__func__, AttrSource(source, "__func__")), owner_var)
     if object_hook_name(raw) is not None:   # object.__setattr__ and friends (object_hooks.py)
         return ObjectHookVariable(object_hook_name(raw), bind_to, source)
+    if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+            raw.__objclass__ is torch._C.TensorBase and bind_to is None:
+        # torch.Tensor.view read from the class: the tensor method itself, called with the
+        # tensor first (a torch callable to the builder, guarded by identity where it is found).
+        return tx.wrap(raw, source)
     if type_lookup(type(raw), "__get__") is not MISSING_:
         unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
     return tx.wrap(raw, source)
