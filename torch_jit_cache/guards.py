@@ -88,7 +88,8 @@ class GuardBuilder:
 
 # torch's own singletons, made once per process and kept in torch's tables: guarded by identity,
 # held strongly (they cannot be weakly referenced; holding them keeps nothing alive that would not
-# live anyway), and the C methods of torch._C.TensorBase (`torch.Tensor.view` read from the class). By (module, name) so that this module imports without torch.
+# live anyway), and the C methods of torch._C.TensorBase (`torch.Tensor.view` read from the class).
+# By (module, name) so that this module imports without torch.
 _PROCESS_LIVED_TYPES = {("torch", "dtype"), ("torch", "layout"), ("torch", "memory_format")}
 
 

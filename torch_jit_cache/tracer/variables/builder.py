@@ -15,7 +15,8 @@ user objects, dict subclasses and os.environ (their attributes and items are gua
 where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source; torch.dtype, torch.layout and
 torch.memory_format by identity (held strongly), torch.device by value (its type and index);
-members of plain Enum classes by identity (constant.is_enum_member).
+members of plain Enum classes by identity (constant.is_enum_member); frozensets of constants
+by identity (an empty one by length: sets.wrap_frozenset).
 `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -34,7 +35,8 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import constant, containers, contexts, functions, new_object, nn_module, opaque, symbolic, tensor, user_object
+from . import (constant, containers, contexts, functions, new_object, nn_module, opaque, sets, symbolic, tensor,
+               user_object)
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value
 from .containers import ListVariable, TupleVariable
@@ -79,6 +81,7 @@ WRAP_RULES = (
     WrapRule("sequence", _is_sequence, containers.wrap_sequence),
     WrapRule("dict", lambda v, s: type(v) is dict, containers.wrap_dict),
     WrapRule("range", lambda v, s: type(v) is range, containers.wrap_range),
+    WrapRule("frozenset", lambda v, s: type(v) is frozenset, sets.wrap_frozenset),
     WrapRule("python module", lambda v, s: isinstance(v, types.ModuleType), functions.wrap_python_module),
     WrapRule("builtin", lambda v, s: builtin_rules.is_handled_builtin(v), builtin_rules.wrap_builtin),
     WrapRule("context class", lambda v, s: isinstance(v, type), contexts.wrap_context_class),

@@ -104,7 +104,8 @@ class BuiltModuleVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         from torch.nn.modules import module as mm
-        if type(self.module) in _BUILT_IN_FORWARD and (kwargs or len(args) != _BUILT_IN_ARITY.get(type(self.module), 1)):
+        cls = type(self.module)
+        if cls in _BUILT_IN_FORWARD and (kwargs or len(args) != _BUILT_IN_ARITY.get(cls, 1)):
             unsupported(f"{type(self.module).__name__} built inside forward called with {len(args)} args")
         if any(getattr(mm, name, None) for name in GLOBAL_HOOK_DICTS):
             unsupported("global module hooks are registered")

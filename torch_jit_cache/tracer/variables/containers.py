@@ -16,8 +16,8 @@ from __future__ import annotations
 import collections
 
 from ...sources import ItemSource
-from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
-                             TupleOutput, built_dict)
+from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
+                             SourceOutput, TupleOutput, built_dict)
 from .base import MethodVariable, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 
