@@ -170,3 +170,36 @@ def test_a_built_in_module_holding_buffers_stays_a_clean_break():
     assert report.graph_break_count == 1 and "holds buffers" in report.break_reasons[0]
     torch.testing.assert_close(tjc.compile(m, backend="eager")(x), ref(x))
     torch.testing.assert_close(m.mods[0].running_mean, ref.mods[0].running_mean)
+
+
+# -- parameter names: named_parameters() keys returned, iterated, made into a dict ---------------
+
+class _Named(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Sequential(nn.Linear(4, 2))
+
+    def forward(self, x):
+        params = dict(self.named_parameters())
+        y = x @ params["a.weight"].t()
+        for n, p in self.named_parameters(prefix="model"):
+            if n.endswith("bias"):
+                y = y + p.sum()
+        return y, [n for n, _ in self.named_parameters()], [n for n, _ in self.named_modules(prefix="root")]
+
+
+def test_parameter_names_are_constants_of_one_graph():
+    torch.manual_seed(0)
+    compiled_like_eager(_Named(), torch.randn(2, 4))
+
+
+def test_a_parameter_added_after_compiling_changes_the_names():
+    m, cnt = _Named(), CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.randn(2, 4)
+    compiled(x)
+    m.a.register_parameter("extra_bias", nn.Parameter(torch.ones(4)))
+    got, expected = compiled(x), m(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] and "a.extra_bias" in got[1] and cnt.frame_count == 2

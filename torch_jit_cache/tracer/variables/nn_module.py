@@ -18,6 +18,7 @@ submodule, and nn.Module's own state (training, the hook dicts, forward) are ref
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 
@@ -344,7 +345,13 @@ class NNModuleVariable(VariableTracker):
             if name in ("parameters", "buffers"):   # (recurse=True): the named form's names
                 k = dict(zip(("recurse",), a), **k)
                 a = []
-            items = list(getattr(self.module, named)(*a, **k))
+            # named_parameters(prefix="model"): the walk runs without the prefix, so each name is
+            # the attribute path from this module; the prefix is put before it in the result.
+            bound = inspect.signature(getattr(nn.Module, named)).bind(self.module, *a, **k)
+            prefix = bound.arguments.pop("prefix", "")
+            if not isinstance(prefix, str):
+                unsupported(f"{name}() with a prefix of type {type(prefix).__name__}")
+            items = list(getattr(self.module, named)(*bound.args[1:], **bound.kwargs))
         except Exception as e:
             unsupported(f"{name}() raised {type(e).__name__}: {e}")
         stores = _MEMBER_STORES[named]
@@ -361,7 +368,8 @@ class NNModuleVariable(VariableTracker):
         out = []
         for path, value in items:
             v = self._path(tx, path)
-            out.append(TupleVariable([ConstantVariable(path), v]) if name.startswith("named_") else v)
+            full = f"{prefix}.{path}" if prefix and path else prefix or path
+            out.append(TupleVariable([ConstantVariable(full), v]) if name.startswith("named_") else v)
         return IteratorVariable(out)
 
     def _path(self, tx, path: str):
