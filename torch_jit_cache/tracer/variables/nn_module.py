@@ -521,7 +521,8 @@ class BuiltinModuleMethodVariable(CallableVariable):
     builder guards by identity. Calling a leaf module's `forward` with a module of that class (or a
     subclass: `super().forward(x)`) is that leaf's op, exactly as calling a plain instance is
     (LEAF_MODULES: the parameters are graph inputs, read through the module's source). Any other
-    method is not traced: a graph break where it is called, with its name."""
+    function of the class, called with a module of it, is inlined (builtin_forward_refusal says
+    which modules are not: a graph break where it is called, with its name)."""
 
     def __init__(self, fn, owner: type, source=None):
         super().__init__(fn, source)
@@ -530,10 +531,14 @@ class BuiltinModuleMethodVariable(CallableVariable):
     def call_function(self, tx, args, kwargs):
         cls, name = self.owner, self.fn.__name__
         leaf = LEAF_MODULES.get(cls) if name == "forward" else None
-        if leaf is None:
-            unsupported(f"{cls.__name__}.{name} of built-in module {cls.__name__} is not traced")
         if not args or not isinstance(args[0], NNModuleVariable) or not isinstance(args[0].module, cls):
-            unsupported(f"{cls.__name__}.forward called with {args[0] if args else 'no arguments'}")
+            unsupported(f"{cls.__name__}.{name} called with {args[0] if args else 'no arguments'}")
+        if leaf is None:
+            # Outside the leaf table: inlined as the module's own forward is (builtin_forward_refusal).
+            why = builtin_forward_refusal(args[0].module)
+            if why is not None:
+                unsupported(f"{cls.__name__}.{name} of built-in module {cls.__name__} is not traced: {why}")
+            return tx.call(UserFunctionVariable(self.fn, self.source), args, kwargs)
         mv, rest = args[0], args[1:]
         if kwargs or not 1 <= len(rest) <= _LEAF_ARITY.get(cls, 1):
             unsupported(f"{cls.__name__}.forward called with {len(rest)} args and {list(kwargs)}")
