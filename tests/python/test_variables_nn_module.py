@@ -203,3 +203,30 @@ def test_a_parameter_added_after_compiling_changes_the_names():
     got, expected = compiled(x), m(x)
     torch.testing.assert_close(got[0], expected[0])
     assert got[1:] == expected[1:] and "a.extra_bias" in got[1] and cnt.frame_count == 2
+
+
+def test_torch_nn_classes_outside_the_layer_library_are_not_inlined():
+    # DataParallel's forward (torch.nn.parallel) drives devices and replicas: a break, as eager.
+    m = _Wraps(nn.DataParallel(nn.Hardswish()))
+    x = torch.randn(2, 4)
+    report = tjc.explain(m)(x)
+    assert report.graph_break_count == 1 and "layer library" in report.break_reasons[0]
+    torch.testing.assert_close(tjc.compile(m, backend="eager")(x), m(x))
+
+
+class _TrainsItself(nn.Linear):
+    def forward(self, x):
+        y = x * 2
+        nn.Module.train(self, False)   # nn.Module's own method: not inlined
+        return super().forward(y)
+
+
+def test_a_method_of_nn_module_itself_called_through_the_class_breaks():
+    torch.manual_seed(0)
+    m, ref = _TrainsItself(4, 4), _TrainsItself(4, 4)
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(2, 4)
+    report = tjc.explain(_TrainsItself(4, 4))(x)
+    assert report.graph_break_count == 1 and "nn.Module itself" in report.break_reasons[0]
+    torch.testing.assert_close(tjc.compile(m, backend="eager")(x), ref(x))
+    assert m.training is False and ref.training is False

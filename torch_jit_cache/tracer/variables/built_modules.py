@@ -73,9 +73,10 @@ def build_module(tx, cls_var, args, kwargs):
 
 def _inlinable_class(cls) -> bool:
     """A torch.nn module class whose own Python forward is inlined when built in the trace: one of
-    torch's (not a container, not one called opaquely), nn.Module's __call__, a plain forward."""
+    torch.nn's layer library (not a container, not one called opaquely), nn.Module's __call__, a
+    plain forward."""
     if not isinstance(cls, type) or not issubclass(cls, nn.Module) or \
-            not cls.__module__.startswith("torch.nn.") or builtin_opaque_reason(cls) is not None:
+            not cls.__module__.startswith("torch.nn.modules.") or builtin_opaque_reason(cls) is not None:
         return False
     if issubclass(cls, (nn.Sequential, nn.ModuleList, nn.ModuleDict)) or cls.__call__ is not nn.Module.__call__:
         return False

@@ -149,13 +149,22 @@ LEAF_MODULES = {
 # an attribute read through the module's tracker, so it is guarded where it lives (a changed eps
 # or min_val recompiles). What the forward does that the tracer cannot follow is a graph break
 # inside it, moved to the call as for any inlined call. Refused outright (a clean break at the
-# call): the recurrent family, and modules holding buffers, whose forward may update running
-# statistics in place (the leaf table handles BatchNorm's, with the module pinned by identity).
+# call): classes outside torch.nn's layer library (torch.nn.parallel's DistributedDataParallel
+# and DataParallel, torch.nn.utils' wrappers: their forward drives communication and hooks), the
+# recurrent family, and modules holding buffers, whose forward may update running statistics in
+# place (the leaf table handles BatchNorm's, with the module pinned by identity).
 _NOT_INLINED_BASES = (nn.RNNBase, nn.RNNCellBase)
+_LAYER_LIBRARY = "torch.nn.modules."
 
 
-def builtin_forward_refusal(m: nn.Module) -> str | None:
-    """Why the forward of torch.nn module `m` (not in LEAF_MODULES) is not inlined, or None."""
+def builtin_forward_refusal(m: nn.Module, owner: type | None = None) -> str | None:
+    """Why the function of torch.nn class `owner` (default: m's class; not in LEAF_MODULES) is not
+    inlined with module `m`, or None."""
+    owner = type(m) if owner is None else owner
+    if owner is nn.Module:   # nn.Module.train(self), __setattr__, register_buffer: its own state
+        return "a method of nn.Module itself"
+    if not owner.__module__.startswith(_LAYER_LIBRARY):
+        return f"{owner.__module__} is not torch.nn's layer library"
     if isinstance(m, _NOT_INLINED_BASES):
         return "a recurrent module"
     held = [k for k, t in m._buffers.items() if t is not None]
@@ -535,7 +544,7 @@ class BuiltinModuleMethodVariable(CallableVariable):
             unsupported(f"{cls.__name__}.{name} called with {args[0] if args else 'no arguments'}")
         if leaf is None:
             # Outside the leaf table: inlined as the module's own forward is (builtin_forward_refusal).
-            why = builtin_forward_refusal(args[0].module)
+            why = builtin_forward_refusal(args[0].module, cls)
             if why is not None:
                 unsupported(f"{cls.__name__}.{name} of built-in module {cls.__name__} is not traced: {why}")
             return tx.call(UserFunctionVariable(self.fn, self.source), args, kwargs)
