@@ -453,3 +453,17 @@ def test_ordered_and_default_dicts_built_in_the_trace(fn, breaks):
         if isinstance(e, collections.defaultdict):
             assert g.default_factory is e.default_factory
         _same(g, e)
+
+
+def _dict_classes(x, d, dd):
+    return (x + 1, isinstance(d, collections.OrderedDict), type(d) is collections.OrderedDict,
+            isinstance(dd, collections.defaultdict), issubclass(collections.OrderedDict, dict), d["a"],
+            collections.OrderedDict.__name__)
+
+
+def test_ordered_dict_and_defaultdict_classes_stay_classes():
+    # Their calls are handled as builtins; isinstance, `is`, __name__ read them as classes still.
+    args = (torch.randn(2), collections.OrderedDict(a=1), collections.defaultdict(list))
+    report = tjc.explain(_dict_classes)(*args)
+    assert (report.graph_count, report.graph_break_count) == (1, 0)
+    assert tjc.compile(_dict_classes, backend="eager")(*args)[1:] == _dict_classes(*args)[1:]

@@ -389,6 +389,9 @@ class BuiltinVariable(CallableVariable):
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
             return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
+        if self.fn in (collections.OrderedDict, collections.defaultdict):
+            # Handled here for their calls only: the rest of the class as any class (__name__, ...).
+            return ClassVariable(self.fn, self.source).var_getattr(tx, name)
         return super().var_getattr(tx, name)
 
     def __repr__(self):
