@@ -138,3 +138,35 @@ def _odd_enum(x, m):
 def test_an_enum_with_its_own_eq_is_not_folded():
     x = torch.randn(3)
     torch.testing.assert_close(tjc.compile(_odd_enum, backend="eager")(x, Odd.X), _odd_enum(x, Odd.X))
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+class Loud(enum.Enum):
+    X = 1
+
+    def __str__(self):   # user code: str(member) is not folded while tracing
+        Loud.calls += 1
+        return f"loud{Loud.calls}"
+
+
+Loud.calls = 0
+
+
+def _enum_text(x, m):
+    return x * Level.HIGH + (Color.RED == "red"), str(m), f"{m.name}-{Level.HIGH}", {Mode.A: 1, Mode.B: 2}[m]
+
+
+def test_enum_members_in_ops_text_and_dict_keys():
+    compiled_like_eager(_enum_text, torch.randn(3), Mode.B)
+
+
+def test_an_enum_with_its_own_str_runs_it_every_call():
+    def fn(x, m):
+        return x + 1, str(m)
+
+    compiled = tjc.compile(fn, backend="eager")
+    x = torch.randn(2)
+    assert [compiled(x, Loud.X)[1] for _ in range(3)] == ["loud1", "loud2", "loud3"]

@@ -93,15 +93,18 @@ def is_immutable_torch_value(value) -> bool:
 
 
 def is_enum_member(value) -> bool:
-    """A member of an Enum class whose equality and hash are enum's or a builtin's (int for an
-    IntEnum, str for a StrEnum): a singleton, compared without running user code. Its `name` and
-    `value` are fixed when the class is made."""
+    """A member of an Enum class whose equality, hash and text are enum's or a builtin's (int for
+    an IntEnum, str for a StrEnum): a singleton, compared, hashed and printed while tracing without
+    running user code. Its `name` and `value` are fixed when the class is made."""
     cls = type(value)
     if not isinstance(value, enum.Enum) or type(cls) is not enum.EnumType:
         return False
-    for hook in ("__eq__", "__hash__"):
-        owner = next(c for c in cls.__mro__ if hook in vars(c))
-        if owner.__module__ not in ("enum", "builtins"):
+    for hook in ("__eq__", "__hash__", "__str__", "__repr__", "__format__"):
+        # enum's own, or a builtin's slot (EnumType copies int's and str's onto an IntEnum or a
+        # StrEnum); a function written elsewhere is the user's.
+        fn = next(vars(c)[hook] for c in cls.__mro__ if hook in vars(c))
+        if isinstance(fn, (types.FunctionType, classmethod, staticmethod, property)) and \
+                getattr(fn, "__module__", None) != "enum":
             return False
     return True
 
