@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import types
 from typing import Callable
 
 from . import runtime, shape_guards as _shape_guards
@@ -87,14 +88,19 @@ class GuardBuilder:
 
 # torch's own singletons, made once per process and kept in torch's tables: guarded by identity,
 # held strongly (they cannot be weakly referenced; holding them keeps nothing alive that would not
-# live anyway). By (module, name) so that this module imports without torch.
+# live anyway), and the C methods of torch._C.TensorBase (`torch.Tensor.view` read from the class).
+# By (module, name) so that this module imports without torch.
 _PROCESS_LIVED_TYPES = {("torch", "dtype"), ("torch", "layout"), ("torch", "memory_format")}
 
 
 def _lives_for_the_process(value) -> bool:
     cls = type(value)
+    torch = sys.modules.get("torch")
+    if cls in (types.MethodDescriptorType, types.WrapperDescriptorType):
+        # A C method of torch's tensor base type (`torch.Tensor.add_`), a static type's member.
+        return torch is not None and value.__objclass__ is torch._C.TensorBase
     return (getattr(cls, "__module__", None), cls.__name__) in _PROCESS_LIVED_TYPES and \
-        getattr(sys.modules.get("torch"), cls.__name__, None) is cls
+        getattr(torch, cls.__name__, None) is cls
 
 
 def _same_as(builder: GuardBuilder, spec: GuardSpec) -> None:

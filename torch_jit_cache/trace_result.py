@@ -6,6 +6,7 @@ graph and rebuilds the return value from `output`.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import types
@@ -119,6 +120,14 @@ class CallOutput:
     fn: Any
     names: tuple
     values: tuple
+
+
+def built_dict(cls, items, default_factory=None):
+    """An OrderedDict or defaultdict the trace built, made again after the graph by CallOutput
+    from its items (a dict, in order) and, for a defaultdict, its factory."""
+    if default_factory is not None or cls is collections.defaultdict:
+        return cls(default_factory, items)
+    return cls(items)
 
 
 def bound_method(function, instance):

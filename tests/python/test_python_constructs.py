@@ -237,3 +237,32 @@ def test_module_list_slices_are_traced_and_guarded():
     m.n = 3
     torch.testing.assert_close(compiled(x), m(x))
     assert cnt.frame_count == 3
+
+
+class _BuildsOtherModules(nn.Module):
+    def forward(self, x):
+        y = nn.Hardswish()(x) + nn.ReLU6()(x) + nn.Hardtanh(-0.3, max_val=0.4)(x)
+        return nn.InstanceNorm2d(4)(nn.Mish()(y)), nn.Upsample(scale_factor=2)(y)
+
+
+def test_other_torch_modules_built_in_forward_run_their_own_forward():
+    m = _BuildsOtherModules()
+    graphs, breaks = eager_and_compiled(m, leaves((2, 4, 3, 3)))
+    assert (graphs, breaks) == (1, 0)
+    ops = " ".join(map(str, tjc.explain(m)(torch.randn(2, 4, 3, 3)).ops_per_graph[0]))
+    assert "hardswish" in ops and "instance_norm" in ops
+
+
+
+def _built_module_live_at_a_break(x):
+    act = nn.Hardtanh(-0.3, max_val=0.4)
+    y = x * 2
+    print("break")          # act is live here: made again after the graph, by keyword
+    return act(y) + act.min_val
+
+
+def test_a_module_built_in_forward_live_at_a_break_is_made_again():
+    x = torch.randn(5)
+    assert explain_counts(_built_module_live_at_a_break, x)[1:] == (1, [])
+    graphs, breaks = eager_and_compiled(_built_module_live_at_a_break, leaves((5,)))
+    assert breaks == 1

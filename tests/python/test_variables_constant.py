@@ -72,3 +72,101 @@ def test_a_missing_attribute_of_a_constant_raises_eagers_error():
     with pytest.raises(AttributeError) as compiled:
         tjc.compile(bad, backend="eager")(torch.ones(1), 3)
     assert str(compiled.value) == str(eager.value)
+
+
+# -- enum members --------------------------------------------------------------------------------
+import enum  # noqa: E402
+
+
+class Mode(enum.Enum):
+    A = 1
+    B = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+class Odd(enum.Enum):
+    X = 1
+
+    def __eq__(self, other):   # user code: not folded while tracing
+        return True
+
+    __hash__ = enum.Enum.__hash__
+
+
+class _Holder:
+    def __init__(self, mode):
+        self.mode = mode
+
+
+def _enum_branches(x, holder, level):
+    if holder.mode == Mode.A:
+        x = x + 1
+    if holder.mode is Mode.B:
+        x = x * 2
+    if level > 2 and level == Level.HIGH:
+        x = x - 1
+    return x * holder.mode.value, holder.mode.name, Mode(2), Mode(2).value, holder.mode
+
+
+@pytest.mark.parametrize("mode", [Mode.A, Mode.B])
+def test_enum_members_compare_as_constants_in_one_graph(mode):
+    compiled_like_eager(_enum_branches, torch.randn(3), _Holder(mode), Level.HIGH)
+
+
+def test_another_enum_member_recompiles():
+    holder, cnt = _Holder(Mode.A), CompileCounter()
+    compiled = tjc.compile(_enum_branches, backend=cnt)
+    x = torch.randn(3)
+    compiled(x, holder, Level.LOW)
+    holder.mode = Mode.B
+    got, expected = compiled(x, holder, Level.LOW), _enum_branches(x, holder, Level.LOW)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] and cnt.frame_count == 2
+    got = compiled(x, holder, Level.HIGH)   # an IntEnum member, guarded the same way
+    torch.testing.assert_close(got[0], _enum_branches(x, holder, Level.HIGH)[0])
+    assert cnt.frame_count == 3
+
+
+def _odd_enum(x, m):
+    return x + 1 if m == 5 else x - 1
+
+
+def test_an_enum_with_its_own_eq_is_not_folded():
+    x = torch.randn(3)
+    torch.testing.assert_close(tjc.compile(_odd_enum, backend="eager")(x, Odd.X), _odd_enum(x, Odd.X))
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+class Loud(enum.Enum):
+    X = 1
+
+    def __str__(self):   # user code: str(member) is not folded while tracing
+        Loud.calls += 1
+        return f"loud{Loud.calls}"
+
+
+Loud.calls = 0
+
+
+def _enum_text(x, m):
+    return x * Level.HIGH + (Color.RED == "red"), str(m), f"{m.name}-{Level.HIGH}", {Mode.A: 1, Mode.B: 2}[m]
+
+
+def test_enum_members_in_ops_text_and_dict_keys():
+    compiled_like_eager(_enum_text, torch.randn(3), Mode.B)
+
+
+def test_an_enum_with_its_own_str_runs_it_every_call():
+    def fn(x, m):
+        return x + 1, str(m)
+
+    compiled = tjc.compile(fn, backend="eager")
+    x = torch.randn(2)
+    assert [compiled(x, Loud.X)[1] for _ in range(3)] == ["loud1", "loud2", "loud3"]

@@ -409,3 +409,61 @@ def loop_over_enumerate_with_a_break(x, l):
                          ids=lambda f: f.__name__)
 def test_iterators_share_their_inputs_as_in_python(fn):
     run_both(fn, torch.zeros(1), [1, 2, 3, 4, 5])
+
+
+# -- OrderedDict and defaultdict built in the trace ----------------------------------------------
+
+def _ordered(x):
+    d = collections.OrderedDict()
+    d["b"] = x + 1
+    d["a"] = x * 2
+    d.update(c=x - 1)
+    total = sum(v for _, v in d.items())
+    for k in d:
+        total = total + d[k]
+    return total, d, isinstance(d, collections.OrderedDict), list(d.keys())
+
+
+def _default(x):
+    groups = collections.defaultdict(list)
+    groups["a"].append(x)
+    groups["a"].append(x + 1)
+    groups["b"] = [x * 2]
+    counts = collections.defaultdict(int)
+    counts["n"] += 3
+    return sum(groups["a"]) + groups["b"][0] * counts["n"], groups, counts, "z" in groups, groups.get("z")
+
+
+def _move_to_end(x):
+    d = collections.OrderedDict(a=x, b=x + 1)
+    d.move_to_end("a")   # OrderedDict's own method: a graph break, eager's result (and list(d) in
+    return list(d), d["a"] + d["b"]   # the resume function, over the OrderedDict it got, a second)
+
+
+@pytest.mark.parametrize("fn, breaks", [(_ordered, 0), (_default, 0), (_move_to_end, 2)],
+                         ids=["OrderedDict", "defaultdict", "move_to_end"])
+def test_ordered_and_default_dicts_built_in_the_trace(fn, breaks):
+    x = torch.randn(3)
+    expected = fn(x)
+    report = tjc.explain(fn)(x)
+    assert (report.graph_break_count, report.fallbacks) == (breaks, [])
+    got = tjc.compile(fn, backend="eager")(x)
+    for g, e in zip(got, expected):
+        assert type(g) is type(e)
+        if isinstance(e, collections.defaultdict):
+            assert g.default_factory is e.default_factory
+        _same(g, e)
+
+
+def _dict_classes(x, d, dd):
+    return (x + 1, isinstance(d, collections.OrderedDict), type(d) is collections.OrderedDict,
+            isinstance(dd, collections.defaultdict), issubclass(collections.OrderedDict, dict), d["a"],
+            collections.OrderedDict.__name__)
+
+
+def test_ordered_dict_and_defaultdict_classes_stay_classes():
+    # Their calls are handled as builtins; isinstance, `is`, __name__ read them as classes still.
+    args = (torch.randn(2), collections.OrderedDict(a=1), collections.defaultdict(list))
+    report = tjc.explain(_dict_classes)(*args)
+    assert (report.graph_count, report.graph_break_count) == (1, 0)
+    assert tjc.compile(_dict_classes, backend="eager")(*args)[1:] == _dict_classes(*args)[1:]

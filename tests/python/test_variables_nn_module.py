@@ -105,3 +105,128 @@ def test_assigning_a_parameter_in_forward_is_refused_and_runs_as_eager():
     torch.testing.assert_close(m.w.detach(), x)
     out = tjc.explain(StoresAParameter())(x)
     assert out.graph_break_count + len(out.fallbacks) >= 1
+
+
+# -- torch.nn modules outside the leaf table: their own forward, inlined ------------------------
+
+class _Wraps(nn.Module):
+    def __init__(self, *mods):
+        super().__init__()
+        self.mods = nn.ModuleList(mods)
+
+    def forward(self, x):
+        for m in self.mods:
+            x = m(x)
+        return x * 2
+
+
+@pytest.mark.parametrize("mod", [nn.GroupNorm(2, 4), nn.Hardsigmoid(), nn.Hardswish(), nn.ReLU6(), nn.Mish(),
+                                 nn.Hardtanh(-0.5, 0.5), nn.ELU(0.7), nn.PReLU(), nn.Upsample(scale_factor=2),
+                                 nn.InstanceNorm2d(4, affine=True), nn.ConvTranspose2d(4, 4, 3, stride=2)],
+                         ids=lambda m: type(m).__name__)
+def test_a_built_in_module_outside_the_leaf_table_is_traced_through_its_forward(mod):
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 5, 5, requires_grad=True)
+    m = _Wraps(mod)
+    compiled_like_eager(m, x)
+    expected = torch.autograd.grad(m(x).sum(), [x, *m.parameters()])
+    got = torch.autograd.grad(tjc.compile(m, backend="eager")(x).sum(), [x, *m.parameters()])
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("mod, setting, value", [(nn.GroupNorm(2, 4), "eps", 0.5), (nn.Hardtanh(-0.5, 0.5), "min_val", -0.1),
+                                                 (nn.ELU(0.7), "alpha", 2.0)], ids=lambda v: str(v)[:12])
+def test_a_changed_setting_of_an_inlined_built_in_module_recompiles(mod, setting, value):
+    m = _Wraps(mod)
+    cnt = CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.randn(2, 4, 3, 3)
+    compiled(x)
+    setattr(mod, setting, value)
+    torch.testing.assert_close(compiled(x), m(x))
+    assert cnt.frame_count == 2
+
+
+def test_equal_inlined_built_in_modules_share_one_entry():
+    cnt = CompileCounter()
+    call = tjc.compile(lambda m, x: m(x), backend=cnt)
+    x = torch.randn(2, 4, 3, 3)
+    for _ in range(3):
+        m = _Wraps(nn.GroupNorm(2, 4), nn.Hardswish())
+        torch.testing.assert_close(call(m, x), m(x))
+    assert cnt.frame_count == 1
+    m = _Wraps(nn.GroupNorm(2, 4, eps=0.1), nn.Hardswish())   # another eps: its own entry
+    torch.testing.assert_close(call(m, x), m(x))
+    assert cnt.frame_count == 2
+
+
+def test_a_built_in_module_holding_buffers_stays_a_clean_break():
+    # InstanceNorm with running statistics updates them in place: not inlined, and runs as eager.
+    m = _Wraps(nn.InstanceNorm2d(4, track_running_stats=True))
+    ref = _Wraps(nn.InstanceNorm2d(4, track_running_stats=True))
+    x = torch.randn(2, 4, 3, 3)
+    report = tjc.explain(_Wraps(nn.InstanceNorm2d(4, track_running_stats=True)))(x)
+    assert report.graph_break_count == 1 and "holds buffers" in report.break_reasons[0]
+    torch.testing.assert_close(tjc.compile(m, backend="eager")(x), ref(x))
+    torch.testing.assert_close(m.mods[0].running_mean, ref.mods[0].running_mean)
+
+
+# -- parameter names: named_parameters() keys returned, iterated, made into a dict ---------------
+
+class _Named(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Sequential(nn.Linear(4, 2))
+
+    def forward(self, x):
+        params = dict(self.named_parameters())
+        y = x @ params["a.weight"].t()
+        for n, p in self.named_parameters(prefix="model"):
+            if n.endswith("bias"):
+                y = y + p.sum()
+        return y, [n for n, _ in self.named_parameters()], [n for n, _ in self.named_modules(prefix="root")]
+
+
+def test_parameter_names_are_constants_of_one_graph():
+    torch.manual_seed(0)
+    compiled_like_eager(_Named(), torch.randn(2, 4))
+
+
+def test_a_parameter_added_after_compiling_changes_the_names():
+    m, cnt = _Named(), CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.randn(2, 4)
+    compiled(x)
+    m.a.register_parameter("extra_bias", nn.Parameter(torch.ones(4)))
+    got, expected = compiled(x), m(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] and "a.extra_bias" in got[1] and cnt.frame_count == 2
+
+
+def test_torch_nn_classes_outside_the_layer_library_are_not_inlined():
+    # DataParallel's forward (torch.nn.parallel) drives devices and replicas: a break, as eager.
+    m = _Wraps(nn.DataParallel(nn.Hardswish()))
+    x = torch.randn(2, 4)
+    report = tjc.explain(m)(x)
+    assert report.graph_break_count == 1 and "layer library" in report.break_reasons[0]
+    torch.testing.assert_close(tjc.compile(m, backend="eager")(x), m(x))
+
+
+class _TrainsItself(nn.Linear):
+    def forward(self, x):
+        y = x * 2
+        nn.Module.train(self, False)   # nn.Module's own method: not inlined
+        return super().forward(y)
+
+
+def test_a_method_of_nn_module_itself_called_through_the_class_breaks():
+    torch.manual_seed(0)
+    m, ref = _TrainsItself(4, 4), _TrainsItself(4, 4)
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(2, 4)
+    report = tjc.explain(_TrainsItself(4, 4))(x)
+    assert report.graph_break_count == 1 and "nn.Module itself" in report.break_reasons[0]
+    torch.testing.assert_close(tjc.compile(m, backend="eager")(x), ref(x))
+    assert m.training is False and ref.training is False

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 from context_helpers import eager_and_compiled, explain_counts, leaves  # noqa: E402
 
@@ -53,15 +54,49 @@ def test_a_set_built_in_the_trace_is_returned_fresh_per_call():
 
 
 def test_a_frozenset_argument_is_not_trusted_by_value():
-    # EQUALS_MATCH holds only scalars and tuples: a frozenset read from the frame stays opaque, and
-    # a membership test on it breaks rather than being baked into the graph.
+    # EQUALS_MATCH holds only scalars and tuples: a frozenset read from the frame is a constant
+    # guarded by identity, so another frozenset recompiles rather than reusing the answer.
     def fn(x, names):
         return x + 1 if "a" in names else x - 1
 
-    compiled = tjc.compile(fn)
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
     x = torch.randn(2)
-    torch.testing.assert_close(compiled(x, frozenset("ab")), x + 1)
-    torch.testing.assert_close(compiled(x, frozenset("bc")), x - 1)
+    ab, bc = frozenset("ab"), frozenset("bc")
+    torch.testing.assert_close(compiled(x, ab), x + 1)
+    torch.testing.assert_close(compiled(x, bc), x - 1)
+    torch.testing.assert_close(compiled(x, ab), x + 1)
+    assert cnt.frame_count == 2
+
+
+NAMES = frozenset({"q", "k"})
+
+
+class _Attention:
+    skip = frozenset({"bias"})
+
+    def __init__(self, own):
+        self.own = own
+
+
+def _frozen_attributes(x, m):
+    if "q" in NAMES and "bias" in m.skip and "v" not in m.own:
+        x = x * 2
+    return x + len(m.own), sorted(m.skip | m.own)
+
+
+@pytest.mark.parametrize("own", [frozenset({"w"}), frozenset()], ids=["own", "empty"])
+def test_frozenset_attributes_and_globals_are_constants_in_one_graph(own):
+    m = _Attention(own)
+    x = torch.randn(3)
+    assert explain_counts(_frozen_attributes, x, m) == (1, 0, [])
+    cnt = CompileCounter()
+    compiled = tjc.compile(_frozen_attributes, backend=cnt)
+    assert compiled(x, m)[1] == _frozen_attributes(x, m)[1]
+    m.own = frozenset({"v"})   # another frozenset: the guard fails, the branch is taken anew
+    got, expected = compiled(x, m), _frozen_attributes(x, m)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] and cnt.frame_count == 2
 
 
 def test_set_pop_and_sets_of_tensors_break():

@@ -93,3 +93,43 @@ def test_a_torch_call_that_changes_global_state_still_breaks():
         torch.manual_seed(3)
         return x * 2
     compiled_like_eager(seeds, torch.ones(2), graphs=1, breaks=1)
+
+
+# -- tensor methods called through the class: torch.Tensor.view(x, 2, -1) ------------------------
+
+def _through_the_class(x, buf):
+    y = torch.Tensor.view(x, 2, -1)
+    n = torch.Tensor.size(x, 0)
+    torch.Tensor.add_(buf, y.sum(0))      # mutates the caller's tensor, as eager does
+    return torch.Tensor.mul(y, n) + torch.Tensor.relu(x).sum(), torch.Tensor.dim(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_tensor_method_called_through_the_class_is_the_method(backend):
+    x, buf = torch.randn(2, 3), torch.zeros(3)
+    ex, ebuf = x.clone(), buf.clone()
+    expected = _through_the_class(ex, ebuf)
+    report = tjc.explain(_through_the_class)(x.clone(), buf.clone())
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])
+    got = tjc.compile(_through_the_class, backend=backend)(x, buf)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1]
+    torch.testing.assert_close(buf, ebuf)
+
+
+def test_a_tensor_method_replaced_on_the_class_recompiles():
+    def f(x):
+        return torch.Tensor.neg(x) + 1
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(3)
+    compiled(x)
+    original = torch.Tensor.neg
+    torch.Tensor.neg = lambda t: t * 10
+    try:
+        torch.testing.assert_close(compiled(x), f(x))
+    finally:
+        torch.Tensor.neg = original
+    torch.testing.assert_close(compiled(x), f(x))
+    assert cnt.frame_count == 2

@@ -14,7 +14,9 @@ defaults and globals where read; partial's func, args and keywords); TYPE_MATCH 
 user objects, dict subclasses and os.environ (their attributes and items are guarded
 where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source; torch.dtype, torch.layout and
-torch.memory_format by identity (held strongly), torch.device by value (its type and index).
+torch.memory_format by identity (held strongly), torch.device by value (its type and index);
+members of plain Enum classes by identity (constant.is_enum_member); frozensets of constants
+by identity (an empty one by length: sets.wrap_frozenset).
 `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -33,7 +35,8 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import constant, containers, contexts, functions, new_object, nn_module, opaque, symbolic, tensor, user_object
+from . import (constant, containers, contexts, functions, new_object, nn_module, opaque, sets, symbolic, tensor,
+               user_object)
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value
 from .containers import ListVariable, TupleVariable
@@ -72,12 +75,14 @@ WRAP_RULES = (
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_int),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_float),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    WrapRule("enum member", lambda v, s: constant.is_enum_member(v), constant.wrap_enum_member),
     WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),
     WrapRule("device", lambda v, s: type(v) is torch.device, constant.wrap_device),
     WrapRule("module", lambda v, s: isinstance(v, nn.Module), nn_module.wrap_module),
     WrapRule("sequence", _is_sequence, containers.wrap_sequence),
     WrapRule("dict", lambda v, s: type(v) is dict, containers.wrap_dict),
     WrapRule("range", lambda v, s: type(v) is range, containers.wrap_range),
+    WrapRule("frozenset", lambda v, s: type(v) is frozenset, sets.wrap_frozenset),
     WrapRule("python module", lambda v, s: isinstance(v, types.ModuleType), functions.wrap_python_module),
     WrapRule("builtin", lambda v, s: builtin_rules.is_handled_builtin(v), builtin_rules.wrap_builtin),
     WrapRule("context class", lambda v, s: isinstance(v, type), contexts.wrap_context_class),

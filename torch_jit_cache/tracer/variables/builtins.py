@@ -6,6 +6,7 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 from __future__ import annotations
 
 import builtins
+import collections
 import copy
 import functools
 import itertools
@@ -18,7 +19,8 @@ from . import polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable
+from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
+                         build_ordered_dict, dict_items)
 from .copying import deepcopy
 from .functions import UserFunctionVariable
 from .generators import GeneratorVariable
@@ -199,16 +201,7 @@ def _sequence(kind):
 
 
 def _dict(tx, args, kwargs):
-    items = {}
-    if args:
-        if isinstance(args[0], DictVariable):
-            items.update(args[0].items)
-        else:
-            for pair in args[0].unpack(tx):
-                k, v = pair.unpack(tx)
-                items[k.as_python_constant()] = v
-    items.update(kwargs)
-    return DictVariable(items)
+    return DictVariable(dict_items(tx, args, kwargs))
 
 
 def _sum(tx, args, kwargs):
@@ -386,6 +379,7 @@ BUILTIN_HANDLERS = {
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
+    collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
 }
 
 
@@ -398,6 +392,9 @@ class BuiltinVariable(CallableVariable):
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
             return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
+        if self.fn in (collections.OrderedDict, collections.defaultdict):
+            # Handled here for their calls only: the rest of the class as any class (__name__, ...).
+            return ClassVariable(self.fn, self.source).var_getattr(tx, name)
         return super().var_getattr(tx, name)
 
     def __repr__(self):

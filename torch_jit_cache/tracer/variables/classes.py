@@ -11,6 +11,7 @@ through `L['self'].__class__.__mro__[i]`.
 """
 from __future__ import annotations
 
+import enum
 import types
 
 import torch
@@ -20,7 +21,7 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
 from .base import TRACED_RAISES, VariableTracker, unsupported
 from .built_modules import build_module
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_enum_member
 from .functions import UserMethodVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
@@ -42,6 +43,11 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         return _bound(tx.wrap(raw.__func__, AttrSource(source, "__func__")), owner_var)
     if object_hook_name(raw) is not None:   # object.__setattr__ and friends (object_hooks.py)
         return ObjectHookVariable(object_hook_name(raw), bind_to, source)
+    if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+            raw.__objclass__ is torch._C.TensorBase and bind_to is None:
+        # torch.Tensor.view read from the class: the tensor method itself, called with the
+        # tensor first (a torch callable to the builder, guarded by identity where it is found).
+        return tx.wrap(raw, source)
     if type_lookup(type(raw), "__get__") is not MISSING_:
         unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
     return tx.wrap(raw, source)
@@ -86,6 +92,12 @@ class ClassVariable(ConstantVariable):
                                                    **{k: v.as_python_constant() for k, v in kwargs.items()}))
             except Exception as e:
                 unsupported(f"{self.value.__name__}() raised {e!r}")
+        if enum_lookup_class(self.value) and len(args) == 1 and not kwargs and args[0].is_python_constant():
+            # Mode(1): the member with that value, a lookup in the class's value map.
+            try:
+                return ConstantVariable(self.value(args[0].as_python_constant()))
+            except ValueError as e:
+                unsupported(f"{self.value.__name__}() raised {e!r}")
         if self.value in TRACED_RAISES and not kwargs and \
                 all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
             return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
@@ -96,6 +108,14 @@ class ClassVariable(ConstantVariable):
 
     def __repr__(self):
         return f"ClassVariable({self.value.__qualname__})"
+
+
+def enum_lookup_class(cls) -> bool:
+    """An Enum class whose call with one value is a plain lookup of the member: enum's own
+    metaclass, no _missing_ of the user's, members that are constants (is_enum_member)."""
+    return isinstance(cls, type) and type(cls) is enum.EnumType and issubclass(cls, enum.Enum) and \
+        type_lookup(cls, "_missing_") is vars(enum.Enum)["_missing_"] and \
+        all(is_enum_member(m) for m in cls.__members__.values())
 
 
 def _foldable_class(value) -> bool:

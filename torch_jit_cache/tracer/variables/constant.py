@@ -1,8 +1,10 @@
 """ConstantVariable: an immutable Python value known while tracing (int, float, str, None, ...)."""
 from __future__ import annotations
 
+import enum
 import operator
 import types
+import weakref
 
 import torch
 
@@ -45,6 +47,8 @@ class ConstantVariable(VariableTracker):
             if callable(attr):
                 return MethodVariable(self, name)
             return ConstantVariable(attr)
+        if is_enum_member(self.value) and name in ("name", "value"):
+            return tx.wrap_constant(getattr(self.value, name))   # refused unless itself a constant
         if isinstance(self.value, types.CodeType) and name.startswith("co_") and \
                 not callable(getattr(self.value, name, None)):
             # A code object is immutable: its co_* fields (co_varnames, co_argcount) are constants.
@@ -88,9 +92,26 @@ def is_immutable_torch_value(value) -> bool:
                               torch.finfo, torch.iinfo, torch.Size))   # immutable torch values
 
 
+def is_enum_member(value) -> bool:
+    """A member of an Enum class whose equality, hash and text are enum's or a builtin's (int for
+    an IntEnum, str for a StrEnum): a singleton, compared, hashed and printed while tracing without
+    running user code. Its `name` and `value` are fixed when the class is made."""
+    cls = type(value)
+    if not isinstance(value, enum.Enum) or type(cls) is not enum.EnumType:
+        return False
+    for hook in ("__eq__", "__hash__", "__str__", "__repr__", "__format__"):
+        # enum's own, or a builtin's slot (EnumType copies int's and str's onto an IntEnum or a
+        # StrEnum); a function written elsewhere is the user's.
+        fn = next(vars(c)[hook] for c in cls.__mro__ if hook in vars(c))
+        if isinstance(fn, (types.FunctionType, classmethod, staticmethod, property)) and \
+                getattr(fn, "__module__", None) != "enum":
+            return False
+    return True
+
+
 def is_constant_value(value) -> bool:
     """Immutable values a ConstantVariable may hold."""
-    if isinstance(value, SAFE_TYPES) or is_immutable_torch_value(value):
+    if isinstance(value, SAFE_TYPES) or is_immutable_torch_value(value) or is_enum_member(value):
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
@@ -125,6 +146,23 @@ def wrap_scalar(tx, value, source, g):
 
 def wrap_torch_singleton(tx, value, source, g):
     g(GuardKind.ID_MATCH, value)   # held strongly: guards.py
+    return ConstantVariable(value, source)
+
+
+def wrap_enum_member(tx, value, source, g):
+    # A singleton of its class (`self.mode is Mode.A` compares it as a constant): guarded by
+    # identity. A member of an int or str mixin (IntEnum, StrEnum) has no weakref: guarded by its
+    # type and its builtin `_value_`, which within one class names one member (aliases are one object).
+    try:
+        weakref.ref(value)
+    except TypeError:
+        raw = value._value_
+        if type(raw) not in SCALAR_TYPES or value != raw:
+            return None
+        g(GuardKind.TYPE_MATCH, type(value))
+        g(GuardKind.EQUALS_MATCH, raw, AttrSource(source, "_value_"))
+    else:
+        g(GuardKind.ID_MATCH, value)
     return ConstantVariable(value, source)
 
 

@@ -13,9 +13,11 @@ generator item by item (`yields_lazily`), as Python does.
 """
 from __future__ import annotations
 
+import collections
+
 from ...sources import ItemSource
-from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
-                             TupleOutput)
+from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
+                             SourceOutput, TupleOutput, built_dict)
 from .base import MethodVariable, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -301,6 +303,74 @@ class DictVariable(VariableTracker):
     def require_guardable(self, what, name):
         for item in self.items.values():
             item.require_guardable(what, name)
+
+
+def dict_items(tx, args, kwargs) -> dict:
+    """The items `dict(*args, **kwargs)` starts with: a dict's, or an iterable's pairs, then the keywords."""
+    items = {}
+    if args:
+        if isinstance(args[0], DictVariable):
+            items.update(args[0].items)
+        else:
+            for pair in args[0].unpack(tx):
+                k, v = pair.unpack(tx)
+                items[k.as_python_constant()] = v
+    items.update(kwargs)
+    return items
+
+
+class BuiltDictSubclassVariable(DictVariable):
+    """An OrderedDict or a defaultdict built in the trace (source None): a dict of constant keys
+    whose class is made again after the graph (trace_result.built_dict). Only the methods whose
+    meaning is dict's are traced; the class's own (move_to_end, popitem, copy, ==) break."""
+
+    _DICT_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "update",
+                               "pop", "setdefault", "clear", "__setitem__", "__delitem__"})
+
+    def __init__(self, cls, items: dict, default_factory=None):
+        super().__init__(items)
+        self.cls, self.default_factory = cls, default_factory
+
+    def python_type(self):
+        return self.cls
+
+    def as_python_constant(self):
+        unsupported(f"a {self.cls.__name__} as a constant")
+
+    def reconstruct(self, outputs):
+        names, values = ("cls", "items"), (ConstantOutput(self.cls),
+                                           DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.items.items())))
+        if self.default_factory is not None:
+            names, values = names + ("default_factory",), values + (outputs.rebuild(self.default_factory),)
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(built_dict), names, values))
+
+    def getitem(self, tx, key):
+        k = _index(key)
+        if k not in self.items and self.default_factory is not None:
+            # defaultdict.__missing__: the factory's value, stored under the key, then returned.
+            value = tx.call(self.default_factory, [], {})
+            self.setitem(tx, key, value)
+            return value
+        return super().getitem(tx, key)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name not in self._DICT_METHODS:
+            unsupported(f"{self.cls.__name__}.{name}")
+        return super().call_method(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"BuiltDictSubclassVariable({self.cls.__name__}, {self.items!r})"
+
+
+def build_ordered_dict(tx, args, kwargs):
+    return BuiltDictSubclassVariable(collections.OrderedDict, dict_items(tx, args, kwargs))
+
+
+def build_defaultdict(tx, args, kwargs):
+    factory = args[0] if args else ConstantVariable(None)
+    if isinstance(factory, ConstantVariable) and factory.value is None:
+        factory = None
+    return BuiltDictSubclassVariable(collections.defaultdict, dict_items(tx, args[1:], kwargs), factory)
 
 
 class DictViewVariable(VariableTracker):

@@ -38,7 +38,7 @@ from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type
 from ...sources import AttrSource
 from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, unsupported
-from .classes import ClassVariable
+from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
@@ -97,6 +97,8 @@ class UserClassVariable(ClassVariable):
         cls = self.value
         if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
             return construct_model_output(tx, self, args, kwargs)
+        if enum_lookup_class(cls):   # Mode(1): a member looked up, not an object built
+            return super().call_function(tx, args, kwargs)
         why = refusal(cls)
         if why is not None or self.source is None:
             unsupported(f"construction of {cls.__qualname__} in the trace: "

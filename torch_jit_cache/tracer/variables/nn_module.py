@@ -3,7 +3,9 @@
 User modules are traced by inlining `type(m).forward`. Built-in leaf modules (Linear, Conv2d,
 BatchNorm2d, ...) become calls to their torch.nn.functional form with the parameters and buffers
 as graph inputs (read through AttrSource, so codegen loads them from the frame at call time).
-Containers (Sequential, ModuleList, ModuleDict) are unrolled. The built-in modules of
+Other torch.nn modules (GroupNorm, Hardswish, ReLU6, ...) are traced as user modules are, by
+inlining their own forward (builtin_forward_refusal says which are not). Containers (Sequential,
+ModuleList, ModuleDict) are unrolled. The built-in modules of
 proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the Transformer family) and classes
 marked with tjc.allow_in_graph are called as one opaque node through a proxy (opaque_calls.py).
 A compiled module (tjc.compile) is traced as the module it wraps, and one compiled in place
@@ -16,6 +18,7 @@ submodule, and nn.Module's own state (training, the hook dicts, forward) are ref
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 
@@ -141,6 +144,35 @@ LEAF_MODULES = {
     nn.AdaptiveAvgPool2d: lambda tx, mv, m, x: call_torch(tx, F.adaptive_avg_pool2d, x,
                                                    m.output_size),
 }
+# torch.nn modules outside LEAF_MODULES are traced by inlining their own forward, as a user
+# module's is: most are one functional call over settings the module stored, and each setting is
+# an attribute read through the module's tracker, so it is guarded where it lives (a changed eps
+# or min_val recompiles). What the forward does that the tracer cannot follow is a graph break
+# inside it, moved to the call as for any inlined call. Refused outright (a clean break at the
+# call): classes outside torch.nn's layer library (torch.nn.parallel's DistributedDataParallel
+# and DataParallel, torch.nn.utils' wrappers: their forward drives communication and hooks), the
+# recurrent family, and modules holding buffers, whose forward may update running statistics in
+# place (the leaf table handles BatchNorm's, with the module pinned by identity).
+_NOT_INLINED_BASES = (nn.RNNBase, nn.RNNCellBase)
+_LAYER_LIBRARY = "torch.nn.modules."
+
+
+def builtin_forward_refusal(m: nn.Module, owner: type | None = None) -> str | None:
+    """Why the function of torch.nn class `owner` (default: m's class; not in LEAF_MODULES) is not
+    inlined with module `m`, or None."""
+    owner = type(m) if owner is None else owner
+    if owner is nn.Module:   # nn.Module.train(self), __setattr__, register_buffer: its own state
+        return "a method of nn.Module itself"
+    if not owner.__module__.startswith(_LAYER_LIBRARY):
+        return f"{owner.__module__} is not torch.nn's layer library"
+    if isinstance(m, _NOT_INLINED_BASES):
+        return "a recurrent module"
+    held = [k for k, t in m._buffers.items() if t is not None]
+    if held:
+        return f"it holds buffers ({', '.join(held)})"
+    return None
+
+
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 # nn.Module's generator methods traced by their result (NNModuleVariable._members): the stores
 # each walk reads, whose keys are guarded on every module visited.
@@ -322,7 +354,13 @@ class NNModuleVariable(VariableTracker):
             if name in ("parameters", "buffers"):   # (recurse=True): the named form's names
                 k = dict(zip(("recurse",), a), **k)
                 a = []
-            items = list(getattr(self.module, named)(*a, **k))
+            # named_parameters(prefix="model"): the walk runs without the prefix, so each name is
+            # the attribute path from this module; the prefix is put before it in the result.
+            bound = inspect.signature(getattr(nn.Module, named)).bind(self.module, *a, **k)
+            prefix = bound.arguments.pop("prefix", "")
+            if not isinstance(prefix, str):
+                unsupported(f"{name}() with a prefix of type {type(prefix).__name__}")
+            items = list(getattr(self.module, named)(*bound.args[1:], **bound.kwargs))
         except Exception as e:
             unsupported(f"{name}() raised {type(e).__name__}: {e}")
         stores = _MEMBER_STORES[named]
@@ -339,7 +377,8 @@ class NNModuleVariable(VariableTracker):
         out = []
         for path, value in items:
             v = self._path(tx, path)
-            out.append(TupleVariable([ConstantVariable(path), v]) if name.startswith("named_") else v)
+            full = f"{prefix}.{path}" if prefix and path else prefix or path
+            out.append(TupleVariable([ConstantVariable(full), v]) if name.startswith("named_") else v)
         return IteratorVariable(out)
 
     def _path(self, tx, path: str):
@@ -452,7 +491,9 @@ class NNModuleVariable(VariableTracker):
                 unsupported(f"{cls.__name__} called with {len(args)} args and {list(kwargs)}")
             return leaf(tx, self, _Settings(tx, self), *args)
         if cls.__module__.startswith("torch.nn"):
-            unsupported(f"built-in module {cls.__name__} is not supported")
+            why = builtin_forward_refusal(m)
+            if why is not None:
+                unsupported(f"built-in module {cls.__name__} is not supported: {why}")
         return tx.call(UserFunctionVariable(forward.value, fsrc), [self, *args], kwargs)
 
     def __repr__(self):
@@ -489,7 +530,8 @@ class BuiltinModuleMethodVariable(CallableVariable):
     builder guards by identity. Calling a leaf module's `forward` with a module of that class (or a
     subclass: `super().forward(x)`) is that leaf's op, exactly as calling a plain instance is
     (LEAF_MODULES: the parameters are graph inputs, read through the module's source). Any other
-    method is not traced: a graph break where it is called, with its name."""
+    function of the class, called with a module of it, is inlined (builtin_forward_refusal says
+    which modules are not: a graph break where it is called, with its name)."""
 
     def __init__(self, fn, owner: type, source=None):
         super().__init__(fn, source)
@@ -498,10 +540,14 @@ class BuiltinModuleMethodVariable(CallableVariable):
     def call_function(self, tx, args, kwargs):
         cls, name = self.owner, self.fn.__name__
         leaf = LEAF_MODULES.get(cls) if name == "forward" else None
-        if leaf is None:
-            unsupported(f"{cls.__name__}.{name} of built-in module {cls.__name__} is not traced")
         if not args or not isinstance(args[0], NNModuleVariable) or not isinstance(args[0].module, cls):
-            unsupported(f"{cls.__name__}.forward called with {args[0] if args else 'no arguments'}")
+            unsupported(f"{cls.__name__}.{name} called with {args[0] if args else 'no arguments'}")
+        if leaf is None:
+            # Outside the leaf table: inlined as the module's own forward is (builtin_forward_refusal).
+            why = builtin_forward_refusal(args[0].module, cls)
+            if why is not None:
+                unsupported(f"{cls.__name__}.{name} of built-in module {cls.__name__} is not traced: {why}")
+            return tx.call(UserFunctionVariable(self.fn, self.source), args, kwargs)
         mv, rest = args[0], args[1:]
         if kwargs or not 1 <= len(rest) <= _LEAF_ARITY.get(cls, 1):
             unsupported(f"{cls.__name__}.forward called with {len(rest)} args and {list(kwargs)}")

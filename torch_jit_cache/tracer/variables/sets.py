@@ -6,14 +6,19 @@ replay, and rebuilt after the graph (`reconstruct`) they become a fresh set per 
 build_constant), one set however often the frame reaches it. Iterating one unrolls in the set's
 own order, which for the same constants added by the same code is the order Python's set has at
 call time. A set read from the frame stays
-opaque (its iteration order depends on its history, which no guard describes), and so does a
-frozenset (EQUALS_MATCH holds scalars and tuples only); a frozenset built here is a constant.
+opaque (its iteration order depends on its history, which no guard describes). A frozenset of
+constants read from the frame (`x in self.NAMES`, a module-level constant) is a constant guarded
+by identity (EQUALS_MATCH holds scalars and tuples only; identity also fixes its iteration order),
+an empty one by type and length; a frozenset built here is a constant.
+
+Identity costs sharing: instances of one class that each hold their own equal frozenset compile
+once each (a class attribute or a global is one object, shared).
 """
 from __future__ import annotations
 
 import operator
 
-from ...trace_result import ConstantOutput
+from ...trace_result import ConstantOutput, GuardKind
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value
 
@@ -104,3 +109,16 @@ class SetVariable(VariableTracker):
 
     def __repr__(self):
         return f"SetVariable({self.items!r})"
+
+
+# -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def wrap_frozenset(tx, value, source, g):
+    """A frozenset of constants, else None (left to the rules after this one)."""
+    if not is_constant_value(value):
+        return None
+    g(GuardKind.TYPE_MATCH, frozenset)
+    if value:
+        g(GuardKind.ID_MATCH, value)
+    else:
+        g(GuardKind.LENGTH, 0)
+    return ConstantVariable(value, source)

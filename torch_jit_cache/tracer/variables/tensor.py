@@ -228,6 +228,11 @@ class TorchFunctionVariable(CallableVariable):
             return args[1]  # a type hint for TorchScript; in Python it returns its value as is
         if self.fn in _CHECKS and args:
             return _symbolic_check(tx, self.fn, args[0])
+        if getattr(self.fn, "__objclass__", None) is torch._C.TensorBase and args and \
+                isinstance(args[0], TensorVariable):
+            # torch.Tensor.add_(x, y) is x.add_(y): the method, with what the tracer knows of
+            # methods (in-place updates, size reads, properties no guard checks).
+            return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
         return call_op(tx, self.fn, args, kwargs)
 
     def __repr__(self):
