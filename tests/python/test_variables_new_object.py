@@ -271,3 +271,62 @@ def test_type_of_an_object_the_trace_built_reads_its_class():
         torch.testing.assert_close(compiled(x), fn(x))
     finally:
         Documented.scale = 3.0
+
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x, bias=0):
+        return x * self.k + bias
+
+
+class NotCallable:
+    pass
+
+
+def _call_objects(x, outer):
+    inner = Scaler(3)
+    return inner(x) + outer(x, bias=1)
+
+
+def test_calling_an_object_runs_its_classs_call_inlined():
+    x = torch.randn(3)
+    out = tjc.explain(_call_objects)(x, Scaler(2))
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    outer = Scaler(2)
+    calls = CompiledCalls(_call_objects)
+    torch.testing.assert_close(calls(x, outer), _call_objects(x, outer))
+    outer.k = 5                       # an attribute the call read: guarded
+    torch.testing.assert_close(calls(x, outer), _call_objects(x, outer))
+
+
+def test_replacing_call_on_the_class_after_compiling_recompiles():
+    class Local(Scaler):
+        pass
+
+    def f(x):
+        return Local(2)(x)
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), f(x))
+    Local.__call__ = lambda self, x, bias=0: x - self.k
+    torch.testing.assert_close(compiled(x), f(x))
+    assert cnt.frame_count == 2
+
+
+def test_calling_an_object_without_call_raises_as_eager():
+    def f(x, o):
+        return o(x)
+
+    for o in (NotCallable(),):
+        with pytest.raises(TypeError, match="not callable"):
+            tjc.compile(f, backend="eager")(torch.randn(2), o)
+
+    def g(x):
+        return NotCallable()(x)
+
+    with pytest.raises(TypeError, match="not callable"):
+        tjc.compile(g, backend="eager")(torch.randn(2))

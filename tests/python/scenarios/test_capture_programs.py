@@ -27,7 +27,7 @@ WHOLE = {
     "nested_comprehension", "nested_functions_with_defaults", "new_tensors_from_python", "no_grad_block",
     "partial_application", "python_scalars_and_tensors", "recursion", "reversed_and_sorted", "set_membership",
     "shape_arithmetic", "slicing_lists", "string_formatting", "tensor_list_ops", "ternary_and_boolops",
-    "try_finally", "tuple_unpack_star", "user_generator", "while_loop_constant", "zip_enumerate",
+    "try_finally", "tuple_unpack_star", "user_generator", "user_object_methods", "while_loop_constant", "zip_enumerate",
 }
 
 

@@ -183,6 +183,12 @@ class NewObjectVariable(VariableTracker):
             unsupported(f"{self.cls.__name__}.{name} is not a Python function")
         return self._class_attr(tx, name)
 
+    def call_function(self, tx, args, kwargs):
+        # `obj(...)` runs type(obj).__call__, never an instance attribute named __call__.
+        if not isinstance(type_lookup(self.cls, "__call__"), types.FunctionType):
+            unsupported(f"call of a {self.cls.__name__} (its __call__ is not a Python function)")
+        return tx.call(UserMethodVariable(self._class_attr(tx, "__call__"), self), args, kwargs)
+
     def getitem(self, tx, key) -> VariableTracker:
         # Python looks special methods up on the type, never in the instance __dict__.
         if not isinstance(type_lookup(self.cls, "__getitem__"), types.FunctionType):
