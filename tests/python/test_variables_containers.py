@@ -409,3 +409,61 @@ def loop_over_enumerate_with_a_break(x, l):
                          ids=lambda f: f.__name__)
 def test_iterators_share_their_inputs_as_in_python(fn):
     run_both(fn, torch.zeros(1), [1, 2, 3, 4, 5])
+
+
+# -- list.sort ---------------------------------------------------------------------------------------
+def _sort_in_place(x, passed):
+    items = [("b", 2), ("a", 3), ("c", 1), ("d", 2)]
+    items.sort(key=lambda kv: kv[1])                  # stable: b before d
+    by_name = [3, 1, 2]
+    by_name.sort(reverse=True)
+    passed.sort(key=lambda v: -v, reverse=False)      # the caller's list, sorted in place
+    seen = []
+    seen.sort(key=lambda v: v)
+    return [x * v for _, v in items], by_name, [x + v for v in passed], seen
+
+
+def test_list_sort_with_key_and_reverse_runs_in_the_graph_and_mutates_the_callers_list():
+    from context_helpers import compiled_like_eager
+    x = torch.randn(3)
+    eager_list, compiled_list = [4, 9, 1], [4, 9, 1]
+    expected = _sort_in_place(x, eager_list)
+    out = tjc.explain(_sort_in_place)(x, [4, 9, 1])
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    got = tjc.compile(_sort_in_place, backend="eager")(x, compiled_list)
+    _same(got, expected)
+    assert compiled_list == eager_list == [9, 4, 1]
+    compiled_like_eager(_sort_in_place, x, [5, 6])
+
+
+def test_a_key_function_sees_the_list_empty_while_it_sorts():
+    def f(x):
+        xs = [3, 1, 2]
+        xs.sort(key=lambda v: v * (len(xs) + 1))
+        return x * xs[0], xs
+
+    x = torch.randn(2)
+    _same(tjc.compile(f, backend="eager")(x), f(x))
+
+
+def test_sorting_by_a_changed_argument_recompiles():
+    def f(x, xs):
+        xs.sort()
+        return x * xs[0]
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(2)
+    for values in ([3, 1, 2], [3, 1, 2], [0, 5, 4]):
+        torch.testing.assert_close(compiled(x, list(values)), f(x, list(values)))
+    assert cnt.frame_count == 2
+
+
+def test_sorting_by_tensor_keys_is_a_graph_break_with_eager_result():
+    def f(x):
+        rows = [x[0], x[1], x[2]]
+        rows.sort(key=lambda t: t.sum().item())
+        return torch.stack(rows)
+
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(tjc.compile(f, backend="eager")(x), f(x))

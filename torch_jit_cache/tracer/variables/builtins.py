@@ -18,7 +18,8 @@ from . import polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable
+from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable,
+                         sort_order)
 from .copying import deepcopy
 from .functions import UserFunctionVariable
 from .generators import GeneratorVariable
@@ -294,23 +295,11 @@ def _frozenset(tx, args, kwargs):
 
 
 def _sorted(tx, args, kwargs):
-    """sorted(items, key=fn, reverse=b): the key traced per item (as sorted calls it, once each, in
-    order); the keys must be constants, and the items are reordered as sorted orders them."""
+    """sorted(items, key=fn, reverse=b): the items reordered as sorted orders them (sort_order)."""
     if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
         unsupported("sorted() with other than one iterable, key= and reverse=")
     items = args[0].unpack(tx)
-    key = kwargs.get("key")
-    if key is not None and key.is_python_constant() and key.as_python_constant() is None:
-        key = None
-    keys = [tx.call(key, [i], {}) if key is not None else i for i in items]
-    if not all(k.is_python_constant() for k in keys):
-        unsupported("sorted() by keys that are not Python constants")
-    reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
-    values = [k.as_python_constant() for k in keys]
-    try:
-        order = sorted(range(len(items)), key=values.__getitem__, reverse=bool(reverse))
-    except TypeError as e:
-        unsupported(f"sorted() raised {e!r}")
+    order = sort_order(tx, items, kwargs.get("key"), kwargs.get("reverse"), "sorted()")
     return ListVariable([items[j] for j in order])
 
 

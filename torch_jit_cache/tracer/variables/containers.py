@@ -179,12 +179,45 @@ class ListVariable(BaseListVariable):
             else:
                 self.items.reverse()
             return ConstantVariable(None)
+        if name == "sort":
+            if args or set(kwargs) - {"key", "reverse"}:
+                unsupported("list.sort() with other than key= and reverse=")
+            # CPython empties the list while the keys are computed: a key function sees [] and
+            # one that changes the list makes sort raise ValueError (refused here).
+            items, self.items = self.items, []
+            version = self.version
+            try:
+                order = sort_order(tx, items, kwargs.get("key"), kwargs.get("reverse"), "list.sort()")
+            finally:
+                changed = self.items or self.version != version
+                self.items = items
+            if changed:
+                unsupported("list.sort() with a key function that changes the list")
+            self.mutating(tx)
+            self.items = [items[j] for j in order]
+            return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
         return super().call_method(tx, name, args, kwargs)
 
     def __repr__(self):
         return f"ListVariable({self.items!r})"
+
+
+def sort_order(tx, items: list, key, reverse, what: str) -> list:
+    """The order sorted(items, key=key, reverse=reverse) puts the items in, as indices: the key
+    traced per item (as sorting calls it, once each, in order); the keys must be constants."""
+    if key is not None and key.is_python_constant() and key.as_python_constant() is None:
+        key = None
+    keys = [tx.call(key, [i], {}) if key is not None else i for i in items]
+    if not all(k.is_python_constant() for k in keys):
+        unsupported(f"{what} by keys that are not Python constants")
+    reverse = reverse.as_python_constant() if reverse is not None else False
+    values = [k.as_python_constant() for k in keys]
+    try:
+        return sorted(range(len(items)), key=values.__getitem__, reverse=bool(reverse))
+    except TypeError as e:
+        unsupported(f"{what} raised {e!r}")
 
 
 class DictVariable(VariableTracker):

@@ -19,6 +19,7 @@ from .constant import ConstantVariable
 from .containers import CellVariable, DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .opaque_calls import call_opaque_function
+from .operators import OPERATOR_CALLS, call_operator
 
 # Generators are run lazily (generators.py); coroutines are not traced.
 _NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -341,10 +342,13 @@ def is_trusted_module(module) -> bool:
 
 
 class PureFunctionVariable(CallableVariable):
-    """A pure function of constants (math.sqrt, operator.add on ints): evaluated while tracing."""
+    """A pure function of constants (math.sqrt, operator.add on ints): evaluated while tracing;
+    one of the operator module on other values runs as its operator (operators.py)."""
 
     def call_function(self, tx, args, kwargs):
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            if self.fn in OPERATOR_CALLS:
+                return call_operator(tx, self.fn, args, kwargs)
             unsupported(f"{getattr(self.fn, '__name__', self.fn)} on non-constant arguments")
         try:
             result = self.fn(*[a.as_python_constant() for a in args],
