@@ -21,7 +21,7 @@ from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable,
                          sort_order)
 from .copying import deepcopy
-from .functions import UserFunctionVariable
+from .functions import NestedFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterator_type)
@@ -333,6 +333,56 @@ def _partial(tx, args, kwargs):
     return PartialCallVariable(args[0], list(args[1:]), dict(kwargs))
 
 
+def _wraps(tx, args, kwargs):
+    """functools.wraps(wrapped, assigned=..., updated=...): the decorator update_wrapper would be."""
+    names = {"wrapped": None, "assigned": functools.WRAPPER_ASSIGNMENTS, "updated": functools.WRAPPER_UPDATES}
+    if len(args) > 3 or set(kwargs) - set(names) or set(kwargs) & set(list(names)[:len(args)]) or \
+            not (args or "wrapped" in kwargs):
+        unsupported("functools.wraps() called with other than (wrapped, assigned, updated)")
+    bound = dict(zip(names, args), **kwargs)
+    assigned, updated = bound.get("assigned"), bound.get("updated")
+    assigned = assigned.as_python_constant() if assigned is not None else names["assigned"]
+    updated = updated.as_python_constant() if updated is not None else names["updated"]
+    return WrapsVariable(bound["wrapped"], tuple(assigned), tuple(updated))
+
+
+class WrapsVariable(VariableTracker):
+    """functools.wraps(fn) made in the trace: applied to a function made in the trace (a nested
+    def), it gives that function fn's names as update_wrapper copies them, read from fn when read
+    (nothing in the trace can change a function's attributes: stores on functions are refused),
+    and `__wrapped__` = fn. Anything else it decorates is a graph break."""
+
+    def __init__(self, wrapped, assigned: tuple, updated: tuple):
+        super().__init__(None)
+        self.wrapped, self.assigned, self.updated = wrapped, assigned, updated
+
+    def python_type(self):
+        return functools.partial   # what functools.wraps returns
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not isinstance(args[0], NestedFunctionVariable):
+            unsupported("functools.wraps(...) applied to other than a function made in the trace")
+        wrapper = args[0]
+        if wrapper.wrapped_by is not None:
+            unsupported("functools.wraps(...) applied to a function it already wrapped")
+        if set(self.updated) - {"__dict__"} or "__dict__" in self.updated and self._has_attributes(tx):
+            unsupported("functools.wraps(...) updating more than an empty __dict__")
+        wrapper.wrap_names(self.wrapped, self.assigned)
+        return wrapper
+
+    def _has_attributes(self, tx) -> bool:
+        """Whether update_wrapper would copy anything from the wrapped function's __dict__."""
+        w = self.wrapped
+        if isinstance(w, NestedFunctionVariable):
+            return w.wrapped_by is not None   # its own __wrapped__ (stores on it are refused)
+        if isinstance(w, UserFunctionVariable):
+            return bool(vars(w.fn))
+        return True
+
+    def __repr__(self):
+        return f"WrapsVariable({self.wrapped!r})"
+
+
 class PartialCallVariable(VariableTracker):
     """functools.partial(fn, ...) made in the trace: calling it calls fn with the bound arguments
     first. It lives in the trace only (a partial read from the frame is functions.PartialVariable)."""
@@ -374,6 +424,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
+    functools.wraps: _wraps,
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
 }
 
