@@ -5,8 +5,10 @@ whether the dict came in or was built in the trace, and a dict changed while a l
 its view raises RuntimeError as eager does. Lazy iterators (map, filter, zip, enumerate, reversed,
 iter(list)) run in eager's order. isinstance of iterator types answers as eager does. Each case
 compares with eager and, where the trace can follow it, asserts that a graph was made."""
+import collections
 import collections.abc
 import copy
+import typing
 
 import pytest
 
@@ -467,3 +469,55 @@ def test_sorting_by_tensor_keys_is_a_graph_break_with_eager_result():
 
     x = torch.randn(3, 2)
     torch.testing.assert_close(tjc.compile(f, backend="eager")(x), f(x))
+
+
+# -- namedtuples constructed in the trace ------------------------------------------------------------
+Pair = collections.namedtuple("Pair", ["a", "b"], defaults=[5])
+
+
+class Typed(typing.NamedTuple):
+    a: torch.Tensor
+    b: int = 2
+
+
+def _namedtuples(x):
+    p = Pair(x, b=x * 2)
+    r = p._replace(a=x * 0)
+    n = Typed(x)
+    return p.a + p.b, r, Pair(x), n, n.b * x, r.a, isinstance(p, tuple), len(p)
+
+
+def test_namedtuples_built_in_the_trace_are_tuples_of_their_class():
+    from context_helpers import compiled_like_eager
+    got = compiled_like_eager(_namedtuples, torch.randn(3))
+    assert type(got[1]) is Pair and type(got[3]) is Typed
+
+
+def test_a_namedtuple_default_changed_after_compiling_recompiles():
+    def f(x):
+        return Pair(x + 1)
+
+    saved = Pair.__new__.__defaults__
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(2)
+    try:
+        _same(compiled(x), f(x))
+        Pair.__new__.__defaults__ = (7,)
+        _same(compiled(x), f(x))
+        assert compiled(x).b == 7
+    finally:
+        Pair.__new__.__defaults__ = saved
+    assert cnt.frame_count == 2
+
+
+def test_bad_namedtuple_calls_raise_as_eager():
+    def f(x):
+        return Pair(x, c=1)
+
+    def g(x):
+        return Pair(x)._replace(c=1)
+
+    for fn, err in ((f, TypeError), (g, ValueError)):
+        with pytest.raises(err):
+            tjc.compile(fn, backend="eager")(torch.randn(2))

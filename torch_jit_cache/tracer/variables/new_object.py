@@ -40,6 +40,7 @@ from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable
+from .containers import construct_namedtuple, is_namedtuple_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
@@ -97,6 +98,8 @@ class UserClassVariable(ClassVariable):
         cls = self.value
         if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
             return construct_model_output(tx, self, args, kwargs)
+        if is_namedtuple_class(cls):   # a tuple tracker with the class's fields
+            return construct_namedtuple(tx, cls, self.source, args, kwargs)
         why = refusal(cls)
         if why is not None or self.source is None:
             unsupported(f"construction of {cls.__qualname__} in the trace: "
