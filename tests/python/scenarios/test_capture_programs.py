@@ -17,11 +17,11 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 WHOLE = {
     "any_all_generators", "attention_generator_unpack", "autocast_cpu_block", "closure_counter",
-    "comprehension_over_zip", "config_object_branch", "decorator_wrapping", "dict_items_comprehension",
-    "dict_iteration_in_loop", "dict_keys_values", "dict_update_and_get", "divmod_pow_int_ops",
-    "dtype_device_branches", "einsum_and_softmax", "embedding_with_buffer", "for_else", "for_range_break",
-    "forward_hook", "frozenset_constant", "generator_expression_sum", "if_on_shape", "indexing_masks",
-    "inplace_on_clone", "isinstance_and_type_checks", "iter_next", "iterate_tensor_rows",
+    "comprehension_over_zip", "config_object_branch", "dataclass_output", "decorator_wrapping",
+    "dict_items_comprehension", "dict_iteration_in_loop", "dict_keys_values", "dict_update_and_get",
+    "divmod_pow_int_ops", "dtype_device_branches", "einsum_and_softmax", "embedding_with_buffer", "for_else",
+    "for_range_break", "forward_hook", "frozenset_constant", "generator_expression_sum", "if_on_shape",
+    "indexing_masks", "inplace_on_clone", "isinstance_and_type_checks", "iter_next", "iterate_tensor_rows",
     "itertools_chain_product", "kwargs_unpacking", "lambda_sort_key", "list_mutation", "map_filter_lambda",
     "math_module", "min_max_abs_round", "module_dict_items", "module_list_residual", "module_reading_config",
     "named_parameters_keys", "nested_comprehension", "nested_functions_with_defaults",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import dataclasses
 import functools
 import itertools
 import operator
@@ -14,7 +15,7 @@ import operator
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from . import polyfills
+from . import dataclass_fields, polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
@@ -424,7 +425,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
-    functools.wraps: _wraps,
+    functools.wraps: _wraps, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
 }
 
