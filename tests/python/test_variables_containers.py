@@ -521,3 +521,34 @@ def test_bad_namedtuple_calls_raise_as_eager():
     for fn, err in ((f, TypeError), (g, ValueError)):
         with pytest.raises(err):
             tjc.compile(fn, backend="eager")(torch.randn(2))
+
+
+def _namedtuple_made_in_the_trace(x):
+    Point = collections.namedtuple("Point", "x y", defaults=[1])
+    p = Point(x, y=x * 2)
+    q = type(p)(x)
+    return p.x + p.y, p._replace(x=x * 0).x, q.y * x, Point.__name__, isinstance(p, tuple)
+
+
+def test_a_namedtuple_class_made_in_the_trace_builds_tuples_read_in_the_graph():
+    from context_helpers import compiled_like_eager
+    compiled_like_eager(_namedtuple_made_in_the_trace, torch.randn(3))
+
+
+def test_a_namedtuple_class_made_in_the_trace_or_its_tuples_leaving_it_stay_eager():
+    def returns_tuple(x):
+        Point = collections.namedtuple("Point", ["x", "y"])
+        return Point(x, x + 1)
+
+    def returns_class(x):
+        Point = collections.namedtuple("Point", ["x", "y"])
+        return x + 1, type(Point(x, x))
+
+    x = torch.randn(2)
+    compiled = tjc.compile(returns_tuple, backend="eager")
+    a, b = compiled(x), compiled(x)
+    assert type(a).__name__ == "Point" and type(a) is not type(b) and a._fields == ("x", "y")
+    _same(tuple(a), tuple(returns_tuple(x)))
+    compiled = tjc.compile(returns_class, backend="eager")
+    (_, c1), (_, c2) = compiled(x), compiled(x)
+    assert c1 is not c2 and c1.__module__ == __name__

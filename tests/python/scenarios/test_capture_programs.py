@@ -24,7 +24,7 @@ WHOLE = {
     "indexing_masks", "inplace_on_clone", "isinstance_and_type_checks", "iter_next", "iterate_tensor_rows",
     "itertools_chain_product", "kwargs_unpacking", "lambda_sort_key", "list_mutation", "map_filter_lambda",
     "math_module", "min_max_abs_round", "module_dict_items", "module_list_residual", "module_reading_config",
-    "named_parameters_keys", "nested_comprehension", "nested_functions_with_defaults",
+    "named_parameters_keys", "namedtuple_fields", "nested_comprehension", "nested_functions_with_defaults",
     "new_tensors_from_python", "no_grad_block", "operator_module", "partial_application",
     "python_scalars_and_tensors", "recursion", "reversed_and_sorted", "set_membership", "shape_arithmetic",
     "slicing_lists", "string_formatting", "tensor_list_ops", "ternary_and_boolops", "try_finally",

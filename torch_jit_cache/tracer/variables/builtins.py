@@ -6,6 +6,7 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 from __future__ import annotations
 
 import builtins
+import collections
 import copy
 import dataclasses
 import functools
@@ -20,7 +21,7 @@ from .base import CallableVariable, TracedAttributeError, VariableTracker, unsup
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable,
-                         sort_order)
+                         construct_namedtuple, sort_order)
 from .copying import deepcopy
 from .functions import NestedFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
@@ -246,6 +247,8 @@ def _type(tx, args, kwargs):
         return tx.wrap(args[0].python_type(), AttrSource(args[0].source, "__class__"))
     if isinstance(args[0], NewObjectVariable):   # an object the trace built: its class, with its source
         return args[0].cls_var
+    if isinstance(args[0], TracedNamedTupleVariable):   # its class, which may not leave the trace
+        return TracedNamedTupleClassVariable(args[0].cls)
     return ClassVariable(args[0].python_type())
 
 
@@ -384,6 +387,44 @@ class WrapsVariable(VariableTracker):
         return f"WrapsVariable({self.wrapped!r})"
 
 
+def _namedtuple(tx, args, kwargs):
+    """collections.namedtuple(...) of constants in the trace: the class made now, as eager makes it
+    (its __module__ the calling function's module, as namedtuple finds it from its caller). Eager
+    makes a new class on every call, so neither it nor its instances may leave the trace."""
+    if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+        unsupported("collections.namedtuple() of values that are not constants")
+    consts = {k: v.as_python_constant() for k, v in kwargs.items()}
+    if consts.get("module") is None:
+        consts["module"] = tx.f_globals.get("__name__")
+    try:
+        cls = collections.namedtuple(*[a.as_python_constant() for a in args], **consts)
+    except (TypeError, ValueError) as e:
+        unsupported(f"collections.namedtuple() raised {e!r}")
+    return TracedNamedTupleClassVariable(cls)
+
+
+class TracedNamedTupleClassVariable(ClassVariable):
+    """A namedtuple class made in the trace (_namedtuple): called, it builds TracedNamedTupleVariables."""
+
+    def __init__(self, cls: type):
+        super().__init__(cls)
+
+    def call_function(self, tx, args, kwargs):
+        return construct_namedtuple(tx, self.value, None, args, kwargs, kind=TracedNamedTupleVariable)
+
+    def reconstruct(self, outputs):
+        unsupported(f"namedtuple class {self.value.__name__} made in the trace leaves it "
+                    "(eager makes a new class on each call)")
+
+
+class TracedNamedTupleVariable(TupleVariable):
+    """An instance of a namedtuple class made in the trace: read in the trace only."""
+
+    def reconstruct(self, outputs):
+        unsupported(f"a {self.cls.__name__} (a namedtuple class made in the trace) leaves it "
+                    "(eager makes a new class on each call)")
+
+
 class PartialCallVariable(VariableTracker):
     """functools.partial(fn, ...) made in the trace: calling it calls fn with the bound arguments
     first. It lives in the trace only (a partial read from the frame is functions.PartialVariable)."""
@@ -425,7 +466,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
-    functools.wraps: _wraps, dataclasses.fields: dataclass_fields.fields,
+    functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
 }
 

@@ -223,17 +223,19 @@ def is_namedtuple_class(cls) -> bool:
         isinstance(getattr(new, "__code__", None), types.CodeType) and new.__code__.co_filename == "<string>"
 
 
-def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict):
+def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict, kind=None):
     """`cls(*args, **kwargs)` for a namedtuple class read through `source`: its fields bound as its
     __new__ binds them, the missing ones from `cls.__new__.__defaults__` (where Python finds them,
-    and where old code still sets them), which must be constants and are guarded by value."""
-    if source is None:
-        unsupported(f"construction of {cls.__name__} in the trace: the class has no source")
+    and where old code still sets them), which must be constants and are guarded by value. A class
+    the trace made has no source and nothing to guard: `kind` is the tracker its tuples get."""
     defaults = cls.__new__.__defaults__
     if defaults is not None and not all(is_constant_default(d) for d in defaults):
         unsupported(f"{cls.__name__}() with defaults that are not constants")
-    tx.output.add_guard(AttrSource(AttrSource(source, "__new__"), "__defaults__"),
-                        *((GuardKind.NONE_MATCH,) if defaults is None else (GuardKind.EQUALS_MATCH, defaults)))
+    if source is not None:
+        guard = (GuardKind.NONE_MATCH,) if defaults is None else (GuardKind.EQUALS_MATCH, defaults)
+        tx.output.add_guard(AttrSource(AttrSource(source, "__new__"), "__defaults__"), *guard)
+    elif kind is None:
+        unsupported(f"construction of {cls.__name__} in the trace: the class has no source")
     try:
         bound = inspect.signature(cls).bind(*args, **kwargs)
     except TypeError as e:
@@ -249,7 +251,7 @@ def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict):
             items.append(ConstantVariable(defaults[missing.index(name)]))
         else:   # bind() would have raised
             unsupported(f"{cls.__name__}() without {name!r}")
-    return TupleVariable(items, fields=fields, cls=cls)
+    return (kind or TupleVariable)(items, fields=fields, cls=cls)
 
 
 def is_constant_default(value) -> bool:
