@@ -174,3 +174,11 @@ def test_backward_hooks_stay_a_graph_break():
     compiled = tjc.compile(m, backend="eager")
     compiled(x).sum().backward()
     assert grads == [torch.Size([2, 4])]
+
+
+def test_hooks_see_the_very_args_a_pre_hook_returned():
+    torch.manual_seed(0)
+    m = Hooked()
+    m.fc.register_forward_pre_hook(lambda mod, a, k: ([a[0] * 2], k), with_kwargs=True)   # a list
+    m.fc.register_forward_hook(lambda mod, a, out: out * 3 if isinstance(a, list) else out)
+    compiled_like_eager(m, torch.randn(2, 4))

@@ -79,31 +79,32 @@ def call_with_hooks(tx, mv, args: list, kwargs: dict, forward):
         hooks[name] = _read_hooks(tx, mv, name, kwargs_name)
     if not hooks["_forward_pre_hooks"] and not hooks["_forward_hooks"]:
         return forward(args, kwargs)
-    kwargs_box = DictVariable(kwargs)   # one dict, as _call_impl passes one to every hook
+    # The very objects _call_impl passes on: the args tuple (or what a pre-hook put in its place)
+    # and one kwargs dict, the same for every hook.
+    args_box, kwargs_box = TupleVariable(args), DictVariable(kwargs)
     for fn, with_kwargs in hooks["_forward_pre_hooks"]:
         if with_kwargs:
-            r = tx.call(fn, [mv, TupleVariable(args), kwargs_box], {})
+            r = tx.call(fn, [mv, args_box, kwargs_box], {})
             if _is_none(r):
                 continue
             if not (isinstance(r, BaseListVariable) and issubclass(r.python_type(), tuple) and len(r.items) == 2
                     and isinstance(r.items[0], BaseListVariable) and isinstance(r.items[1], DictVariable)):
                 unsupported(f"forward pre-hook of {type(m).__name__} returned {r}, not (args, kwargs)")
-            args, kwargs_box = list(r.items[0].items), r.items[1]
+            args_box, kwargs_box = r.items
         else:
-            r = tx.call(fn, [mv, TupleVariable(args)], {})
+            r = tx.call(fn, [mv, args_box], {})
             if _is_none(r):
                 continue
-            if isinstance(r, BaseListVariable) and issubclass(r.python_type(), tuple):
-                args = list(r.items)
-            else:   # a single value stands for the one-element tuple of arguments
-                args = [r]
+            # A tuple (a subclass too) is the new args; any other value stands for a 1-tuple.
+            is_tuple = isinstance(r, BaseListVariable) and issubclass(r.python_type(), tuple)
+            args_box = r if is_tuple else TupleVariable([r])
     kwargs = dict(kwargs_box.items)
     if not all(isinstance(k, str) for k in kwargs):
         unsupported("keyword arguments with keys that are not strings, from a forward pre-hook")
-    result = forward(args, kwargs)
+    result = forward(list(args_box.items), kwargs)
     for fn, with_kwargs in hooks["_forward_hooks"]:
         extra = [kwargs_box] if with_kwargs else []
-        r = tx.call(fn, [mv, TupleVariable(args), *extra, result], {})
+        r = tx.call(fn, [mv, args_box, *extra, result], {})
         if not _is_none(r):
             result = r
     return result
