@@ -2,7 +2,7 @@
 eval and train, attention with a mask, an unrolled GRU cell, nested blocks in lists, dicts and
 properties), run the graph on inputs loaded through the sources and compare with eager: parameters
 are graph inputs, and the guards the trace relied on (module identity, training, attributes, list
-lengths) are there. Modules with hooks are unsupported; nested sources load from a frame."""
+lengths) are there. Modules with backward hooks are unsupported; nested sources load from a frame."""
 import builtins
 import math
 
@@ -188,10 +188,10 @@ def test_nested_modules_module_list_dict_and_properties():
     check_trace(Stack.forward, (m, idx))
 
 
-def test_module_with_hooks_is_unsupported():
+def test_module_with_backward_hooks_is_unsupported():
     m = MLP()
-    m.fc1.register_forward_hook(lambda *a: None)
-    with pytest.raises(Unsupported, match="hooks"):
+    m.fc1.register_full_backward_hook(lambda *a: None)
+    with pytest.raises(Unsupported, match="backward hooks"):
         do_trace(MLP.forward, m, rand(2, 8))
 
 

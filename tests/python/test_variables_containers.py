@@ -5,8 +5,10 @@ whether the dict came in or was built in the trace, and a dict changed while a l
 its view raises RuntimeError as eager does. Lazy iterators (map, filter, zip, enumerate, reversed,
 iter(list)) run in eager's order. isinstance of iterator types answers as eager does. Each case
 compares with eager and, where the trace can follow it, asserts that a graph was made."""
+import collections
 import collections.abc
 import copy
+import typing
 
 import pytest
 
@@ -467,3 +469,144 @@ def test_ordered_dict_and_defaultdict_classes_stay_classes():
     report = tjc.explain(_dict_classes)(*args)
     assert (report.graph_count, report.graph_break_count) == (1, 0)
     assert tjc.compile(_dict_classes, backend="eager")(*args)[1:] == _dict_classes(*args)[1:]
+
+
+# -- list.sort ---------------------------------------------------------------------------------------
+def _sort_in_place(x, passed):
+    items = [("b", 2), ("a", 3), ("c", 1), ("d", 2)]
+    items.sort(key=lambda kv: kv[1])                  # stable: b before d
+    by_name = [3, 1, 2]
+    by_name.sort(reverse=True)
+    passed.sort(key=lambda v: -v, reverse=False)      # the caller's list, sorted in place
+    seen = []
+    seen.sort(key=lambda v: v)
+    return [x * v for _, v in items], by_name, [x + v for v in passed], seen
+
+
+def test_list_sort_with_key_and_reverse_runs_in_the_graph_and_mutates_the_callers_list():
+    from context_helpers import compiled_like_eager
+    x = torch.randn(3)
+    eager_list, compiled_list = [4, 9, 1], [4, 9, 1]
+    expected = _sort_in_place(x, eager_list)
+    out = tjc.explain(_sort_in_place)(x, [4, 9, 1])
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    got = tjc.compile(_sort_in_place, backend="eager")(x, compiled_list)
+    _same(got, expected)
+    assert compiled_list == eager_list == [9, 4, 1]
+    compiled_like_eager(_sort_in_place, x, [5, 6])
+
+
+def test_a_key_function_sees_the_list_empty_while_it_sorts():
+    def f(x):
+        xs = [3, 1, 2]
+        xs.sort(key=lambda v: v * (len(xs) + 1))
+        return x * xs[0], xs
+
+    x = torch.randn(2)
+    _same(tjc.compile(f, backend="eager")(x), f(x))
+
+
+def test_sorting_by_a_changed_argument_recompiles():
+    def f(x, xs):
+        xs.sort()
+        return x * xs[0]
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(2)
+    for values in ([3, 1, 2], [3, 1, 2], [0, 5, 4]):
+        torch.testing.assert_close(compiled(x, list(values)), f(x, list(values)))
+    assert cnt.frame_count == 2
+
+
+def test_sorting_by_tensor_keys_is_a_graph_break_with_eager_result():
+    def f(x):
+        rows = [x[0], x[1], x[2]]
+        rows.sort(key=lambda t: t.sum().item())
+        return torch.stack(rows)
+
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(tjc.compile(f, backend="eager")(x), f(x))
+
+
+# -- namedtuples constructed in the trace ------------------------------------------------------------
+Pair = collections.namedtuple("Pair", ["a", "b"], defaults=[5])
+
+
+class Typed(typing.NamedTuple):
+    a: torch.Tensor
+    b: int = 2
+
+
+def _namedtuples(x):
+    p = Pair(x, b=x * 2)
+    r = p._replace(a=x * 0)
+    n = Typed(x)
+    return p.a + p.b, r, Pair(x), n, n.b * x, r.a, isinstance(p, tuple), len(p)
+
+
+def test_namedtuples_built_in_the_trace_are_tuples_of_their_class():
+    from context_helpers import compiled_like_eager
+    got = compiled_like_eager(_namedtuples, torch.randn(3))
+    assert type(got[1]) is Pair and type(got[3]) is Typed
+
+
+def test_a_namedtuple_default_changed_after_compiling_recompiles():
+    def f(x):
+        return Pair(x + 1)
+
+    saved = Pair.__new__.__defaults__
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(2)
+    try:
+        _same(compiled(x), f(x))
+        Pair.__new__.__defaults__ = (7,)
+        _same(compiled(x), f(x))
+        assert compiled(x).b == 7
+    finally:
+        Pair.__new__.__defaults__ = saved
+    assert cnt.frame_count == 2
+
+
+def test_bad_namedtuple_calls_raise_as_eager():
+    def f(x):
+        return Pair(x, c=1)
+
+    def g(x):
+        return Pair(x)._replace(c=1)
+
+    for fn, err in ((f, TypeError), (g, ValueError)):
+        with pytest.raises(err):
+            tjc.compile(fn, backend="eager")(torch.randn(2))
+
+
+def _namedtuple_made_in_the_trace(x):
+    Point = collections.namedtuple("Point", "x y", defaults=[1])
+    p = Point(x, y=x * 2)
+    q = type(p)(x)
+    return p.x + p.y, p._replace(x=x * 0).x, q.y * x, Point.__name__, isinstance(p, tuple)
+
+
+def test_a_namedtuple_class_made_in_the_trace_builds_tuples_read_in_the_graph():
+    from context_helpers import compiled_like_eager
+    compiled_like_eager(_namedtuple_made_in_the_trace, torch.randn(3))
+
+
+def test_a_namedtuple_class_made_in_the_trace_or_its_tuples_leaving_it_stay_eager():
+    def returns_tuple(x):
+        Point = collections.namedtuple("Point", ["x", "y"])
+        return Point(x, x + 1)
+
+    def returns_class(x):
+        Point = collections.namedtuple("Point", ["x", "y"])
+        return x + 1, type(Point(x, x))
+
+    x = torch.randn(2)
+    compiled = tjc.compile(returns_tuple, backend="eager")
+    a, b = compiled(x), compiled(x)
+    assert type(a).__name__ == "Point" and type(a) is not type(b) and a._fields == ("x", "y")
+    _same(tuple(a), tuple(returns_tuple(x)))
+    compiled = tjc.compile(returns_class, backend="eager")
+    (_, c1), (_, c2) = compiled(x), compiled(x)
+    assert c1 is not c2 and c1.__module__ == __name__

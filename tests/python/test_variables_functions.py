@@ -7,6 +7,8 @@ there; the globals a callee reads are guarded where they live, so a global chang
 compiling is a miss; and a callee the trace cannot follow breaks the graph in the callee, with
 the caller's work kept. Each case compares with eager and counts graphs and breaks.
 """
+import functools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -107,3 +109,51 @@ def test_a_binding_error_raises_eagers_type_error():
     with pytest.raises(TypeError) as compiled:
         tjc.compile(wrong_call, backend="eager")(torch.ones(1))
     assert str(compiled.value) == str(eager.value)
+
+
+# -- functools.wraps on functions made in the trace -------------------------------------------------
+def _wrapped_in_the_trace(x):
+    def twice(fn):
+        @functools.wraps(fn)
+        def wrapper(t):
+            return fn(fn(t))
+        return wrapper
+
+    def logged(fn):
+        @functools.wraps(fn, assigned=("__name__",))
+        def wrapper(t):
+            return fn(t) * 2
+        return wrapper
+
+    @twice
+    def inc(t):
+        return t + 1
+
+    @logged
+    def dec(t):
+        return t - 1
+
+    return inc(x), inc.__name__, inc.__qualname__, inc.__wrapped__(x), dec(x), dec.__name__, dec.__qualname__
+
+
+def test_functools_wraps_decorators_made_in_the_trace_are_inlined_with_the_wrapped_names():
+    compiled_like_eager(_wrapped_in_the_trace, torch.randn(3))
+
+
+def test_a_wrapped_function_that_leaves_the_trace_is_a_graph_break_with_eager_result():
+    def f(x):
+        def deco(fn):
+            @functools.wraps(fn)
+            def wrapper(t):
+                return fn(t) + 1
+            return wrapper
+
+        @deco
+        def g(t):
+            return t * 2
+        return g(x), g
+
+    x = torch.randn(2)
+    out, g = tjc.compile(f, backend="eager")(x)
+    torch.testing.assert_close(out, f(x)[0])
+    assert g.__name__ == "g" and g.__wrapped__(x).equal(x * 2)

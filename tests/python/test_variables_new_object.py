@@ -271,3 +271,115 @@ def test_type_of_an_object_the_trace_built_reads_its_class():
         torch.testing.assert_close(compiled(x), fn(x))
     finally:
         Documented.scale = 3.0
+
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x, bias=0):
+        return x * self.k + bias
+
+
+class NotCallable:
+    pass
+
+
+def _call_objects(x, outer):
+    inner = Scaler(3)
+    return inner(x) + outer(x, bias=1)
+
+
+def test_calling_an_object_runs_its_classs_call_inlined():
+    x = torch.randn(3)
+    out = tjc.explain(_call_objects)(x, Scaler(2))
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    outer = Scaler(2)
+    calls = CompiledCalls(_call_objects)
+    torch.testing.assert_close(calls(x, outer), _call_objects(x, outer))
+    outer.k = 5                       # an attribute the call read: guarded
+    torch.testing.assert_close(calls(x, outer), _call_objects(x, outer))
+
+
+def test_replacing_call_on_the_class_after_compiling_recompiles():
+    class Local(Scaler):
+        pass
+
+    def f(x):
+        return Local(2)(x)
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), f(x))
+    Local.__call__ = lambda self, x, bias=0: x - self.k
+    torch.testing.assert_close(compiled(x), f(x))
+    assert cnt.frame_count == 2
+
+
+def test_calling_an_object_without_call_raises_as_eager():
+    def f(x, o):
+        return o(x)
+
+    for o in (NotCallable(),):
+        with pytest.raises(TypeError, match="not callable"):
+            tjc.compile(f, backend="eager")(torch.randn(2), o)
+
+    def g(x):
+        return NotCallable()(x)
+
+    with pytest.raises(TypeError, match="not callable"):
+        tjc.compile(g, backend="eager")(torch.randn(2))
+
+
+# -- dataclasses.fields --------------------------------------------------------------------------
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    aux: float = 0.5
+    note: typing.ClassVar[int] = 3     # a pseudo-field: not in fields()
+
+
+def _fields_of(x, passed):
+    out = Output(logits=x * 2)
+    names = [f.name for f in dataclasses.fields(out)]
+    from_class = dataclasses.fields(Output)
+    return out.logits + out.aux, names, from_class[1].default, dataclasses.fields(passed)[0], \
+        len(dataclasses.fields(passed))
+
+
+def test_dataclasses_fields_of_built_and_passed_objects_and_classes():
+    from context_helpers import compiled_like_eager
+    x = torch.randn(3)
+    got = compiled_like_eager(_fields_of, x, Output(x))
+    assert got[3] is dataclasses.fields(Output)[0]   # the very Field object
+
+
+def test_a_field_changed_after_compiling_recompiles():
+    @dataclasses.dataclass
+    class Local:
+        a: int = 1
+        b: int = 2
+
+    def f(x):
+        return x * len(dataclasses.fields(Local)), [fl.name for fl in dataclasses.fields(Local)]
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(f, backend=cnt)
+    x = torch.randn(2)
+    for change in (None, lambda: setattr(Local.__dataclass_fields__["a"], "name", "z"),
+                   lambda: Local.__dataclass_fields__.pop("b")):
+        if change is not None:
+            change()
+        got, expected = compiled(x), f(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    assert cnt.frame_count == 3
+
+
+def test_fields_of_a_non_dataclass_raises_as_eager():
+    def f(x, o):
+        return x * len(dataclasses.fields(o))
+
+    with pytest.raises(TypeError):
+        tjc.compile(f, backend="eager")(torch.randn(2), Scaler(1))

@@ -230,3 +230,80 @@ def test_a_method_of_nn_module_itself_called_through_the_class_breaks():
     assert report.graph_break_count == 1 and "nn.Module itself" in report.break_reasons[0]
     torch.testing.assert_close(tjc.compile(m, backend="eager")(x), ref(x))
     assert m.training is False and ref.training is False
+
+
+# -- forward hooks and pre-hooks (module_hooks.py) -------------------------------------------------
+class Hooked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.inner = Inner()
+
+    def forward(self, x):
+        return self.inner(self.fc(x), scale=2.0) + 1
+
+
+class Inner(nn.Module):
+    def forward(self, x, scale=1.0):
+        return x * scale
+
+
+def test_forward_hooks_and_pre_hooks_are_inlined_in_order():
+    torch.manual_seed(0)
+    m = Hooked()
+    m.fc.register_forward_pre_hook(lambda mod, args: args[0] + 1)          # one value: the new args
+    m.fc.register_forward_pre_hook(lambda mod, args: None)                 # None: args unchanged
+    m.fc.register_forward_hook(lambda mod, args, out: out * 2)             # replaces the output
+    m.fc.register_forward_hook(lambda mod, args, out: out - args[0])       # sees the replaced args
+    m.fc.register_forward_hook(lambda mod, args, out: None)
+    compiled_like_eager(m, torch.randn(2, 4))
+
+
+def test_hooks_with_kwargs_see_and_replace_the_keyword_arguments():
+    torch.manual_seed(0)
+    m = Hooked()
+    m.inner.register_forward_pre_hook(lambda mod, a, k: ((a[0] + 1,), {**k, "scale": k["scale"] * 3}),
+                                      with_kwargs=True)
+    m.inner.register_forward_hook(lambda mod, a, k, out: out + k["scale"], with_kwargs=True)
+    m.inner.register_forward_hook(lambda mod, a, out: out * a[0])
+    compiled_like_eager(m, torch.randn(2, 4))
+
+
+def test_a_hook_added_or_removed_after_compiling_recompiles():
+    torch.manual_seed(0)
+    m = Hooked()
+    cnt = CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), m(x))
+    handle = m.fc.register_forward_hook(lambda mod, args, out: out * 3)
+    torch.testing.assert_close(compiled(x), m(x))
+    pre = m.inner.register_forward_pre_hook(lambda mod, args: (args[0] - 5,))
+    torch.testing.assert_close(compiled(x), m(x))
+    handle.remove()
+    torch.testing.assert_close(compiled(x), m(x))
+    pre.remove()
+    m.inner.register_forward_pre_hook(lambda mod, args: (args[0] * 7,))    # another hook, same place
+    torch.testing.assert_close(compiled(x), m(x))
+    assert cnt.frame_count == 5
+
+
+def test_backward_hooks_stay_a_graph_break():
+    torch.manual_seed(0)
+    m = Hooked()
+    grads = []
+    m.fc.register_full_backward_hook(lambda mod, gin, gout: grads.append(gout[0].shape))
+    x = torch.randn(2, 4, requires_grad=True)
+    out = tjc.explain(m)(x)
+    assert out.graph_break_count >= 1 and "backward hooks" in out.break_reasons[0]
+    compiled = tjc.compile(m, backend="eager")
+    compiled(x).sum().backward()
+    assert grads == [torch.Size([2, 4])]
+
+
+def test_hooks_see_the_very_args_a_pre_hook_returned():
+    torch.manual_seed(0)
+    m = Hooked()
+    m.fc.register_forward_pre_hook(lambda mod, a, k: ([a[0] * 2], k), with_kwargs=True)   # a list
+    m.fc.register_forward_hook(lambda mod, a, out: out * 3 if isinstance(a, list) else out)
+    compiled_like_eager(m, torch.randn(2, 4))

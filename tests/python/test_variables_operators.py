@@ -6,6 +6,7 @@ membership tests answer from what the trace knows; and an operator the trace can
 graph break, never a guess. Each case compares the compiled call with eager's and counts graphs
 and breaks.
 """
+import functools
 import operator
 
 import pytest
@@ -114,3 +115,32 @@ def test_membership_in_an_argument_list_is_guarded():
     x = torch.zeros(2)
     assert compiled(x, ["bias"]).tolist() == [1.0, 1.0]
     assert compiled(x, ["weight"]).tolist() == [-1.0, -1.0], "another list is a miss, not the old answer"
+
+
+# -- the operator module on non-constant arguments -------------------------------------------------
+def _operator_functions(x, y):
+    xs = [x, 2]
+    ys = [1, 2]
+    operator.setitem(ys, 0, y)
+    operator.iadd(ys, [x])
+    return (functools.reduce(operator.add, [x, x, y]), operator.getitem(xs, 1), operator.getitem(x, 0),
+            operator.mul(x, y), operator.neg(x), operator.lt(x, y), operator.contains({"a": x}, "a"),
+            operator.is_(xs, None), operator.is_not(ys, None), operator.not_(xs), ys)
+
+
+def test_operator_functions_on_tensors_and_containers_run_as_their_operators():
+    compiled_like_eager(_operator_functions, torch.randn(3), torch.randn(3))
+
+
+def test_operator_functions_the_trace_cannot_follow_stay_a_graph_break():
+    def f(x, obj):
+        return operator.getitem(obj, 0) + x
+
+    class Opaque:
+        def __getitem__(self, k):   # a user __getitem__: inlined
+            return k + 1
+
+    x = torch.randn(2)
+    torch.testing.assert_close(tjc.compile(f, backend="eager")(x, Opaque()), f(x, Opaque()))
+    with pytest.raises(TypeError):
+        tjc.compile(f, backend="eager")(x, object())

@@ -17,17 +17,18 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 WHOLE = {
     "any_all_generators", "attention_generator_unpack", "autocast_cpu_block", "closure_counter",
-    "comprehension_over_zip", "config_object_branch", "dict_items_comprehension", "dict_iteration_in_loop",
-    "dict_keys_values", "dict_update_and_get", "divmod_pow_int_ops", "dtype_device_branches",
-    "einsum_and_softmax", "embedding_with_buffer", "for_else", "for_range_break", "frozenset_constant",
-    "generator_expression_sum", "if_on_shape", "indexing_masks", "inplace_on_clone",
-    "isinstance_and_type_checks", "iter_next", "iterate_tensor_rows", "itertools_chain_product",
-    "kwargs_unpacking", "list_mutation", "map_filter_lambda", "math_module", "min_max_abs_round",
-    "module_dict_items", "module_list_residual", "module_reading_config", "named_parameters_keys",
-    "nested_comprehension", "nested_functions_with_defaults", "new_tensors_from_python", "no_grad_block",
-    "partial_application", "python_scalars_and_tensors", "recursion", "reversed_and_sorted", "set_membership",
-    "shape_arithmetic", "slicing_lists", "string_formatting", "tensor_list_ops", "ternary_and_boolops",
-    "try_finally", "tuple_unpack_star", "user_generator", "while_loop_constant", "zip_enumerate",
+    "comprehension_over_zip", "config_object_branch", "dataclass_output", "decorator_wrapping",
+    "dict_items_comprehension", "dict_iteration_in_loop", "dict_keys_values", "dict_update_and_get",
+    "divmod_pow_int_ops", "dtype_device_branches", "einsum_and_softmax", "embedding_with_buffer", "for_else",
+    "for_range_break", "forward_hook", "frozenset_constant", "generator_expression_sum", "if_on_shape",
+    "indexing_masks", "inplace_on_clone", "isinstance_and_type_checks", "iter_next", "iterate_tensor_rows",
+    "itertools_chain_product", "kwargs_unpacking", "lambda_sort_key", "list_mutation", "map_filter_lambda",
+    "math_module", "min_max_abs_round", "module_dict_items", "module_list_residual", "module_reading_config",
+    "named_parameters_keys", "namedtuple_fields", "nested_comprehension", "nested_functions_with_defaults",
+    "new_tensors_from_python", "no_grad_block", "operator_module", "partial_application",
+    "python_scalars_and_tensors", "recursion", "reversed_and_sorted", "set_membership", "shape_arithmetic",
+    "slicing_lists", "string_formatting", "tensor_list_ops", "ternary_and_boolops", "try_finally",
+    "tuple_unpack_star", "user_generator", "user_object_methods", "while_loop_constant", "zip_enumerate",
 }
 
 

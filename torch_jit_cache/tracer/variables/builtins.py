@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import collections
 import copy
+import dataclasses
 import functools
 import itertools
 import operator
@@ -15,14 +16,14 @@ import operator
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from . import polyfills
+from . import dataclass_fields, polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
-                         build_ordered_dict, dict_items)
+                         build_ordered_dict, construct_namedtuple, dict_items, sort_order)
 from .copying import deepcopy
-from .functions import UserFunctionVariable
+from .functions import NestedFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterator_type)
@@ -237,6 +238,8 @@ def _type(tx, args, kwargs):
         return tx.wrap(args[0].python_type(), AttrSource(args[0].source, "__class__"))
     if isinstance(args[0], NewObjectVariable):   # an object the trace built: its class, with its source
         return args[0].cls_var
+    if isinstance(args[0], TracedNamedTupleVariable):   # its class, which may not leave the trace
+        return TracedNamedTupleClassVariable(args[0].cls)
     return ClassVariable(args[0].python_type())
 
 
@@ -287,23 +290,11 @@ def _frozenset(tx, args, kwargs):
 
 
 def _sorted(tx, args, kwargs):
-    """sorted(items, key=fn, reverse=b): the key traced per item (as sorted calls it, once each, in
-    order); the keys must be constants, and the items are reordered as sorted orders them."""
+    """sorted(items, key=fn, reverse=b): the items reordered as sorted orders them (sort_order)."""
     if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
         unsupported("sorted() with other than one iterable, key= and reverse=")
     items = args[0].unpack(tx)
-    key = kwargs.get("key")
-    if key is not None and key.is_python_constant() and key.as_python_constant() is None:
-        key = None
-    keys = [tx.call(key, [i], {}) if key is not None else i for i in items]
-    if not all(k.is_python_constant() for k in keys):
-        unsupported("sorted() by keys that are not Python constants")
-    reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
-    values = [k.as_python_constant() for k in keys]
-    try:
-        order = sorted(range(len(items)), key=values.__getitem__, reverse=bool(reverse))
-    except TypeError as e:
-        unsupported(f"sorted() raised {e!r}")
+    order = sort_order(tx, items, kwargs.get("key"), kwargs.get("reverse"), "sorted()")
     return ListVariable([items[j] for j in order])
 
 
@@ -335,6 +326,94 @@ def _partial(tx, args, kwargs):
     if not args:
         unsupported("functools.partial() without a function")
     return PartialCallVariable(args[0], list(args[1:]), dict(kwargs))
+
+
+def _wraps(tx, args, kwargs):
+    """functools.wraps(wrapped, assigned=..., updated=...): the decorator update_wrapper would be."""
+    names = {"wrapped": None, "assigned": functools.WRAPPER_ASSIGNMENTS, "updated": functools.WRAPPER_UPDATES}
+    if len(args) > 3 or set(kwargs) - set(names) or set(kwargs) & set(list(names)[:len(args)]) or \
+            not (args or "wrapped" in kwargs):
+        unsupported("functools.wraps() called with other than (wrapped, assigned, updated)")
+    bound = dict(zip(names, args), **kwargs)
+    assigned, updated = bound.get("assigned"), bound.get("updated")
+    assigned = assigned.as_python_constant() if assigned is not None else names["assigned"]
+    updated = updated.as_python_constant() if updated is not None else names["updated"]
+    return WrapsVariable(bound["wrapped"], tuple(assigned), tuple(updated))
+
+
+class WrapsVariable(VariableTracker):
+    """functools.wraps(fn) made in the trace: applied to a function made in the trace (a nested
+    def), it gives that function fn's names as update_wrapper copies them, read from fn when read
+    (nothing in the trace can change a function's attributes: stores on functions are refused),
+    and `__wrapped__` = fn. Anything else it decorates is a graph break."""
+
+    def __init__(self, wrapped, assigned: tuple, updated: tuple):
+        super().__init__(None)
+        self.wrapped, self.assigned, self.updated = wrapped, assigned, updated
+
+    def python_type(self):
+        return functools.partial   # what functools.wraps returns
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not isinstance(args[0], NestedFunctionVariable):
+            unsupported("functools.wraps(...) applied to other than a function made in the trace")
+        wrapper = args[0]
+        if wrapper.wrapped_by is not None:
+            unsupported("functools.wraps(...) applied to a function it already wrapped")
+        if set(self.updated) - {"__dict__"} or "__dict__" in self.updated and self._has_attributes(tx):
+            unsupported("functools.wraps(...) updating more than an empty __dict__")
+        wrapper.wrap_names(self.wrapped, self.assigned)
+        return wrapper
+
+    def _has_attributes(self, tx) -> bool:
+        """Whether update_wrapper would copy anything from the wrapped function's __dict__."""
+        w = self.wrapped
+        if isinstance(w, NestedFunctionVariable):
+            return w.wrapped_by is not None   # its own __wrapped__ (stores on it are refused)
+        if isinstance(w, UserFunctionVariable):
+            return bool(vars(w.fn))
+        return True
+
+    def __repr__(self):
+        return f"WrapsVariable({self.wrapped!r})"
+
+
+def _namedtuple(tx, args, kwargs):
+    """collections.namedtuple(...) of constants in the trace: the class made now, as eager makes it
+    (its __module__ the calling function's module, as namedtuple finds it from its caller). Eager
+    makes a new class on every call, so neither it nor its instances may leave the trace."""
+    if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+        unsupported("collections.namedtuple() of values that are not constants")
+    consts = {k: v.as_python_constant() for k, v in kwargs.items()}
+    if consts.get("module") is None:
+        consts["module"] = tx.f_globals.get("__name__")
+    try:
+        cls = collections.namedtuple(*[a.as_python_constant() for a in args], **consts)
+    except (TypeError, ValueError) as e:
+        unsupported(f"collections.namedtuple() raised {e!r}")
+    return TracedNamedTupleClassVariable(cls)
+
+
+class TracedNamedTupleClassVariable(ClassVariable):
+    """A namedtuple class made in the trace (_namedtuple): called, it builds TracedNamedTupleVariables."""
+
+    def __init__(self, cls: type):
+        super().__init__(cls)
+
+    def call_function(self, tx, args, kwargs):
+        return construct_namedtuple(tx, self.value, None, args, kwargs, kind=TracedNamedTupleVariable)
+
+    def reconstruct(self, outputs):
+        unsupported(f"namedtuple class {self.value.__name__} made in the trace leaves it "
+                    "(eager makes a new class on each call)")
+
+
+class TracedNamedTupleVariable(TupleVariable):
+    """An instance of a namedtuple class made in the trace: read in the trace only."""
+
+    def reconstruct(self, outputs):
+        unsupported(f"a {self.cls.__name__} (a namedtuple class made in the trace) leaves it "
+                    "(eager makes a new class on each call)")
 
 
 class PartialCallVariable(VariableTracker):
@@ -378,6 +457,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
+    functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
 }

@@ -14,8 +14,10 @@ generator item by item (`yields_lazily`), as Python does.
 from __future__ import annotations
 
 import collections
+import inspect
+import types
 
-from ...sources import ItemSource
+from ...sources import AttrSource, ItemSource
 from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
                              SourceOutput, TupleOutput, built_dict)
 from .base import MethodVariable, TracedKeyError, VariableTracker, unsupported
@@ -106,6 +108,14 @@ class BaseListVariable(VariableTracker):
                                         and i.as_python_constant() == target))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
+        if name == "_replace" and self.fields and self.cls is not None and not args:
+            # namedtuple._replace(**changes): a new tuple of the same class; an unknown name
+            # raises ValueError in eager (a graph break here).
+            if set(kwargs) - set(self.fields):
+                unsupported(f"{self.cls.__name__}._replace() with unknown fields "
+                            f"{sorted(set(kwargs) - set(self.fields))}")
+            items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
+            return type(self)(items, fields=self.fields, cls=self.cls)
         unsupported(f"{self.kind.__name__}.{name}")
 
     def require_guardable(self, what, name):
@@ -181,12 +191,89 @@ class ListVariable(BaseListVariable):
             else:
                 self.items.reverse()
             return ConstantVariable(None)
+        if name == "sort":
+            if args or set(kwargs) - {"key", "reverse"}:
+                unsupported("list.sort() with other than key= and reverse=")
+            # CPython empties the list while the keys are computed: a key function sees [] and
+            # one that changes the list makes sort raise ValueError (refused here).
+            items, self.items = self.items, []
+            version = self.version
+            try:
+                order = sort_order(tx, items, kwargs.get("key"), kwargs.get("reverse"), "list.sort()")
+            finally:
+                changed = self.items or self.version != version
+                self.items = items
+            if changed:
+                unsupported("list.sort() with a key function that changes the list")
+            self.mutating(tx)
+            self.items = [items[j] for j in order]
+            return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
         return super().call_method(tx, name, args, kwargs)
 
     def __repr__(self):
         return f"ListVariable({self.items!r})"
+
+
+def is_namedtuple_class(cls) -> bool:
+    """A class collections.namedtuple made (typing.NamedTuple's too): tuple its only base, the
+    generated __new__ (compiled from a string) taking the fields as arguments."""
+    new = getattr(vars(cls).get("__new__"), "__func__", None) if isinstance(cls, type) else None
+    return cls.__bases__ == (tuple,) and type(cls) is type and "_fields" in vars(cls) and \
+        isinstance(getattr(new, "__code__", None), types.CodeType) and new.__code__.co_filename == "<string>"
+
+
+def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict, kind=None):
+    """`cls(*args, **kwargs)` for a namedtuple class read through `source`: its fields bound as its
+    __new__ binds them, the missing ones from `cls.__new__.__defaults__` (where Python finds them,
+    and where old code still sets them), which must be constants and are guarded by value. A class
+    the trace made has no source and nothing to guard: `kind` is the tracker its tuples get."""
+    defaults = cls.__new__.__defaults__
+    if defaults is not None and not all(is_constant_default(d) for d in defaults):
+        unsupported(f"{cls.__name__}() with defaults that are not constants")
+    if source is not None:
+        guard = (GuardKind.NONE_MATCH,) if defaults is None else (GuardKind.EQUALS_MATCH, defaults)
+        tx.output.add_guard(AttrSource(AttrSource(source, "__new__"), "__defaults__"), *guard)
+    elif kind is None:
+        unsupported(f"construction of {cls.__name__} in the trace: the class has no source")
+    try:
+        bound = inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as e:
+        unsupported(f"{cls.__name__}() raised {e!r}")
+    values = dict(bound.arguments)
+    fields = list(cls._fields)
+    missing = fields[len(fields) - len(defaults or ()):]
+    items = []
+    for name in fields:
+        if name in values:
+            items.append(values[name])
+        elif name in missing:
+            items.append(ConstantVariable(defaults[missing.index(name)]))
+        else:   # bind() would have raised
+            unsupported(f"{cls.__name__}() without {name!r}")
+    return (kind or TupleVariable)(items, fields=fields, cls=cls)
+
+
+def is_constant_default(value) -> bool:
+    # Immutable values only: a default shared by every instance must stay one object.
+    return value is None or type(value) in (bool, int, float, str, bytes, complex)
+
+
+def sort_order(tx, items: list, key, reverse, what: str) -> list:
+    """The order sorted(items, key=key, reverse=reverse) puts the items in, as indices: the key
+    traced per item (as sorting calls it, once each, in order); the keys must be constants."""
+    if key is not None and key.is_python_constant() and key.as_python_constant() is None:
+        key = None
+    keys = [tx.call(key, [i], {}) if key is not None else i for i in items]
+    if not all(k.is_python_constant() for k in keys):
+        unsupported(f"{what} by keys that are not Python constants")
+    reverse = reverse.as_python_constant() if reverse is not None else False
+    values = [k.as_python_constant() for k in keys]
+    try:
+        return sorted(range(len(items)), key=values.__getitem__, reverse=bool(reverse))
+    except TypeError as e:
+        unsupported(f"{what} raised {e!r}")
 
 
 class DictVariable(VariableTracker):

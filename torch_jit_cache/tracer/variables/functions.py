@@ -19,6 +19,7 @@ from .constant import ConstantVariable
 from .containers import CellVariable, DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .opaque_calls import call_opaque_function
+from .operators import OPERATOR_CALLS, call_operator
 
 # Generators are run lazily (generators.py); coroutines are not traced.
 _NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -201,12 +202,23 @@ class NestedFunctionVariable(BaseFunctionVariable):
         # MAKE_FUNCTION's annotations tuple ('x', int, ...), kept only to make the function again
         # (trackers of constants, or classes read from the frame): the trace never reads them.
         self.annotations = annotations
+        # functools.wraps(fn) applied to it (builtins.WrapsVariable): fn, and the names it gave.
+        self.wrapped_by = None
+        self.wrapped_names: tuple = ()
+
+    def wrap_names(self, wrapped, names: tuple) -> None:
+        """update_wrapper(self, wrapped, assigned=names): `names` now read from `wrapped`, and
+        `__wrapped__` is `wrapped`."""
+        self.wrapped_by, self.wrapped_names = wrapped, tuple(names)
 
     def reconstruct(self, outputs):
         """Made again from its code, closing over the frame's own cells (the very cells, shared
         with the rest of the frame): only a function the root frame made, once."""
         if not self.in_root:
             unsupported(f"{self}: made in an inlined call, it cannot be made again after the graph")
+        if self.wrapped_by is not None:
+            unsupported(f"{self}: functools.wraps gave it another function's names, which making it "
+                        "again after the graph would not")
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
         if None in names:
             unsupported(f"{self} closes over a cell that is not the frame's own")
@@ -234,7 +246,13 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return self._parent_global_source(tx, name)
 
     def var_getattr(self, tx, name):
-        # Made here from a constant code object, whose names it keeps until assigned (refused).
+        # Made here from a constant code object, whose names it keeps until assigned (refused)
+        # or given by functools.wraps.
+        if self.wrapped_by is not None:
+            if name == "__wrapped__":
+                return self.wrapped_by
+            if name in self.wrapped_names:
+                return self.wrapped_by.var_getattr(tx, name)
         if name == "__code__":
             return ConstantVariable(self.code)
         if name == "__name__":
@@ -341,10 +359,13 @@ def is_trusted_module(module) -> bool:
 
 
 class PureFunctionVariable(CallableVariable):
-    """A pure function of constants (math.sqrt, operator.add on ints): evaluated while tracing."""
+    """A pure function of constants (math.sqrt, operator.add on ints): evaluated while tracing;
+    one of the operator module on other values runs as its operator (operators.py)."""
 
     def call_function(self, tx, args, kwargs):
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            if self.fn in OPERATOR_CALLS:
+                return call_operator(tx, self.fn, args, kwargs)
             unsupported(f"{getattr(self.fn, '__name__', self.fn)} on non-constant arguments")
         try:
             result = self.fn(*[a.as_python_constant() for a in args],

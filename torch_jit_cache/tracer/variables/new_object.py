@@ -40,6 +40,7 @@ from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
+from .containers import construct_namedtuple, is_namedtuple_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
@@ -99,6 +100,8 @@ class UserClassVariable(ClassVariable):
             return construct_model_output(tx, self, args, kwargs)
         if enum_lookup_class(cls):   # Mode(1): a member looked up, not an object built
             return super().call_function(tx, args, kwargs)
+        if is_namedtuple_class(cls):   # a tuple tracker with the class's fields
+            return construct_namedtuple(tx, cls, self.source, args, kwargs)
         why = refusal(cls)
         if why is not None or self.source is None:
             unsupported(f"construction of {cls.__qualname__} in the trace: "
@@ -184,6 +187,12 @@ class NewObjectVariable(VariableTracker):
         if not isinstance(type_lookup(self.cls, name), types.FunctionType):
             unsupported(f"{self.cls.__name__}.{name} is not a Python function")
         return self._class_attr(tx, name)
+
+    def call_function(self, tx, args, kwargs):
+        # `obj(...)` runs type(obj).__call__, never an instance attribute named __call__.
+        if not isinstance(type_lookup(self.cls, "__call__"), types.FunctionType):
+            unsupported(f"call of a {self.cls.__name__} (its __call__ is not a Python function)")
+        return tx.call(UserMethodVariable(self._class_attr(tx, "__call__"), self), args, kwargs)
 
     def getitem(self, tx, key) -> VariableTracker:
         # Python looks special methods up on the type, never in the instance __dict__.

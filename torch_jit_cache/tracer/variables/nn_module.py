@@ -38,7 +38,7 @@ from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .iterators import IteratorVariable
 from .functions import UserFunctionVariable
-from .module_hooks import guard_no_hooks, has_hooks
+from .module_hooks import call_with_hooks
 from .opaque_calls import call_opaque_module
 from .tensor import TensorVariable, call_op, call_torch
 
@@ -423,16 +423,14 @@ class NNModuleVariable(VariableTracker):
         return self.module_call(tx, args, kwargs)
 
     def module_call(self, tx, args, kwargs, *, own_call: bool = False):
-        """nn.Module.__call__ on this module: hooks (refused unless empty, and guarded so), then
-        forward. `own_call`: reached through super().__call__ from the class's own __call__."""
+        """nn.Module.__call__ on this module: its forward hooks and pre-hooks inlined around
+        forward (module_hooks.py). `own_call`: reached through super().__call__ from the class's own __call__."""
         target = self._compiled_call_target(tx)
         if target is not self:
             # The compiled call runs the wrapped module's _call_impl, never type(m).__call__.
             return target.module_call(tx, args, kwargs, own_call=True)
-        if has_hooks(self.module):
-            unsupported(f"module {type(self.module).__name__} has hooks")
-        guard_no_hooks(tx, self)
-        return self._forward(tx, args, kwargs, own_call=own_call)
+        return call_with_hooks(tx, self, args, kwargs,
+                               lambda a, k: self._forward(tx, a, k, own_call=own_call))
 
     def _wrapped(self, tx):
         """The module a CompiledModule wraps, read through its `original_module` (guarded by

@@ -151,3 +151,38 @@ def delitem(tx, obj, key) -> None:
         obj.delitem(tx, key)
         return
     unsupported(f"item deletion on {obj}")
+
+
+def _table() -> dict:
+    """operator.f -> how its call runs on trackers: the very operations the opcodes run."""
+    table = {}
+    for symbol, fn in BINARY_OPERATORS.items():
+        table[fn] = lambda tx, a, b, symbol=symbol: binary_op(tx, symbol, a, b)
+    for symbol, fn in COMPARE_OPERATORS.items():
+        table[fn] = lambda tx, a, b, symbol=symbol: compare_op(tx, symbol, a, b)
+    for opname, fn in _UNARY.items():
+        table[fn] = lambda tx, a, opname=opname: unary_op(tx, opname, a)
+    table.update({
+        operator.not_: lambda tx, a: unary_op(tx, "UNARY_NOT", a),
+        operator.truth: lambda tx, a: ConstantVariable(a.truthy(tx)),
+        operator.is_: lambda tx, a, b: is_op(tx, a, b, invert=False),
+        operator.is_not: lambda tx, a, b: is_op(tx, a, b, invert=True),
+        operator.contains: lambda tx, container, item: contains_op(tx, item, container, invert=False),
+        operator.getitem: getitem,
+        operator.setitem: lambda tx, obj, key, value: setitem(tx, obj, key, value) or ConstantVariable(None),
+        operator.delitem: lambda tx, obj, key: delitem(tx, obj, key) or ConstantVariable(None),
+    })
+    return table
+
+
+# The functions of the operator module whose calls on non-constant arguments run as their
+# operator would (`operator.getitem(xs, 1)` is `xs[1]`); constants alone fold in functions.py.
+OPERATOR_CALLS = _table()
+
+
+def call_operator(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    """`fn(*args)` for a function of OPERATOR_CALLS."""
+    run = OPERATOR_CALLS[fn]
+    if kwargs or len(args) != run.__code__.co_argcount - 1 - len(run.__defaults__ or ()):
+        unsupported(f"operator.{fn.__name__} called with {len(args)} args and {list(kwargs)}")
+    return run(tx, *args)

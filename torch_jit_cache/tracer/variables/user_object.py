@@ -87,6 +87,12 @@ class UserObjectVariable(VariableTracker):
             return None
         return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
 
+    def call_function(self, tx, args, kwargs):
+        fn = self.special_method(tx, "__call__")
+        if fn is None:
+            unsupported(f"call of {self} (its __call__ is not a Python function)")
+        return tx.call(fn, [self, *args], kwargs)
+
     def getitem(self, tx, key) -> VariableTracker:
         fn = self.special_method(tx, "__getitem__")
         if fn is None:
