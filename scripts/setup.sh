@@ -29,6 +29,9 @@
 #      where scripts/test.sh proves the runtime needs no torch), and _C built against its headers (_C.cpython-311d-x86_64-linux-gnu.so, beside
 #      the release one) for scripts/test.sh's hunt-leaks stage. Skipped, with a message, where
 #      python3.11-dbg is missing (TJC_SKIP_APT=1 on a machine without it).
+#   6. build/transformers-5.17: an older transformers (requirements-transformers-5.17.txt, --no-deps,
+#      --target) that tests/python/scenarios/test_transformers_versions.py puts first on its child
+#      processes' PYTHONPATH, beside .venv's pinned one. Not with --demo; redone when the file changes.
 #
 # Environment:
 #   TJC_SKIP_APT=1            skip step 1 (the packages are installed some other way)
@@ -66,7 +69,7 @@ else
   export TJC_BUILD_TESTS=${TJC_BUILD_TESTS:-ON}
   APT_PACKAGES=(libabsl-dev libgtest-dev python3.11-dbg python3.11-dev)
 fi
-STEPS=5
+STEPS=$(( DEMO ? 5 : 6 ))
 
 # Per-Python data: where torch comes from. Every Python gets requirements-dev.txt (torch==2.13.0, numpy,
 # transformers, the build and test tools); only torch's source differs:
@@ -382,5 +385,25 @@ else
   # No C++ test binary here: the gtest stages cover the release builds.
   PATH="$ROOT/$venv/bin:$PATH" TJC_BUILD_TESTS=OFF "$venv/bin/python" setup.py --quiet build_ext --inplace
   "$venv/bin/python" -c "import torch_jit_cache" || die "$venv: built, but \`import torch_jit_cache\` fails (see above)"
+fi
+# --- 6. An older transformers ---------------------------------------------------------------------
+if ((!DEMO)); then
+  step 6 $STEPS "an older transformers (build/transformers-5.17)"
+  target=build/transformers-5.17
+  want=$(sha256sum requirements-transformers-5.17.txt | cut -d' ' -f1)
+  if [[ ! -x .venv/bin/python ]]; then
+    say "$target: skipped (.venv is not set up in this run)"
+  elif [[ -f $target/.tjc-requirements.sha256 && $(<"$target/.tjc-requirements.sha256") == "$want" ]]; then
+    say "$target: up to date (requirements-transformers-5.17.txt)"
+  else
+    say "$target: installing requirements-transformers-5.17.txt (--no-deps)"
+    rm -rf "$target"
+    .venv/bin/python -m pip install --quiet --progress-bar off --no-deps --target "$target" \
+      -r requirements-transformers-5.17.txt
+    (cd / && PYTHONPATH="$ROOT/$target" "$ROOT/.venv/bin/python" -c \
+      "import transformers, sys; sys.exit(transformers.__version__ != '5.17.0')") ||
+      die "$target: installed, but transformers 5.17.0 does not import from it"
+    echo "$want" >"$target/.tjc-requirements.sha256"
+  fi
 fi
 say "done: ${PYTHONS[*]}$( ((DEMO)) && echo ' (demo set-up)')"
