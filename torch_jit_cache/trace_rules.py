@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import gc
 import os
 import sys
 import types
@@ -60,6 +61,8 @@ GENERATED_FILENAME_RULES: tuple = (
 )
 
 STDLIB = Rule(Action.SKIP, "stdlib", "the Python standard library")
+GC_CALLBACK = Rule(Action.SKIP, "gc_callback", "a garbage-collector callback (gc.callbacks): it runs when the "
+                   "collector does, inside whatever call allocated, not as part of the compiled code")
 INDUCTOR = Rule(Action.SKIP, "inductor_generated", "code that inductor generated (its compiled graph)")
 TRACE = Rule(Action.TRACE, "default", "user code or a third-party package")
 
@@ -112,6 +115,8 @@ def lookup(code: types.CodeType, f_globals) -> Rule:
     rule = rule_for_filename(code.co_filename)
     if rule is not None:
         return rule
+    if any(getattr(cb, "__code__", None) is code for cb in gc.callbacks):
+        return GC_CALLBACK
     name = f_globals.get("__name__") if isinstance(f_globals, dict) else None
     return rule_for_module(name)
 
