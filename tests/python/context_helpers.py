@@ -9,6 +9,7 @@ the runtime (do_trace, run_compiled, check_trace, guard_kinds) for the tracer te
 Imports torch: import it after `pytest.importorskip("torch")`."""
 import builtins
 import contextlib
+import dataclasses
 import inspect
 import io
 import weakref
@@ -179,6 +180,9 @@ def assert_same(a, b):
         assert list(a) == list(b)
         for k in a:
             assert_same(a[k], b[k])
+    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+        assert type(a) is type(b)
+        assert_same(vars(a), vars(b))
     else:
         assert type(a) is type(b) and a == b
 

@@ -113,8 +113,8 @@ def test_the_table_order_is_the_precedence():
     names = [rule.name for rule in builder.WRAP_RULES]
     assert len(names) == len(set(names))
     before = lambda a, b: names.index(a) < names.index(b)  # noqa: E731
-    # An int is a graph input before it is a constant; a tensor before anything.
-    assert names[:3] == ["tensor", "dynamic int", "scalar"]
+    # An int or a float is a graph input before it is a constant; a tensor before anything.
+    assert names[:4] == ["tensor", "dynamic int", "dynamic float", "scalar"]
     assert before("module", "user object") and before("sequence", "user object")
     assert before("builtin", "class") and before("context class", "class")
     assert before("built-in module method", "torch function") and before("distributed", "torch function")

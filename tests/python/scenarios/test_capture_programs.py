@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
 from capture_programs import PROGRAMS  # noqa: E402
+from context_helpers import assert_same  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
@@ -35,25 +36,6 @@ WHOLE = {
 }
 
 
-def _same(a, b):
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
-    elif isinstance(a, (list, tuple)):
-        assert type(a) is type(b) and len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for k in a:
-            _same(a[k], b[k])
-    elif hasattr(a, "__dataclass_fields__"):
-        assert type(a) is type(b)
-        _same(vars(a), vars(b))
-    else:
-        assert type(a) is type(b) and a == b
-
-
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_program_matches_eager_and_keeps_its_capture(name):
     make = PROGRAMS[name].make
@@ -64,7 +46,7 @@ def test_program_matches_eager_and_keeps_its_capture(name):
         warnings.simplefilter("ignore")   # a fallback's warning: the program still has to be right
         compiled = tjc.compile(fn)
         got = [compiled(*args), compiled(*args)]
-    _same(got, expected)
+    assert_same(got, expected)
     if name in WHOLE:
         fn, args = make()
         report = tjc.explain(fn)(*args)
