@@ -263,34 +263,23 @@ class FramePlan:
                 out.append(_STATIC_CHOICE)
         return out
 
-    def int_is_dynamic(self, source, value: int, *, is_argument: bool, is_attribute: bool = False) -> bool:
-        """Whether the int `value` read from `source` is a symbol (a graph input) in this trace:
-        an argument whose value changed between compiles (a position, a step counter), any int
-        argument under dynamic=True, or an attribute of a plain object (not an nn.Module) whose
-        value changed between compiles (HF's cache `cumulative_length`, a counter on a state
-        object). Other ints (a module's sizes, a config's constants) stay constants."""
-        mode = self.policy.mode
-        if mode is False or not (is_argument or is_attribute):
+    def scalar_is_dynamic(self, source, value, *, is_argument: bool, is_attribute: bool = False) -> bool:
+        """Whether the int or float `value` read from `source` is a symbol (a graph input) in this
+        trace: an argument whose value changed between compiles (a position, a step counter; the
+        float a resume function gets from `s = t.sum().item()` before the break, anew on every
+        call), any argument under dynamic=True (as torch.compile's unspecialized floats), or an int
+        attribute of a plain object (not an nn.Module) whose value changed between compiles (HF's
+        cache `cumulative_length`, a counter on a state object). Other values (a module's sizes, a
+        config's constants) stay constants, and so do the floats of a code whose trace guarded on
+        one (refuse_floats)."""
+        mode, kind = self.policy.mode, type(value).__name__
+        readable = is_argument or (is_attribute and kind == "int")
+        if mode is False or not readable or (kind == "float" and self.code in self.policy._floats_refused):
             return False
-        self.policy.record(self.code, source, (value,), kind="int")
+        self.policy.record(self.code, source, (value,), kind=kind)
         if mode is True and is_argument:
             return True
-        recorded = (self.policy.recorded(self.code).get(f"int:{source}") or (None, [0]))[1]
-        return recorded[0] is None
-
-    def float_is_dynamic(self, source, value: float, *, is_argument: bool) -> bool:
-        """Whether the float `value` read from `source` is a symbol (a graph input) in this trace:
-        an argument of the frame whose value changed between compiles, or any float argument under
-        dynamic=True, as torch.compile's unspecialized floats. A resume function's arguments count:
-        `s = t.sum().item()` before a graph break is a float the rest of the frame gets anew on
-        every call (specialized, each value compiled again until the cache limit)."""
-        mode = self.policy.mode
-        if mode is False or not is_argument or self.code in self.policy._floats_refused:
-            return False
-        self.policy.record(self.code, source, (value,), kind="float")
-        if mode is True:
-            return True
-        recorded = (self.policy.recorded(self.code).get(f"float:{source}") or (None, [0.0]))[1]
+        recorded = (self.policy.recorded(self.code).get(f"{kind}:{source}") or (None, [value]))[1]
         return recorded[0] is None
 
 

@@ -308,7 +308,7 @@ class Unsupported(Exception):
 
 
 class FloatSymbolGuard(Unsupported):
-    """A guard on a float argument traced as a symbol (dynamic.py FramePlan.float_is_dynamic),
+    """A guard on a float argument traced as a symbol (dynamic.py FramePlan.scalar_is_dynamic),
     which the C++ shape guard cannot compute: the frame is compiled again with its floats as
     constants, guarded by value, from then on."""
 

@@ -72,8 +72,8 @@ def _is_pure_function(value, source) -> bool:
 # variable module contributes the rules for its own trackers; this table alone orders them.
 WRAP_RULES = (
     WrapRule("tensor", lambda v, s: isinstance(v, torch.Tensor), tensor.wrap_tensor),
-    WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_int),
-    WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_float),
+    WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
+    WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
     WrapRule("enum member", lambda v, s: constant.is_enum_member(v), constant.wrap_enum_member),
     WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),

@@ -16,12 +16,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...attribute_lookup import MISSING, is_data_descriptor, type_lookup
-from ...sources import AttrSource, ItemSource
+from ...sources import AttrSource
 from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
 from ...proxies import builtin_opaque_reason
 from .base import VariableTracker, unsupported
 from .functions import UserFunctionVariable, UserMethodVariable
-from .module_hooks import GLOBAL_HOOK_DICTS
+from .module_hooks import guard_no_global_hooks, refuse_global_hooks
 from .tensor import call_torch
 
 _BUILT_IN_FORWARD = {
@@ -104,15 +104,11 @@ class BuiltModuleVariable(VariableTracker):
         return type(self.module)
 
     def call_function(self, tx, args, kwargs):
-        from torch.nn.modules import module as mm
         cls = type(self.module)
         if cls in _BUILT_IN_FORWARD and (kwargs or len(args) != _BUILT_IN_ARITY.get(cls, 1)):
             unsupported(f"{type(self.module).__name__} built inside forward called with {len(args)} args")
-        if any(getattr(mm, name, None) for name in GLOBAL_HOOK_DICTS):
-            unsupported("global module hooks are registered")
-        namespace = AttrSource(AttrSource(self.cls_source, "__call__"), "__globals__")
-        for name in GLOBAL_HOOK_DICTS:
-            tx.output.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
+        refuse_global_hooks(f"{cls.__name__} built inside forward called")
+        guard_no_global_hooks(tx, self.cls_source)
         table = _BUILT_IN_FORWARD.get(type(self.module))
         if table is not None:
             return table(tx, self.module, *args)

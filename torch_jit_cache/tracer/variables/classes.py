@@ -24,6 +24,7 @@ from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
 from .functions import UserMethodVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
+from .tensor import is_tensor_method
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
 
 
@@ -43,8 +44,7 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         return _bound(tx.wrap(raw.__func__, AttrSource(source, "__func__")), owner_var)
     if object_hook_name(raw) is not None:   # object.__setattr__ and friends (object_hooks.py)
         return ObjectHookVariable(object_hook_name(raw), bind_to, source)
-    if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
-            raw.__objclass__ is torch._C.TensorBase and bind_to is None:
+    if is_tensor_method(raw) and bind_to is None:
         # torch.Tensor.view read from the class: the tensor method itself, called with the
         # tensor first (a torch callable to the builder, guarded by identity where it is found).
         return tx.wrap(raw, source)

@@ -43,16 +43,25 @@ def guard_no_hooks(tx, mv) -> None:
     for name in MODULE_HOOK_DICTS:
         if name in vars(mv.module):
             tx.output.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
-    _guard_no_global_hooks(tx, mv)
+    guard_no_global_hooks(tx, AttrSource(mv.source, "__class__"))
 
 
-def _guard_no_global_hooks(tx, mv) -> None:
-    # The global dicts are reached from the frame through the module's class: nn.Module.__call__'s
-    # globals are torch.nn.modules.module's namespace. Once per trace is enough.
+def refuse_global_hooks(what: str) -> None:
+    """A graph break where torch's global module hooks are registered: they would run around
+    every module call."""
+    from torch.nn.modules import module as mm
+    if any(getattr(mm, name, None) for name in GLOBAL_HOOK_DICTS):
+        unsupported(f"{what} while global module hooks are registered")
+
+
+def guard_no_global_hooks(tx, cls_source) -> None:
+    """Guards torch's global module-hook dicts empty, reached from the frame through a module
+    class (`cls_source`): nn.Module.__call__'s globals are torch.nn.modules.module's namespace.
+    Once per trace is enough."""
     out = tx.output
     if not out.global_hooks_guarded:
         out.global_hooks_guarded = True
-        namespace = AttrSource(AttrSource(AttrSource(mv.source, "__class__"), "__call__"), "__globals__")
+        namespace = AttrSource(AttrSource(cls_source, "__call__"), "__globals__")
         for name in GLOBAL_HOOK_DICTS:
             out.add_guard(ItemSource(namespace, name), GuardKind.LENGTH, 0)
 
@@ -64,13 +73,11 @@ def _is_none(v) -> bool:
 def call_with_hooks(tx, mv, args: list, kwargs: dict, forward):
     """`mv.module(*args, **kwargs)` as nn.Module._call_impl runs it: forward pre-hooks, then
     `forward(args, kwargs)` (the traced forward), then forward hooks."""
-    from torch.nn.modules import module as mm
     m = mv.module
-    if any(getattr(mm, name, None) for name in GLOBAL_HOOK_DICTS):
-        unsupported(f"module {type(m).__name__} called while global module hooks are registered")
+    refuse_global_hooks(f"module {type(m).__name__} called")
     if any(getattr(m, name, None) for name in REFUSED_HOOK_DICTS):
         unsupported(f"module {type(m).__name__} has backward hooks")
-    _guard_no_global_hooks(tx, mv)
+    guard_no_global_hooks(tx, AttrSource(mv.source, "__class__"))
     for name in REFUSED_HOOK_DICTS:
         if name in vars(m):
             tx.output.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)

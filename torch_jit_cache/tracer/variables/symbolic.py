@@ -136,8 +136,9 @@ def _constant(value):
 
 def wrap_symbolic(output, node, value) -> VariableTracker:
     """The tracker for a scalar op result: symbolic, or a constant when it is a number."""
-    if isinstance(value, SYMBOLIC_TYPES) and _is_constant_symbol(value):
-        return _constant(_PYTHON_TYPES[type(value)](value))
+    number = folded(value)
+    if number is not value:
+        return _constant(number)
     return SymNodeVariable(output, node, value)
 
 
@@ -150,32 +151,19 @@ def _is_unspecialized_attribute(out, source) -> bool:
     return owner is not None and not owner.specializes_int_attributes
 
 
-def wrap_dynamic_int(tx, value, source, g):
-    """An int the frame plan makes dynamic: a graph input, read at call time. None where it stays
-    a constant (the plan keeps it static, or the shape environment specialized it)."""
+def wrap_dynamic_scalar(tx, value, source, g):
+    """An int or float the frame plan makes dynamic (FramePlan.scalar_is_dynamic): a graph input,
+    read at call time, guarded by its type. None where it stays a constant (the plan keeps it
+    static, or the shape environment specialized it: ints 0 and 1)."""
     out = tx.output
     plan = out.frame_plan
-    if not (g.enabled and plan is not None and plan.int_is_dynamic(
+    if not (g.enabled and plan is not None and plan.scalar_is_dynamic(
             source, value, is_argument=source.is_frame_input(), is_attribute=_is_unspecialized_attribute(out, source))
             and plan.symbolic):
         return None
-    symbolic = out.fake_shapes.symint(value, source)
-    if isinstance(symbolic, int):
+    make = out.fake_shapes.symint if type(value) is int else out.fake_shapes.symfloat
+    symbolic = make(value, source)
+    if not isinstance(symbolic, SYMBOLIC_TYPES):
         return None
-    g(GuardKind.TYPE_MATCH, int)
-    return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)
-
-
-def wrap_dynamic_float(tx, value, source, g):
-    """A float argument the frame plan makes dynamic (FramePlan.float_is_dynamic): a graph input,
-    read at call time, guarded by type only. None where it stays a constant."""
-    out = tx.output
-    plan = out.frame_plan
-    if not (g.enabled and plan is not None and
-            plan.float_is_dynamic(source, value, is_argument=source.is_frame_input()) and plan.symbolic):
-        return None
-    symbolic = out.fake_shapes.symfloat(value, source)
-    if not isinstance(symbolic, torch.SymFloat):
-        return None
-    g(GuardKind.TYPE_MATCH, float)
+    g(GuardKind.TYPE_MATCH, type(value))
     return SymNodeVariable(out, out.add_placeholder(source, symbolic), symbolic)

@@ -228,8 +228,7 @@ class TorchFunctionVariable(CallableVariable):
             return args[1]  # a type hint for TorchScript; in Python it returns its value as is
         if self.fn in _CHECKS and args:
             return _symbolic_check(tx, self.fn, args[0])
-        if getattr(self.fn, "__objclass__", None) is torch._C.TensorBase and args and \
-                isinstance(args[0], TensorVariable):
+        if is_tensor_method(self.fn) and args and isinstance(args[0], TensorVariable):
             # torch.Tensor.add_(x, y) is x.add_(y): the method, with what the tracer knows of
             # methods (in-place updates, size reads, properties no guard checks).
             return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
@@ -424,6 +423,13 @@ def is_torch_callable(value) -> bool:
         return True
     mod = getattr(value, "__module__", None) or ""
     return callable(value) and (mod == "torch" or mod.startswith("torch."))
+
+
+def is_tensor_method(value) -> bool:
+    """A C method of torch's tensor base type read from the class (`torch.Tensor.add_`,
+    `torch.Tensor.view`): called with a tensor first, it is that tensor's method."""
+    return isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        value.__objclass__ is torch._C.TensorBase
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
