@@ -180,6 +180,14 @@ class GradModeVariable(VariableTracker):
         return f"GradModeVariable({self.cls.__name__}, {self.mode})"
 
 
+def _check_normal_exit(args, kwargs, what: str) -> None:
+    """The bound `__exit__` BEFORE_WITH left is called only at its block's normal end, with
+    (None, None, None): the tracer follows no exception path, so anything else is a tracer bug."""
+    if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
+                                           for a in args):
+        unsupported(f"{what}'s __exit__ called with an exception (tracer bug)")
+
+
 class GradModeExitVariable(VariableTracker):
     """The bound `__exit__` BEFORE_WITH left on the stack for a grad-mode block: `mode` inside the
     block, `prev` the mode it restores."""
@@ -190,9 +198,7 @@ class GradModeExitVariable(VariableTracker):
         self.exited = False
 
     def call_function(self, tx, args, kwargs):
-        if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
-                                               for a in args):
-            unsupported("a grad-mode block's __exit__ called with an exception (tracer bug)")
+        _check_normal_exit(args, kwargs, "a grad-mode block")
         if self.exited:
             unsupported("a grad-mode block exited twice (tracer bug)")
         self.exited = True
@@ -284,9 +290,7 @@ class AutocastExitVariable(VariableTracker):
         self.block = block
 
     def call_function(self, tx, args, kwargs):
-        if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
-                                               for a in args):
-            unsupported("an autocast block's __exit__ called with an exception (tracer bug)")
+        _check_normal_exit(args, kwargs, "an autocast block")
         tx.output.exit_autocast(self.block)
         return ConstantVariable(None)
 
@@ -346,9 +350,7 @@ class UserContextExitVariable(VariableTracker):
         self.exited = False
 
     def call_function(self, tx, args, kwargs):
-        if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
-                                               for a in args):
-            unsupported("a context manager's __exit__ called with an exception (tracer bug)")
+        _check_normal_exit(args, kwargs, "a context manager")
         if self.exited:
             unsupported("a with block exited twice (tracer bug)")
         self.exited = True
