@@ -24,29 +24,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
 # The programs live beside the tests that check them, outside the package (whose own code is never
-# traced: trace_rules.py).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python" / "scenarios"))
+# traced: trace_rules.py); outputs are compared as those tests compare them (context_helpers).
+_TESTS = Path(__file__).resolve().parent.parent / "tests" / "python"
+sys.path[:0] = [str(_TESTS), str(_TESTS / "scenarios")]
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
 from capture_programs import PROGRAMS  # noqa: E402
+from context_helpers import assert_same  # noqa: E402
 from harness import options, print_head, write_results  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 
 
 def same(a, b) -> bool:
-    """Equal outputs: tensors by shape, dtype and values; containers and objects recursively."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
-            a.dtype == b.dtype and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if hasattr(a, "__dataclass_fields__") and type(a) is type(b):
-        return same(vars(a), vars(b))
-    return type(a) is type(b) and a == b
+    """Equal outputs, as test_capture_programs.py requires them (context_helpers.assert_same)."""
+    try:
+        assert_same(a, b)
+    except AssertionError:
+        return False
+    return True
 
 
 def run_twice(fn, args):
