@@ -42,12 +42,12 @@ import types
 import weakref
 
 from . import __version__, codegen, counters, log, runtime
-from .backends import modes
+from .backends import modes, static_inputs
 from .config import config
 from .trace_result import (BreakOutput, ConstantOutput, DictOutput, GraphOutput, GuardKind, GuardSpec,
                            ListOutput, SourceOutput, TupleOutput, walk)
 
-FORMAT = 1
+FORMAT = 2   # 2: which graph inputs are static (CUDA graphs)
 _MAGIC = b"TJCDISK1"
 BACKENDS = ("eager", "aot_eager", "inductor")
 # Stored entries per key, at most (a code called with many shapes stops adding files).
@@ -413,6 +413,21 @@ def _rebuild_graph(nodes):
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
+def _static_record(gm) -> dict:
+    """{placeholder position: how it is static} (backends/static_inputs.py)."""
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    return {i: node.meta[static_inputs.STATIC_INPUT] for i, node in enumerate(placeholders)
+            if node.meta.get(static_inputs.STATIC_INPUT)}
+
+
+def _restore_static(gm, graph_inputs, record) -> None:
+    """A loaded graph's placeholders as the trace left them: their sources and static marks."""
+    for i, (node, source) in enumerate(zip(gm.graph.find_nodes(op="placeholder"), graph_inputs)):
+        node.meta["source"] = source
+        if i in record:
+            node.meta[static_inputs.STATIC_INPUT] = record[i]
+
+
 def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
     if compiler.backend not in BACKENDS:
         raise NotStored(f"backend {compiler.backend!r} is not one of {', '.join(BACKENDS)} by name")
@@ -444,6 +459,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         "graph_inputs": list(rewritten.graph_inputs),
         "output": result.output,
         "graph": graph,
+        "static_inputs": _static_record(result.graph),
         "files": digests,
     }
 
@@ -585,6 +601,7 @@ def _load_entry(compiler, frame, entry, resolve):
         raise _Mismatch(guards.explain(frame))
     gm = _rebuild_graph(entry["graph"])
     graph_inputs = entry["graph_inputs"]
+    _restore_static(gm, graph_inputs, entry["static_inputs"])
     runtime.set_skip(type(gm).forward)
     # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
     example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)

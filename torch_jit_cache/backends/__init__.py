@@ -177,6 +177,10 @@ def inductor(gm, example_inputs, config_patches=None):
     import torch
     from torch._inductor.compile_fx import compile_fx
 
+    from . import static_inputs
+
+    if static_inputs.cudagraphs_on(config_patches):
+        static_inputs.announce(gm, example_inputs)   # parameters and buffers: not copied each call
     if not any(isinstance(t, torch.Tensor) and has_symbolic_sizes(t) for t in example_inputs):
         return compile_fx(gm, example_inputs, config_patches=config_patches)
     # With symbolic sizes, the sizes inductor specialises while it compiles (a convolution's channel

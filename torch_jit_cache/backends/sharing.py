@@ -14,8 +14,9 @@ The key says everything the backend's output depends on:
     their repr (only constants whose repr is their whole value: numbers, strings, None, slices,
     dtypes, devices, layouts, memory formats; any other constant, a tensor's included, and the
     graph is not shared);
-  - per input: shape, stride, storage offset, dtype, device, layout, requires_grad, and which
-    earlier input shares its storage (aliasing);
+  - per input: shape, stride, storage offset, dtype, device, layout, requires_grad, which
+    earlier input shares its storage (aliasing), and whether it is a static input for CUDA graphs
+    (a parameter or buffer: backends/static_inputs.py);
   - the global state a compile reads: grad mode, inference mode, autocast per device and its dtype,
     deterministic algorithms, the default dtype, and the configs of inductor and functorch
     (their own hashes).
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import weakref
 
-from . import has_symbolic_sizes, modes
+from . import has_symbolic_sizes, modes, static_inputs
 
 # Built-in backends whose output is a pure function of the key above and costs enough to share.
 SHARED_BACKENDS = frozenset({"inductor", "aot_eager"})
@@ -80,7 +81,7 @@ def key(backend, gm, example_inputs, *, unbacked: bool = False, patches: tuple =
         except _NotShared:
             return None
     # Hashable: torch.fx itself keeps a graph's call targets in a dict; constants are their repr.
-    return (backend, patches, tuple(nodes), tuple(inputs), _global_state(backend))
+    return (backend, patches, tuple(nodes), tuple(inputs), static_inputs.positions(gm), _global_state(backend))
 
 
 def lookup(k):

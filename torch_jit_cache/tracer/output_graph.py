@@ -15,6 +15,7 @@ import weakref
 import torch
 import torch.fx
 
+from ..backends import static_inputs
 from ..sources import Source
 from ..trace_result import GuardKind, GuardSpec, Unsupported
 from .side_effects import SideEffects
@@ -130,14 +131,17 @@ class OutputGraph:
         return list(self._guards.values())
 
     # -- nodes ----------------------------------------------------------------------------------
-    def add_placeholder(self, source: Source, value: torch.Tensor) -> torch.fx.Node:
-        """A graph input loaded from `source` at call time; placeholders stay ahead of all nodes."""
+    def add_placeholder(self, source: Source, value: torch.Tensor, static: str | None = None) -> torch.fx.Node:
+        """A graph input loaded from `source` at call time; placeholders stay ahead of all nodes.
+        `static`: how it is a static input for CUDA graphs (backends/static_inputs.py), if it is."""
         name = "arg%d" % len(self.graph_inputs)
         ctx = (self.graph.inserting_before(None) if self._last_placeholder is None
                else self.graph.inserting_after(self._last_placeholder))
         with ctx:
             node = self.graph.placeholder(name)
         node.meta["source"] = source
+        if static is not None:
+            node.meta[static_inputs.STATIC_INPUT] = static
         self._last_placeholder = node
         self.graph_inputs.append(source)
         self.example_inputs.append(value)

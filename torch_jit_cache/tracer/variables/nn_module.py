@@ -220,7 +220,10 @@ class NNModuleVariable(VariableTracker):
         if (name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES) and name not in self.module.__dict__ \
                 and type_lookup(type(self.module), name) is getattr(nn.Module, name):
             return MethodVariable(self, name)   # m.parameters(): traced by its result (_members)
-        return read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
+        out = read_attribute(tx, self, self.module, name, on_getattr=lambda hook: self._module_getattr(tx, name, hook))
+        if isinstance(out, TensorVariable):
+            out.mark_module_state()   # a static input for CUDA graphs, as torch.compile's
+        return out
 
     def has_attribute(self, tx, name) -> bool:
         if type_lookup(type(self.module), "__getattr__") is not nn.Module.__getattr__:

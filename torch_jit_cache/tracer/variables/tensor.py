@@ -16,6 +16,7 @@ import types
 
 import torch
 
+from ...backends import static_inputs
 from ...attribute_lookup import Where, lookup
 from ...shape_guards import SymbolBinding
 from ...sources import AttrSource
@@ -74,13 +75,25 @@ class TensorVariable(VariableTracker):
         self.example = example
         self._node = node
         self.real = real
+        self.module_state = False   # read as an attribute of an nn.Module (mark_module_state)
 
     def as_node(self):
         if self._node is None:
             # The backend is handed the fake inputs, as torch.compile's are: their sizes (and
             # symbols) are what the graph is compiled for.
-            self._node = self.output.add_placeholder(self.source, self.example)
+            self._node = self.output.add_placeholder(self.source, self.example, self._static_kind())
         return self._node
+
+    def mark_module_state(self):
+        """This tensor is an attribute of an nn.Module (a parameter, a buffer, a plain tensor
+        attribute): a static input for CUDA graphs (backends/static_inputs.py), whenever it
+        became a graph input."""
+        self.module_state = True
+        if self._node is not None and self._node.op == "placeholder":
+            self._node.meta[static_inputs.STATIC_INPUT] = self._static_kind()
+
+    def _static_kind(self):
+        return None if self.real is None else static_inputs.static_kind(self.real, self.module_state)
 
     def as_fx_arg(self):
         return self.as_node()
