@@ -251,3 +251,20 @@ def test_a_tensor_moved_to_another_device_recompiles():
     out = cf(torch.ones(3, device="cuda"))
     assert out.device.type == "cuda"
     assert tjc.stats()["recompiles"] >= 1
+
+
+@needs_cuda
+def test_cuda_streams_and_events_in_model_code_run_right():
+    """Streams and events are not traced: a clean break (or the frame as written), never wrong."""
+    def f(x):
+        s, e = torch.cuda.Stream(), torch.cuda.Event()
+        with torch.cuda.stream(s):
+            y = x * 2
+            e.record(s)
+        torch.cuda.current_stream().wait_event(e)
+        return y + 1
+
+    x = torch.randn(16, device="cuda")
+    for backend in ("eager", "inductor"):
+        torch.testing.assert_close(tjc.compile(f, backend=backend)(x), x * 2 + 1)
+
