@@ -16,7 +16,7 @@ import inspect
 import types
 import warnings
 
-from . import _C, counters, log, runtime
+from . import _C, counters, log, runtime, trace_rules
 from .backends import modes, sharing
 from .convert_frame import FrameCompiler
 
@@ -147,6 +147,8 @@ def _target_code(fn):
         from . import module_wrapper
 
         forward = type(module_wrapper.unwrap(fn)).forward
+        if trace_rules.is_wrapper_forward(forward):
+            return None   # DDP(model): its forward runs as written, the model's frames compile
         return getattr(forward, "__code__", None)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     return getattr(target, "__code__", None)

@@ -121,6 +121,23 @@ def lookup(code: types.CodeType, f_globals) -> Rule:
     return rule_for_module(name)
 
 
+# ---- torch's wrappers around a user's module --------------------------------------------------
+# `tjc.compile(DDP(model))`: the wrapper's forward manages communication state outside any graph
+# (DDP's reducer, its buffer broadcast, FSDP1's unsharding) and calls the wrapped module. As under
+# torch.compile, the wrapper's forward runs as written, as torch's code always does, and the
+# wrapped module's frames, called from it, are compiled. (module, qualname) of each such forward:
+WRAPPER_FORWARDS = frozenset({
+    ("torch.nn.parallel.distributed", "DistributedDataParallel.forward"),
+    ("torch.nn.parallel.data_parallel", "DataParallel.forward"),
+    ("torch.distributed.fsdp.fully_sharded_data_parallel", "FullyShardedDataParallel.forward"),
+})
+
+
+def is_wrapper_forward(fn) -> bool:
+    """Whether `fn` is the forward of one of torch's wrappers around a user's module."""
+    return (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)) in WRAPPER_FORWARDS
+
+
 # ---- torch callables the tracer never runs ----------------------------------------------------
 # The tracer runs a torch callable on the example tensors to learn its result (tracer/variables/
 # tensor.py). That is right for a tensor op and wrong for a call whose effect lies outside the

@@ -198,6 +198,49 @@ def gradients(backend):
     return lambda: run(grad_fn, [(x_of(2),), (x_of(2),)], backend=backend, call=backward)
 
 
+class DDPNet(torch.nn.Module):
+    """A user's model (its forward is user code the compiler traces) inside DDP."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(4)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return x.sum(-1)
+
+
+def ddp_training(backend):
+    """Three SGD steps of DDP(model), eagerly and compiled (tjc.compile(DDP(model))): each step's
+    loss, the gradients DDP all-reduced, the parameters after; graphs, breaks and fallbacks."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def train():
+        result = {}
+        for mode in ("eager", "compiled"):
+            tjc.reset()
+            torch.manual_seed(0)   # the same model on every rank, as DDP requires
+            ddp = DDP(DDPNet(), bucket_cap_mb=0.0001)   # small buckets: several all-reduces
+            counter = CompileCounterWithBackend(backend)
+            model = ddp if mode == "eager" else tjc.compile(ddp, backend=counter)
+            opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+            calls = []
+            dist.barrier()
+            for step in range(3):
+                opt.zero_grad()
+                loss = model(x_of(2) / 100 + step).square().mean()
+                loss.backward()
+                grads = [p.grad.clone() for p in ddp.parameters()]
+                opt.step()
+                calls.append({"collectives": [], "out": plain(loss), "args": plain(grads)})
+            calls.append({"collectives": [], "out": plain([p.detach() for p in ddp.parameters()]), "args": []})
+            result[mode] = {"calls": calls, "graphs": counter.frame_count, "breaks": tjc.stats()["graph_breaks"],
+                            "fallbacks": tjc.stats()["fallbacks"]}
+        return result
+    return train
+
+
 SCENARIOS = {
     "first_compile": first_compile, "recompile": recompile, "recompile_apart": recompile_apart,
     "every_collective_eager": every_collective("eager"),
@@ -206,6 +249,7 @@ SCENARIOS = {
     "functional": functional, "break_between": break_between, "async_op": async_op,
     "barrier": barrier, "dynamic": dynamic,
     "gradients_eager": gradients("eager"), "gradients_aot_eager": gradients("aot_eager"),
+    "ddp_training_eager": ddp_training("eager"), "ddp_training_aot_eager": ddp_training("aot_eager"),
 }
 
 

@@ -1,6 +1,7 @@
 """trace_rules: which frames are traced, decided by module name (one test per rule), and what that
 means for installed packages, FX code, dataclasses and exec'd strings."""
 import dataclasses
+import importlib
 import itertools
 import json
 import sys
@@ -193,3 +194,19 @@ def test_a_gc_callback_running_inside_a_compiled_call_is_not_traced():
         assert tjc.stats()["fallbacks"] == 0
     finally:
         gc.callbacks.remove(on_gc)
+
+
+def test_the_forwards_of_torchs_module_wrappers_run_as_written():
+    """compile(DDP(model)) compiles the model's frames, not DDP's forward (its reducer state)."""
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+
+    assert trace_rules.is_wrapper_forward(DistributedDataParallel.forward)
+    assert trace_rules.is_wrapper_forward(DataParallel.forward)
+    assert not trace_rules.is_wrapper_forward(torch.nn.Linear.forward)
+    assert not trace_rules.is_wrapper_forward(lambda x: x)
+    for module, qualname in trace_rules.WRAPPER_FORWARDS:   # each row names a real forward
+        if module.startswith("torch.distributed") and not torch.distributed.is_available():
+            continue
+        owner = importlib.import_module(module)
+        cls_name, attr = qualname.split(".")
+        assert getattr(getattr(owner, cls_name), attr).__qualname__ == qualname

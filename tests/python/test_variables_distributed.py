@@ -37,7 +37,7 @@ PROCESS_TIMEOUT_S = 150
 # rank may abort.
 SCENARIOS = ["first_compile", "recompile", "every_collective_eager", "every_collective_aot_eager",
              "functional", "break_between", "async_op", "barrier", "dynamic", "gradients_eager",
-             "gradients_aot_eager", "every_collective_inductor",
+             "gradients_aot_eager", "every_collective_inductor", "ddp_training_eager", "ddp_training_aot_eager",
              "recompile_apart"]
 
 
@@ -168,6 +168,17 @@ def test_in_place_collectives_are_invisible_to_autograd_as_in_eager(ranks, backe
     # The gradient of a tensor all-reduced in place is not reduced, and a leaf parameter may be
     # written: eager's c10d ops bypass autograd, so the graph's copy_ runs with grad off.
     _same_as_eager(_scenario(ranks, f"gradients_{backend}"), graphs=1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiling_a_ddp_module_captures_the_model_whole(ranks, backend):
+    """tjc.compile(DDP(model)): DDP's forward runs as written (its reducer and buffer sync), the
+    model's forward is one graph with no break and nothing falls back; each step's loss, the
+    all-reduced gradients and the parameters equal eager DDP's on every rank."""
+    results = _scenario(ranks, f"ddp_training_{backend}")
+    _same_as_eager(results, graphs=1)
+    for rank, r in enumerate(results):
+        assert r["compiled"]["fallbacks"] == 0, f"rank {rank}: {r['compiled']['fallbacks']} frames fell back"
 
 
 def test_is_initialized_is_guarded_by_the_default_group(ranks):
