@@ -2,6 +2,10 @@
 writes __getattr__ built in the trace (new_object.py), and user objects' operator dunders
 (operators.py). Each program is compared with eager over two compiled calls, and its capture is
 counted: (graphs, breaks, frames run uncompiled)."""
+import collections
+import dataclasses
+import enum
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -166,10 +170,69 @@ class Lazy:
         raise AttributeError(name)
 
 
+def class_attribute_tensor_and_list(x):
+    class A:
+        w = torch.ones(3) * 2
+        items = []
+
+        def m(self, t):
+            self.items.append(1)
+            return t * self.w + len(self.items)
+
+    a = A()
+    a.m(x)
+    return a.m(x), len(A.items)
+
+
+def a_new_class_per_loop_iteration(x):
+    made = []
+    for i in range(2):
+        class A:
+            k = i
+        made.append(A)
+    return x + made[1].k, made[0] is made[1], issubclass(made[0], made[1])
+
+
+def _make_one():
+    class B:
+        pass
+    return B()
+
+
+def a_new_class_per_inlined_call(x):
+    return x + 1, type(_make_one()) is type(_make_one())
+
+
+def nested_classes_and_identity(x):
+    class Outer:
+        class Inner:
+            k = 3
+
+        def m(self):
+            return self.Inner.k
+
+    o = Outer()
+    return x * o.m(), type(o) is Outer, o.__class__ is Outer, isinstance(o, Outer)
+
+
+def classmethod_constructor(x):
+    class A:
+        def __init__(self, v):
+            self.v = v
+
+        @classmethod
+        def make(cls, v):
+            return cls(v)
+
+    return x * A.make(3).v
+
+
 @pytest.mark.parametrize("fn", [methods_and_class_attributes, dunders, inheritance_and_super,
                                 decorators_in_the_body, closure_over_enclosing_locals,
                                 exception_subclass_never_raised, user_class_base_read_from_the_frame,
-                                getattr_hook_built_in_the_trace])
+                                getattr_hook_built_in_the_trace, class_attribute_tensor_and_list,
+                                a_new_class_per_loop_iteration, a_new_class_per_inlined_call,
+                                nested_classes_and_identity, classmethod_constructor])
 def test_captured_whole_and_same_as_eager(fn):
     x = torch.randn(3)
     _same_as_eager(fn, x)
@@ -306,6 +369,50 @@ class Registering:
 STORED = None
 
 
+def print_in_the_body(x):
+    class A:
+        print("in the body")
+        k = 2
+    return x * A.k
+
+
+def local_dataclass(x):
+    @dataclasses.dataclass
+    class D:
+        a: int = 1
+    return x * D().a
+
+
+def local_namedtuple_subclass(x):
+    class P(Point):
+        def s(self):
+            return self.a + self.b
+    return x * P(1, 2).s()
+
+
+def local_enum(x):
+    class E(enum.Enum):
+        A = 1
+    return x + E.A.value
+
+
+def descriptor_class_attribute(x):
+    class A:
+        d = Named()   # type() calls Named.__set_name__; A().d calls Named.__get__
+    return x + A().d
+
+
+Point = collections.namedtuple("Point", "a b")
+
+
+class Named:
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        return len(self.name)
+
+
 def test_an_escaping_class_is_the_class_this_call_made():
     compiled = tjc.compile(returns_the_class, backend="eager")
     x = torch.randn(3)
@@ -331,7 +438,9 @@ def test_a_class_stored_in_a_global_is_this_calls():
 
 
 @pytest.mark.parametrize("fn", [returns_the_class, returns_an_instance, stores_the_class_in_a_global,
-                                class_alive_at_a_break, with_a_metaclass, base_with_init_subclass])
+                                class_alive_at_a_break, with_a_metaclass, base_with_init_subclass,
+                                print_in_the_body, local_dataclass, local_namedtuple_subclass, local_enum,
+                                descriptor_class_attribute])
 def test_unsupported_shapes_run_as_eager_does(fn, capsys):
     x = torch.randn(3)
     Registering.seen.clear()
@@ -352,3 +461,13 @@ def test_unsupported_shapes_run_as_eager_does(fn, capsys):
             assert e == g
     graphs, breaks, fallbacks = explain_counts(fn, x)
     assert not (graphs == 1 and breaks == 0 and not fallbacks)   # not captured whole
+
+
+def test_a_body_that_prints_prints_once_per_call(capsys):
+    x = torch.randn(3)
+    print_in_the_body(x)
+    assert capsys.readouterr().out == "in the body\n"
+    compiled = tjc.compile(print_in_the_body, backend="eager")
+    torch.testing.assert_close(compiled(x), x * 2)
+    torch.testing.assert_close(compiled(x), x * 2)
+    assert capsys.readouterr().out == "in the body\n" * 2

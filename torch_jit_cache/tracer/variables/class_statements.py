@@ -39,7 +39,7 @@ from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import STAND_INS, ConstantVariable, is_constant_value
 from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVariable, UserMethodVariable
-from .new_object import UserClassVariable
+from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
 
 class BuildClassVariable(VariableTracker):
@@ -62,6 +62,12 @@ class BuildClassVariable(VariableTracker):
         if classcell is not None:
             classcell.contents = cls_var   # the `__class__` cell super() reads (type.__new__ fills it)
         return cls_var
+
+    def reconstruct(self, outputs):
+        # A break at the class statement itself (its body did what the trace cannot follow): the
+        # resume function would read a new class at every call, failing its guard each time.
+        unsupported("a class statement the trace cannot follow (its body, bases or keywords) runs "
+                    "with the frame uncompiled")
 
     def __repr__(self):
         return "BuildClassVariable()"
@@ -105,7 +111,16 @@ def _stand_in(value):
         unsupported(f"class attribute {value}: a function the class statement did not make")
     if isinstance(value, ConstantVariable) and (is_constant_value(value.value) or isinstance(value.value, type)):
         return value.value
+    # Anything else is read back as its tracker, which is right only where Python would not call
+    # into it: type() calls __set_name__, and a lookup through the class calls __get__.
+    cls = value.python_type()
+    for hook in _OBJECT_PROTOCOL:
+        if type_lookup(cls, hook) is not MISSING:
+            unsupported(f"class attribute {value}: its type defines {hook}")
     return _Inert()
+
+
+_OBJECT_PROTOCOL = ("__set_name__", "__get__", "__set__", "__delete__")
 
 
 def _make_class(name: str, bases: list, namespace: dict) -> type:
@@ -130,6 +145,14 @@ class TracedClassVariable(UserClassVariable):
 
     def can_build(self) -> bool:
         return True
+
+    def call_function(self, tx, args, kwargs):
+        # Refused before UserClassVariable's special cases (named tuples, model outputs), which
+        # would make objects of the trace-time class that a rebuild would hand to the caller.
+        why = refusal(self.value)
+        if why is not None:
+            unsupported(f"construction of {self.value.__qualname__} in the trace: {why}")
+        return super().call_function(tx, args, kwargs)
 
     def reconstruct(self, outputs):
         unsupported(f"class {self.value.__qualname__} made in the trace leaves it (each call makes a "
