@@ -471,3 +471,53 @@ def test_a_body_that_prints_prints_once_per_call(capsys):
     torch.testing.assert_close(compiled(x), x * 2)
     torch.testing.assert_close(compiled(x), x * 2)
     assert capsys.readouterr().out == "in the body\n" * 2
+
+
+# -- operators of user objects read from the frame -------------------------------------------------
+
+class Money:
+    def __init__(self, v):
+        self.v = v
+
+    def __add__(self, other):
+        return Money(self.v + (other.v if isinstance(other, Money) else other))
+
+    def __radd__(self, other):
+        return Money(other + self.v)
+
+    def __eq__(self, other):
+        return isinstance(other, Money) and self.v == other.v
+
+
+class Plain:
+    def __init__(self, v):
+        self.v = v
+
+
+def frame_object_operators(x, m, p):
+    total = m + 2
+    back = 3 + m
+    return (x * total.v + back.v, m == Money(5), m != Money(5), m == None, p == None,  # noqa: E711
+            p != None, p == 3)  # noqa: E711
+
+
+def test_operators_of_objects_read_from_the_frame():
+    x = torch.randn(3)
+    _same_as_eager(frame_object_operators, x, Money(5), Plain(1))
+    tjc.reset()
+    assert explain_counts(frame_object_operators, x, Money(5), Plain(1)) == WHOLE
+
+
+def test_a_replaced_dunder_of_a_frame_class_recompiles():
+    def fn(x, m):
+        return x * (m + 1).v
+
+    compiled = tjc.compile(fn, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, Money(2)), x * 3)
+    old = Money.__add__
+    Money.__add__ = lambda self, other: Money(self.v * 10)
+    try:
+        torch.testing.assert_close(compiled(x, Money(2)), x * 20)
+    finally:
+        Money.__add__ = old

@@ -161,6 +161,8 @@ def _user_compare(tx, symbol: str, a, b):
         unsupported(f"TypeError: comparison {symbol} between {a} and {b}")
     if a is b:
         same = True
+    elif isinstance(a, ConstantVariable) or isinstance(b, ConstantVariable):
+        same = False   # a user object is no None, number or string
     elif not (hasattr(a, "generic_getattr") or hasattr(b, "generic_getattr")):
         unsupported(f"identity of {a} and {b}, objects read from the frame")
     else:
