@@ -227,12 +227,49 @@ def classmethod_constructor(x):
     return x * A.make(3).v
 
 
+def explicit_two_argument_super(x):
+    class A:
+        def f(self, t):
+            return t + 1
+
+    class B(A):
+        def f(self, t):
+            return super(B, self).f(t) * 3
+
+    return B().f(x)
+
+
+def methods_that_mutate_and_return_self(x):
+    class Acc:
+        def __init__(self):
+            self.total = 0
+
+        def add(self, t):
+            self.total = self.total + t
+            return self
+
+    return Acc().add(x).add(x * 2).total
+
+
+class WithLocalConfig(torch.nn.Module):
+    def forward(self, x):
+        class Cfg:
+            scale = 2
+
+            def act(self, t):
+                return torch.relu(t) * self.scale
+
+        return Cfg().act(x)
+
+
 @pytest.mark.parametrize("fn", [methods_and_class_attributes, dunders, inheritance_and_super,
                                 decorators_in_the_body, closure_over_enclosing_locals,
                                 exception_subclass_never_raised, user_class_base_read_from_the_frame,
                                 getattr_hook_built_in_the_trace, class_attribute_tensor_and_list,
                                 a_new_class_per_loop_iteration, a_new_class_per_inlined_call,
-                                nested_classes_and_identity, classmethod_constructor])
+                                nested_classes_and_identity, classmethod_constructor,
+                                explicit_two_argument_super, methods_that_mutate_and_return_self,
+                                WithLocalConfig()])
 def test_captured_whole_and_same_as_eager(fn):
     x = torch.randn(3)
     _same_as_eager(fn, x)
@@ -427,6 +464,62 @@ def test_an_escaping_instance_has_its_own_class():
     a, b = compiled(x), compiled(x)
     torch.testing.assert_close(a.v, x + 1)
     assert type(a) is not type(b) and type(a).__name__ == "Box"
+
+
+class Holder:
+    pass
+
+
+def stores_an_instance_on_an_input(x, holder):
+    class A:
+        pass
+    holder.a = A()
+    return x + 1
+
+
+def _made_in_a_helper():
+    class C:
+        def __init__(self):
+            self.k = 2
+    return C()
+
+
+def escapes_from_an_inlined_helper(x):
+    o = _made_in_a_helper()
+    return x * o.k, o
+
+
+def a_method_that_prints(x):
+    class A:
+        def m(self, t):
+            print("in the method")
+            return t * 2
+    return A().m(x + 1)
+
+
+def test_an_instance_stored_on_an_input_has_this_calls_class():
+    compiled = tjc.compile(stores_an_instance_on_an_input, backend="eager")
+    holder = Holder()
+    compiled(torch.randn(3), holder)
+    first = type(holder.a)
+    compiled(torch.randn(3), holder)
+    assert type(holder.a) is not first and type(holder.a).__qualname__ == first.__qualname__ == \
+        "stores_an_instance_on_an_input.<locals>.A"
+
+
+def test_an_instance_from_an_inlined_helper_has_its_own_class():
+    compiled = tjc.compile(escapes_from_an_inlined_helper, backend="eager")
+    x = torch.randn(3)
+    (y1, o1), (y2, o2) = compiled(x), compiled(x)
+    torch.testing.assert_close(y1, x * 2)
+    assert type(o1) is not type(o2) and o1.k == 2
+
+
+def test_a_break_inside_a_method_of_a_local_class(capsys):
+    x = torch.randn(3)
+    compiled = tjc.compile(a_method_that_prints, backend="eager")
+    torch.testing.assert_close(compiled(x), (x + 1) * 2)
+    assert capsys.readouterr().out == "in the method\n"
 
 
 def test_a_class_stored_in_a_global_is_this_calls():
