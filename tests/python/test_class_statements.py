@@ -317,6 +317,23 @@ def test_a_replaced_method_of_a_base_read_from_the_frame_recompiles():
     assert explain_counts(fn, x) == WHOLE
 
 
+def test_an_nn_module_built_in_forward_is_still_no_plain_object():
+    # nn.Module.__getattr__ is no user __getattr__: such a module stays built_modules.py's business.
+    def fn(x):
+        return Doubler()(x)
+
+    x = torch.randn(3)
+    _same_as_eager(fn, x)
+    tjc.reset()
+    graphs, breaks, _ = explain_counts(fn, x)
+    assert breaks == 1
+
+
+class Doubler(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
 def test_a_changed_value_read_by_getattr_recompiles():
     def fn(x):
         return x * FromStore().scale
@@ -439,6 +456,13 @@ def descriptor_class_attribute(x):
     return x + A().d
 
 
+def local_module_subclass(x):
+    class L(torch.nn.Module):
+        def forward(self, t):
+            return t * 2
+    return L()(x)
+
+
 Point = collections.namedtuple("Point", "a b")
 
 
@@ -533,7 +557,7 @@ def test_a_class_stored_in_a_global_is_this_calls():
 @pytest.mark.parametrize("fn", [returns_the_class, returns_an_instance, stores_the_class_in_a_global,
                                 class_alive_at_a_break, with_a_metaclass, base_with_init_subclass,
                                 print_in_the_body, local_dataclass, local_namedtuple_subclass, local_enum,
-                                descriptor_class_attribute])
+                                descriptor_class_attribute, local_module_subclass])
 def test_unsupported_shapes_run_as_eager_does(fn, capsys):
     x = torch.randn(3)
     Registering.seen.clear()

@@ -83,6 +83,9 @@ def refusal(cls: type, *, init: bool = True) -> str | None:
     getattr_hook = type_lookup(cls, "__getattr__")
     if getattr_hook is not MISSING and not isinstance(getattr_hook, types.FunctionType):
         return f"its __getattr__ is a {type(getattr_hook).__name__}"
+    if getattr_hook is not MISSING and (getattr_hook.__module__ or "").startswith("torch"):
+        # nn.Module's: a module built in forward is built_modules.py's business, not an object's.
+        return f"it defines __getattr__ ({getattr_hook.__qualname__})"
     if not init:
         return None
     init = type_lookup(cls, "__init__")
