@@ -638,3 +638,28 @@ def test_a_replaced_dunder_of_a_frame_class_recompiles():
         torch.testing.assert_close(compiled(x, Money(2)), x * 20)
     finally:
         Money.__add__ = old
+
+
+class MixinA:
+    def other(self):
+        return 1
+
+
+class MixinB:
+    def who(self):
+        return 2
+
+
+def two_frame_bases(x):
+    class Local(MixinA, MixinB):
+        pass
+    return x * Local().who()
+
+
+def test_a_member_inherited_through_several_frame_bases_is_not_guessed():
+    # MixinB.who is what the MRO finds today; a `who` added to MixinA later would win, and no guard
+    # on MixinB.who would see it.
+    x = torch.randn(3)
+    _same_as_eager(two_frame_bases, x)
+    graphs, breaks, fallbacks = explain_counts(two_frame_bases, x)
+    assert (graphs, breaks, fallbacks) != WHOLE

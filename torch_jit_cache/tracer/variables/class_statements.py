@@ -169,8 +169,21 @@ class TracedClassVariable(UserClassVariable):
                     return found
         return None
 
+    def _sourced_bases(self) -> list:
+        """The bases, made outside the trace, of this class and of its bases made in it."""
+        out = []
+        for base in self.bases:
+            out += base._sourced_bases() if isinstance(base, TracedClassVariable) else \
+                [base] if base.value is not object else []
+        return out
+
     def _sourced_base(self, name: str, raw):
-        """A base (reached through sources) whose own lookup of `name` finds `raw`."""
+        """A base (reached through sources) whose own lookup of `name` finds `raw`. Read through
+        that base, the guard on `base.name` redoes its MRO lookup at every call; with two such
+        bases another one could gain `name` ahead of it in the combined MRO unseen: refused."""
+        if len(self._sourced_bases()) > 1:
+            unsupported(f"attribute {name!r} inherited by {self.value.__name__} from one of several "
+                        "bases made outside the trace")
         for base in self.bases:
             if isinstance(base, TracedClassVariable):
                 found = base._sourced_base(name, raw)

@@ -104,7 +104,7 @@ def _python_dunder(tx, v, name: str):
     if not _is_user_object(v):
         return None
     found = type_lookup(v.python_type(), name)
-    if found is MISSING or found is None or found is getattr(object, name, MISSING):
+    if found is MISSING or found is getattr(object, name, MISSING):
         return None
     if not isinstance(found, types.FunctionType):
         unsupported(f"{v.python_type().__name__}.{name} is a {type(found).__name__}")
