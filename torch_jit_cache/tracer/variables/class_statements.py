@@ -24,7 +24,7 @@ break, never another class handed to the caller. Only what the trace can reprodu
 bases whose metaclass is `type` and that do not define __init_subclass__, no keywords (metaclass=,
 __init_subclass__ arguments), a body whose namespace holds constants, functions, staticmethod/
 classmethod/property of functions, classes and other trackers (read back as they are); no
-__set_name__ (no stand-in has one), no __slots__, no __class_getitem__ tricks beyond reading.
+__set_name__ or other descriptor protocol on a class attribute's type (refused), no __slots__.
 Alternatives rejected: running the real `__build_class__` at trace time (the body's cells hold
 trackers, not values) and rebuilding the class after the graph (its methods would have to be made
 again over the frame's cells, a second class statement in the transformed code: left for later).
@@ -41,6 +41,7 @@ from .constant import STAND_INS, ConstantVariable, is_constant_value
 from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVariable, UserMethodVariable
 from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
+
 
 class BuildClassVariable(VariableTracker):
     """builtins.__build_class__, as LOAD_BUILD_CLASS pushes it."""
@@ -109,7 +110,7 @@ def _stand_in(value):
         return value.value
     if isinstance(value, BaseFunctionVariable):
         unsupported(f"class attribute {value}: a function the class statement did not make")
-    if isinstance(value, ConstantVariable) and (is_constant_value(value.value) or isinstance(value.value, type)):
+    if isinstance(value, ConstantVariable) and (is_constant_value(value.value) or type(value.value) is type):
         return value.value
     # Anything else is read back as its tracker, which is right only where Python would not call
     # into it: type() calls __set_name__, and a lookup through the class calls __get__.

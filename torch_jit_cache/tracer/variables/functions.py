@@ -299,7 +299,8 @@ class DecoratedVariable(VariableTracker):
 
 def decorate(kind, args, kwargs):
     """staticmethod/classmethod/property called with one function made in the trace, else None."""
-    if any(kind is d for d in _DECORATORS) and len(args) == 1 and not kwargs and isinstance(args[0], NestedFunctionVariable):
+    if any(kind is d for d in _DECORATORS) and len(args) == 1 and not kwargs and \
+            isinstance(args[0], NestedFunctionVariable):
         return DecoratedVariable(kind, args[0])
     return None
 
