@@ -663,3 +663,13 @@ def test_a_member_inherited_through_several_frame_bases_is_not_guessed():
     _same_as_eager(two_frame_bases, x)
     graphs, breaks, fallbacks = explain_counts(two_frame_bases, x)
     assert (graphs, breaks, fallbacks) != WHOLE
+
+
+def test_hash_of_a_string_is_not_folded():
+    def fn(x, s):
+        return x + (hash(s) % 7)
+
+    x = torch.randn(3)
+    _same_as_eager(fn, x, "abc")
+    graphs, breaks, fallbacks = explain_counts(fn, x, "abc")
+    assert breaks == 1 or fallbacks

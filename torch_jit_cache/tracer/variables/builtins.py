@@ -284,6 +284,11 @@ def _user_or_fold(fn):
     def handler(tx, args, kwargs):
         if len(args) == 1 and not kwargs and getattr(args[0], "user_operators", False):
             return _of_user_object(tx, fn, args[0])
+        if fn is hash and not (len(args) == 1 and args[0].is_python_constant() and
+                               type(args[0].as_python_constant()) in (int, bool, type(None))):
+            # A str's or bytes' hash differs per process (PYTHONHASHSEED): never a constant of a
+            # graph that a disk cache may load elsewhere.
+            unsupported("hash() of other than an int, a bool, None or a user object")
         return _fold(fn)(tx, args, kwargs)
     return handler
 
