@@ -262,6 +262,17 @@ class WithLocalConfig(torch.nn.Module):
         return Cfg().act(x)
 
 
+def annotated_class_attributes(x):
+    class Cfg:
+        scale: float = 2.0
+        name: str = "cfg"
+        depth: int
+
+    c = Cfg()
+    c.depth = 3
+    return x * c.scale * c.depth, c.name, list(Cfg.__annotations__)
+
+
 @pytest.mark.parametrize("fn", [methods_and_class_attributes, dunders, inheritance_and_super,
                                 decorators_in_the_body, closure_over_enclosing_locals,
                                 exception_subclass_never_raised, user_class_base_read_from_the_frame,
@@ -269,7 +280,7 @@ class WithLocalConfig(torch.nn.Module):
                                 a_new_class_per_loop_iteration, a_new_class_per_inlined_call,
                                 nested_classes_and_identity, classmethod_constructor,
                                 explicit_two_argument_super, methods_that_mutate_and_return_self,
-                                WithLocalConfig()])
+                                WithLocalConfig(), annotated_class_attributes])
 def test_captured_whole_and_same_as_eager(fn):
     x = torch.randn(3)
     _same_as_eager(fn, x)

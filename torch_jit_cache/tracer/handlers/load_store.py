@@ -1,6 +1,6 @@
 """Loads and stores: constants, fast locals, globals, cells, attributes, imports."""
 from ...bytecode.versions import FACTS
-from ..variables import CellVariable, ConstantVariable, TupleVariable
+from ..variables import CellVariable, ConstantVariable, DictVariable, TupleVariable
 from ..variables.base import unsupported
 from ..variables.class_statements import BuildClassVariable, NamespaceVariable
 from ..variables.constant import is_constant_value
@@ -107,6 +107,14 @@ def load_name(tx, inst):
 @handler("STORE_NAME")
 def store_name(tx, inst):
     _namespace(tx, inst)[inst.arg] = tx.pop()
+
+
+@handler("SETUP_ANNOTATIONS")
+def setup_annotations(tx, inst):
+    # `name: T = v` in a class body stores T in the namespace's __annotations__ dict.
+    namespace = _namespace(tx, inst)
+    if "__annotations__" not in namespace:
+        namespace["__annotations__"] = DictVariable({})
 
 
 @handler("LOAD_LOCALS")
