@@ -684,3 +684,20 @@ def test_hash_of_a_string_is_not_folded():
     _same_as_eager(fn, x, "abc")
     graphs, breaks, fallbacks = explain_counts(fn, x, "abc")
     assert breaks == 1 or fallbacks
+
+
+def fields_of_a_local_class(x):
+    import dataclasses as dc
+
+    class Plain:
+        a = 1
+    try:
+        dc.fields(Plain)
+    except TypeError:
+        return x - 1
+    return x + 1
+
+
+def test_dataclasses_fields_of_a_local_class_runs_as_eager():
+    x = torch.randn(3)
+    _same_as_eager(fields_of_a_local_class, x)
