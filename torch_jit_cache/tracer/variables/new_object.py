@@ -12,22 +12,21 @@ guards of its own, and it can alias nothing read from the frame (it is new).
 
 Only classes whose instances that rebuild reproduces exactly are constructed (`refusal`): no
 metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
-refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C
-state would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a
-__dict__, object's __new__, a __getattr__ only as a Python function (not torch's: nn.Module's), no
-__del__ (an object that never leaves the trace is never made, so its finaliser would never run),
-and an __init__ that is a Python function (inlined) or object's. A __getattr__ runs as Python's slot runs it: only where the
-lookup below raised AttributeError (the instance __dict__, then the class), inlined with the name;
-an AttributeError it raises is the miss that getattr with a default and hasattr catch.
+refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C state
+would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a __dict__,
+object's __new__, a __getattr__ only as a Python function (not torch's: nn.Module's), no __del__ (an
+object that never leaves the trace is never made, so its finaliser would never run), and an __init__
+that is a Python function (inlined) or object's. A __getattr__ runs as Python's slot runs it: only
+where the lookup below raised AttributeError (the instance __dict__, then the class), inlined with
+the name; an AttributeError it raises is the miss that getattr with a default and hasattr catch.
 __getattribute__, __setattr__ and __delattr__ are object's or Python functions: those are run step
-by step (`obj.name` calls `type(obj).__getattribute__(obj, "name")`) down to object's
-own, the plain operations on `attrs` (object_hooks.py); the rebuild fills the __dict__ directly,
-which is the state those stores left. The class is reached through a
-source and guarded by identity (builder.py, held weakly); its methods are read through that source
-(`cls.name`, UserClassVariable.class_member) and guarded where they are found, so replacing a
-method fails the guard. A class made by a class statement in the trace has no source: its members
-are its body's trackers (class_statements.TracedClassVariable), and neither it nor its objects may
-leave the trace. (A class
+by step (`obj.name` calls `type(obj).__getattribute__(obj, "name")`) down to object's own, the plain
+operations on `attrs` (object_hooks.py); the rebuild fills the __dict__ directly, which is the state
+those stores left. The class is reached through a source and guarded by identity (builder.py, held
+weakly); its methods are read through that source (`cls.name`, UserClassVariable.class_member) and
+guarded where they are found, so replacing a method fails the guard. A class made by a class
+statement in the trace has no source: its members are its body's trackers
+(class_statements.TracedClassVariable), and neither it nor its objects may leave the trace. (A class
 changed in place so that it stops being plain, say a __setattr__ added later, is not seen, as
 elsewhere.)
 
