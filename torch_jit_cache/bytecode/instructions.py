@@ -222,6 +222,12 @@ def _return_const(i):
     return [("LOAD_CONST", i.arg), ("RETURN_VALUE", None)]
 
 
+def _load_classderef(i):
+    # 3.11: a class body's read of a name the enclosing function binds (the namespace first, then
+    # the cell); 3.12+ write it as LOAD_LOCALS, LOAD_FROM_DICT_OR_DEREF.
+    return [("LOAD_LOCALS", None), ("LOAD_FROM_DICT_OR_DEREF", _plain_arg(i.arg))]
+
+
 def _binary_slice(i):
     return [("BUILD_SLICE", 2), ("BINARY_SUBSCR", None)]
 
@@ -259,6 +265,7 @@ _EXPANSIONS: dict[str, Callable] = {
     "MAKE_FUNCTION": _make_function,
     "END_FOR": _end_for,
     "RETURN_CONST": _return_const,
+    "LOAD_CLASSDEREF": _load_classderef,
     "BINARY_SLICE": _binary_slice,
     "STORE_SLICE": _store_slice,
 }

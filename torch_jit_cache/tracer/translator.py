@@ -70,6 +70,7 @@ class InstructionTranslator:
         self.raw_args: dict = dict(raw_args or {})
         self.cells: dict = dict(zip(code.co_freevars, free_cells or ()))
         self.kw_names = None
+        self.namespace = None   # a class body's namespace of trackers (run_class_body)
         self.ip = 0
         self.result = None
         self.done = False
@@ -210,6 +211,19 @@ class InstructionTranslator:
                 self.generators.append(gen)
             return gen
         return child.run()
+
+    def run_class_body(self, fn) -> dict:
+        """Run a class statement's body function `fn` inlined, its locals a fresh namespace; return
+        that namespace (name -> tracker, in definition order). class_statements.py."""
+        if self.depth >= MAX_INLINE_DEPTH:
+            unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
+        if fn.code.co_argcount or fn.code.co_flags & (_CO_GENERATOR | inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+            unsupported(f"class body {fn.code.co_name} is not a plain body function")
+        child = InstructionTranslator(fn.code, self.output, fn.f_globals, free_cells=fn.cells(self),
+                                      global_source=fn.global_source, depth=self.depth + 1)
+        child.namespace = {}
+        child.run()
+        return child.namespace
 
     def yield_value(self, value):
         """YIELD_VALUE: `run` returns `value` to the generator's consumer (generators.py)."""

@@ -1,7 +1,8 @@
 """Loads and stores: constants, fast locals, globals, cells, attributes, imports."""
 from ...bytecode.versions import FACTS
-from ..variables import CellVariable, ConstantVariable, TupleVariable
+from ..variables import CellVariable, ConstantVariable, DictVariable, TupleVariable
 from ..variables.base import unsupported
+from ..variables.class_statements import BuildClassVariable, NamespaceVariable
 from ..variables.constant import is_constant_value
 from ..variables.contexts import context_class
 from ..variables.imports import import_from, import_name
@@ -83,6 +84,51 @@ def store_deref(tx, inst):
 @handler("LOAD_CLOSURE")
 def load_closure(tx, inst):
     tx.push(tx.cell(inst.arg))
+
+
+# A class body (class_statements.py): its locals are the class namespace, `tx.namespace`.
+def _namespace(tx, inst) -> dict:
+    if tx.namespace is None:
+        unsupported(f"{inst.op} outside a class body (module-level code)")
+    return tx.namespace
+
+
+@handler("LOAD_BUILD_CLASS")
+def load_build_class(tx, inst):
+    tx.push(BuildClassVariable())
+
+
+@handler("LOAD_NAME")
+def load_name(tx, inst):
+    namespace = _namespace(tx, inst)
+    tx.push(namespace[inst.arg] if inst.arg in namespace else tx.load_global(inst.arg))
+
+
+@handler("STORE_NAME")
+def store_name(tx, inst):
+    _namespace(tx, inst)[inst.arg] = tx.pop()
+
+
+@handler("SETUP_ANNOTATIONS")
+def setup_annotations(tx, inst):
+    # `name: T = v` in a class body stores T in the namespace's __annotations__ dict.
+    namespace = _namespace(tx, inst)
+    if "__annotations__" not in namespace:
+        namespace["__annotations__"] = DictVariable({})
+
+
+@handler("LOAD_LOCALS")
+def load_locals(tx, inst):
+    tx.push(NamespaceVariable(_namespace(tx, inst)))
+
+
+@handler("LOAD_FROM_DICT_OR_DEREF")
+def load_from_dict_or_deref(tx, inst):
+    mapping = tx.pop()
+    if not isinstance(mapping, NamespaceVariable):
+        unsupported(f"{inst.op} over {mapping}")
+    name = inst.arg
+    tx.push(mapping.namespace[name] if name in mapping.namespace else tx.cell(name).load(tx))
 
 
 @handler("LOAD_ATTR")

@@ -38,7 +38,7 @@ from . import builtins as builtin_rules
 from . import (constant, containers, contexts, functions, new_object, nn_module, opaque, sets, symbolic, tensor,
                user_object)
 from .base import VariableTracker, unsupported
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, is_stand_in
 from .containers import ListVariable, TupleVariable
 from .distributed import wrap_distributed
 from .sets import SetVariable
@@ -134,6 +134,8 @@ def wrap(tx, value, source, guard: bool = True):
 
 
 def _wrap(tx, value, source, guard):
+    if is_stand_in(value):   # a trace-time class's stand-in is never a value (class_statements.py)
+        unsupported(f"{value!r}, a stand-in of a class made in the trace, read as a value (tracer bug)")
     g = Guards(tx.output, source, guard)
     for rule in WRAP_RULES:
         if rule.applies(value, source):

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import itertools
 import operator
+import types
 
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
@@ -251,6 +252,43 @@ def _scalar(fn):
     def handler(tx, args, kwargs):
         if any(isinstance(a, TensorVariable) for a in args):
             unsupported(f"{fn.__name__}() of a tensor (data-dependent Python value)")
+        if len(args) == 1 and not kwargs and getattr(args[0], "user_operators", False):
+            return _of_user_object(tx, fn, args[0])
+        return _fold(fn)(tx, args, kwargs)
+    return handler
+
+
+# bool/str/repr/hash of a user object: the class's Python special method (looked up on the type),
+# whose result Python checks: a constant of the right type, else refused.
+_USER_SPECIAL = {bool: ("__bool__", bool), str: ("__str__", str), repr: ("__repr__", str),
+                 hash: ("__hash__", int)}
+
+
+def _of_user_object(tx, fn, obj):
+    if fn is bool:
+        return ConstantVariable(obj.truthy(tx))
+    name, result_type = _USER_SPECIAL[fn]
+    cls = obj.python_type()
+    if fn is str and type_lookup(cls, "__str__") is vars(object)["__str__"]:
+        name = "__repr__"   # object.__str__ is repr()
+    if not isinstance(type_lookup(cls, name), types.FunctionType):
+        unsupported(f"{fn.__name__}() of a {cls.__name__}: its {name} is not a Python function")
+    result = tx.call(obj.type_method(tx, name), [obj], {})
+    value = result.as_python_constant() if result.is_python_constant() else None
+    if type(value) is not result_type or fn is hash and not -2**60 < value < 2**60 or fn is hash and value == -1:
+        unsupported(f"{cls.__name__}.{name} returned {result}, not a {result_type.__name__} constant")
+    return result
+
+
+def _user_or_fold(fn):
+    def handler(tx, args, kwargs):
+        if len(args) == 1 and not kwargs and getattr(args[0], "user_operators", False):
+            return _of_user_object(tx, fn, args[0])
+        if fn is hash and not (len(args) == 1 and args[0].is_python_constant() and
+                               type(args[0].as_python_constant()) in (int, bool, type(None))):
+            # A str's or bytes' hash differs per process (PYTHONHASHSEED): never a constant of a
+            # graph that a disk cache may load elsewhere.
+            unsupported("hash() of other than an int, a bool, None or a user object")
         return _fold(fn)(tx, args, kwargs)
     return handler
 
@@ -451,7 +489,7 @@ BUILTIN_HANDLERS = {
     tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _sorted, round: _fold(round), divmod: _fold(divmod),
-    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
+    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _user_or_fold(repr), hash: _user_or_fold(hash),
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),

@@ -22,7 +22,7 @@ from ...trace_result import SuperOutput
 from .base import TRACED_RAISES, VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
-from .functions import UserMethodVariable
+from .functions import UserMethodVariable, decorate
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .tensor import is_tensor_method
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
@@ -101,6 +101,9 @@ class ClassVariable(ConstantVariable):
         if self.value in TRACED_RAISES and not kwargs and \
                 all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
             return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
+        decorated = decorate(self.value, args, kwargs)   # @staticmethod in a class body (class_statements.py)
+        if decorated is not None:
+            return decorated
         built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (built_modules.py)
         if built is not None:
             return built
@@ -161,11 +164,13 @@ class SuperVariable(VariableTracker):
                                                       outputs.rebuild(self.obj)))
 
     def var_getattr(self, tx, name):
+        cls_var = getattr(self.obj, "cls_var", None)
+        if hasattr(cls_var, "find"):   # an object of a class made in the trace (class_statements.py)
+            return cls_var.member(tx, name, after=self.cls, bind=self.obj)
         objtype = self.obj.python_type()
         mro = objtype.__mro__
         # type(obj) through a source: the object's own (`L['self'].__class__`), or, for an object
         # built in the trace (new_object.py), the class it was built from, guarded by identity.
-        cls_var = getattr(self.obj, "cls_var", None)
         if self.obj.source is not None:
             class_source = AttrSource(self.obj.source, "__class__")
         elif cls_var is not None and cls_var.source is not None:

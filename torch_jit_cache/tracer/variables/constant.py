@@ -17,6 +17,25 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
 
 
+# The stand-in functions and classes class_statements.py makes for a class made in the trace:
+# refused by builder.wrap, and by a constant's rebuild (a trace-time class must never reach the caller).
+STAND_INS = weakref.WeakSet()
+
+
+def is_stand_in(value) -> bool:
+    """A function or class class_statements.py made at trace time (never a user's value). Only a
+    plain function or a class of metaclass `type` is looked up: hashing another value could run
+    the user's __hash__."""
+    return type(value) in (types.FunctionType, type) and value in STAND_INS
+
+
+def holds_stand_in(value) -> bool:
+    """`value`, or an item of a tuple/frozenset constant, is a trace-time class or function."""
+    if isinstance(value, (tuple, frozenset)):
+        return any(holds_stand_in(v) for v in value)
+    return is_stand_in(value)
+
+
 class ConstantVariable(VariableTracker):
     identity_family = "constant"
 
@@ -33,6 +52,8 @@ class ConstantVariable(VariableTracker):
         return self.value
 
     def reconstruct(self, outputs):
+        if holds_stand_in(self.value):
+            unsupported(f"{self.value!r} was made in the trace: each call makes its own")
         return ConstantOutput(self.value)
 
     def truthy(self, tx) -> bool:

@@ -25,9 +25,9 @@ _CONSTANT_TYPES = (str, bool, int, float, type(None))
 
 def _class_of(v):
     """The class `dataclasses.fields(v)` reads, and its source."""
-    if isinstance(v, ClassVariable) and isinstance(v.value, type):
+    if isinstance(v, ClassVariable) and isinstance(v.value, type) and v.source is not None:
         return v.value, v.source
-    if isinstance(v, NewObjectVariable):
+    if isinstance(v, NewObjectVariable) and v.cls_var.source is not None:
         return v.cls, v.cls_var.source
     if isinstance(v, UserObjectVariable) and v.source is not None:
         return type(v.value), AttrSource(v.source, "__class__")

@@ -274,6 +274,37 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return f"NestedFunctionVariable({self.code.co_name})"
 
 
+_DECORATORS = (staticmethod, classmethod, property)
+
+
+class DecoratedVariable(VariableTracker):
+    """staticmethod(f), classmethod(f) or property(f) made in a class body, f a function it made
+    (class_statements.py reads it as the class attribute it is)."""
+
+    def __init__(self, kind: type, func: BaseFunctionVariable):
+        super().__init__(None)
+        self.kind, self.func = kind, func
+
+    def python_type(self):
+        return self.kind
+
+    def var_getattr(self, tx, name):
+        if name == "__func__" and self.kind is not property or name == "fget" and self.kind is property:
+            return self.func
+        unsupported(f"attribute {name!r} of {self} (setter, deleter, ...)")
+
+    def __repr__(self):
+        return f"DecoratedVariable({self.kind.__name__}, {self.func!r})"
+
+
+def decorate(kind, args, kwargs):
+    """staticmethod/classmethod/property called with one function made in the trace, else None."""
+    if any(kind is d for d in _DECORATORS) and len(args) == 1 and not kwargs and \
+            isinstance(args[0], NestedFunctionVariable):
+        return DecoratedVariable(kind, args[0])
+    return None
+
+
 class UserMethodVariable(VariableTracker):
     """A function bound to a tracked object (`self.helper`): called with the object first."""
 

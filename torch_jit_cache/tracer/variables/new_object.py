@@ -12,16 +12,21 @@ guards of its own, and it can alias nothing read from the frame (it is new).
 
 Only classes whose instances that rebuild reproduces exactly are constructed (`refusal`): no
 metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
-refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C
-state would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a
-__dict__, object's __new__, no __getattr__, no __del__ (an object that never leaves the trace is
-never made, so its finaliser would never run), and an __init__ that is a Python function (inlined)
-or object's. __getattribute__, __setattr__ and __delattr__ are object's or Python functions: those
-are run step by step (`obj.name` calls `type(obj).__getattribute__(obj, "name")`) down to object's
-own, the plain operations on `attrs` (object_hooks.py); the rebuild fills the __dict__ directly,
-which is the state those stores left. The class is reached through a
-source and guarded by identity (builder.py, held weakly); its methods are read through that source
-(`cls.name`) and guarded where they are found, so replacing a method fails the guard. (A class
+refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C state
+would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a __dict__,
+object's __new__, a __getattr__ only as a Python function (not torch's: nn.Module's), no __del__ (an
+object that never leaves the trace is never made, so its finaliser would never run), and an __init__
+that is a Python function (inlined) or object's. A __getattr__ runs as Python's slot runs it: only
+where the lookup below raised AttributeError (the instance __dict__, then the class), inlined with
+the name; an AttributeError it raises is the miss that getattr with a default and hasattr catch.
+__getattribute__, __setattr__ and __delattr__ are object's or Python functions: those are run step
+by step (`obj.name` calls `type(obj).__getattribute__(obj, "name")`) down to object's own, the plain
+operations on `attrs` (object_hooks.py); the rebuild fills the __dict__ directly, which is the state
+those stores left. The class is reached through a source and guarded by identity (builder.py, held
+weakly); its methods are read through that source (`cls.name`, UserClassVariable.class_member) and
+guarded where they are found, so replacing a method fails the guard. A class made by a class
+statement in the trace has no source: its members are its body's trackers
+(class_statements.TracedClassVariable), and neither it nor its objects may leave the trace. (A class
 changed in place so that it stops being plain, say a __setattr__ added later, is not seen, as
 elsewhere.)
 
@@ -73,9 +78,14 @@ def refusal(cls: type, *, init: bool = True) -> str | None:
         found = type_lookup(cls, hook)
         if found is not OBJECT_HOOKS[hook] and not isinstance(found, types.FunctionType):
             return f"its {hook} is a {type(found).__name__}"
-    for hook in ("__getattr__", "__del__"):
-        if type_lookup(cls, hook) is not MISSING:
-            return f"it defines {hook}"
+    if type_lookup(cls, "__del__") is not MISSING:
+        return "it defines __del__"
+    getattr_hook = type_lookup(cls, "__getattr__")
+    if getattr_hook is not MISSING and not isinstance(getattr_hook, types.FunctionType):
+        return f"its __getattr__ is a {type(getattr_hook).__name__}"
+    if getattr_hook is not MISSING and (getattr_hook.__module__ or "").startswith("torch"):
+        # nn.Module's: a module built in forward is built_modules.py's business, not an object's.
+        return f"it defines __getattr__ ({getattr_hook.__qualname__})"
     if not init:
         return None
     init = type_lookup(cls, "__init__")
@@ -94,6 +104,18 @@ class UserClassVariable(ClassVariable):
         # user's class strongly from the cache entry.
         return SourceOutput(self.source) if self.source is not None else super().reconstruct(outputs)
 
+    def can_build(self) -> bool:
+        """Whether its members can be read as values (through its source, here)."""
+        return self.source is not None
+
+    def class_member(self, tx, name: str):
+        """`cls.name` as the tracker of a value read through the guarded class."""
+        return tx.wrap(getattr(self.value, name), AttrSource(self.source, name))
+
+    def property_getter(self, tx, name: str):
+        """The getter of the property `cls.name`, guarded where it is found."""
+        return tx.wrap(type_lookup(self.value, name).fget, AttrSource(AttrSource(self.source, name), "fget"))
+
     def call_function(self, tx, args, kwargs):
         cls = self.value
         if is_model_output_class(cls):   # an OrderedDict and a dataclass: modelled, not inlined
@@ -103,7 +125,7 @@ class UserClassVariable(ClassVariable):
         if is_namedtuple_class(cls):   # a tuple tracker with the class's fields
             return construct_namedtuple(tx, cls, self.source, args, kwargs)
         why = refusal(cls)
-        if why is not None or self.source is None:
+        if why is not None or not self.can_build():
             unsupported(f"construction of {cls.__qualname__} in the trace: "
                         f"{why or 'the class has no source'}")
         obj = NewObjectVariable(cls, self)
@@ -112,7 +134,7 @@ class UserClassVariable(ClassVariable):
             if args or kwargs:
                 unsupported(f"{cls.__qualname__}() takes no arguments")
             return obj
-        result = tx.call(tx.wrap(init, AttrSource(self.source, "__init__")), [obj, *args], kwargs)
+        result = tx.call(self.class_member(tx, "__init__"), [obj, *args], kwargs)
         if not (isinstance(result, ConstantVariable) and result.value is None):
             unsupported(f"{cls.__qualname__}.__init__ returned {result}, not None")
         return obj
@@ -128,6 +150,7 @@ class NewObjectVariable(VariableTracker):
     """An object the trace constructed: its class (a UserClassVariable) and its attributes."""
 
     dict_version = 0   # bumped when a name is added to or removed from `attrs` (containers.py)
+    user_operators = True   # `a + b`, `a == b` run the class's Python dunders (operators.py)
 
     def __init__(self, cls: type, cls_var: UserClassVariable):
         super().__init__(None)
@@ -139,7 +162,7 @@ class NewObjectVariable(VariableTracker):
 
     def _class_attr(self, tx, name: str):
         """`cls.name` as the tracker of a value read through the guarded class."""
-        return tx.wrap(getattr(self.cls, name), AttrSource(self.cls_var.source, name))
+        return self.cls_var.class_member(tx, name)
 
     def _hook(self, tx, hook: str):
         """type(obj).hook bound to obj where the class writes it in Python, None where it is
@@ -149,6 +172,16 @@ class NewObjectVariable(VariableTracker):
         return UserMethodVariable(self._class_attr(tx, hook), self)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if type_lookup(self.cls, "__getattr__") is MISSING:
+            return self._getattribute(tx, name)
+        # Python's slot: __getattribute__, and only where it raises AttributeError the class's
+        # __getattr__ (inlined; an AttributeError it raises is the miss getattr/hasattr catch).
+        value, found = catching_raise(tx, lambda: self._getattribute(tx, name), TracedAttributeError)
+        if found:
+            return value
+        return tx.call(UserMethodVariable(self._class_attr(tx, "__getattr__"), self), [ConstantVariable(name)], {})
+
+    def _getattribute(self, tx, name: str) -> VariableTracker:
         hook = self._hook(tx, "__getattribute__")
         if hook is None:
             return self.generic_getattr(tx, name)
@@ -163,8 +196,7 @@ class NewObjectVariable(VariableTracker):
         attr = type_lookup(self.cls, name)
         if attr is not MISSING and is_data_descriptor(attr):
             if type(attr) is property and isinstance(attr.fget, types.FunctionType):
-                getter = AttrSource(AttrSource(self.cls_var.source, name), "fget")
-                return tx.call(tx.wrap(attr.fget, getter), [self], {})
+                return tx.call(self.cls_var.property_getter(tx, name), [self], {})
             unsupported(f"attribute {name!r} of a {self.cls.__name__} built in the trace is a "
                         f"{type(attr).__name__} (a data descriptor)")
         if name in self.attrs:
@@ -257,6 +289,8 @@ class NewObjectVariable(VariableTracker):
         return python_truth(tx, self, self.cls)
 
     def reconstruct(self, outputs):
+        if self.cls_var.source is None:   # a class made in the trace (class_statements.py)
+            unsupported(f"{self} leaves the trace, and its class was made in it")
         return outputs.once(self, lambda: ObjectOutput(
             SourceOutput(self.cls_var.source), tuple(self.attrs),
             tuple(outputs.rebuild(v) for v in self.attrs.values())))

@@ -5,7 +5,9 @@ Constants fold in Python; any tensor operand makes a graph node; sequences conca
 from __future__ import annotations
 
 import operator
+import types
 
+from ...attribute_lookup import MISSING, type_lookup
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
@@ -30,7 +32,8 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
     base = symbol.rstrip("=") if symbol in _INPLACE else symbol
     if isinstance(a, SetVariable) and symbol in ("|=", "&=", "-=", "^="):
         return a.inplace(tx, symbol, b)
-    if symbol in _INPLACE and not isinstance(a, (TensorVariable, ListVariable)):
+    if symbol in _INPLACE and not isinstance(a, (TensorVariable, ListVariable)) and \
+            not (_is_user_object(a) and isinstance(type_lookup(a.python_type(), _DUNDERS[symbol]), types.FunctionType)):
         # `a op= b` calls a.__iop__ only where a's type has one; numbers, strings and tuples have
         # none (they are immutable), so Python computes `a op b` and rebinds the name. The
         # out-of-place form is also the only one an fx graph can hold: `0 += t` is no Python.
@@ -54,6 +57,8 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 a.items[:] = a.items * b.as_python_constant()
                 return a
             return type(a)(a.items * b.as_python_constant())
+    if _is_user_object(a) or _is_user_object(b):
+        return _user_binary(tx, symbol, base, a, b)
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
     unsupported(f"operator {symbol} on {a} and {b}")
@@ -68,11 +73,105 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return call_op(tx, fn, [a, b], {})
         if symbol in ("==", "!=") and (_is_none(a) or _is_none(b)):
             return ConstantVariable(symbol == "!=")
+    if _is_user_object(a) or _is_user_object(b):
+        return _user_compare(tx, symbol, a, b)
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")
+
+
+# -- operators of user objects: their classes' Python dunders, in Python's order ---------------------
+_DUNDERS = {"+": "__add__", "-": "__sub__", "*": "__mul__", "/": "__truediv__", "//": "__floordiv__",
+            "%": "__mod__", "**": "__pow__", "@": "__matmul__", "&": "__and__", "|": "__or__",
+            "^": "__xor__", "<<": "__lshift__", ">>": "__rshift__"}
+_DUNDERS.update({s + "=": "__i" + d[2:] for s, d in list(_DUNDERS.items())})
+_REFLECTED = {s: "__r" + d[2:] for s, d in _DUNDERS.items() if not s.endswith("=")}
+_COMPARE_DUNDERS = {"==": "__eq__", "!=": "__ne__", "<": "__lt__", "<=": "__le__", ">": "__gt__",
+                    ">=": "__ge__"}
+_SWAPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _is_user_object(v) -> bool:
+    """An instance of a user class the trace models (read from the frame or built in the trace)."""
+    return getattr(v, "user_operators", False)
+
+
+def _python_dunder(tx, v, name: str):
+    """v's class's `name` as an inlinable function, None where the class has none; refused where it
+    is something else (a builtin base's slot)."""
+    if not _is_user_object(v):
+        return None
+    found = type_lookup(v.python_type(), name)
+    if found is MISSING or found is getattr(object, name, MISSING):
+        return None
+    if not isinstance(found, types.FunctionType):
+        unsupported(f"{v.python_type().__name__}.{name} is a {type(found).__name__}")
+    return v.type_method(tx, name)
+
+
+def _not_implemented(result) -> bool:
+    return isinstance(result, ConstantVariable) and result.value is NotImplemented
+
+
+def _user_binary(tx, symbol: str, base: str, a, b):
+    """`a op b` (or `a op= b`) where a user object is involved: a.__op__(b), then b.__rop__(a)."""
+    ta, tb = _class_of(a), _class_of(b)
+    if symbol != base:   # in place: a.__iop__(b), else the binary form
+        fn = _python_dunder(tx, a, _DUNDERS[symbol])
+        if fn is not None:
+            result = tx.call(fn, [a, b], {})
+            if not _not_implemented(result):
+                return result
+    if tb is not ta and tb is not None and ta is not None and issubclass(tb, ta):
+        unsupported(f"operator {base} with a subclass's operand on the right ({tb.__name__})")
+    fn = _python_dunder(tx, a, _DUNDERS[base])
+    if fn is not None:
+        result = tx.call(fn, [a, b], {})
+        if not _not_implemented(result):
+            return result
+    fn = _python_dunder(tx, b, _REFLECTED[base]) if tb is not ta else None
+    if fn is not None:
+        result = tx.call(fn, [b, a], {})
+        if not _not_implemented(result):
+            return result
+    unsupported(f"TypeError: operator {base} on {a} and {b}")
+
+
+def _user_compare(tx, symbol: str, a, b):
+    """`a op b` for a comparison where a user object is involved: a.__op__(b), then the reflected
+    b.__swapped__(a); `==`/`!=` end in identity (and `!=` in not __eq__, object's __ne__)."""
+    ta, tb = _class_of(a), _class_of(b)
+    if tb is not ta and tb is not None and ta is not None and issubclass(tb, ta):
+        unsupported(f"comparison {symbol} with a subclass's operand on the right ({tb.__name__})")
+    for x, y, op in ((a, b, symbol), (b, a, _SWAPPED[symbol])):
+        fn = _python_dunder(tx, x, _COMPARE_DUNDERS[op])
+        if fn is None and op == "!=" and _python_dunder(tx, x, "__eq__") is not None:
+            # object.__ne__: the inverse of the class's __eq__, unless that is NotImplemented.
+            result = tx.call(_python_dunder(tx, x, "__eq__"), [x, y], {})
+            if not _not_implemented(result):
+                return ConstantVariable(not result.truthy(tx))
+            continue
+        if fn is not None:
+            result = tx.call(fn, [x, y], {})
+            if not _not_implemented(result):
+                return result
+    if symbol not in ("==", "!="):
+        unsupported(f"TypeError: comparison {symbol} between {a} and {b}")
+    if a is b:
+        same = True
+    elif isinstance(a, ConstantVariable) or isinstance(b, ConstantVariable):
+        same = False   # a user object is no None, number or string
+    elif not (hasattr(a, "generic_getattr") or hasattr(b, "generic_getattr")):
+        unsupported(f"identity of {a} and {b}, objects read from the frame")
+    else:
+        same = False   # one was built in the trace: no other tracker stands for it
+    return ConstantVariable(same == (symbol == "=="))
+
+
+def _class_of(v):
+    return v.python_type() if _is_user_object(v) else None
 
 
 def _is_number(v) -> bool:
