@@ -345,9 +345,7 @@ class FrameCompiler:
         # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
         # what the swap leaves in their derived state is put back (proxies.py).
         with proxies.preserving_derived_state(gm.modules()):
-            compiled = backends.compile_graph(self.backend, gm, example_inputs,
-                                              fallback_to_eager=config.fallback_to_eager,
-                                              patches=self.backend_patches)
+            compiled = self._compile_whole_or_split(gm, example_inputs)
         # What the backend made (AOT-autograd's generated wrappers, whose code carries no
         # module name the trace rules could read, inductor's runner, a user backend's
         # callable) is never intercepted: it runs with interception off, at its own speed.
@@ -359,6 +357,23 @@ class FrameCompiler:
         # counting, never by the collector. Nothing needs the link once the backend is done.
         gm.graph.owning_module = None
         return compiled
+
+    def _compile_whole_or_split(self, gm, example_inputs):
+        """The backend on gm, or, under a DDP forward, on gm cut at DDP's gradient buckets
+        (backends/ddp_split.py)."""
+        from . import backends
+        from .backends import ddp_split
+
+        def compile_piece(piece, inputs):
+            return backends.compile_graph(self.backend, piece, inputs, fallback_to_eager=config.fallback_to_eager,
+                                          patches=self.backend_patches)
+
+        cap = None if backends.runs_eagerly(self.backend) else ddp_split.bucket_cap()
+        pieces = None if cap is None else ddp_split.partitions(gm, example_inputs, cap)
+        if pieces is None:
+            return compile_piece(gm, example_inputs)
+        counters.count("ddp_pieces", max(pieces.values()) + 1)
+        return ddp_split.compile_split(gm, example_inputs, pieces, compile_piece)
 
     def _no_graph(self, frame, entries, result, resolve):
         """A trace with no tensor work: its frame runs the original code, never a graph.

@@ -203,7 +203,7 @@ class DDPNet(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(4)])
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(8)])
 
     def forward(self, x):
         for layer in self.layers:
@@ -221,7 +221,8 @@ def ddp_training(backend):
         for mode in ("eager", "compiled"):
             tjc.reset()
             torch.manual_seed(0)   # the same model on every rank, as DDP requires
-            ddp = DDP(DDPNet(), bucket_cap_mb=0.0001)   # small buckets: several all-reduces
+            # 160-byte buckets: each holds two layers' parameters (80 bytes each), 4 buckets.
+            ddp = DDP(DDPNet(), bucket_cap_mb=160 / 2**20)
             counter = CompileCounterWithBackend(backend)
             model = ddp if mode == "eager" else tjc.compile(ddp, backend=counter)
             opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
@@ -235,8 +236,10 @@ def ddp_training(backend):
                 opt.step()
                 calls.append({"collectives": [], "out": plain(loss), "args": plain(grads)})
             calls.append({"collectives": [], "out": plain([p.detach() for p in ddp.parameters()]), "args": []})
-            result[mode] = {"calls": calls, "graphs": counter.frame_count, "breaks": tjc.stats()["graph_breaks"],
-                            "fallbacks": tjc.stats()["fallbacks"]}
+            stats = tjc.stats()
+            result[mode] = {"calls": calls, "graphs": stats["graphs"], "breaks": stats["graph_breaks"],
+                            "fallbacks": stats["fallbacks"], "backend_calls": counter.frame_count,
+                            "pieces": stats["ddp_pieces"]}
         return result
     return train
 

@@ -46,9 +46,13 @@ def tracing_for(backend):
 
 
 def tracing_for_eager() -> bool:
-    """Whether the graph being traced will run as traced: the "eager" backend, or a callable that
-    says so (`runs_graph_eagerly`, testing.CompileCounter), rather than through AOTAutograd."""
-    backend = _TRACING_FOR.get()
+    """Whether the graph being traced will run as traced (runs_eagerly)."""
+    return runs_eagerly(_TRACING_FOR.get())
+
+
+def runs_eagerly(backend) -> bool:
+    """Whether `backend` runs a graph as traced: the "eager" backend, or a callable that says so
+    (`runs_graph_eagerly`, testing.CompileCounter), rather than through AOTAutograd."""
     return backend == "eager" or getattr(backend, "runs_graph_eagerly", False) is True
 
 
