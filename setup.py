@@ -1,6 +1,7 @@
 """setup.py drives CMake: it builds torch_jit_cache._C (and _C_torch when torch is importable)."""
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,9 @@ class CMakeBuild(build_ext):
             f"-DTJC_SANITIZE={sanitize}",
             "-G", "Ninja",
         ]
+        # Anything else CMake should be told, e.g. where a carried abseil lies (scripts/gpu_check.sh):
+        # split as a shell would, after the arguments above, so it can override them.
+        args += shlex.split(os.environ.get("TJC_CMAKE_ARGS", ""))
         prefix = torch_cmake_prefix()
         if prefix:
             args += ["-DTJC_WITH_TORCH=ON", f"-DCMAKE_PREFIX_PATH={prefix}"]

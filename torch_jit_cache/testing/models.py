@@ -159,6 +159,95 @@ def _nanogpt():
     return model, Inputs((idx, targets))
 
 
+# ---- decoding with a KV cache (gpt-fast's pattern: static caches as buffers, written in place) ---
+
+class KVCache(nn.Module):
+    """One layer's keys and values for positions 0..max_seq-1, as buffers written in place at the
+    positions a step decodes: the buffer mutation that CUDA graphs must see as static (issue 24).
+    The keys go in with index_copy_, the values with an index assignment (index_put_), so both
+    spellings users write are covered."""
+
+    def __init__(self, batch, n_head, max_seq, head_dim):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(batch, n_head, max_seq, head_dim), persistent=False)
+        self.register_buffer("v", torch.zeros(batch, n_head, max_seq, head_dim), persistent=False)
+
+    def update(self, pos, k, v):
+        self.k.index_copy_(2, pos, k)
+        self.v[:, :, pos] = v
+        return self.k, self.v
+
+
+class DecodeAttention(nn.Module):
+    def __init__(self, config, batch):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.cache = KVCache(batch, config.n_head, config.block_size, config.n_embd // config.n_head)
+
+    def forward(self, x, pos, mask):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        k, v = self.cache.update(pos, k, v)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class DecodeBlock(nn.Module):
+    def __init__(self, config, batch):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = DecodeAttention(config, batch)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, pos, mask):
+        x = x + self.attn(self.ln_1(x), pos, mask)
+        return x + self.mlp(self.ln_2(x))
+
+
+class DecodeGPT(nn.Module):
+    """nanoGPT's architecture decoding one token per call: forward(idx (B, 1), pos (1,)) writes the
+    step's keys and values into every layer's cache at `pos` and attends over positions <= pos.
+    The position is a tensor, so every step runs the same graph (no recompile per position);
+    reset_cache() empties the caches for a new sequence."""
+
+    def __init__(self, config, batch=1):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.h = nn.ModuleList([DecodeBlock(config, batch) for _ in range(config.n_layer)])
+        self.ln_f = LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.register_buffer("causal", torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril(),
+                             persistent=False)
+
+    def forward(self, idx, pos):
+        x = self.wte(idx) + self.wpe(pos)
+        mask = self.causal[pos]
+        for block in self.h:
+            x = block(x, pos, mask)
+        return self.lm_head(self.ln_f(x))
+
+    def reset_cache(self):
+        for block in self.h:
+            block.attn.cache.k.zero_()
+            block.attn.cache.v.zero_()
+
+
+def decode_steps(config=None, batch=1, steps=8, device=None):
+    """(DecodeGPT, [(idx, pos)] for steps 0..steps-1), seeded; the model is on `device` in eval mode."""
+    torch.manual_seed(0)
+    config = config or GPTConfig(block_size=16)
+    model = DecodeGPT(config, batch).to(device).eval()
+    tokens = torch.randint(0, config.vocab_size, (steps, batch, 1), generator=_generator())
+    return model, [(tokens[i].to(device), torch.tensor([i], device=device)) for i in range(steps)]
+
+
 # ---- torchvision-style ResNet (BasicBlock, batch norm with running stats) -----------------------
 
 class BasicBlock(nn.Module):

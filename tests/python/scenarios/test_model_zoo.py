@@ -162,3 +162,25 @@ def test_dropout_draws_the_same_numbers_as_eager():
     torch.manual_seed(3)
     other = zoo.tensors(compiled(*inputs.args))
     assert not torch.allclose(other[0], expected[0]), "dropout drew the same mask for another seed"
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_kv_cache_decode_matches_eager_in_one_graph(backend):
+    # DecodeGPT (benchmarks/gpu.py's decode row) writes every layer's KV-cache buffers in place
+    # (index_copy_ and an index assignment) at a position given as a tensor: one graph for every
+    # step, no recompile per position, and the logits and the caches equal eager's step by step.
+    model, steps = zoo.decode_steps(steps=6)
+    with torch.no_grad():
+        expected = [model(*step).clone() for step in steps]
+        expected_caches = [b.clone() for b in model.buffers()]
+        model.reset_cache()
+        report = tjc.explain(model, backend=backend)(*steps[0])
+        model.reset_cache()
+        compiled = tjc.compile(model, backend=backend)
+        got = [compiled(*step).clone() for step in steps]
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])
+    _assert_same(got, expected, "logits")
+    _assert_same(list(model.buffers()), expected_caches, "caches")
+    assert len(tjc.cache_entries(compiled)) == 1, "a step at a new position compiled again"
+    model.reset_cache()
+    assert not any(b.any() for name, b in model.named_buffers() if name.endswith((".k", ".v")))
