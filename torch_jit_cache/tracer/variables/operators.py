@@ -8,7 +8,7 @@ import operator
 
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
+from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, dict_equal
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
@@ -68,6 +68,10 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return call_op(tx, fn, [a, b], {})
         if symbol in ("==", "!=") and (_is_none(a) or _is_none(b)):
             return ConstantVariable(symbol == "!=")
+    if symbol in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):
+        equal = dict_equal(a, b)
+        if equal is not None:
+            return ConstantVariable(equal == (symbol == "=="))
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
