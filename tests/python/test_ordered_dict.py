@@ -126,3 +126,38 @@ def test_reorder_during_iteration_raises_as_eager():
         reorder_in_a_loop_over_it(x)
     with pytest.raises(RuntimeError, match="mutated during iteration"):
         tjc.compile(reorder_in_a_loop_over_it, backend="eager")(x)
+
+
+def pops_from_the_callers_dict(x, d):
+    k, v = d.popitem()
+    return x + v, k
+
+
+def test_popitem_on_an_input_dict_is_replayed_on_it():
+    x = torch.randn(3)
+    expected_d, got_d = {"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 2.0}
+    expected = pops_from_the_callers_dict(x, expected_d)
+    assert explain_counts_of(pops_from_the_callers_dict, x, {"a": 1.0, "b": 2.0}) == (1, 0)
+    got = tjc.compile(pops_from_the_callers_dict, backend="eager")(x, got_d)
+    _same(got, expected)
+    assert got_d == expected_d == {"a": 1.0}
+
+
+def reads_an_input_ordered_dict(x, d):
+    return x + d["a"], list(d)
+
+
+def test_an_input_ordered_dict_stays_opaque_and_right():
+    # No guard reads an OrderedDict's order (the keys guard reads the underlying dict's), so the
+    # tracer does not model one it receives: a break where it is read, eager's result.
+    x = torch.randn(3)
+    d = collections.OrderedDict(a=1.0, b=2.0)
+    compiled = tjc.compile(reads_an_input_ordered_dict, backend="eager")
+    _same(compiled(x, d), reads_an_input_ordered_dict(x, d))
+    d.move_to_end("a")
+    _same(compiled(x, d), reads_an_input_ordered_dict(x, d))
+
+
+def explain_counts_of(fn, *args):
+    report = tjc.explain(fn)(*args)
+    return report.graph_count, report.graph_break_count
