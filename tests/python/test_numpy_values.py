@@ -158,3 +158,17 @@ def test_numpy_numbers_in_tensor_operators_follow_python_numbers():
             for op in (lambda a, b: a * b, lambda a, b: b + a, lambda a, b: a / b, lambda a, b: b - a):
                 got, want = op(t, value), op(t, value.item())
                 assert got.dtype == want.dtype and torch.equal(got, want), (dtype, value)
+
+
+def out_by_position(x):
+    a = np.ones(3)
+    b = np.zeros(3)
+    np.add(a, 1.0, b)                  # writes into b: the result is b itself, refused
+    np.cumsum(a, 0, None, b)
+    return x + torch.from_numpy(b), x * float(a.sum(out=None))
+
+
+def test_a_numpy_call_that_writes_into_an_array_runs_as_eager():
+    x = torch.randn(3)
+    assert explain_counts(out_by_position, x)[1] >= 1
+    check(out_by_position, x, counts=None)

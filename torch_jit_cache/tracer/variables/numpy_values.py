@@ -35,7 +35,7 @@ from .constant import ConstantVariable, is_numpy_scalar
 
 # numpy functions known to return new values and to change none of their arguments.
 PURE_NUMPY = (
-    "arange", "linspace", "logspace", "geomspace", "zeros", "ones", "full", "empty_like", "eye", "identity",
+    "arange", "linspace", "logspace", "geomspace", "zeros", "ones", "full", "eye", "identity",
     "array", "zeros_like", "ones_like", "full_like", "concatenate", "stack", "vstack", "hstack",
     "sum", "mean", "prod", "amax", "amin", "max", "min", "cumsum", "cumprod", "std", "var", "dot",
     "matmul", "outer", "tile", "repeat", "clip", "where", "round", "sort", "argsort", "argmax", "argmin",
@@ -98,10 +98,12 @@ def wrap_numpy_result(result, inputs: list) -> VariableTracker:
 def call_numpy(fn, name: str, args: list, kwargs: dict, owner=None) -> VariableTracker:
     """`fn(*args, **kwargs)` run now; `owner`: the array a method `fn` is bound to."""
     np = _numpy()
-    if isinstance(fn, np.ufunc) and ({"out", "where"} & set(kwargs)):
+    if {"out", "where"} & set(kwargs):
         unsupported(f"numpy.{name} with out= or where= (writes into an array)")
     values = [_value(a) for a in args]
     named = {k: _value(v) for k, v in kwargs.items()}
+    # An `out` passed by position is caught after the call: the result is that argument (the
+    # array it changed is the trace's own, and a refused trace is traced again from the start).
     inputs = [v for v in (owner, *values, *named.values()) if isinstance(v, np.ndarray)]
     try:
         result = fn(*values, **named)
