@@ -124,13 +124,52 @@ def test_an_output_is_an_inference_tensor_for_the_caller():
 def break_inside(x):
     with torch.inference_mode():
         y = x * 2
-        print("", end="")      # a graph break inside the block: the frame runs as written
+        print("", end="")      # a graph break inside the block: runs inside it, the rest resumes in it
         z = y + 1
-    return y, z
+        inside = torch.is_inference_mode_enabled()
+    return y, z, inside, z.clone() * 3
 
 
-def test_a_break_inside_the_block_runs_the_frame_as_written():
-    check_same(break_inside, torch.randn(3))
+def break_inside_nested(x, w):
+    with torch.inference_mode():
+        a = x * 2
+        with torch.enable_grad():
+            b = a.clone() * 0 + x      # grad on inside inference mode: still inference tensors
+            print("", end="")
+            c = b + 1
+            grad = torch.is_grad_enabled()
+        with torch.inference_mode(False):
+            d = x * w                  # a normal tensor, with grad
+            print("", end="")
+            e = d * 2
+    return a, b, c, d, e, grad, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("fn, args, graphs, breaks", [
+    (break_inside, (torch.randn(3),), 2, 1),
+    (break_inside_nested, (torch.randn(3), torch.randn(3, requires_grad=True)), 3, 2),
+], ids=["break_inside", "break_inside_nested"])
+def test_a_break_inside_the_block_resumes_inside_it(fn, args, graphs, breaks):
+    # Before: the whole frame ran uncompiled ("the break is inside a with block of ...").
+    assert explain_counts(fn, *args) == (graphs, breaks, [])
+    check_same(fn, *args)
+
+
+def print_under_inference(x):
+    with torch.no_grad():
+        with torch.inference_mode(False):
+            print(torch.is_grad_enabled(), torch.is_inference_mode_enabled())
+            y = x + 1
+    return y
+
+
+def test_the_break_instruction_sees_the_blocks_state(capsys):
+    x = torch.randn(3, requires_grad=True)
+    print_under_inference(x)
+    expected = capsys.readouterr().out
+    assert expected == "True False\n"
+    check_same(print_under_inference, x)
+    assert capsys.readouterr().out == expected * 3   # eager once, compiled twice (check_same)
 
 
 def test_the_decorator_mode_is_guarded():
@@ -174,3 +213,9 @@ def test_aot_backends_refuse_a_graph_an_inference_tensor_leaves():
     counter = CompileCounterWithBackend("aot_eager")
     check_same(block, torch.randn(3), backend=counter)
     assert counter.frame_count == 0
+
+
+def test_a_break_inside_the_block_under_aot_eager_runs_as_eager():
+    # The graph before the break hands inference tensors to the resume function: refused for
+    # AOTAutograd (check_inference_outputs), so that frame runs as written.
+    check_same(break_inside, torch.randn(3), backend=CompileCounterWithBackend("aot_eager"))

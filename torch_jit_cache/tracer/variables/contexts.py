@@ -50,8 +50,9 @@ tensors. Entering sets grad mode to `not mode` and leaving restores it, in the t
 graph. AOTAutograd runs those nodes while it traces the graph, not at call time, so for aot_eager
 and inductor a graph whose outputs include a tensor the block made is refused
 (OutputGraph.check_inference_outputs); one whose block results stay inside the graph is the
-same there. A graph break inside an inference-mode block is refused (graph_break/state.py): the
-frame runs as written.
+same there. At a graph break inside one, the break instruction runs inside the block (a
+ContextSwitch entering `torch.inference_mode(mode)`) and the resume function enters it again with
+a constant `functools.partial(torch.inference_mode, mode)`, as for autocast.
 
 Not traced, with the reason: `torch.cpu.amp.autocast` and
 `torch.cuda.amp.autocast` (deprecated: eager warns when one is made), an autocast object made
@@ -114,6 +115,9 @@ def context_class(value, source) -> VariableTracker | None:
     constant that enters an autocast block again in a resume function's prologue, else None."""
     if isinstance(value, functools.partial) and value.func is AUTOCAST and not value.keywords:
         return AutocastClassVariable(source, value.args)
+    if isinstance(value, functools.partial) and value.func is torch.inference_mode and not value.keywords \
+            and len(value.args) == 1 and type(value.args[0]) is bool:
+        return InferenceModeClassVariable(source, value.args[0])
     if not isinstance(value, type):
         return None
     if value in GRAD_MODE_CLASSES:
@@ -315,27 +319,32 @@ class AutocastExitVariable(VariableTracker):
 
 
 class InferenceModeClassVariable(VariableTracker):
-    """torch.inference_mode before it is called (`torch.inference_mode(fn)` decorates: refused)."""
+    """torch.inference_mode before it is called (`torch.inference_mode(fn)` decorates: refused);
+    `bound`: the mode a resume function's constant `functools.partial(torch.inference_mode, mode)`
+    holds, else None."""
 
-    def __init__(self, source=None):
+    def __init__(self, source=None, bound=None):
         super().__init__(source)
+        self.bound = bound
 
     def python_type(self):
-        return type
+        return type if self.bound is None else functools.partial
 
     def call_function(self, tx, args, kwargs):
         values = [a.as_python_constant() if a.is_python_constant() else None for a in (*args, *kwargs.values())]
+        if self.bound is not None:
+            values = [self.bound, *values]
         if len(values) > 1 or set(kwargs) - {"mode"} or (values and type(values[0]) is not bool):
             unsupported("torch.inference_mode with an argument other than a constant bool mode")
         return InferenceModeVariable(values[0] if values else True)
 
     def reconstruct(self, outputs):
-        if self.source is None:
+        if self.source is None or self.bound is not None:
             return super().reconstruct(outputs)
         return SourceOutput(self.source)
 
     def __repr__(self):
-        return "InferenceModeClassVariable()"
+        return f"InferenceModeClassVariable({'' if self.bound is None else self.bound})"
 
 
 class InferenceModeVariable(VariableTracker):
@@ -359,7 +368,7 @@ class InferenceModeVariable(VariableTracker):
 
 class InferenceModeExitVariable(VariableTracker):
     """The bound `__exit__` BEFORE_WITH left on the stack for an inference-mode block; `block` is
-    OutputGraph's record of it. No `entered_context`: a graph break inside is refused."""
+    OutputGraph's record of it."""
 
     def __init__(self, block):
         super().__init__(None)
@@ -369,6 +378,10 @@ class InferenceModeExitVariable(VariableTracker):
         _check_normal_exit(args, kwargs, "an inference-mode block")
         tx.output.exit_inference_mode(self.block)
         return ConstantVariable(None)
+
+    def entered_context(self) -> EnteredContext:
+        """How a graph break inside the block carries it over (graph_break/state.py, bytecode/resume.py)."""
+        return EnteredContext(functools.partial(torch.inference_mode, self.block.mode))
 
     def __repr__(self):
         return f"InferenceModeExitVariable({self.block.mode})"
