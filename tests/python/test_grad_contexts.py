@@ -305,7 +305,8 @@ def test_set_grad_enabled_outside_a_with_block_runs_as_bytecode():
     assert torch.is_grad_enabled()
 
 
-def test_inference_mode_is_not_traced():
+def test_inference_mode_results_are_inference_tensors():
+    # Traced since inference mode became a block of the graph (test_inference_mode.py).
     def fn(x):
         with torch.inference_mode():
             y = x * 2

@@ -122,10 +122,20 @@ def test_branch_on_a_tensor_keeps_the_comparison_in_the_graph_and_a_resume_per_b
 
 
 def test_call_into_numpy():
-    # Each numpy call is a break (np.ones fails inside numpy: the break moves to its call); the
-    # ndarray and the numpy.float64 the resume functions receive are opaque values, so the
-    # multiplication after them is compiled (before opaque values: 1 graph, then a fallback).
-    check_graphs_and_breaks(_numpy, torch.randn(4), graphs=2, breaks=4)
+    # numpy calls on constants run while tracing (tracer/variables/numpy_values.py): one graph.
+    # Before, each numpy call was a break (2 graphs, 4 breaks).
+    check_graphs_and_breaks(_numpy, torch.randn(4), graphs=1, breaks=0)
+
+
+def _numpy_on_tensor(x):
+    a = x + 1
+    n = np.sum(np.abs(x.numpy()))      # numpy on a tensor: breaks
+    return a * float(n)
+
+
+def test_call_into_numpy_on_a_tensor_breaks():
+    # x.numpy(), then each numpy call on the array it made, then float() of the result: clean breaks
+    check_graphs_and_breaks(_numpy_on_tensor, torch.randn(4), graphs=2, breaks=4)
 
 
 def test_unsupported_builtin():
@@ -367,7 +377,7 @@ def _many_breaks(x, xs):
     for item in xs:
         a = a + item
         print(item)
-    n = np.float64(np.sum(np.ones(3)))
+    n = np.float64(np.sum(x.numpy()))   # numpy on a tensor: a break (on constants it is traced)
     return a * v * float(n)
 
 

@@ -95,23 +95,70 @@ def test_module_imported_inside_reaches_its_attributes_through_a_guarded_source(
         del sys.modules["tjc_test_patched_module"]
 
 
-def test_module_imported_inside_that_the_frame_does_not_reach_breaks():
-    mod = type(sys)("tjc_test_unreachable_module")
-    mod.scale = lambda t: t * 2
-    sys.modules["tjc_test_unreachable_module"] = mod
+def _fresh_module(name, **attrs):
+    mod = type(sys)(name)
+    vars(mod).update(attrs)
+    sys.modules[name] = mod
+    return mod
+
+
+def test_module_imported_inside_that_the_frame_does_not_reach_is_read_through_sys_modules():
+    # Not a global of the function: its tracker's source is sys.modules[name] (imports.py), guarded
+    # by identity, and its attributes through that source. (Before: a graph break at the import.)
+    mod = _fresh_module("tjc_test_unreachable_module", scale=lambda t: t * 2)
     g = {"__name__": "tjc_caller2"}
     exec("def fn(x):\n    y = x + 1\n    import tjc_test_unreachable_module as m\n    return m.scale(y)\n", g)
     try:
         graphs, breaks, fallbacks = explain_counts(g["fn"], torch.randn(3))
-        # x + 1, then the resume function, which reads the module Python imported from its local
-        assert (graphs, breaks, fallbacks) == (2, 1, [])
-        compiled = tjc.compile(g["fn"])
+        assert (graphs, breaks, fallbacks) == (1, 0, [])
+        counter = CompileCounter()
+        compiled = tjc.compile(g["fn"], backend=counter)
         x = torch.randn(3)
         torch.testing.assert_close(compiled(x), (x + 1) * 2)
-        mod.scale = lambda t: t * 3
+        mod.scale = lambda t: t * 3                                  # a monkeypatch: recompiles
         torch.testing.assert_close(compiled(x), (x + 1) * 3)
+        _fresh_module("tjc_test_unreachable_module", scale=lambda t: t - 5)   # another module object
+        torch.testing.assert_close(compiled(x), (x + 1) - 5)
+        assert counter.frame_count == 3
+        torch.testing.assert_close(compiled(x), (x + 1) - 5)
+        assert counter.frame_count == 3
     finally:
         del sys.modules["tjc_test_unreachable_module"]
+
+
+def test_from_import_of_a_module_the_frame_does_not_reach():
+    mod = _fresh_module("tjc_test_from_module", OFFSET=1.5)
+    g = {"__name__": "tjc_caller3"}
+    exec("def fn(x):\n    from tjc_test_from_module import OFFSET\n    import tjc_test_from_module\n"
+         "    return x + OFFSET, tjc_test_from_module\n", g)
+    try:
+        assert explain_counts(g["fn"], torch.randn(3)) == (1, 0, [])
+        compiled = tjc.compile(g["fn"], backend="eager")
+        x = torch.randn(3)
+        out, m = compiled(x)
+        torch.testing.assert_close(out, x + 1.5)
+        assert m is mod                                              # the module itself, returned
+        mod.OFFSET = -2.0                                            # the constant read is guarded
+        torch.testing.assert_close(compiled(x)[0], x - 2.0)
+    finally:
+        del sys.modules["tjc_test_from_module"]
+
+
+def test_module_under_another_name_in_sys_modules_breaks_cleanly():
+    # sys.modules["tjc_alias_key"] holds a module whose __name__ is another: no source reaches it by
+    # its name, so the import breaks and runs as written.
+    mod = type(sys)("tjc_not_its_key")
+    mod.scale = lambda t: t * 4
+    sys.modules["tjc_alias_key"] = mod
+    g = {"__name__": "tjc_caller4"}
+    exec("def fn(x):\n    import tjc_alias_key as m\n    return m.scale(x)\n", g)
+    try:
+        graphs, breaks, fallbacks = explain_counts(g["fn"], torch.randn(3))
+        assert breaks == 1 and fallbacks == []
+        x = torch.randn(3)
+        torch.testing.assert_close(tjc.compile(g["fn"])(x), x * 4)
+    finally:
+        del sys.modules["tjc_alias_key"]
 
 
 def test_torch_imported_inside_survives_a_graph_break():

@@ -17,7 +17,7 @@ from ..sources import LocalSource
 from ..trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, TupleOutput, Unsupported
 from ..tracer.rebuild import GeneratorAtBreak, Rebuilder
 from ..tracer.variables import IteratorVariable
-from ..tracer.variables.contexts import AutocastExitVariable, GradModeExitVariable
+from ..tracer.variables.contexts import AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable
 from .plan import BreakPlan
 
 __all__ = ["Cut", "break_state", "break_switches"]
@@ -80,26 +80,31 @@ def break_state(tx, plan, outputs):
                        iter_slots=tuple(iter_slots)), effects
 
 
+# The exits of the blocks a resume function can enter again (each has `entered_context`).
+_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, InferenceModeExitVariable)
+
+
 def break_switches(tx, plan) -> tuple:
     """What the cut instruction runs inside (outermost first; empty: the frame's own state), after
-    checking that the with blocks around the break are grad-mode and autocast blocks that a resume
-    function can enter again in order from the frame's state.
+    checking that the with blocks around the break are grad-mode, autocast and inference-mode
+    blocks that a resume function can enter again in order from the frame's state.
 
     Grad-mode blocks: each block's exit restores the mode of the grad-mode block around it, and the
     mode now is the innermost one's; they become one ModeSwitch (the mode is one flag). Autocast
-    blocks: the ones on the stack are the trace's open blocks, in order; each becomes a
-    ContextSwitch that enters the very block again (its state is several values and a nesting
-    count, which only entering and leaving it sets as eager does). The two states are independent,
-    so the grad switch goes first."""
+    and inference-mode blocks: the ones on the stack are the trace's open blocks, in order; each
+    becomes a ContextSwitch that enters the very block again (their state is several values,
+    which only entering and leaving them sets as eager does). Entering an inference-mode block
+    sets grad mode (to `not mode`, whatever it was) and leaving it restores the mode it found, so
+    the inference-mode switches go first, then the grad switch from the mode they leave to the
+    block's, then autocast (independent of both)."""
     stack, output = tx.stack, tx.output
     exits = []
     for slot in plan.with_slots:
-        if slot >= len(stack) - plan.consumed \
-                or not isinstance(stack[slot], (GradModeExitVariable, AutocastExitVariable)):
+        if slot >= len(stack) - plan.consumed or not isinstance(stack[slot], _BLOCK_EXITS):
             raise Unsupported(f"the break is inside a with block of {stack[slot] if slot < len(stack) else '?'}, "
-                              "not a grad-mode or autocast block")
+                              "not a grad-mode, autocast or inference-mode block")
         exits.append(stack[slot])
-    if sum(isinstance(v, (GradModeExitVariable, AutocastExitVariable)) for v in stack) != len(exits):
+    if sum(isinstance(v, _BLOCK_EXITS) for v in stack) != len(exits):
         raise Unsupported("a block's exit on the stack outside its with block")
     outside = output.entry_grad_mode
     expected = outside
@@ -108,11 +113,22 @@ def break_switches(tx, plan) -> tuple:
             if e.prev != expected:
                 raise Unsupported("grad-mode blocks that a resume function cannot enter again in order")
             expected = e.mode
+        elif isinstance(e, InferenceModeExitVariable):
+            if e.block.prev_grad != expected:
+                raise Unsupported("an inference-mode block that a resume function cannot enter again in order")
+            expected = not e.block.mode
     if output.grad_mode != expected:
         raise Unsupported("the grad mode at the break is not its with block's")
     blocks = [e.block for e in exits if isinstance(e, AutocastExitVariable)]
     if len(blocks) != len(output.autocast_blocks) or any(a is not b for a, b in zip(blocks, output.autocast_blocks)):
         raise Unsupported("the autocast blocks open at the break are not its with blocks")
-    grad = (ModeSwitch(torch._C._set_grad_enabled, expected, outside),) if expected != outside else ()
-    return grad + tuple(ContextSwitch(e.entered_context().enter) for e in exits
-                        if isinstance(e, AutocastExitVariable))
+    inference = [e.block for e in exits if isinstance(e, InferenceModeExitVariable)]
+    if len(inference) != len(output.inference_blocks) or \
+            any(a is not b for a, b in zip(inference, output.inference_blocks)):
+        raise Unsupported("the inference-mode blocks open at the break are not its with blocks")
+    entered = tuple(ContextSwitch(e.entered_context().enter) for e in exits
+                    if isinstance(e, InferenceModeExitVariable))
+    after_entered = not inference[-1].mode if inference else outside
+    grad = (ModeSwitch(torch._C._set_grad_enabled, expected, after_entered),) if expected != after_entered else ()
+    return entered + grad + tuple(ContextSwitch(e.entered_context().enter) for e in exits
+                                  if isinstance(e, AutocastExitVariable))

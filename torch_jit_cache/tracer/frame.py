@@ -44,8 +44,11 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None, plan=No
         try:
             gm = output.finish(outputs.nodes)
             output.fake_shapes.check_in_graph(gm, output.example_inputs)
-        except Unsupported:
-            raise
+        except Unsupported as e:
+            if e.filename != "?" or type(e) is not Unsupported:
+                raise
+            raise Unsupported(e.reason, filename=code.co_filename, lineno=code.co_firstlineno,
+                              instruction="building the graph") from None
         except Exception as e:  # torch.fx refused the graph (lint, codegen): never the user's error
             raise Unsupported(f"building the fx graph failed: {type(e).__name__}: {e}",
                               filename=code.co_filename, lineno=code.co_firstlineno) from None

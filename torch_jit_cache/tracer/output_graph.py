@@ -15,7 +15,7 @@ import weakref
 import torch
 import torch.fx
 
-from ..backends import static_inputs
+from ..backends import static_inputs, tracing_for_eager
 from ..sources import Source
 from ..trace_result import GuardKind, GuardSpec, Unsupported
 from .side_effects import SideEffects
@@ -33,6 +33,23 @@ _ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
 _EXIT_AUTOCAST = torch.amp.autocast_mode._exit_autocast
 for _op in (_ENTER_AUTOCAST, _EXIT_AUTOCAST):
     torch.fx.node.has_side_effect(_op)
+
+
+# The inference-mode switch nodes, as TorchDynamo records them (side-effectful for fx here).
+_ENTER_INFERENCE = torch.autograd.grad_mode._enter_inference_mode
+_EXIT_INFERENCE = torch.autograd.grad_mode._exit_inference_mode
+for _op in (_ENTER_INFERENCE, _EXIT_INFERENCE):
+    torch.fx.node.has_side_effect(_op)
+
+
+@dataclasses.dataclass(eq=False)
+class InferenceBlock:
+    """A `torch.inference_mode(mode)` block the traced code is in: `real` the torch._C._InferenceMode
+    entered for real while it is traced (None once left), `prev_grad` the traced grad mode it
+    restores on exit (entering sets grad mode to `not mode`, as c10::InferenceMode does)."""
+    mode: bool
+    prev_grad: bool
+    real: object = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -101,6 +118,15 @@ class OutputGraph:
         # GLOBAL_STATE guard's (autocast_cpu); a block's args are constants in the graph.
         self.autocast_blocks: list[AutocastBlock] = []
         self._graph_autocast: list = []
+        # Inference-mode blocks, as autocast blocks are, entered for real while traced so that the
+        # examples are inference tensors where eager's are (and eager's errors, using one in
+        # autograd or in place outside the block, are the examples' too). `_graph_inference`: the
+        # (block, _enter_inference_mode node, graph grad mode before it) the graph leaves open;
+        # the enter node sets grad mode and the exit node restores the one before it.
+        # `entered_inference`: a block was entered in this trace (finish checks the outputs).
+        self.inference_blocks: list[InferenceBlock] = []
+        self._graph_inference: list = []
+        self.entered_inference = False
         # Modules the graph calls opaquely (tracer/variables/opaque_calls.py): submodule name ->
         # proxy (proxies.py), registered on the GraphModule by finish(); `_submodule_names` maps
         # id(original) -> name for the trace (the module is in `keepalive` meanwhile).
@@ -148,6 +174,7 @@ class OutputGraph:
         return node
 
     def create_node(self, op: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
+        self._switch_graph_inference(self.inference_blocks)   # first: it sets grad mode too
         self._switch_graph_grad_mode(self.grad_mode)
         self._switch_graph_autocast(self.autocast_blocks)
         return self.graph.create_node(op, target, tuple(args), dict(kwargs))
@@ -203,6 +230,53 @@ class OutputGraph:
         for block in blocks[keep:]:
             graph.append((block, self.graph.create_node("call_function", _ENTER_AUTOCAST, block.args, {})))
 
+    # -- inference mode -------------------------------------------------------------------------
+    def enter_inference_mode(self, mode: bool) -> InferenceBlock:
+        """The traced code enters `torch.inference_mode(mode)`: the real one too, so the examples follow it."""
+        block = InferenceBlock(mode, self.grad_mode, torch._C._InferenceMode(mode))
+        block.real.__enter__()
+        self.inference_blocks.append(block)
+        self.grad_mode = not mode
+        self.entered_inference = True
+        return block
+
+    def exit_inference_mode(self, block: InferenceBlock) -> None:
+        if not self.inference_blocks or self.inference_blocks[-1] is not block:
+            raise Unsupported("inference-mode blocks left out of order (tracer bug)")
+        self.inference_blocks.pop()
+        real, block.real = block.real, None
+        real.__exit__(None, None, None)
+        self.grad_mode = block.prev_grad
+
+    def _switch_graph_inference(self, blocks: list) -> None:
+        """Make the graph's open inference-mode blocks `blocks` (as _switch_graph_autocast); each
+        node changes the graph's grad mode as the block does in eager."""
+        graph = self._graph_inference
+        keep = 0
+        while keep < min(len(graph), len(blocks)) and graph[keep][0] is blocks[keep]:
+            keep += 1
+        while len(graph) > keep:
+            _, node, before = graph.pop()
+            self.graph.create_node("call_function", _EXIT_INFERENCE, (node,), {})
+            self._graph_grad_mode = before
+        for block in blocks[keep:]:
+            node = self.graph.create_node("call_function", _ENTER_INFERENCE, (block.mode,), {})
+            graph.append((block, node, self._graph_grad_mode))
+            self._graph_grad_mode = not block.mode
+
+    def check_inference_outputs(self, output_nodes: list, runs_as_traced: bool) -> None:
+        """A backend that compiles through AOTAutograd (aot_eager, inductor) runs the inference-mode
+        nodes while it traces, not at call time: inside the graph the ops and errors are the same,
+        but a tensor the block made would leave the graph as a normal tensor, not an inference
+        tensor as in eager. Such a graph is refused for those backends."""
+        if not self.entered_inference or runs_as_traced:
+            return
+        for node in output_nodes:
+            example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+            if isinstance(example, torch.Tensor) and example.is_inference():
+                raise Unsupported("an inference tensor made in a torch.inference_mode block leaves the graph, "
+                                  "and this backend (AOTAutograd) would return a normal tensor")
+
     def release(self) -> None:
         """Drops every reference the trace state holds to user objects and trackers.
 
@@ -218,6 +292,8 @@ class OutputGraph:
         self.frame_plan = None
         self.side_effects.release()
         self._guards.clear()
+        while self.inference_blocks:   # innermost first; each restores the grad mode it found
+            self.exit_inference_mode(self.inference_blocks[-1])
         torch._C._set_grad_enabled(self.entry_grad_mode)   # the trace's blocks end here too
         while self.autocast_blocks:   # innermost first, as their exits would run
             self.exit_autocast(self.autocast_blocks[-1])
@@ -228,6 +304,8 @@ class OutputGraph:
         self.root_globals = self.root_builtins = None
 
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
+        self.check_inference_outputs(output_nodes, tracing_for_eager())
+        self._switch_graph_inference([])
         self._switch_graph_grad_mode(self.entry_grad_mode)
         self._switch_graph_autocast([])
         self.graph.output(tuple(output_nodes))

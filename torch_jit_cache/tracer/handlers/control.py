@@ -6,7 +6,7 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 """
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.iterators import iterate
-from ..variables.contexts import AutocastVariable, GradModeVariable, enter_user_context
+from ..variables.contexts import AutocastVariable, GradModeVariable, InferenceModeVariable, enter_user_context
 from ..variables.generators import GeneratorVariable
 from ..variables.new_object import NewObjectVariable
 from ..variables.base import TRACED_RAISES, unsupported
@@ -132,15 +132,17 @@ def return_value(tx, inst):
 
 @handler("BEFORE_WITH")
 def before_with(tx, inst):
-    # [ctx] -> [bound __exit__, what __enter__ returned]. Only grad-mode and autocast blocks are
-    # entered (variables/contexts.py); their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is
-    # never reached while tracing, since a raise is Unsupported.
+    # [ctx] -> [bound __exit__, what __enter__ returned]. Grad-mode, autocast and inference-mode
+    # blocks are entered by their trackers (variables/contexts.py), Python-written ones inlined;
+    # their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never reached while tracing,
+    # since a raise is Unsupported.
     ctx = tx.pop()
-    if isinstance(ctx, (GradModeVariable, AutocastVariable)):
+    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable)):
         exit_, entered = ctx.enter(tx)
     elif isinstance(ctx, (UserObjectVariable, NewObjectVariable)):
         exit_, entered = enter_user_context(tx, ctx)
     else:
-        unsupported(f"with {ctx}: only grad-mode, autocast and Python-written context managers are traced")
+        unsupported(f"with {ctx}: only grad-mode, autocast, inference-mode and Python-written context "
+                    "managers are traced")
     tx.push(exit_)
     tx.push(entered)

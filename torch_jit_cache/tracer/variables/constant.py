@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import sys
 import types
 import weakref
 
@@ -55,6 +56,13 @@ class ConstantVariable(VariableTracker):
         if holds_stand_in(self.value):
             unsupported(f"{self.value!r} was made in the trace: each call makes its own")
         return ConstantOutput(self.value)
+
+    def as_fx_arg(self):
+        if is_numpy_scalar(self.value):
+            # torch reads a numpy scalar's dtype in some places (torch.tensor(np.float64(1.0)) is
+            # float64) and not in others; only binary operators convert it (numpy_values.py).
+            unsupported(f"a numpy {type(self.value).__name__} as an argument of a torch call")
+        return self.value
 
     def truthy(self, tx) -> bool:
         return bool(self.value)
@@ -132,11 +140,18 @@ def is_enum_member(value) -> bool:
 
 def is_constant_value(value) -> bool:
     """Immutable values a ConstantVariable may hold."""
-    if isinstance(value, SAFE_TYPES) or is_immutable_torch_value(value) or is_enum_member(value):
+    if isinstance(value, SAFE_TYPES) or is_immutable_torch_value(value) or is_enum_member(value) or \
+            is_numpy_scalar(value):
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
     return False
+
+
+def is_numpy_scalar(value) -> bool:
+    """A numpy number or np.bool_ (immutable; numpy_values.py says where one may go)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, (np.number, np.bool_))
 
 
 BINARY_OPERATORS = {

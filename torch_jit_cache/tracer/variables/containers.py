@@ -375,6 +375,8 @@ class DictVariable(VariableTracker):
                 return self.items[k]
             self.mutating(tx)
             return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "popitem" and not args and not kwargs:
+            return self.popitem(tx, last=True)
         if name == "clear" and not args:
             self.mutating(tx)
             self.items.clear()
@@ -387,9 +389,40 @@ class DictVariable(VariableTracker):
             return ConstantVariable(None)
         unsupported(f"dict.{name}")
 
+    def popitem(self, tx, last: bool):
+        """dict.popitem (the last item) or OrderedDict.popitem(last=): the (key, value) pair, removed."""
+        if not self.items:
+            unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
+        self.mutating(tx)
+        k = next(reversed(self.items)) if last else next(iter(self.items))
+        return TupleVariable([ConstantVariable(k), self.items.pop(k)])
+
     def require_guardable(self, what, name):
         for item in self.items.values():
             item.require_guardable(what, name)
+
+
+def _keyword_only(method: str, args: list, kwargs: dict, name: str, default):
+    """The constant value of `method`'s one optional argument `name`, passed by position or keyword."""
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {name}:
+        unsupported(f"{method} with arguments other than {name}=")
+    value = (args or list(kwargs.values()) or [ConstantVariable(default)])[0]
+    if not value.is_python_constant():
+        unsupported(f"{method}({name}=) with a value that is not a constant")
+    return value.as_python_constant()
+
+
+def dict_equal(a: DictVariable, b: DictVariable):
+    """`a == b` for two dict trackers, or None where the trace cannot tell: computed on real dicts
+    of the trackers' classes (so two OrderedDicts compare their order too, as OrderedDict.__eq__
+    does, and an OrderedDict and a dict do not), which needs every value to be a constant."""
+    dicts = []
+    for d in (a, b):
+        if not all(v.is_python_constant() for v in d.items.values()):
+            return None
+        items = {k: v.as_python_constant() for k, v in d.items.items()}
+        dicts.append(d.python_type()(items) if d.python_type() is collections.OrderedDict else items)
+    return dicts[0] == dicts[1]
 
 
 def dict_items(tx, args, kwargs) -> dict:
@@ -408,11 +441,14 @@ def dict_items(tx, args, kwargs) -> dict:
 
 class BuiltDictSubclassVariable(DictVariable):
     """An OrderedDict or a defaultdict built in the trace (source None): a dict of constant keys
-    whose class is made again after the graph (trace_result.built_dict). Only the methods whose
-    meaning is dict's are traced; the class's own (move_to_end, popitem, copy, ==) break."""
+    whose class is made again after the graph (trace_result.built_dict), in the order of `items`.
+    The methods whose meaning is dict's are traced, and OrderedDict's own that move keys
+    (move_to_end, popitem(last=)), each a reorder of `items`; `copy` keeps the class (and the
+    default factory). == is dict_equal's. Any other method of the class breaks."""
 
     _DICT_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "update",
-                               "pop", "setdefault", "clear", "__setitem__", "__delitem__"})
+                               "pop", "setdefault", "clear", "__setitem__", "__delitem__", "popitem", "copy"})
+    _ORDERED_METHODS = frozenset({"move_to_end"})
 
     def __init__(self, cls, items: dict, default_factory=None):
         super().__init__(items)
@@ -441,8 +477,22 @@ class BuiltDictSubclassVariable(DictVariable):
         return super().getitem(tx, key)
 
     def call_method(self, tx, name, args, kwargs):
-        if name not in self._DICT_METHODS:
+        ordered = self.cls is collections.OrderedDict
+        if name not in self._DICT_METHODS and not (ordered and name in self._ORDERED_METHODS):
             unsupported(f"{self.cls.__name__}.{name}")
+        if name == "copy" and not args and not kwargs:
+            return BuiltDictSubclassVariable(self.cls, self.items, self.default_factory)
+        if name in ("move_to_end", "popitem") and ordered:
+            last = _keyword_only(name, args[1:] if name == "move_to_end" else args, kwargs, "last", True)
+            if name == "popitem":
+                return self.popitem(tx, last)
+            k = _index(args[0]) if args else unsupported("OrderedDict.move_to_end without a key")
+            if k not in self.items:
+                unsupported(f"KeyError {k!r} (OrderedDict.move_to_end)")
+            self.mutating(tx)
+            value = self.items.pop(k)
+            self.items = {k: value, **self.items} if not last else {**self.items, k: value}
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
     def __repr__(self):

@@ -40,8 +40,21 @@ whose error depends on tensor values), none of the block's replayed effects happ
 never sees the exception, so an __exit__ that suppresses or records exceptions differs from eager
 there (TorchDynamo inlines __exit__ the same way).
 
-Not traced, with the reason: `torch.inference_mode` (inference tensors are a different kind of
-tensor: the examples and the graph would have to be made under it), `torch.cpu.amp.autocast` and
+`torch.inference_mode(mode)` blocks (and functions decorated with `@torch.inference_mode()`) as
+autocast blocks are: entered for real while traced (OutputGraph.enter_inference_mode), so the
+examples are inference tensors where eager's are and eager's errors with them (saving one for
+backward, an in-place op outside the block) are the examples' errors too: the frame falls back and
+raises as eager. The graph gets `_enter_inference_mode(mode)` before the block's first op and
+`_exit_inference_mode(that node)` after its last, so under the eager backend it makes real inference
+tensors. Entering sets grad mode to `not mode` and leaving restores it, in the trace as in the
+graph. AOTAutograd runs those nodes while it traces the graph, not at call time, so for aot_eager
+and inductor a graph whose outputs include a tensor the block made is refused
+(OutputGraph.check_inference_outputs); one whose block results stay inside the graph is the
+same there. At a graph break inside one, the break instruction runs inside the block (a
+ContextSwitch entering `torch.inference_mode(mode)`) and the resume function enters it again with
+a constant `functools.partial(torch.inference_mode, mode)`, as for autocast.
+
+Not traced, with the reason: `torch.cpu.amp.autocast` and
 `torch.cuda.amp.autocast` (deprecated: eager warns when one is made), an autocast object made
 outside the trace (its arguments are not known), autocast as a decorator, a context manager whose
 __enter__ or __exit__ is not a Python function.
@@ -86,8 +99,6 @@ _AUTOCAST_CHECKS = {
 }
 # Context managers refused by name, so the fallback says why.
 _REFUSED = {
-    torch.inference_mode: "torch.inference_mode is not traced (inference tensors would have to be "
-                          "made by the examples and the graph)",
     torch.cpu.amp.autocast: "torch.cpu.amp.autocast is not traced (deprecated: eager warns when "
                             "one is made)",
     torch.cuda.amp.autocast: "torch.cuda.amp.autocast is not traced (deprecated: eager warns when "
@@ -104,12 +115,17 @@ def context_class(value, source) -> VariableTracker | None:
     constant that enters an autocast block again in a resume function's prologue, else None."""
     if isinstance(value, functools.partial) and value.func is AUTOCAST and not value.keywords:
         return AutocastClassVariable(source, value.args)
+    if isinstance(value, functools.partial) and value.func is torch.inference_mode and not value.keywords \
+            and len(value.args) == 1 and type(value.args[0]) is bool:
+        return InferenceModeClassVariable(source, value.args[0])
     if not isinstance(value, type):
         return None
     if value in GRAD_MODE_CLASSES:
         return GradModeClassVariable(value, source)
     if value is AUTOCAST:
         return AutocastClassVariable(source)
+    if value is torch.inference_mode:
+        return InferenceModeClassVariable(source)
     if value in _REFUSED:
         return RefusedContextClass(value, source)
     return None
@@ -302,6 +318,75 @@ class AutocastExitVariable(VariableTracker):
         return f"AutocastExitVariable{self.block.args}"
 
 
+class InferenceModeClassVariable(VariableTracker):
+    """torch.inference_mode before it is called (`torch.inference_mode(fn)` decorates: refused);
+    `bound`: the mode a resume function's constant `functools.partial(torch.inference_mode, mode)`
+    holds, else None."""
+
+    def __init__(self, source=None, bound=None):
+        super().__init__(source)
+        self.bound = bound
+
+    def python_type(self):
+        return type if self.bound is None else functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        values = [a.as_python_constant() if a.is_python_constant() else None for a in (*args, *kwargs.values())]
+        if self.bound is not None:
+            values = [self.bound, *values]
+        if len(values) > 1 or set(kwargs) - {"mode"} or (values and type(values[0]) is not bool):
+            unsupported("torch.inference_mode with an argument other than a constant bool mode")
+        return InferenceModeVariable(values[0] if values else True)
+
+    def reconstruct(self, outputs):
+        if self.source is None or self.bound is not None:
+            return super().reconstruct(outputs)
+        return SourceOutput(self.source)
+
+    def __repr__(self):
+        return f"InferenceModeClassVariable({'' if self.bound is None else self.bound})"
+
+
+class InferenceModeVariable(VariableTracker):
+    """An inference_mode context manager made by the trace, not entered yet. Calling it (the
+    decorator form applied in the trace) or rebuilding it after the graph is refused (the base class)."""
+
+    def __init__(self, mode: bool):
+        super().__init__(None)
+        self.mode = mode
+
+    def python_type(self):
+        return torch.inference_mode
+
+    def enter(self, tx):
+        """BEFORE_WITH: (the exit it leaves below, what `as` binds: None, as inference_mode.__enter__)."""
+        return InferenceModeExitVariable(tx.output.enter_inference_mode(self.mode)), ConstantVariable(None)
+
+    def __repr__(self):
+        return f"InferenceModeVariable({self.mode})"
+
+
+class InferenceModeExitVariable(VariableTracker):
+    """The bound `__exit__` BEFORE_WITH left on the stack for an inference-mode block; `block` is
+    OutputGraph's record of it."""
+
+    def __init__(self, block):
+        super().__init__(None)
+        self.block = block
+
+    def call_function(self, tx, args, kwargs):
+        _check_normal_exit(args, kwargs, "an inference-mode block")
+        tx.output.exit_inference_mode(self.block)
+        return ConstantVariable(None)
+
+    def entered_context(self) -> EnteredContext:
+        """How a graph break inside the block carries it over (graph_break/state.py, bytecode/resume.py)."""
+        return EnteredContext(functools.partial(torch.inference_mode, self.block.mode))
+
+    def __repr__(self):
+        return f"InferenceModeExitVariable({self.block.mode})"
+
+
 def enter_user_context(tx, ctx):
     """BEFORE_WITH over an object of a user class (`ctx`: a tracker with `type_method`, read from the
     frame or made by the trace: contextlib.nullcontext(), a class written with __enter__/__exit__)
@@ -368,34 +453,53 @@ def refuse_autocast_object(value) -> None:
         unsupported("an autocast object made outside the traced code")
 
 
+# The context classes whose decorator the tracer follows, with the `clone` their decorator calls
+# per call (a subclass may enter differently; set_grad_enabled's clone carries a mode it is made with).
+_DECORATOR_CLONES = {torch.no_grad: _CLONE, torch.enable_grad: _CLONE,
+                     torch.inference_mode: torch.inference_mode.clone}
+
+
 def decorated_grad_mode(fn):
-    """(mode, index of the wrapped function in the wrapper's closure) when `fn` is the wrapper
-    `@torch.no_grad()` or `@torch.enable_grad()` made, else None."""
+    """(context class, index of the wrapped function in the wrapper's closure, index of the
+    decorator's `ctx_factory`) when `fn` is the wrapper `@torch.no_grad()`, `@torch.enable_grad()`
+    or `@torch.inference_mode(mode)` made, else None."""
     if getattr(fn, "__code__", None) is not _DECORATOR_CODE or not fn.__closure__:
         return None
     names = fn.__code__.co_freevars
     try:
-        factory = fn.__closure__[names.index("ctx_factory")].cell_contents
+        factory_index = names.index("ctx_factory")
+        factory = fn.__closure__[factory_index].cell_contents
         index = names.index("func")
     except (ValueError, IndexError):
         return None
     ctx = getattr(factory, "__self__", None)
-    if getattr(factory, "__func__", None) is not _CLONE or type(ctx) not in (torch.no_grad, torch.enable_grad):
-        return None   # a subclass may enter differently; set_grad_enabled's clone carries a mode
-    return GRAD_MODE_CLASSES[type(ctx)](), index
+    if type(ctx) not in _DECORATOR_CLONES or getattr(factory, "__func__", None) is not _DECORATOR_CLONES[type(ctx)]:
+        return None
+    return type(ctx), index, factory_index
 
 
-def call_decorated(tx, wrapper, mode: bool, index: int, args, kwargs):
-    """Call the function a grad-mode decorator wraps, inlined, under its mode. `wrapper` is the
-    UserFunctionVariable of the decorator's wrapper, pinned by identity (its closure, which holds
-    the mode and the function, is fixed when it is made)."""
+def call_decorated(tx, wrapper, cls, index: int, factory_index: int, args, kwargs):
+    """Call the function a grad-mode or inference-mode decorator wraps, inlined, in its block.
+    `wrapper` is the UserFunctionVariable of the decorator's wrapper, pinned by identity (its
+    closure, which holds the context object and the function, is fixed when it is made); an
+    inference_mode object's `mode` is an attribute, guarded where it is read."""
     if wrapper.source is None:
         unsupported("a function decorated with a grad mode, not reachable from the frame")
     wrapper.as_python_constant()   # the identity guard, where the wrapper was guarded by contents
-    cell = AttrSource(ItemSource(AttrSource(wrapper.source, "__closure__"), index), "cell_contents")
+    closure = AttrSource(wrapper.source, "__closure__")
+    cell = AttrSource(ItemSource(closure, index), "cell_contents")
     inner = tx.wrap(wrapper.fn.__closure__[index].cell_contents, cell)
+    if cls is torch.inference_mode:
+        ctx_source = AttrSource(AttrSource(ItemSource(closure, factory_index), "cell_contents"), "__self__")
+        mode = tx.wrap(wrapper.fn.__closure__[factory_index].cell_contents.__self__.mode, AttrSource(ctx_source, "mode"))
+        if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
+            unsupported("@torch.inference_mode with a mode that is not a bool")
+        block = tx.output.enter_inference_mode(mode.as_python_constant())
+        result = tx.call(inner, args, kwargs)
+        tx.output.exit_inference_mode(block)
+        return result
     prev = tx.output.grad_mode
-    tx.output.set_grad_mode(mode)
+    tx.output.set_grad_mode(GRAD_MODE_CLASSES[cls]())
     result = tx.call(inner, args, kwargs)
     tx.output.set_grad_mode(prev)
     return result

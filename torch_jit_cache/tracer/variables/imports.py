@@ -7,11 +7,12 @@ the trace can answer it. Anything that would run an import (a module not loaded 
 name that is a submodule not loaded yet, a module still initializing, a replaced `__import__`) is
 refused, which makes a graph break before the instruction: Python imports it there, as written.
 
-What the trace relies on: that `__import__` is the builtin one (ID_MATCH on B['__import__']) and,
-as TorchDynamo does, that a module in sys.modules is not replaced by another object later. The
-module's attributes are guarded as a global module's are: through a source when the function's
-globals hold the very module; torch and math are trusted (functions.py) and need none. Any other
-module is refused (an unguarded read would not see a later monkeypatch): the graph breaks there.
+What the trace relies on: that `__import__` is the builtin one (ID_MATCH on B['__import__']).
+The module's attributes are guarded as a global module's are, through a source: the function's
+global when its globals hold the very module; else the module's entry in sys.modules, reached
+from B['__import__'] (`_sys_modules_source`), guarded by identity, so a module replaced in
+sys.modules or an attribute monkeypatched later recompiles. torch and math are trusted
+(functions.py) and need none.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import importlib.util
 import sys
 import types
 
-from ...sources import BuiltinSource
+from ...sources import AttrSource, BuiltinSource, ItemSource
 from ...trace_result import GuardKind, Unsupported
 from .base import unsupported
 from .functions import PythonModuleVariable, is_trusted_module
@@ -73,10 +74,23 @@ def module_variable(tx, module: types.ModuleType) -> PythonModuleVariable:
                 continue
             if isinstance(found, PythonModuleVariable) and found.module is module:
                 return found
-    if not is_trusted_module(module):
-        unsupported(f"module {module.__name__} imported inside the function is not a global of it "
+    if is_trusted_module(module):
+        return PythonModuleVariable(module, None)
+    if sys.modules.get(module.__name__) is not module:
+        unsupported(f"module {module.__name__} is not sys.modules[{module.__name__!r}] "
                     "(its attributes could not be guarded)")
-    return PythonModuleVariable(module, None)
+    return tx.wrap(module, _sys_modules_source(module.__name__))
+
+
+def _sys_modules_source(name: str):
+    """`sys.modules[name]`, from a root every frame has: B['__import__'] (pinned to the real one by
+    `_guard_import_builtin`) is a builtin function whose __self__ is the builtins module; its
+    __loader__ is importlib's BuiltinImporter, whose methods' globals are importlib._bootstrap's,
+    which hold `sys` (bound in `_setup`, on 3.11-3.13 alike). The frame's own globals need not
+    hold sys, and a new kind of root would need a C++ guard accessor."""
+    bootstrap = AttrSource(AttrSource(AttrSource(AttrSource(BuiltinSource("__import__"), "__self__"),
+                                                 "__loader__"), "find_spec"), "__globals__")
+    return ItemSource(AttrSource(ItemSource(bootstrap, "sys"), "modules"), name)
 
 
 def import_name(tx, name: str, fromlist, level: int) -> PythonModuleVariable:

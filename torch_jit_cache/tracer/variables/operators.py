@@ -10,7 +10,8 @@ import types
 from ...attribute_lookup import MISSING, type_lookup
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
+from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, dict_equal
+from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
@@ -32,6 +33,10 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
     base = symbol.rstrip("=") if symbol in _INPLACE else symbol
     if isinstance(a, SetVariable) and symbol in ("|=", "&=", "-=", "^="):
         return a.inplace(tx, symbol, b)
+    if isinstance(a, NumpyArrayVariable) or isinstance(b, NumpyArrayVariable):
+        if symbol in _INPLACE and isinstance(a, NumpyArrayVariable):
+            unsupported(f"operator {symbol} on a numpy array (it changes the array)")
+        return call_numpy(BINARY_OPERATORS[base], f"operator {base}", [a, b], {})
     if symbol in _INPLACE and not isinstance(a, (TensorVariable, ListVariable)) and \
             not (_is_user_object(a) and isinstance(type_lookup(a.python_type(), _DUNDERS[symbol]), types.FunctionType)):
         # `a op= b` calls a.__iop__ only where a's type has one; numbers, strings and tuples have
@@ -39,8 +44,9 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         # out-of-place form is also the only one an fx graph can hold: `0 += t` is no Python.
         symbol = base
     fn = BINARY_OPERATORS[symbol]
-    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable) or (
-            (isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable)) and _is_number(a) and _is_number(b)):
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return call_op(tx, fn, [numpy_number_as_python(a), numpy_number_as_python(b)], {})
+    if (isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable)) and _is_number(a) and _is_number(b):
         return call_op(tx, fn, [a, b], {})
     if isinstance(a, BaseListVariable):
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
@@ -75,6 +81,10 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return ConstantVariable(symbol == "!=")
     if _is_user_object(a) or _is_user_object(b):
         return _user_compare(tx, symbol, a, b)
+    if symbol in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):
+        equal = dict_equal(a, b)
+        if equal is not None:
+            return ConstantVariable(equal == (symbol == "=="))
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):

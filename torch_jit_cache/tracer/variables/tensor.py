@@ -26,6 +26,7 @@ from ..output_graph import mark_side_effect
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
+from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
 from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
 
@@ -241,6 +242,8 @@ class TorchFunctionVariable(CallableVariable):
             return args[1]  # a type hint for TorchScript; in Python it returns its value as is
         if self.fn in _CHECKS and args:
             return _symbolic_check(tx, self.fn, args[0])
+        if self.fn in TENSOR_FROM_ARRAY and args and isinstance(args[0], NumpyArrayVariable):
+            return call_op(tx, torch.tensor, *tensor_from_array(tx, self.fn, args, kwargs))
         if is_tensor_method(self.fn) and args and isinstance(args[0], TensorVariable):
             # torch.Tensor.add_(x, y) is x.add_(y): the method, with what the tracer knows of
             # methods (in-place updates, size reads, properties no guard checks).
