@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import inspect
 
+from ..bytecode.analysis import is_with_handler
 from ..bytecode.instructions import DecodeError, decode
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
 from ..trace_result import Unsupported
 from . import variables
 from .handlers import DISPATCH
-from .variables import CellVariable
+from .variables import CellVariable, ConstantVariable
 from .variables.base import TracedRaise, unsupported
+from .variables.exceptions import raised_value
 from .variables.generators import GeneratorVariable
 
 MAX_INLINE_DEPTH = 32
@@ -252,6 +254,9 @@ class InstructionTranslator:
                 if self.suspended:   # YIELD_VALUE: the next run() goes on after it
                     self.suspended = False
                     return self.result
+            except TracedRaise as e:
+                if not self._handle(e, inst):
+                    self._fail(e, inst)
             except Unsupported as e:
                 self._fail(e, inst)
             except Exception as e:  # a tracer bug must not become a wrong result: fall back
@@ -260,9 +265,31 @@ class InstructionTranslator:
                 self._fail(err, inst)
         return self.result
 
+    def _handle(self, raised: TracedRaise, inst) -> bool:
+        """Unwinds to the handler of `inst` in the exception table, as the interpreter does: the
+        stack cut to the handler's depth, f_lasti pushed where it asks, then the exception; True
+        where it did. False where `inst` has no handler (the raise leaves the frame), where the
+        handler is a with block's (its __exit__ would see the exception: not modelled) or where the
+        raise site does not model the exception (`_fail` refuses those two)."""
+        if inst.handler is None or is_with_handler(self.instructions, inst.handler):
+            return False
+        value = raised_value(raised)
+        target, depth, push_lasti = inst.handler
+        if value is None or len(self.stack) < depth:
+            return False
+        del self.stack[depth:]
+        if push_lasti:   # read by RERAISE n to set the traceback's line, which the trace has not
+            self.push(ConstantVariable(inst.index))
+        self.push(value)
+        self.jump_to(target)
+        return True
+
     def _fail(self, e: Unsupported, inst, breakable: bool = True):
         located = None
         try:
+            # An exception a handler of the trace has seen leaves the frame with the state there
+            # holding it (raised: not rebuilt): no cut; the frame runs as written.
+            breakable = breakable and not (isinstance(e, TracedRaise) and e.reraised)
             if self.arrivals is not None and breakable and e.break_at is None:
                 # A failure in the root frame, or in a call it inlined at this instruction. The
                 # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
@@ -280,6 +307,8 @@ class InstructionTranslator:
                            lineno=e.lineno or inst.lineno,
                            instruction=e.instruction if e.lineno else inst.describe())
             located.break_at = e.break_at
+            if isinstance(located, TracedRaise):   # what a try block of a caller catches
+                located.value, located.made_of, located.reraised = e.value, e.made_of, e.reraised
             located.in_callee = self.depth > 0
             raise located from e.__cause__
         finally:

@@ -24,7 +24,17 @@ class TracedRaise(Unsupported):
     `raise KeyError(...)` / `raise AttributeError(...)` in traced code. Unsupported like any other
     raise, except where a caller models Python catching it: the collections.abc.Mapping mixins
     (`in`, `.get`: KeyError) and Sequence's iteration (IndexError) over a user __getitem__
-    (user_object.py), hasattr and getattr with a default (AttributeError, builtins.py)."""
+    (user_object.py), hasattr and getattr with a default (AttributeError, builtins.py), and a try
+    block of the traced code (translator.py finds its handler in the exception table)."""
+
+    # The raised exception as a tracker (exceptions.ExceptionVariable), or None where the raise
+    # site does not model it: a try block cannot catch it then. A site below exceptions.py in the
+    # import order names it as `made_of` instead, (class, [arg trackers]), built when caught.
+    value = None
+    made_of = None
+    # Set once a handler of the trace has seen it and it went on (RERAISE, a bare `raise`): the
+    # frame cannot be cut where it leaves, since the state there holds the exception.
+    reraised = False
 
 
 class TracedKeyError(TracedRaise):

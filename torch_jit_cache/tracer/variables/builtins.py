@@ -20,6 +20,7 @@ from . import dataclass_fields, polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
+from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
                          build_ordered_dict, construct_namedtuple, dict_items, sort_order)
 from .copying import deepcopy
@@ -51,7 +52,11 @@ def _fold(fn):
         try:
             return tx.wrap_constant(fn(*c[0], **c[1]))
         except Exception as e:
-            unsupported(f"{fn.__name__}() raised {e!r}")
+            # Python's own error on these very constants (int("x")): what eager raises.
+            made = constant_exception(tx, e)
+            if made is None:
+                unsupported(f"{fn.__name__}() raised {e!r}")
+        raise traced_raise(made)
     return handler
 
 
@@ -255,6 +260,16 @@ def _scalar(fn):
     return handler
 
 
+def _text(fn):
+    """str() and repr(): of an exception made in the trace, from a real one with its class and
+    args (exceptions.py); of anything else as int() and float() are."""
+    def handler(tx, args, kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVariable):
+            return ConstantVariable(fn(args[0].example()))
+        return _scalar(fn)(tx, args, kwargs)
+    return handler
+
+
 def _print(tx, args, kwargs):
     unsupported("print() (a side effect)")
 
@@ -447,11 +462,11 @@ BUILTIN_HANDLERS = {
     len: _len, range: _range, isinstance: _isinstance, enumerate: _enumerate, zip: _zip,
     min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
     setattr: _setattr, delattr: _delattr,
-    int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _scalar(str),
+    int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _text(str),
     tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _sorted, round: _fold(round), divmod: _fold(divmod),
-    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _fold(repr),
+    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _text(repr),
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),

@@ -11,6 +11,7 @@ from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
+from .exceptions import constant_exception, traced_raise
 from .tensor import TensorVariable, call_op
 
 # Operands a unary operator makes a graph node of: tensors, and symbolic sizes (symbolic.py).
@@ -23,7 +24,10 @@ def _const_fold(tx, fn, *vs):
     try:
         return tx.wrap_constant(fn(*[v.as_python_constant() for v in vs]))
     except (ArithmeticError, TypeError, ValueError) as e:
-        unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
+        made = constant_exception(tx, e)   # Python's own error on these constants: eager's too
+        if made is None:
+            unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
+    raise traced_raise(made)
 
 
 def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> VariableTracker:
