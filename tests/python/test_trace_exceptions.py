@@ -516,3 +516,46 @@ def generator_raises(x, n, log):
 @pytest.mark.parametrize("n", [1, 2])
 def test_raised_in_a_generator_finishes_it(n):
     assert_whole(generator_raises, torch.randn(3), n, [])
+
+
+class Patchable(ValueError):
+    pass
+
+
+def prints_patchable(x, flag):
+    try:
+        if flag:
+            raise Patchable("plain")
+        n = 0
+    except Patchable as e:
+        n = len(str(e))
+    return x + n
+
+
+def test_a_method_set_on_the_exception_class_later_recompiles():
+    cnt = CompileCounter()
+    compiled = tjc.compile(prints_patchable, backend=cnt)
+    x = torch.zeros(2)
+    torch.testing.assert_close(compiled(x, True), x + 5)
+    try:
+        Patchable.__str__ = lambda self: "patched message"   # no longer what the trace modelled
+        torch.testing.assert_close(compiled(x, True), prints_patchable(x, True))
+        torch.testing.assert_close(compiled(x, True), x + 15)
+    finally:
+        del Patchable.__str__
+    torch.testing.assert_close(compiled(x, True), x + 5)
+
+
+def raise_the_class(x, flag):
+    try:
+        if flag:
+            raise Patchable
+        n = 1
+    except ValueError as e:
+        n = len(e.args) + 2
+    return x * n
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_raise_of_a_class_makes_an_instance(flag):
+    assert_whole(raise_the_class, torch.randn(3), flag)

@@ -22,7 +22,7 @@ from ...trace_result import SuperOutput
 from .base import VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
-from .exceptions import ExceptionVariable, modelled_class
+from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .tensor import is_tensor_method
@@ -99,7 +99,8 @@ class ClassVariable(ConstantVariable):
                 return ConstantVariable(self.value(args[0].as_python_constant()))
             except ValueError as e:
                 unsupported(f"{self.value.__name__}() raised {e!r}")
-        if modelled_class(self.value) and not kwargs:   # IndexError("..."), Stop(...), to be raised
+        if modelled_class(self.value) and not kwargs:   # IndexError("..."), to be raised
+            guard_modelled(tx, self.value, self.source)
             return ExceptionVariable(self.value, args)
         built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (built_modules.py)
         if built is not None:

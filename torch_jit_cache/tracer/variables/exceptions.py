@@ -15,13 +15,14 @@ Mapping mixins, AttributeError for hasattr, user_object.py and builtins.py).
 """
 from __future__ import annotations
 
-from ...trace_result import CallOutput, ConstantOutput, SourceOutput
+from ...sources import AttrSource
+from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
 from .base import TRACED_RAISES, TracedRaise, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable
 
-__all__ = ["ExceptionVariable", "HandledInfoVariable", "TracedException", "modelled_class", "traced_raise",
-           "exception_of", "raised_value", "constant_exception"]
+__all__ = ["ExceptionVariable", "HandledInfoVariable", "TracedException", "modelled_class", "guard_modelled",
+           "traced_raise", "exception_of", "raised_value", "constant_exception"]
 
 # What a user subclass of an exception may define and still be no more than its base: the class
 # statement's own bookkeeping.
@@ -50,6 +51,24 @@ def modelled_class(cls) -> bool:
         if set(vars(klass)) - _BOOKKEEPING:
             return False
     return True
+
+
+# What a modelled instance's behaviour is read from: how it is made, printed and its attributes
+# read. A user class is guarded to keep finding its builtin base's: by type, since slot wrappers
+# cannot be held weakly (ID_MATCH); a function, property or classmethod set on the class later
+# (`Err.__str__ = ...`) has another type and compiles again. A builtin class cannot change.
+_BEHAVIOUR = ("__new__", "__init__", "__str__", "__repr__", "__getattribute__", "args")
+
+
+def guard_modelled(tx, cls, source) -> None:
+    """Guards what modelled_class(cls) read from a user class (read from `source`); refuses a
+    user class with no source (it could not be guarded)."""
+    if cls.__module__ == "builtins":
+        return
+    if source is None:
+        unsupported(f"exception class {cls.__qualname__} has no source to guard it by")
+    for name in _BEHAVIOUR:
+        tx.output.add_guard(AttrSource(source, name), GuardKind.TYPE_MATCH, type(getattr(cls, name)))
 
 
 class ExceptionVariable(VariableTracker):
@@ -117,7 +136,8 @@ def exception_of(tx, value) -> ExceptionVariable:
         return value
     cls = value.as_python_constant() if value.is_python_constant() else None
     if isinstance(cls, type) and modelled_class(cls):
-        return ExceptionVariable(cls, [])
+        guard_modelled(tx, cls, value.source)
+        return ExceptionVariable(cls, [], cls_source=value.source if cls.__module__ != "builtins" else None)
     unsupported(f"raise {value}")
 
 

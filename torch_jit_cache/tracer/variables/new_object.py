@@ -41,7 +41,7 @@ from .base import TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
 from .containers import construct_namedtuple, is_namedtuple_class
-from .exceptions import ExceptionVariable, modelled_class
+from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
@@ -104,6 +104,7 @@ class UserClassVariable(ClassVariable):
         if is_namedtuple_class(cls):   # a tuple tracker with the class's fields
             return construct_namedtuple(tx, cls, self.source, args, kwargs)
         if modelled_class(cls) and not kwargs:   # an exception class that adds nothing (exceptions.py)
+            guard_modelled(tx, cls, self.source)
             return ExceptionVariable(cls, args, cls_source=self.source)
         why = refusal(cls)
         if why is not None or self.source is None:
