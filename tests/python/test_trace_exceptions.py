@@ -559,3 +559,63 @@ def raise_the_class(x, flag):
 @pytest.mark.parametrize("flag", [True, False])
 def test_raise_of_a_class_makes_an_instance(flag):
     assert_whole(raise_the_class, torch.randn(3), flag)
+
+
+def next_until_stop(x, items):
+    it = iter(items)
+    total = x
+    while True:
+        try:
+            v = next(it)
+        except StopIteration as e:
+            total = total + len(e.args) * 100
+            break
+        total = total + v
+    return total
+
+
+@pytest.mark.parametrize("items", [[], [1, 2, 3]])
+def test_stop_iteration_from_next_is_caught(items):
+    assert_whole(next_until_stop, torch.randn(3), items)
+
+
+def _counter(n):
+    for i in range(n):
+        yield i
+
+
+def next_of_generator(x, n):
+    g = _counter(n)
+    try:
+        a = next(g)
+        b = next(g)
+    except StopIteration:
+        a, b = -1, -1
+    return x + a * 10 + b
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_stop_iteration_of_a_generator_is_caught(n):
+    assert_whole(next_of_generator, torch.randn(3), n)
+
+
+def _returns_value():
+    yield 1
+    return 5
+
+
+def stop_iteration_value(x):
+    g = _returns_value()
+    try:
+        next(g)
+        next(g)
+        n = 0
+    except StopIteration as e:
+        n = e.args[0] if e.args else -1
+    return x + n
+
+
+def test_stop_iteration_carrying_a_generators_return_value_is_not_modelled():
+    got = tjc.compile(stop_iteration_value, backend="eager")(torch.zeros(2))
+    torch.testing.assert_close(got, stop_iteration_value(torch.zeros(2)))
+    torch.testing.assert_close(got, torch.zeros(2) + 5)

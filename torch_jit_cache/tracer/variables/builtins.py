@@ -230,6 +230,11 @@ def _next(tx, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
+        # Exhausted: StopIteration, with no args (a generator that returned a value gives it as
+        # the args the first time, which is not modelled).
+        if args[0].yields_lazily and not (isinstance(args[0], GeneratorVariable) and not (
+                isinstance(args[0].child.result, ConstantVariable) and args[0].child.result.value is None)):
+            raise traced_raise(ExceptionVariable(StopIteration, []))
         unsupported("next() on an exhausted or unknown iterator")
     return item
 
