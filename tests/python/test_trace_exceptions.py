@@ -619,3 +619,33 @@ def test_stop_iteration_carrying_a_generators_return_value_is_not_modelled():
     got = tjc.compile(stop_iteration_value, backend="eager")(torch.zeros(2))
     torch.testing.assert_close(got, stop_iteration_value(torch.zeros(2)))
     torch.testing.assert_close(got, torch.zeros(2) + 5)
+
+
+def _callee_finally(log, flag):
+    try:
+        if flag:
+            raise OtherError("through finally")
+    finally:
+        log.append("callee finally")
+    return 1
+
+
+def uncaught_through_callee(x, flag, log):
+    y = x + 1
+    n = _callee_finally(log, flag)
+    return y * n
+
+
+def test_an_uncaught_raise_from_a_callee_handler_breaks_at_the_call():
+    # Not caught anywhere: the frame is cut at the call, which eager runs again and raises.
+    cnt = CompileCounter()
+    compiled = tjc.compile(uncaught_through_callee, backend=cnt)
+    got, want = [], []
+    with pytest.raises(OtherError, match="through finally"):
+        compiled(torch.ones(2), True, got)
+    with pytest.raises(OtherError):
+        uncaught_through_callee(torch.ones(2), True, want)
+    assert got == want
+    assert cnt.frame_count >= 1   # the graph before the call
+    assert_same(uncaught_through_callee(torch.ones(2), False, want), compiled(torch.ones(2), False, got))
+    assert got == want

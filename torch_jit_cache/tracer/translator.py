@@ -44,6 +44,11 @@ def _varkw_name(code):
                             + bool(code.co_flags & inspect.CO_VARARGS)]
 
 
+def _reraises(inst) -> bool:
+    """Whether `inst` raises the exception its frame's handler holds (RERAISE, a bare raise)."""
+    return inst.op == "RERAISE" or (inst.op == "RAISE_VARARGS" and inst.arg == 0)
+
+
 class _Null:
     """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL's low bit)."""
 
@@ -287,9 +292,10 @@ class InstructionTranslator:
     def _fail(self, e: Unsupported, inst, breakable: bool = True):
         located = None
         try:
-            # An exception a handler of the trace has seen leaves the frame with the state there
-            # holding it (raised: not rebuilt): no cut; the frame runs as written.
-            breakable = breakable and not (isinstance(e, TracedRaise) and e.reraised)
+            # An exception a handler of this frame has seen leaves it by RERAISE (or a bare raise)
+            # with the state there holding it (raised: not rebuilt): no cut; the frame runs as
+            # written. One leaving an inlined call is cut at the call, which eager runs again.
+            breakable = breakable and not (isinstance(e, TracedRaise) and _reraises(inst))
             if self.arrivals is not None and breakable and e.break_at is None:
                 # A failure in the root frame, or in a call it inlined at this instruction. The
                 # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
@@ -308,7 +314,7 @@ class InstructionTranslator:
                            instruction=e.instruction if e.lineno else inst.describe())
             located.break_at = e.break_at
             if isinstance(located, TracedRaise):   # what a try block of a caller catches
-                located.value, located.made_of, located.reraised = e.value, e.made_of, e.reraised
+                located.value, located.made_of = e.value, e.made_of
             located.in_callee = self.depth > 0
             raise located from e.__cause__
         finally:

@@ -1,5 +1,6 @@
 """Raising and handling exceptions: RAISE_VARARGS, RERAISE, and the handler code the exception
-table jumps to (PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT).
+table jumps to (PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT, and 3.12+'s generator wrapper
+STOPITERATION_ERROR, normalized in bytecode/instructions.py).
 
 A raise is a TracedRaise carrying the exception's tracker (variables/exceptions.py); the translator
 unwinds to the handler of the raising instruction (translator.py `_handle`). The handler's own
@@ -16,19 +17,13 @@ from .registry import make_registry
 HANDLERS, handler = make_registry()
 
 
-def _reraise(exc):
-    raised = traced_raise(exc)
-    raised.reraised = True
-    raise raised
-
-
 @handler("RAISE_VARARGS")
 def raise_varargs(tx, inst):
     if inst.arg == 0:   # a bare `raise`: the exception being handled
         current = tx.output.handled_exception
         if current is None:
             unsupported("a bare raise of an exception the trace did not catch")
-        _reraise(current)
+        raise traced_raise(current)
     cause = tx.pop() if inst.arg == 2 else None
     exc = exception_of(tx, tx.pop())
     if cause is not None:   # `raise e from c`: the cause is never read in the trace
@@ -43,7 +38,7 @@ def reraise(tx, inst):
     exc = tx.pop()
     if not isinstance(exc, ExceptionVariable):
         unsupported(f"RERAISE of {exc}")
-    _reraise(exc)
+    raise traced_raise(exc)
 
 
 @handler("PUSH_EXC_INFO")
@@ -82,3 +77,12 @@ def check_exc_match(tx, inst):
 @handler("LOAD_ASSERTION_ERROR")
 def load_assertion_error(tx, inst):
     tx.push(ClassVariable(AssertionError))
+
+
+@handler("STOPITERATION_ERROR")
+def stopiteration_error(tx, inst):
+    # 3.12+ generators' own handler: [exc] -> [exc], and a StopIteration would become a
+    # RuntimeError from it (PEP 479), which is refused, as for 3.11 (variables/generators.py).
+    exc = tx.stack[-1]
+    if not isinstance(exc, ExceptionVariable) or issubclass(exc.cls, StopIteration):
+        unsupported(f"{exc} raised in a generator (a RuntimeError in Python)")

@@ -32,9 +32,6 @@ class TracedRaise(Unsupported):
     # import order names it as `made_of` instead, (class, [arg trackers]), built when caught.
     value = None
     made_of = None
-    # Set once a handler of the trace has seen it and it went on (RERAISE, a bare `raise`): the
-    # frame cannot be cut where it leaves, since the state there holds the exception.
-    reraised = False
 
 
 class TracedKeyError(TracedRaise):
