@@ -649,3 +649,24 @@ def test_an_uncaught_raise_from_a_callee_handler_breaks_at_the_call():
     assert cnt.frame_count >= 1   # the graph before the call
     assert_same(uncaught_through_callee(torch.ones(2), False, want), compiled(torch.ones(2), False, got))
     assert got == want
+
+
+def index_or_default(x, items, text):
+    try:
+        v = items[3]
+    except IndexError:
+        v = -1
+    try:
+        w = int(text)
+    except ValueError:
+        w = 100
+    return x + v + w
+
+
+def test_inputs_that_decide_the_raise_are_guarded():
+    # The list's length and the text decide whether each raise happens: another list or text
+    # compiles again rather than reuse the path taken first.
+    compiled = tjc.compile(index_or_default, backend="eager")
+    x = torch.zeros(2)
+    for items, text in (([1, 2], "4"), ([1, 2, 3, 9], "4"), ([1, 2, 3, 9], "four"), ([5], "four")):
+        torch.testing.assert_close(compiled(x, items, text), index_or_default(x, items, text))
