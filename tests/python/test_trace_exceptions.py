@@ -4,6 +4,7 @@ try block of the same frame or of an inlined caller is handled in the trace, and
 (tracer/handlers/exceptions.py, translator.py `_handle`). Each case runs both ways (the exception
 raised, and not: a flag or the inputs decide), compares results and side effects with eager and
 asserts one graph, no break. The last part checks what must still fall back or break cleanly."""
+import io
 import sys
 
 import pytest
@@ -479,9 +480,13 @@ def test_an_exception_class_with_its_own_init_is_not_modelled():
         torch.testing.assert_close(got, custom_init(torch.ones(2), flag))
 
 
+_SINK = io.StringIO()
+
+
 def try_around_a_break(x, log):
     try:
-        log.append(len(sys.argv) >= 0)   # an opaque call: the tracer breaks here
+        print("in the try block", file=_SINK)   # print() is a break the tracer takes
+        log.append("printed")
         y = x + 1
     except KeyError:
         y = x * 1
@@ -493,6 +498,8 @@ def test_a_graph_break_inside_a_try_block_keeps_todays_fallback():
     assert_same(try_around_a_break(torch.ones(2), want), tjc.compile(try_around_a_break, backend="eager")(
         torch.ones(2), got))
     assert got == want
+    graphs, breaks, fallbacks = explain_counts(try_around_a_break, torch.ones(2), [])
+    assert (graphs, breaks, len(fallbacks)) == (0, 0, 1)
 
 
 def _gen(n):
