@@ -677,3 +677,25 @@ def test_inputs_that_decide_the_raise_are_guarded():
     x = torch.zeros(2)
     for items, text in (([1, 2], "4"), ([1, 2, 3, 9], "4"), ([1, 2, 3, 9], "four"), ([5], "four")):
         torch.testing.assert_close(compiled(x, items, text), index_or_default(x, items, text))
+
+
+def _yields_in_handler(flag):
+    try:
+        if flag:
+            raise OtherError("g")
+        yield 1
+    except OtherError:
+        yield 2
+
+
+def yield_in_except(x, flag):
+    total = x
+    for v in _yields_in_handler(flag):
+        total = total + v
+    return total
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_yield_inside_an_except_block_is_refused_cleanly(flag):
+    got = tjc.compile(yield_in_except, backend="eager")(torch.zeros(2), flag)
+    torch.testing.assert_close(got, yield_in_except(torch.zeros(2), flag))

@@ -11,6 +11,7 @@ from ..variables.contexts import AutocastVariable, GradModeVariable, enter_user_
 from ..variables.generators import GeneratorVariable
 from ..variables.new_object import NewObjectVariable
 from ..variables.base import unsupported
+from ..variables.exceptions import HandledInfoVariable
 from ..variables.user_object import UserObjectVariable
 from .registry import make_registry
 
@@ -105,6 +106,10 @@ def return_generator(tx, inst):
 
 @handler("YIELD_VALUE")
 def yield_value(tx, inst):
+    if any(isinstance(v, HandledInfoVariable) for v in tx.stack):
+        # Python swaps the generator's handled exception out while it is suspended; the trace
+        # keeps one for all frames (handlers/exceptions.py).
+        unsupported("yield inside an except block")
     # The translator returns the value to the consumer; resumed, the value sent in (None: only
     # next() and for loops drive a traced generator) is what the yield expression gives.
     tx.yield_value(tx.pop())
