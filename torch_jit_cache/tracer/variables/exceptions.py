@@ -5,8 +5,9 @@ An exception is modelled as its class and the trackers of its arguments: what `e
 instances are no more than that are modelled (`modelled_class`): the builtin exceptions, and user
 subclasses of them that define nothing but a docstring; a class with its own __init__, __str__ or
 attributes is refused, as is reading any other attribute (__cause__, __traceback__, ...). An
-exception never leaves the trace: it cannot be rebuilt after the graph (returned, stored where the
-frame sees it, live at a graph break), so a trace that would let it out is refused instead.
+exception the trace raised never leaves it (returned, stored where the frame sees it, live at a
+graph break): its traceback and context are not modelled, so such a trace is refused. One made and
+not raised yet (live at a graph break at its raise) is made again by calling its class.
 
 A raise is a Python exception of the tracer's (`TracedRaise`, base.py) that carries the tracker;
 the translator finds the handler in the exception table (translator.py) or lets it out of the
@@ -100,6 +101,10 @@ class ExceptionVariable(VariableTracker):
         # raise); one the trace raised has a traceback and a context that are not modelled.
         if self.raised:
             unsupported(f"a {self.cls.__name__} the trace raised leaves it (its traceback is not modelled)")
+        if self.cls_source is None and self.cls.__module__ != "builtins":
+            # A user class with no source: maybe one a class statement made in the trace, which
+            # the compiled code would not make again.
+            unsupported(f"a {self.cls.__name__} leaves the trace, and its class has no source")
         cls = SourceOutput(self.cls_source) if self.cls_source is not None else ConstantOutput(self.cls)
         return outputs.once(self, lambda: CallOutput(ConstantOutput(make_exception), ("cls", "args"),
                                                      (cls,
