@@ -6,6 +6,7 @@ raised, and not: a flag or the inputs decide), compares results and side effects
 asserts one graph, no break. The last part checks what must still fall back or break cleanly."""
 import io
 import sys
+import weakref
 
 import pytest
 
@@ -699,3 +700,34 @@ def yield_in_except(x, flag):
 def test_a_yield_inside_an_except_block_is_refused_cleanly(flag):
     got = tjc.compile(yield_in_except, backend="eager")(torch.zeros(2), flag)
     torch.testing.assert_close(got, yield_in_except(torch.zeros(2), flag))
+
+
+class Holder:
+    def __init__(self):
+        self.table = {"a": torch.ones(2)}
+        self.items = [1, 2]
+
+
+def _lookup_on(holder, key):
+    return holder.table[key] + holder.items[5]
+
+
+def catches_on_an_input(x, holder, key):
+    try:
+        y = _lookup_on(holder, key)
+    except (KeyError, IndexError) as e:
+        y = x + len(str(e))
+    return y
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_the_objects_a_caught_exception_crossed_are_freed_without_the_collector(no_gc, key):
+    # The tracer's exception holds the frames it crossed (the trackers, the input object) in its
+    # traceback: dropped when the trace handles it, nothing waits for the collector.
+    compiled = tjc.compile(catches_on_an_input, backend="eager")
+    holder = Holder()
+    x = torch.zeros(2)
+    torch.testing.assert_close(compiled(x, holder, key), catches_on_an_input(x, holder, key))
+    ref = weakref.ref(holder)
+    del holder
+    assert ref() is None

@@ -282,6 +282,9 @@ class InstructionTranslator:
         target, depth, push_lasti = inst.handler
         if value is None or len(self.stack) < depth:
             return False
+        # The tracer's exception is done with: its traceback holds the frames it crossed (their
+        # trackers), kept alive with it otherwise until the collector runs.
+        raised.__traceback__ = raised.__context__ = raised.__cause__ = None
         del self.stack[depth:]
         if push_lasti:   # read by RERAISE n to set the traceback's line, which the trace has not
             self.push(ConstantVariable(inst.index))

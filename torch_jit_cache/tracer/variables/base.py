@@ -47,7 +47,16 @@ class TracedAttributeError(TracedRaise):
     AttributeError(...)`; hasattr and getattr with a default catch it, as Python does."""
 
 
-# The builtin exception -> its traced raise (handlers/control.py's RAISE_VARARGS).
+def traced(kind: type, reason: str, cls: type, args: list) -> TracedRaise:
+    """A `kind` raise of `cls(*args)` (trackers), to be raised where it is made: `raise traced(...)`.
+    A local holding it at the raise site would keep that frame, and what it holds, alive through
+    the exception's traceback after a modelled catch dropped it (a cycle the collector must break)."""
+    raised = kind(reason)
+    raised.made_of = (cls, args)
+    return raised
+
+
+# The builtin exception -> its traced raise (handlers/exceptions.py's RAISE_VARARGS).
 TRACED_RAISES = {KeyError: TracedKeyError, IndexError: TracedIndexError,
                  AttributeError: TracedAttributeError}
 

@@ -20,7 +20,7 @@ import types
 from ...sources import AttrSource, ItemSource
 from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
                              SourceOutput, TupleOutput, built_dict)
-from .base import MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, unsupported
+from .base import MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, traced, unsupported
 from .constant import ConstantVariable
 
 
@@ -90,9 +90,7 @@ class BaseListVariable(VariableTracker):
             return self.items[k]
         if isinstance(k, int) and self.kind in (list, tuple):   # the items are exact (guarded lengths)
             message = f"{self.kind.__name__} index out of range"
-            missing = TracedIndexError(f"IndexError: {message}")
-            missing.made_of = (IndexError, [ConstantVariable(message)])
-            raise missing
+            raise traced(TracedIndexError, f"IndexError: {message}", IndexError, [ConstantVariable(message)])
         unsupported(f"index {k!r} into a {self.kind.__name__} of length {len(self.items)}")
 
     def var_getattr(self, tx, name):
@@ -325,9 +323,7 @@ class DictVariable(VariableTracker):
     def getitem(self, tx, key):
         k = _index(key)
         if k not in self.items:
-            missing = TracedKeyError(f"KeyError {k!r}")
-            missing.made_of = (KeyError, [key])
-            raise missing
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
         return self.items[k]
 
     def setitem(self, tx, key, value):

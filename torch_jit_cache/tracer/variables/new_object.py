@@ -37,7 +37,7 @@ import types
 from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind, ObjectOutput, SourceOutput
-from .base import TracedAttributeError, VariableTracker, unsupported
+from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
 from .containers import construct_namedtuple, is_namedtuple_class
@@ -177,9 +177,8 @@ class NewObjectVariable(VariableTracker):
             return SequenceMethodVariable(self, name)
         if attr is MISSING:
             message = f"{self.cls.__name__!r} object has no attribute {name!r}"
-            missing = TracedAttributeError(f"AttributeError: {message}")
-            missing.made_of = (AttributeError, [ConstantVariable(message)])
-            raise missing
+            raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError,
+                         [ConstantVariable(message)])
         if isinstance(attr, types.FunctionType):
             return UserMethodVariable(self._class_attr(tx, name), self)
         if isinstance(attr, (staticmethod, classmethod)) or not is_descriptor(attr):
