@@ -9,9 +9,9 @@ import operator
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable
+from .exceptions import constant_exception, traced_raise
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
-from .exceptions import constant_exception, traced_raise
 from .tensor import TensorVariable, call_op
 
 # Operands a unary operator makes a graph node of: tensors, and symbolic sizes (symbolic.py).
