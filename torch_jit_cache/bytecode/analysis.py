@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from bytecode import Instr
 
-__all__ = ["BreakRefused", "COND_JUMPS", "SUPERINSTRUCTIONS", "stack_effect", "liveness", "with_block_exits",
-           "split_superinstruction"]
+__all__ = ["BreakRefused", "COND_JUMPS", "SUPERINSTRUCTIONS", "stack_effect", "liveness", "is_with_handler",
+           "with_block_exits", "split_superinstruction"]
 
 
 class BreakRefused(Exception):
@@ -47,6 +47,14 @@ def stack_effect(instr: Instr) -> tuple:
     return max(0, -pre), post if pre <= 0 else pre + post   # loads: the library says (pushed, 0)
 
 
+def is_with_handler(insts: list, handler) -> bool:
+    """Whether the exception-table entry `handler` (target, depth, lasti) is a with block's: its
+    code calls the __exit__ with the exception (PUSH_EXC_INFO, WITH_EXCEPT_START, in 3.11 to 3.13)."""
+    target = handler[0]
+    return target + 1 < len(insts) and insts[target].op == "PUSH_EXC_INFO" \
+        and insts[target + 1].op == "WITH_EXCEPT_START"
+
+
 def with_block_exits(insts: list, inst) -> tuple:
     """The stack slots of the `__exit__`s of the with blocks around `inst`, outermost first; a try
     block around it is refused.
@@ -60,8 +68,7 @@ def with_block_exits(insts: list, inst) -> tuple:
     handler = inst.handler
     while handler is not None:
         target, depth, lasti = handler
-        if target + 1 >= len(insts) or insts[target].op != "PUSH_EXC_INFO" \
-                or insts[target + 1].op != "WITH_EXCEPT_START" or not lasti or depth < 1:
+        if not is_with_handler(insts, handler) or not lasti or depth < 1:
             raise BreakRefused("the instruction is inside a try block")
         slots.append(depth - 1)
         cleanup = insts[target].handler

@@ -177,7 +177,10 @@ def _convert_value(i):
     return [("CONVERT_VALUE", _CONVERSIONS[int(i.arg)])]
 
 
-_INTRINSICS = {"INTRINSIC_LIST_TO_TUPLE": "LIST_TO_TUPLE", "INTRINSIC_UNARY_POSITIVE": "UNARY_POSITIVE"}
+# 3.12+: a generator's body is wrapped in a handler that turns StopIteration into RuntimeError
+# (PEP 479) and re-raises the rest; 3.11 does that outside the bytecode.
+_INTRINSICS = {"INTRINSIC_LIST_TO_TUPLE": "LIST_TO_TUPLE", "INTRINSIC_UNARY_POSITIVE": "UNARY_POSITIVE",
+               "INTRINSIC_STOPITERATION_ERROR": "STOPITERATION_ERROR"}
 
 
 def _intrinsic_1(i):

@@ -101,6 +101,10 @@ class OutputGraph:
         # (shape_guards.SymbolBinding, int): ints read from input tensors that TENSOR_MATCH does not
         # check (storage_offset()), guarded by value (trace_result.TraceResult.exact_reads).
         self.exact_reads: list = []
+        # The exception the traced code is handling now (sys.exc_info()'s, an ExceptionVariable),
+        # as PUSH_EXC_INFO and POP_EXCEPT set it; None: whatever the thread handled at frame entry
+        # (handlers/exceptions.py). One for all frames: inlined calls share the thread's, as in Python.
+        self.handled_exception = None
         # What the trace does to objects outside the graph, replayed after it (side_effects.py).
         self.side_effects = SideEffects(self.add_guard)
         # Grad mode (contexts.py). `entry_grad_mode`: the frame's at its start (the GLOBAL_STATE

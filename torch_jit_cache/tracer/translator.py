@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import inspect
 
+from ..bytecode.analysis import is_with_handler
 from ..bytecode.instructions import DecodeError, decode
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
 from ..trace_result import Unsupported
 from . import variables
 from .handlers import DISPATCH
-from .variables import CellVariable
+from .variables import CellVariable, ConstantVariable
 from .variables.base import TracedRaise, unsupported
+from .variables.exceptions import raised_value
 from .variables.generators import GeneratorVariable
 
 MAX_INLINE_DEPTH = 32
@@ -40,6 +42,11 @@ def _varkw_name(code):
         return None
     return code.co_varnames[code.co_argcount + code.co_kwonlyargcount
                             + bool(code.co_flags & inspect.CO_VARARGS)]
+
+
+def _reraises(inst) -> bool:
+    """Whether `inst` raises the exception its frame's handler holds (RERAISE, a bare raise)."""
+    return inst.op == "RERAISE" or (inst.op == "RAISE_VARARGS" and inst.arg == 0)
 
 
 class _Null:
@@ -266,6 +273,9 @@ class InstructionTranslator:
                 if self.suspended:   # YIELD_VALUE: the next run() goes on after it
                     self.suspended = False
                     return self.result
+            except TracedRaise as e:
+                if not self._handle(e, inst):
+                    self._fail(e, inst)
             except Unsupported as e:
                 self._fail(e, inst)
             except Exception as e:  # a tracer bug must not become a wrong result: fall back
@@ -274,9 +284,35 @@ class InstructionTranslator:
                 self._fail(err, inst)
         return self.result
 
+    def _handle(self, raised: TracedRaise, inst) -> bool:
+        """Unwinds to the handler of `inst` in the exception table, as the interpreter does: the
+        stack cut to the handler's depth, f_lasti pushed where it asks, then the exception; True
+        where it did. False where `inst` has no handler (the raise leaves the frame), where the
+        handler is a with block's (its __exit__ would see the exception: not modelled) or where the
+        raise site does not model the exception (`_fail` refuses those two)."""
+        if inst.handler is None or is_with_handler(self.instructions, inst.handler):
+            return False
+        value = raised_value(raised)
+        target, depth, push_lasti = inst.handler
+        if value is None or len(self.stack) < depth:
+            return False
+        # The tracer's exception is done with: its traceback holds the frames it crossed (their
+        # trackers), kept alive with it otherwise until the collector runs.
+        raised.__traceback__ = raised.__context__ = raised.__cause__ = None
+        del self.stack[depth:]
+        if push_lasti:   # read by RERAISE n to set the traceback's line, which the trace has not
+            self.push(ConstantVariable(inst.index))
+        self.push(value)
+        self.jump_to(target)
+        return True
+
     def _fail(self, e: Unsupported, inst, breakable: bool = True):
         located = None
         try:
+            # An exception a handler of this frame has seen leaves it by RERAISE (or a bare raise)
+            # with the state there holding it (raised: not rebuilt): no cut; the frame runs as
+            # written. One leaving an inlined call is cut at the call, which eager runs again.
+            breakable = breakable and not (isinstance(e, TracedRaise) and _reraises(inst))
             if self.arrivals is not None and breakable and e.break_at is None:
                 # A failure in the root frame, or in a call it inlined at this instruction. The
                 # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
@@ -294,6 +330,8 @@ class InstructionTranslator:
                            lineno=e.lineno or inst.lineno,
                            instruction=e.instruction if e.lineno else inst.describe())
             located.break_at = e.break_at
+            if isinstance(located, TracedRaise):   # what a try block of a caller catches
+                located.value, located.made_of = e.value, e.made_of
             located.in_callee = self.depth > 0
             raise located from e.__cause__
         finally:

@@ -627,6 +627,37 @@ def raise_and_catch_custom(x):
     return y
 
 
+def _check_rank(x, rank):
+    if x.dim() != rank:
+        raise ValueError(f"expected rank {rank}, got {x.dim()}")
+    return x
+
+
+@program("contexts", (2, 3))
+def validation_error_caught(x):
+    # A shape check in a helper, and a caller that falls back when it fails.
+    try:
+        y = _check_rank(x, 3).sum(-1)
+    except ValueError as e:
+        y = x.mean(-1) * len(str(e))
+    finally:
+        y = y + 1
+    return y
+
+
+@program("contexts", (3,))
+def parse_with_fallbacks(x):
+    # Settings read as text, each with a fallback where it does not parse or is missing.
+    settings = {"scale": "2.5", "steps": "three"}
+    out = []
+    for key, default in (("scale", 1.0), ("steps", 2), ("shift", 0.0)):
+        try:
+            out.append(float(settings[key]))
+        except (KeyError, ValueError):
+            out.append(default)
+    return x * out[0] + out[1] - out[2]
+
+
 @program("contexts", (4,))
 def autocast_cpu_block(x):
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -1,5 +1,6 @@
 """Control flow on Python values: jumps, conditional jumps, TO_BOOL, FOR_ITER, RETURN_VALUE,
-BEFORE_WITH, and a generator's RETURN_GENERATOR / YIELD_VALUE (variables/generators.py).
+BEFORE_WITH, and a generator's RETURN_GENERATOR / YIELD_VALUE (variables/generators.py). Raises and
+their handlers are exceptions.py's.
 
 A condition must be a Python value known while tracing; a branch on a tensor raises Unsupported
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
@@ -9,7 +10,8 @@ from ..variables.iterators import iterate
 from ..variables.contexts import AutocastVariable, GradModeVariable, InferenceModeVariable, enter_user_context
 from ..variables.generators import GeneratorVariable
 from ..variables.new_object import NewObjectVariable
-from ..variables.base import TRACED_RAISES, unsupported
+from ..variables.base import unsupported
+from ..variables.exceptions import HandledInfoVariable
 from ..variables.user_object import UserObjectVariable
 from .registry import make_registry
 
@@ -95,21 +97,6 @@ def for_iter(tx, inst):
         tx.push(item)
 
 
-@handler("RAISE_VARARGS")
-def raise_varargs(tx, inst):
-    # `raise IndexError(...)` ends a Sequence's iteration, `raise KeyError(...)` a Mapping's
-    # lookup, where a modelled caller catches it (user_object.py); any other raise is Unsupported.
-    if inst.arg != 1:
-        unsupported("raise with a cause, or a bare re-raise")
-    exc = tx.pop()
-    value = exc.as_python_constant() if exc.is_python_constant() else None
-    cls = value if isinstance(value, type) else type(value)
-    traced = TRACED_RAISES.get(cls)
-    if traced is None:
-        unsupported(f"raise {exc}")
-    raise traced(f"{cls.__name__}: {value}")
-
-
 @handler("RETURN_GENERATOR")
 def return_generator(tx, inst):
     # A generator's first instruction: by the time its body runs (the first next()), the value
@@ -119,6 +106,10 @@ def return_generator(tx, inst):
 
 @handler("YIELD_VALUE")
 def yield_value(tx, inst):
+    if any(isinstance(v, HandledInfoVariable) for v in tx.stack):
+        # Python swaps the generator's handled exception out while it is suspended; the trace
+        # keeps one for all frames (handlers/exceptions.py).
+        unsupported("yield inside an except block")
     # The translator returns the value to the consumer; resumed, the value sent in (None: only
     # next() and for loops drive a traced generator) is what the yield expression gives.
     tx.yield_value(tx.pop())
@@ -134,8 +125,8 @@ def return_value(tx, inst):
 def before_with(tx, inst):
     # [ctx] -> [bound __exit__, what __enter__ returned]. Grad-mode, autocast and inference-mode
     # blocks are entered by their trackers (variables/contexts.py), Python-written ones inlined;
-    # their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never reached while tracing,
-    # since a raise is Unsupported.
+    # their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never reached while tracing: a
+    # raise in the block is refused there (translator._handle).
     ctx = tx.pop()
     if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable)):
         exit_, entered = ctx.enter(tx)

@@ -24,7 +24,14 @@ class TracedRaise(Unsupported):
     `raise KeyError(...)` / `raise AttributeError(...)` in traced code. Unsupported like any other
     raise, except where a caller models Python catching it: the collections.abc.Mapping mixins
     (`in`, `.get`: KeyError) and Sequence's iteration (IndexError) over a user __getitem__
-    (user_object.py), hasattr and getattr with a default (AttributeError, builtins.py)."""
+    (user_object.py), hasattr and getattr with a default (AttributeError, builtins.py), and a try
+    block of the traced code (translator.py finds its handler in the exception table)."""
+
+    # The raised exception as a tracker (exceptions.ExceptionVariable), or None where the raise
+    # site does not model it: a try block cannot catch it then. A site below exceptions.py in the
+    # import order names it as `made_of` instead, (class, [arg trackers]), built when caught.
+    value = None
+    made_of = None
 
 
 class TracedKeyError(TracedRaise):
@@ -40,7 +47,16 @@ class TracedAttributeError(TracedRaise):
     AttributeError(...)`; hasattr and getattr with a default catch it, as Python does."""
 
 
-# The builtin exception -> its traced raise (handlers/control.py's RAISE_VARARGS).
+def traced(kind: type, reason: str, cls: type, args: list) -> TracedRaise:
+    """A `kind` raise of `cls(*args)` (trackers), to be raised where it is made: `raise traced(...)`.
+    A local holding it at the raise site would keep that frame, and what it holds, alive through
+    the exception's traceback after a modelled catch dropped it (a cycle the collector must break)."""
+    raised = kind(reason)
+    raised.made_of = (cls, args)
+    return raised
+
+
+# The builtin exception -> its traced raise (handlers/exceptions.py's RAISE_VARARGS).
 TRACED_RAISES = {KeyError: TracedKeyError, IndexError: TracedIndexError,
                  AttributeError: TracedAttributeError}
 

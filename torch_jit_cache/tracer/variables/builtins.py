@@ -24,6 +24,7 @@ from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
                          build_ordered_dict, construct_namedtuple, dict_items, sort_order)
 from .copying import deepcopy
+from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
@@ -52,7 +53,11 @@ def _fold(fn):
         try:
             return tx.wrap_constant(fn(*c[0], **c[1]))
         except Exception as e:
-            unsupported(f"{fn.__name__}() raised {e!r}")
+            # Python's own error on these very constants (int("x")): what eager raises.
+            made = constant_exception(tx, e)
+            if made is None:
+                unsupported(f"{fn.__name__}() raised {e!r}")
+        raise traced_raise(made)
     return handler
 
 
@@ -226,6 +231,11 @@ def _next(tx, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
+        # Exhausted: StopIteration, with no args (a generator that returned a value gives it as
+        # the args the first time, which is not modelled).
+        if args[0].yields_lazily and not (isinstance(args[0], GeneratorVariable) and not (
+                isinstance(args[0].child.result, ConstantVariable) and args[0].child.result.value is None)):
+            raise traced_raise(ExceptionVariable(StopIteration, []))
         unsupported("next() on an exhausted or unknown iterator")
     return item
 
@@ -290,6 +300,16 @@ def _user_or_fold(fn):
             # graph that a disk cache may load elsewhere.
             unsupported("hash() of other than an int, a bool, None or a user object")
         return _fold(fn)(tx, args, kwargs)
+    return handler
+
+
+def _text(fn, otherwise=_scalar):
+    """str() and repr(): of an exception made in the trace, from a real one with its class and
+    args (exceptions.py); of anything else as `otherwise(fn)` says."""
+    def handler(tx, args, kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVariable):
+            return ConstantVariable(fn(args[0].example()))
+        return otherwise(fn)(tx, args, kwargs)
     return handler
 
 
@@ -485,11 +505,11 @@ BUILTIN_HANDLERS = {
     len: _len, range: _range, isinstance: _isinstance, enumerate: _enumerate, zip: _zip,
     min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
     setattr: _setattr, delattr: _delattr,
-    int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _scalar(str),
+    int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _text(str),
     tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _sorted, round: _fold(round), divmod: _fold(divmod),
-    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _user_or_fold(repr), hash: _user_or_fold(hash),
+    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _text(repr, _user_or_fold), hash: _user_or_fold(hash),
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),

@@ -19,9 +19,10 @@ import torch
 from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
-from .base import TRACED_RAISES, VariableTracker, unsupported
+from .base import VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
+from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable, decorate
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .tensor import is_tensor_method
@@ -98,9 +99,9 @@ class ClassVariable(ConstantVariable):
                 return ConstantVariable(self.value(args[0].as_python_constant()))
             except ValueError as e:
                 unsupported(f"{self.value.__name__}() raised {e!r}")
-        if self.value in TRACED_RAISES and not kwargs and \
-                all(a.is_python_constant() for a in args):   # IndexError("..."), to be raised
-            return ConstantVariable(self.value(*[a.as_python_constant() for a in args]))
+        if modelled_class(self.value) and not kwargs:   # IndexError("..."), to be raised
+            guard_modelled(tx, self.value, self.source)
+            return ExceptionVariable(self.value, args)
         decorated = decorate(self.value, args, kwargs)   # @staticmethod in a class body (class_statements.py)
         if decorated is not None:
             return decorated

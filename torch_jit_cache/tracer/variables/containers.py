@@ -20,7 +20,7 @@ import types
 from ...sources import AttrSource, ItemSource
 from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
                              SourceOutput, TupleOutput, built_dict)
-from .base import MethodVariable, TracedKeyError, VariableTracker, unsupported
+from .base import MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, traced, unsupported
 from .constant import ConstantVariable
 
 
@@ -88,6 +88,9 @@ class BaseListVariable(VariableTracker):
             return type(self)(self.items[k])
         if isinstance(k, int) and -len(self.items) <= k < len(self.items):
             return self.items[k]
+        if isinstance(k, int) and self.kind in (list, tuple):   # the items are exact (guarded lengths)
+            message = f"{self.kind.__name__} index out of range"
+            raise traced(TracedIndexError, f"IndexError: {message}", IndexError, [ConstantVariable(message)])
         unsupported(f"index {k!r} into a {self.kind.__name__} of length {len(self.items)}")
 
     def var_getattr(self, tx, name):
@@ -320,7 +323,7 @@ class DictVariable(VariableTracker):
     def getitem(self, tx, key):
         k = _index(key)
         if k not in self.items:
-            raise TracedKeyError(f"KeyError {k!r}")
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
         return self.items[k]
 
     def setitem(self, tx, key, value):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import types
 
 from ...trace_result import Unsupported
-from .base import VariableTracker, unsupported
+from .base import TracedRaise, VariableTracker, unsupported
 
 
 class GeneratorVariable(VariableTracker):
@@ -50,6 +50,14 @@ class GeneratorVariable(VariableTracker):
         self.running = True
         try:
             value = self.child.run()
+        except TracedRaise as e:   # raised out of the body: the generator is finished, as in Python
+            self.done = True
+            if e.made_of is not None and issubclass(e.made_of[0], StopIteration) or \
+                    e.value is not None and issubclass(e.value.cls, StopIteration):
+                raise Unsupported("StopIteration raised in a generator (a RuntimeError in Python)") from None
+            if self.created_at is not None and e.break_at is None:
+                e.break_at = self.created_at
+            raise
         except Unsupported as e:
             if self.created_at is not None and e.break_at is None:
                 e.break_at = self.created_at

@@ -42,10 +42,11 @@ import types
 from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind, ObjectOutput, SourceOutput
-from .base import TracedAttributeError, VariableTracker, unsupported
+from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
 from .containers import construct_namedtuple, is_namedtuple_class
+from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
@@ -124,6 +125,9 @@ class UserClassVariable(ClassVariable):
             return super().call_function(tx, args, kwargs)
         if is_namedtuple_class(cls):   # a tuple tracker with the class's fields
             return construct_namedtuple(tx, cls, self.source, args, kwargs)
+        if modelled_class(cls) and not kwargs:   # an exception class that adds nothing (exceptions.py)
+            guard_modelled(tx, cls, self.source)
+            return ExceptionVariable(cls, args, cls_source=self.source)
         why = refusal(cls)
         if why is not None or not self.can_build():
             unsupported(f"construction of {cls.__qualname__} in the trace: "
@@ -204,8 +208,9 @@ class NewObjectVariable(VariableTracker):
         if name in ("index", "count") and is_sequence_mixin(self.cls, name):
             return SequenceMethodVariable(self, name)
         if attr is MISSING:
-            raise TracedAttributeError(f"AttributeError: {self.cls.__name__!r} object has no "
-                                       f"attribute {name!r}")
+            message = f"{self.cls.__name__!r} object has no attribute {name!r}"
+            raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError,
+                         [ConstantVariable(message)])
         if isinstance(attr, types.FunctionType):
             return UserMethodVariable(self._class_attr(tx, name), self)
         if isinstance(attr, (staticmethod, classmethod)) or not is_descriptor(attr):

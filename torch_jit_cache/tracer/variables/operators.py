@@ -12,6 +12,7 @@ from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, dict_equal
 from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
+from .exceptions import constant_exception, traced_raise
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
@@ -26,7 +27,10 @@ def _const_fold(tx, fn, *vs):
     try:
         return tx.wrap_constant(fn(*[v.as_python_constant() for v in vs]))
     except (ArithmeticError, TypeError, ValueError) as e:
-        unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
+        made = constant_exception(tx, e)   # Python's own error on these constants: eager's too
+        if made is None:
+            unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
+    raise traced_raise(made)
 
 
 def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> VariableTracker:

@@ -184,7 +184,8 @@ def catching_raise(tx, run, kind=TracedKeyError):
     state = (torch.is_grad_enabled(), len(tx.output.autocast_blocks))
     try:
         return run(), True
-    except kind:
+    except kind as raised:
+        raised.__traceback__ = None   # the frames it crossed: freed now, not by the collector
         if (torch.is_grad_enabled(), len(tx.output.autocast_blocks)) != state:
             unsupported(f"{kind.__name__} raised inside a grad-mode or autocast block")
         return None, False

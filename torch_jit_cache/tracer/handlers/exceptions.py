@@ -1,0 +1,88 @@
+"""Raising and handling exceptions: RAISE_VARARGS, RERAISE, and the handler code the exception
+table jumps to (PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT, and 3.12+'s generator wrapper
+STOPITERATION_ERROR, normalized in bytecode/instructions.py).
+
+A raise is a TracedRaise carrying the exception's tracker (variables/exceptions.py); the translator
+unwinds to the handler of the raising instruction (translator.py `_handle`). The handler's own
+instructions are the same in 3.11, 3.12 and 3.13: [prev, exc] after PUSH_EXC_INFO, CHECK_EXC_MATCH
+per `except` clause, POP_EXCEPT on the way out, and a cleanup (COPY 3, POP_EXCEPT, RERAISE 1)
+where the except body itself raises.
+"""
+from ..variables import ConstantVariable
+from ..variables.base import unsupported
+from ..variables.classes import ClassVariable
+from ..variables.exceptions import ExceptionVariable, HandledInfoVariable, exception_of, traced_raise
+from .registry import make_registry
+
+HANDLERS, handler = make_registry()
+
+
+@handler("RAISE_VARARGS")
+def raise_varargs(tx, inst):
+    if inst.arg == 0:   # a bare `raise`: the exception being handled
+        current = tx.output.handled_exception
+        if current is None:
+            unsupported("a bare raise of an exception the trace did not catch")
+        raise traced_raise(current)
+    cause = tx.pop() if inst.arg == 2 else None
+    exc = exception_of(tx, tx.pop())
+    if cause is not None:   # `raise e from c`: the cause is never read in the trace
+        exc.cause = cause if isinstance(cause, ExceptionVariable) or \
+            (cause.is_python_constant() and cause.as_python_constant() is None) else exception_of(tx, cause)
+    raise traced_raise(exc)
+
+
+@handler("RERAISE")
+def reraise(tx, inst):
+    # RERAISE n reads f_lasti from the stack (n > 0) and leaves it: the unwind drops it.
+    exc = tx.pop()
+    if not isinstance(exc, ExceptionVariable):
+        unsupported(f"RERAISE of {exc}")
+    raise traced_raise(exc)
+
+
+@handler("PUSH_EXC_INFO")
+def push_exc_info(tx, inst):
+    exc = tx.pop()
+    if not isinstance(exc, ExceptionVariable):
+        unsupported(f"PUSH_EXC_INFO of {exc}")
+    tx.push(HandledInfoVariable(tx.output.handled_exception))
+    tx.output.handled_exception = exc
+    tx.push(exc)
+
+
+@handler("POP_EXCEPT")
+def pop_except(tx, inst):
+    saved = tx.pop()
+    if not isinstance(saved, HandledInfoVariable):
+        unsupported(f"POP_EXCEPT of {saved}")
+    tx.output.handled_exception = saved.previous
+
+
+@handler("CHECK_EXC_MATCH")
+def check_exc_match(tx, inst):
+    # [exc, cls] -> [exc, isinstance(exc, cls)]; the class (or tuple of classes) was loaded, and
+    # guarded, where the except clause names it.
+    cls = tx.pop()
+    exc = tx.stack[-1]
+    if not isinstance(exc, ExceptionVariable) or not cls.is_python_constant():
+        unsupported(f"except {cls} on {exc}")
+    match = cls.as_python_constant()
+    classes = match if isinstance(match, tuple) else (match,)
+    if not all(isinstance(c, type) and issubclass(c, BaseException) for c in classes):
+        unsupported(f"except {cls}: not exception classes")
+    tx.push(ConstantVariable(issubclass(exc.cls, match)))
+
+
+@handler("LOAD_ASSERTION_ERROR")
+def load_assertion_error(tx, inst):
+    tx.push(ClassVariable(AssertionError))
+
+
+@handler("STOPITERATION_ERROR")
+def stopiteration_error(tx, inst):
+    # 3.12+ generators' own handler: [exc] -> [exc], and a StopIteration would become a
+    # RuntimeError from it (PEP 479), which is refused, as for 3.11 (variables/generators.py).
+    exc = tx.stack[-1]
+    if not isinstance(exc, ExceptionVariable) or issubclass(exc.cls, StopIteration):
+        unsupported(f"{exc} raised in a generator (a RuntimeError in Python)")
