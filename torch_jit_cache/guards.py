@@ -100,8 +100,12 @@ def _lives_for_the_process(value) -> bool:
         # A C method of torch's tensor base type (`torch.Tensor.add_`), a static type's member.
         return torch is not None and value.__objclass__ is torch._C.TensorBase
     numpy = sys.modules.get("numpy")
-    if numpy is not None and getattr(numpy, getattr(value, "__name__", None) or "?", None) is value:
-        return True   # a numpy function or ufunc (not weakrefable): numpy is never unloaded
+    # A numpy function or ufunc (not weakrefable): numpy is never unloaded. Only numpy's own
+    # objects are looked up in it (numpy.str of the builtin str warns of a future meaning).
+    if numpy is not None and (isinstance(value, numpy.ufunc) or
+                              (getattr(value, "__module__", None) or "").startswith("numpy")):
+        name = getattr(value, "__name__", None)
+        return bool(name) and getattr(numpy, name, None) is value
     return (getattr(cls, "__module__", None), cls.__name__) in _PROCESS_LIVED_TYPES and \
         getattr(torch, cls.__name__, None) is cls
 

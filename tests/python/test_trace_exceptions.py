@@ -731,3 +731,53 @@ def test_the_objects_a_caught_exception_crossed_are_freed_without_the_collector(
     ref = weakref.ref(holder)
     del holder
     assert ref() is None
+
+
+# -- exception classes made by a class statement in the trace (class_statements.py) ------------------
+
+def local_exception_class(x, flag, log):
+    class Stop(Exception):
+        """Raised to leave the block early."""
+
+    class Harder(Stop):
+        pass
+
+    try:
+        if flag:
+            raise Harder("one dim", 2)
+        y = x + 1
+    except Stop as e:
+        log.append((type(e).__name__, e.args, isinstance(e, Harder)))
+        y = x * len(str(e))
+    return y
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_local_exception_class_raised_and_caught(flag):
+    assert_whole(local_exception_class, torch.randn(3), flag, [])
+
+
+def local_exception_leaves(x):
+    class Stop(Exception):
+        pass
+    try:
+        raise Stop("out")
+    except Stop as e:
+        return x + 1, e
+
+
+def local_exception_uncaught(x):
+    class Stop(Exception):
+        pass
+    y = x + 1
+    raise Stop("boom", y.shape[0])
+
+
+def test_a_local_exception_that_leaves_the_frame_is_that_calls_own():
+    out, err = tjc.compile(local_exception_leaves)(torch.ones(2))
+    assert torch.equal(out, torch.full((2,), 2.0))
+    assert type(err).__qualname__ == "local_exception_leaves.<locals>.Stop" and err.args == ("out",)
+    with pytest.raises(Exception) as info:
+        tjc.compile(local_exception_uncaught)(torch.ones(2))
+    assert type(info.value).__qualname__ == "local_exception_uncaught.<locals>.Stop"
+    assert info.value.args == ("boom", 2)

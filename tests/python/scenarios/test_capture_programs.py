@@ -31,11 +31,11 @@ WHOLE = {
     "namedtuple_fields", "nested_comprehension", "nested_functions_with_defaults", "new_tensors_from_python",
     "no_grad_block", "nullcontext_block", "numpy_interop", "object_equality_dunder", "operator_module",
     "ordered_dict", "parse_with_fallbacks", "partial_application", "pooling_upsample",
-    "python_scalars_and_tensors", "recursion", "reversed_and_sorted", "set_membership", "shape_arithmetic",
-    "slicing_lists", "string_formatting", "tensor_list_ops", "tensor_method_through_class",
-    "ternary_and_boolops", "truthiness_of_bool", "truthiness_of_len", "try_except_caught", "try_finally",
-    "tuple_unpack_star", "user_context_manager", "user_generator", "user_object_methods",
-    "validation_error_caught", "while_loop_constant", "zip_enumerate",
+    "python_scalars_and_tensors", "raise_and_catch_custom", "recursion", "reversed_and_sorted",
+    "set_membership", "shape_arithmetic", "slicing_lists", "string_formatting", "tensor_list_ops",
+    "tensor_method_through_class", "ternary_and_boolops", "truthiness_of_bool", "truthiness_of_len",
+    "try_except_caught", "try_finally", "tuple_unpack_star", "user_context_manager", "user_generator",
+    "user_object_methods", "validation_error_caught", "while_loop_constant", "zip_enumerate",
 }
 
 

@@ -38,6 +38,7 @@ from ...sources import AttrSource
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import STAND_INS, ConstantVariable, is_constant_value
+from .exceptions import ExceptionVariable, modelled_class
 from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVariable, UserMethodVariable
 from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
@@ -148,6 +149,11 @@ class TracedClassVariable(UserClassVariable):
         return True
 
     def call_function(self, tx, args, kwargs):
+        if modelled_class(self.value) and not kwargs:
+            # `class Stop(Exception): pass`, then `raise Stop("...")`: an exception of the class
+            # and its args (exceptions.py), raised and caught in the trace. Nothing to guard: the
+            # class is the trace's own; the exception is never rebuilt (it has no source).
+            return ExceptionVariable(self.value, args)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
         why = refusal(self.value)
