@@ -356,8 +356,8 @@ def _print_table(rows, size, world, opts):
         if "error" in r:
             print(head + r["error"])
             continue
-        diff = r.get("loss_max_abs_diff", "")
-        loss = "" if r["compiler"] == "eager" else "=" if diff == 0 else "?" if diff is None else f"{diff:.1e}"
+        diff = r.get("loss_max_abs_diff")   # None: no eager row to compare with, or fewer steps
+        loss = "" if r["compiler"] == "eager" else "?" if diff is None else "=" if diff == 0 else f"{diff:.1e}"
         print(f"{head}{r['step_ms']:>9.1f}{r['first_s']:>9.2f}{_counts(r):>16}{loss:>10}")
     print("step ms: median step (forward, backward, AdamW) of rank 0; first s: the first step (compiles);")
     print("g/b/unc/pieces: tjc: graphs/breaks/frames uncompiled/DDP pieces (tjc.stats()); torch.compile:")
