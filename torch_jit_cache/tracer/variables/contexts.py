@@ -297,22 +297,40 @@ class AutocastVariable(VariableTracker):
         return f"AutocastVariable{self.args}"
 
 
-class AutocastExitVariable(VariableTracker):
-    """The bound `__exit__` BEFORE_WITH left on the stack for an autocast block; `block` is
-    OutputGraph's record of it."""
+class BlockExitVariable(VariableTracker):
+    """The bound `__exit__` BEFORE_WITH left on the stack for a block OutputGraph keeps a record
+    of (`block`); each kind says what it is (`what`), how the graph leaves it (`leave`) and what
+    enters it again in a resume function (`again`)."""
+    what = "a block"
 
     def __init__(self, block):
         super().__init__(None)
         self.block = block
 
+    def leave(self, output):
+        raise NotImplementedError
+
+    def again(self):
+        raise NotImplementedError
+
     def call_function(self, tx, args, kwargs):
-        _check_normal_exit(args, kwargs, "an autocast block")
-        tx.output.exit_autocast(self.block)
+        _check_normal_exit(args, kwargs, self.what)
+        self.leave(tx.output)
         return ConstantVariable(None)
 
     def entered_context(self) -> EnteredContext:
         """How a graph break inside the block carries it over (graph_break/state.py, bytecode/resume.py)."""
-        return EnteredContext(functools.partial(AUTOCAST, *self.block.args))
+        return EnteredContext(self.again())
+
+
+class AutocastExitVariable(BlockExitVariable):
+    what = "an autocast block"
+
+    def leave(self, output):
+        output.exit_autocast(self.block)
+
+    def again(self):
+        return functools.partial(AUTOCAST, *self.block.args)
 
     def __repr__(self):
         return f"AutocastExitVariable{self.block.args}"
@@ -366,22 +384,14 @@ class InferenceModeVariable(VariableTracker):
         return f"InferenceModeVariable({self.mode})"
 
 
-class InferenceModeExitVariable(VariableTracker):
-    """The bound `__exit__` BEFORE_WITH left on the stack for an inference-mode block; `block` is
-    OutputGraph's record of it."""
+class InferenceModeExitVariable(BlockExitVariable):
+    what = "an inference-mode block"
 
-    def __init__(self, block):
-        super().__init__(None)
-        self.block = block
+    def leave(self, output):
+        output.exit_inference_mode(self.block)
 
-    def call_function(self, tx, args, kwargs):
-        _check_normal_exit(args, kwargs, "an inference-mode block")
-        tx.output.exit_inference_mode(self.block)
-        return ConstantVariable(None)
-
-    def entered_context(self) -> EnteredContext:
-        """How a graph break inside the block carries it over (graph_break/state.py, bytecode/resume.py)."""
-        return EnteredContext(functools.partial(torch.inference_mode, self.block.mode))
+    def again(self):
+        return functools.partial(torch.inference_mode, self.block.mode)
 
     def __repr__(self):
         return f"InferenceModeExitVariable({self.block.mode})"
