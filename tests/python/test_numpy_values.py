@@ -2,10 +2,10 @@
 tracing, arrays the trace made reach the graph through torch.from_numpy / torch.tensor as constant
 tensors, numpy numbers meet tensors in binary operators. Arrays stay right (each call makes its
 own; a mutation or a view breaks), and numpy on tensors breaks cleanly."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")   # the torch-free environment (hunt-leaks) has neither
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
