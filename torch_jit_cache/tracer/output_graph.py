@@ -52,6 +52,24 @@ class InferenceBlock:
     real: object = None
 
 
+def _leave(open_blocks: list, block, kind: str) -> None:
+    """The traced code leaves `block`, the innermost of `open_blocks`: its real context is left too."""
+    if not open_blocks or open_blocks[-1] is not block:
+        raise Unsupported(f"{kind} blocks left out of order (tracer bug)")
+    open_blocks.pop()
+    real, block.real = block.real, None
+    real.__exit__(None, None, None)
+
+
+def _kept(graph_blocks: list, blocks: list) -> int:
+    """How many of the graph's open blocks ((block, node, ...) outermost first) stay open when the
+    traced code's open blocks are `blocks`: their common beginning."""
+    keep = 0
+    while keep < min(len(graph_blocks), len(blocks)) and graph_blocks[keep][0] is blocks[keep]:
+        keep += 1
+    return keep
+
+
 @dataclasses.dataclass(eq=False)
 class AutocastBlock:
     """An autocast block the traced code is in: `args` as _enter_autocast takes them, `real` the
@@ -216,19 +234,13 @@ class OutputGraph:
         return block
 
     def exit_autocast(self, block: AutocastBlock) -> None:
-        if not self.autocast_blocks or self.autocast_blocks[-1] is not block:
-            raise Unsupported("autocast blocks left out of order (tracer bug)")
-        self.autocast_blocks.pop()
-        real, block.real = block.real, None
-        real.__exit__(None, None, None)
+        _leave(self.autocast_blocks, block, "autocast")
 
     def _switch_graph_autocast(self, blocks: list) -> None:
         """Make the graph's open autocast blocks `blocks`: leave the ones it has that `blocks` do
         not, innermost first, then enter the missing ones, outermost first."""
         graph = self._graph_autocast
-        keep = 0
-        while keep < min(len(graph), len(blocks)) and graph[keep][0] is blocks[keep]:
-            keep += 1
+        keep = _kept(graph, blocks)
         while len(graph) > keep:
             self.graph.create_node("call_function", _EXIT_AUTOCAST, (graph.pop()[1],), {})
         for block in blocks[keep:]:
@@ -245,20 +257,14 @@ class OutputGraph:
         return block
 
     def exit_inference_mode(self, block: InferenceBlock) -> None:
-        if not self.inference_blocks or self.inference_blocks[-1] is not block:
-            raise Unsupported("inference-mode blocks left out of order (tracer bug)")
-        self.inference_blocks.pop()
-        real, block.real = block.real, None
-        real.__exit__(None, None, None)
+        _leave(self.inference_blocks, block, "inference-mode")
         self.grad_mode = block.prev_grad
 
     def _switch_graph_inference(self, blocks: list) -> None:
         """Make the graph's open inference-mode blocks `blocks` (as _switch_graph_autocast); each
         node changes the graph's grad mode as the block does in eager."""
         graph = self._graph_inference
-        keep = 0
-        while keep < min(len(graph), len(blocks)) and graph[keep][0] is blocks[keep]:
-            keep += 1
+        keep = _kept(graph, blocks)
         while len(graph) > keep:
             _, node, before = graph.pop()
             self.graph.create_node("call_function", _EXIT_INFERENCE, (node,), {})

@@ -32,20 +32,23 @@ def raise_varargs(tx, inst):
     raise traced_raise(exc)
 
 
+def _pop_exception(tx, inst) -> ExceptionVariable:
+    """The exception on top of the stack, popped, where `inst` expects one."""
+    exc = tx.pop()
+    if not isinstance(exc, ExceptionVariable):
+        unsupported(f"{inst.op} of {exc}")
+    return exc
+
+
 @handler("RERAISE")
 def reraise(tx, inst):
     # RERAISE n reads f_lasti from the stack (n > 0) and leaves it: the unwind drops it.
-    exc = tx.pop()
-    if not isinstance(exc, ExceptionVariable):
-        unsupported(f"RERAISE of {exc}")
-    raise traced_raise(exc)
+    raise traced_raise(_pop_exception(tx, inst))
 
 
 @handler("PUSH_EXC_INFO")
 def push_exc_info(tx, inst):
-    exc = tx.pop()
-    if not isinstance(exc, ExceptionVariable):
-        unsupported(f"PUSH_EXC_INFO of {exc}")
+    exc = _pop_exception(tx, inst)
     tx.push(HandledInfoVariable(tx.output.handled_exception))
     tx.output.handled_exception = exc
     tx.push(exc)

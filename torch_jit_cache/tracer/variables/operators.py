@@ -125,31 +125,29 @@ def _python_dunder(tx, v, name: str):
     return v.type_method(tx, name)
 
 
-def _not_implemented(result) -> bool:
-    return isinstance(result, ConstantVariable) and result.value is NotImplemented
+def _answer(tx, fn, args):
+    """fn(*args) inlined, or None where there is no fn or it returned NotImplemented (Python then
+    tries the next candidate)."""
+    if fn is None:
+        return None
+    result = tx.call(fn, args, {})
+    return None if isinstance(result, ConstantVariable) and result.value is NotImplemented else result
 
 
 def _user_binary(tx, symbol: str, base: str, a, b):
     """`a op b` (or `a op= b`) where a user object is involved: a.__op__(b), then b.__rop__(a)."""
     ta, tb = _class_of(a), _class_of(b)
     if symbol != base:   # in place: a.__iop__(b), else the binary form
-        fn = _python_dunder(tx, a, _DUNDERS[symbol])
-        if fn is not None:
-            result = tx.call(fn, [a, b], {})
-            if not _not_implemented(result):
-                return result
+        result = _answer(tx, _python_dunder(tx, a, _DUNDERS[symbol]), [a, b])
+        if result is not None:
+            return result
     if tb is not ta and tb is not None and ta is not None and issubclass(tb, ta):
         unsupported(f"operator {base} with a subclass's operand on the right ({tb.__name__})")
-    fn = _python_dunder(tx, a, _DUNDERS[base])
-    if fn is not None:
-        result = tx.call(fn, [a, b], {})
-        if not _not_implemented(result):
-            return result
-    fn = _python_dunder(tx, b, _REFLECTED[base]) if tb is not ta else None
-    if fn is not None:
-        result = tx.call(fn, [b, a], {})
-        if not _not_implemented(result):
-            return result
+    result = _answer(tx, _python_dunder(tx, a, _DUNDERS[base]), [a, b])
+    if result is None and tb is not ta:
+        result = _answer(tx, _python_dunder(tx, b, _REFLECTED[base]), [b, a])
+    if result is not None:
+        return result
     unsupported(f"TypeError: operator {base} on {a} and {b}")
 
 
@@ -161,16 +159,15 @@ def _user_compare(tx, symbol: str, a, b):
         unsupported(f"comparison {symbol} with a subclass's operand on the right ({tb.__name__})")
     for x, y, op in ((a, b, symbol), (b, a, _SWAPPED[symbol])):
         fn = _python_dunder(tx, x, _COMPARE_DUNDERS[op])
-        if fn is None and op == "!=" and _python_dunder(tx, x, "__eq__") is not None:
+        if fn is None and op == "!=":
             # object.__ne__: the inverse of the class's __eq__, unless that is NotImplemented.
-            result = tx.call(_python_dunder(tx, x, "__eq__"), [x, y], {})
-            if not _not_implemented(result):
-                return ConstantVariable(not result.truthy(tx))
+            equal = _answer(tx, _python_dunder(tx, x, "__eq__"), [x, y])
+            if equal is not None:
+                return ConstantVariable(not equal.truthy(tx))
             continue
-        if fn is not None:
-            result = tx.call(fn, [x, y], {})
-            if not _not_implemented(result):
-                return result
+        result = _answer(tx, fn, [x, y])
+        if result is not None:
+            return result
     if symbol not in ("==", "!="):
         unsupported(f"TypeError: comparison {symbol} between {a} and {b}")
     if a is b:
