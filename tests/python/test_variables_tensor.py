@@ -133,3 +133,38 @@ def test_a_tensor_method_replaced_on_the_class_recompiles():
         torch.Tensor.neg = original
     torch.testing.assert_close(compiled(x), f(x))
     assert cnt.frame_count == 2
+
+
+class _Logged(torch.Tensor):
+    """A __torch_function__ subclass that counts the torch calls made on it (as a user's or a
+    library's subclass would add behaviour to every op)."""
+    calls = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls += 1
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _scale_shift(x):
+    return x * 2 + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_tensor_subclass_input_runs_as_written(backend):
+    # A tensor subclass is not a graph input: traced as a plain tensor, the eager backend returned a
+    # plain tensor where eager returns the subclass, and aot_eager raised TypeError inside
+    # AOTAutograd (the subclass's __torch_function__ met its analysis mode) on the user's call.
+    base = torch.randn(3, requires_grad=True)
+    x = (base * 1).as_subclass(_Logged)
+    _Logged.calls = 0
+    want = _scale_shift(x)
+    eager_calls = _Logged.calls
+    compiled = tjc.compile(_scale_shift, backend=backend)
+    _Logged.calls = 0
+    got = compiled(x)
+    assert type(got) is _Logged and _Logged.calls == eager_calls
+    assert torch.equal(got, want) and got.grad_fn is not None
+    got.sum().backward()
+    assert torch.equal(base.grad, torch.full((3,), 2.0))
+    assert tjc.stats()["graphs"] == 0

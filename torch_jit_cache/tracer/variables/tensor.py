@@ -449,9 +449,21 @@ def is_tensor_method(value) -> bool:
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+# The tensor types a graph input may have. A subclass of torch.Tensor (DTensor, the
+# AsyncCollectiveTensor torch.distributed's functional collectives return, a user's
+# __torch_function__ or __torch_dispatch__ subclass, a quantized weight) carries behaviour its fake
+# example does not: traced as a plain tensor, its graph returned plain tensors where eager returned
+# the subclass, dropped autograd history under AOTAutograd, or raised in the backend. It is not
+# read into a graph: where it is read, the graph breaks, and it is used at run time as written.
+GRAPH_INPUT_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
 def wrap_tensor(tx, value, source, g):
     if source is None:
         unsupported("a tensor that is not reachable from the frame (cannot be a graph input)")
+    if type(value) not in GRAPH_INPUT_TENSOR_TYPES:
+        unsupported(f"a tensor of subclass {type(value).__module__}.{type(value).__qualname__} (tensor "
+                    "subclasses are not traced: the graph would treat it as a plain tensor)")
     out = tx.output
     out.add_guard(source, GuardKind.TENSOR_MATCH, value)
     known = out.by_id.get(id(value))
