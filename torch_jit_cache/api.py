@@ -15,6 +15,7 @@ import functools
 import inspect
 import types
 import warnings
+import weakref
 
 from . import _C, counters, log, runtime, trace_rules
 from .backends import modes, sharing
@@ -41,7 +42,9 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
         modes.patches(backend, mode, options, dynamic)
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit,
                                  mode=mode, options=options)
-    return _compiled(fn, _compiler(fn, backend, fullgraph, dynamic, cache_limit, mode, options))
+    module_type = _module_type()
+    make = _module_compiler if module_type is not None and isinstance(fn, module_type) else _compiler
+    return _compiled(fn, make(fn, backend, fullgraph, dynamic, cache_limit, mode, options))
 
 
 def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None, mode=None,
@@ -56,8 +59,34 @@ def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, 
         raise TypeError(f"torch_jit_cache.compile_ needs an nn.Module, got {type(module).__name__}")
     from . import module_wrapper
 
-    module_wrapper.compile_in_place(module, _compiler(module, backend, fullgraph, dynamic, cache_limit, mode, options))
+    module_wrapper.compile_in_place(module, _module_compiler(module, backend, fullgraph, dynamic, cache_limit, mode,
+                                                             options))
     return module
+
+
+# The compiler of each (forward's code, options) that modules were compiled with, while a module
+# compiled with it lives. Modules of one class compiled one by one with the same options
+# (`for b in model.layers: tjc.compile_(b)`, torchtitan's per-block compile, or each wrapped with
+# compile()) share it, and so one cache, as under torch.compile, whose cache is per code: the
+# blocks are traced once, the first block's entry serving every block equal in what the trace read
+# (convert_frame._pins_modules), instead of one trace per block. A function's compile() calls keep
+# a cache each.
+_MODULE_COMPILERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def _module_compiler(module, backend, fullgraph, dynamic, cache_limit, mode, options):
+    """The FrameCompiler for compiling `module`: the one modules with its forward and these options
+    already share, else a new one (then shared)."""
+    compiler = _compiler(module, backend, fullgraph, dynamic, cache_limit, mode, options)
+    try:
+        key = (compiler.target_code, backend, fullgraph, dynamic, cache_limit, mode,
+               None if options is None else tuple(sorted(options.items())))
+        hash(key)
+    except TypeError:   # an option value that is not hashable: a cache of its own
+        return compiler
+    if compiler.target_code is None:   # DDP(model): its forward runs as written
+        return compiler
+    return _MODULE_COMPILERS.setdefault(key, compiler)
 
 
 def _compiler(fn, backend, fullgraph, dynamic, cache_limit, mode=None, options=None):
