@@ -128,3 +128,21 @@ def test_a_shared_compile_is_cut_as_its_own_ddp_asks(caps, pieces, shared):
         pieces = (pieces[0], 0)   # a shared compile counts no new pieces: it is the first's
     assert tuple(seen) == pieces
     assert tjc.stats()["shared_backend_compiles"] == shared
+
+
+def test_models_compiled_under_ddp_forwards_are_freed():
+    import gc
+    import weakref
+
+    models = [Stack(), Stack()]
+    x = torch.randn(2, 4)
+    for model, cap in zip(models, (160, 80)):
+        with _ddp_forward(cap):
+            tjc.compile(model, backend="aot_eager")(x).backward()
+    freed = [weakref.ref(m) for m in models]
+    del models, model
+    gc.collect()
+    assert [ref() for ref in freed] == [None, None]
+    from torch_jit_cache.backends import sharing
+
+    assert sharing._MEMO == {}   # the split compiles went with their entries
