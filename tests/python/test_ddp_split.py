@@ -130,19 +130,34 @@ def test_a_shared_compile_is_cut_as_its_own_ddp_asks(caps, pieces, shared):
     assert tjc.stats()["shared_backend_compiles"] == shared
 
 
-def test_models_compiled_under_ddp_forwards_are_freed():
-    import gc
+def _train_compiled_under_ddp(caps):
+    """Models compiled under DDP forwards with bucket caps `caps`, one step each, then dropped:
+    weak references to them and to their compiled modules."""
     import weakref
 
-    models = [Stack(), Stack()]
     x = torch.randn(2, 4)
-    for model, cap in zip(models, (160, 80)):
+    refs = []
+    for cap in caps:
+        model = Stack()
+        compiled = tjc.compile(model, backend="aot_eager")
         with _ddp_forward(cap):
-            tjc.compile(model, backend="aot_eager")(x).backward()
-    freed = [weakref.ref(m) for m in models]
-    del models, model
-    gc.collect()
-    assert [ref() for ref in freed] == [None, None]
+            compiled(x).backward()
+        refs += [weakref.ref(model), weakref.ref(compiled)]
+    return refs
+
+
+def test_models_compiled_under_ddp_forwards_are_freed_by_reference_counting(no_gc):
+    """A compile cut for DDP goes with its entries, and they with the compiled module, without the
+    collector. Failed before: the split's compiler was a class made per split, whose
+    call_module closed over compile_piece and with it the compile() call's FrameCompiler (its cache
+    owner, its entries): a class is in a cycle with itself, so the entries, the split compile and
+    its sharing key lived until the collector ran (the compiled modules and memo still alive)."""
     from torch_jit_cache.backends import sharing
 
-    assert sharing._MEMO == {}   # the split compiles went with their entries
+    _train_compiled_under_ddp([160])   # torch's first compile leaves cycles of its own
+    import gc
+    gc.collect()
+    refs = _train_compiled_under_ddp([160, 80])
+    assert [ref() for ref in refs] == [None] * 4
+    assert len(tjc.cache_entries(Stack.forward)) == 0
+    assert sharing._MEMO == {}
