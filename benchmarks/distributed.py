@@ -29,7 +29,6 @@ Prints one table and writes benchmarks/results/distributed.json.
 Usage: python benchmarks/distributed.py [--quick] [--nccl] [--backends aot_eager,inductor] [--timeout S]
 """
 import datetime
-import importlib.util
 import json
 import os
 import socket
@@ -51,16 +50,10 @@ from torch._dynamo.utils import counters  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
+# The zoo's nanoGPT: traced as a user's model is, also under DDP's forward (trace_rules.MODULE_RULES).
+from torch_jit_cache.testing import models as zoo  # noqa: E402
 from harness import options, print_head, write_results  # noqa: E402
 
-# The zoo's nanoGPT, loaded from its file as a module of its own: a user's model. Imported as
-# torch_jit_cache.testing.models its frames belong to tjc's package, which tjc never traces unless
-# compiled directly (trace_rules.PACKAGE_RULES): under DDP's forward, run as written, it would
-# compile nothing.
-_spec = importlib.util.spec_from_file_location(
-    "bench_nanogpt", Path(__file__).resolve().parent.parent / "torch_jit_cache" / "testing" / "models.py")
-zoo = sys.modules["bench_nanogpt"] = importlib.util.module_from_spec(_spec)   # dataclasses look it up
-_spec.loader.exec_module(zoo)
 
 # The model and the steps: --quick, then the full run. "ddp buckets" trains a wider model:
 # torch.compile's DDPOptimizer asserts that DDP's first bucket (1 MB) is no larger than

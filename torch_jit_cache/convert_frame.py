@@ -333,10 +333,12 @@ class FrameCompiler:
         from . import backends
         from .backends import sharing
 
+        pieces = self._ddp_pieces(gm, example_inputs)
         # An identical graph compiled before (the same block, another instance, another compile()
-        # call that loaded it) shares its callable: the backend runs once (backends/sharing.py
-        # says when that is sound).
-        key = sharing.key(self.backend, gm, example_inputs, unbacked=unbacked, patches=self.backend_patches)
+        # call that loaded it) and cut alike shares its callable: the backend runs once
+        # (backends/sharing.py says when that is sound).
+        key = sharing.key(self.backend, gm, example_inputs, unbacked=unbacked, patches=self.backend_patches,
+                          pieces=pieces)
         compiled = sharing.lookup(key)
         if compiled is not None:
             counters.count("shared_backend_compiles")
@@ -345,7 +347,7 @@ class FrameCompiler:
         # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
         # what the swap leaves in their derived state is put back (proxies.py).
         with proxies.preserving_derived_state(gm.modules()):
-            compiled = self._compile_whole_or_split(gm, example_inputs)
+            compiled = self._compile_whole_or_split(gm, example_inputs, pieces)
         # What the backend made (AOT-autograd's generated wrappers, whose code carries no
         # module name the trace rules could read, inductor's runner, a user backend's
         # callable) is never intercepted: it runs with interception off, at its own speed.
@@ -358,9 +360,17 @@ class FrameCompiler:
         gm.graph.owning_module = None
         return compiled
 
-    def _compile_whole_or_split(self, gm, example_inputs):
-        """The backend on gm, or, under a DDP forward, on gm cut at DDP's gradient buckets
-        (backends/ddp_split.py)."""
+    def _ddp_pieces(self, gm, example_inputs):
+        """Under a DDP forward, where gm is cut at DDP's gradient buckets ({node: piece},
+        backends/ddp_split.py); None where it is compiled whole."""
+        from . import backends
+        from .backends import ddp_split
+
+        cap = None if backends.runs_eagerly(self.backend) else ddp_split.bucket_cap()
+        return None if cap is None else ddp_split.partitions(gm, example_inputs, cap)
+
+    def _compile_whole_or_split(self, gm, example_inputs, pieces):
+        """The backend on gm, or on gm cut into `pieces` (_ddp_pieces)."""
         from . import backends
         from .backends import ddp_split
 
@@ -368,8 +378,6 @@ class FrameCompiler:
             return backends.compile_graph(self.backend, piece, inputs, fallback_to_eager=config.fallback_to_eager,
                                           patches=self.backend_patches)
 
-        cap = None if backends.runs_eagerly(self.backend) else ddp_split.bucket_cap()
-        pieces = None if cap is None else ddp_split.partitions(gm, example_inputs, cap)
         if pieces is None:
             return compile_piece(gm, example_inputs)
         counters.count("ddp_pieces", max(pieces.values()) + 1)

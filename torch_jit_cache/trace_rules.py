@@ -19,7 +19,11 @@ What is skipped, and why (first matching rule wins):
   cost trace attempts: numpy (its Python functions wrap C routines the tracer cannot see into) and
   triton (kernel launchers that inductor generates and calls).
 Everything else is traced: third-party packages, user code, and code without a module name
-(`exec` of a string with bare globals).
+(`exec` of a string with bare globals). A module named in MODULE_RULES follows its row before its
+package's: the model zoo (`torch_jit_cache.testing.models`) lies in this package but holds models
+written as a user writes them, and is traced as theirs are (under `DDP(zoo_model)` its frames are
+called from torch's code and must compile). The rest of `torch_jit_cache.testing` (CompileCounter,
+a backend; the leak checker; the pytest plugin) is the compiler's own code and stays skipped.
 
 A module whose name shadows a stdlib module (a user's own `test.py`) is skipped with the stdlib;
 its frames run uncompiled, which is never wrong, only slower.
@@ -55,6 +59,13 @@ PACKAGE_RULES: tuple = (
     (frozenset({"triton"}), "triton", "kernel launchers that backends generate and call"),
 )
 
+# Modules whose rule is not their package's, matched by their full name before PACKAGE_RULES:
+# (modules, action, rule name, reason).
+MODULE_RULES: tuple = (
+    (frozenset({"torch_jit_cache.testing.models"}), Action.TRACE, "model_zoo",
+     "the model zoo: models written as a user's are, traced as theirs are"),
+)
+
 # Filenames of code that backends and FX generate: (prefix, rule name, reason).
 GENERATED_FILENAME_RULES: tuple = (
     ("<eval_with_key>", "fx_generated", "code that torch.fx generated (a GraphModule's forward)"),
@@ -68,6 +79,8 @@ TRACE = Rule(Action.TRACE, "default", "user code or a third-party package")
 
 _PACKAGE_TABLE = {pkg: Rule(Action.SKIP, name, reason)
                   for pkgs, name, reason in PACKAGE_RULES for pkg in pkgs}
+_MODULE_TABLE = {module: Rule(action, name, reason)
+                 for modules, action, name, reason in MODULE_RULES for module in modules}
 _FILENAME_TABLE = tuple((prefix, Rule(Action.SKIP, name, reason))
                         for prefix, name, reason in GENERATED_FILENAME_RULES)
 _STDLIB_NAMES = frozenset(sys.stdlib_module_names)
@@ -89,6 +102,9 @@ def rule_for_module(module_name) -> Rule:
     """The rule for code of module `module_name` (None: code without a module name)."""
     if not isinstance(module_name, str) or not module_name:
         return TRACE
+    rule = _MODULE_TABLE.get(module_name)
+    if rule is not None:
+        return rule
     top = module_name.partition(".")[0]
     rule = _PACKAGE_TABLE.get(top)
     if rule is not None:

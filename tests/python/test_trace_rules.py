@@ -33,6 +33,10 @@ import torch_jit_cache as tjc  # noqa: E402
     ("importlib._bootstrap", "stdlib"),   # frozen modules are judged by name too
     ("dataclasses", "stdlib"),
     ("logging.handlers", "stdlib"),
+    ("torch_jit_cache.testing", "torch_jit_cache"),            # CompileCounter: a backend, not a model
+    ("torch_jit_cache.testing.refleaks", "torch_jit_cache"),   # the leak checker
+    ("torch_jit_cache.testing.pytest_plugin", "torch_jit_cache"),
+    ("torch_jit_cache.testing.models_helpers", "torch_jit_cache"),   # only the zoo's own module is traced
 ])
 def test_skipped_modules(module, rule):
     got = trace_rules.rule_for_module(module)
@@ -49,6 +53,34 @@ def test_skipped_modules(module, rule):
 ])
 def test_traced_modules(module):
     assert trace_rules.rule_for_module(module).action is Action.TRACE
+
+
+def test_the_model_zoo_is_traced_like_a_users_models():
+    rule = trace_rules.rule_for_module("torch_jit_cache.testing.models")
+    assert (rule.action, rule.name) == (Action.TRACE, "model_zoo")
+    from torch_jit_cache.testing import models
+
+    assert trace_rules.lookup(models.GPT.forward.__code__, models.GPT.forward.__globals__) is rule
+
+
+def test_a_zoo_model_under_a_wrappers_forward_is_compiled(no_gc):
+    """tjc.compile(DataParallel(zoo_model)): the wrapper's forward runs as written (on the CPU it
+    calls the model), and the model's frame, called from torch's code, compiles. Failed before the
+    zoo's rule: the model's frames were tjc's own package, skipped (0 graphs, 0 entries)."""
+    import weakref
+
+    from torch_jit_cache.testing import models
+
+    model = models.GPT(models.GPTConfig(n_layer=1, block_size=8, n_embd=16))
+    idx = torch.randint(0, 100, (2, 8))
+    compiled = tjc.compile(torch.nn.DataParallel(model), backend="eager")
+    for _ in range(2):
+        torch.testing.assert_close(compiled(idx)[0], model(idx)[0])
+    assert tjc.stats()["graphs"] >= 1
+    assert len(tjc.cache_entries(models.GPT.forward)) == 1
+    freed = weakref.ref(model)
+    del model, compiled
+    assert freed() is None   # by reference counting: the collector is off
 
 
 def test_fx_generated_code_is_skipped():

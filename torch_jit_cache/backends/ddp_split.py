@@ -76,15 +76,20 @@ def compile_split(gm, example_inputs, pieces: dict, compile_piece):
     class CompilePieces(torch.fx.Interpreter):
         # Runs the cut graph on the fake inputs: each piece meets the fake values it will be
         # called with, is compiled on them, and is replaced by its compiled callable.
+        # compile_piece is the instance's, never the class's closure: a class is in a cycle with
+        # itself, and through compile_piece it held the compile() call's FrameCompiler, its cache
+        # owner and entries, until the collector ran.
         def call_module(self, target, args, kwargs):
             piece = getattr(self.module, target)
             out = piece(*args, **kwargs)   # before compiling: the backend may rewrite its output
-            compiled = compile_piece(piece, list(args))
+            compiled = self.compile_piece(piece, list(args))
             delattr(self.module, target)
             setattr(self.module, target, compiled if isinstance(out, (tuple, list)) else _first(compiled))
             return out
 
-    CompilePieces(split).run(*example_inputs)
+    runner = CompilePieces(split)
+    runner.compile_piece = compile_piece
+    runner.run(*example_inputs)
     split.recompile()
     return split.forward
 

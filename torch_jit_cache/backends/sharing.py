@@ -19,7 +19,11 @@ The key says everything the backend's output depends on:
     (a parameter or buffer: backends/static_inputs.py);
   - the global state a compile reads: grad mode, inference mode, autocast per device and its dtype,
     deterministic algorithms, the default dtype, and the configs of inductor and functorch
-    (their own hashes).
+    (their own hashes);
+  - where the graph is cut for DDP's gradient buckets (backends/ddp_split.py): per node the piece
+    it goes to, none for a graph compiled whole. Two graphs compiled under DDPs with different
+    bucket caps, or one under DDP and one not, are different programs for the backend (one
+    compile per piece); caps that cut alike share. The cap alone would do, less precisely.
 No key (nothing shared) under inductor's `freezing` (it may fold parameters' values into the
 code), for a symbolic trace (the backend adds guards to that trace's ShapeEnv while it compiles,
 and they belong to that trace's entry: a symbolic size or stride of an input, an int symbol, which
@@ -45,10 +49,12 @@ _PURE_OPS = frozenset({"placeholder", "call_function", "call_method", "output"})
 _MEMO: dict = {}
 
 
-def key(backend, gm, example_inputs, *, unbacked: bool = False, patches: tuple = ()) -> tuple | None:
+def key(backend, gm, example_inputs, *, unbacked: bool = False, patches: tuple = (),
+        pieces: dict | None = None) -> tuple | None:
     """The sharing key of compiling `gm` on `example_inputs` with `backend`, or None where nothing
     may be shared (see the module's docstring). `unbacked`: the trace made an unbacked symbol.
-    `patches`: the compile() call's mode=/options= (backends/modes.py), part of the key."""
+    `patches`: the compile() call's mode=/options= (backends/modes.py), part of the key. `pieces`:
+    {node: piece} where gm is cut for DDP (ddp_split.partitions), None where it is compiled whole."""
     if unbacked or not isinstance(backend, str) or backend not in SHARED_BACKENDS or not modes.plain(patches):
         return None
     import torch
@@ -77,7 +83,8 @@ def key(backend, gm, example_inputs, *, unbacked: bool = False, patches: tuple =
         target = node.target if node.op == "call_function" else \
             str(node.target) if node.op == "call_method" else None
         try:
-            nodes.append((node.op, target, _args_key(node.args, position), _args_key(node.kwargs, position)))
+            nodes.append((node.op, target, _args_key(node.args, position), _args_key(node.kwargs, position),
+                          None if pieces is None else pieces.get(node)))
         except _NotShared:
             return None
     # Hashable: torch.fx itself keeps a graph's call targets in a dict; constants are their repr.
