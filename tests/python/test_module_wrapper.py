@@ -125,7 +125,9 @@ def test_modulelist_item_assignment_of_a_compiled_block():
     assert list(model.state_dict()) == list(eager.state_dict())
     x = rand(2, 4)
     assert torch.allclose(model(x), eager(x), atol=1e-6)
-    assert cnt.frame_count == 3, "each block compiled on its own cache"
+    # The blocks share one cache (one class, one set of options): a trace for the first block's
+    # input without grad and one for the others' input with grad, not one trace per block.
+    assert cnt.frame_count == 2, "blocks of one class compiled alike share a cache"
 
 
 # --- state_dict: the wrapped module's keys, no prefix -------------------------------------------
@@ -252,7 +254,7 @@ def _roundtrip(how, m):
 
 
 @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle", "torch.save"])
-def test_copies_are_compiled_modules_on_their_own_cache(how):
+def test_copies_are_compiled_modules_with_the_same_options(how):
     child = Child().eval()
     compiled = tjc.compile(child, backend="eager", fullgraph=True, dynamic=False, cache_limit=3)
     x = rand(2, 4)
@@ -264,9 +266,12 @@ def test_copies_are_compiled_modules_on_their_own_cache(how):
     opts = dup.compile_options
     assert opts == {"backend": "eager", "fullgraph": True, "dynamic": False, "cache_limit": 3, "mode": None,
                     "options": None}
-    assert tjc.cache_entries(dup) == [], "the copy has a cache of its own"
+    # Compiled with the original's options, the copy shares its cache (modules of one class
+    # compiled alike do): the original's entry serves it.
+    assert tjc.cache_entries(dup) == tjc.cache_entries(compiled) and len(tjc.cache_entries(dup)) == 1
+    hits = tjc.cache_entries(dup)[0].hits
     assert torch.allclose(dup(x), child(x))
-    assert len(tjc.cache_entries(dup)) == 1 and len(tjc.cache_entries(compiled)) == 1
+    assert len(tjc.cache_entries(dup)) == 1 and tjc.cache_entries(dup)[0].hits == hits + 1
     if how != "copy":
         assert dup.lin.weight is not child.lin.weight
         with torch.no_grad():
@@ -310,10 +315,10 @@ def test_compile_in_place_compiles_blocks_without_reassignment():
     assert list(model.state_dict()) == list(eager.state_dict())
     x = rand(2, 4)
     assert torch.allclose(model(x), eager(x), atol=1e-6)
-    assert cnt.frame_count == 3
+    assert cnt.frame_count == 2, "one cache for the blocks: input without grad, then with"
     assert torch.allclose(model(x), eager(x), atol=1e-6)
-    assert cnt.frame_count == 3
-    assert len(tjc.cache_entries(model.layers[0])) == 1
+    assert cnt.frame_count == 2
+    assert len(tjc.cache_entries(model.layers[0])) == 2, "the blocks' shared entries"
 
 
 def test_compile_in_place_module_called_directly_and_copied():
@@ -553,3 +558,20 @@ def test_a_model_of_blocks_compiled_in_place_then_compiled_whole_is_one_graph():
     x = rand(2, 4)
     assert torch.allclose(whole(x), eager(x), atol=1e-6)
     assert cnt.frame_count == 1, "the whole model's trace inlines its blocks"
+
+
+def test_the_cache_blocks_share_dies_with_the_last_block(no_gc):
+    from torch_jit_cache import api
+
+    blocks = [nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(3)]
+    for b in blocks:
+        tjc.compile_(b, backend="eager")
+    for b in blocks:
+        b(rand(2, 4))
+    del b
+    assert len(api._MODULE_COMPILERS) == 1 and len(tjc.cache_entries(blocks[2])) == 1
+    entry = weakref.ref(tjc.cache_entries(blocks[0])[0])
+    del blocks[:2]
+    assert len(api._MODULE_COMPILERS) == 1, "the last block still uses it"
+    del blocks
+    assert not api._MODULE_COMPILERS and entry() is None, "freed by reference counting with the last block"
