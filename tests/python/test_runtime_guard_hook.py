@@ -5,6 +5,8 @@ disabling it, its errors reaching the caller, and the runtime releasing it.
 
 Torch-free: runs on 3.11, 3.12 and 3.13.
 """
+import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,8 @@ from jit_helpers import ConstantJit, call_compiled
 
 
 pytestmark = pytest.mark.usefixtures("fresh_runtime")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]   # the package the subprocess imports
 
 
 class Recorder:
@@ -191,6 +195,7 @@ def test_hook_is_released_before_the_interpreter_exits():
 
         runtime.set_guard_complete_hook(Hook())
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert "hook freed" in out.stdout
