@@ -1,6 +1,7 @@
 """One rank of test_guard_collectives.py: joins a 2-process gloo group over 127.0.0.1 and calls a
-compiled function whose guards miss on rank 1 only, with guard collectives off and on, then once
-more after the default group was destroyed and made again (on a second port). Writes what each
+compiled function whose guards miss on rank 1 only, with guard collectives off and on (also for a
+function that all-reduces), then once more after the default group was destroyed and made again
+(on a second port). Writes what each
 scenario saw (compiles, recompiles, forced misses, whether outputs equal eager's) to a JSON file.
 
     python guard_collectives_worker.py RANK WORLD PORT SECOND_PORT OUT.json
@@ -29,7 +30,13 @@ def fn(x):
     return x * 2 + 1
 
 
-def apart(enabled):
+def reduced_fn(x):
+    s = x.sum(0)          # the collective's size does not depend on the batch
+    dist.all_reduce(s)    # a node of the graph: votes and the graph's collectives interleave
+    return x * s
+
+
+def apart(enabled, fn=fn):
     """Three calls; rank 1's batch changes at the second: its guards miss there, rank 0's hit."""
     tjc.reset()
     previous = tjc.set_enable_guard_collectives(enabled)
@@ -71,6 +78,7 @@ def main():
     init(port)
     record("off", lambda: apart(False))
     record("on", lambda: apart(True))
+    record("on_with_a_collective", lambda: apart(True, reduced_fn))
     vote_group = guard_collectives._groups[1]
     dist.destroy_process_group()
     gc.collect()

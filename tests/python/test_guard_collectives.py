@@ -106,6 +106,13 @@ def test_on_every_rank_recompiles_when_one_misses(ranks):
 
 
 @needs_gloo
+def test_on_with_a_collective_in_the_graph(ranks):
+    r0, r1 = _scenario(ranks, "on_with_a_collective")
+    assert (r0["recompiles"], r1["recompiles"]) == (1, 1)
+    assert (r0["forced_misses"], r1["forced_misses"]) == (1, 0)
+
+
+@needs_gloo
 def test_on_without_a_process_group_votes_alone(ranks):
     r0, r1 = _scenario(ranks, "uninitialized")
     assert (r0["recompiles"], r1["recompiles"]) == (0, 1)
