@@ -80,6 +80,7 @@ def main():
     record("on", lambda: apart(True))
     record("on_with_a_collective", lambda: apart(True, reduced_fn))
     vote_group = guard_collectives._groups[1]
+    results["vote_group_kept"] = vote_group() is not None   # torch.distributed holds it while it lives
     dist.destroy_process_group()
     gc.collect()
     init(second_port)

@@ -122,6 +122,7 @@ def test_on_without_a_process_group_votes_alone(ranks):
 @needs_gloo
 def test_a_recreated_default_group_gets_a_new_vote_group(ranks):
     r0, r1 = _scenario(ranks, "reinit")
+    assert all(r["results"]["vote_group_kept"] for r in ranks), "one vote group served the default group"
     assert (r0["recompiles"], r1["recompiles"]) == (1, 1)
     for r in (r0, r1):
         assert r["new_vote_group"], "the vote group was made for the new default group"
