@@ -30,12 +30,13 @@ from . import runtime  # noqa: E402
 from .config import config  # noqa: E402  (the settings instance, e.g. config.cache_limit)
 from .api import cache_entries, compile, compile_, disable, explain, reset, stats  # noqa: E402
 from .dynamic import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: E402
+from .guard_collectives import set_enable_guard_collectives  # noqa: E402
 from .proxies import allow_in_graph  # noqa: E402
 from .stance import RecompileError, set_stance  # noqa: E402
 
 __all__ = ["CompiledModule", "RecompileError", "allow_in_graph", "cache_entries", "compile", "compile_", "config",
-           "disable", "explain", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "reset", "runtime", "set_stance",
-           "stats"]
+           "disable", "explain", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "reset", "runtime",
+           "set_enable_guard_collectives", "set_stance", "stats"]
 
 
 def __getattr__(name):

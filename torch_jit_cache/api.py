@@ -200,7 +200,8 @@ def disable(fn):
 
 
 def reset():
-    """Drop every cache and zero the counters. Safe while compiled frames run."""
+    """Drop every cache, zero the counters and turn guard collectives off. Safe while compiled
+    frames run."""
     runtime.reset()
     log.forget_once()
     counters.reset()

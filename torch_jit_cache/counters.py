@@ -2,7 +2,7 @@
 the two kinds are merged.
 
 Two kinds of counters, one view. The runtime's (hits, misses, compiles, evictions, fallbacks,
-skips, cache_limit_hits, compile_waits) live in C++ (`RuntimeStats` in csrc/common/runtime_state.h)
+skips, cache_limit_hits, compile_waits, forced_misses) live in C++ (`RuntimeStats` in csrc/common/runtime_state.h)
 because the eval-frame hook bumps them on every call: a plain integer increment, where a Python
 counter would cost a call into Python per frame. The compile pipeline's (`PIPELINE`) live here,
 because only the cache-miss callback bumps them, at most a few times per compile. `snapshot()` is

@@ -23,6 +23,13 @@ and once two of them compiled nothing and hit no entry (frame_action 'skip-watch
 its later runs take the frames they call along uncompiled, with the hook removed (3.11 inlines
 Python calls only without one). A run that compiled or hit something makes it a plain 'skip'.
 
+Guard-complete hook: `set_guard_complete_hook(hook)` (None clears it; returns the previous one)
+installs one process-wide `hook(hit: bool) -> bool`, asked once per intercepted call of a code
+that already has entries (never a first call, never a skipped code), after the lookup: False turns
+a hit into a miss (the callback compiles again; at the cache limit the original code runs), and on
+a miss its answer is ignored. tjc.set_enable_guard_collectives builds on it so that the ranks of an
+SPMD program recompile together. An exception it raises reaches the caller; reset() clears it.
+
 `eval_frame(callback)` is the context manager most callers want: it sets the callback for the
 duration of a `with` block and restores the previous one on exit, even on error.
 """
@@ -47,6 +54,7 @@ frame_action = _C.frame_action
 set_skip = _C.set_skip
 set_cache_limit = _C.set_cache_limit
 hook_installed = _C.hook_installed
+set_guard_complete_hook = _C.set_guard_complete_hook
 
 
 def without_interception(fn):
@@ -57,7 +65,8 @@ def without_interception(fn):
 
 
 def reset():
-    """Drop every cache (entries are evicted; `CacheEntry.evicted` turns True) and zero stats().
+    """Drop every cache (entries are evicted; `CacheEntry.evicted` turns True), clear the
+    guard-complete hook and zero stats().
 
     Safe while compiled frames are running: a running entry is released when it finishes.
     """
@@ -72,7 +81,8 @@ def reset_stats():
 
 def stats():
     """Counters since the last reset(): hits, misses, compiles, evictions, fallbacks, skips,
-    cache_limit_hits, compile_waits (misses that waited for another thread's compile)."""
+    cache_limit_hits, compile_waits (misses that waited for another thread's compile),
+    forced_misses (hits the guard-complete hook turned into misses)."""
     return _C.stats()
 
 
@@ -106,5 +116,5 @@ __all__ = [
     "CacheEntry", "CacheOwner", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
     "SKIP_TREE_IF_QUIET",
     "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "reset_stats", "set_eval_frame",
-    "set_cache_limit", "set_skip", "stats", "without_interception",
+    "set_cache_limit", "set_guard_complete_hook", "set_skip", "stats", "without_interception",
 ]

@@ -1,5 +1,5 @@
 // Bindings of the runtime: set_eval_frame, GuardedCode, SKIP/RUN_ORIGINAL, Frame, CacheEntry,
-// cache_entries, reset, stats.
+// cache_entries, set_guard_complete_hook, reset, stats.
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
@@ -11,6 +11,7 @@
 #include "runtime/cache_owner.h"
 #include "runtime/extra_state.h"
 #include "runtime/frame_handle.h"
+#include "runtime/guard_complete_hook.h"
 #include "runtime/guarded_code.h"
 #include "runtime/thread_state.h"
 
@@ -75,6 +76,7 @@ void reset_all() {
   for (const py::object& code : ExtraState::all_codes()) {
     if (ExtraState* extra = ExtraState::get(as_code(code))) extra->clear("reset() was called");
   }
+  clear_guard_complete_hook();
 }
 
 py::dict stats_dict() {
@@ -88,6 +90,7 @@ py::dict stats_dict() {
   d["skips"] = s.skips;
   d["cache_limit_hits"] = s.cache_limit_hits;
   d["compile_waits"] = s.compile_waits;
+  d["forced_misses"] = s.forced_misses;
   return d;
 }
 
@@ -287,8 +290,17 @@ void init_runtime(py::module_& m) {
         },
         py::arg("fn_or_code"), py::arg("limit"),
         "This code's own cache limit (0: use config.cache_limit).");
-  m.def("reset", &reset_all, "Drops every cache and resets every code's action. Safe while compiled frames run.");
-  m.def("stats", &stats_dict, "Counters: hits, misses, compiles, evictions, fallbacks, skips, cache_limit_hits, compile_waits.");
+  m.def("set_guard_complete_hook", &set_guard_complete_hook, py::arg("hook"),
+        "Sets the process-wide guard-complete hook, hook(hit: bool) -> bool, asked after each lookup of a code "
+        "that has entries (False turns a hit into a miss); None clears it. Returns the previous hook (or None).");
+  // The hook is released before the interpreter tears down, so its __del__ (and whatever it holds,
+  // a process group) runs while Python still can.
+  py::module_::import("atexit").attr("register")(py::cpp_function([]() { clear_guard_complete_hook(); }));
+  m.def("reset", &reset_all,
+        "Drops every cache, resets every code's action and clears the guard-complete hook. Safe while compiled "
+        "frames run.");
+  m.def("stats", &stats_dict,
+        "Counters: hits, misses, compiles, evictions, fallbacks, skips, cache_limit_hits, compile_waits, forced_misses.");
   m.def("_live_objects", []() {
     const LiveObjects& live = live_objects();
     py::dict d;

@@ -41,6 +41,7 @@ struct RuntimeStats {
   uint64_t skips = 0;       // frames of codes marked skip
   uint64_t cache_limit_hits = 0;  // (code, owner) pairs that reached the cache limit (warned once)
   uint64_t compile_waits = 0;     // misses that waited for another thread's compile of the same code
+  uint64_t forced_misses = 0;     // hits the guard-complete hook turned into misses (another rank missed)
 };
 
 struct RuntimeState {
@@ -51,6 +52,8 @@ struct RuntimeState {
   // tjc.set_stance("force_eager") (torch_jit_cache/stance.py): every CompiledFunction call runs its
   // function with interception off, as if it had never been compiled; caches are kept.
   bool force_eager = false;
+  // The guard-complete hook (runtime/guard_complete_hook.cpp): strong; nullptr when none is set.
+  PyObject* guard_complete_hook = nullptr;
 
   // ---- The eval-frame hook (runtime/thread_state.cpp).
   int active_threads = 0;  // threads with a callback set; the hook is installed while > 0

@@ -18,6 +18,7 @@
 #include "runtime/cache_owner.h"
 #include "runtime/extra_state.h"
 #include "runtime/frame_handle.h"
+#include "runtime/guard_complete_hook.h"
 #include "runtime/guarded_code.h"
 #include "runtime/thread_state.h"
 
@@ -251,6 +252,24 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
   Py_END_ALLOW_THREADS
 }
 
+// Asks the guard-complete hook about a lookup of a code that has entries; a hit it refuses becomes
+// a miss (`entry` reset). False: the hook raised (a Python error is set).
+[[gnu::noinline]] bool agree_on_lookup(ThreadState& ts, std::shared_ptr<CacheEntry>& entry) {
+  switch (ask_guard_complete_hook(entry != nullptr, ts)) {
+    case HookAnswer::kError:
+      return false;
+    case HookAnswer::kMiss:
+      if (entry) {
+        entry.reset();
+        ++runtime_state().stats.forced_misses;
+      }
+      return true;
+    case HookAnswer::kRun:
+      return true;
+  }
+  return true;
+}
+
 [[gnu::noinline]] PyObject* eval_intercepted(PyThreadState* tstate, cpython::Frame* frame, ExtraState* extra,
                                               ThreadState& ts) {
   if (extra == nullptr) {
@@ -259,20 +278,25 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
   }
   if (TJC_UNLIKELY(runtime_state().testing_copy_free_vars_on_entry)) cpython::copy_free_vars_like_fast_to_locals(frame);
   const uint64_t owner = ts.owner->id();
+  std::shared_ptr<CacheEntry> entry;
   for (;;) {
     ++ts.suspended;  // guards can run Python (__eq__): those frames pass through
-    std::shared_ptr<CacheEntry> entry = extra->lookup(cpython::frame_view(frame), owner);
+    entry = extra->lookup(cpython::frame_view(frame), owner);
     --ts.suspended;
-    if (entry) {
-      ++runtime_state().stats.hits;
-      ++entry->hits_ref();
-      return run_entry(tstate, frame, std::move(entry));
-    }
+    if (entry) break;
     std::shared_ptr<CompileTicket> ticket = extra->compiling(owner);
     // The same thread missing a code it is compiling (recursion) compiles it again rather than
     // wait for itself.
     if (!ticket || ticket->thread() == PyThread_get_thread_ident()) break;
     wait_for_compile(std::move(ticket));
+  }
+  if (guard_complete_hook_set() && (entry || extra->live_entries(owner) > 0)) {
+    if (!agree_on_lookup(ts, entry)) return fail(tstate, frame);
+  }
+  if (entry) {
+    ++runtime_state().stats.hits;
+    ++entry->hits_ref();
+    return run_entry(tstate, frame, std::move(entry));
   }
   ++runtime_state().stats.misses;
   switch (extra->action(owner)) {

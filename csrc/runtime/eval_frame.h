@@ -6,6 +6,8 @@
 // SKIP (the code is never intercepted again) or RUN_ORIGINAL (this call runs uncompiled). An
 // exception from the callback propagates to the caller of the intercepted function. Generators,
 // coroutines, resumed frames and frames evaluated with a pending throw are never handed to it.
+// When a guard-complete hook is set (guard_complete_hook.h), it is asked after the lookup of a code
+// that has entries and may turn a hit into a miss.
 //
 // Ownership: on 3.12+ the hook owns the frame it is handed and clears it on every path that does
 // not pass it to the previous evaluator (cpython::release_unevaluated_frame).

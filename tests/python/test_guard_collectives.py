@@ -1,0 +1,143 @@
+"""Guard collectives (torch_jit_cache/guard_collectives.py): with them on, a miss on one rank makes
+every rank recompile at the same call; off, only the rank that missed recompiles.
+
+Two processes join a gloo group over 127.0.0.1 and run guard_collectives_worker.py: a compiled
+function called three times, rank 1's batch changing at the second call (its guards miss, rank 0's
+hit). The processes are bounded (each collective by the group's timeout, each process by
+PROCESS_TIMEOUT_S), so a vote without a partner fails the test instead of hanging it. The
+single-process tests check the setting itself and the vote without a process group."""
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.distributed as dist  # noqa: E402
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache import guard_collectives  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+WORKER = pathlib.Path(__file__).with_name("guard_collectives_worker.py")
+WORLD = 2
+PROCESS_TIMEOUT_S = 120
+
+needs_gloo = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                reason="torch.distributed with gloo is not available in this build")
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """Each rank's {scenario: result}, the worker run once for the module's tests."""
+    tmp = tmp_path_factory.mktemp("guard_collectives")
+    ports = _free_ports(2)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(WORKER.parent), str(pathlib.Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
+        OMP_NUM_THREADS="1")
+    outs = [tmp / f"rank{r}.json" for r in range(WORLD)]
+    # Output to files, not pipes: a rank blocked on a full pipe would stall the other's collectives.
+    logs = [open(tmp / f"rank{r}.log", "w+") for r in range(WORLD)]
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(r), str(WORLD), *map(str, ports), str(outs[r])],
+                              env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
+             for r in range(WORLD)]
+    deadline = time.monotonic() + PROCESS_TIMEOUT_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            break
+    results = []
+    for r, (p, out, log) in enumerate(zip(procs, outs, logs)):
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.seek(0)
+        text = log.read()[-3000:]
+        log.close()
+        results.append({"results": json.loads(out.read_text()) if out.exists() else {},
+                        "why": f"rc {p.returncode}", "log": text})
+    return results
+
+
+def _scenario(ranks, name):
+    out = []
+    for rank, r in enumerate(ranks):
+        result = r["results"].get(name)
+        assert result is not None, f"rank {rank} stopped before {name} finished ({r['why']}):\n{r['log']}"
+        assert "error" not in result, f"rank {rank}, {name}:\n{result['error']}"
+        assert result["equal"] == [True] * 3, f"rank {rank}, {name}: a result differs from eager's"
+        out.append(result)
+    return out
+
+
+@needs_gloo
+def test_off_only_the_rank_that_missed_recompiles(ranks):
+    r0, r1 = _scenario(ranks, "off")
+    assert (r0["recompiles"], r1["recompiles"]) == (0, 1)
+    assert (r0["compiles"], r1["compiles"]) == (1, 2)
+    assert not r0["previous"] and not r0["was_enabled"]
+
+
+@needs_gloo
+def test_on_every_rank_recompiles_when_one_misses(ranks):
+    r0, r1 = _scenario(ranks, "on")
+    assert (r0["recompiles"], r1["recompiles"]) == (1, 1), "rank 0's hit was voted down"
+    assert (r0["compiles"], r1["compiles"]) == (2, 2)
+    assert (r0["forced_misses"], r1["forced_misses"]) == (1, 0)
+    assert r0["was_enabled"] and r1["was_enabled"]
+
+
+@needs_gloo
+def test_on_with_a_collective_in_the_graph(ranks):
+    r0, r1 = _scenario(ranks, "on_with_a_collective")
+    assert (r0["recompiles"], r1["recompiles"]) == (1, 1)
+    assert (r0["forced_misses"], r1["forced_misses"]) == (1, 0)
+
+
+@needs_gloo
+def test_on_without_a_process_group_votes_alone(ranks):
+    r0, r1 = _scenario(ranks, "uninitialized")
+    assert (r0["recompiles"], r1["recompiles"]) == (0, 1)
+    assert r0["forced_misses"] == 0
+
+
+@needs_gloo
+def test_a_recreated_default_group_gets_a_new_vote_group(ranks):
+    r0, r1 = _scenario(ranks, "reinit")
+    assert all(r["results"]["vote_group_kept"] for r in ranks), "one vote group served the default group"
+    assert (r0["recompiles"], r1["recompiles"]) == (1, 1)
+    for r in (r0, r1):
+        assert r["new_vote_group"], "the vote group was made for the new default group"
+        assert r["old_vote_group_freed"], "the destroyed group's vote group is not kept alive"
+
+
+def test_setting_returns_the_previous_one_and_reset_turns_it_off():
+    assert tjc.set_enable_guard_collectives(True) is False
+    assert tjc.set_enable_guard_collectives(True) is True
+    assert tjc.set_enable_guard_collectives(True) is True
+    tjc.reset()
+    assert tjc.set_enable_guard_collectives(False) is False
+
+
+def test_the_vote_without_a_process_group_is_the_local_result():
+    assert not dist.is_initialized()
+    assert guard_collectives._vote(True) is True
+    assert guard_collectives._vote(False) is False
