@@ -115,7 +115,9 @@ def test_a_shared_compile_is_cut_as_its_own_ddp_asks(caps, pieces, shared):
     of the sharing key: the second model was handed the first's compile (1 shared compile, and
     ddp_pieces 3, not 3 + 6, for caps 160 and 80)."""
     models = [Stack(), Stack()]
-    compiled = [tjc.compile(model, backend="aot_eager") for model in models]   # both alive throughout
+    # Bound forwards: a cache each (two modules of one class compiled alike would share one, and
+    # the second call would hit the first's entry); both alive throughout.
+    compiled = [tjc.compile(model.forward, backend="aot_eager") for model in models]
     x = torch.randn(2, 4)
     seen = []
     for model, opt, cap in zip(models, compiled, caps):
