@@ -241,6 +241,32 @@ class ItemSource(ChainedSource):
         return self.base.is_frame_input()
 
 
+@dataclasses.dataclass(frozen=True)
+class ComputedSource(ChainedSource):
+    """fn(the base's value, *args): a value the compiled code computes at call time from one the
+    frame reaches, with a function of the compiler's (FSDP2's local shard of a parameter, with its
+    gradient averaged: tracer/variables/fsdp2.py). Never guarded itself (no C++ accessor calls
+    functions): guards read what it is computed from."""
+    fn: Any
+    args: tuple = ()
+
+    def name(self) -> str:
+        extra = "".join(f", {a!r}" for a in self.args)
+        return f"{getattr(self.fn, '__name__', self.fn)}({self.base.name()}{extra})"
+
+    def load_step(self, value: Any) -> Any:
+        return self.fn(value, *self.args)
+
+    def emit_load(self, em) -> None:
+        em.call_const_with(self.fn, [lambda: self.base.emit_load(em)] + [lambda a=a: em.const(a) for a in self.args])
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+    def guard_node(self, parent):
+        raise TypeError(f"{self.name()} is computed at call time: guards read what it is computed from")
+
+
 def load_source(source: Source, f_locals, f_globals, f_builtins) -> Any:
     """The value `source` names in a frame given by its locals (arguments and, for free variables,
     their cell contents, by name), globals and builtins. Used by tests and by convert_frame."""

@@ -244,6 +244,77 @@ def ddp_training(backend):
     return train
 
 
+class FSDPNet(torch.nn.Module):
+    """A user's model of two blocks for FSDP2: uneven shards (3 rows over 2 ranks: FSDP2 pads)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(4, 4)   # the root's own: every block's input requires grad
+        self.blocks = torch.nn.ModuleList([FSDPBlock(), FSDPBlock()])
+        self.head = torch.nn.Linear(4, 1)
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x).squeeze(-1)
+
+
+class FSDPBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(4, 3)
+        self.down = torch.nn.Linear(3, 4)
+
+    def forward(self, x):
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+def fsdp2_training(backend, how):
+    """Three SGD steps of a model sharded with fully_shard (each block, then the root), eagerly and
+    compiled: "outside" compiles the sharded model whole (tjc.compile(model)); "per_block" compiles
+    each block in place before sharding it (torchtitan's order); "no_sync" compiles it whole with
+    gradient sync off (set_requires_gradient_sync(False): gradients accumulate unreduced, which the
+    graph's all-gather does not reproduce, so FSDP2's hooks run each block). Each step's loss, the
+    gradients and the parameters after (each rank's shards), graphs, breaks, fallbacks."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    def train():
+        result = {}
+        for mode in ("eager", "compiled"):
+            tjc.reset()
+            torch.manual_seed(0)   # the same model on every rank before sharding
+            model = FSDPNet()
+            mesh = init_device_mesh("cpu", (WORLD,))
+            counter = CompileCounterWithBackend(backend)
+            for block in model.blocks:
+                if how == "per_block" and mode == "compiled":
+                    tjc.compile_(block, backend=counter)
+                fully_shard(block, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+            if how == "no_sync":
+                model.set_requires_gradient_sync(False)
+            run = tjc.compile(model, backend=counter) if mode == "compiled" and how != "per_block" else model
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            calls = []
+            dist.barrier()
+            for step in range(3):
+                opt.zero_grad()
+                loss = run(x_of(2) / 100 + step).square().mean()
+                loss.backward()
+                grads = [None if p.grad is None else p.grad.to_local().clone() for p in model.parameters()]
+                opt.step()
+                calls.append({"collectives": [], "out": plain(loss), "args": plain(grads)})
+            calls.append({"collectives": [], "out": plain([p.to_local().detach() for p in model.parameters()]),
+                          "args": []})
+            stats = tjc.stats()
+            result[mode] = {"calls": calls, "graphs": stats["graphs"], "breaks": stats["graph_breaks"],
+                            "fallbacks": stats["fallbacks"], "backend_calls": counter.frame_count}
+        return result
+    return train
+
+
 SCENARIOS = {
     "first_compile": first_compile, "recompile": recompile, "recompile_apart": recompile_apart,
     "every_collective_eager": every_collective("eager"),
@@ -253,6 +324,10 @@ SCENARIOS = {
     "barrier": barrier, "dynamic": dynamic,
     "gradients_eager": gradients("eager"), "gradients_aot_eager": gradients("aot_eager"),
     "ddp_training_eager": ddp_training("eager"), "ddp_training_aot_eager": ddp_training("aot_eager"),
+    "fsdp2_outside_eager": fsdp2_training("eager", "outside"),
+    "fsdp2_outside_aot_eager": fsdp2_training("aot_eager", "outside"),
+    "fsdp2_per_block_aot_eager": fsdp2_training("aot_eager", "per_block"),
+    "fsdp2_no_sync_aot_eager": fsdp2_training("aot_eager", "no_sync"),
 }
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from torch_jit_cache import codegen, runtime, sources
 from torch_jit_cache.guards import GuardBuilder
-from torch_jit_cache.sources import (AttrSource, BuiltinSource, ChainedSource, ClosureSource, FrameValues,
-                                     GlobalSource, ItemSource, LocalSource, RootSource, Source)
+from torch_jit_cache.sources import (AttrSource, BuiltinSource, ChainedSource, ClosureSource, ComputedSource,
+                                     FrameValues, GlobalSource, ItemSource, LocalSource, RootSource, Source)
 from torch_jit_cache.trace_result import SourceOutput
 
 pytestmark = pytest.mark.usefixtures("fresh_runtime")
@@ -77,6 +77,17 @@ EXAMPLES = [
 _ABSTRACT = {Source, RootSource, ChainedSource}
 
 
+def _pick(box, name):
+    """A function of the compiler's, as ComputedSource calls one: here it returns an attribute, so
+    that identity says the computed value is the one expected."""
+    return getattr(box, name)
+
+
+# Computed at call time, never guarded (ComputedSource): checked on their own below.
+COMPUTED = [ComputedSource(LocalSource("x"), _pick, ("payload",)),
+            ComputedSource(AttrSource(GlobalSource("GLOBAL_BOX"), "items"), _pick, ("__class__",))]
+
+
 def _kinds(cls=Source):
     for sub in cls.__subclasses__():
         if sub.__module__ == sources.__name__:
@@ -86,7 +97,7 @@ def _kinds(cls=Source):
 
 def test_every_source_kind_has_an_example():
     concrete = {k for k in _kinds() if k not in _ABSTRACT}
-    assert concrete - {type(s) for s in EXAMPLES} == set()
+    assert concrete - {type(s) for s in EXAMPLES + COMPUTED} == set()
     assert all(issubclass(k, (RootSource, ChainedSource)) for k in concrete)
 
 
@@ -143,3 +154,22 @@ def test_a_different_object_fails_the_guard():
         builtins = {"toy_builtin": Box("b2")}
         glob = {"__builtins__": builtins, "GLOBAL_BOX": Box("g2", items=(Box(5), Box(6)))}
         assert not root.check(changed, glob), source
+
+
+@pytest.mark.parametrize("source", COMPUTED, ids=str)
+def test_a_computed_source_loads_and_emits_the_same_and_refuses_a_guard(source):
+    frame = _frame_values()
+    expected = _pick(source.base.load(frame), *source.args)
+    assert source.load(frame) is expected
+    assert str(source) == f"_pick({source.base}, {source.args[0]!r})"
+    code = _TOY.__code__
+    new_code = codegen.build_transformed_code(code, None, [], SourceOutput(source))
+    fn = _toy_function()
+
+    def jit(frame_, entries):
+        return runtime.GuardedCode(new_code, runtime.GuardManager()) if frame_.f_code is code else runtime.RUN_ORIGINAL
+
+    with runtime.eval_frame(jit):
+        assert fn(**_ARGS) is expected
+    with pytest.raises(TypeError, match="computed at call time"):
+        GuardBuilder().node(source)

@@ -38,6 +38,7 @@ PROCESS_TIMEOUT_S = 150
 SCENARIOS = ["first_compile", "recompile", "every_collective_eager", "every_collective_aot_eager",
              "functional", "break_between", "async_op", "barrier", "dynamic", "gradients_eager",
              "gradients_aot_eager", "every_collective_inductor", "ddp_training_eager", "ddp_training_aot_eager",
+             "fsdp2_outside_eager", "fsdp2_outside_aot_eager", "fsdp2_per_block_aot_eager", "fsdp2_no_sync_aot_eager",
              "recompile_apart"]
 
 
@@ -184,6 +185,32 @@ def test_compiling_a_ddp_module_captures_the_model_whole(ranks, backend):
         # eager backend runs op by op and is not cut.
         pieces = 4 if backend == "aot_eager" else 0
         assert (r["compiled"]["pieces"], r["compiled"]["backend_calls"]) == (pieces, max(pieces, 1)), r["compiled"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_model_sharded_with_fully_shard_compiles_whole(ranks, backend):
+    """tjc.compile(model) over FSDP2 blocks: each block's all-gather is in the graph (fsdp2.py), one
+    graph and no break (before: one break per block, at FSDP2's pre-forward hook); each step's
+    loss, every rank's gradient shards and parameter shards equal eager FSDP2's bit for bit."""
+    results = _scenario(ranks, f"fsdp2_outside_{backend}")
+    _same_as_eager(results, graphs=1)
+    for rank, r in enumerate(results):
+        assert r["compiled"]["fallbacks"] == 0, f"rank {rank}: {r['compiled']['fallbacks']} frames fell back"
+
+
+def test_blocks_compiled_then_sharded_trace_once(ranks):
+    """torchtitan's order: each block compiled in place, then fully_shard; the blocks share one
+    cache, so one graph for both (FSDP2's hooks run around each compiled forward)."""
+    results = _scenario(ranks, "fsdp2_per_block_aot_eager")
+    _same_as_eager(results, graphs=1)
+    assert [r["compiled"]["backend_calls"] for r in results] == [1, 1]
+
+
+def test_fsdp2_with_gradient_sync_off_runs_its_hooks(ranks):
+    """Gradient sync off is not what the in-graph all-gather reproduces: each block's call is a
+    graph break where FSDP2's hooks run, and the results are eager's."""
+    results = _scenario(ranks, "fsdp2_no_sync_aot_eager")
+    _same_as_eager(results, graphs=3, breaks=2)
 
 
 def test_is_initialized_is_guarded_by_the_default_group(ranks):

@@ -110,6 +110,9 @@ class OutputGraph:
         self.by_id: dict[int, object] = {}
         self.by_source: dict[Source, object] = {}
         self.keepalive: list = []
+        # id(parameter) -> the tracker the trace reads in its place, while an FSDP2 block's
+        # forward is traced (fsdp2.py: the sharded parameter's gathered whole).
+        self.param_substitutes: dict[int, object] = {}
         # Whether the trace guarded torch's global module-hook dicts empty (nn_module.py): once per
         # trace, through whichever module was called first.
         self.global_hooks_guarded = False

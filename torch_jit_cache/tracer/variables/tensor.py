@@ -461,6 +461,9 @@ GRAPH_INPUT_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 def wrap_tensor(tx, value, source, g):
     if source is None:
         unsupported("a tensor that is not reachable from the frame (cannot be a graph input)")
+    substitute = tx.output.param_substitutes.get(id(value))
+    if substitute is not None:   # an FSDP2 block's sharded parameter: its gathered whole (fsdp2.py)
+        return substitute
     if type(value) not in GRAPH_INPUT_TENSOR_TYPES:
         unsupported(f"a tensor of subclass {type(value).__module__}.{type(value).__qualname__} (tensor "
                     "subclasses are not traced: the graph would treat it as a plain tensor)")

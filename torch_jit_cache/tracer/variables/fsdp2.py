@@ -1,0 +1,222 @@
+"""FSDP2 (`fully_shard`) blocks inside a traced model: their parameters all-gathered in the graph.
+
+`tjc.compile(model)` over a model whose blocks were sharded with `fully_shard`: each block's call
+in eager runs FSDP2's pre-forward hook (all-gather the block's parameters, swap them into the
+block), the block's forward, then its post-forward hook (free them again); in the backward FSDP2
+reduce-scatters the gradients to each rank's shard. The hooks are torch's own code, which the
+tracer never follows, so each block call used to be a graph break (3 graphs and 2 breaks for two
+blocks). Here the block's call is traced as what the hooks amount to, in the graph:
+
+    local  = sharded_param.to_local()             # each rank's rows (dim 0), outside the graph,
+                                                  # its gradient averaged over the ranks (FSDP2's
+                                                  # default reduce op, AVG)
+    padded = pad(local, rows to ceil(rows / world))   # FSDP2's padding of an uneven last shard
+    full   = wait_tensor(all_gather_into_tensor(padded, world, group))[:rows]
+
+and the block's forward reads `full` wherever it reads the parameter. The all-gather's autograd
+formula is a reduce-scatter (sum), so the backward hands each rank the sum of the ranks'
+gradients for its rows, divided by the world size: FSDP2's reduce-scatter with AVG, and with two
+ranks the same floats bit for bit. Gradients land on the sharded DTensor parameters, where FSDP2
+puts them, and accumulate as autograd accumulates. One graph, no break, and no FSDP2 hook runs
+for such a block (its state stays idle; the root's hooks, outside the compiled forward, still
+run, and its end-of-backward callback finds nothing of the blocks' to reduce).
+
+Lowered only when the block's sharding is what this reproduces exactly, else the block's call is a
+graph break as before (run by FSDP2 itself): FSDP2's own two hooks and no others; one parameter
+group, idle, its parameters sharded (not swapped in by an earlier eager forward); sharded on dim 0
+of plain (not DTensor/TP) parameters over a 1-D mesh (not HSDP); no mixed-precision casts, no CPU
+offload; gradients reduced (`set_requires_gradient_sync(True)`) with the default divide factor and
+reduce op. What could change between calls is guarded: the hooks, the group's flags and state,
+the parameters' identity and their local shards' metadata.
+
+Memory: the gathered parameters are values of the graph, saved for the backward where it needs
+them (as with `reshard_after_forward=False`), not freed after each block and gathered again.
+"""
+from __future__ import annotations
+
+import torch
+
+from ...sources import AttrSource, ComputedSource, ItemSource
+from ...trace_result import GuardKind
+from ..output_graph import mark_side_effect
+from .base import unsupported
+from .constant import ConstantVariable
+from .tensor import TensorVariable, call_op
+
+# FSDP2 lives in torch.distributed.fsdp._fully_shard from torch 2.6; older names are not lowered.
+_FSDP_MODULES = ("torch.distributed.fsdp._fully_shard._fsdp_state",)
+
+
+class _AverageGrad(torch.autograd.Function):
+    """The identity forward (a view), the gradient divided by the ranks' count backward: the
+    all-gather's reduce-scatter sums, FSDP2 averages."""
+
+    @staticmethod
+    def forward(ctx, x, world):
+        ctx.world = world
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad / ctx.world, None
+
+
+def local_shard(param, world: int):
+    """What the compiled code passes the graph for a sharded parameter: its local rows, with the
+    gradient they get averaged over `world` ranks and handed to the DTensor parameter."""
+    return _AverageGrad.apply(param.to_local(), world)
+
+
+def fsdp_state(module):
+    """The module's FSDPState when its forward hooks are exactly FSDP2's pre- and post-forward
+    hooks (one module per state), else None."""
+    pre = getattr(module, "_forward_pre_hooks", None)
+    post = getattr(module, "_forward_hooks", None)
+    if not pre or not post or len(pre) != 1 or len(post) != 1:
+        return None
+    (pre_hook,), (post_hook,) = pre.values(), post.values()
+    state = getattr(pre_hook, "__self__", None)
+    if state is None or getattr(post_hook, "__self__", None) is not state:
+        return None
+    cls = type(state)
+    if cls.__name__ != "FSDPState" or cls.__module__ not in _FSDP_MODULES:
+        return None
+    if getattr(pre_hook, "__func__", None) is not cls._pre_forward or \
+            getattr(post_hook, "__func__", None) is not cls._post_forward:
+        return None
+    return state
+
+
+def _refusal(state, group) -> str | None:
+    """Why this block's sharding is not lowered, or None."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, OffloadPolicy
+    from torch.distributed.fsdp._fully_shard._fsdp_common import FSDPMeshInfo, HSDPMeshInfo, TrainingState
+    from torch.distributed.tensor import Shard
+
+    if state._training_state != TrainingState.IDLE or group._training_state != TrainingState.IDLE:
+        return "its FSDP state is not idle"
+    if type(group.mesh_info) is not FSDPMeshInfo or isinstance(group.mesh_info, HSDPMeshInfo):
+        return "it is not sharded over a 1-D mesh (HSDP or replicate)"
+    if group.mp_policy != MixedPrecisionPolicy():
+        return "it has a mixed-precision policy"
+    if type(group.offload_policy) is not OffloadPolicy:
+        return "its parameters are offloaded to the CPU"
+    flags = (group.reduce_grads, group.all_reduce_grads, group.gradient_divide_factor,
+             getattr(group, "reduce_scatter_reduce_op", None), group.force_sum_reduction_for_comms)
+    if flags != (True, True, None, None, False):
+        return "its gradient reduction is not the default (gradient sync off, a divide factor or reduce op)"
+    for p in group.fsdp_params:
+        info = p._module_info
+        if p.is_dtensor or p.fsdp_placement != Shard(0) or info.shared_modules:
+            return "a parameter is a DTensor, sharded on another dim or shared between modules"
+        if p.sharded_state.name != "SHARDED" or info.module._parameters.get(info.param_name) is not p.sharded_param:
+            return "its parameters are not the sharded ones (an unshard() or an eager forward left them gathered)"
+        if p.sharded_param.dtype not in (torch.float32, torch.bfloat16, torch.float64):
+            return f"a parameter of dtype {p.sharded_param.dtype}"
+    return None
+
+
+def call_fsdp_block(tx, mv, state, args: list, kwargs: dict, forward):
+    """`mv.module(*args, **kwargs)` for a block sharded by FSDP2 (`state`): its forward traced with
+    its parameters all-gathered in the graph, or a graph break saying why not."""
+    m = mv.module
+    groups = state._fsdp_param_groups
+    if len(groups) != 1:
+        unsupported(f"FSDP2 block {type(m).__name__} with {len(groups)} parameter groups")
+    group = groups[0]
+    why = _refusal(state, group)
+    if why is not None:
+        unsupported(f"FSDP2 block {type(m).__name__} is run by FSDP2's hooks: {why}")
+    out = tx.output
+    state_source = _guard_hooks(tx, mv)
+    group_source = ItemSource(AttrSource(state_source, "_fsdp_param_groups"), 0)
+    _guard_flags(out, state_source, group_source, state, group)
+    pg = group.mesh_info.shard_process_group
+    out.add_guard(AttrSource(AttrSource(group_source, "mesh_info"), "shard_process_group"), GuardKind.ID_MATCH, pg)
+    world, name = pg.size(), pg.group_name
+    gathered = {}
+    paths = {id(sub): path for path, sub in m.named_modules()}
+    for p in group.fsdp_params:
+        info = p._module_info
+        path = paths.get(id(info.module))
+        if path is None:
+            unsupported(f"FSDP2 block {type(m).__name__}: a parameter's module is not one of its submodules")
+        source = mv.source
+        for part in filter(None, path.split(".")):
+            source = AttrSource(source, part)
+        source = AttrSource(source, info.param_name)
+        gathered[id(p.sharded_param)] = _gather(tx, source, p, world, name)
+    saved = out.param_substitutes
+    out.param_substitutes = {**saved, **gathered}
+    try:
+        return forward(args, kwargs)
+    finally:
+        out.param_substitutes = saved
+
+
+def _guard_hooks(tx, mv):
+    """Guards the block's hook dicts to hold these two hooks (and no backward hooks); returns the
+    source of the FSDPState (the pre-forward hook's `__self__`)."""
+    out = tx.output
+    m = mv.module
+    for name in ("_forward_pre_hooks", "_forward_hooks"):
+        hooks = vars(m)[name]
+        src = AttrSource(mv.source, name)
+        out.add_guard(src, GuardKind.DICT_KEYS, tuple(hooks))
+        (key,) = hooks
+        out.add_guard(ItemSource(src, key), GuardKind.ID_MATCH, hooks[key])
+    for name in ("_backward_hooks", "_backward_pre_hooks"):
+        if getattr(m, name, None):
+            unsupported(f"FSDP2 block {type(m).__name__} has backward hooks")
+        if name in vars(m):
+            out.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
+    (key,) = vars(m)["_forward_pre_hooks"]
+    return AttrSource(ItemSource(AttrSource(mv.source, "_forward_pre_hooks"), key), "__self__")
+
+
+def _guard_flags(out, state_source, group_source, state, group) -> None:
+    """What _refusal read that a user's call may change between calls: training states, the
+    reduction flags (set_requires_gradient_sync, set_gradient_divide_factor, ...)."""
+    out.add_guard(AttrSource(state_source, "_training_state"), GuardKind.ID_MATCH, state._training_state)
+    out.add_guard(AttrSource(group_source, "_training_state"), GuardKind.ID_MATCH, group._training_state)
+    for flag in ("reduce_grads", "all_reduce_grads", "force_sum_reduction_for_comms"):
+        out.add_guard(AttrSource(group_source, flag), GuardKind.BOOL_MATCH, getattr(group, flag))
+    out.add_guard(AttrSource(group_source, "gradient_divide_factor"), GuardKind.NONE_MATCH, None)
+    out.add_guard(AttrSource(group_source, "mp_policy"), GuardKind.ID_MATCH, group.mp_policy)
+    out.add_guard(AttrSource(group_source, "offload_policy"), GuardKind.ID_MATCH, group.offload_policy)
+    out.add_guard(AttrSource(group_source, "fsdp_params"), GuardKind.LENGTH, len(group.fsdp_params))
+
+
+def _gather(tx, param_source, p, world: int, group_name: str) -> TensorVariable:
+    """The parameter, whole, as the graph computes it from this rank's shard."""
+    out = tx.output
+    param = p.sharded_param
+    # The parameter object itself (the module's attribute), and its shard's metadata.
+    out.add_guard(param_source, GuardKind.ID_MATCH, param)
+    local_real = param._local_tensor
+    out.add_guard(AttrSource(param_source, "_local_tensor"), GuardKind.TENSOR_MATCH, local_real)
+    source = ComputedSource(param_source, local_shard, (world,))
+    value = local_shard(param, world)
+    example = out.fake_shapes.fakeify(value, source, None)
+    out.keepalive.append(value)
+    local = TensorVariable(out, example, source=source, real=value)
+    rows = param.shape[0]
+    padded_rows = -(-rows // world)
+    if local.example.shape[0] != padded_rows:
+        pad = [0, 0] * (local.example.dim() - 1) + [0, padded_rows - local.example.shape[0]]
+        local = call_op(tx, torch.nn.functional.pad, [local, ConstantVariable(tuple(pad))], {})
+    shape = (padded_rows * world, *local.example.shape[1:])
+    issued = _node(tx, "all_gather_into_tensor", (local, world, group_name), local.example, shape)
+    full = _node(tx, "wait_tensor", (issued,), local.example, shape)
+    if shape[0] != rows:
+        full = call_op(tx, torch.narrow, [full, ConstantVariable(0), ConstantVariable(0), ConstantVariable(rows)], {})
+    return full
+
+
+def _node(tx, op: str, args: tuple, like, shape) -> TensorVariable:
+    target = getattr(torch.ops._c10d_functional, op).default
+    mark_side_effect(target)
+    with tx.output.fake_shapes.running():
+        example = like.new_empty(shape).requires_grad_(like.requires_grad and torch.is_grad_enabled())
+    fx_args = tuple(a.as_node() if isinstance(a, TensorVariable) else a for a in args)
+    return TensorVariable(tx.output, example, tx.output.create_node("call_function", target, fx_args, {}))
