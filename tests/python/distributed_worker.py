@@ -10,6 +10,7 @@ Every collective is bounded by the group's timeout, so a rank that issues one co
 fails (gloo raises) instead of hanging; the test bounds the processes themselves too."""
 import datetime
 import functools
+import gc
 import io
 import contextlib
 import json
@@ -17,6 +18,7 @@ import os
 import sys
 import time
 import traceback
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -311,6 +313,14 @@ def fsdp2_training(backend, how):
             stats = tjc.stats()
             result[mode] = {"calls": calls, "graphs": stats["graphs"], "breaks": stats["graph_breaks"],
                             "fallbacks": stats["fallbacks"], "backend_calls": counter.frame_count}
+            # The model, its sharded parameters and the compiled entries go with the last reference
+            # (FSDP2's own state and hooks form cycles, freed by the collector, as in eager).
+            refs = [weakref.ref(model), weakref.ref(next(model.parameters()))]
+            entries = tjc.cache_entries(FSDPNet.forward)
+            del model, run, opt, loss, grads, block
+            gc.collect()
+            result[mode]["alive"] = sum(r() is not None for r in refs) + sum(not e.evicted for e in entries)
+            result[mode]["entries"] = len(entries)
         return result
     return train
 

@@ -196,6 +196,8 @@ def test_a_model_sharded_with_fully_shard_compiles_whole(ranks, backend):
     _same_as_eager(results, graphs=1)
     for rank, r in enumerate(results):
         assert r["compiled"]["fallbacks"] == 0, f"rank {rank}: {r['compiled']['fallbacks']} frames fell back"
+        assert r["compiled"]["entries"] == 1 and r["compiled"]["alive"] == 0, \
+            f"rank {rank}: the model or its entry outlived it ({r['compiled']})"
 
 
 def test_blocks_compiled_then_sharded_trace_once(ranks):
