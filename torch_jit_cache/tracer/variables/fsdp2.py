@@ -11,9 +11,12 @@ blocks). Here the block's call is traced as what the hooks amount to, in the gra
                                                   # its gradient averaged over the ranks (FSDP2's
                                                   # default reduce op, AVG)
     padded = pad(local, rows to ceil(rows / world))   # FSDP2's padding of an uneven last shard
-    full   = wait_tensor(all_gather_into_tensor(padded, world, group))[:rows]
+    flat   = cat([padded.reshape(-1) for each parameter of the block])
+    full   = wait_tensor(all_gather_into_tensor(flat, world, group)).view(world, -1)
+    param  = full[:, its columns].reshape(world * padded rows, ...)[:rows]
 
-and the block's forward reads `full` wherever it reads the parameter. The all-gather's autograd
+and the block's forward reads `param` wherever it reads the parameter: one all-gather per block,
+as FSDP2's (one per parameter cost twice eager's step time on gloo, 2 ranks). The all-gather's autograd
 formula is a reduce-scatter (sum), so the backward hands each rank the sum of the ranks'
 gradients for its rows, divided by the world size: FSDP2's reduce-scatter with AVG, and with two
 ranks the same floats bit for bit. Gradients land on the sharded DTensor parameters, where FSDP2
@@ -41,6 +44,7 @@ from ...trace_result import GuardKind
 from ..output_graph import mark_side_effect
 from .base import unsupported
 from .constant import ConstantVariable
+from .containers import ListVariable
 from .tensor import TensorVariable, call_op
 
 # FSDP2 lives in torch.distributed.fsdp._fully_shard from torch 2.6; older names are not lowered.
@@ -134,8 +138,10 @@ def call_fsdp_block(tx, mv, state, args: list, kwargs: dict, forward):
     pg = group.mesh_info.shard_process_group
     out.add_guard(AttrSource(AttrSource(group_source, "mesh_info"), "shard_process_group"), GuardKind.ID_MATCH, pg)
     world, name = pg.size(), pg.group_name
-    gathered = {}
+    if len({p.sharded_param.dtype for p in group.fsdp_params}) != 1:
+        unsupported(f"FSDP2 block {type(m).__name__} has parameters of several dtypes")
     paths = {id(sub): path for path, sub in m.named_modules()}
+    shards = []
     for p in group.fsdp_params:
         info = p._module_info
         path = paths.get(id(info.module))
@@ -145,7 +151,9 @@ def call_fsdp_block(tx, mv, state, args: list, kwargs: dict, forward):
         for part in filter(None, path.split(".")):
             source = AttrSource(source, part)
         source = AttrSource(source, info.param_name)
-        gathered[id(p.sharded_param)] = _gather(tx, source, p, world, name)
+        shards.append((_padded_local(tx, source, p, world), p.sharded_param))
+    whole = _gather(tx, shards, world, name)
+    gathered = {id(param): full for (_, param), full in zip(shards, whole)}
     saved = out.param_substitutes
     out.param_substitutes = {**saved, **gathered}
     try:
@@ -187,30 +195,49 @@ def _guard_flags(out, state_source, group_source, state, group) -> None:
     out.add_guard(AttrSource(group_source, "fsdp_params"), GuardKind.LENGTH, len(group.fsdp_params))
 
 
-def _gather(tx, param_source, p, world: int, group_name: str) -> TensorVariable:
-    """The parameter, whole, as the graph computes it from this rank's shard."""
+def _padded_local(tx, param_source, p, world: int) -> TensorVariable:
+    """This rank's shard of the parameter as a graph input, padded (as FSDP2 pads) to
+    ceil(rows / world) rows."""
     out = tx.output
     param = p.sharded_param
     # The parameter object itself (the module's attribute), and its shard's metadata.
     out.add_guard(param_source, GuardKind.ID_MATCH, param)
-    local_real = param._local_tensor
-    out.add_guard(AttrSource(param_source, "_local_tensor"), GuardKind.TENSOR_MATCH, local_real)
+    out.add_guard(AttrSource(param_source, "_local_tensor"), GuardKind.TENSOR_MATCH, param._local_tensor)
     source = ComputedSource(param_source, local_shard, (world,))
     value = local_shard(param, world)
     example = out.fake_shapes.fakeify(value, source, None)
     out.keepalive.append(value)
     local = TensorVariable(out, example, source=source, real=value)
-    rows = param.shape[0]
-    padded_rows = -(-rows // world)
+    padded_rows = -(-param.shape[0] // world)
     if local.example.shape[0] != padded_rows:
         pad = [0, 0] * (local.example.dim() - 1) + [0, padded_rows - local.example.shape[0]]
         local = call_op(tx, torch.nn.functional.pad, [local, ConstantVariable(tuple(pad))], {})
-    shape = (padded_rows * world, *local.example.shape[1:])
-    issued = _node(tx, "all_gather_into_tensor", (local, world, group_name), local.example, shape)
-    full = _node(tx, "wait_tensor", (issued,), local.example, shape)
-    if shape[0] != rows:
-        full = call_op(tx, torch.narrow, [full, ConstantVariable(0), ConstantVariable(0), ConstantVariable(rows)], {})
-    return full
+    return local
+
+
+def _gather(tx, params: list, world: int, group_name: str) -> list:
+    """The block's parameters, whole, from this rank's padded shards [(shard, parameter)]: one
+    all-gather of the shards laid end to end (as FSDP2 gathers a block's parameters in one
+    collective; its backward, one reduce-scatter), then each parameter's columns of the
+    (world, total) result, its rows in rank order, the padding cut."""
+    const = ConstantVariable
+    flats = [call_op(tx, "reshape", [shard, const((-1,))], {}, method=True) for shard, _ in params]
+    flat = flats[0] if len(flats) == 1 else call_op(tx, torch.cat, [ListVariable(flats)], {})
+    total = flat.example.shape[0]
+    issued = _node(tx, "all_gather_into_tensor", (flat, world, group_name), flat.example, (world * total,))
+    gathered = _node(tx, "wait_tensor", (issued,), flat.example, (world * total,))
+    gathered = call_op(tx, "view", [gathered, const((world, total))], {}, method=True)
+    whole, offset = [], 0
+    for shard, param in params:
+        n = shard.example.numel()
+        piece = call_op(tx, torch.narrow, [gathered, const(1), const(offset), const(n)], {})
+        offset += n
+        rows = world * shard.example.shape[0]
+        piece = call_op(tx, "reshape", [piece, const((rows, *shard.example.shape[1:]))], {}, method=True)
+        if rows != param.shape[0]:
+            piece = call_op(tx, torch.narrow, [piece, const(0), const(0), const(param.shape[0])], {})
+        whole.append(piece)
+    return whole
 
 
 def _node(tx, op: str, args: tuple, like, shape) -> TensorVariable:
