@@ -363,3 +363,75 @@ def test_a_group_argument_is_guarded_by_identity_and_held_weakly(world_of_one):
     dist.destroy_process_group(groups[0])
     del groups[0], g
     assert ref() is None, "the compiled code does not keep a group alive"
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(4, 3)
+        self.down = torch.nn.Linear(3, 4)
+
+    def forward(self, x):
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+class _Sharded(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(4, 4)
+        self.blocks = torch.nn.ModuleList([_Block(), _Block()])
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return x.square().mean()
+
+
+def _sharded(reshard_after_forward=True):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = _Sharded()
+    mesh = init_device_mesh("cpu", (1,))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+@pytest.mark.parametrize("reshard_after_forward", [True, False])
+def test_fsdp2_gathers_are_tagged_for_recompute_under_inductor(world_of_one, monkeypatch, reshard_after_forward):
+    """reshard_after_forward=True: the nodes that gather a block's parameters carry the tags that
+    make AOTAutograd's min-cut partitioner (inductor's) all-gather again in the backward instead of
+    saving the gathered parameters; False, or another backend: no tag."""
+    import torch_jit_cache as tjc
+    from torch.utils.checkpoint import CheckpointPolicy
+    from torch_jit_cache import backends
+
+    tags = {}
+
+    def spy(name):
+        def backend(gm, example_inputs):
+            tags[name] = [(getattr(n.target, "__name__", str(n.target)), n.meta.get("recompute"))
+                          for n in gm.graph.nodes if n.op == "call_function"]
+            return gm.forward
+        return backend
+
+    monkeypatch.setitem(backends._REGISTRY, "inductor", spy("inductor"))
+    monkeypatch.setitem(backends._REGISTRY, "aot_eager", spy("aot_eager"))
+    x = torch.randn(2, 4)
+    for name in ("inductor", "aot_eager"):
+        tjc.reset()
+        model = _sharded(reshard_after_forward)
+        want = _sharded(reshard_after_forward)(x)
+        got = tjc.compile(model, backend=name)(x)
+        assert torch.equal(got, want)
+        assert (tjc.stats()["graphs"], tjc.stats()["graph_breaks"]) == (1, 0)
+    gathers = [policy for target, policy in tags["inductor"] if "all_gather" in target]
+    assert len(gathers) == 2, tags["inductor"]
+    expected = CheckpointPolicy.MUST_RECOMPUTE if reshard_after_forward else None
+    assert gathers == [expected, expected]
+    assert all(policy is None for _, policy in tags["aot_eager"])
+    tjc.reset()

@@ -50,6 +50,13 @@ def tracing_for_eager() -> bool:
     return runs_eagerly(_TRACING_FOR.get())
 
 
+def tracing_for_min_cut() -> bool:
+    """Whether the graph being traced will be split by AOTAutograd's min-cut partitioner (the
+    inductor backend), which recomputes nodes tagged for it, collectives too; the default
+    partitioner (aot_eager) refuses a tagged collective, and a user's callable is not known."""
+    return _TRACING_FOR.get() == "inductor"
+
+
 def runs_eagerly(backend) -> bool:
     """Whether `backend` runs a graph as traced: the "eager" backend, or a callable that says so
     (`runs_graph_eagerly`, testing.CompileCounter), rather than through AOTAutograd."""

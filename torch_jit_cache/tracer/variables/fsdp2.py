@@ -32,13 +32,19 @@ offload; gradients reduced (`set_requires_gradient_sync(True)`) with the default
 reduce op. What could change between calls is guarded: the hooks, the group's flags and state,
 the parameters' identity and their local shards' metadata.
 
-Memory: the gathered parameters are values of the graph, saved for the backward where it needs
-them (as with `reshard_after_forward=False`), not freed after each block and gathered again.
+Memory: with `reshard_after_forward=True` (FSDP2's default) and the inductor backend, the nodes
+that gather a block's parameters are tagged for AOTAutograd's min-cut partitioner to recompute in
+the backward (the all-gather issued again there, as FSDP2 gathers again before a block's
+backward), so the gathered parameters are not saved across the forward. With False, and under
+aot_eager (whose default partitioner refuses to recompute a collective: "Trying to apply AC on a
+graph with impure op") or the eager backend, they are saved for the backward where it needs them,
+as FSDP2 keeps them with `reshard_after_forward=False`.
 """
 from __future__ import annotations
 
 import torch
 
+from ... import backends
 from ...sources import AttrSource, ComputedSource, ItemSource
 from ...trace_result import GuardKind
 from ..output_graph import mark_side_effect
@@ -152,7 +158,15 @@ def call_fsdp_block(tx, mv, state, args: list, kwargs: dict, forward):
             source = AttrSource(source, part)
         source = AttrSource(source, info.param_name)
         shards.append((_padded_local(tx, source, p, world), p.sharded_param))
+    reshard = group.post_forward_mesh_info   # reshard_after_forward: the group's mesh, or None
+    if reshard is not None and reshard is not group.mesh_info:
+        unsupported(f"FSDP2 block {type(m).__name__} reshards after forward to a smaller group")
+    out.add_guard(AttrSource(group_source, "post_forward_mesh_info"),
+                  GuardKind.NONE_MATCH if reshard is None else GuardKind.ID_MATCH, reshard)
+    known = set(out.graph.nodes)
     whole = _gather(tx, shards, world, name)
+    if reshard is not None and backends.tracing_for_min_cut():
+        _recompute_in_backward([n for n in out.graph.nodes if n not in known and n.op != "placeholder"])
     gathered = {id(param): full for (_, param), full in zip(shards, whole)}
     saved = out.param_substitutes
     out.param_substitutes = {**saved, **gathered}
@@ -238,6 +252,23 @@ def _gather(tx, params: list, world: int, group_name: str) -> list:
             piece = call_op(tx, torch.narrow, [piece, const(0), const(0), const(param.shape[0])], {})
         whole.append(piece)
     return whole
+
+
+_ac_regions = iter(range(1 << 62))
+
+
+def _recompute_in_backward(nodes) -> None:
+    """Tags the nodes that gather a block's parameters for AOTAutograd's partitioner to compute
+    them again in the backward instead of saving them (`reshard_after_forward=True`, FSDP2's
+    default: the gathered parameters are freed after the block and all-gathered again for its
+    backward). The tags reach the joint graph's aten nodes (torch.fx copies "recompute" and
+    "ac_graph_id" from the node being traced); collectives tagged so may be recomputed."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    region = next(_ac_regions)
+    for node in nodes:
+        node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
+        node.meta["ac_graph_id"] = region
 
 
 def _node(tx, op: str, args: tuple, like, shape) -> TensorVariable:
