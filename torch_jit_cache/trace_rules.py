@@ -16,8 +16,9 @@ What is skipped, and why (first matching rule wins):
   threading, importlib, warnings) that hold no graph work; dataclasses' *generated* methods are not
   stdlib code: they run in the globals of the class's module and follow that module's rule;
 - a few third-party packages that hold no tensor work worth tracing and whose frames would only
-  cost trace attempts: numpy (its Python functions wrap C routines the tracer cannot see into) and
-  triton (kernel launchers that inductor generates and calls).
+  cost trace attempts: numpy (its Python functions wrap C routines the tracer cannot see into),
+  triton (kernel launchers that inductor generates and calls) and typing_extensions (reached from
+  torch's own code, FSDP2's hooks for one).
 Everything else is traced: third-party packages, user code, and code without a module name
 (`exec` of a string with bare globals). A module named in MODULE_RULES follows its row before its
 package's: the model zoo (`torch_jit_cache.testing.models`) lies in this package but holds models
@@ -57,6 +58,9 @@ PACKAGE_RULES: tuple = (
     (frozenset({"torch_jit_cache"}), "torch_jit_cache", "the compiler's own code"),
     (frozenset({"numpy"}), "numpy", "numpy wraps C routines the tracer cannot see into"),
     (frozenset({"triton"}), "triton", "kernel launchers that backends generate and call"),
+    # Reached from torch's own code (FSDP2's hooks, torch._dynamo.disable's wrappers): tracing it
+    # only cost trace attempts and a fallback warning naming a typing helper.
+    (frozenset({"typing_extensions"}), "typing_extensions", "backports of the typing module (no tensor work)"),
 )
 
 # Modules whose rule is not their package's, matched by their full name before PACKAGE_RULES:

@@ -29,6 +29,7 @@ import torch_jit_cache as tjc  # noqa: E402
     ("torch_jit_cache.guards", "torch_jit_cache"),
     ("numpy.linalg", "numpy"),
     ("triton.runtime.jit", "triton"),
+    ("typing_extensions", "typing_extensions"),
     ("collections", "stdlib"),
     ("importlib._bootstrap", "stdlib"),   # frozen modules are judged by name too
     ("dataclasses", "stdlib"),
