@@ -8,6 +8,7 @@ A frame whose trace does no tensor work is not cached: it runs its original code
 """
 from __future__ import annotations
 
+import _imp
 import dataclasses
 import types
 import weakref
@@ -114,6 +115,12 @@ class FrameCompiler:
 
     def __call__(self, frame, entries):
         code = frame.f_code
+        if _imp.lock_held():
+            # Import machinery (a meta-path finder, such as an editable install's, called while
+            # importlib holds the global import lock) is skipped: no tensor work there, and a
+            # trace would wait on imports in another thread (the tracer's warm-up) that wait on
+            # this lock: a deadlock, seen under DataParallel's forward.
+            return runtime.SKIP
         # A resume function exists because its origin was compiled: it is compiled too, wherever
         # it lives.
         if code is not self.target_code and not graph_break.is_resume_code(code):

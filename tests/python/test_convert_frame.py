@@ -311,3 +311,46 @@ def test_cache_limit_names_the_limit_and_the_failing_guard(caplog):
     limit = [t for t in texts if "reached the cache limit (3 entries)" in t]
     assert len(limit) == 1 and "L['n'] == 2.0 failed: got 3.0" in limit[0], texts
     assert any("recompiling '_breaks_on_a_float'" in t and "L['n'] == 0.0" in t for t in texts), texts
+
+
+_FINDER_SCRIPT = '''
+import sys, torch
+import torch_jit_cache as tjc
+
+class Finder:
+    """A meta-path finder written in Python, as an editable install's: importlib calls it while
+    holding the global import lock."""
+    calls = 0
+
+    def find_spec(self, name, path=None, target=None):
+        Finder.calls += 1
+        return None
+
+sys.meta_path.insert(0, Finder())
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        import xml.dom.minidom   # not imported yet: the finder runs inside the compiled call
+        return x + 1
+
+# DataParallel's forward runs as written (trace_rules.WRAPPER_FORWARDS) and imports as it opens
+# its record_function range: the first frame the process traces is the finder's, under the lock.
+f = tjc.compile(torch.nn.DataParallel(Net()))
+print("RESULT", f(torch.ones(2)).tolist(), Finder.calls > 0, tjc.stats()["fallbacks"])
+'''
+
+
+def test_a_meta_path_finder_run_under_the_import_lock_is_not_traced(tmp_path):
+    """A finder's frame, run while importlib holds the global import lock, was traced; the first
+    trace of a process waits for the tracer's warm-up thread, whose own imports wait on that lock:
+    the process hung (seen under DataParallel's forward, through an editable install's finder).
+    Now such frames are skipped. In a fresh process, so that this trace is its first."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "finder.py"
+    path.write_text(_FINDER_SCRIPT)
+    env = dict(__import__("os").environ, TJC_DISABLE_DISK_CACHE="1")
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "RESULT [2.0, 2.0] True 0" in done.stdout, done.stdout + done.stderr[-2000:]
