@@ -6,19 +6,14 @@ function called three times, rank 1's batch changing at the second call (its gua
 hit). The processes are bounded (each collective by the group's timeout, each process by
 PROCESS_TIMEOUT_S), so a vote without a partner fails the test instead of hanging it. The
 single-process tests check the setting itself and the vote without a process group."""
-import json
-import os
 import pathlib
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
+from rank_pair import free_ports, run_ranks  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import guard_collectives  # noqa: E402
@@ -33,48 +28,12 @@ needs_gloo = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
                                 reason="torch.distributed with gloo is not available in this build")
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     """Each rank's {scenario: result}, the worker run once for the module's tests."""
-    tmp = tmp_path_factory.mktemp("guard_collectives")
-    ports = _free_ports(2)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(WORKER.parent), str(pathlib.Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
-        OMP_NUM_THREADS="1")
-    outs = [tmp / f"rank{r}.json" for r in range(WORLD)]
-    # Output to files, not pipes: a rank blocked on a full pipe would stall the other's collectives.
-    logs = [open(tmp / f"rank{r}.log", "w+") for r in range(WORLD)]
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(r), str(WORLD), *map(str, ports), str(outs[r])],
-                              env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
-             for r in range(WORLD)]
-    deadline = time.monotonic() + PROCESS_TIMEOUT_S
-    for p in procs:
-        try:
-            p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            break
-    results = []
-    for r, (p, out, log) in enumerate(zip(procs, outs, logs)):
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        log.seek(0)
-        text = log.read()[-3000:]
-        log.close()
-        results.append({"results": json.loads(out.read_text()) if out.exists() else {},
-                        "why": f"rc {p.returncode}", "log": text})
-    return results
+    ports = free_ports(2)
+    return run_ranks(WORKER, WORLD, lambda r, out: [r, WORLD, *ports, out], tmp_path_factory.mktemp("guard_collectives"),
+                     PROCESS_TIMEOUT_S)
 
 
 def _scenario(ranks, name):

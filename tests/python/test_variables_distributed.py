@@ -9,19 +9,15 @@ each process by PROCESS_TIMEOUT_S), so a rank that desyncs fails the test instea
 
 The scenarios run in one pair of processes shared by the module's tests, the one that may desync
 the ranks last."""
-import json
-import os
 import pathlib
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
+
+from rank_pair import free_ports, run_ranks  # noqa: E402
 
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
@@ -42,44 +38,10 @@ SCENARIOS = ["first_compile", "recompile", "every_collective_eager", "every_coll
              "recompile_apart"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_pair(scenarios, tmp_path) -> list:
     """Both ranks' results ({scenario: result}), or a failure naming what went wrong."""
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(WORKER.parent), str(pathlib.Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
-        OMP_NUM_THREADS="1")
-    outs = [tmp_path / f"rank{r}.json" for r in range(WORLD)]
-    # Output to files, not pipes: a rank blocked on a full pipe would stall the other's collectives.
-    logs = [open(tmp_path / f"rank{r}.log", "w+") for r in range(WORLD)]
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(r), str(WORLD), str(port), str(outs[r]), *scenarios],
-                              env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
-             for r in range(WORLD)]
-    deadline = time.monotonic() + PROCESS_TIMEOUT_S
-    timed_out = False
-    for p in procs:
-        try:
-            p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:   # what finished before is still checked, scenario by scenario
-            timed_out = True
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    results = []
-    for r, (p, out, log) in enumerate(zip(procs, outs, logs)):
-        log.seek(0)
-        text = "\n".join(line for line in log.read().splitlines() if "USDT" not in line)[-3000:]
-        log.close()
-        seen = json.loads(out.read_text()) if out.exists() else {}
-        why = f"killed after {PROCESS_TIMEOUT_S} s (a desync?)" if timed_out else f"rc {p.returncode}"
-        results.append({"results": seen, "why": why, "log": text})
-    return results
+    (port,) = free_ports(1)
+    return run_ranks(WORKER, WORLD, lambda r, out: [r, WORLD, port, out, *scenarios], tmp_path, PROCESS_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
@@ -365,35 +327,14 @@ def test_a_group_argument_is_guarded_by_identity_and_held_weakly(world_of_one):
     assert ref() is None, "the compiled code does not keep a group alive"
 
 
-class _Block(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.up = torch.nn.Linear(4, 3)
-        self.down = torch.nn.Linear(3, 4)
-
-    def forward(self, x):
-        return x + self.down(torch.tanh(self.up(x)))
-
-
-class _Sharded(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Linear(4, 4)
-        self.blocks = torch.nn.ModuleList([_Block(), _Block()])
-
-    def forward(self, x):
-        x = self.embed(x)
-        for block in self.blocks:
-            x = block(x)
-        return x.square().mean()
-
-
 def _sharded(reshard_after_forward=True):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    from distributed_worker import FSDPNet   # the model the two-rank FSDP2 scenarios train
+
     torch.manual_seed(0)
-    model = _Sharded()
+    model = FSDPNet()
     mesh = init_device_mesh("cpu", (1,))
     for block in model.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
