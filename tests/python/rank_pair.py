@@ -59,3 +59,15 @@ def run_ranks(worker, world: int, argv_of, tmp_path, timeout_s: float) -> list:
         why = f"killed after {timeout_s} s (a desync?)" if timed_out else f"rc {p.returncode}"
         results.append({"results": seen, "why": why, "log": text})
     return results
+
+
+def scenario(ranks: list, name: str) -> list:
+    """Every rank's result of scenario `name`, failing with the rank's log where one stopped
+    before it finished or raised in it."""
+    out = []
+    for rank, r in enumerate(ranks):
+        result = r["results"].get(name)
+        assert result is not None, f"rank {rank} stopped before {name} finished ({r['why']}):\n{r['log']}"
+        assert "error" not in result, f"rank {rank}, {name}:\n{result['error']}"
+        out.append(result)
+    return out

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
-from rank_pair import free_ports, run_ranks  # noqa: E402
+from rank_pair import free_ports, run_ranks, scenario  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import guard_collectives  # noqa: E402
@@ -37,14 +37,10 @@ def ranks(tmp_path_factory):
 
 
 def _scenario(ranks, name):
-    out = []
-    for rank, r in enumerate(ranks):
-        result = r["results"].get(name)
-        assert result is not None, f"rank {rank} stopped before {name} finished ({r['why']}):\n{r['log']}"
-        assert "error" not in result, f"rank {rank}, {name}:\n{result['error']}"
+    results = scenario(ranks, name)
+    for rank, result in enumerate(results):
         assert result["equal"] == [True] * 3, f"rank {rank}, {name}: a result differs from eager's"
-        out.append(result)
-    return out
+    return results
 
 
 @needs_gloo

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
 
-from rank_pair import free_ports, run_ranks  # noqa: E402
+from rank_pair import free_ports, run_ranks, scenario  # noqa: E402
 
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
@@ -52,13 +52,7 @@ def ranks(tmp_path_factory):
 
 def _scenario(ranks, name):
     """Both ranks' results of one scenario: {"eager": ..., "compiled": ...} per rank."""
-    out = []
-    for rank, r in enumerate(ranks):
-        result = r["results"].get(name)
-        assert result is not None, f"rank {rank} stopped before {name} finished ({r['why']}):\n{r['log']}"
-        assert "error" not in result, f"rank {rank}, {name}:\n{result['error']}"
-        out.append(result)
-    return out
+    return scenario(ranks, name)
 
 
 # The collective each c10d op issues: the in-place API and the functional ops gather and scatter
