@@ -350,7 +350,13 @@ def test_a_meta_path_finder_run_under_the_import_lock_is_not_traced(tmp_path):
 
     path = tmp_path / "finder.py"
     path.write_text(_FINDER_SCRIPT)
-    env = dict(__import__("os").environ, TJC_DISABLE_DISK_CACHE="1")
+    import os
+    import pathlib
+
+    # This checkout's package, whichever environment runs the test (only .venv installs it).
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    env = dict(os.environ, TJC_DISABLE_DISK_CACHE="1",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "RESULT [2.0, 2.0] True 0" in done.stdout, done.stdout + done.stderr[-2000:]
