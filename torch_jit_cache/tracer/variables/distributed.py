@@ -262,11 +262,14 @@ def _node(tx, target, args, example):
     return TensorVariable(tx.output, example, tx.output.create_node("call_function", target, fx_args, {}))
 
 
-def _issue(tx, name: str, tensor, args, shape):
+def issue_collective(tx, name: str, tensor, args, shape):
+    """The node issuing functional collective `name` on `tensor` (its result has `shape`); kept
+    in the graph even when nothing reads it (fsdp2.py gathers parameters with it too)."""
     return _node(tx, _functional(name), (tensor, *args), _example(tx, tensor.example, shape))
 
 
-def _wait(tx, result):
+def wait_collective(tx, result):
+    """The wait_tensor node of an issued collective."""
     return _node(tx, _functional("wait_tensor"), (result,), _example(tx, result.example, result.example.shape))
 
 
@@ -323,7 +326,7 @@ class _WaitMethod(VariableTracker):
         if not self.work.done:
             self.work.done = True
             with _invisible_to_autograd(tx, self.work.target, self.work.result):
-                _copy_into(tx, self.work.target, _wait(tx, self.work.result))
+                _copy_into(tx, self.work.target, wait_collective(tx, self.work.result))
         return ConstantVariable(True)
 
 
@@ -332,7 +335,7 @@ def _finish(tx, target, issued, async_op):
     if _const(async_op, "async_op"):
         return WorkVariable(issued, target)
     with _invisible_to_autograd(tx, target, issued):
-        _copy_into(tx, target, _wait(tx, issued))
+        _copy_into(tx, target, wait_collective(tx, issued))
     return ConstantVariable(None)
 
 
@@ -344,7 +347,7 @@ def _all_reduce(tx, fn, source, a):
     tensor = _tensor(a["tensor"], "all_reduce's tensor")
     group = _group(tx, fn, source, a["group"])
     with _invisible_to_autograd(tx, tensor):
-        issued = _issue(tx, "all_reduce", tensor, (_reduce_op(a["op"]), group.name), tensor.example.shape)
+        issued = issue_collective(tx, "all_reduce", tensor, (_reduce_op(a["op"]), group.name), tensor.example.shape)
     return _finish(tx, tensor, issued, a["async_op"])
 
 
@@ -357,7 +360,7 @@ def _all_gather_into_tensor(tx, fn, source, a):
             tuple(out.example.shape) not in (shape, (size, *inp.example.shape)):
         unsupported("all_gather_into_tensor with an output of another dtype or shape")
     with _invisible_to_autograd(tx, inp):
-        issued = _issue(tx, "all_gather_into_tensor", inp, (size, group.name), shape)
+        issued = issue_collective(tx, "all_gather_into_tensor", inp, (size, group.name), shape)
     return _finish(tx, out, issued, a["async_op"])
 
 
@@ -373,7 +376,7 @@ def _reduce_scatter_tensor(tx, fn, source, a):
     with _invisible_to_autograd(tx, inp):
         if tuple(inp.example.shape) == (size, *o):   # stacked input: the concatenated layout
             inp = call_op(tx, "reshape", [inp, ConstantVariable((size * o[0], *o[1:]))], {}, method=True)
-        issued = _issue(tx, "reduce_scatter_tensor", inp, (_reduce_op(a["op"]), size, group.name), o)
+        issued = issue_collective(tx, "reduce_scatter_tensor", inp, (_reduce_op(a["op"]), size, group.name), o)
     return _finish(tx, out, issued, a["async_op"])
 
 
@@ -388,7 +391,7 @@ def _broadcast(tx, fn, source, a):
         group_src = src if group.group is torch.distributed.distributed_c10d._world.default_pg \
             else torch.distributed.get_group_rank(group.group, src)
     with _invisible_to_autograd(tx, tensor):
-        issued = _issue(tx, "broadcast", tensor, (group_src, group.name), tensor.example.shape)
+        issued = issue_collective(tx, "broadcast", tensor, (group_src, group.name), tensor.example.shape)
     return _finish(tx, tensor, issued, a["async_op"])
 
 
@@ -415,7 +418,7 @@ def _is_available(tx, fn, source, a):
 def _fc_all_reduce(tx, fn, source, a):
     tensor = _tensor(a["self"], "the input")
     name, _ = _group_name(tx, fn, source, a["group"])
-    return _wait(tx, _issue(tx, "all_reduce", tensor, (_reduce_op(a["reduceOp"]), name), tensor.example.shape))
+    return wait_collective(tx, issue_collective(tx, "all_reduce", tensor, (_reduce_op(a["reduceOp"]), name), tensor.example.shape))
 
 
 def _fc_all_gather_tensor(tx, fn, source, a):
@@ -423,7 +426,7 @@ def _fc_all_gather_tensor(tx, fn, source, a):
     name, size = _group_name(tx, fn, source, a["group"])
     dim = _const(a["gather_dim"], "gather_dim")
     shape = (tensor.example.shape[0] * size, *tensor.example.shape[1:])
-    result = _wait(tx, _issue(tx, "all_gather_into_tensor", tensor, (size, name), shape))
+    result = wait_collective(tx, issue_collective(tx, "all_gather_into_tensor", tensor, (size, name), shape))
     if dim != 0:   # gathered along dim 0, then laid out along `dim` (as the functional API does)
         chunks = call_op(tx, torch.chunk, [result, ConstantVariable(size)], {"dim": ConstantVariable(0)})
         result = call_op(tx, torch.cat, [chunks], {"dim": ConstantVariable(dim)})
@@ -440,18 +443,18 @@ def _fc_reduce_scatter_tensor(tx, fn, source, a):
     shape = tensor.example.shape
     if shape[0] % size:
         unsupported("reduce_scatter_tensor of a size the group does not divide")
-    return _wait(tx, _issue(tx, "reduce_scatter_tensor", tensor, (_reduce_op(a["reduceOp"]), size, name),
+    return wait_collective(tx, issue_collective(tx, "reduce_scatter_tensor", tensor, (_reduce_op(a["reduceOp"]), size, name),
                             (shape[0] // size, *shape[1:])))
 
 
 def _fc_broadcast(tx, fn, source, a):
     tensor = _tensor(a["self"], "the input")
     name, _ = _group_name(tx, fn, source, a["group"])
-    return _wait(tx, _issue(tx, "broadcast", tensor, (_const(a["src"], "src"), name), tensor.example.shape))
+    return wait_collective(tx, issue_collective(tx, "broadcast", tensor, (_const(a["src"], "src"), name), tensor.example.shape))
 
 
 def _fc_wait_tensor(tx, fn, source, a):
-    return _wait(tx, _tensor(a["tensor"], "wait_tensor's input"))
+    return wait_collective(tx, _tensor(a["tensor"], "wait_tensor's input"))
 
 
 @functools.cache

@@ -42,19 +42,28 @@ as FSDP2 keeps them with `reshard_after_forward=False`.
 """
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from ... import backends
 from ...sources import AttrSource, ComputedSource, ItemSource
 from ...trace_result import GuardKind
-from ..output_graph import mark_side_effect
 from .base import unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable
+from .distributed import issue_collective, wait_collective
 from .tensor import TensorVariable, call_op
 
 # FSDP2 lives in torch.distributed.fsdp._fully_shard from torch 2.6; older names are not lowered.
 _FSDP_MODULES = ("torch.distributed.fsdp._fully_shard._fsdp_state",)
+# The parameter group's gradient reduction that the all-gather's reduce-scatter reproduces, FSDP2's
+# default (set_requires_gradient_sync, set_all_reduce_hook's flags, set_gradient_divide_factor,
+# set_reduce_scatter_reduce_op change it): attribute -> value. Read by _refusal, guarded by
+# _guard_flags; an attribute this torch's group lacks is not set.
+_DEFAULT_REDUCTION = {"reduce_grads": True, "all_reduce_grads": True, "gradient_divide_factor": None,
+                      "reduce_scatter_reduce_op": None, "force_sum_reduction_for_comms": False}
+_MISSING = object()
 
 
 class _AverageGrad(torch.autograd.Function):
@@ -111,10 +120,12 @@ def _refusal(state, group) -> str | None:
         return "it has a mixed-precision policy"
     if type(group.offload_policy) is not OffloadPolicy:
         return "its parameters are offloaded to the CPU"
-    flags = (group.reduce_grads, group.all_reduce_grads, group.gradient_divide_factor,
-             getattr(group, "reduce_scatter_reduce_op", None), group.force_sum_reduction_for_comms)
-    if flags != (True, True, None, None, False):
+    if any(getattr(group, name, value) != value for name, value in _DEFAULT_REDUCTION.items()):
         return "its gradient reduction is not the default (gradient sync off, a divide factor or reduce op)"
+    if group.post_forward_mesh_info is not None and group.post_forward_mesh_info is not group.mesh_info:
+        return "it reshards after forward to a smaller group"
+    if len({p.sharded_param.dtype for p in group.fsdp_params}) != 1:
+        return "its parameters have several dtypes"
     for p in group.fsdp_params:
         info = p._module_info
         if p.is_dtensor or p.fsdp_placement != Shard(0) or info.shared_modules:
@@ -144,8 +155,6 @@ def call_fsdp_block(tx, mv, state, args: list, kwargs: dict, forward):
     pg = group.mesh_info.shard_process_group
     out.add_guard(AttrSource(AttrSource(group_source, "mesh_info"), "shard_process_group"), GuardKind.ID_MATCH, pg)
     world, name = pg.size(), pg.group_name
-    if len({p.sharded_param.dtype for p in group.fsdp_params}) != 1:
-        unsupported(f"FSDP2 block {type(m).__name__} has parameters of several dtypes")
     paths = {id(sub): path for path, sub in m.named_modules()}
     shards = []
     for p in group.fsdp_params:
@@ -159,14 +168,11 @@ def call_fsdp_block(tx, mv, state, args: list, kwargs: dict, forward):
         source = AttrSource(source, info.param_name)
         shards.append((_padded_local(tx, source, p, world), p.sharded_param))
     reshard = group.post_forward_mesh_info   # reshard_after_forward: the group's mesh, or None
-    if reshard is not None and reshard is not group.mesh_info:
-        unsupported(f"FSDP2 block {type(m).__name__} reshards after forward to a smaller group")
     out.add_guard(AttrSource(group_source, "post_forward_mesh_info"),
                   GuardKind.NONE_MATCH if reshard is None else GuardKind.ID_MATCH, reshard)
-    known = set(out.graph.nodes)
-    whole = _gather(tx, shards, world, name)
+    whole, made = _gather(tx, shards, world, name)
     if reshard is not None and backends.tracing_for_min_cut():
-        _recompute_in_backward([n for n in out.graph.nodes if n not in known and n.op != "placeholder"])
+        _recompute_in_backward(made)
     gathered = {id(param): full for (_, param), full in zip(shards, whole)}
     saved = out.param_substitutes
     out.param_substitutes = {**saved, **gathered}
@@ -201,9 +207,10 @@ def _guard_flags(out, state_source, group_source, state, group) -> None:
     reduction flags (set_requires_gradient_sync, set_gradient_divide_factor, ...)."""
     out.add_guard(AttrSource(state_source, "_training_state"), GuardKind.ID_MATCH, state._training_state)
     out.add_guard(AttrSource(group_source, "_training_state"), GuardKind.ID_MATCH, group._training_state)
-    for flag in ("reduce_grads", "all_reduce_grads", "force_sum_reduction_for_comms"):
-        out.add_guard(AttrSource(group_source, flag), GuardKind.BOOL_MATCH, getattr(group, flag))
-    out.add_guard(AttrSource(group_source, "gradient_divide_factor"), GuardKind.NONE_MATCH, None)
+    for name, value in _DEFAULT_REDUCTION.items():
+        if getattr(group, name, _MISSING) is not _MISSING:
+            kind = GuardKind.NONE_MATCH if value is None else GuardKind.BOOL_MATCH
+            out.add_guard(AttrSource(group_source, name), kind, value)
     out.add_guard(AttrSource(group_source, "mp_policy"), GuardKind.ID_MATCH, group.mp_policy)
     out.add_guard(AttrSource(group_source, "offload_policy"), GuardKind.ID_MATCH, group.offload_policy)
     out.add_guard(AttrSource(group_source, "fsdp_params"), GuardKind.LENGTH, len(group.fsdp_params))
@@ -229,32 +236,47 @@ def _padded_local(tx, param_source, p, world: int) -> TensorVariable:
     return local
 
 
-def _gather(tx, params: list, world: int, group_name: str) -> list:
+def _gather(tx, params: list, world: int, group_name: str) -> tuple:
     """The block's parameters, whole, from this rank's padded shards [(shard, parameter)]: one
     all-gather of the shards laid end to end (as FSDP2 gathers a block's parameters in one
     collective; its backward, one reduce-scatter), then each parameter's columns of the
-    (world, total) result, its rows in rank order, the padding cut."""
+    (world, total) result, its rows in rank order, the padding cut. Returns them and the nodes
+    made for them."""
     const = ConstantVariable
-    flats = [call_op(tx, "reshape", [shard, const((-1,))], {}, method=True) for shard, _ in params]
-    flat = flats[0] if len(flats) == 1 else call_op(tx, torch.cat, [ListVariable(flats)], {})
+    made = [call_op(tx, "reshape", [shard, const((-1,))], {}, method=True) for shard, _ in params]
+    flat = made[0]
+    if len(made) > 1:
+        flat = call_op(tx, torch.cat, [ListVariable(list(made))], {})
+        made.append(flat)
     total = flat.example.shape[0]
-    issued = _node(tx, "all_gather_into_tensor", (flat, world, group_name), flat.example, (world * total,))
-    gathered = _node(tx, "wait_tensor", (issued,), flat.example, (world * total,))
+    issued = issue_collective(tx, "all_gather_into_tensor", flat, (world, group_name), (world * total,))
+    gathered = wait_collective(tx, issued)
+    made += [issued, gathered]
+    # A functional collective's example is made, not computed: it requires grad where the
+    # all-gather's autograd formula gives the parameters their gradient (what the block's code
+    # reads of `param.requires_grad`).
+    with tx.output.fake_shapes.running():
+        gathered.example.requires_grad_(flat.example.requires_grad and torch.is_grad_enabled())
     gathered = call_op(tx, "view", [gathered, const((world, total))], {}, method=True)
+    made.append(gathered)
     whole, offset = [], 0
     for shard, param in params:
         n = shard.example.numel()
         piece = call_op(tx, torch.narrow, [gathered, const(1), const(offset), const(n)], {})
         offset += n
         rows = world * shard.example.shape[0]
+        made.append(piece)
         piece = call_op(tx, "reshape", [piece, const((rows, *shard.example.shape[1:]))], {}, method=True)
+        made.append(piece)
         if rows != param.shape[0]:
             piece = call_op(tx, torch.narrow, [piece, const(0), const(0), const(param.shape[0])], {})
+            made.append(piece)
         whole.append(piece)
-    return whole
+    return whole, [tv.as_node() for tv in made]
 
 
-_ac_regions = iter(range(1 << 62))
+# Each block's gathering nodes are an activation-checkpoint region of their own.
+_ac_regions = itertools.count()
 
 
 def _recompute_in_backward(nodes) -> None:
@@ -269,12 +291,3 @@ def _recompute_in_backward(nodes) -> None:
     for node in nodes:
         node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
         node.meta["ac_graph_id"] = region
-
-
-def _node(tx, op: str, args: tuple, like, shape) -> TensorVariable:
-    target = getattr(torch.ops._c10d_functional, op).default
-    mark_side_effect(target)
-    with tx.output.fake_shapes.running():
-        example = like.new_empty(shape).requires_grad_(like.requires_grad and torch.is_grad_enabled())
-    fx_args = tuple(a.as_node() if isinstance(a, TensorVariable) else a for a in args)
-    return TensorVariable(tx.output, example, tx.output.create_node("call_function", target, fx_args, {}))

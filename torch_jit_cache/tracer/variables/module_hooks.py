@@ -76,13 +76,12 @@ def call_with_hooks(tx, mv, args: list, kwargs: dict, forward):
     `forward(args, kwargs)` (the traced forward), then forward hooks."""
     m = mv.module
     refuse_global_hooks(f"module {type(m).__name__} called")
+    guard_no_global_hooks(tx, AttrSource(mv.source, "__class__"))
     state = fsdp2.fsdp_state(m)
     if state is not None:   # sharded by FSDP2: its hooks' all-gather traced into the graph
-        guard_no_global_hooks(tx, AttrSource(mv.source, "__class__"))
         return fsdp2.call_fsdp_block(tx, mv, state, args, kwargs, forward)
     if any(getattr(m, name, None) for name in REFUSED_HOOK_DICTS):
         unsupported(f"module {type(m).__name__} has backward hooks")
-    guard_no_global_hooks(tx, AttrSource(mv.source, "__class__"))
     for name in REFUSED_HOOK_DICTS:
         if name in vars(m):
             tx.output.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
