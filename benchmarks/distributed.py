@@ -31,9 +31,7 @@ Usage: python benchmarks/distributed.py [--quick] [--nccl] [--backends aot_eager
 import datetime
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +48,7 @@ from torch._dynamo.utils import counters  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import ranks as ranks_of  # noqa: E402
 # The zoo's nanoGPT: traced as a user's model is, also under DDP's forward (trace_rules.MODULE_RULES).
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 from harness import options, print_head, write_results  # noqa: E402
@@ -225,46 +224,20 @@ def rank_main(opts):
 
 # -- the driver ------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ranks(opts, world, folder):
     """Starts the ranks, bounded by opts.timeout; returns each rank's rows and why it ended."""
-    port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    outs = [folder / f"rank{r}.json" for r in range(world)]
+    (port,) = ranks_of.free_ports(1)
     caches = [folder / f"inductor{r}" for r in range(world)]   # each rank and variant: an empty cache
     for c in caches:
         c.mkdir()
-    logs = [open(folder / f"rank{r}.log", "w+") for r in range(world)]   # files, not pipes: no stalls
     flags = (["--quick"] if opts.quick else []) + (["--nccl"] if opts.nccl else [])
-    procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), "--world", str(world), "--port", str(port),
-                               "--out", str(outs[r]), "--cache-root", str(caches[r]), "--backends", opts.backends, *flags],
-                              env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
-             for r in range(world)]
-    deadline = time.monotonic() + opts.timeout
-    timed_out = False
-    for p in procs:
-        try:
-            p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    ranks = []
-    for r, (p, out, log) in enumerate(zip(procs, outs, logs)):
-        log.seek(0)
-        text = log.read()[-3000:]
-        log.close()
-        rows = json.loads(out.read_text()) if out.exists() else []
-        why = f"killed after {opts.timeout} s (a desync?)" if timed_out else f"rc {p.returncode}"
-        ranks.append(dict(rows=rows, why=why, log=text))
-    return ranks
+
+    def argv_of(r, out):
+        return ["--rank", r, "--world", world, "--port", port, "--out", out, "--cache-root", caches[r],
+                "--backends", opts.backends, *flags]
+    ranks = ranks_of.run_ranks(__file__, world, argv_of, folder, opts.timeout,
+                               omp_threads=os.environ.get("OMP_NUM_THREADS", "1"))
+    return [dict(rows=rank["results"] or [], why=rank["why"], log=rank["log"]) for rank in ranks]
 
 
 def compare(rows_by_rank, eager_of):

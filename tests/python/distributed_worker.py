@@ -200,6 +200,32 @@ def gradients(backend):
     return lambda: run(grad_fn, [(x_of(2),), (x_of(2),)], backend=backend, call=backward)
 
 
+def sgd_steps(run, params: list, local=lambda t: t) -> list:
+    """Three SGD steps of `run` (a model of one output per sample) on rank-dependent batches, as
+    calls: each step's loss and gradients, then the parameters after (`local`: what this rank holds
+    of a tensor, its shard of a DTensor)."""
+    opt = torch.optim.SGD(params, lr=0.1)
+    calls = []
+    dist.barrier()
+    for step in range(3):
+        opt.zero_grad()
+        loss = run(x_of(2) / 100 + step).square().mean()
+        loss.backward()
+        grads = [None if p.grad is None else local(p.grad).clone() for p in params]
+        opt.step()
+        calls.append({"collectives": [], "out": plain(loss), "args": plain(grads)})
+    calls.append({"collectives": [], "out": plain([local(p).detach() for p in params]), "args": []})
+    return calls
+
+
+def compile_stats(counter) -> dict:
+    """What a training scenario reports of the compiles: graphs, breaks, frames run uncompiled,
+    backend calls and DDP pieces."""
+    stats = tjc.stats()
+    return {"graphs": stats["graphs"], "breaks": stats["graph_breaks"], "fallbacks": stats["fallbacks"],
+            "backend_calls": counter.frame_count, "pieces": stats["ddp_pieces"]}
+
+
 class DDPNet(torch.nn.Module):
     """A user's model (its forward is user code the compiler traces) inside DDP."""
 
@@ -227,21 +253,7 @@ def ddp_training(backend):
             ddp = DDP(DDPNet(), bucket_cap_mb=160 / 2**20)
             counter = CompileCounterWithBackend(backend)
             model = ddp if mode == "eager" else tjc.compile(ddp, backend=counter)
-            opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-            calls = []
-            dist.barrier()
-            for step in range(3):
-                opt.zero_grad()
-                loss = model(x_of(2) / 100 + step).square().mean()
-                loss.backward()
-                grads = [p.grad.clone() for p in ddp.parameters()]
-                opt.step()
-                calls.append({"collectives": [], "out": plain(loss), "args": plain(grads)})
-            calls.append({"collectives": [], "out": plain([p.detach() for p in ddp.parameters()]), "args": []})
-            stats = tjc.stats()
-            result[mode] = {"calls": calls, "graphs": stats["graphs"], "breaks": stats["graph_breaks"],
-                            "fallbacks": stats["fallbacks"], "backend_calls": counter.frame_count,
-                            "pieces": stats["ddp_pieces"]}
+            result[mode] = {"calls": sgd_steps(model, list(ddp.parameters())), **compile_stats(counter)}
         return result
     return train
 
@@ -298,26 +310,13 @@ def fsdp2_training(backend, how):
             if how == "no_sync":
                 model.set_requires_gradient_sync(False)
             run = tjc.compile(model, backend=counter) if mode == "compiled" and how != "per_block" else model
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            calls = []
-            dist.barrier()
-            for step in range(3):
-                opt.zero_grad()
-                loss = run(x_of(2) / 100 + step).square().mean()
-                loss.backward()
-                grads = [None if p.grad is None else p.grad.to_local().clone() for p in model.parameters()]
-                opt.step()
-                calls.append({"collectives": [], "out": plain(loss), "args": plain(grads)})
-            calls.append({"collectives": [], "out": plain([p.to_local().detach() for p in model.parameters()]),
-                          "args": []})
-            stats = tjc.stats()
-            result[mode] = {"calls": calls, "graphs": stats["graphs"], "breaks": stats["graph_breaks"],
-                            "fallbacks": stats["fallbacks"], "backend_calls": counter.frame_count}
+            calls = sgd_steps(run, list(model.parameters()), local=lambda t: t.to_local())
+            result[mode] = {"calls": calls, **compile_stats(counter)}
             # The model, its sharded parameters and the compiled entries go with the last reference
             # (FSDP2's own state and hooks form cycles, freed by the collector, as in eager).
             refs = [weakref.ref(model), weakref.ref(next(model.parameters()))]
             entries = tjc.cache_entries(FSDPNet.forward)
-            del model, run, opt, loss, grads, block
+            del model, run, block
             gc.collect()
             result[mode]["alive"] = sum(r() is not None for r in refs) + sum(not e.evicted for e in entries)
             result[mode]["entries"] = len(entries)

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
-from rank_pair import free_ports, run_ranks, scenario  # noqa: E402
+from torch_jit_cache.testing.ranks import free_ports, run_ranks, scenario  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import guard_collectives  # noqa: E402

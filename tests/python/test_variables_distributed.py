@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
 
-from rank_pair import free_ports, run_ranks, scenario  # noqa: E402
+from torch_jit_cache.testing.ranks import free_ports, run_ranks, scenario  # noqa: E402
 
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),

@@ -1,9 +1,11 @@
-"""Runs a worker script as several processes (ranks) of one gloo group over 127.0.0.1, for the
-tests of torch.distributed (test_variables_distributed.py, test_guard_collectives.py).
+"""Runs a worker script as several processes (ranks) of one process group over 127.0.0.1, for the
+tests of torch.distributed (tests/python/test_variables_distributed.py, test_guard_collectives.py)
+and benchmarks/distributed.py.
 
-    ranks = run_ranks(worker, world, argv_of, tmp_path, timeout_s)
+    ranks = run_ranks(worker, world, argv_of, folder, timeout_s)
     # argv_of(rank, out_path) -> the worker's arguments; each rank writes its JSON to out_path
-    # -> [{"results": {...}, "why": "rc 0" | "killed after ...", "log": last lines}] per rank
+    # -> [{"results": what it wrote ({} if nothing), "why": "rc 0" | "killed after ...",
+    #      "log": its last lines}] per rank
 
 Each process is bounded by `timeout_s` (all together), so a rank that desyncs or waits for a
 partner that is gone fails the test instead of hanging it; what a rank wrote before that is still
@@ -28,14 +30,16 @@ def free_ports(n: int) -> list:
             s.close()
 
 
-def run_ranks(worker, world: int, argv_of, tmp_path, timeout_s: float) -> list:
+def run_ranks(worker, world: int, argv_of, folder, timeout_s: float, omp_threads: str = "1") -> list:
+    """The worker's folder and this checkout come first on the ranks' path (the package they
+    import is this one, whichever environment runs them); OMP_NUM_THREADS=`omp_threads`."""
     worker = pathlib.Path(worker)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(worker.parent), str(pathlib.Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
-        OMP_NUM_THREADS="1")
-    outs = [tmp_path / f"rank{r}.json" for r in range(world)]
+        [str(worker.parent), str(pathlib.Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
+        OMP_NUM_THREADS=omp_threads)
+    outs = [folder / f"rank{r}.json" for r in range(world)]
     # Output to files, not pipes: a rank blocked on a full pipe would stall the other's collectives.
-    logs = [open(tmp_path / f"rank{r}.log", "w+") for r in range(world)]
+    logs = [open(folder / f"rank{r}.log", "w+") for r in range(world)]
     procs = [subprocess.Popen([sys.executable, str(worker), *map(str, argv_of(r, outs[r]))],
                               env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
