@@ -64,7 +64,7 @@ class Config:
         default_factory=lambda: _env_bool("TJC_CAPTURE_SCALAR_OUTPUTS", False))
     capture_dynamic_output_shape_ops: bool = dataclasses.field(
         default_factory=lambda: _env_bool("TJC_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", False))
-    # The on-disk cache (disk_cache.py, docs/cache.md "On-disk cache"): compiled entries stored in
+    # The on-disk cache (disk_cache/, docs/cache.md "On-disk cache"): compiled entries stored in
     # cache_dir and loaded by later processes without tracing. TJC_DISABLE_DISK_CACHE=1 turns it off;
     # TJC_CACHE_DIR moves it (default: $XDG_CACHE_HOME/torch_jit_cache, else ~/.cache/torch_jit_cache).
     disk_cache: bool = dataclasses.field(default_factory=lambda: not _env_bool("TJC_DISABLE_DISK_CACHE", False))

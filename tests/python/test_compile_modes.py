@@ -86,7 +86,7 @@ def test_a_callable_option_is_not_shared_and_is_freed_with_its_compile(inductor_
 
 def test_the_disk_cache_keys_on_the_settings():
     code = f.__code__
-    keys = {disk_cache._key(FrameCompiler(backend="inductor", backend_patches=p), code)
+    keys = {disk_cache.keys.key(FrameCompiler(backend="inductor", backend_patches=p), code)
             for p in ((), (("max_autotune", True),), (("max_autotune", False),))}
     assert len(keys) == 3
 

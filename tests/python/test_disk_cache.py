@@ -1,4 +1,4 @@
-"""The on-disk cache (torch_jit_cache/disk_cache.py): one process stores, a later one loads untraced.
+"""The on-disk cache (torch_jit_cache/disk_cache/): one process stores, a later one loads untraced.
 
 Each test runs child processes on one script (the key includes the script's path and code) with
 TJC_CACHE_DIR in the test's temporary folder; conftest.py keeps the cache off everywhere else.
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import disk_cache  # noqa: E402
+from torch_jit_cache.disk_cache import entries  # noqa: E402
 from torch_jit_cache.config import config  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,7 +28,7 @@ import torch
 import torch_jit_cache as tjc
 
 if os.environ.get("STALE_VERSION"):
-    import torch_jit_cache.disk_cache as dc
+    import torch_jit_cache.disk_cache.keys as dc
     dc.__version__ = "0.0.0-stale"
 
 SCALE = float(os.environ.get("SCALE", "2"))
@@ -152,11 +152,11 @@ def test_corrupt_file_warns_once_and_recompiles(script, tmp_path, damage):
 
 def _rewrite_entry(path, change):
     data = path.read_bytes()
-    head = len(disk_cache._MAGIC) + 32
+    head = len(entries.MAGIC) + 32
     entry = pickle.loads(data[head:])
     change(entry)
     payload = pickle.dumps(entry)
-    path.write_bytes(disk_cache._MAGIC + hashlib.sha256(payload).digest() + payload)
+    path.write_bytes(entries.MAGIC + hashlib.sha256(payload).digest() + payload)
 
 
 def test_stale_version_in_file_is_ignored(script, tmp_path):
@@ -240,7 +240,7 @@ def test_loaded_entry_frees_its_graph(tmp_path, monkeypatch, backend):
     assert torch.equal(compiled(x, y), _scaled(x, y))
     stats = tjc.stats()
     assert (stats["graphs"], stats["disk_cache_hits"]) == (0, 1)
-    graph = disk_cache._last_loaded
+    graph = entries.last_loaded
     assert graph() is not None
     del compiled
     tjc.reset()

@@ -1,0 +1,226 @@
+"""Entry files: what store() writes for a compiled frame and what load() reads back, checks
+against the frame and turns into a GuardedCode."""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+import weakref
+
+from .. import codegen, counters, log, runtime
+from ..backends import modes
+from ..config import config
+from ..trace_result import GuardKind
+from . import guard_codec, graph_codec, keys
+from .names import Mismatch, NotStored
+from .output_codec import check_output
+
+MAGIC = b"TJCDISK1"
+BACKENDS = ("eager", "aot_eager", "inductor")
+# Stored entries per key, at most (a code called with many shapes stops adding files).
+MAX_ENTRIES = 8
+# The last GraphModule loaded, weakly: tests check that it dies with its entry.
+last_loaded = None
+
+
+def enabled() -> bool:
+    return config.disk_cache and bool(config.cache_dir)
+
+
+def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
+    if compiler.backend not in BACKENDS:
+        raise NotStored(f"backend {compiler.backend!r} is not one of {', '.join(BACKENDS)} by name")
+    if not modes.plain(compiler.backend_patches):
+        raise NotStored("options= holds a callable")
+    if shape_guards is not None:
+        raise NotStored("symbolic sizes")
+    if result.side_effects:
+        raise NotStored("side effects")
+    files = {frame.f_code.co_filename}
+    check_output(result.output, files)
+    import torch
+    from ..backends import has_symbolic_sizes
+    for t in result.example_inputs:
+        if not isinstance(t, torch.Tensor) or has_symbolic_sizes(t):
+            raise NotStored("a non-tensor or symbolic graph input")
+    identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
+    guards = [guard_codec.encode_guard(g, files, identities) for g in rewritten.guards]
+    graph = graph_codec.graph_record(result.graph, files)
+    digests = {path: keys.file_digest(path) for path in sorted(files)}
+    unreadable = sorted(path for path, digest in digests.items() if digest is None)
+    if unreadable:   # code from exec'd strings, notebooks: nothing vouches for what it was
+        raise NotStored(f"source file {unreadable[0]} cannot be read")
+    return {
+        "versions": keys.versions(),
+        "code": (frame.f_code.co_filename, frame.f_code.co_qualname, frame.f_code.co_firstlineno),
+        "global_state": keys.global_state(),
+        "guards": guards,
+        "graph_inputs": list(rewritten.graph_inputs),
+        "output": result.output,
+        "graph": graph,
+        "static_inputs": graph_codec.static_record(result.graph),
+        "files": digests,
+    }
+
+
+def store(compiler, frame, result, rewritten, shape_guards) -> None:
+    """Write the entry just compiled for `frame`, when it can be stored; never raises."""
+    if not enabled():
+        return
+    code = frame.f_code
+    try:
+        entry = _entry(compiler, frame, result, rewritten, shape_guards)
+        try:
+            payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+            # Unpickling must not need anything of this process's (a class only defined here).
+            pickle.loads(payload)
+        except Exception as e:  # noqa: BLE001 - a source or output that does not pickle
+            raise NotStored(f"does not pickle: {type(e).__name__}: {e}") from None
+        directory = keys.key_dir(compiler, code)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if len([n for n in os.listdir(directory) if n.endswith(".entry")]) >= MAX_ENTRIES:
+            raise NotStored(f"{MAX_ENTRIES} entries stored for this code already")
+        digest = hashlib.sha256(payload).digest()
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(MAGIC + digest + payload)
+            os.replace(tmp, os.path.join(directory, digest.hex()[:24] + ".entry"))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except NotStored as e:
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"not storing {_describe(code)}: {e}")
+        return
+    except OSError as e:   # a cache that cannot be written is no cache, not a failure
+        log.warn_once(("disk_cache_store", config.cache_dir, type(e).__name__),
+                      f"torch_jit_cache: cannot store compiled code in {config.cache_dir}: {type(e).__name__}: {e}")
+        return
+    except Exception as e:  # noqa: BLE001 - what the encoders did not foresee: not stored, logged
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"not storing {_describe(code)}: {type(e).__name__}: {e}")
+        return
+    counters.count("disk_cache_stores")
+    if log.enabled("disk_cache"):
+        log.log("disk_cache", f"stored {_describe(code)} in {directory}")
+
+
+# --- load -------------------------------------------------------------------------------------
+
+def _describe(code) -> str:
+    return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _read(path: str):
+    """The entry in `path`, or None with one warning for a corrupt or stale file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data[:len(MAGIC)] != MAGIC:
+            raise ValueError("not a torch_jit_cache entry")
+        digest, payload = data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
+        if hashlib.sha256(payload).digest() != digest:
+            raise ValueError("checksum mismatch")
+        entry = pickle.loads(payload)
+        if not isinstance(entry, dict) or entry.get("versions") != keys.versions():
+            raise ValueError(f"stale: written by {entry.get('versions') if isinstance(entry, dict) else '?'}")
+        for file, digest in entry["files"].items():
+            if keys.file_digest(file) != digest:
+                raise ValueError(f"stale: {file} changed since it was stored")
+        return entry
+    except FileNotFoundError:
+        return None   # replaced or removed by another process meanwhile
+    except Exception as e:  # noqa: BLE001 - corrupt or stale: ignored, never a failure
+        log.warn_once(("disk_cache_read", path), f"torch_jit_cache: ignoring cache file {path}: "
+                                                 f"{type(e).__name__}: {e}")
+        # Removed, so that it warns once, not in every later process: a file is only ever visible
+        # whole (os.replace), so a bad one is bad for every reader; a stale one (a source file
+        # edited since) is stale for every process running that source.
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+
+
+def load(compiler, frame, resolve):
+    """A GuardedCode for `frame` from a stored entry whose guards pass, or None; never raises.
+    Not under explain() (an observer): it reports the graph, which only a trace has."""
+    if not enabled() or compiler.backend not in BACKENDS or compiler.observer is not None or \
+            not modes.plain(compiler.backend_patches):
+        return None
+    try:
+        return _load(compiler, frame, resolve)
+    except Exception as e:  # noqa: BLE001 - an unusable cache is no cache (torch missing, say)
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"not loading {_describe(frame.f_code)}: {type(e).__name__}: {e}")
+        return None
+
+
+def _load(compiler, frame, resolve):
+    code = frame.f_code
+    try:
+        directory = keys.key_dir(compiler, code)
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".entry"))
+    except OSError:
+        return None
+    for name in names:
+        path = os.path.join(directory, name)
+        entry = _read(path)
+        if entry is None or entry["code"] != (code.co_filename, code.co_qualname, code.co_firstlineno):
+            continue
+        try:
+            guarded = _load_entry(compiler, frame, entry, resolve)
+        except Mismatch as e:
+            if log.enabled("disk_cache"):
+                log.log("disk_cache", f"{_describe(code)}: {name} does not apply: {e}")
+            continue
+        except Exception as e:  # noqa: BLE001 - see _read
+            log.warn_once(("disk_cache_read", path), f"torch_jit_cache: ignoring cache file {path}: "
+                                                     f"{type(e).__name__}: {e}")
+            continue
+        counters.count("disk_cache_hits")
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"loaded {_describe(code)} from {path}")
+        return guarded
+    return None
+
+
+def _load_entry(compiler, frame, entry, resolve):
+    global last_loaded
+    from ..guards import build_guards
+
+    if entry["global_state"] != keys.global_state():
+        raise Mismatch("torch's global state differs")
+    specs = [guard_codec.decode_guard(record, resolve) for record in entry["guards"]]
+    guards = build_guards(specs, resolve=resolve)
+    guards.bind(frame.f_code)
+    if not guards.check(frame):
+        raise Mismatch(guards.explain(frame))
+    gm = graph_codec.rebuild_graph(entry["graph"])
+    graph_inputs = entry["graph_inputs"]
+    graph_codec.restore_static(gm, graph_inputs, entry["static_inputs"])
+    runtime.set_skip(type(gm).forward)
+    # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
+    example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
+    # As a traced graph's: an identical graph's backend compile is shared (backends/sharing.py),
+    # so N blocks compiled one by one, each loading the first one's entry, compile once.
+    compiled = compiler.compile_graph(gm, example_inputs)
+    del example_inputs
+    last_loaded = weakref.ref(gm)
+    new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, entry["output"], (), ())
+    return runtime.GuardedCode(new_code, guards)
+
+
+def _example_inputs(graph_inputs, resolve) -> list:
+    """Fake tensors like the frame's graph inputs (equal, by the guards just checked, to the ones
+    the graph was traced with): what a backend is given."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    # With a ShapeEnv, as a trace's fakes have: inductor's FX graph cache and AOTAutograd's cache
+    # bypass graphs whose inputs come without one (a warm second process compiled again: 8.7 s).
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    return [mode.from_tensor(resolve(source), static_shapes=True) for source in graph_inputs]
+

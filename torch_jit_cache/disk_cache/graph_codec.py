@@ -1,0 +1,114 @@
+"""Graphs as data: an fx graph stored node by node and rebuilt without retracing, and the static
+marks of its placeholders."""
+from __future__ import annotations
+
+from ..backends import static_inputs
+from .names import NotStored, is_constant, name_of, rebind
+
+_GRAPH_OPS = frozenset(("placeholder", "call_function", "call_method", "output"))
+
+
+def graph_record(gm, files: set) -> list:
+    """The graph's nodes as data: (op, name, target, args, kwargs), targets and constants named
+    as guard values are, other nodes by name. Rebuilt node by node (rebuild_graph): no retrace,
+    so the graph loaded is the graph stored."""
+    bad = sorted({n.op for n in gm.graph.nodes} - _GRAPH_OPS)
+    if bad:
+        raise NotStored(f"graph nodes {', '.join(bad)} (parameters or submodules held by the graph)")
+    if gm._parameters or gm._buffers or gm._modules:
+        raise NotStored("the graph module holds parameters, buffers or submodules")
+    nodes = []
+    for node in gm.graph.nodes:
+        target = name_of(node.target, files) if node.op == "call_function" else node.target
+        if not isinstance(target, (str, tuple)):
+            raise NotStored(f"graph node {node.name}'s target {target!r:.60}")
+        nodes.append((node.op, node.name, target, _encode_arg(node.args), _encode_arg(node.kwargs)))
+    return nodes
+
+
+def _encode_arg(value):
+    import torch
+    import torch.fx
+    if isinstance(value, torch.fx.Node):
+        return ("node", value.name)
+    from torch.fx.immutable_collections import immutable_dict, immutable_list
+    if type(value) is tuple:
+        return ("tuple", [_encode_arg(v) for v in value])
+    if type(value) is torch.Size:
+        return ("size", [_encode_arg(v) for v in value])
+    if type(value) in (list, immutable_list):   # fx keeps node arguments in immutable_list/dict
+        return ("list", [_encode_arg(v) for v in value])
+    if type(value) in (dict, immutable_dict):
+        return ("dict", [(k, _encode_arg(v)) for k, v in value.items() if is_constant(k) or _no_key(k)])
+    if type(value) is slice:
+        return ("slice", [_encode_arg(v) for v in (value.start, value.stop, value.step)])
+    if value is Ellipsis:
+        return ("ellipsis",)
+    if isinstance(value, torch.device):
+        return ("device", str(value))
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        return ("torch", str(value).removeprefix("torch."))
+    if is_constant(value):
+        return ("const", value)
+    raise NotStored(f"a {type(value).__name__} in the graph")
+
+
+def _no_key(k):
+    raise NotStored(f"a dict keyed by {type(k).__name__} in the graph")
+
+
+def _decode_arg(value, env):
+    import torch
+    tag = value[0]
+    if tag == "node":
+        return env[value[1]]
+    if tag == "tuple":
+        return tuple(_decode_arg(v, env) for v in value[1])
+    if tag == "size":
+        return torch.Size(_decode_arg(v, env) for v in value[1])
+    if tag == "list":
+        return [_decode_arg(v, env) for v in value[1]]
+    if tag == "dict":
+        return {k: _decode_arg(v, env) for k, v in value[1]}
+    if tag == "slice":
+        return slice(*(_decode_arg(v, env) for v in value[1]))
+    if tag == "ellipsis":
+        return Ellipsis
+    if tag == "device":
+        return torch.device(value[1])
+    if tag == "torch":
+        return getattr(torch, value[1])
+    if tag == "const":
+        return value[1]
+    raise ValueError(f"unknown graph argument tag {tag!r}")
+
+
+def rebuild_graph(nodes):
+    import torch
+    import torch.fx
+    graph = torch.fx.Graph()
+    env = {}
+    for op, name, target, args, kwargs in nodes:
+        if op == "call_function":
+            target = rebind(target)
+        node = graph.create_node(op, target, _decode_arg(args, env), _decode_arg(kwargs, env), name=name)
+        if node.name != name:
+            raise ValueError(f"graph node {name!r} rebuilt as {node.name!r}")
+        env[name] = node
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def static_record(gm) -> dict:
+    """{placeholder position: how it is static} (backends/static_inputs.py)."""
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    return {i: node.meta[static_inputs.STATIC_INPUT] for i, node in enumerate(placeholders)
+            if node.meta.get(static_inputs.STATIC_INPUT)}
+
+
+def restore_static(gm, graph_inputs, record) -> None:
+    """A loaded graph's placeholders as the trace left them: their sources and static marks."""
+    for i, (node, source) in enumerate(zip(gm.graph.find_nodes(op="placeholder"), graph_inputs)):
+        node.meta["source"] = source
+        if i in record:
+            node.meta[static_inputs.STATIC_INPUT] = record[i]
+
