@@ -15,6 +15,13 @@ and, for regional N=12, a second process on the same (now warm) inductor cache: 
              imports (async_compile, select_algorithm; they import torch._dynamo): what any
              compiler pays before an inductor graph runs, printed against torch.compile's warm
              first call. A warm start cannot go below it without a loader of its own.
+  zoo warm start (`--zoo llama,nanogpt`): a zoo model (torch_jit_cache/testing/models.py, eval, no_grad)
+             per compiler in a fresh cache folder: a cold process, then a warm one on the same
+             folders (tjc's on-disk cache and inductor's FX graph / AOTAutograd caches), each one's
+             first call (compile or load included); and the anchor, torch's own precompiled
+             artifact (`torch.compile(model, fullgraph=True)` AOT-compiled, saved, then loaded by
+             a third process with `_load_aot_compiled_module`): its load plus first call, or the
+             reason torch refuses to save it (an ID_MATCH guard it cannot serialize).
 Every child gets its own empty TJC_CACHE_DIR unless it is the warm one.
 Each row says whether the output equals eager's, and tjc's rows the graphs it traced and how many
 of them shared an earlier graph's backend compile (backends/sharing.py).
@@ -53,6 +60,9 @@ def child(variant: str, compiler: str, blocks: int, backend: str) -> dict:
 
     from identical_blocks import Model
 
+    if variant == "zoo":
+        return _zoo_child(compiler, blocks, backend)
+    blocks = int(blocks)
     if variant == "floor":
         t0 = time.perf_counter()
         import torch._inductor.async_compile  # noqa: F401
@@ -87,6 +97,81 @@ def child(variant: str, compiler: str, blocks: int, backend: str) -> dict:
                 torch=torch.__version__)
 
 
+def _zoo_child(compiler: str, model_name: str, backend: str) -> dict:
+    """One process of the zoo warm start: build `model_name`, then time its first compiled call
+    (`compiler`: tjc, torch, or aot-save / aot-load for torch's precompiled artifact)."""
+    import torch
+
+    import torch_jit_cache as tjc
+    from torch_jit_cache.testing import models as zoo
+
+    torch.manual_seed(0)
+    model, inputs = zoo.build(model_name)
+    model.eval()
+    with torch.no_grad():
+        expected = zoo.tensors(model(*inputs.args, **inputs.kwargs))
+    row = dict(variant="zoo", model=model_name, compiler=compiler, backend=backend, torch=torch.__version__)
+    artifact = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "aot.bin")
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        if compiler.startswith("aot"):
+            from torch._dynamo.aot_compile import ModelInput
+            torch._dynamo.config.enable_aot_compile = True
+            compiled = torch.compile(model, fullgraph=True, backend=backend)
+            if compiler == "aot-save":
+                try:
+                    compiled._aot_compile([ModelInput(args=inputs.args, kwargs=inputs.kwargs, contexts=[])])
+                    compiled._save_aot_compiled_module(artifact)
+                except Exception as e:  # noqa: BLE001 - the anchor's own refusal is a result
+                    return dict(row, seconds=None, refused=f"{type(e).__name__}: {e}"[:120])
+                return dict(row, seconds=time.perf_counter() - t0)
+            with open(artifact, "rb") as f:
+                compiled._load_aot_compiled_module(f.read())
+        elif compiler == "tjc":
+            compiled = tjc.compile(model, backend=backend)
+        else:
+            compiled = torch.compile(model, backend=backend)
+        out = zoo.tensors(compiled(*inputs.args, **inputs.kwargs))
+    seconds = time.perf_counter() - t0
+    same = len(out) == len(expected) and all(torch.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(out, expected))
+    stats = tjc.stats()
+    return dict(row, seconds=seconds, same=bool(same), graphs=stats["graphs"] if compiler == "tjc" else None,
+                disk_hits=stats["disk_cache_hits"] if compiler == "tjc" else None)
+
+
+def _zoo_warm_start(names, backend) -> list:
+    """Per zoo model: cold and warm first call of tjc and torch.compile, and the anchor."""
+    print_head(f"{'model':<10}{'start':<7}{'tjc s':>8}{'torch.compile s':>17}{'ratio':>8}{'same':>6}"
+               f"{'tjc traces':>12}{'disk hits':>10}")
+    rows = []
+    for name in names:
+        pair = {}
+        for c in ("tjc", "torch"):
+            folder = tempfile.mkdtemp()
+            pair[c] = [run_child("zoo", c, name, backend, folder), run_child("zoo", c, name, backend, folder)]
+        for i, start in enumerate(("cold", "warm")):
+            ours, theirs = pair["tjc"][i], pair["torch"][i]
+            same = "y" if ours["same"] and theirs["same"] else "N"
+            print(f"{name:<10}{start:<7}{ours['seconds']:>8.2f}{theirs['seconds']:>17.2f}"
+                  f"{ours['seconds'] / theirs['seconds']:>8.2f}{same:>6}{ours['graphs']:>12}{ours['disk_hits']:>10}",
+                  flush=True)
+            ours["start"] = theirs["start"] = start
+            rows += [ours, theirs]
+        folder = tempfile.mkdtemp()
+        saved = run_child("zoo", "aot-save", name, backend, folder)
+        if saved.get("refused"):
+            print(f"{name:<10}{'anchor':<7}{'':>8}{'refused':>17}   (torch's precompile: {saved['refused']})", flush=True)
+            rows.append(saved)
+            continue
+        anchor = run_child("zoo", "aot-load", name, backend, folder)
+        warm = pair["tjc"][1]
+        print(f"{name:<10}{'anchor':<7}{warm['seconds']:>8.2f}{anchor['seconds']:>17.2f}"
+              f"{warm['seconds'] / anchor['seconds']:>8.2f}{'y' if anchor['same'] else 'N':>6}"
+              "   (tjc warm against torch's precompiled artifact, loaded)", flush=True)
+        rows.append(dict(anchor, start="anchor"))
+    return rows
+
+
 def run_child(variant, compiler, blocks, backend, cache_dir) -> dict:
     # tjc's on-disk cache beside inductor's: empty for a fresh folder, warm for a second process.
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir, TJC_CACHE_DIR=os.path.join(cache_dir, "tjc"))
@@ -100,11 +185,16 @@ def main():
     opts = options(__doc__, "compile_time", extra=lambda p: (
         p.add_argument("--backend", default="inductor"),
         p.add_argument("--warm-start-only", action="store_true", help="only the warm process start rows"),
+        p.add_argument("--zoo", help="only the zoo warm start, for these models (comma-separated)"),
         p.add_argument("--child", help=argparse.SUPPRESS),
         p.add_argument("--compiler", help=argparse.SUPPRESS),
-        p.add_argument("--blocks", type=int, help=argparse.SUPPRESS)))
+        p.add_argument("--blocks", help=argparse.SUPPRESS)))
     if opts.child:
         print(json.dumps(child(opts.child, opts.compiler, opts.blocks, opts.backend)))
+        return
+    if opts.zoo:
+        rows = _zoo_warm_start(opts.zoo.split(","), opts.backend)
+        write_results(opts.json, rows[0]["torch"], backend=opts.backend, rows=rows)
         return
     if opts.warm_start_only:
         n = 6 if opts.quick else 12
