@@ -167,8 +167,12 @@ class _Tensor(Codec):
             live = resolve(source)
         except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
             raise Mismatch(f"{source} is not reachable") from None
-        cls = rebind(encoded["type"])
-        if type(live) is not cls:
+        # The type's own name record equals the stored one only where that name reaches type(live).
+        try:
+            same_type = name_of(type(live), set()) == encoded["type"]
+        except NotStored:
+            same_type = False
+        if not same_type:
             raise Mismatch(f"{source}: type")
         try:
             state = tensor_state(live, _dynamic_dims(encoded))
