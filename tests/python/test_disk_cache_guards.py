@@ -124,3 +124,9 @@ def test_an_entry_stored_in_inference_mode_does_not_load_under_no_grad(tmp_path,
     with torch.no_grad():
         assert torch.equal(c(x), inference_f(x))
     assert (tjc.stats()["graphs"], tjc.stats()["disk_cache_hits"]) == (2, 0)
+    # The stored state is the one the leaf had when compiled: under inference_mode again, it loads.
+    tjc.reset()
+    c = tjc.compile(inference_f)
+    with torch.inference_mode():
+        assert torch.equal(c(x), inference_f(x))
+    assert (tjc.stats()["graphs"], tjc.stats()["disk_cache_hits"]) == (0, 1)
