@@ -7,9 +7,11 @@ entry never keeps a user module alive; its death evicts the entry.
 How each GuardKind enters the tree is data: GUARD_KINDS has one row per kind. A leaf kind names
 its C++ leaf (csrc/guards/leaf_kinds.h, `_C.LEAF_KINDS`), added on the source's node through the
 one binding `GuardNode.add_leaf(name, value, **options)`; the other kinds (relations between two
-sources, DICT_TAGS) name the builder function that adds them. Adding a guard kind: its GuardKind,
-its row here, and for a leaf its row in the C++ table (tests/python/test_guard_kinds.py checks that
-the two tables agree).
+sources, DICT_TAGS) name the builder function that adds them. Each row also names the codec of the
+kind's stored form (disk_cache/guard_codec.py): encode_guard / decode_guard turn a GuardSpec into the
+on-disk cache's record and back. Adding a guard kind: its GuardKind, its row here, and for a leaf
+its row in the C++ table (tests/python/test_guard_kinds.py checks that the two tables agree, and
+tests/python/test_guard_codec.py that each kind's decoded guard accepts what the live one accepts).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import types
 from typing import Callable
 
 from . import runtime, shape_guards as _shape_guards
+from .disk_cache.guard_codec import CONSTANT, NOTHING, OBJECT, SOURCE, TENSOR, Codec, StoreContext
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
 
@@ -146,7 +149,9 @@ class KindRule:
     value as its operand when `takes_value`, and `options(builder, spec)` as keyword options), or a
     builder function `add(builder, spec)`. `keyed_by_value`: two specs on one source are one guard
     when their values are equal (hashable constants); otherwise when they are the same object
-    (values may be unhashable: tensors, modules)."""
+    (values may be unhashable: tensors, modules). `codec`: the value's stored form
+    (disk_cache/guard_codec.py)."""
+    codec: Codec
     leaf: str | None = None
     takes_value: bool = True
     options: Callable | None = None
@@ -155,20 +160,34 @@ class KindRule:
 
 
 GUARD_KINDS = {
-    GuardKind.TYPE_MATCH: KindRule(leaf="type_match"),
-    GuardKind.ID_MATCH: KindRule(leaf="id_match", options=_id_match_options),
-    GuardKind.EQUALS_MATCH: KindRule(leaf="equals_match", keyed_by_value=True),
-    GuardKind.NONE_MATCH: KindRule(leaf="none_match", takes_value=False),
-    GuardKind.NOT_NONE: KindRule(leaf="not_none", takes_value=False),
-    GuardKind.BOOL_MATCH: KindRule(leaf="bool_match", keyed_by_value=True),
-    GuardKind.LENGTH: KindRule(leaf="length", keyed_by_value=True),
-    GuardKind.DICT_KEYS: KindRule(leaf="dict_keys", keyed_by_value=True),
-    GuardKind.TENSOR_MATCH: KindRule(leaf="tensor_match", options=_tensor_match_options),
-    GuardKind.SAME_AS: KindRule(add=_same_as),
-    GuardKind.DISTINCT_FROM: KindRule(add=_identity_relation, keyed_by_value=True),
-    GuardKind.ALIAS_OF: KindRule(add=_identity_relation, keyed_by_value=True),
-    GuardKind.DICT_TAGS: KindRule(add=_dict_tags),
+    GuardKind.TYPE_MATCH: KindRule(OBJECT, leaf="type_match"),
+    GuardKind.ID_MATCH: KindRule(OBJECT, leaf="id_match", options=_id_match_options),
+    GuardKind.EQUALS_MATCH: KindRule(CONSTANT, leaf="equals_match", keyed_by_value=True),
+    GuardKind.NONE_MATCH: KindRule(NOTHING, leaf="none_match", takes_value=False),
+    GuardKind.NOT_NONE: KindRule(NOTHING, leaf="not_none", takes_value=False),
+    GuardKind.BOOL_MATCH: KindRule(CONSTANT, leaf="bool_match", keyed_by_value=True),
+    GuardKind.LENGTH: KindRule(CONSTANT, leaf="length", keyed_by_value=True),
+    GuardKind.DICT_KEYS: KindRule(CONSTANT, leaf="dict_keys", keyed_by_value=True),
+    GuardKind.TENSOR_MATCH: KindRule(TENSOR, leaf="tensor_match", options=_tensor_match_options),
+    GuardKind.SAME_AS: KindRule(SOURCE, add=_same_as),
+    GuardKind.DISTINCT_FROM: KindRule(SOURCE, add=_identity_relation, keyed_by_value=True),
+    GuardKind.ALIAS_OF: KindRule(SOURCE, add=_identity_relation, keyed_by_value=True),
+    GuardKind.DICT_TAGS: KindRule(NOTHING, add=_dict_tags),
 }
+
+
+def encode_guard(spec: GuardSpec, context: StoreContext) -> tuple:
+    """The on-disk record of `spec`: (source, kind name, its kind's encoding of the value);
+    NotStored where that would not be exact."""
+    return (spec.source, spec.kind.name, GUARD_KINDS[spec.kind].codec.encode(spec, context))
+
+
+def decode_guard(record, resolve) -> GuardSpec:
+    """The GuardSpec `record` (encode_guard's) stands for in the frame `resolve(source)` reads;
+    Mismatch where the stored guard cannot hold for that frame."""
+    source, kind_name, encoded = record
+    kind = GuardKind[kind_name]
+    return GuardSpec(source, kind, GUARD_KINDS[kind].codec.decode(source, encoded, resolve))
 
 
 def build_guards(specs, *, global_state: bool = True, resolve=None, shape_guards=None):

@@ -121,6 +121,7 @@ class PythonApiGlobalState final : public GlobalStateImpl {
   }
 
   std::string describe() const override { return torch_text::describe_global_state(facts_); }
+  GlobalStateFacts state() const override { return facts_; }  // want_, as text
 
  private:
   const TorchPyApi& api_;              // lives for the process

@@ -342,15 +342,7 @@ inline std::string dispatch_keys_mismatch(std::string_view source, std::string_v
 // ---------------------------------------------------------------------------------------------
 // GLOBAL_STATE.
 
-struct GlobalStateFacts {
-  bool grad_mode = true;
-  std::string default_dtype;
-  bool deterministic = false;
-  bool autocast_cpu = false;
-  std::string autocast_cpu_dtype;
-  bool autocast_cuda = false;
-  std::string autocast_cuda_dtype;
-};
+using GlobalStateFacts = tjc::GlobalStateFacts;  // torch_backend.h
 
 // torch's own defaults for torch.get_autocast_dtype(device); describe() names a dtype only when
 // autocast is on or the dtype was changed, so the common text stays short and stable.

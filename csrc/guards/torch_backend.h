@@ -28,6 +28,33 @@
 
 namespace tjc {
 
+// What one TENSOR_MATCH compares, read from the leaf itself: check() accepts exactly the tensors
+// whose type is `type` and whose facts equal these (a kAnyDim entry matching any size / stride).
+// The on-disk cache stores it, and loads a guard only for a tensor whose leaf has the same state,
+// so that a stored guard checks what the live one checks (torch_jit_cache/disk_cache/guard_codec.py).
+// Both backends give equal states for equal tensors under equal thread-local state.
+struct TensorMatchState {
+  PyTypeObject* type = nullptr;  // borrowed: the exact type; nullptr once a weakly held one died
+  uint64_t dispatch_keys = 0;    // c10 raw repr, the thread-local include/exclude sets applied
+  std::string dtype;             // str(torch.dtype): torch.float32
+  std::string device;            // str(torch.device): its type and index (cpu, cuda:0, meta)
+  bool requires_grad = false;
+  bool strided = false;          // strides are compared only for the strided layout
+  std::vector<int64_t> sizes;    // kAnyDim (tensor_text.h) where dynamic
+  std::vector<int64_t> strides;  // empty unless strided; kAnyDim where dynamic
+};
+
+// What one GLOBAL_STATE compares, as text (dtypes as str(torch.dtype)); equal states, equal checks.
+struct GlobalStateFacts {
+  bool grad_mode = true;
+  std::string default_dtype;
+  bool deterministic = false;
+  bool autocast_cpu = false;
+  std::string autocast_cpu_dtype;
+  bool autocast_cuda = false;
+  std::string autocast_cuda_dtype;
+};
+
 // One TENSOR_MATCH: the facts of an example tensor, checked against a value.
 class TensorMatchImpl {
  public:
@@ -42,6 +69,8 @@ class TensorMatchImpl {
   // Stable text for the guard tree printout, e.g.
   // `TENSOR_MATCH: torch.Tensor, torch.float32, cpu, requires_grad=False, size=[8, 4], stride=[4, 1]`.
   virtual std::string describe() const = 0;
+  // Every fact check() compares, as it compares them (see TensorMatchState).
+  virtual TensorMatchState state() const = 0;
 };
 
 // Which dims a TENSOR_MATCH leaves unchecked: their size / stride is a symbol that the root's
@@ -68,6 +97,8 @@ class GlobalStateImpl {
   virtual bool check() noexcept = 0;
   virtual std::optional<std::string> explain() = 0;
   virtual std::string describe() const = 0;
+  // The state check() compares the current one with, captured when the guard was made.
+  virtual GlobalStateFacts state() const = 0;
 };
 
 class TorchBackend {

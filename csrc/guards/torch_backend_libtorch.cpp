@@ -144,6 +144,17 @@ class LibtorchTensorMatch final : public TensorMatchImpl {
 
   std::string describe() const override { return torch_text::describe_tensor(facts_); }
 
+  TensorMatchState state() const override {
+    return TensorMatchState{type_.alive() ? type_.get() : nullptr,
+                            dispatch_keys_,
+                            facts_.dtype,  // dtype_text(dtype_)
+                            facts_.device,  // device_.str()
+                            requires_grad_,
+                            strided_,
+                            sizes_,
+                            strided_ ? strides_ : std::vector<int64_t>{}};
+  }
+
  private:
   torch_text::ExpectedType type_;  // exact type; weak for user subclasses
   uint64_t dispatch_keys_;         // raw repr, TLS applied
@@ -221,6 +232,7 @@ class LibtorchGlobalState final : public GlobalStateImpl {
   }
 
   std::string describe() const override { return torch_text::describe_global_state(facts_); }
+  GlobalStateFacts state() const override { return facts_; }  // want_, as text
 
  private:
   GlobalState want_;

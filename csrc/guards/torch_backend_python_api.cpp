@@ -168,6 +168,17 @@ class PythonApiTensorMatch final : public TensorMatchImpl {
 
   std::string describe() const override { return torch_text::describe_tensor(facts_); }
 
+  TensorMatchState state() const override {
+    return TensorMatchState{type_.alive() ? type_.get() : nullptr,
+                            dispatch_keys_,
+                            facts_.dtype,   // str(dtype_)
+                            facts_.device,  // str(device_)
+                            facts_.requires_grad,
+                            strides_.has_value(),
+                            sizes_,
+                            strides_.value_or(std::vector<int64_t>{})};
+  }
+
  private:
   // Hot-path body after the type matched; may leave an error set (check() clears it). Order:
   // cheap identity tests first, the dispatch keys (four Python calls) last.

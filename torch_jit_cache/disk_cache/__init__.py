@@ -17,12 +17,13 @@ What an entry holds (one pickled dict per file, after a magic and a sha256 of th
   - the graph inputs (Sources) and the output spec (plain returns only: no graph break, no side
     effects); the transformed code is made again by codegen on load, with the new compiled callable
     (cheaper to reason about than patching constants of marshalled code, and as fast);
-  - the guards as (source, kind, encoded value), the values by kind: constants as themselves; types,
-    functions, modules and builtins by module + qualname (re-bound on load, only when that name
-    reaches the very object at store time); tensors by their metadata (type, dtype, device,
-    requires_grad, sizes, strides), compared with the frame's tensor on load; sources as themselves.
-    Any other value (the identity of a live object, an nn.Module instance) is not stored;
-  - torch's global state when compiled (grad mode, default dtype, deterministic, autocast);
+  - the guards as (source, kind, encoded value), each value by its kind's codec (the kind's row in
+    guards.GUARD_KINDS; guard_codec.py): constants as themselves; types, functions, modules and
+    builtins by module + qualname (re-bound on load, only when that name reaches the very object at
+    store time); tensors by the state their TENSOR_MATCH leaf compares (read from the C++ leaf),
+    compared with the frame's tensor's on load; sources as themselves. Any other value (the
+    identity of a live object, an nn.Module instance) is not stored;
+  - the state torch's GLOBAL_STATE leaf compared when compiled (read from the leaf);
   - a sha256 of every user source file whose objects the guards re-bind, and of the frame's own file:
     an edited file makes the entry stale (an inlined helper's body is not in any guard).
 

@@ -44,8 +44,10 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
     for t in result.example_inputs:
         if not isinstance(t, torch.Tensor) or has_symbolic_sizes(t):
             raise NotStored("a non-tensor or symbolic graph input")
+    from ..guards import encode_guard
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
-    guards = [guard_codec.encode_guard(g, files, identities) for g in rewritten.guards]
+    context = guard_codec.StoreContext(files, identities)
+    guards = [encode_guard(g, context) for g in rewritten.guards]
     graph = graph_codec.graph_record(result.graph, files)
     digests = {path: keys.file_digest(path) for path in sorted(files)}
     unreadable = sorted(path for path, digest in digests.items() if digest is None)
@@ -190,11 +192,11 @@ def _load(compiler, frame, resolve):
 
 def _load_entry(compiler, frame, entry, resolve):
     global last_loaded
-    from ..guards import build_guards
+    from ..guards import build_guards, decode_guard
 
     if entry["global_state"] != keys.global_state():
         raise Mismatch("torch's global state differs")
-    specs = [guard_codec.decode_guard(record, resolve) for record in entry["guards"]]
+    specs = [decode_guard(record, resolve) for record in entry["guards"]]
     guards = build_guards(specs, resolve=resolve)
     guards.bind(frame.f_code)
     if not guards.check(frame):

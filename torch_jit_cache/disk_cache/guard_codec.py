@@ -1,78 +1,201 @@
-"""Guards as data: each GuardSpec stored as (source, kind, encoded value), decoded on load into
-a GuardSpec the guard tree is built from."""
+"""Guards as data: the stored form of each guard kind's value.
+
+Each row of guards.GUARD_KINDS names one codec here (its `codec`); an entry stores a guard as the
+record (source, kind name, codec.encode(spec, context)) and rebuilds the GuardSpec on load with
+codec.decode(source, encoded, resolve). guards.encode_guard / guards.decode_guard do the lookup.
+
+The contract, checked for every kind by tests/python/test_guard_codec.py: the guard built from a
+decoded spec accepts exactly the values the live guard accepts. So a codec stores a value only
+where decoding it in a later process gives the very same C++ leaf, and raises NotStored otherwise:
+  - constants compare as the stored ones do (no NaN: the leaves compare by identity first, and a
+    NaN equals only itself);
+  - objects are re-bound by the name that reached them (names.py), enum members by their class's
+    name and their own, the immortal singletons by themselves;
+  - a tensor by the state of its TENSOR_MATCH leaf, read from the C++ leaf (`_C.tensor_match_state`:
+    type, dispatch keys with this thread's include/exclude sets applied, dtype, device, layout,
+    requires_grad, sizes, strides, dynamic dims): on load the frame's tensor must have the same
+    type and an equal state, and the leaf is then built from it; otherwise the entry does not apply
+    (Mismatch), and the live leaf rejects that tensor too.
+Decoding never imports torch._dynamo; the tensor codec calls into _C only.
+"""
 from __future__ import annotations
 
+import dataclasses
+import enum
+import math
 import types
 
-from ..trace_result import GuardKind, GuardSpec
 from .names import Mismatch, NotStored, is_constant, name_of, rebind
 
 
-def tensor_meta(t, files) -> tuple:
-    """What TENSOR_MATCH compares, as data: stored for a guard, and computed again for the frame's
-    tensor when the entry loads (NotStored where its type has no name)."""
-    import torch
-    strides = tuple(t.stride()) if t.layout == torch.strided else None
-    return (name_of(type(t), files), str(t.dtype), str(t.device), bool(t.requires_grad), tuple(t.shape), strides)
+@dataclasses.dataclass
+class StoreContext:
+    """What encoding a trace's guards may consult: `files` collects the user source files that the
+    stored names depend on; `identities` maps a source to its ID_MATCH object (a code object is
+    stored as its owner's __code__); `dynamic` maps a tensor source to the (size dims, stride dims)
+    its TENSOR_MATCH leaves to a SYMBOLIC_SHAPES guard (GuardBuilder.dynamic_dims)."""
+    files: set
+    identities: dict = dataclasses.field(default_factory=dict)
+    dynamic: dict = dataclasses.field(default_factory=dict)
 
 
-def encode_guard(spec: GuardSpec, files: set, identities: dict):
-    kind, value = spec.kind, spec.value
-    if kind is GuardKind.ID_MATCH and isinstance(value, types.CodeType):
-        # G['helper'].__code__: the code of a function the guards name (re-bound with it)
-        base = getattr(spec.source, "base", None)
-        owner = identities.get(base)
-        if getattr(spec.source, "attr", None) != "__code__" or getattr(owner, "__code__", None) is not value:
-            raise NotStored(f"{spec.source}: a code object not read as a named function's __code__")
-        return (spec.source, kind.name, ("code_of", name_of(owner, files)))
-    if kind in (GuardKind.NONE_MATCH, GuardKind.NOT_NONE, GuardKind.DICT_TAGS):
-        encoded = None
-    elif kind in (GuardKind.EQUALS_MATCH, GuardKind.BOOL_MATCH, GuardKind.LENGTH, GuardKind.DICT_KEYS):
-        if not is_constant(value):
-            raise NotStored(f"{spec.source}: {kind.name} on a {type(value).__name__}")
-        encoded = ("const", value)
-    elif kind in (GuardKind.TYPE_MATCH, GuardKind.ID_MATCH):
-        encoded = name_of(value, files)
-    elif kind is GuardKind.TENSOR_MATCH:
-        encoded = ("tensor", tensor_meta(value, files))
-    elif kind in (GuardKind.SAME_AS, GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF):
-        encoded = ("source", value)
-    else:
-        raise NotStored(f"guard kind {kind.name}")
-    return (spec.source, kind.name, encoded)
+class Codec:
+    """One stored form: `encode(spec, context)` gives picklable data (NotStored where that would not
+    be exact); `decode(source, encoded, resolve)` gives the spec's value back in this process
+    (Mismatch where the entry cannot apply to the frame `resolve` reads)."""
+    name = "?"
+
+    def encode(self, spec, context: StoreContext):
+        raise NotImplementedError
+
+    def decode(self, source, encoded, resolve):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<codec {self.name}>"
 
 
+class _Nothing(Codec):
+    """Kinds without a value (NONE_MATCH, NOT_NONE, DICT_TAGS)."""
+    name = "nothing"
 
-def decode_guard(record, resolve) -> GuardSpec:
-    source, kind_name, encoded = record
-    kind = GuardKind[kind_name]
-    if encoded is None:
-        return GuardSpec(source, kind)
-    tag = encoded[0]
-    if tag in ("const", "source"):
-        return GuardSpec(source, kind, encoded[1])
-    if tag in ("module", "named", "attr"):
-        return GuardSpec(source, kind, rebind(encoded))
-    if tag == "code_of":
-        owner = rebind(encoded[1])
-        if not isinstance(getattr(owner, "__code__", None), types.CodeType):
-            raise Mismatch(f"{encoded[1]} has no code")
-        return GuardSpec(source, kind, owner.__code__)
-    if tag == "tensor":
+    def encode(self, spec, context):
+        return None
+
+    def decode(self, source, encoded, resolve):
+        return None
+
+
+def _compares_as_itself(value) -> bool:
+    # A NaN (alone or in a tuple) equals only the very object: its copy would reject what the live
+    # leaf accepts.
+    if isinstance(value, float):
+        return not math.isnan(value)
+    if isinstance(value, complex):
+        return not (math.isnan(value.real) or math.isnan(value.imag))
+    if isinstance(value, (tuple, frozenset)):
+        return all(_compares_as_itself(v) for v in value)
+    return True
+
+
+class _Constant(Codec):
+    """An immutable builtin (EQUALS_MATCH, BOOL_MATCH, LENGTH, DICT_KEYS), stored as itself."""
+    name = "constant"
+
+    def encode(self, spec, context):
+        if not is_constant(spec.value):
+            raise NotStored(f"{spec.source}: {spec.kind.name} on a {type(spec.value).__name__}")
+        if not _compares_as_itself(spec.value):
+            raise NotStored(f"{spec.source}: {spec.kind.name} on a NaN (equal only to the very object)")
+        return spec.value
+
+    def decode(self, source, encoded, resolve):
+        return encoded
+
+
+_SINGLETONS = {"None": None, "True": True, "False": False, "Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
+
+
+class _Object(Codec):
+    """An object by identity (TYPE_MATCH, ID_MATCH): what reaches the very object in a later process."""
+    name = "object"
+
+    def encode(self, spec, context):
+        value = spec.value
+        for name, singleton in _SINGLETONS.items():
+            if value is singleton:
+                return ("singleton", name)
+        if isinstance(value, types.CodeType):
+            # G['helper'].__code__: the code of a function the guards name (re-bound with it).
+            owner = context.identities.get(getattr(spec.source, "base", None))
+            if getattr(spec.source, "attr", None) != "__code__" or getattr(owner, "__code__", None) is not value:
+                raise NotStored(f"{spec.source}: a code object not read as a named function's __code__")
+            return ("code_of", name_of(owner, context.files))
+        if isinstance(value, enum.Enum):
+            cls = type(value)
+            if cls.__members__.get(value.name) is not value:   # a composite Flag value, ...
+                raise NotStored(f"{spec.source}: {cls.__qualname__} value {value!r} is not a named member")
+            return ("enum", name_of(cls, context.files), value.name)
+        return ("name", name_of(value, context.files))
+
+    def decode(self, source, encoded, resolve):
+        tag = encoded[0]
+        if tag == "singleton":
+            return _SINGLETONS[encoded[1]]
+        if tag == "name":
+            return rebind(encoded[1])
+        if tag == "enum":
+            member = rebind(encoded[1]).__members__.get(encoded[2])
+            if member is None:
+                raise Mismatch(f"{source}: no member {encoded[2]!r}")
+            return member
+        if tag == "code_of":
+            code = getattr(rebind(encoded[1]), "__code__", None)
+            if not isinstance(code, types.CodeType):
+                raise Mismatch(f"{encoded[1]} has no code")
+            return code
+        raise ValueError(f"unknown object record {tag!r}")
+
+
+def _dynamic_dims(state: dict) -> tuple[list, list]:
+    sizes = [i for i, s in enumerate(state["sizes"]) if s is None]
+    strides = [i for i, s in enumerate(state["strides"] or ()) if s is None]
+    return sizes, strides
+
+
+def tensor_state(tensor, dynamic=((), ())) -> dict:
+    """The state of the TENSOR_MATCH leaf `tensor` makes here and now, its type by identity
+    (csrc TensorMatchState, through _C.tensor_match_state)."""
+    from .. import _C
+    return _C.tensor_match_state(tensor, list(dynamic[0]), list(dynamic[1]))
+
+
+class _Tensor(Codec):
+    """TENSOR_MATCH: the leaf's state, its type by name (see the module docstring)."""
+    name = "tensor"
+
+    def encode(self, spec, context):
+        try:
+            state = tensor_state(spec.value, context.dynamic.get(spec.source, ((), ())))
+        except ValueError as e:   # what tensor_match refuses cannot be stored either
+            raise NotStored(f"{spec.source}: {e}") from None
+        state["type"] = name_of(type(spec.value), context.files)
+        return state
+
+    def decode(self, source, encoded, resolve):
         try:
             live = resolve(source)
         except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
             raise Mismatch(f"{source} is not reachable") from None
-        import torch
-        if not isinstance(live, torch.Tensor):
-            raise Mismatch(f"{source}: type")
-        # The type by its name record: equal only where that name reaches type(live) itself.
+        # The type's own name record equals the stored one only where that name reaches type(live).
         try:
-            same = tensor_meta(live, set()) == encoded[1]
+            same_type = name_of(type(live), set()) == encoded["type"]
         except NotStored:
-            same = False
-        if not same:
-            raise Mismatch(f"{source}: tensor type or metadata")
-        # The guard is built from the frame's tensor, whose facts equal the stored ones.
-        return GuardSpec(source, kind, live)
-    raise ValueError(f"unknown guard value tag {tag!r}")
+            same_type = False
+        if not same_type:
+            raise Mismatch(f"{source}: type")
+        try:
+            state = tensor_state(live, _dynamic_dims(encoded))
+        except ValueError:   # not a tensor the leaf can be made from (a fake, symbolic sizes, ...)
+            raise Mismatch(f"{source}: not a real tensor") from None
+        state["type"] = encoded["type"]
+        if state != encoded:
+            differ = sorted(k for k in encoded if state.get(k) != encoded[k])
+            raise Mismatch(f"{source}: TENSOR_MATCH state differs ({', '.join(differ)})")
+        # Equal type and state: the leaf built from the frame's tensor accepts exactly what the
+        # stored one did.
+        return live
+
+
+class _Source(Codec):
+    """A relation to another source (SAME_AS, DISTINCT_FROM, ALIAS_OF): the Source itself."""
+    name = "source"
+
+    def encode(self, spec, context):
+        return spec.value
+
+    def decode(self, source, encoded, resolve):
+        return encoded
+
+
+NOTHING, CONSTANT, OBJECT, TENSOR, SOURCE = _Nothing(), _Constant(), _Object(), _Tensor(), _Source()

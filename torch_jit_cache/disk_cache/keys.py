@@ -9,7 +9,7 @@ import types
 from .. import __version__
 from ..config import config
 
-FORMAT = 2   # 2: which graph inputs are static (CUDA graphs)
+FORMAT = 3   # 3: guards stored by their kind's codec (TENSOR_MATCH by its leaf's state)
 
 
 def versions() -> tuple:
@@ -53,14 +53,12 @@ def key_dir(compiler, code) -> str:
     return os.path.join(config.cache_dir, f"v{FORMAT}", key(compiler, code))
 
 
-def global_state() -> tuple:
-    # What the GLOBAL_STATE guard compares (csrc/guards/tensor_text.h, GlobalStateFacts): the entry's
-    # guard tree is built on load, where it records the state of that moment, so the state the graph
-    # was compiled under is compared here first.
-    import torch
-    return (torch.is_grad_enabled(), str(torch.get_default_dtype()), torch.are_deterministic_algorithms_enabled(),
-            torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu")),
-            torch.is_autocast_enabled("cuda"), str(torch.get_autocast_dtype("cuda")))
+def global_state() -> dict:
+    """The state a GLOBAL_STATE leaf made now compares with, read by the leaf itself (csrc
+    GlobalStateFacts): the entry's guard tree is built on load, where it records the state of that
+    moment, so the state the graph was compiled under is compared with it first."""
+    from .. import _C
+    return _C.global_state_state()
 
 
 def file_digest(path: str):
