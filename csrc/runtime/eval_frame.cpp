@@ -322,7 +322,7 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
 
 }  // namespace
 
-PyObject* eval_frame_hook(PyThreadState* tstate, cpython::Frame* frame, int throw_flag) noexcept {
+PyObject* eval_frame_hook(PyThreadState* tstate, cpython::Frame* frame, int throw_flag) {
   ThreadState& ts = thread_state();
   if (ts.callback == nullptr || ts.suspended > 0 || throw_flag != 0 || cpython::frame_is_passthrough(frame)) {
     return eval_original(tstate, frame, throw_flag);

@@ -5,6 +5,9 @@ them (they compile themselves); a thread never waits for its own compile.
 Deterministic: the compiling callback (or backend) blocks on an Event until the second thread is
 seen waiting (`stats()["compile_waits"]`) or, without the fix, inside the callback itself.
 """
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -180,3 +183,32 @@ def test_two_threads_calling_one_compiled_function_compile_once():
     assert torch.allclose(out[0], f(x)) and torch.allclose(out[1], f(x))
     (entry,) = tjc.cache_entries(opt)
     assert entry.hits == 1
+
+
+DAEMON_CHILD = '''
+import threading, time
+from torch_jit_cache import runtime
+
+def spin():
+    while True:
+        time.sleep(0.0001)   # gives the GIL up and takes it back, again and again
+
+def start():
+    threading.Thread(target=spin, daemon=True).start()
+
+with runtime.eval_frame(lambda frame, entries: runtime.RUN_ORIGINAL):
+    start()   # the thread's frames are entered through the hook
+print("done")
+'''
+
+
+def test_a_daemon_thread_started_under_the_hook_does_not_abort_the_exit(tmp_path):
+    # CPython ends a daemon thread that wakes during finalization with pthread_exit, a forced
+    # unwind through every C frame of the thread: the hook's frame on it was noexcept, and each run
+    # aborted ("terminate called without an active exception", 10 of 10 before the fix).
+    script = tmp_path / "daemon_child.py"
+    script.write_text(DAEMON_CHILD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    for _ in range(3):
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr[-2000:]
