@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import types
 
 import pytest
@@ -51,6 +52,40 @@ def test_package_digest_covers_every_python_file_and_the_extension(tmp_path):
         with open(rebuilt / extension, "ab") as f:
             f.write(b"\0")
         assert keys.package_digest(str(rebuilt)) != digest, extension
+
+
+def test_a_file_modified_after_the_import_leaves_no_digest(tmp_path):
+    copy = _copy_package(tmp_path)   # copied with the files' mtimes
+    edited = tmp_path / "edited"
+    shutil.copytree(copy, edited)
+    imported = time.time_ns()
+    with open(edited / "codegen.py", "a") as f:
+        f.write("\n# edited while a process runs\n")
+    # a second later (the kernel stamps files from a clock coarser than time.time_ns())
+    os.utime(edited / "codegen.py", ns=(imported + 10**9, imported + 10**9))
+    assert keys.package_digest(str(copy), imported) == keys.package_digest(PACKAGE)
+    assert keys.package_digest(str(edited), imported) is None
+    assert keys.package_digest(str(edited)) not in (None, keys.package_digest(PACKAGE))
+
+
+def _scaled(x):
+    return torch.cos(x) * 3
+
+
+@pytest.mark.usefixtures("fresh_caches")
+def test_a_process_whose_package_changed_stores_and_loads_nothing(tmp_path, monkeypatch):
+    # The files no longer say which code this process runs: no entry is keyed by them.
+    import torch_jit_cache as tjc
+    from torch_jit_cache.config import config
+    monkeypatch.setattr(config, "disk_cache", True)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    x = torch.randn(3)
+    tjc.compile(_scaled)(x)
+    assert tjc.stats()["disk_cache_stores"] == 1
+    tjc.reset()
+    monkeypatch.setattr(keys, "_IMPORTED_AT_NS", 0)   # as if every file were edited since
+    assert torch.equal(tjc.compile(_scaled)(x), _scaled(x))
+    assert (tjc.stats()["disk_cache_hits"], tjc.stats()["disk_cache_stores"], tjc.stats()["graphs"]) == (0, 0, 1)
 
 
 def _run(script, package_parent, cache):
