@@ -25,7 +25,10 @@ import pytest
 
 # The on-disk cache (docs/cache.md) is off for the suite, and for the processes its tests start
 # (they inherit the environment): no test writes into the user's cache folder, and no test loads
-# what another run stored. test_disk_cache/ turns it on, in a temporary folder, where it tests it.
+# what another run stored. test_disk_cache.py and test_disk_cache_keys.py turn it on, in a temporary
+# folder, where they test it. The default a user gets (no TJC_* variable: the cache on, the default
+# backend and folder) is tested by name in scenarios/test_warm_start.py, whose child processes drop
+# every TJC_* variable and point XDG_CACHE_HOME at a temporary folder.
 # The environment is set for child processes, and for config where this file imports the package
 # first; config.disk_cache is set below for where the package was imported before.
 os.environ["TJC_DISABLE_DISK_CACHE"] = "1"

@@ -28,8 +28,10 @@ What an entry holds (one pickled dict per file, after a magic and a sha256 of th
     an edited file makes the entry stale (an inlined helper's body is not in any guard).
 
 Keys: a directory per (code: file, qualname, first line, a digest of its bytecode, names and
-constants, nested codes included), the backend's name, the trace settings, and the Python, torch and
-torch_jit_cache versions. The versions are stored in the entry too and checked on load.
+constants, nested codes included), the backend's name, the trace settings, and keys.versions(): the
+Python, torch and torch_jit_cache versions, a digest of this package's own files and the torch settings
+that change a trace (keys.py says which and why). The versions are stored in the entry too and
+checked on load.
 
 Concurrency: a file is written to a temporary name and moved in place with os.replace, so a reader
 sees a whole file or none; two processes storing the same entry each write their own complete file.

@@ -22,7 +22,9 @@ mode, a patched method, a forward hook, aliased, non-contiguous, non-dense, offs
 inputs, requires_grad, grad mode) and calls 2 and 3 run both again. Some programs compile the
 model's blocks as child modules on the compiled side (`blocks[i] = tjc.compile(block)`, or
 `tjc.compile_(block)` in place), with `f` compiled too or left eager (a compiled child inside an
-eager parent). Outputs (structure, values, dtype, requires_grad), the inputs
+eager parent). A program is exec'd from its text, or (check_program's `folder`) written to a file and
+imported as a module, so that the on-disk cache can store its entries (scenarios/test_warm_start.py).
+Outputs (structure, values, dtype, requires_grad), the inputs
 after the call (mutation), the model's buffers and the config's attributes must all be equal.
 A mismatch raises Mismatch with the seed, the change and the program text.
 """
@@ -31,6 +33,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
+import os
 import random
 import sys
 import textwrap
@@ -394,10 +398,34 @@ def write_program(seed: int) -> Program:
 
 # --- one side: the program's namespace, its objects and inputs ---------------------------------------
 
+def module_name(program: Program, compiled: bool) -> str:
+    return f"fuzz_program_{program.seed}" + ("" if compiled else "_eager")
+
+
+def namespace(program: Program, compiled: bool, folder=None) -> dict:
+    """The program's globals: exec'd from a string, or with `folder`, imported from a file there
+    (the compiled side's module in sys.modules under module_name), as the on-disk cache needs:
+    it stores only code whose source file it can read, and re-binds functions by module name."""
+    name = module_name(program, compiled)
+    if folder is None:
+        ns = {"__name__": name}
+        exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), ns)
+        return ns
+    path = os.path.join(folder, f"fuzz_program_{program.seed}.py")
+    if not os.path.exists(path) or open(path).read() != program.source:   # a warm run reads what a cold one wrote
+        with open(path, "w") as f:
+            f.write(program.source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    if compiled:
+        sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.__dict__
+
+
 class Side:
-    def __init__(self, program: Program, compiled: bool, backend="eager"):
-        self.ns = {"__name__": f"fuzz_program_{program.seed}"}
-        exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), self.ns)
+    def __init__(self, program: Program, compiled: bool, backend="eager", folder=None):
+        self.ns = namespace(program, compiled, folder)
         self.program, self.compiled, self.backend = program, compiled, backend
         self.model = self.new_model()
         self.cfg = self.ns["Cfg"]()
@@ -615,17 +643,24 @@ class Outcome:
     changes: list
     graphs: int
     fallbacks: int
+    disk_cache_stores: int = 0
+    disk_cache_hits: int = 0
 
 
-def check_program(seed: int, change_names=None, backend="eager") -> Outcome:
+def check_program(seed: int, change_names=None, backend="eager", folder=None, draw=0) -> Outcome:
     """Builds program `seed`, runs it eagerly and compiled over three calls with changes between the
-    first and the second; raises Mismatch with the program text on any difference."""
+    first and the second; raises Mismatch with the program text on any difference. With `folder`,
+    the program is a module imported from a file there (namespace()); `draw` picks other changes
+    for the same program (0: the suite's own)."""
     program = write_program(seed)
-    r = random.Random(seed * 7919 + 1)
+    r = random.Random(seed * 7919 + 1) if draw == 0 else random.Random(f"changes {seed} draw {draw}")
     names = change_names or r.sample(sorted(CHANGES), r.choice([1, 1, 2]))
     tjc.reset()
-    with _capturing(program.captures):
-        return _check(program, seed, r, names, backend)
+    try:
+        with _capturing(program.captures):
+            return _check(program, seed, r, names, backend, folder)
+    finally:
+        sys.modules.pop(module_name(program, compiled=True), None)
 
 
 @contextlib.contextmanager
@@ -640,8 +675,9 @@ def _capturing(on: bool):
         tjc.config.capture_scalar_outputs, tjc.config.capture_dynamic_output_shape_ops = saved
 
 
-def _check(program: Program, seed: int, r: random.Random, names: list, backend: str) -> Outcome:
-    eager, comp = Side(program, compiled=False), Side(program, compiled=True, backend=backend)
+def _check(program: Program, seed: int, r: random.Random, names: list, backend: str, folder) -> Outcome:
+    eager = Side(program, compiled=False, folder=folder)
+    comp = Side(program, compiled=True, backend=backend, folder=folder)
     state = {"batch": program.batch, "y_requires_grad": program.y_requires_grad,
              "noncontiguous": False, "aliased": False, "strided": False, "offset": False, "inference": False}
     try:
@@ -658,7 +694,7 @@ def _check(program: Program, seed: int, r: random.Random, names: list, backend: 
             from None
     stats = tjc.stats()
     tjc.reset()
-    return Outcome(names, stats["graphs"], stats["fallbacks"])
+    return Outcome(names, stats["graphs"], stats["fallbacks"], stats["disk_cache_stores"], stats["disk_cache_hits"])
 
 
 def main(argv=None) -> int:
