@@ -45,10 +45,12 @@ WARM_LOADS = {
 }
 
 # The fuzzer's programs run cold then warm, and the warm loads of them, at least: a ratchet as above.
-# Measured on 2026-12-04 over these 40 programs: 46 entries stored, 42 loaded (one program's
-# compiled blocks load one entry more or less from run to run).
+# Measured on 2026-12-04 over these 40 programs: 46 entries stored, 38 loaded (one program's
+# compiled blocks load one entry more or less from run to run). 42 loaded while a stored
+# TENSOR_MATCH kept no dispatch keys: 4 of those loads took an entry for a tensor whose keys
+# differ, which the live guard turns down (the values happened to agree).
 FUZZ_PROGRAMS = 40
-FUZZ_WARM_LOADS = 41
+FUZZ_WARM_LOADS = 37
 
 
 def _user_env(tmp_path) -> dict:
@@ -127,10 +129,7 @@ def _requires_grad(x):
 
 @pytest.mark.usefixtures("fresh_caches")
 @pytest.mark.parametrize("other", [
-    _float64, _transposed, _requires_grad,
-    pytest.param(_inference, marks=pytest.mark.xfail(
-        strict=True, reason="a stored TENSOR_MATCH keeps no dispatch keys: an inference tensor passes the "
-                            "loaded guard (the guard-encoding work of issue 35 fixes it)")),
+    _float64, _transposed, _requires_grad, _inference,
 ], ids=lambda f: f.__name__.strip("_"))
 def test_a_recompile_loads_a_stored_entry_only_when_its_guards_pass(tmp_path, monkeypatch, other):
     # The cache on, as by default, in a temporary folder. The entry stored for a float32 matrix
