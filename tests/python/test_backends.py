@@ -259,3 +259,23 @@ def test_compiled_graph_runs_from_transformed_code(backend):
         assert runtime.cache_entries(f)[0].hits == 1
     finally:
         runtime.reset()
+
+
+def test_inductor_graphs_with_tensor_methods_reach_aotautograds_cache(tmp_path, monkeypatch, fresh_caches):
+    # AOTAutograd's cache takes a graph only where the tensors methods are called on carry their
+    # example values: without backends._note_example_values every tjc graph with a method call
+    # bypassed it ('Unsupported call_method target'), and a warm process traced the joint graph
+    # again (autograd_cache_bypass 1, saved 0 before).
+    import torch_jit_cache as tjc
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    counters.clear()
+
+    def f(x):
+        return x.view(-1).sin().sum(0)
+
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(tjc.compile(f, backend="inductor")(x), f(x))
+    seen = dict(counters["aot_autograd"])
+    assert seen.get("autograd_cache_bypass", 0) == 0 and seen.get("autograd_cache_saved", 0) == 1, seen

@@ -193,7 +193,12 @@ def inductor(gm, example_inputs, config_patches=None):
     if static_inputs.cudagraphs_on(config_patches):
         static_inputs.announce(gm, example_inputs)   # parameters and buffers: not copied each call
     if not any(isinstance(t, torch.Tensor) and has_symbolic_sizes(t) for t in example_inputs):
-        return compile_fx(gm, example_inputs, config_patches=config_patches)
+        noted = _note_example_values(gm, example_inputs)
+        try:
+            return compile_fx(gm, example_inputs, config_patches=config_patches)
+        finally:
+            for node in noted:
+                node.meta.pop("example_value", None)
     # With symbolic sizes, the sizes inductor specialises while it compiles (a convolution's channel
     # count) are replacements in the ShapeEnv, which convert_frame reads back into the entry's
     # guards. A compiled graph loaded from inductor's FX graph cache (or AOTAutograd's)
@@ -206,6 +211,43 @@ def inductor(gm, example_inputs, config_patches=None):
     with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False), \
             functorch_config.patch(enable_autograd_cache=False):
         return compile_fx(gm, example_inputs, config_patches=config_patches)
+
+
+def _note_example_values(gm, example_inputs) -> list:
+    """Each node's example value (a fake tensor) in its meta, as a trace leaves it, for the nodes
+    that had none; returns those nodes. AOTAutograd's cache takes a graph only where every tensor a
+    method is called on carries one (autograd_cache.check_node_safe); without, every compile
+    bypassed it, a graph loaded from the disk cache included, and a warm process traced the joint
+    graph again. The trace drops its own (they hold its ShapeEnv), so they are made again here by
+    running the graph on fresh fakes with the inputs' metadata (never the inputs themselves: an
+    in-place op would change what the backend is given). Where that fails, nothing is noted and
+    the cache is bypassed as before."""
+    import torch
+    from torch._guards import detect_fake_mode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    mode = detect_fake_mode(example_inputs)
+    if mode is None or not any(n.op == "call_method" for n in gm.graph.nodes):
+        return []
+    had_val = {n for n in gm.graph.nodes if "val" in n.meta}
+    try:
+        with mode:
+            fresh = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device,
+                                         requires_grad=t.requires_grad)
+                     if isinstance(t, torch.Tensor) else t for t in example_inputs]
+        FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fresh)
+    except Exception:  # noqa: BLE001 - an optimisation only: the graph compiles without it
+        for node in gm.graph.nodes:
+            if node not in had_val:
+                node.meta.pop("val", None)
+        return []
+    noted = []
+    for node in gm.graph.nodes:
+        value = node.meta.get("val") if node in had_val else node.meta.pop("val", None)
+        if value is not None and "example_value" not in node.meta:
+            node.meta["example_value"] = value
+            noted.append(node)
+    return noted
 
 
 def has_symbolic_sizes(t) -> bool:
