@@ -8,13 +8,12 @@ import pickle
 import tempfile
 import weakref
 
-from .. import codegen, counters, log, runtime
+from .. import codegen, counters, graph_break, log, runtime
 from ..backends import modes
 from ..config import config
-from ..trace_result import GuardKind
-from . import guard_codec, graph_codec, keys
+from ..trace_result import BreakOutput, GuardKind
+from . import guard_codec, graph_codec, keys, output_codec
 from .names import Mismatch, NotStored
-from .output_codec import check_output
 
 MAGIC = b"TJCDISK1"
 BACKENDS = ("eager", "aot_eager", "inductor")
@@ -35,10 +34,8 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         raise NotStored("options= holds a callable")
     if shape_guards is not None:
         raise NotStored("symbolic sizes")
-    if result.side_effects:
-        raise NotStored("side effects")
     files = {frame.f_code.co_filename}
-    check_output(result.output, files)
+    outputs = output_codec.encode(result.output, result.side_effects, frame.f_code, files)
     import torch
     from ..backends import has_symbolic_sizes
     for t in result.example_inputs:
@@ -46,7 +43,8 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
             raise NotStored("a non-tensor or symbolic graph input")
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     guards = [guard_codec.encode_guard(g, files, identities) for g in rewritten.guards]
-    graph = graph_codec.graph_record(result.graph, files)
+    # A break with no tensor work before it calls no graph (convert_frame: compiled is None).
+    graph = graph_codec.graph_record(result.graph, files) if _has_tensor_work(result.graph) else None
     digests = {path: keys.file_digest(path) for path in sorted(files)}
     unreadable = sorted(path for path, digest in digests.items() if digest is None)
     if unreadable:   # code from exec'd strings, notebooks: nothing vouches for what it was
@@ -57,7 +55,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         "global_state": keys.global_state(),
         "guards": guards,
         "graph_inputs": list(rewritten.graph_inputs),
-        "output": result.output,
+        "outputs": outputs,
         "graph": graph,
         "static_inputs": graph_codec.static_record(result.graph),
         "files": digests,
@@ -199,19 +197,31 @@ def _load_entry(compiler, frame, entry, resolve):
     guards.bind(frame.f_code)
     if not guards.check(frame):
         raise Mismatch(guards.explain(frame))
-    gm = graph_codec.rebuild_graph(entry["graph"])
+    output, side_effects = output_codec.decode(entry["outputs"], frame.f_code)
     graph_inputs = entry["graph_inputs"]
-    graph_codec.restore_static(gm, graph_inputs, entry["static_inputs"])
-    runtime.set_skip(type(gm).forward)
-    # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
-    example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
-    # As a traced graph's: an identical graph's backend compile is shared (backends/sharing.py),
-    # so N blocks compiled one by one, each loading the first one's entry, compile once.
-    compiled = compiler.compile_graph(gm, example_inputs)
-    del example_inputs
-    last_loaded = weakref.ref(gm)
-    new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, entry["output"], (), ())
+    compiled = None
+    if entry["graph"] is not None:
+        gm = graph_codec.rebuild_graph(entry["graph"])
+        graph_codec.restore_static(gm, graph_inputs, entry["static_inputs"])
+        runtime.set_skip(type(gm).forward)
+        # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
+        example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
+        # As a traced graph's: an identical graph's backend compile is shared (backends/sharing.py),
+        # so N blocks compiled one by one, each loading the first one's entry, compile once.
+        compiled = compiler.compile_graph(gm, example_inputs)
+        del example_inputs
+        last_loaded = weakref.ref(gm)
+    # Made again as convert_frame._transformed_code makes them: deterministic codes, registered as
+    # resume codes, whose own entries are keyed by their own code.
+    resume_fns = graph_break.resume_functions(frame.f_code, frame.f_globals, output, config.max_resume_depth) \
+        if isinstance(output, BreakOutput) else ()
+    new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, output, resume_fns,
+                                              side_effects)
     return runtime.GuardedCode(new_code, guards)
+
+
+def _has_tensor_work(gm) -> bool:
+    return any(node.op not in ("placeholder", "output") for node in gm.graph.nodes)
 
 
 def _example_inputs(graph_inputs, resolve) -> list:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import types
 
 from ..trace_result import GuardKind, GuardSpec
-from .names import Mismatch, NotStored, is_constant, name_of, rebind
+from .keys import code_digest_hex
+from .names import NAME_TAGS, Mismatch, NotStored, is_constant, name_of, rebind
 
 
 def tensor_meta(t, files) -> tuple:
@@ -22,9 +23,13 @@ def encode_guard(spec: GuardSpec, files: set, identities: dict):
         # G['helper'].__code__: the code of a function the guards name (re-bound with it)
         base = getattr(spec.source, "base", None)
         owner = identities.get(base)
-        if getattr(spec.source, "attr", None) != "__code__" or getattr(owner, "__code__", None) is not value:
-            raise NotStored(f"{spec.source}: a code object not read as a named function's __code__")
-        return (spec.source, kind.name, ("code_of", name_of(owner, files)))
+        if getattr(spec.source, "attr", None) == "__code__" and getattr(owner, "__code__", None) is value:
+            return (spec.source, kind.name, ("code_of", name_of(owner, files)))
+        # A function guarded by its code, not its identity (a closure made per call, a decorated
+        # function a wrapper holds): on load, the code the frame reaches must be this code again,
+        # the same bytecode, names and constants at the same place of the same (unchanged) file.
+        files.add(value.co_filename)
+        return (spec.source, kind.name, ("code", code_facts(value)))
     if kind in (GuardKind.NONE_MATCH, GuardKind.NOT_NONE, GuardKind.DICT_TAGS):
         encoded = None
     elif kind in (GuardKind.EQUALS_MATCH, GuardKind.BOOL_MATCH, GuardKind.LENGTH, GuardKind.DICT_KEYS):
@@ -42,7 +47,6 @@ def encode_guard(spec: GuardSpec, files: set, identities: dict):
     return (spec.source, kind.name, encoded)
 
 
-
 def decode_guard(record, resolve) -> GuardSpec:
     source, kind_name, encoded = record
     kind = GuardKind[kind_name]
@@ -51,18 +55,20 @@ def decode_guard(record, resolve) -> GuardSpec:
     tag = encoded[0]
     if tag in ("const", "source"):
         return GuardSpec(source, kind, encoded[1])
-    if tag in ("module", "named", "attr"):
+    if tag in NAME_TAGS:
         return GuardSpec(source, kind, rebind(encoded))
     if tag == "code_of":
         owner = rebind(encoded[1])
         if not isinstance(getattr(owner, "__code__", None), types.CodeType):
             raise Mismatch(f"{encoded[1]} has no code")
         return GuardSpec(source, kind, owner.__code__)
+    if tag == "code":
+        live = _reach(source, resolve)
+        if not isinstance(live, types.CodeType) or code_facts(live) != encoded[1]:
+            raise Mismatch(f"{source}: another code")
+        return GuardSpec(source, kind, live)
     if tag == "tensor":
-        try:
-            live = resolve(source)
-        except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
-            raise Mismatch(f"{source} is not reachable") from None
+        live = _reach(source, resolve)
         import torch
         if not isinstance(live, torch.Tensor):
             raise Mismatch(f"{source}: type")
@@ -76,3 +82,14 @@ def decode_guard(record, resolve) -> GuardSpec:
         # The guard is built from the frame's tensor, whose facts equal the stored ones.
         return GuardSpec(source, kind, live)
     raise ValueError(f"unknown guard value tag {tag!r}")
+
+
+def _reach(source, resolve):
+    try:
+        return resolve(source)
+    except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
+        raise Mismatch(f"{source} is not reachable") from None
+
+
+def code_facts(code: types.CodeType) -> tuple:
+    return (code.co_filename, code.co_qualname, code.co_firstlineno, code_digest_hex(code))

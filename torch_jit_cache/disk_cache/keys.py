@@ -9,7 +9,7 @@ import types
 from .. import __version__
 from ..config import config
 
-FORMAT = 2   # 2: which graph inputs are static (CUDA graphs)
+FORMAT = 3   # 2: which graph inputs are static (CUDA graphs); 3: outputs as data (output_codec)
 
 
 def versions() -> tuple:
@@ -37,6 +37,12 @@ def code_digest(code, h) -> None:
                    code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)).encode())
     for const in code.co_consts:
         _const_digest(const, h)
+
+
+def code_digest_hex(code) -> str:
+    h = hashlib.sha256()
+    code_digest(code, h)
+    return h.hexdigest()
 
 
 def key(compiler, code) -> str:
