@@ -103,19 +103,31 @@ def _decorate(fn):
     return wrapper
 
 
+def _strict(fn):   # a decorator that keeps the function in its closure alone (no functools.wraps)
+    def checked(*args):
+        return fn(*args)
+    checked.__qualname__, checked.__module__ = fn.__qualname__, fn.__module__
+    return checked
+
+
 class Model:
     @_decorate
     def forward(self):
         return 1
+
+    @_strict
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
 
     @property
     def size(self):
         return 2
 
 
-def test_functions_no_name_reaches_are_named_through_their_wrapper_or_property(monkeypatch):
+def test_functions_no_name_reaches_are_named_through_their_wrapper_closure_or_property(monkeypatch):
     inner, getter = Model.forward.__wrapped__, Model.__dict__["size"].fget
-    for fn, steps in ((inner, ("__wrapped__",)), (getter, ("fget",))):
+    kept = Model.__setattr__.__closure__[0].cell_contents
+    for fn, steps in ((inner, ("__wrapped__",)), (getter, ("fget",)), (kept, (0,))):
         record = names.name_of(fn, set())
         assert record[0] == "via" and record[3] == steps
         assert names.rebind(pickle.loads(pickle.dumps(record))) is fn

@@ -10,8 +10,10 @@ import types
 from .keys import code_digest_hex
 
 _CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes)
-# The attributes a name may take to reach a function that no name reaches itself, and how many.
+# The steps a name may take to reach a function that no name reaches itself (these attributes, or
+# a closure cell's contents), from these types only, and how many.
 _STEPS = ("__wrapped__", "fget", "__func__")
+_STEPPED = (types.FunctionType, types.MethodType, property, classmethod, staticmethod)
 _MAX_STEPS = 3
 # The tags of name_of's records.
 NAME_TAGS = ("module", "named", "attr", "via")
@@ -88,9 +90,9 @@ def name_of(value, files: set):
 
 def _reached_via(value, module: str, qualname: str, files: set):
     """("via", module, qualname, steps, digest) where the object `module.qualname` reaches leads to
-    the function `value` itself through the attributes `steps` (_STEPS: a decorated function under
-    its wrapper, a property's getter, a classmethod's function); None otherwise. The digest is
-    `value`'s own code's: what the name reaches says nothing of it."""
+    the function `value` itself through `steps` (_steps: a decorated function under its wrapper or
+    in a decorator's closure, a property's getter, a classmethod's function); None otherwise. The
+    digest is `value`'s own code's: what the name reaches says nothing of it."""
     digest = function_digest(value)
     try:
         todo = [(lookup_name(module, qualname), ())]
@@ -102,9 +104,27 @@ def _reached_via(value, module: str, qualname: str, files: set):
             add_module_file(module, files)
             return ("via", module, qualname, steps, digest)
         if len(steps) < _MAX_STEPS:
-            todo += [(getattr(found, step), (*steps, step)) for step in _STEPS
-                     if getattr(found, step, None) is not None]
+            todo += [(child, (*steps, step)) for step, child in _steps(found)]
     return None
+
+
+def _steps(obj) -> list:
+    """[(step, what it reaches)] from a function-like `obj`: its attributes in _STEPS and, for a
+    function, the contents of each closure cell (the step is the cell's index). Nothing for other
+    objects, whose attribute reads could run their code."""
+    if not isinstance(obj, _STEPPED):
+        return []
+    found = [(step, getattr(obj, step)) for step in _STEPS if getattr(obj, step, None) is not None]
+    for i, cell in enumerate(getattr(obj, "__closure__", None) or ()):
+        try:
+            found.append((i, cell.cell_contents))
+        except ValueError:   # an empty cell
+            pass
+    return found
+
+
+def _take(obj, step):
+    return obj.__closure__[step].cell_contents if type(step) is int else getattr(obj, step)
 
 
 def function_digest(value):
@@ -135,7 +155,7 @@ def rebind(encoded):
         elif encoded[0] == "via":
             found = lookup_name(encoded[1], encoded[2])
             for step in encoded[3]:
-                found = getattr(found, step)
+                found = _take(found, step)
         else:
             found = lookup_name(encoded[1], encoded[2])
         same = name_of(found, set()) == tuple(encoded)
