@@ -77,7 +77,7 @@ def _local_function():
 
 @pytest.mark.parametrize("spec, reason", [
     (ConstantOutput(object()), "no importable name"),
-    (ConstantOutput(_frame(1)), "no importable name"),
+    (ConstantOutput(_frame(1)), "does not name"),   # a closure: its __name__ reaches nothing
     (ConstantOutput(ValueError("x")), "no importable name"),
     (SourceOutput(ComputedSource(LocalSource("p"), _local_function)), "ComputedSource"),
     (SourceOutput(ItemSource(LocalSource("d"), object())), "item key"),
@@ -155,3 +155,12 @@ def test_a_code_guarded_by_content_loads_only_for_that_content():
     for other in (_local_function.__code__, INNER.replace(co_firstlineno=INNER.co_firstlineno + 1), None):
         with pytest.raises(Mismatch):
             guard_codec.decode_guard(record, lambda s: other)
+
+
+def test_a_function_a_factory_made_is_named_by_its_name():
+    # F.max_pool2d is boolean_dispatch's local `fn`, named 'max_pool2d' in torch.nn.functional.
+    import torch.nn.functional as F
+    assert "<locals>" in F.max_pool2d.__qualname__
+    record = names.name_of(F.max_pool2d, set())
+    assert record[:3] == ("named", "torch.nn.functional", "max_pool2d")
+    assert names.rebind(record) is F.max_pool2d

@@ -67,10 +67,13 @@ def name_of(value, files: set):
         # A C method (torch.Tensor.add_, a method_descriptor): the attribute of its named class.
         return ("attr", name_of(owner, files), attr)
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
+    # torch.sin's qualname is '_VariableFunctionsClass.sin': builtins are tried by __name__ too, and
+    # so are functions a factory made and named (F.max_pool2d is 'boolean_dispatch.<locals>.fn').
+    tried = [n for n in dict.fromkeys((qualname, getattr(value, "__name__", None)))
+             if isinstance(n, str) and "<locals>" not in n]
+    if not isinstance(module, str) or not tried:
         raise NotStored(f"a {type(value).__name__} object has no importable name (identity of a live object)")
-    # torch.sin's qualname is '_VariableFunctionsClass.sin': builtins are tried by __name__ too.
-    for name in dict.fromkeys((qualname, getattr(value, "__name__", qualname))):
+    for name in tried:
         try:
             found = lookup_name(module, name)
         except Exception:  # noqa: BLE001 - any failure means: not reachable by that name
@@ -79,7 +82,7 @@ def name_of(value, files: set):
             qualname = name
             break
     else:
-        via = _reached_via(value, module, qualname, files)
+        via = _reached_via(value, module, tried[0], files)
         if via is not None:
             return via
         raise NotStored(f"{module}.{qualname} does not name the guarded object")
