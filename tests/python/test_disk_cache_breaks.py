@@ -57,6 +57,22 @@ def branches(x):   # a jump on a tensor: a resume function per target
     return a - 1
 
 
+def breaks_in_blocks(x):   # the resume function enters both blocks again (EnteredContext)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a = x @ x.T
+            print("inside")
+            b = a @ x
+    return b.float() + x
+
+
+def breaks_in_loop(x):   # a chain of resume functions, one per iteration
+    for k in (1, 2, 3):
+        x = x * k
+        print("iteration", k)
+    return x
+
+
 class Box:
     pass
 
@@ -154,7 +170,8 @@ def reset():
 
 def same(a, b):
     if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.allclose(a, b)
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.requires_grad == b.requires_grad \
+            and torch.allclose(a, b)
     if isinstance(a, dict):
         return type(a) is type(b) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
@@ -183,6 +200,10 @@ def scenario(name):
         return compare(breaks_if, lambda: (x, not OTHER))
     if name == "item":
         return compare(breaks_at_item, lambda: (x,))
+    if name == "blocks":
+        return compare(breaks_in_blocks, lambda: (torch.ones(2, 2, requires_grad=True),))
+    if name == "loop":
+        return compare(breaks_in_loop, lambda: (x,))
     if name == "branch":
         # The frame's entry applies to both; the other branch's resume function is another code.
         return compare(branches, lambda: (torch.full((4,), 3.0 if OTHER else 0.0),))
@@ -258,7 +279,7 @@ def _pair(script, cache, scenarios, **env):
 
 
 # (scenario, entries stored: the frame and each resume function that has a graph)
-BREAKS = {"print": 2, "item": 2, "branch": 2, "flag": 2}
+BREAKS = {"print": 2, "item": 2, "branch": 2, "flag": 2, "blocks": 2, "loop": 3}
 
 
 def test_graph_breaks_load_with_their_resume_functions(script, tmp_path):
