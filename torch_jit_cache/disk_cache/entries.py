@@ -11,7 +11,7 @@ import weakref
 from .. import codegen, counters, graph_break, log, runtime
 from ..backends import modes
 from ..config import config
-from ..trace_result import BreakOutput, GuardKind
+from ..trace_result import BreakOutput, GuardKind, has_tensor_work
 from . import guard_codec, graph_codec, keys, output_codec
 from .names import Mismatch, NotStored
 
@@ -44,7 +44,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     guards = [guard_codec.encode_guard(g, files, identities) for g in rewritten.guards]
     # A break with no tensor work before it calls no graph (convert_frame: compiled is None).
-    graph = graph_codec.graph_record(result.graph, files) if _has_tensor_work(result.graph) else None
+    graph = graph_codec.graph_record(result.graph, files) if has_tensor_work(result.graph) else None
     digests = {path: keys.file_digest(path) for path in sorted(files)}
     unreadable = sorted(path for path, digest in digests.items() if digest is None)
     if unreadable:   # code from exec'd strings, notebooks: nothing vouches for what it was
@@ -218,10 +218,6 @@ def _load_entry(compiler, frame, entry, resolve):
     new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, output, resume_fns,
                                               side_effects)
     return runtime.GuardedCode(new_code, guards)
-
-
-def _has_tensor_work(gm) -> bool:
-    return any(node.op not in ("placeholder", "output") for node in gm.graph.nodes)
 
 
 def _example_inputs(graph_inputs, resolve) -> list:
