@@ -164,3 +164,17 @@ def test_a_function_a_factory_made_is_named_by_its_name():
     record = names.name_of(F.max_pool2d, set())
     assert record[:3] == ("named", "torch.nn.functional", "max_pool2d")
     assert names.rebind(record) is F.max_pool2d
+
+
+def test_an_entry_whose_graph_input_is_computed_is_not_stored():
+    # A ComputedSource (FSDP2's local shard) holds a function that pickle would store by name,
+    # unchecked: refused wherever an entry would hold it.
+    from torch_jit_cache.disk_cache import entries
+    from torch_jit_cache.trace_result import TraceResult
+    computed = ComputedSource(LocalSource("p"), _local_function)
+    result = TraceResult(graph=None, graph_inputs=[computed], example_inputs=[], output=GraphOutput(0), guards=[])
+    rewritten = types.SimpleNamespace(graph_inputs=[computed], guards=[])
+    compiler = types.SimpleNamespace(backend="eager", backend_patches=())
+    frame = types.SimpleNamespace(f_code=FRAME)
+    with pytest.raises(NotStored, match="ComputedSource"):
+        entries._entry(compiler, frame, result, rewritten, None)

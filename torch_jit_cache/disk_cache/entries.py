@@ -11,6 +11,7 @@ import weakref
 from .. import codegen, counters, graph_break, log, runtime
 from ..backends import modes
 from ..config import config
+from ..sources import Source
 from ..trace_result import BreakOutput, GuardKind, has_tensor_work
 from . import guard_codec, graph_codec, keys, output_codec
 from .names import Mismatch, NotStored
@@ -41,6 +42,11 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
     for t in result.example_inputs:
         if not isinstance(t, torch.Tensor) or has_symbolic_sizes(t):
             raise NotStored("a non-tensor or symbolic graph input")
+    # Sources are pickled as they are: only those made of names and constants (a ComputedSource's
+    # function would be pickled by reference, unchecked).
+    for source in [*rewritten.graph_inputs, *(s for g in rewritten.guards for s in (g.source, g.value)
+                                              if isinstance(s, Source))]:
+        output_codec.check_source(source)
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     guards = [guard_codec.encode_guard(g, files, identities) for g in rewritten.guards]
     # A break with no tensor work before it calls no graph (convert_frame: compiled is None).
