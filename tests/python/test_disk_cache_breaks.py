@@ -394,3 +394,32 @@ def test_a_loaded_resume_entry_dies_with_its_parent(tmp_path, monkeypatch):
     del compiled
     tjc.reset()
     assert graph() is None and all(r() is None for r in resumes)
+
+
+def _doubled(x):
+    return x.sin() * 2
+
+
+@pytest.mark.usefixtures("fresh_caches")
+def test_a_full_key_keeps_the_most_recently_used_entries(tmp_path, monkeypatch):
+    # One code serves every model it is called for (transformers' output wrappers): a full key
+    # drops its least recently used entry for a new one, and a load counts as a use.
+    from torch_jit_cache.disk_cache import entries
+    monkeypatch.setattr(config, "disk_cache", True)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(entries, "MAX_ENTRIES", 2)
+    inputs = {dt: torch.ones(3, dtype=dt) for dt in (torch.float32, torch.float64, torch.float16)}
+
+    def call(*dtypes):
+        tjc.reset()
+        c = tjc.compile(_doubled)
+        for dt in dtypes:
+            assert torch.equal(c(inputs[dt]), _doubled(inputs[dt]))
+        return tjc.stats()
+
+    assert call(torch.float32, torch.float64)["disk_cache_stores"] == 2
+    assert call(torch.float32)["disk_cache_hits"] == 1   # float32 used last, float64 least
+    stats = call(torch.float16)
+    assert (stats["disk_cache_stores"], len(list(tmp_path.rglob("*.entry")))) == (1, 2)
+    stats = call(torch.float32, torch.float16, torch.float64)
+    assert (stats["disk_cache_hits"], stats["graphs"]) == (2, 1)   # float64 was the one removed

@@ -18,7 +18,8 @@ from .names import Mismatch, NotStored
 
 MAGIC = b"TJCDISK1"
 BACKENDS = ("eager", "aot_eager", "inductor")
-# Stored entries per key, at most (a code called with many shapes stops adding files).
+# Stored entries per key, at most: a key that is full loses its least recently used entry (one code
+# serves every model it is called for: transformers' output wrappers, a block of many shapes).
 MAX_ENTRIES = 8
 # The last GraphModule loaded, weakly: tests check that it dies with its entry.
 last_loaded = None
@@ -83,8 +84,11 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
             raise NotStored(f"does not pickle: {type(e).__name__}: {e}") from None
         directory = keys.key_dir(compiler, code)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        if len([n for n in os.listdir(directory) if n.endswith(".entry")]) >= MAX_ENTRIES:
-            raise NotStored(f"{MAX_ENTRIES} entries stored for this code already")
+        stored = _by_recent_use(directory)
+        for old in stored[MAX_ENTRIES - 1:]:   # room for this one: the least recently used go
+            _remove(old)
+            if log.enabled("disk_cache"):
+                log.log("disk_cache", f"{_describe(code)}: {MAX_ENTRIES} entries stored, removed {old}")
         digest = hashlib.sha256(payload).digest()
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
         try:
@@ -142,10 +146,7 @@ def _read(path: str):
         # Removed, so that it warns once, not in every later process: a file is only ever visible
         # whole (os.replace), so a bad one is bad for every reader; a stale one (a source file
         # edited since) is stale for every process running that source.
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        _remove(path)
         return None
 
 
@@ -166,12 +167,11 @@ def load(compiler, frame, resolve):
 def _load(compiler, frame, resolve):
     code = frame.f_code
     try:
-        directory = keys.key_dir(compiler, code)
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".entry"))
+        paths = _by_recent_use(keys.key_dir(compiler, code))
     except OSError:
         return None
-    for name in names:
-        path = os.path.join(directory, name)
+    for path in paths:
+        name = os.path.basename(path)
         entry = _read(path)
         if entry is None or entry["code"] != (code.co_filename, code.co_qualname, code.co_firstlineno):
             continue
@@ -186,10 +186,35 @@ def _load(compiler, frame, resolve):
                                                      f"{type(e).__name__}: {e}")
             continue
         counters.count("disk_cache_hits")
+        try:
+            os.utime(path)   # used now: the last to go when the key is full
+        except OSError:
+            pass
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"loaded {_describe(code)} from {path}")
         return guarded
     return None
+
+
+def _by_recent_use(directory: str) -> list:
+    """The entry files of a key, the most recently stored or loaded first (tried first on load,
+    removed last when the key is full); OSError where the directory cannot be listed."""
+    found = []
+    for name in os.listdir(directory):
+        if name.endswith(".entry"):
+            path = os.path.join(directory, name)
+            try:
+                found.append((os.stat(path).st_mtime_ns, name, path))
+            except OSError:   # removed by another process meanwhile
+                pass
+    return [path for _, _, path in sorted(found, key=lambda f: (-f[0], f[1]))]
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:   # removed by another process meanwhile
+        pass
 
 
 def _load_entry(compiler, frame, entry, resolve):
