@@ -20,7 +20,7 @@ from .guards import build_guards
 from .fast_sources import SourceRewriter
 from .sources import LocalSource, Source, load_source, unreachable_root
 from .trace_result import (BreakOutput, FloatSymbolGuard, GuardKind, GuardSpec, SourceOutput, Unsupported,
-                           drop_tracebacks, walk)
+                           drop_tracebacks, has_tensor_work, walk)
 
 
 def describe(code: types.CodeType) -> str:
@@ -38,12 +38,6 @@ def _failure_text(e: BaseException, text: str) -> str:
     frames of this compile, and the user's arguments in them, alive until gc."""
     drop_tracebacks(e)
     return text
-
-
-def _has_tensor_work(graph) -> bool:
-    # Placeholders and the output node alone mean the frame computes nothing on tensors (it reads
-    # shapes, returns an input as is, or does pure Python work).
-    return any(node.op not in ("placeholder", "output") for node in graph.graph.nodes)
 
 
 def _is_number_value_guard(spec) -> bool:
@@ -248,11 +242,11 @@ class FrameCompiler:
             # meant to compile (the compile() target, a resume function): any other frame runs its
             # original code, as one without tensor work does (a property that raises, a helper
             # that prints first).
-            if not _has_tensor_work(result.graph) and (not cut or not self._may_cut_without_graph(code)):
+            if not has_tensor_work(result.graph) and (not cut or not self._may_cut_without_graph(code)):
                 return run("entry without a graph", self._no_graph, frame, entries, result, resolve)
             rewritten = run("source rewriting", _RewrittenSources.of, result, resolve)
             run("source check", _check_reachable, frame, result, rewritten)
-            has_graph = _has_tensor_work(result.graph)
+            has_graph = has_tensor_work(result.graph)
             compiled = run("backend compile", self._backend_compile, result) if has_graph else None
             shape_guards = rewritten.shape_guards
             if result.shape_state is not None:

@@ -289,6 +289,13 @@ class TraceResult:
     # Graph-input mutations the graph performs are part of the graph (in-place ops on inputs).
 
 
+def has_tensor_work(graph) -> bool:
+    """Whether a trace's graph (a GraphModule) computes anything: placeholders and the output node
+    alone mean the frame reads shapes, returns an input as is, or does pure Python work, and no
+    graph is compiled or called for it."""
+    return any(node.op not in ("placeholder", "output") for node in graph.graph.nodes)
+
+
 class Unsupported(Exception):
     """The tracer cannot continue: the frame runs its original code and the reason is logged."""
 

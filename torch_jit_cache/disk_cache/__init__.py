@@ -14,9 +14,11 @@ What an entry holds (one pickled dict per file, after a magic and a sha256 of th
   - the graph as data, node by node (op, name, target, args, kwargs; functions by module + qualname),
     rebuilt into an fx Graph without retracing. No parameters, buffers or submodules: graphs with
     get_attr or call_module nodes are not stored;
-  - the graph inputs (Sources) and the output spec (plain returns only: no graph break, no side
-    effects); the transformed code is made again by codegen on load, with the new compiled callable
-    (cheaper to reason about than patching constants of marshalled code, and as fast);
+  - the graph inputs (Sources), the output spec and side effects as data (output_codec.py; at a
+    graph break, the cut instruction's index, planned again on load, and the resume functions made
+    again as a compile makes them, each resume code's own entries under its own key); the
+    transformed code is made again by codegen on load, with the new compiled callable (cheaper to
+    reason about than patching constants of marshalled code, and as fast);
   - the guards as (source, kind, encoded value), each value by its kind's codec (the kind's row in
     guards.GUARD_KINDS; guard_codec.py): constants as themselves; types, functions, modules and
     builtins by module + qualname (re-bound on load, only when that name reaches the very object at

@@ -8,17 +8,18 @@ import pickle
 import tempfile
 import weakref
 
-from .. import codegen, counters, log, runtime
+from .. import codegen, counters, graph_break, log, runtime
 from ..backends import modes
 from ..config import config
-from ..trace_result import GuardKind
-from . import guard_codec, graph_codec, keys
+from ..sources import Source
+from ..trace_result import BreakOutput, GuardKind, has_tensor_work
+from . import guard_codec, graph_codec, keys, output_codec
 from .names import Mismatch, NotStored
-from .output_codec import check_output
 
 MAGIC = b"TJCDISK1"
 BACKENDS = ("eager", "aot_eager", "inductor")
-# Stored entries per key, at most (a code called with many shapes stops adding files).
+# Stored entries per key, at most: a key that is full loses its least recently used entry (one code
+# serves every model it is called for: transformers' output wrappers, a block of many shapes).
 MAX_ENTRIES = 8
 # The last GraphModule loaded, weakly: tests check that it dies with its entry.
 last_loaded = None
@@ -35,20 +36,24 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         raise NotStored("options= holds a callable")
     if shape_guards is not None:
         raise NotStored("symbolic sizes")
-    if result.side_effects:
-        raise NotStored("side effects")
     files = {frame.f_code.co_filename}
-    check_output(result.output, files)
+    outputs = output_codec.encode(result.output, result.side_effects, frame.f_code, files)
     import torch
     from ..backends import has_symbolic_sizes
     for t in result.example_inputs:
         if not isinstance(t, torch.Tensor) or has_symbolic_sizes(t):
             raise NotStored("a non-tensor or symbolic graph input")
+    # Sources are pickled as they are: only those made of names and constants (a ComputedSource's
+    # function would be pickled by reference, unchecked).
+    for source in [*rewritten.graph_inputs, *(s for g in rewritten.guards for s in (g.source, g.value)
+                                              if isinstance(s, Source))]:
+        output_codec.check_source(source)
     from ..guards import encode_guard
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     context = guard_codec.StoreContext(files, identities)
     guards = [encode_guard(g, context) for g in rewritten.guards]
-    graph = graph_codec.graph_record(result.graph, files)
+    # A break with no tensor work before it calls no graph (convert_frame: compiled is None).
+    graph = graph_codec.graph_record(result.graph, files) if has_tensor_work(result.graph) else None
     digests = {path: keys.file_digest(path) for path in sorted(files)}
     unreadable = sorted(path for path, digest in digests.items() if digest is None)
     if unreadable:   # code from exec'd strings, notebooks: nothing vouches for what it was
@@ -59,7 +64,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         "global_state": keys.global_state(),
         "guards": guards,
         "graph_inputs": list(rewritten.graph_inputs),
-        "output": result.output,
+        "outputs": outputs,
         "graph": graph,
         "static_inputs": graph_codec.static_record(result.graph),
         "files": digests,
@@ -81,8 +86,11 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
             raise NotStored(f"does not pickle: {type(e).__name__}: {e}") from None
         directory = keys.key_dir(compiler, code)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        if len([n for n in os.listdir(directory) if n.endswith(".entry")]) >= MAX_ENTRIES:
-            raise NotStored(f"{MAX_ENTRIES} entries stored for this code already")
+        stored = _by_recent_use(directory)
+        for old in stored[MAX_ENTRIES - 1:]:   # room for this one: the least recently used go
+            _remove(old)
+            if log.enabled("disk_cache"):
+                log.log("disk_cache", f"{_describe(code)}: {MAX_ENTRIES} entries stored, removed {old}")
         digest = hashlib.sha256(payload).digest()
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
         try:
@@ -140,10 +148,7 @@ def _read(path: str):
         # Removed, so that it warns once, not in every later process: a file is only ever visible
         # whole (os.replace), so a bad one is bad for every reader; a stale one (a source file
         # edited since) is stale for every process running that source.
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        _remove(path)
         return None
 
 
@@ -164,12 +169,11 @@ def load(compiler, frame, resolve):
 def _load(compiler, frame, resolve):
     code = frame.f_code
     try:
-        directory = keys.key_dir(compiler, code)
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".entry"))
+        paths = _by_recent_use(keys.key_dir(compiler, code))
     except OSError:
         return None
-    for name in names:
-        path = os.path.join(directory, name)
+    for path in paths:
+        name = os.path.basename(path)
         entry = _read(path)
         if entry is None or entry["code"] != (code.co_filename, code.co_qualname, code.co_firstlineno):
             continue
@@ -184,10 +188,35 @@ def _load(compiler, frame, resolve):
                                                      f"{type(e).__name__}: {e}")
             continue
         counters.count("disk_cache_hits")
+        try:
+            os.utime(path)   # used now: the last to go when the key is full
+        except OSError:
+            pass
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"loaded {_describe(code)} from {path}")
         return guarded
     return None
+
+
+def _by_recent_use(directory: str) -> list:
+    """The entry files of a key, the most recently stored or loaded first (tried first on load,
+    removed last when the key is full); OSError where the directory cannot be listed."""
+    found = []
+    for name in os.listdir(directory):
+        if name.endswith(".entry"):
+            path = os.path.join(directory, name)
+            try:
+                found.append((os.stat(path).st_mtime_ns, name, path))
+            except OSError:   # removed by another process meanwhile
+                pass
+    return [path for _, _, path in sorted(found, key=lambda f: (-f[0], f[1]))]
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:   # removed by another process meanwhile
+        pass
 
 
 def _load_entry(compiler, frame, entry, resolve):
@@ -201,18 +230,26 @@ def _load_entry(compiler, frame, entry, resolve):
     guards.bind(frame.f_code)
     if not guards.check(frame):
         raise Mismatch(guards.explain(frame))
-    gm = graph_codec.rebuild_graph(entry["graph"])
+    output, side_effects = output_codec.decode(entry["outputs"], frame.f_code)
     graph_inputs = entry["graph_inputs"]
-    graph_codec.restore_static(gm, graph_inputs, entry["static_inputs"])
-    runtime.set_skip(type(gm).forward)
-    # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
-    example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
-    # As a traced graph's: an identical graph's backend compile is shared (backends/sharing.py),
-    # so N blocks compiled one by one, each loading the first one's entry, compile once.
-    compiled = compiler.compile_graph(gm, example_inputs)
-    del example_inputs
-    last_loaded = weakref.ref(gm)
-    new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, entry["output"], (), ())
+    compiled = None
+    if entry["graph"] is not None:
+        gm = graph_codec.rebuild_graph(entry["graph"])
+        graph_codec.restore_static(gm, graph_inputs, entry["static_inputs"])
+        runtime.set_skip(type(gm).forward)
+        # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
+        example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
+        # As a traced graph's: an identical graph's backend compile is shared (backends/sharing.py),
+        # so N blocks compiled one by one, each loading the first one's entry, compile once.
+        compiled = compiler.compile_graph(gm, example_inputs)
+        del example_inputs
+        last_loaded = weakref.ref(gm)
+    # Made again as convert_frame._transformed_code makes them: deterministic codes, registered as
+    # resume codes, whose own entries are keyed by their own code.
+    resume_fns = graph_break.resume_functions(frame.f_code, frame.f_globals, output, config.max_resume_depth) \
+        if isinstance(output, BreakOutput) else ()
+    new_code = codegen.build_transformed_code(frame.f_code, compiled, graph_inputs, output, resume_fns,
+                                              side_effects)
     return runtime.GuardedCode(new_code, guards)
 
 

@@ -25,6 +25,7 @@ import enum
 import math
 import types
 
+from .keys import code_digest_hex
 from .names import Mismatch, NotStored, is_constant, name_of, rebind
 
 
@@ -108,9 +109,13 @@ class _Object(Codec):
         if isinstance(value, types.CodeType):
             # G['helper'].__code__: the code of a function the guards name (re-bound with it).
             owner = context.identities.get(getattr(spec.source, "base", None))
-            if getattr(spec.source, "attr", None) != "__code__" or getattr(owner, "__code__", None) is not value:
-                raise NotStored(f"{spec.source}: a code object not read as a named function's __code__")
-            return ("code_of", name_of(owner, context.files))
+            if getattr(spec.source, "attr", None) == "__code__" and getattr(owner, "__code__", None) is value:
+                return ("code_of", name_of(owner, context.files))
+            # A function guarded by its code, not its identity (a closure made per call, a decorated
+            # function a wrapper holds): on load the code the frame reaches must be this code again,
+            # the same bytecode, names and constants at the same place of the same (unchanged) file.
+            context.files.add(value.co_filename)
+            return ("code", code_facts(value))
         if isinstance(value, enum.Enum):
             cls = type(value)
             if cls.__members__.get(value.name) is not value:   # a composite Flag value, ...
@@ -134,7 +139,23 @@ class _Object(Codec):
             if not isinstance(code, types.CodeType):
                 raise Mismatch(f"{encoded[1]} has no code")
             return code
+        if tag == "code":
+            live = _reach(source, resolve)
+            if not isinstance(live, types.CodeType) or code_facts(live) != encoded[1]:
+                raise Mismatch(f"{source}: another code")
+            return live
         raise ValueError(f"unknown object record {tag!r}")
+
+
+def code_facts(code: types.CodeType) -> tuple:
+    return (code.co_filename, code.co_qualname, code.co_firstlineno, code_digest_hex(code))
+
+
+def _reach(source, resolve):
+    try:
+        return resolve(source)
+    except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
+        raise Mismatch(f"{source} is not reachable") from None
 
 
 def _dynamic_dims(state: dict) -> tuple[list, list]:
@@ -163,10 +184,7 @@ class _Tensor(Codec):
         return state
 
     def decode(self, source, encoded, resolve):
-        try:
-            live = resolve(source)
-        except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
-            raise Mismatch(f"{source} is not reachable") from None
+        live = _reach(source, resolve)
         # The type's own name record equals the stored one only where that name reaches type(live).
         try:
             same_type = name_of(type(live), set()) == encoded["type"]

@@ -40,7 +40,8 @@ import types
 from .. import __version__
 from ..config import config
 
-FORMAT = 3   # 3: guards stored by their kind's codec (TENSOR_MATCH by its leaf's state)
+FORMAT = 4   # 3: guards stored by their kind's codec (TENSOR_MATCH by its leaf's state); 4: outputs,
+             # side effects and graph breaks as data (output_codec)
 
 # The package's root folder (torch_jit_cache/).
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,6 +116,12 @@ def code_digest(code, h) -> None:
                    code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)).encode())
     for const in code.co_consts:
         _const_digest(const, h)
+
+
+def code_digest_hex(code) -> str:
+    h = hashlib.sha256()
+    code_digest(code, h)
+    return h.hexdigest()
 
 
 def key(compiler, code) -> str:

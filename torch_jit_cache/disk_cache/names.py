@@ -3,14 +3,20 @@ C method is stored as the name that reaches it, and re-bound by that name on loa
 name reaches the very object, with the same code for a function)."""
 from __future__ import annotations
 
-import hashlib
 import importlib
 import sys
 import types
 
-from .keys import code_digest
+from .keys import code_digest_hex
 
 _CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes)
+# The steps a name may take to reach a function that no name reaches itself (these attributes, or
+# a closure cell's contents), from these types only, and how many.
+_STEPS = ("__wrapped__", "fget", "__func__")
+_STEPPED = (types.FunctionType, types.MethodType, property, classmethod, staticmethod)
+_MAX_STEPS = 3
+# The tags of name_of's records.
+NAME_TAGS = ("module", "named", "attr", "via")
 
 
 class NotStored(Exception):
@@ -35,8 +41,9 @@ def lookup_name(module: str, qualname: str):
 
 
 def name_of(value, files: set):
-    """("module", name), ("named", module, qualname, code digest or None) or ("attr", the class's
-    record, name) for a C method, reaching `value` itself;
+    """("module", name), ("named", module, qualname, code digest or None), ("attr", the class's
+    record, name) for a C method, or ("via", ...) for a decorated function or a property's getter
+    (_reached_via), reaching `value` itself;
     NotStored otherwise. The digest (a function's code, nested codes and constants included) is
     compared on load with the code of what the name reaches then: a function reassigned under the
     name (a monkeypatch, an impostor given the same qualname) is another function.
@@ -60,10 +67,13 @@ def name_of(value, files: set):
         # A C method (torch.Tensor.add_, a method_descriptor): the attribute of its named class.
         return ("attr", name_of(owner, files), attr)
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
+    # torch.sin's qualname is '_VariableFunctionsClass.sin': builtins are tried by __name__ too, and
+    # so are functions a factory made and named (F.max_pool2d is 'boolean_dispatch.<locals>.fn').
+    tried = [n for n in dict.fromkeys((qualname, getattr(value, "__name__", None)))
+             if isinstance(n, str) and "<locals>" not in n]
+    if not isinstance(module, str) or not tried:
         raise NotStored(f"a {type(value).__name__} object has no importable name (identity of a live object)")
-    # torch.sin's qualname is '_VariableFunctionsClass.sin': builtins are tried by __name__ too.
-    for name in dict.fromkeys((qualname, getattr(value, "__name__", qualname))):
+    for name in tried:
         try:
             found = lookup_name(module, name)
         except Exception:  # noqa: BLE001 - any failure means: not reachable by that name
@@ -72,19 +82,57 @@ def name_of(value, files: set):
             qualname = name
             break
     else:
+        via = _reached_via(value, module, tried[0], files)
+        if via is not None:
+            return via
         raise NotStored(f"{module}.{qualname} does not name the guarded object")
     for cls in (value.__mro__ if isinstance(value, type) else (value,)):
         add_module_file(getattr(cls, "__module__", None), files)
     return ("named", module, qualname, function_digest(value))
 
 
+def _reached_via(value, module: str, qualname: str, files: set):
+    """("via", module, qualname, steps, digest) where the object `module.qualname` reaches leads to
+    the function `value` itself through `steps` (_steps: a decorated function under its wrapper or
+    in a decorator's closure, a property's getter, a classmethod's function); None otherwise. The
+    digest is `value`'s own code's: what the name reaches says nothing of it."""
+    digest = function_digest(value)
+    try:
+        todo = [(lookup_name(module, qualname), ())]
+    except Exception:  # noqa: BLE001 - not reachable by that name
+        return None
+    while todo and digest is not None:
+        found, steps = todo.pop(0)
+        if found is value and steps:
+            add_module_file(module, files)
+            return ("via", module, qualname, steps, digest)
+        if len(steps) < _MAX_STEPS:
+            todo += [(child, (*steps, step)) for step, child in _steps(found)]
+    return None
+
+
+def _steps(obj) -> list:
+    """[(step, what it reaches)] from a function-like `obj`: its attributes in _STEPS and, for a
+    function, the contents of each closure cell (the step is the cell's index). Nothing for other
+    objects, whose attribute reads could run their code."""
+    if not isinstance(obj, _STEPPED):
+        return []
+    found = [(step, getattr(obj, step)) for step in _STEPS if getattr(obj, step, None) is not None]
+    for i, cell in enumerate(getattr(obj, "__closure__", None) or ()):
+        try:
+            found.append((i, cell.cell_contents))
+        except ValueError:   # an empty cell
+            pass
+    return found
+
+
+def _take(obj, step):
+    return obj.__closure__[step].cell_contents if type(step) is int else getattr(obj, step)
+
+
 def function_digest(value):
     code = getattr(value, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        return None
-    h = hashlib.sha256()
-    code_digest(code, h)
-    return h.hexdigest()
+    return code_digest_hex(code) if isinstance(code, types.CodeType) else None
 
 
 def add_module_file(module, files: set) -> None:
@@ -107,6 +155,10 @@ def rebind(encoded):
             found = sys.modules[encoded[1]]
         elif encoded[0] == "attr":
             found = rebind(encoded[1]).__dict__[encoded[2]]
+        elif encoded[0] == "via":
+            found = lookup_name(encoded[1], encoded[2])
+            for step in encoded[3]:
+                found = _take(found, step)
         else:
             found = lookup_name(encoded[1], encoded[2])
         same = name_of(found, set()) == tuple(encoded)
