@@ -19,7 +19,10 @@ def graph_record(gm, files: set) -> list:
         raise NotStored("the graph module holds parameters, buffers or submodules")
     nodes = []
     for node in gm.graph.nodes:
-        target = name_of(node.target, files) if node.op == "call_function" else node.target
+        try:
+            target = name_of(node.target, files) if node.op == "call_function" else node.target
+        except NotStored as e:
+            raise NotStored(f"graph node {node.name} ({node.op}): {e}") from None
         if not isinstance(target, (str, tuple)):
             raise NotStored(f"graph node {node.name}'s target {target!r:.60}")
         nodes.append((node.op, node.name, target, _encode_arg(node.args), _encode_arg(node.kwargs)))

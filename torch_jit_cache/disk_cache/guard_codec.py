@@ -32,7 +32,10 @@ def encode_guard(spec: GuardSpec, files: set, identities: dict):
             raise NotStored(f"{spec.source}: {kind.name} on a {type(value).__name__}")
         encoded = ("const", value)
     elif kind in (GuardKind.TYPE_MATCH, GuardKind.ID_MATCH):
-        encoded = name_of(value, files)
+        try:
+            encoded = name_of(value, files)
+        except NotStored as e:   # named by the guard's source and kind, so the refusal is actionable
+            raise NotStored(f"{spec.source}: {kind.name} on a {type(value).__name__}: {e}") from None
     elif kind is GuardKind.TENSOR_MATCH:
         encoded = ("tensor", tensor_meta(value, files))
     elif kind in (GuardKind.SAME_AS, GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF):

@@ -60,7 +60,10 @@ def name_of(value, files: set):
         # A C method (torch.Tensor.add_, a method_descriptor): the attribute of its named class.
         return ("attr", name_of(owner, files), attr)
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
+    # A function made by another (a closure) is named only where the key's versions cover what
+    # made it: torch's boolean_dispatch functions (F.max_pool2d), reached by __name__ below.
+    if not isinstance(module, str) or not isinstance(qualname, str) or \
+            "<locals>" in qualname and not versioned_module(module):
         raise NotStored(f"a {type(value).__name__} object has no importable name (identity of a live object)")
     # torch.sin's qualname is '_VariableFunctionsClass.sin': builtins are tried by __name__ too.
     for name in dict.fromkeys((qualname, getattr(value, "__name__", qualname))):
@@ -87,12 +90,14 @@ def function_digest(value):
     return h.hexdigest()
 
 
-def add_module_file(module, files: set) -> None:
-    # torch's and the standard library's files are covered by the versions in the key.
-    if not isinstance(module, str):
-        return
+def versioned_module(module: str) -> bool:
+    """Whether `module` is torch's or the standard library's: covered by the versions in the key."""
     top = module.split(".")[0]
-    if top in ("torch", "builtins") or top in sys.stdlib_module_names:
+    return top in ("torch", "builtins") or top in sys.stdlib_module_names
+
+
+def add_module_file(module, files: set) -> None:
+    if not isinstance(module, str) or versioned_module(module):
         return
     path = getattr(sys.modules.get(module), "__file__", None)
     if path:
