@@ -12,16 +12,20 @@ or a `disk_cache` log line (what is not stored and why).
 
 What an entry holds (one pickled dict per file, after a magic and a sha256 of the payload):
   - the graph as data, node by node (op, name, target, args, kwargs; functions by module + qualname),
-    rebuilt into an fx Graph without retracing. No parameters, buffers or submodules: graphs with
-    get_attr or call_module nodes are not stored;
+    rebuilt into an fx Graph without retracing. No parameters, buffers or modules: a call_module
+    node's module is stored as the source that reaches it, and called on load through a proxy of
+    what the frame holds there; graphs with get_attr nodes are not stored;
   - the graph inputs (Sources) and the output spec (plain returns only: no graph break, no side
     effects); the transformed code is made again by codegen on load, with the new compiled callable
     (cheaper to reason about than patching constants of marshalled code, and as fast);
   - the guards as (source, kind, encoded value), the values by kind: constants as themselves; types,
     functions, modules and builtins by module + qualname (re-bound on load, only when that name
     reaches the very object at store time); tensors by their metadata (type, dtype, device,
-    requires_grad, sizes, strides), compared with the frame's tensor on load; sources as themselves.
-    Any other value (the identity of a live object, an nn.Module instance) is not stored;
+    requires_grad, sizes, strides; the dims shape guards read left out), compared with the frame's
+    tensor on load; sources as themselves; a module's or tensor's identity as its group, bound on
+    load to what its source reaches (guard_codec.py says why that is as strict). Any other live
+    object's identity is not stored;
+  - the shape guards (shape_guards.ShapeGuards, sympy over sources) of a symbolic entry;
   - torch's global state when compiled (grad mode, default dtype, deterministic, autocast);
   - a sha256 of every user source file whose objects the guards re-bind, and of the frame's own file:
     an edited file makes the entry stale (an inlined helper's body is not in any guard).
