@@ -203,3 +203,99 @@ def test_a_symbolic_entry_loads_for_exactly_the_sizes_it_accepts(tmp_path, backe
     assert "L['x'].size()[0]: 1 < min" in err
     three_d, err = run(script, cache, BACKEND=backend, SHAPES="[[6, 3, 2]]")
     assert (three_d["graphs"], three_d["disk_cache_hits"]) == (1, 0), err
+
+
+DECORATED = '''
+import functools, json, torch, torch_jit_cache as tjc
+
+def returns_tuple(func):
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        return func(self, *args, **kwargs)
+    return wrapper
+
+def scaled(func):   # names its wrapper by hand, without __wrapped__
+    def wrapper(self, x):
+        return func(self, x) * 2
+    wrapper.__qualname__, wrapper.__name__ = func.__qualname__, func.__name__
+    return wrapper
+
+class Config:
+    def __init__(self):
+        self._scale = 3.0
+    @property
+    def scale(self):
+        return self._scale
+
+class Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.config = Config()
+    @returns_tuple
+    def forward(self, x):
+        return self.act(self.lin(x) * self.config.scale)
+    @scaled
+    def act(self, x):
+        return torch.tanh(x)
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+    def forward(self, x):
+        return self.inner(x).relu()
+
+model, x = Outer(), torch.randn(2, 4)
+ok = torch.equal(tjc.compile(model)(x), model(x))
+print("RESULT " + json.dumps({"ok": bool(ok), **tjc.stats()}))
+'''
+
+
+def test_decorated_methods_and_properties_are_named_through_what_wraps_them(tmp_path):
+    # As transformers' models: forward under a functools.wraps decorator (the function is the
+    # wrapper's __wrapped__), a helper under a decorator that copies only the name (a closure
+    # cell of the wrapper), a config
+    # read through a property (its fget), each guarded by identity or its code. Each is named by
+    # the path from what its qualname reaches, and re-bound by it in the next process.
+    script = tmp_path / "decorated.py"
+    script.write_text(DECORATED)
+    cache = tmp_path / "cache"
+    cold, err = run(script, cache)
+    assert (cold["graphs"], cold["disk_cache_stores"]) == (1, 1), err
+    warm, err = run(script, cache)
+    assert (warm["graphs"], warm["disk_cache_hits"]) == (0, 1), err
+
+
+NESTED = '''
+import json, os, torch, torch_jit_cache as tjc
+
+def make(k):
+    def inner(x):
+        return x * k
+    return inner
+
+helper = make(float(os.environ["K"]))
+
+def f(x):
+    return helper(x) + 1
+
+x = torch.randn(3)
+ok = torch.equal(tjc.compile(f)(x), f(x))
+print("RESULT " + json.dumps({"ok": bool(ok), **tjc.stats()}))
+'''
+
+
+def test_a_nested_function_is_stored_by_its_code_and_contents(tmp_path):
+    # A function made inside another is guarded by its code (by identity) and by what the trace
+    # read from it (its cell): stored as what its code is, the cell by value. The next process's
+    # helper, made again with the same k, loads; one made with another k traces.
+    script = tmp_path / "nested.py"
+    script.write_text(NESTED)
+    cache = tmp_path / "cache"
+    cold, err = run(script, cache, K=3)
+    assert (cold["graphs"], cold["disk_cache_stores"]) == (1, 1), err
+    warm, err = run(script, cache, K=3)
+    assert (warm["graphs"], warm["disk_cache_hits"]) == (0, 1), err
+    other, err = run(script, cache, K=4)
+    assert (other["graphs"], other["disk_cache_hits"]) == (1, 0), err

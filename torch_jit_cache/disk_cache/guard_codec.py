@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 
 from ..trace_result import GuardKind, GuardSpec
+from .keys import code_digest
 from .names import Mismatch, NotStored, is_constant, name_of, rebind
 
 
@@ -19,6 +20,15 @@ def tensor_meta(t, files, dynamic=((), ())) -> tuple:
     return (name_of(type(t), files), str(t.dtype), str(t.device), bool(t.requires_grad), sizes, strides)
 
 
+def code_record(code) -> tuple:
+    """A code object as data: where it is defined, its exception table and a digest of the rest
+    (keys.code_digest: bytecode, names, flags, constants and nested codes)."""
+    import hashlib
+    h = hashlib.sha256()
+    code_digest(code, h)
+    return (code.co_filename, code.co_qualname, code.co_firstlineno, code.co_exceptiontable, h.hexdigest())
+
+
 def encode_guard(spec: GuardSpec, files: set, identities: dict, dynamic_dims=None):
     """`dynamic_dims`: ShapeGuards.dynamic_dims() of the entry's shape guards, or None."""
     kind, value = spec.kind, spec.value
@@ -26,9 +36,15 @@ def encode_guard(spec: GuardSpec, files: set, identities: dict, dynamic_dims=Non
         # G['helper'].__code__: the code of a function the guards name (re-bound with it)
         base = getattr(spec.source, "base", None)
         owner = identities.get(base)
-        if getattr(spec.source, "attr", None) != "__code__" or getattr(owner, "__code__", None) is not value:
-            raise NotStored(f"{spec.source}: a code object not read as a named function's __code__")
-        return (spec.source, kind.name, ("code_of", name_of(owner, files)))
+        if getattr(spec.source, "attr", None) != "__code__":
+            raise NotStored(f"{spec.source}: a code object not read as a function's __code__")
+        if getattr(owner, "__code__", None) is value:
+            return (spec.source, kind.name, ("code_of", name_of(owner, files)))
+        # A function guarded by its contents (its cells, defaults and globals each by their own
+        # guards), its code by identity: stored as what the code is. Another process's code object
+        # is the same code where its digest, name and place are, and its file is unchanged.
+        files.add(value.co_filename)
+        return (spec.source, kind.name, ("code", code_record(value)))
     if kind in (GuardKind.NONE_MATCH, GuardKind.NOT_NONE, GuardKind.DICT_TAGS):
         encoded = None
     elif kind in (GuardKind.EQUALS_MATCH, GuardKind.BOOL_MATCH, GuardKind.LENGTH, GuardKind.DICT_KEYS):
@@ -113,13 +129,21 @@ def decode_guard(record, resolve) -> GuardSpec:
     tag = encoded[0]
     if tag in ("const", "source"):
         return GuardSpec(source, kind, encoded[1])
-    if tag in ("module", "named", "attr"):
+    if tag in ("module", "named", "attr", "member"):
         return GuardSpec(source, kind, rebind(encoded))
     if tag == "code_of":
         owner = rebind(encoded[1])
         if not isinstance(getattr(owner, "__code__", None), types.CodeType):
             raise Mismatch(f"{encoded[1]} has no code")
         return GuardSpec(source, kind, owner.__code__)
+    if tag == "code":
+        try:
+            live = resolve(source)
+        except Exception:  # noqa: BLE001 - the frame does not reach it: the entry does not apply
+            raise Mismatch(f"{source} is not reachable") from None
+        if not isinstance(live, types.CodeType) or code_record(live) != encoded[1]:
+            raise Mismatch(f"{source}: another code")
+        return GuardSpec(source, kind, live)
     if tag == "bound":
         try:
             live = resolve(source)

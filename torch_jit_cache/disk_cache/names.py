@@ -72,13 +72,62 @@ def name_of(value, files: set):
         except Exception:  # noqa: BLE001 - any failure means: not reachable by that name
             continue
         if found is value:
+            qualname, path = name, None
+            break
+        path = _member_path(found, value)
+        if path is not None:
             qualname = name
             break
     else:
         raise NotStored(f"{module}.{qualname} does not name the guarded object")
     for cls in (value.__mro__ if isinstance(value, type) else (value,)):
         add_module_file(getattr(cls, "__module__", None), files)
+    if path is not None:
+        return ("member", module, qualname, path, function_digest(value))
     return ("named", module, qualname, function_digest(value))
+
+
+# Where the name reaches a wrapper of the object rather than the object: a decorated function
+# (functools.wraps' `__wrapped__`: transformers' `can_return_tuple` over `BertModel.forward`; a
+# wrapper's closure cell), a property's getter, a classmethod's function. Made at import with what the name reaches, so
+# named on the same terms; followed from it by these attributes, at most _MEMBER_DEPTH of them.
+_MEMBER_DEPTH = 3
+
+
+def _members(obj):
+    if isinstance(obj, property):
+        return (("fget", obj.fget), ("fset", obj.fset), ("fdel", obj.fdel))
+    if isinstance(obj, (classmethod, staticmethod)):
+        return (("__func__", obj.__func__),)
+    if isinstance(obj, types.FunctionType):
+        cells = tuple((f"__closure__[{i}]", _cell_contents(cell)) for i, cell in enumerate(obj.__closure__ or ()))
+        return (("__wrapped__", vars(obj).get("__wrapped__")),) + cells
+    return ()
+
+
+def _cell_contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:   # an empty cell
+        return None
+
+
+def _member_path(found, value):
+    """The attribute names leading from `found` to `value` through _members, or None."""
+    frontier = [(found, ())]
+    for _ in range(_MEMBER_DEPTH):
+        frontier = [(child, path + (attr,)) for obj, path in frontier for attr, child in _members(obj)
+                    if child is not None]
+        for child, path in frontier:
+            if child is value:
+                return path
+    return None
+
+
+def _follow(obj, path):
+    for attr in path:
+        obj = dict(_members(obj))[attr]
+    return obj
 
 
 def function_digest(value):
@@ -112,6 +161,8 @@ def rebind(encoded):
             found = sys.modules[encoded[1]]
         elif encoded[0] == "attr":
             found = rebind(encoded[1]).__dict__[encoded[2]]
+        elif encoded[0] == "member":
+            found = _follow(lookup_name(encoded[1], encoded[2]), encoded[3])
         else:
             found = lookup_name(encoded[1], encoded[2])
         same = name_of(found, set()) == tuple(encoded)
