@@ -175,33 +175,34 @@ def test_a_loaded_graph_does_not_keep_the_module_alive(tmp_path, monkeypatch):
 DYNAMIC = '''
 import json, os, torch, torch_jit_cache as tjc
 def f(x, y):
-    return (x * 2).sum(0) + y[: x.shape[0] // 2].sum(), x.shape[0] + 1
+    return (x * 2).sum(0) + y[: x.shape[0] // 2].sum() + y.mean(), x.shape[0] + 1
 compiled = tjc.compile(f, backend=os.environ.get("BACKEND", "eager"))
 ok = True
-for shape in json.loads(os.environ["SHAPES"]):
-    x, y = torch.randn(*shape), torch.randn(shape[0])
+for shape, n in json.loads(os.environ["SHAPES"]):
+    x, y = torch.randn(*shape), torch.randn(n)
     (out, n), (want, m) = compiled(x, y), f(x, y)
     ok = ok and torch.allclose(out, want) and n == m
 print("RESULT " + json.dumps({"ok": bool(ok), **tjc.stats()}))
 '''
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
 def test_a_symbolic_entry_loads_for_exactly_the_sizes_it_accepts(tmp_path, backend):
     # Sizes 4 then 8: a static entry, then an automatic dynamic one (x.size(0) >= 2, and
     # x.size(0) // 2 <= y.size(0)). A later process loads the dynamic one for sizes 5 and 9 (no
-    # trace); size 1 (0/1 specialization) and a 3-d x are outside its guards, and trace.
+    # trace), the backend compiling it where x and y have one size (5, 5) and then running it where
+    # they do not (9, 12); size 1 (0/1 specialization) and a 3-d x are outside its guards, and trace.
     script = tmp_path / "dynamic.py"
     script.write_text(DYNAMIC)
     cache = tmp_path / "cache"
-    cold, err = run(script, cache, BACKEND=backend, SHAPES="[[4, 3], [8, 3]]")
+    cold, err = run(script, cache, BACKEND=backend, SHAPES="[[[4, 3], 4], [[8, 3], 8]]")
     assert (cold["graphs"], cold["disk_cache_stores"]) == (2, 2), err
-    warm, err = run(script, cache, BACKEND=backend, SHAPES="[[5, 3], [9, 3]]")
+    warm, err = run(script, cache, BACKEND=backend, SHAPES="[[[5, 3], 5], [[9, 3], 12]]")
     assert (warm["graphs"], warm["disk_cache_hits"], warm["hits"]) == (0, 1, 1), err
-    one, err = run(script, cache, BACKEND=backend, SHAPES="[[1, 3]]")
+    one, err = run(script, cache, BACKEND=backend, SHAPES="[[[1, 3], 1]]")
     assert (one["graphs"], one["disk_cache_hits"]) == (1, 0), err
     assert "L['x'].size()[0]: 1 < min" in err
-    three_d, err = run(script, cache, BACKEND=backend, SHAPES="[[6, 3, 2]]")
+    three_d, err = run(script, cache, BACKEND=backend, SHAPES="[[[6, 3, 2], 6]]")
     assert (three_d["graphs"], three_d["disk_cache_hits"]) == (1, 0), err
 
 

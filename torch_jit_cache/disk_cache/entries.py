@@ -33,10 +33,6 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         raise NotStored(f"backend {compiler.backend!r} is not one of {', '.join(BACKENDS)} by name")
     if not modes.plain(compiler.backend_patches):
         raise NotStored("options= holds a callable")
-    if shape_guards is not None and compiler.backend == "inductor":
-        # Inductor compiles the loaded graph from its inputs' symbols, which must then be the
-        # trace's, with its ShapeEnv's ranges and replacements: not stored yet.
-        raise NotStored("symbolic sizes under inductor")
     if result.side_effects:
         raise NotStored("side effects")
     files = {frame.f_code.co_filename}
@@ -230,14 +226,18 @@ def _load_entry(compiler, frame, entry, resolve):
 
 def _example_inputs(graph_inputs, resolve, shape_guards) -> list:
     """Fake tensors like the frame's graph inputs (equal, by the guards just checked, to the ones
-    the graph was traced with): what a backend is given. The dims the shape guards read are
-    symbols, as in the trace (aot_eager; inductor's symbolic entries are not stored)."""
+    the graph was traced with): what a backend is given. The dims the shape guards read are fresh
+    symbols: the backend's answers from them are the trace's for every size the stored guards
+    accept (they hold the trace's and the first compile's answers, and the ranges); what the fresh
+    ShapeEnv does not know only makes a compile more conservative (docs/cache.md)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
     # With a ShapeEnv, as a trace's fakes have: inductor's FX graph cache and AOTAutograd's cache
     # bypass graphs whose inputs come without one (a warm second process compiled again: 8.7 s).
-    mode = FakeTensorMode(shape_env=ShapeEnv())
     dynamic = shape_guards.dynamic_dims() if shape_guards is not None else {}
+    # Symbols as the tracer makes them (tracer/fake_shapes.py): one per dim, never shared because
+    # two sizes happen to be equal here (duck shaping would compile for x.size(0) == y.size(0)).
+    mode = FakeTensorMode(shape_env=ShapeEnv(specialize_zero_one=True, duck_shape=False) if dynamic else ShapeEnv())
     fakes = []
     for source in graph_inputs:
         t = resolve(source)
