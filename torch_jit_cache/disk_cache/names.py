@@ -89,8 +89,9 @@ def name_of(value, files: set):
 
 # Where the name reaches a wrapper of the object rather than the object: a decorated function
 # (functools.wraps' `__wrapped__`: transformers' `can_return_tuple` over `BertModel.forward`; a
-# wrapper's closure cell), a property's getter, a classmethod's function. Made at import with what the name reaches, so
-# named on the same terms; followed from it by these attributes, at most _MEMBER_DEPTH of them.
+# wrapper's closure cell), a property's getter, a classmethod's function. Made at import with
+# what the name reaches, so named on the same terms; followed from it by these attributes, at
+# most _MEMBER_DEPTH of them.
 _MEMBER_DEPTH = 3
 
 
