@@ -12,8 +12,9 @@ or a `disk_cache` log line (what is not stored and why).
 
 What an entry holds (one pickled dict per file, after a magic and a sha256 of the payload):
   - the graph as data, node by node (op, name, target, args, kwargs; functions by module + qualname),
-    rebuilt into an fx Graph without retracing. No parameters, buffers or submodules: graphs with
-    get_attr or call_module nodes are not stored;
+    rebuilt into an fx Graph without retracing. No parameters, buffers or modules: a call_module
+    node's module is stored as the source that reaches it, and called on load through a proxy of
+    what the frame holds there; graphs with get_attr nodes are not stored;
   - the graph inputs (Sources), the output spec and side effects as data (output_codec.py; at a
     graph break, the cut instruction's index, planned again on load, and the resume functions made
     again as a compile makes them, each resume code's own entries under its own key); the
@@ -22,9 +23,12 @@ What an entry holds (one pickled dict per file, after a magic and a sha256 of th
   - the guards as (source, kind, encoded value), each value by its kind's codec (the kind's row in
     guards.GUARD_KINDS; guard_codec.py): constants as themselves; types, functions, modules and
     builtins by module + qualname (re-bound on load, only when that name reaches the very object at
-    store time); tensors by the state their TENSOR_MATCH leaf compares (read from the C++ leaf),
-    compared with the frame's tensor's on load; sources as themselves. Any other value (the
-    identity of a live object, an nn.Module instance) is not stored;
+    store time); tensors by the state their TENSOR_MATCH leaf compares (read from the C++ leaf; the
+    dims shape guards read left out), compared with the frame's tensor's on load; sources as
+    themselves; a module's or tensor's identity as its group, bound on load to what its source
+    reaches (guard_codec.py says why that is as strict). Any other live object's identity is not
+    stored;
+  - the shape guards (shape_guards.ShapeGuards, sympy over sources) of a symbolic entry;
   - the state torch's GLOBAL_STATE leaf compared when compiled (read from the leaf);
   - a sha256 of every user source file whose objects the guards re-bind, and of the frame's own file:
     an edited file makes the entry stale (an inlined helper's body is not in any guard).

@@ -8,7 +8,7 @@ import pickle
 import tempfile
 import weakref
 
-from .. import codegen, counters, graph_break, log, runtime
+from .. import codegen, counters, graph_break, log, proxies, runtime
 from ..backends import modes
 from ..config import config
 from ..sources import Source
@@ -34,15 +34,15 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         raise NotStored(f"backend {compiler.backend!r} is not one of {', '.join(BACKENDS)} by name")
     if not modes.plain(compiler.backend_patches):
         raise NotStored("options= holds a callable")
-    if shape_guards is not None:
-        raise NotStored("symbolic sizes")
     files = {frame.f_code.co_filename}
     outputs = output_codec.encode(result.output, result.side_effects, frame.f_code, files)
     import torch
     from ..backends import has_symbolic_sizes
     for t in result.example_inputs:
-        if not isinstance(t, torch.Tensor) or has_symbolic_sizes(t):
-            raise NotStored("a non-tensor or symbolic graph input")
+        if not isinstance(t, torch.Tensor):
+            raise NotStored(f"a {type(t).__name__} graph input (a symbolic int)")
+        if has_symbolic_sizes(t) and shape_guards is None:
+            raise NotStored("a symbolic graph input without shape guards")
     # Sources are pickled as they are: only those made of names and constants (a ComputedSource's
     # function would be pickled by reference, unchecked).
     for source in [*rewritten.graph_inputs, *(s for g in rewritten.guards for s in (g.source, g.value)
@@ -50,10 +50,12 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         output_codec.check_source(source)
     from ..guards import encode_guard
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
-    context = guard_codec.StoreContext(files, identities)
+    dynamic = shape_guards.dynamic_dims() if shape_guards is not None else {}
+    context = guard_codec.StoreContext(files, identities, dynamic)
     guards = [encode_guard(g, context) for g in rewritten.guards]
     # A break with no tensor work before it calls no graph (convert_frame: compiled is None).
     graph = graph_codec.graph_record(result.graph, files) if has_tensor_work(result.graph) else None
+    submodules = graph_codec.submodule_sources(result.graph, identities) if graph is not None else {}
     digests = {path: keys.file_digest(path) for path in sorted(files)}
     unreadable = sorted(path for path, digest in digests.items() if digest is None)
     if unreadable:   # code from exec'd strings, notebooks: nothing vouches for what it was
@@ -64,8 +66,12 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         "global_state": keys.global_state(),
         "guards": guards,
         "graph_inputs": list(rewritten.graph_inputs),
+        # As the live entry's (shape_guards.py): sympy over sources, pickled as they are; TENSOR_MATCH
+        # leaves the dims they read to them.
+        "shape_guards": shape_guards,
         "outputs": outputs,
         "graph": graph,
+        "submodules": submodules,
         "static_inputs": graph_codec.static_record(result.graph),
         "files": digests,
     }
@@ -226,7 +232,9 @@ def _load_entry(compiler, frame, entry, resolve):
     if entry["global_state"] != keys.global_state():
         raise Mismatch("torch's global state differs")
     specs = [decode_guard(record, resolve) for record in entry["guards"]]
-    guards = build_guards(specs, resolve=resolve)
+    guard_codec.check_bound_groups(entry["guards"], specs)
+    shape_guards = entry["shape_guards"]
+    guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)
     guards.bind(frame.f_code)
     if not guards.check(frame):
         raise Mismatch(guards.explain(frame))
@@ -234,11 +242,14 @@ def _load_entry(compiler, frame, entry, resolve):
     graph_inputs = entry["graph_inputs"]
     compiled = None
     if entry["graph"] is not None:
-        gm = graph_codec.rebuild_graph(entry["graph"])
+        # The modules the graph calls opaquely, as proxies of what the frame holds (bound by the guards).
+        gm = graph_codec.rebuild_graph(entry["graph"], {name: proxies.module_proxy(resolve(source))
+                                                        for name, source in entry["submodules"].items()})
         graph_codec.restore_static(gm, graph_inputs, entry["static_inputs"])
         runtime.set_skip(type(gm).forward)
         # "eager" runs gm.forward and reads no example (making fakes imports torch._dynamo: 2 s).
-        example_inputs = [] if compiler.backend == "eager" else _example_inputs(graph_inputs, resolve)
+        example_inputs = [] if compiler.backend == "eager" else \
+            _example_inputs(graph_inputs, resolve, shape_guards)
         # As a traced graph's: an identical graph's backend compile is shared (backends/sharing.py),
         # so N blocks compiled one by one, each loading the first one's entry, compile once.
         compiled = compiler.compile_graph(gm, example_inputs)
@@ -253,13 +264,29 @@ def _load_entry(compiler, frame, entry, resolve):
     return runtime.GuardedCode(new_code, guards)
 
 
-def _example_inputs(graph_inputs, resolve) -> list:
+def _example_inputs(graph_inputs, resolve, shape_guards) -> list:
     """Fake tensors like the frame's graph inputs (equal, by the guards just checked, to the ones
-    the graph was traced with): what a backend is given."""
+    the graph was traced with): what a backend is given. The dims the shape guards read are fresh
+    symbols: the backend's answers from them are the trace's for every size the stored guards
+    accept (they hold the trace's and the first compile's answers, and the ranges); what the fresh
+    ShapeEnv does not know only makes a compile more conservative (docs/cache.md)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
     # With a ShapeEnv, as a trace's fakes have: inductor's FX graph cache and AOTAutograd's cache
     # bypass graphs whose inputs come without one (a warm second process compiled again: 8.7 s).
-    mode = FakeTensorMode(shape_env=ShapeEnv())
-    return [mode.from_tensor(resolve(source), static_shapes=True) for source in graph_inputs]
+    dynamic = shape_guards.dynamic_dims() if shape_guards is not None else {}
+    # Symbols as the tracer makes them (tracer/fake_shapes.py): one per dim, never shared because
+    # two sizes happen to be equal here (duck shaping would compile for x.size(0) == y.size(0)).
+    mode = FakeTensorMode(shape_env=ShapeEnv(specialize_zero_one=True, duck_shape=False) if dynamic else ShapeEnv())
+    fakes = []
+    for source in graph_inputs:
+        t = resolve(source)
+        if source not in dynamic:
+            fakes.append(mode.from_tensor(t, static_shapes=True))
+            continue
+        sizes = dynamic[source][0]
+        context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC if i in sizes else DimDynamic.STATIC
+                                                          for i in range(t.dim())])
+        fakes.append(mode.from_tensor(t, symbolic_context=context))
+    return fakes
 

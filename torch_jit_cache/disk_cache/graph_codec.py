@@ -5,7 +5,26 @@ from __future__ import annotations
 from ..backends import static_inputs
 from .names import NotStored, is_constant, name_of, rebind
 
-_GRAPH_OPS = frozenset(("placeholder", "call_function", "call_method", "output"))
+# call_module: a module called opaquely, through the proxy the graph holds (proxies.py), made again
+# on load from the frame (submodule_sources). get_attr (a constant tensor held by the graph) is not
+# stored: nothing in the frame reaches it.
+_GRAPH_OPS = frozenset(("placeholder", "call_function", "call_method", "call_module", "output"))
+
+
+def submodule_sources(gm, identities: dict) -> dict:
+    """{submodule name: the source reaching the module it proxies}: the proxy shares the module's
+    instance dict, and the opaque call guarded the module by identity at that source. On load the
+    graph calls a proxy of what the source reaches then (its identity guard bound to it:
+    guard_codec's bound identities), never a stored object."""
+    import torch
+    sources = {}
+    for name, proxy in gm._modules.items():
+        found = [source for source, value in identities.items() if isinstance(value, torch.nn.Module)
+                 and type(value) is type(proxy) and vars(value) is vars(proxy)]
+        if not found:
+            raise NotStored(f"submodule {name} of the graph: no identity guard names the module it calls")
+        sources[name] = found[0]
+    return sources
 
 
 def graph_record(gm, files: set) -> list:
@@ -14,12 +33,15 @@ def graph_record(gm, files: set) -> list:
     so the graph loaded is the graph stored."""
     bad = sorted({n.op for n in gm.graph.nodes} - _GRAPH_OPS)
     if bad:
-        raise NotStored(f"graph nodes {', '.join(bad)} (parameters or submodules held by the graph)")
-    if gm._parameters or gm._buffers or gm._modules:
-        raise NotStored("the graph module holds parameters, buffers or submodules")
+        raise NotStored(f"graph nodes {', '.join(bad)} (tensors held by the graph)")
+    if gm._parameters or gm._buffers:
+        raise NotStored("the graph module holds parameters or buffers")
     nodes = []
     for node in gm.graph.nodes:
-        target = name_of(node.target, files) if node.op == "call_function" else node.target
+        try:
+            target = name_of(node.target, files) if node.op == "call_function" else node.target
+        except NotStored as e:
+            raise NotStored(f"graph node {node.name} ({node.op}): {e}") from None
         if not isinstance(target, (str, tuple)):
             raise NotStored(f"graph node {node.name}'s target {target!r:.60}")
         nodes.append((node.op, node.name, target, _encode_arg(node.args), _encode_arg(node.kwargs)))
@@ -83,7 +105,8 @@ def _decode_arg(value, env):
     raise ValueError(f"unknown graph argument tag {tag!r}")
 
 
-def rebuild_graph(nodes):
+def rebuild_graph(nodes, submodules: dict):
+    """The GraphModule of `nodes`, its call_module targets the modules in `submodules` (by name)."""
     import torch
     import torch.fx
     graph = torch.fx.Graph()
@@ -95,7 +118,10 @@ def rebuild_graph(nodes):
         if node.name != name:
             raise ValueError(f"graph node {name!r} rebuilt as {node.name!r}")
         env[name] = node
-    return torch.fx.GraphModule(torch.nn.Module(), graph)
+    root = torch.nn.Module()
+    for name, module in submodules.items():
+        root.add_module(name, module)
+    return torch.fx.GraphModule(root, graph)
 
 
 def static_record(gm) -> dict:

@@ -23,8 +23,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import sys
 import types
 
+from ..trace_result import GuardKind
 from .keys import code_digest_hex
 from .names import Mismatch, NotStored, is_constant, name_of, rebind
 
@@ -116,12 +118,18 @@ class _Object(Codec):
             # the same bytecode, names and constants at the same place of the same (unchanged) file.
             context.files.add(value.co_filename)
             return ("code", code_facts(value))
+        family = _bound_family(value)
+        if spec.kind is GuardKind.ID_MATCH and family is not None:
+            return ("bound", family, _bound_group(value, context.identities))
         if isinstance(value, enum.Enum):
             cls = type(value)
             if cls.__members__.get(value.name) is not value:   # a composite Flag value, ...
                 raise NotStored(f"{spec.source}: {cls.__qualname__} value {value!r} is not a named member")
             return ("enum", name_of(cls, context.files), value.name)
-        return ("name", name_of(value, context.files))
+        try:
+            return ("name", name_of(value, context.files))
+        except NotStored as e:   # named by the guard's source and kind, so the refusal is actionable
+            raise NotStored(f"{spec.source}: {spec.kind.name} on a {type(value).__name__}: {e}") from None
 
     def decode(self, source, encoded, resolve):
         tag = encoded[0]
@@ -139,12 +147,69 @@ class _Object(Codec):
             if not isinstance(code, types.CodeType):
                 raise Mismatch(f"{encoded[1]} has no code")
             return code
+        if tag == "bound":
+            live = _reach(source, resolve)
+            if _bound_family(live) != encoded[1]:
+                raise Mismatch(f"{source}: not a {encoded[1]}")
+            return live
         if tag == "code":
             live = _reach(source, resolve)
             if not isinstance(live, types.CodeType) or code_facts(live) != encoded[1]:
                 raise Mismatch(f"{source}: another code")
             return live
         raise ValueError(f"unknown object record {tag!r}")
+
+
+# --- identities bound on load ---------------------------------------------------------------
+# A module's or a tensor's identity guard exists for one of three reasons: which sources reach one
+# object (an `is` test, a walk that skips what it met, a BatchNorm's buffers updated in place, tied
+# weights); the graph calls the module's proxy (graph_codec.submodule_sources), which the loaded
+# graph makes again from the object the source reaches on load; or the entry is pinned to its
+# modules to count the cache limit per object (convert_frame._module_local_identities). Every fact
+# the trace read from such an object is guarded by value besides (its type, training flag, dict
+# keys, attributes, tensors' state), and what an opaque call reads from its module is guarded by
+# value at store time (entries._opaque_module_guards). So it is stored as its group: which of the
+# entry's bound identities are one object. On load each binds to what its source reaches then, and
+# the entry applies only where the frame's objects fall into the same groups (check_bound_groups).
+# Any other object's identity (a function made per call, a user object) is refused: nothing in the
+# frame says which one it was.
+
+def _bound_family(value):
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if isinstance(value, torch.nn.Module):
+        return "module"
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    return None
+
+
+def _bound_group(value, identities: dict) -> int:
+    """The index of `value` among the distinct objects of the bound identities, in guard order."""
+    seen = []
+    for other in identities.values():
+        if _bound_family(other) is not None and not any(o is other for o in seen):
+            seen.append(other)
+        if other is value:
+            return next(i for i, o in enumerate(seen) if o is value)
+    raise NotStored(f"a {type(value).__name__} guarded by identity outside the entry's identity guards")
+
+
+def check_bound_groups(records, specs) -> None:
+    """Mismatch unless the objects the bound identities reach on load are one where the stored
+    entry's were one, and distinct where they were distinct."""
+    by_group, by_object = {}, {}
+    for (source, _, encoded), spec in zip(records, specs):
+        if not (isinstance(encoded, tuple) and encoded and encoded[0] == "bound"):
+            continue
+        group = encoded[2]
+        first = by_group.setdefault(group, (source, spec.value))
+        if first[1] is not spec.value:
+            raise Mismatch(f"{first[0]} and {source} reach two objects; the stored entry's were one")
+        other = by_object.setdefault(id(spec.value), (source, group))
+        if other[1] != group:
+            raise Mismatch(f"{other[0]} and {source} reach one object; the stored entry's were two")
 
 
 def code_facts(code: types.CodeType) -> tuple:
