@@ -224,7 +224,10 @@ class FrameCompiler:
         """
         code = frame.f_code
         resolve = _resolver(frame)
-        # Before the tracer is imported (1 s): a process that only loads never imports it.
+        # Before the tracer is imported (1 s): a process that only loads never imports it. A code
+        # an earlier process traced to no tensor work and skipped is skipped again, untraced.
+        if not entries and code is not self.target_code and disk_cache.skipped(self, code):
+            return runtime.SKIP
         loaded = disk_cache.load(self, frame, resolve)   # never raises; None: trace as usual
         if loaded is not None:
             return loaded
@@ -404,6 +407,7 @@ class FrameCompiler:
         if log.enabled("fallbacks"):
             log.log("fallbacks", f"running {describe(code)} uncompiled: its trace does no tensor work")
         if code is not self.target_code and not entries:
+            disk_cache.store_skip(self, code)   # never raises
             return runtime.SKIP
         specs = [g for g in result.guards if not _is_number_value_guard(g)]
         # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.

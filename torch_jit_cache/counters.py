@@ -26,6 +26,7 @@ PIPELINE = {
     "shared_backend_compiles": 0,
     "disk_cache_hits": 0,    # entries loaded from the on-disk cache, untraced (disk_cache/)
     "disk_cache_stores": 0,  # entries written to the on-disk cache
+    "disk_cache_skips": 0,   # codes skipped untraced: an earlier process found no tensor work
     "ddp_pieces": 0,    # pieces that graphs compiled under a DDP forward were cut into (backends/ddp_split.py)
 }
 
@@ -53,5 +54,6 @@ def snapshot() -> dict:
     out["shared_backend_compiles"] = PIPELINE["shared_backend_compiles"]
     out["disk_cache_hits"] = PIPELINE["disk_cache_hits"]
     out["disk_cache_stores"] = PIPELINE["disk_cache_stores"]
+    out["disk_cache_skips"] = PIPELINE["disk_cache_skips"]
     out["ddp_pieces"] = PIPELINE["ddp_pieces"]
     return out

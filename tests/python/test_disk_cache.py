@@ -377,3 +377,35 @@ def test_blocks_compiled_one_by_one_trace_once_and_the_next_process_loads_it(tmp
     assert (first["hits"], first["shared_backend_compiles"]) == (3, 0)
     second, _ = run(path, cache)
     assert (second["graphs"], second["disk_cache_hits"], second["hits"]) == (0, 1, 3)
+
+
+SKIPPED_CHILD = '''
+import json
+import torch
+import torch_jit_cache as tjc
+
+class Cfg:   # transformers' PretrainedConfig reads its attributes through a Python __getattribute__
+    scale = 3.0
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+
+def f(x, cfg):
+    return torch.sin(x) * cfg.scale
+
+x = torch.ones(3)
+ok = torch.equal(tjc.compile(f)(x, Cfg()), f(x, Cfg()))
+print("RESULT " + json.dumps({"ok": bool(ok), **tjc.stats()}))
+'''
+
+
+def test_a_code_traced_to_no_tensor_work_is_skipped_untraced_by_the_next_process(tmp_path):
+    # The attribute read breaks the graph and runs __getattribute__ as its own frame, whose trace
+    # does no tensor work: the first process skips it after a trace, the second without one (it
+    # traced it again before: a warm HuggingFace model imported the tracer for its config reads).
+    script = tmp_path / "skipped.py"
+    script.write_text(SKIPPED_CHILD)
+    first, err = run(script, tmp_path / "cache", TJC_LOG="fallbacks")
+    assert (first["graphs"], first["disk_cache_skips"]) == (2, 0) and "no tensor work" in err, err
+    second, err = run(script, tmp_path / "cache", TJC_LOG="fallbacks")
+    assert (second["graphs"], second["disk_cache_hits"], second["disk_cache_skips"]) == (0, 2, 1), err
+    assert "no tensor work" not in err   # nothing traced

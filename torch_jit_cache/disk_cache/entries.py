@@ -77,6 +77,46 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
     }
 
 
+# The marker of a code that a trace found without tensor work (convert_frame._no_graph), in its
+# key's folder: a later process skips it untraced. SKIP is never a wrong result (the code runs as
+# written, and a traced caller still inlines it), so it needs no guards: the key alone (the code's
+# bytecode digest, the versions, the backend and settings) says which code it was made for.
+SKIP_MARKER = "skip"
+
+
+def store_skip(compiler, code) -> None:
+    """Note that `code` is skipped (no tensor work); never raises."""
+    if not enabled():
+        return
+    try:
+        directory = keys.key_dir(compiler, code)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
+        os.close(fd)
+        os.replace(tmp, os.path.join(directory, SKIP_MARKER))
+    except Exception as e:  # noqa: BLE001 - a marker that cannot be written is no marker
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"not storing the skip of {_describe(code)}: {type(e).__name__}: {e}")
+        return
+    if log.enabled("disk_cache"):
+        log.log("disk_cache", f"stored: {_describe(code)} is skipped (no tensor work)")
+
+
+def skipped(compiler, code) -> bool:
+    """Whether an earlier process skipped `code` (store_skip); never raises."""
+    if not enabled():
+        return False
+    try:
+        found = os.path.exists(os.path.join(keys.key_dir(compiler, code), SKIP_MARKER))
+    except Exception:  # noqa: BLE001 - an unusable cache is no cache
+        return False
+    if found:
+        counters.count("disk_cache_skips")
+        if log.enabled("disk_cache"):
+            log.log("disk_cache", f"skipping {_describe(code)} untraced: an earlier process found no tensor work")
+    return found
+
+
 def store(compiler, frame, result, rewritten, shape_guards) -> None:
     """Write the entry just compiled for `frame`, when it can be stored; never raises."""
     if not enabled():
