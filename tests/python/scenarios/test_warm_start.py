@@ -70,6 +70,7 @@ def _default_folder(tmp_path):
     return tmp_path / "xdg" / "torch_jit_cache"
 
 
+@pytest.mark.heavy
 def test_zoo_cold_then_warm_matches_eager_and_loads(tmp_path):
     names = [n for n in zoo.MODELS if zoo.available(n)]
     cold = {r["model"]: r for r in _child(tmp_path, "zoo", "cold", *names)}
@@ -88,6 +89,7 @@ def test_zoo_cold_then_warm_matches_eager_and_loads(tmp_path):
             f"{name}: warm (loads, traces, cold s, warm s) {report[name]}, ratchet {WARM_LOADS[name]}; all: {report}"
 
 
+@pytest.mark.heavy
 def test_fuzzer_programs_cold_then_warm_match_eager(tmp_path):
     folder = tmp_path / "programs"   # the programs as modules, so that their entries can be stored
     folder.mkdir()
