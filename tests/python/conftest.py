@@ -140,3 +140,14 @@ def pytest_sessionfinish(session, exitstatus):
     if leftover:
         print(f"\ntorch_jit_cache: C++ objects left after reset() and gc.collect(): {leftover}")
         session.exitstatus = 1
+
+
+@pytest.fixture
+def disk_cache_on(tmp_path, monkeypatch):
+    """The on-disk cache on, as a user has it by default, in the test's temporary folder (the suite
+    runs with it off: see the top of this file)."""
+    from torch_jit_cache.config import config
+
+    monkeypatch.setattr(config, "disk_cache", True)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    return tmp_path

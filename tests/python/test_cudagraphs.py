@@ -137,11 +137,7 @@ def test_identical_blocks_share_a_compile_only_with_the_same_static_inputs(inner
     assert [r[1] for r in inner_compiles] == [[1], []]   # x @ w: w is the second input
 
 
-def test_an_entry_loaded_from_disk_keeps_its_static_inputs(inner_compiles, tmp_path, monkeypatch):
-    from torch_jit_cache import config
-
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+def test_an_entry_loaded_from_disk_keeps_its_static_inputs(disk_cache_on, inner_compiles, tmp_path, monkeypatch):
     m = nn.Linear(4, 5)
     x = torch.randn(3, 4)
     with torch.no_grad():

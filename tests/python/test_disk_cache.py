@@ -18,7 +18,6 @@ pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.disk_cache import entries  # noqa: E402
-from torch_jit_cache.config import config  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -227,10 +226,8 @@ def _scaled(x, y):
 
 @pytest.mark.usefixtures("fresh_caches")
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_loaded_entry_frees_its_graph(tmp_path, monkeypatch, backend):
+def test_loaded_entry_frees_its_graph(disk_cache_on, tmp_path, monkeypatch, backend):
     # In one process: compile (stores), reset (the entry dies), call again (loads from disk).
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     x, y = torch.randn(3), torch.randn(3)
     compiled = tjc.compile(_scaled, backend=backend)
     compiled(x, y)
@@ -256,12 +253,10 @@ def _uses_helper(x):
 
 
 @pytest.mark.usefixtures("fresh_caches")
-def test_reassigned_function_is_not_rebound(tmp_path, monkeypatch):
+def test_reassigned_function_is_not_rebound(disk_cache_on, tmp_path, monkeypatch):
     # Guards re-bound by name must reach the function the graph inlined: an impostor assigned under
     # the name, with the same module and qualname, has other code and is not taken for it.
     import types
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     x = torch.randn(3)
     tjc.compile(_uses_helper)(x)
     assert tjc.stats()["disk_cache_stores"] == 1
@@ -275,10 +270,8 @@ def test_reassigned_function_is_not_rebound(tmp_path, monkeypatch):
 
 
 @pytest.mark.usefixtures("fresh_caches")
-def test_explain_traces_even_with_a_stored_entry(tmp_path, monkeypatch):
+def test_explain_traces_even_with_a_stored_entry(disk_cache_on, tmp_path, monkeypatch):
     # explain() reports the graph, which only a trace has: it never loads from disk.
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     x, y = torch.randn(3), torch.randn(3)
     tjc.compile(_scaled)(x, y)
     assert tjc.stats()["disk_cache_stores"] == 1

@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.config import config  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -97,9 +96,7 @@ def test_a_second_process_gives_eager_answers(tmp_path, bit):
 
 @pytest.mark.usefixtures("fresh_caches")
 @pytest.mark.parametrize("bit", sorted(BITS))
-def test_a_recompile_in_the_same_process_does_not_load_the_other_entry(tmp_path, monkeypatch, bit):
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+def test_a_recompile_in_the_same_process_does_not_load_the_other_entry(disk_cache_on, tmp_path, monkeypatch, bit):
     f = FUNCTIONS[bit]
     c = tjc.compile(f)
     assert torch.equal(c(plain(bit)), f(plain(bit)))
@@ -110,12 +107,10 @@ def test_a_recompile_in_the_same_process_does_not_load_the_other_entry(tmp_path,
 
 
 @pytest.mark.usefixtures("fresh_caches")
-def test_an_entry_stored_in_inference_mode_does_not_load_under_no_grad(tmp_path, monkeypatch):
+def test_an_entry_stored_in_inference_mode_does_not_load_under_no_grad(disk_cache_on, tmp_path, monkeypatch):
     # Both turn grad mode off (GLOBAL_STATE is equal), but inference_mode also changes the thread's
     # dispatch-key state, which TENSOR_MATCH applies to the tensor's keys: the same tensor has
     # another state there, and the live guard rejects it.
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     x = torch.zeros(2)
     c = tjc.compile(inference_f)
     with torch.inference_mode():

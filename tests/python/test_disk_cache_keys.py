@@ -73,12 +73,9 @@ def _scaled(x):
 
 
 @pytest.mark.usefixtures("fresh_caches")
-def test_a_process_whose_package_changed_stores_and_loads_nothing(tmp_path, monkeypatch):
+def test_a_process_whose_package_changed_stores_and_loads_nothing(disk_cache_on, tmp_path, monkeypatch):
     # The files no longer say which code this process runs: no entry is keyed by them.
     import torch_jit_cache as tjc
-    from torch_jit_cache.config import config
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     x = torch.randn(3)
     tjc.compile(_scaled)(x)
     assert tjc.stats()["disk_cache_stores"] == 1

@@ -16,7 +16,6 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.config import config  # noqa: E402
 from torch_jit_cache.disk_cache import entries  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -152,11 +151,9 @@ class _Recurrent(torch.nn.Module):
 
 
 @pytest.mark.usefixtures("fresh_caches")
-def test_a_loaded_graph_does_not_keep_the_module_alive(tmp_path, monkeypatch):
+def test_a_loaded_graph_does_not_keep_the_module_alive(disk_cache_on, tmp_path, monkeypatch):
     # The loaded graph calls a proxy of the frame's LSTM (its dict, not the object): the model
     # dies when the user drops it, and the loaded graph with it, by reference counting.
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     x = torch.randn(3, 2, 4)
     with torch.no_grad():
         tjc.compile(_Recurrent().eval())(x)

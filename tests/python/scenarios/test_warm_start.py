@@ -20,7 +20,6 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.config import config  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -130,12 +129,10 @@ def _requires_grad(x):
 @pytest.mark.parametrize("other", [
     _float64, _transposed, _requires_grad, _inference,
 ], ids=lambda f: f.__name__.strip("_"))
-def test_a_recompile_loads_a_stored_entry_only_when_its_guards_pass(tmp_path, monkeypatch, other):
+def test_a_recompile_loads_a_stored_entry_only_when_its_guards_pass(disk_cache_on, tmp_path, monkeypatch, other):
     # The cache on, as by default, in a temporary folder. The entry stored for a float32 matrix
     # is on disk when a call with another tensor misses in memory: its guards must turn that
     # tensor down, as the live entry's did, and the result be eager's.
-    monkeypatch.setattr(config, "disk_cache", True)
-    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     x = torch.randn(3, 2)
     compiled = tjc.compile(_branchy)
     assert torch.equal(compiled(x), _branchy(x))
