@@ -2,6 +2,7 @@
 and the settings that made it. The end-to-end check runs child processes on a copy of the package in
 a temporary folder, as an editable install that is then edited."""
 import json
+import importlib.machinery
 import os
 import shutil
 import subprocess
@@ -44,14 +45,20 @@ def test_package_digest_covers_every_python_file_and_the_extension(tmp_path):
         with open(edited / name, "a") as f:
             f.write("\n# edited\n")
         assert keys.package_digest(str(edited)) != digest, name
+    # Another Python's build beside this one's (the set-up builds 3.12's and 3.13's in the same
+    # folder) is not this process's code: rebuilding it changes nothing (it did, and a 3.12 build
+    # made every 3.11 process of that moment store and load nothing).
+    (copy / "_C.cpython-399-x86_64-linux-gnu.so").write_bytes(b"another Python's build")
+    assert keys.package_digest(str(copy)) == digest
+    own = {os.path.basename(p) for p in keys._package_files(str(copy)) if not p.endswith(".py")}
+    assert "_C" + importlib.machinery.EXTENSION_SUFFIXES[0] in own
     extensions = [p for p in os.listdir(copy) if p.startswith("_C")]
-    assert extensions
     for i, extension in enumerate(extensions):   # a rebuilt extension
         rebuilt = tmp_path / f"rebuilt-{i}"
         shutil.copytree(copy, rebuilt)
         with open(rebuilt / extension, "ab") as f:
             f.write(b"\0")
-        assert keys.package_digest(str(rebuilt)) != digest, extension
+        assert (keys.package_digest(str(rebuilt)) != digest) == (extension in own), extension
 
 
 def test_a_file_modified_after_the_import_leaves_no_digest(tmp_path):

@@ -6,7 +6,7 @@ or settings finds another folder):
   - the entry format, Python's version and the platform;
   - torch's version and git revision (a source build keeps `__version__` across commits);
   - this package's version and a digest of its own files: the content of every `.py` file under
-    the package and of its built extensions (`_C*` with an extension suffix), so an editable
+    the package and of the built extensions this interpreter loads (`_C`, `_C_torch`), so an editable
     install edited, rebuilt or checked out at another commit never loads an entry its older code
     made. Hashed once per process, on the first store or load (3.5 to 8 ms for ~100 files and
     1.2 MB of extensions, measured on 2 shared cores): never at import, never with the cache off.
@@ -74,12 +74,21 @@ def trace_config() -> str:
 
 
 def _package_files(root: str):
-    extensions = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
         for name in sorted(names):
-            if name.endswith(".py") or (name.startswith("_C") and name.endswith(extensions)):
+            if name.endswith(".py"):
                 yield os.path.join(folder, name)
+    # The extensions this interpreter loads: per module, the first of its suffixes that exists, in
+    # the import system's order. The builds for other Pythons beside them (cpython-312, 311d) are not
+    # this process's code: rebuilding one must not make another's entries stale (a 3.12 build made
+    # every 3.11 process of that moment store and load nothing).
+    for module in ("_C", "_C_torch"):
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(root, module + suffix)
+            if os.path.exists(path):
+                yield path
+                break
 
 
 @functools.lru_cache(maxsize=None)   # keyed by a folder name: once per process and folder
@@ -110,8 +119,10 @@ def _const_digest(value, h) -> None:
 
 
 def code_digest(code, h) -> None:
-    """Feeds `code` into the hash `h`: bytecode, names, flags and constants, nested codes included."""
+    """Feeds `code` into the hash `h`: bytecode, exception table, names, flags and constants, nested
+    codes included."""
     h.update(code.co_code)
+    h.update(code.co_exceptiontable)
     h.update(repr((code.co_qualname, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
                    code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)).encode())
     for const in code.co_consts:
