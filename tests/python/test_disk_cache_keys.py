@@ -48,8 +48,10 @@ def test_package_digest_covers_every_python_file_and_the_extension(tmp_path):
     # Another Python's build beside this one's (the set-up builds 3.12's and 3.13's in the same
     # folder) is not this process's code: rebuilding it changes nothing (it did, and a 3.12 build
     # made every 3.11 process of that moment store and load nothing).
-    (copy / "_C.cpython-399-x86_64-linux-gnu.so").write_bytes(b"another Python's build")
-    assert keys.package_digest(str(copy)) == digest
+    other = tmp_path / "other-build"   # a folder of its own: package_digest is cached per folder
+    shutil.copytree(copy, other)
+    (other / "_C.cpython-399-x86_64-linux-gnu.so").write_bytes(b"another Python's build")
+    assert keys.package_digest(str(other)) == digest
     own = {os.path.basename(p) for p in keys._package_files(str(copy)) if not p.endswith(".py")}
     assert "_C" + importlib.machinery.EXTENSION_SUFFIXES[0] in own
     extensions = [p for p in os.listdir(copy) if p.startswith("_C")]
