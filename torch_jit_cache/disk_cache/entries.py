@@ -6,6 +6,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+import time
 import weakref
 
 from .. import codegen, counters, graph_break, log, proxies, runtime
@@ -142,10 +143,12 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(MAGIC + digest + payload)
-            os.replace(tmp, os.path.join(directory, digest.hex()[:24] + ".entry"))
+            path = os.path.join(directory, digest.hex()[:24] + ".entry")
+            os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
             raise
+        _mark_used(path, stored)
     except NotStored as e:
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"not storing {_describe(code)}: {e}")
@@ -234,10 +237,7 @@ def _load(compiler, frame, resolve):
                                                      f"{type(e).__name__}: {e}")
             continue
         counters.count("disk_cache_hits")
-        try:
-            os.utime(path)   # used now: the last to go when the key is full
-        except OSError:
-            pass
+        _mark_used(path, paths)
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"loaded {_describe(code)} from {path}")
         return guarded
@@ -256,6 +256,18 @@ def _by_recent_use(directory: str) -> list:
             except OSError:   # removed by another process meanwhile
                 pass
     return [path for _, _, path in sorted(found, key=lambda f: (-f[0], f[1]))]
+
+
+def _mark_used(path: str, others) -> None:
+    """Make `path` the key's most recently used entry: its mtime now, and past every other entry's
+    of the key (`others`: their paths). A file's mtime comes from a clock a few ms coarse, so two
+    uses within one tick would tie, and a full key would remove the entry just used."""
+    try:
+        newest = max((os.stat(p).st_mtime_ns for p in others if p != path and os.path.exists(p)), default=0)
+        now = max(time.time_ns(), newest + 1)
+        os.utime(path, ns=(now, now))
+    except OSError:   # removed by another process meanwhile: nothing to order
+        pass
 
 
 def _remove(path: str) -> None:
