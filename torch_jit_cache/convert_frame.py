@@ -225,10 +225,10 @@ class FrameCompiler:
         code = frame.f_code
         resolve = _resolver(frame)
         # Before the tracer is imported (1 s): a process that only loads never imports it. A code
-        # an earlier process traced to no tensor work and skipped is skipped again, untraced.
-        if not entries and code is not self.target_code and disk_cache.skipped(self, code):
-            return runtime.SKIP
-        loaded = disk_cache.load(self, frame, resolve)   # never raises; None: trace as usual
+        # an earlier process traced to no tensor work and skipped (_no_graph) is skipped again,
+        # untraced, where _no_graph would skip it.
+        skippable = not entries and code is not self.target_code
+        loaded = disk_cache.load(self, frame, resolve, skippable)   # never raises; None: trace as usual
         if loaded is not None:
             return loaded
         from . import backends, tracer  # torch is imported only when a frame is compiled

@@ -45,7 +45,7 @@ Loading unpickles files from the cache directory: it must be writable by its use
 """
 from __future__ import annotations
 
-from .entries import BACKENDS, enabled, load, skipped, store, store_skip
+from .entries import BACKENDS, enabled, load, store, store_skip
 from .names import NotStored
 
-__all__ = ["BACKENDS", "NotStored", "enabled", "load", "skipped", "store", "store_skip"]
+__all__ = ["BACKENDS", "NotStored", "enabled", "load", "store", "store_skip"]

@@ -92,9 +92,7 @@ def store_skip(compiler, code) -> None:
     try:
         directory = keys.key_dir(compiler, code)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
-        os.close(fd)
-        os.replace(tmp, os.path.join(directory, SKIP_MARKER))
+        _write(directory, SKIP_MARKER, b"")
     except Exception as e:  # noqa: BLE001 - a marker that cannot be written is no marker
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"not storing the skip of {_describe(code)}: {type(e).__name__}: {e}")
@@ -103,19 +101,29 @@ def store_skip(compiler, code) -> None:
         log.log("disk_cache", f"stored: {_describe(code)} is skipped (no tensor work)")
 
 
-def skipped(compiler, code) -> bool:
-    """Whether an earlier process skipped `code` (store_skip); never raises."""
-    if not enabled():
-        return False
-    try:
-        found = os.path.exists(os.path.join(keys.key_dir(compiler, code), SKIP_MARKER))
-    except Exception:  # noqa: BLE001 - an unusable cache is no cache
-        return False
+def _skipped(directory: str, code) -> bool:
+    """Whether an earlier process skipped `code` (store_skip; `directory`: its key's folder)."""
+    found = os.path.exists(os.path.join(directory, SKIP_MARKER))
     if found:
         counters.count("disk_cache_skips")
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"skipping {_describe(code)} untraced: an earlier process found no tensor work")
     return found
+
+
+def _write(directory: str, name: str, data: bytes) -> str:
+    """`data` as the file `name` in `directory`, written under a temporary name and moved in place
+    (os.replace): a reader sees a whole file or none. Returns its path."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        path = os.path.join(directory, name)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
 
 
 def store(compiler, frame, result, rewritten, shape_guards) -> None:
@@ -139,15 +147,7 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
             if log.enabled("disk_cache"):
                 log.log("disk_cache", f"{_describe(code)}: {MAX_ENTRIES} entries stored, removed {old}")
         digest = hashlib.sha256(payload).digest()
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + digest + payload)
-            path = os.path.join(directory, digest.hex()[:24] + ".entry")
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        path = _write(directory, digest.hex()[:24] + ".entry", MAGIC + digest + payload)
         _mark_used(path, stored)
     except NotStored as e:
         if log.enabled("disk_cache"):
@@ -201,24 +201,31 @@ def _read(path: str):
         return None
 
 
-def load(compiler, frame, resolve):
-    """A GuardedCode for `frame` from a stored entry whose guards pass, or None; never raises.
-    Not under explain() (an observer): it reports the graph, which only a trace has."""
-    if not enabled() or compiler.backend not in BACKENDS or compiler.observer is not None or \
-            not modes.plain(compiler.backend_patches):
+def load(compiler, frame, resolve, skippable: bool = False):
+    """A GuardedCode for `frame` from a stored entry whose guards pass, runtime.SKIP where
+    `skippable` and an earlier process skipped the code (store_skip), or None; never raises.
+    Entries are not loaded under explain() (an observer): it reports the graph, which only a trace
+    has."""
+    if not enabled():
         return None
     try:
-        return _load(compiler, frame, resolve)
+        directory = keys.key_dir(compiler, frame.f_code)
+        if skippable and _skipped(directory, frame.f_code):
+            return runtime.SKIP
+        if compiler.backend not in BACKENDS or compiler.observer is not None or \
+                not modes.plain(compiler.backend_patches):
+            return None
+        return _load(compiler, frame, resolve, directory)
     except Exception as e:  # noqa: BLE001 - an unusable cache is no cache (torch missing, say)
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"not loading {_describe(frame.f_code)}: {type(e).__name__}: {e}")
         return None
 
 
-def _load(compiler, frame, resolve):
+def _load(compiler, frame, resolve, directory: str):
     code = frame.f_code
     try:
-        paths = _by_recent_use(keys.key_dir(compiler, code))
+        paths = _by_recent_use(directory)
     except OSError:
         return None
     for path in paths:
