@@ -34,7 +34,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
-import os
+import pathlib
 import random
 import sys
 import textwrap
@@ -411,10 +411,9 @@ def namespace(program: Program, compiled: bool, folder=None) -> dict:
         ns = {"__name__": name}
         exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), ns)
         return ns
-    path = os.path.join(folder, f"fuzz_program_{program.seed}.py")
-    if not os.path.exists(path) or open(path).read() != program.source:   # a warm run reads what a cold one wrote
-        with open(path, "w") as f:
-            f.write(program.source)
+    path = pathlib.Path(folder, f"fuzz_program_{program.seed}.py")
+    if not path.exists() or path.read_text() != program.source:   # a warm run reads what a cold one wrote
+        path.write_text(program.source)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     if compiled:
