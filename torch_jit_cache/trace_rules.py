@@ -204,3 +204,29 @@ def torch_callable_effect(fn):
         if name in names and getattr(sys.modules.get(module_name), name, None) is fn:
             return f"{module_name}.{name}() {why}"
     return None
+
+
+# ---- functorch's transforms -------------------------------------------------------------------
+# torch.vmap, torch.func.grad / vmap / jacrev / jacfwd / hessian / vjp / jvp / functional_call (and
+# functorch's aliases) run the user's function under a transform: batching levels, nested autograd
+# levels, swapped module state. The tracer models none of it. Run while tracing on the examples,
+# the function's Python effects happened once, at trace time; the wrapper they return, put in the
+# graph as a node, was emitted under the name it copied from the function it wraps
+# (`functools.wraps`: `torch.vmap(torch.sum)` calls itself `torch.sum`), so the graph called the
+# unbatched op or a name that does not exist. So a transform and every function it returns run as
+# written, at a graph break before the call. They are recognised by the module their *code* runs
+# in (their globals' `__name__`), which wrapping does not change, never by `__module__`.
+FUNCTORCH_CODE_MODULES = ("torch._functorch", "functorch")
+
+
+def functorch_transform(fn):
+    """Why calling `fn` must run as written (a functorch transform, or a function one returned), or
+    None. Never runs `fn`."""
+    fn = getattr(fn, "__func__", fn)   # a bound method: its function
+    module_name = getattr(fn, "__globals__", {}).get("__name__") if isinstance(fn, types.FunctionType) else None
+    if not isinstance(module_name, str):
+        return None
+    if not any(module_name == m or module_name.startswith(m + ".") for m in FUNCTORCH_CODE_MODULES):
+        return None
+    return (f"{getattr(fn, '__qualname__', fn)} is functorch code ({module_name}): its transforms are not traced, "
+            "the call runs as written")

@@ -12,6 +12,7 @@ import types
 
 from ...proxies import is_allowed_in_graph
 from ...sources import AttrSource, GlobalSource, ItemSource
+from ...trace_rules import functorch_transform
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
                              TupleOutput, bound_method)
 from .base import CallableVariable, VariableTracker, unsupported
@@ -109,6 +110,9 @@ class UserFunctionVariable(BaseFunctionVariable):
     def call_function(self, tx, args, kwargs):
         if is_allowed_in_graph(self.fn):   # tjc.allow_in_graph: one opaque node (opaque_calls.py)
             return call_opaque_function(tx, self, args, kwargs)
+        transform = functorch_transform(self.fn)   # torch.vmap's wrapper: runs as written (trace_rules.py)
+        if transform is not None:
+            unsupported(transform)
         decorated = decorated_grad_mode(self.fn)   # @torch.no_grad(): its function, under the mode
         if decorated is not None:
             return call_decorated(tx, self, *decorated, args, kwargs)

@@ -11,6 +11,7 @@ fake_shapes.py: the graph computes them, nothing guards them).
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 
@@ -21,7 +22,7 @@ from ...attribute_lookup import Where, lookup
 from ...shape_guards import SymbolBinding
 from ...sources import AttrSource
 from ...trace_result import GuardKind, Unsupported
-from ...trace_rules import torch_callable_effect
+from ...trace_rules import functorch_transform, torch_callable_effect
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
@@ -228,7 +229,7 @@ class TorchFunctionVariable(CallableVariable):
     """A function from torch, torch.nn.functional, torch.linalg, ... called as a graph op."""
 
     def call_function(self, tx, args, kwargs):
-        effect = torch_callable_effect(self.fn)
+        effect = torch_callable_effect(self.fn) or functorch_transform(self.fn)
         if effect is not None:   # decided before it runs: the call then runs once, at run time
             unsupported(effect)
         known, answer = answer_while_tracing(self.fn)
@@ -438,7 +439,32 @@ def is_torch_callable(value) -> bool:
     if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
         return True
     mod = getattr(value, "__module__", None) or ""
-    return callable(value) and (mod == "torch" or mod.startswith("torch."))
+    return callable(value) and (mod == "torch" or mod.startswith("torch.")) and _reachable_by_name(value, mod)
+
+
+# Modules whose wrappers around torch's own functions call them unchanged, so that the wrapped
+# function, named in the graph, does what the wrapper does: torch._disable_dynamo (torch._compile),
+# which importing torch._dynamo puts around torch.manual_seed and friends.
+TRANSPARENT_WRAPPER_MODULES = frozenset({"torch._compile"})
+
+
+def _reachable_by_name(value, module_name: str) -> bool:
+    """Whether `value` is what the graph's code names it by. FX emits a torch function as
+    `<__module__>.<__name__>` (a Tensor method as `torch.Tensor.<name>`, `torch._ops.<ns>` as
+    `torch.ops.<ns>`), and `functools.wraps` copies `__module__` and `__name__` from the wrapped
+    function: a wrapper made at run time (torch.vmap's, a decorator's) that calls itself
+    `torch.sum` is not torch.sum, and a node calling it by that name called the unbatched op, or a
+    name that does not exist. Only Python functions are judged so: torch's C functions and op
+    objects (torch.ops.aten.add) name themselves."""
+    if not isinstance(value, types.FunctionType) or module_name.startswith("torch._ops"):
+        return True
+    while value.__globals__.get("__name__") in TRANSPARENT_WRAPPER_MODULES and \
+            isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
+        value = value.__wrapped__   # the node calls the function it wraps, which does the same
+    name = value.__name__
+    if module_name == "torch._tensor" and value.__qualname__ == f"Tensor.{name}":
+        return inspect.getattr_static(torch.Tensor, name, None) is value
+    return getattr(sys.modules.get(module_name), name, None) is value
 
 
 def is_tensor_method(value) -> bool:
