@@ -122,10 +122,12 @@ def test_the_table_order_is_the_precedence():
 
 
 def test_an_earlier_rule_wins_over_a_later_one_that_also_applies():
-    # nn.Embedding.forward lives in torch.nn: a torch callable by its module, but a method first.
-    assert builder.WRAP_RULES[[r.name for r in builder.WRAP_RULES].index("torch function")].applies(
+    # nn.Embedding.forward is a Python function, but a built-in module's method first.
+    assert builder.WRAP_RULES[[r.name for r in builder.WRAP_RULES].index("function")].applies(
         nn.Embedding.forward, None)
     assert type(_wrap(nn.Embedding.forward)[0]).__name__ == "BuiltinModuleMethodVariable"
+    # F.relu is a Python function too, but a torch function first.
+    assert type(_wrap(torch.nn.functional.relu)[0]).__name__ == "TorchFunctionVariable"
     # torch.no_grad is a class: the context rule answers before the class rule does.
     assert type(_wrap(torch.no_grad)[0]).__name__ == "GradModeClassVariable"
     # A dict subclass object is a plain user object too, but modelled as a dict.

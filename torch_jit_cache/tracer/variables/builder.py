@@ -75,6 +75,7 @@ WRAP_RULES = (
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    WrapRule("union", lambda v, s: type(v) is types.UnionType, constant.wrap_union),
     WrapRule("enum member", lambda v, s: constant.is_enum_member(v), constant.wrap_enum_member),
     WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),
     WrapRule("device", lambda v, s: type(v) is torch.device, constant.wrap_device),

@@ -17,7 +17,7 @@ import types
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from . import dataclass_fields, polyfills
+from . import dataclass_fields, instance_checks, polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
@@ -89,21 +89,6 @@ def _range(tx, args, kwargs):
     if c is None:
         unsupported("range() over non-constant bounds")
     return RangeVariable(range(*c[0]))
-
-
-def _isinstance(tx, args, kwargs):
-    obj, cls = args
-    return ConstantVariable(issubclass(obj.python_type(), cls.as_python_constant()))
-
-
-def _issubclass(tx, args, kwargs):
-    # Classes are guarded by identity where they are read; ABCs' register() later is not seen (as
-    # for isinstance above).
-    cls, base = args
-    c = _consts(args, kwargs)
-    if c is None or not isinstance(c[0][0], type):
-        unsupported(f"issubclass({cls}, {base}) on values that are not classes")
-    return _fold(issubclass)(tx, args, kwargs)
 
 
 def _enumerate(tx, args, kwargs):
@@ -502,7 +487,7 @@ def _callable(tx, args, kwargs):
 
 
 BUILTIN_HANDLERS = {
-    len: _len, range: _range, isinstance: _isinstance, enumerate: _enumerate, zip: _zip,
+    len: _len, range: _range, isinstance: instance_checks.isinstance_, enumerate: _enumerate, zip: _zip,
     min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
     setattr: _setattr, delattr: _delattr,
     int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _text(str),
@@ -516,7 +501,7 @@ BUILTIN_HANDLERS = {
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
-    super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
+    super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
 }
 

@@ -24,6 +24,7 @@ from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable, decorate
+from .instance_checks import TypeCheckVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .tensor import is_tensor_method
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
@@ -194,6 +195,8 @@ class SuperVariable(VariableTracker):
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
         if object_hook_name(raw) is not None and hasattr(self.obj, "generic_getattr"):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
+        if raw is type.__instancecheck__ or raw is type.__subclasscheck__:   # in a metaclass's own check
+            return TypeCheckVariable(raw, self.obj)
         if mixin_of(raw) is not None:
             return MixinMethodVariable(self.obj, mixin_of(raw), name)
         if isinstance(self.obj, DictSubclassVariable) and name in DICT_READS and raw is vars(dict)[name]:

@@ -145,7 +145,8 @@ def is_constant_value(value) -> bool:
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
-    return False
+    # `int | str`: immutable, its members classes; isinstance and issubclass take it (instance_checks.py)
+    return type(value) is types.UnionType
 
 
 def is_numpy_scalar(value) -> bool:
@@ -177,6 +178,15 @@ TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
 def wrap_scalar(tx, value, source, g):
     g(GuardKind.TYPE_MATCH, type(value))
     g(GuardKind.EQUALS_MATCH, value)
+    return ConstantVariable(value, source)
+
+
+def wrap_union(tx, value, source, g):
+    # Neither weakrefable nor a value EQUALS_MATCH holds: guarded by its members, each a class
+    # by identity.
+    g(GuardKind.TYPE_MATCH, types.UnionType)
+    if g.enabled:
+        tx.wrap(value.__args__, AttrSource(source, "__args__"))
     return ConstantVariable(value, source)
 
 
