@@ -199,6 +199,11 @@ class InstructionTranslator:
     def wrap_constant(self, value):
         return variables.wrap_constant(value)
 
+    def fold(self, fn, args: list, kwargs: dict):
+        """fn(*args) on constants while tracing (variables/pure.py), offered here so that trackers
+        below pure.py (constant.py) fold without importing it."""
+        return variables.fold(self, fn, args, kwargs)
+
     def call(self, fn, args: list, kwargs: dict):
         if fn is self.NULL:
             unsupported("call of NULL (tracer bug)")

@@ -8,9 +8,10 @@ from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFuncti
                         UserMethodVariable)
 from .iterators import IteratorVariable
 from .nn_module import NNModuleVariable
+from .pure import fold
 from .tensor import TensorVariable, TorchFunctionVariable
 
-__all__ = ["VariableTracker", "wrap", "wrap_constant", "BuiltinVariable", "ConstantVariable", "CellVariable",
+__all__ = ["VariableTracker", "wrap", "wrap_constant", "fold", "BuiltinVariable", "ConstantVariable", "CellVariable",
            "DictVariable", "DictViewVariable", "IteratorVariable", "ListVariable", "RangeVariable", "TupleVariable",
            "NestedFunctionVariable", "PythonModuleVariable", "UserFunctionVariable",
            "UserMethodVariable", "NNModuleVariable", "TensorVariable", "TorchFunctionVariable"]

@@ -25,8 +25,6 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
-import math
-import operator
 import os
 import types
 from typing import Callable, NamedTuple
@@ -35,8 +33,8 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import (constant, containers, contexts, functions, new_object, nn_module, numpy_values, opaque, sets,
-               symbolic, tensor, user_object)
+from . import (constant, containers, contexts, functions, new_object, nn_module, numpy_values, opaque, pure,
+               sets, symbolic, tensor, user_object)
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value, is_stand_in
 from .containers import ListVariable, TupleVariable
@@ -61,11 +59,6 @@ def _always(value, source) -> bool:
 def _is_sequence(value, source) -> bool:
     return isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
         (isinstance(value, tuple) and hasattr(type(value), "_fields"))
-
-
-def _is_pure_function(value, source) -> bool:
-    return isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in (
-        "math", "_operator", "operator") or (isinstance(value, type(math.sqrt)) and value in vars(operator).values())
 
 
 # The order is the precedence: the first rule that applies and makes a tracker wins. Each
@@ -97,7 +90,7 @@ WRAP_RULES = (
     WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),
     WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, functions.wrap_partial),
     WrapRule("method", lambda v, s: isinstance(v, types.MethodType), functions.wrap_method),
-    WrapRule("pure function", _is_pure_function, functions.wrap_pure_function),
+    WrapRule("pure function", lambda v, s: pure.is_pure(v), functions.wrap_pure_function),
     WrapRule("class", lambda v, s: isinstance(v, type), new_object.wrap_class),
     WrapRule("print", lambda v, s: v is builtins.print, builtin_rules.wrap_print),
     # os.environ: reads are guarded constants (user_object.py)

@@ -17,15 +17,15 @@ import types
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from . import dataclass_fields, instance_checks, polyfills
+from . import dataclass_fields, instance_checks, polyfills, pure
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
                          build_ordered_dict, construct_namedtuple, dict_items, sort_order)
 from .copying import deepcopy
-from .exceptions import ExceptionVariable, constant_exception, traced_raise
-from .functions import NestedFunctionVariable, UserFunctionVariable
+from .exceptions import ExceptionVariable, traced_raise
+from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterator_type)
@@ -47,17 +47,7 @@ def _consts(args, kwargs):
 
 def _fold(fn):
     def handler(tx, args, kwargs):
-        c = _consts(args, kwargs)
-        if c is None:
-            unsupported(f"{fn.__name__}() on values that are not Python constants")
-        try:
-            return tx.wrap_constant(fn(*c[0], **c[1]))
-        except Exception as e:
-            # Python's own error on these very constants (int("x")): what eager raises.
-            made = constant_exception(tx, e)
-            if made is None:
-                unsupported(f"{fn.__name__}() raised {e!r}")
-        raise traced_raise(made)
+        return pure.fold(tx, fn, args, kwargs)
     return handler
 
 
@@ -280,10 +270,9 @@ def _user_or_fold(fn):
         if len(args) == 1 and not kwargs and getattr(args[0], "user_operators", False):
             return _of_user_object(tx, fn, args[0])
         if fn is hash and not (len(args) == 1 and args[0].is_python_constant() and
-                               type(args[0].as_python_constant()) in (int, bool, type(None))):
-            # A str's or bytes' hash differs per process (PYTHONHASHSEED): never a constant of a
-            # graph that a disk cache may load elsewhere.
-            unsupported("hash() of other than an int, a bool, None or a user object")
+                               not pure.hash_is_per_process(args[0].as_python_constant())):
+            unsupported("hash() of other than numbers, None, tuples of them or a user object "
+                        "(a str's hash differs per process)")
         return _fold(fn)(tx, args, kwargs)
     return handler
 
@@ -493,8 +482,7 @@ BUILTIN_HANDLERS = {
     int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _text(str),
     tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
     next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
-    any: _all_any(any), sorted: _sorted, round: _fold(round), divmod: _fold(divmod),
-    pow: _fold(pow), ord: _fold(ord), chr: _fold(chr), repr: _text(repr, _user_or_fold), hash: _user_or_fold(hash),
+    any: _all_any(any), sorted: _sorted, repr: _text(repr, _user_or_fold), hash: _user_or_fold(hash),
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
@@ -515,6 +503,8 @@ class BuiltinVariable(CallableVariable):
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
             return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
+        if isinstance(self.fn, type) and pure.is_pure(getattr(self.fn, name, None)):
+            return PureFunctionVariable(getattr(self.fn, name))   # str.upper, int.from_bytes
         if self.fn in (collections.OrderedDict, collections.defaultdict):
             # Handled here for their calls only: the rest of the class as any class (__name__, ...).
             return ClassVariable(self.fn, self.source).var_getattr(tx, name)

@@ -23,8 +23,9 @@ from .base import VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
-from .functions import UserMethodVariable, decorate
+from .functions import PureFunctionVariable, UserMethodVariable, decorate
 from .instance_checks import TypeCheckVariable
+from .pure import PURE_TYPES, is_pure
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .tensor import is_tensor_method
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
@@ -81,6 +82,8 @@ class ClassVariable(ConstantVariable):
         raw = type_lookup(cls, name)
         if raw is MISSING_:
             unsupported(f"attribute {name!r} of class {cls.__name__}: not in its MRO")
+        if cls in PURE_TYPES and is_pure(getattr(cls, name)):   # bytes.fromhex, complex.conjugate
+            return PureFunctionVariable(getattr(cls, name))
         if self.source is None:
             unsupported(f"attribute {name!r} of class {cls.__name__}, which has no source")
         return _class_member(tx, self, raw, AttrSource(self.source, name), None)
@@ -124,7 +127,7 @@ def enum_lookup_class(cls) -> bool:
 
 
 def _foldable_class(value) -> bool:
-    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size))
+    return any(value is c for c in (torch.finfo, torch.iinfo, torch.device, torch.Size, complex, bytes))
 
 
 def call_super(tx, args, kwargs):

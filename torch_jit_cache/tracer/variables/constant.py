@@ -104,12 +104,7 @@ class ConstantVariable(VariableTracker):
         if name == "join" and isinstance(self.value, str) and len(args) == 1 and not kwargs \
                 and not args[0].is_python_constant():   # " ".join(a generator or list of strings)
             args = [ConstantVariable(tuple(i.as_python_constant() for i in args[0].unpack(tx)))]
-        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            unsupported(f"{type(self.value).__name__}.{name} on non-constant arguments")
-        result = getattr(self.value, name)(
-            *[a.as_python_constant() for a in args],
-            **{k: v.as_python_constant() for k, v in kwargs.items()})
-        return tx.wrap_constant(result)
+        return tx.fold(getattr(self.value, name), args, kwargs)   # pure.py: why such a method is pure
 
     def identity_object(self):
         return self.value
@@ -177,6 +172,10 @@ TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
 
 def wrap_scalar(tx, value, source, g):
     g(GuardKind.TYPE_MATCH, type(value))
+    if type(value) is complex:   # EQUALS_MATCH holds ints, floats, str, ...: a complex by its parts
+        g(GuardKind.EQUALS_MATCH, value.real, AttrSource(source, "real"))
+        g(GuardKind.EQUALS_MATCH, value.imag, AttrSource(source, "imag"))
+        return ConstantVariable(value, source)
     g(GuardKind.EQUALS_MATCH, value)
     return ConstantVariable(value, source)
 

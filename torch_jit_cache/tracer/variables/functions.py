@@ -21,6 +21,7 @@ from .containers import CellVariable, DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .opaque_calls import call_opaque_function
 from .operators import OPERATOR_CALLS, call_operator
+from .pure import fold
 
 # Generators are run lazily (generators.py); coroutines are not traced.
 _NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -394,20 +395,14 @@ def is_trusted_module(module) -> bool:
 
 
 class PureFunctionVariable(CallableVariable):
-    """A pure function of constants (math.sqrt, operator.add on ints): evaluated while tracing;
-    one of the operator module on other values runs as its operator (operators.py)."""
+    """A function of pure.py's table (math.sqrt, operator.add, str.upper, struct.pack): run while
+    tracing on constants; one of the operator module on other values runs as its operator
+    (operators.py)."""
 
     def call_function(self, tx, args, kwargs):
-        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            if self.fn in OPERATOR_CALLS:
-                return call_operator(tx, self.fn, args, kwargs)
-            unsupported(f"{getattr(self.fn, '__name__', self.fn)} on non-constant arguments")
-        try:
-            result = self.fn(*[a.as_python_constant() for a in args],
-                             **{k: v.as_python_constant() for k, v in kwargs.items()})
-        except Exception as e:
-            unsupported(f"{getattr(self.fn, '__name__', self.fn)} raised {e!r}")
-        return tx.wrap_constant(result)
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]) and self.fn in OPERATOR_CALLS:
+            return call_operator(tx, self.fn, args, kwargs)
+        return fold(tx, self.fn, args, kwargs)
 
 
 class SignatureFunctionVariable(CallableVariable):
@@ -525,5 +520,15 @@ def wrap_method(tx, value, source, g):
 
 
 def wrap_pure_function(tx, value, source, g):
-    g(GuardKind.ID_MATCH, value)
+    owner = getattr(value, "__self__", None)
+    if owner is None and not hasattr(value, "__objclass__") or isinstance(owner, types.ModuleType):
+        g(GuardKind.ID_MATCH, value)   # a module's function: one object
+        return PureFunctionVariable(value, source)
+    # A method of a pure type (str.upper, int.from_bytes, "a,b".split): a descriptor no weakref
+    # reaches, or a bound method made anew at each read: guarded by its name and what holds it.
+    g(GuardKind.TYPE_MATCH, type(value))
+    if g.enabled:
+        g(GuardKind.EQUALS_MATCH, value.__name__, AttrSource(source, "__name__"))
+        holder = "__self__" if owner is not None else "__objclass__"
+        tx.wrap(getattr(value, holder), AttrSource(source, holder))
     return PureFunctionVariable(value, source)
