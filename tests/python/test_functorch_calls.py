@@ -140,3 +140,30 @@ def test_a_wrapper_is_not_the_torch_function_it_wraps():
 
     x = torch.rand(3)
     torch.testing.assert_close(tjc.compile(f)(x), f(x))
+
+
+# -- torch functions that call a Python function they are given ----------------------------------
+# torch.autograd.functional.jacobian(f, x), checkpoint(f, x): the call runs as written, at a break,
+# so f's Python effects happen once per call, as in eager (before: twice on the first call, once
+# in the trace and once in the fallback that followed).
+HIGHER_ORDER = {
+    "autograd_jacobian": lambda x: torch.autograd.functional.jacobian(_counted, x),
+    "autograd_vjp": lambda x: torch.autograd.functional.vjp(_counted, x, torch.ones(3))[1],
+    "autograd_hessian": lambda x: torch.autograd.functional.hessian(lambda t: _counted(t).sum(), x),
+    "checkpoint_function": lambda x: torch.utils.checkpoint.checkpoint(_counted, x, use_reentrant=False),
+    "checkpoint_module": lambda x: torch.utils.checkpoint.checkpoint(_Counting(), x, use_reentrant=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HIGHER_ORDER))
+def test_torch_function_given_a_python_function_runs_it_once(name):
+    fn = HIGHER_ORDER[name]
+    compiled = tjc.compile(fn)
+    for _ in range(2):
+        x = torch.rand(3)
+        expected, expected_calls = _run(fn, x)
+        got, got_calls = _run(compiled, x)
+        torch.testing.assert_close(got, expected)
+        assert got_calls == expected_calls
+    report = tjc.explain(fn)(torch.rand(3))
+    assert report.fallbacks == [] and any("Python callable" in r for r in report.break_reasons)

@@ -11,6 +11,7 @@ fake_shapes.py: the graph computes them, nothing guards them).
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -249,6 +250,13 @@ class TorchFunctionVariable(CallableVariable):
             # torch.Tensor.add_(x, y) is x.add_(y): the method, with what the tracer knows of
             # methods (in-place updates, size reads, properties no guard checks).
             return args[0].call_method(tx, self.fn.__name__, args[1:], kwargs)
+        python = next((a for a in [*args, *kwargs.values()] if _is_python_callable(a)), None)
+        if python is not None:
+            # torch.autograd.functional.jacobian(f, x), checkpoint(f, x): run on the examples, f's
+            # Python would run while tracing (its effects once, at trace time) and the node would
+            # hold f. The call runs as written; f is compiled as its own frame when it is called.
+            unsupported(f"{getattr(self.fn, '__name__', self.fn)}() is given the Python callable {python} "
+                        "(it would run while tracing)")
         return call_op(tx, self.fn, args, kwargs)
 
     def __repr__(self):
@@ -256,6 +264,15 @@ class TorchFunctionVariable(CallableVariable):
 
     def require_guardable(self, what, name):
         pass   # by identity
+
+
+def _is_python_callable(v) -> bool:
+    """Whether tracker `v` is a function, method, partial or module whose call runs Python code."""
+    try:
+        t = v.python_type()
+    except Unsupported:
+        return False
+    return issubclass(t, (types.FunctionType, types.MethodType, functools.partial, torch.nn.Module))
 
 
 # torch's checks on symbolic values, as users write them next to `.item()` (torch._check(n <= T)).
@@ -458,13 +475,18 @@ def _reachable_by_name(value, module_name: str) -> bool:
     objects (torch.ops.aten.add) name themselves."""
     if not isinstance(value, types.FunctionType) or module_name.startswith("torch._ops"):
         return True
-    while value.__globals__.get("__name__") in TRANSPARENT_WRAPPER_MODULES and \
-            isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
-        value = value.__wrapped__   # the node calls the function it wraps, which does the same
-    name = value.__name__
-    if module_name == "torch._tensor" and value.__qualname__ == f"Tensor.{name}":
-        return inspect.getattr_static(torch.Tensor, name, None) is value
-    return getattr(sys.modules.get(module_name), name, None) is value
+    while True:
+        name = value.__name__
+        if module_name == "torch._tensor" and value.__qualname__ == f"Tensor.{name}":
+            if inspect.getattr_static(torch.Tensor, name, None) is value:
+                return True
+        elif getattr(sys.modules.get(module_name), name, None) is value:
+            return True
+        wrapped = getattr(value, "__wrapped__", None)
+        if value.__globals__.get("__name__") not in TRANSPARENT_WRAPPER_MODULES or \
+                not isinstance(wrapped, types.FunctionType):
+            return False
+        value = wrapped   # the node calls the function it wraps, which does the same
 
 
 def is_tensor_method(value) -> bool:
