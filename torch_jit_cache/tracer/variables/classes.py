@@ -192,7 +192,8 @@ class SuperVariable(VariableTracker):
             owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
-        if object_hook_name(raw) is not None and hasattr(self.obj, "generic_getattr"):
+        if object_hook_name(raw) is not None and (hasattr(self.obj, "generic_getattr") or
+                                                  hasattr(self.obj, "object_getattr")):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
         if mixin_of(raw) is not None:
             return MixinMethodVariable(self.obj, mixin_of(raw), name)
