@@ -22,7 +22,7 @@ import types
 
 from ...attribute_lookup import (GENERIC_GETATTRIBUTE, TRUSTED_GETATTRIBUTE, Where, generic_lookup, instance_dict,
                                  is_descriptor, lookup, resolved_name, type_lookup)
-from ...sources import AttrSource, ItemSource
+from ...sources import AttrSource, InstanceDictSource, ItemSource, TypeSource
 from ...trace_result import GuardKind
 from .base import TracedAttributeError, traced, unsupported
 from .constant import ConstantVariable
@@ -60,11 +60,11 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
                 unsupported(f"property {cls_name}.{name} has no Python getter")
             # Guarded where Python finds it (type(obj).name.fget): replacing the property on the
             # class fails the guard instead of running the old getter.
-            getter = AttrSource(AttrSource(AttrSource(var.source, "__class__"), found.name), "fget")
+            getter = AttrSource(AttrSource(type_source(var.source, type(obj)), found.name), "fget")
             return tx.call(tx.wrap(value.fget, getter), [var], {})
         if name == "__class__" and isinstance(value, types.GetSetDescriptorType) and \
                 value.__objclass__ is object:
-            return tx.wrap(type(obj), AttrSource(var.source, "__class__"))
+            return tx.wrap(type(obj), type_source(var.source, type(obj)))
         if isinstance(value, types.MemberDescriptorType) and not exact:
             try:
                 return tx.wrap(getattr(obj, name), source)  # a __slots__ member
@@ -74,10 +74,10 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
             return descriptor_get(tx, var, obj, found.name)
         unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a data descriptor)")
     if where is Where.INSTANCE_DICT:
-        return tx.wrap(value, ItemSource(AttrSource(var.source, "__dict__"), name) if exact else source)
+        return tx.wrap(value, ItemSource(InstanceDictSource(var.source), name) if exact else source)
     if where is Where.CLASS:
         if exact:   # the name is not in the instance __dict__ now: its keys pinned
-            _pin_keys(tx, var, instance_dict(obj) or {}, ())
+            _pin_keys(tx, var, instance_dict(obj) or {}, (), type(obj))
         if isinstance(value, types.FunctionType):
             if exact:
                 raw = class_dict_source(var.source, type(obj), found.name)
@@ -94,7 +94,7 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
                                                           "__func__"))
             return tx.wrap(value.__func__, source)
         if isinstance(value, classmethod) and isinstance(value.__func__, types.FunctionType):
-            cls = tx.wrap(type(obj), AttrSource(var.source, "__class__"))
+            cls = tx.wrap(type(obj), type_source(var.source, type(obj)))
             if exact:
                 fsrc = AttrSource(class_dict_source(var.source, type(obj), found.name), "__func__")
                 tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value.__func__)
@@ -103,6 +103,8 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
             tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value.__func__)
             return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), cls, source)
         if has_python_descriptor_method(value, "__get__"):
+            if not exact and instance_dict(obj) is not None:   # the instance __dict__ would win
+                _pin_keys(tx, var, instance_dict(obj), (), type(obj))
             return descriptor_get(tx, var, obj, found.name)
         if is_descriptor(value):
             unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a descriptor)")
@@ -119,10 +121,21 @@ def _missing(tx, var, obj, name: str):
     guarded by the instance __dict__'s keys (the class by the object's type guard)."""
     d = instance_dict(obj)
     if d is not None:
-        _pin_keys(tx, var, d, ())
+        _pin_keys(tx, var, d, (), type(obj))
     message = f"{type(obj).__name__!r} object has no attribute {name!r}"
     raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError,
                  [ConstantVariable(message)])
+
+
+def type_source(source, cls: type):
+    """type(obj) for the object at `source` of type `cls`: `obj.__class__` (the guard text users
+    know), or, where the class has its own __getattribute__, `type(obj)` (the hook not run)."""
+    return TypeSource(source) if has_own_getattribute(cls) else AttrSource(source, "__class__")
+
+
+def dict_source(source, cls: type):
+    """obj.__dict__ for the object at `source`, read as type_source reads its class."""
+    return InstanceDictSource(source) if has_own_getattribute(cls) else AttrSource(source, "__dict__")
 
 
 def has_own_getattribute(cls: type) -> bool:
@@ -144,7 +157,7 @@ def class_dict_source(source, cls: type, name: str):
     descriptor's __get__ runs to read it), for the object at `source` of the guarded type `cls`."""
     for i, klass in enumerate(cls.__mro__):
         if name in vars(klass):
-            mro = AttrSource(AttrSource(source, "__class__"), "__mro__")
+            mro = AttrSource(type_source(source, cls), "__mro__")
             return ItemSource(AttrSource(ItemSource(mro, i), "__dict__"), name)
     raise KeyError(name)
 
@@ -166,13 +179,13 @@ def descriptor_call(tx, var, obj, name: str, method: str, args: list):
     if not isinstance(fn, types.FunctionType):
         unsupported(f"descriptor {type(obj).__name__}.{name}: its {method} is not a Python function")
     d_var = tx.wrap(raw, d_source)
-    method_var = tx.wrap(fn, AttrSource(AttrSource(d_source, "__class__"), method))
+    method_var = tx.wrap(fn, AttrSource(type_source(d_source, type(raw)), method))
     return tx.call(method_var, [d_var, var, *args], {})
 
 
 def descriptor_get(tx, var, obj, name: str):
     """`obj.name` through the user descriptor type(obj).name: its __get__(obj, type(obj)), traced."""
-    owner = tx.wrap(type(obj), AttrSource(var.source, "__class__"))
+    owner = tx.wrap(type(obj), type_source(var.source, type(obj)))
     return descriptor_call(tx, var, obj, name, "__get__", [owner])
 
 
@@ -203,13 +216,14 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
     return False
 
 
-def _pin_keys(tx, var, d: dict, stores: tuple) -> None:
-    """Guard the keys of the instance __dict__ `d` of `var`, and of the `stores` dicts in it."""
-    dict_source = AttrSource(var.source, "__dict__")
-    tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
+def _pin_keys(tx, var, d: dict, stores: tuple, cls: type | None = None) -> None:
+    """Guard the keys of the instance __dict__ `d` of `var` (of type `cls`, where it may have its
+    own __getattribute__: dict_source), and of the `stores` dicts in it."""
+    source = AttrSource(var.source, "__dict__") if cls is None else dict_source(var.source, cls)
+    tx.output.add_guard(source, GuardKind.DICT_KEYS, tuple(d))
     for store in stores:
         if store in d:
-            tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
+            tx.output.add_guard(ItemSource(source, store), GuardKind.DICT_KEYS, tuple(d[store]))
 
 
 def _check_plain(var, obj, name: str, hook: str, impl) -> None:

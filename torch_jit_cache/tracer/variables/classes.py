@@ -19,6 +19,7 @@ import torch
 from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
+from .attribute import type_source
 from .base import VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
@@ -173,7 +174,7 @@ class SuperVariable(VariableTracker):
         # type(obj) through a source: the object's own (`L['self'].__class__`), or, for an object
         # built in the trace (new_object.py), the class it was built from, guarded by identity.
         if self.obj.source is not None:
-            class_source = AttrSource(self.obj.source, "__class__")
+            class_source = type_source(self.obj.source, objtype)
         elif cls_var is not None and cls_var.source is not None:
             class_source = cls_var.source
         else:

@@ -34,8 +34,8 @@ import types
 from ...attribute_lookup import MISSING, instance_dict, is_data_descriptor, resolved_name, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import EffectKind, GuardKind, SourceOutput
-from .attribute import (_pin_keys, descriptor_call, has_own_getattribute, has_python_descriptor_method,
-                        read_attribute)
+from .attribute import (_pin_keys, descriptor_call, dict_source, has_own_getattribute,
+                        has_python_descriptor_method, read_attribute, type_source)
 from .base import TracedAttributeError, TracedKeyError, VariableTracker, traced, unsupported
 from .constant import ConstantVariable
 
@@ -126,7 +126,7 @@ def object_store(tx, var, name: str, value, kind=EffectKind.OBJECT_SET_ATTR) -> 
     if type(attr) is property:
         if not isinstance(attr.fset, types.FunctionType):
             unsupported(f"store to {cls.__name__}.{name}: a property without a Python setter")
-        setter = tx.wrap(attr.fset, AttrSource(AttrSource(AttrSource(var.source, "__class__"), name), "fset"))
+        setter = tx.wrap(attr.fset, AttrSource(AttrSource(type_source(var.source, cls), name), "fset"))
         tx.call(setter, [var, value], {})
         return
     if attr is not None and has_python_descriptor_method(attr, "__set__"):
@@ -149,7 +149,7 @@ def object_delete(tx, var, name: str, kind=EffectKind.OBJECT_DEL_ATTR) -> None:
     if type(attr) is property:
         if not isinstance(attr.fdel, types.FunctionType):
             unsupported(f"deletion of {cls.__name__}.{name}: a property without a Python deleter")
-        deleter = tx.wrap(attr.fdel, AttrSource(AttrSource(AttrSource(var.source, "__class__"), name), "fdel"))
+        deleter = tx.wrap(attr.fdel, AttrSource(AttrSource(type_source(var.source, cls), name), "fdel"))
         tx.call(deleter, [var], {})
         return
     if attr is not None and has_python_descriptor_method(attr, "__delete__"):
@@ -164,7 +164,7 @@ def object_delete(tx, var, name: str, kind=EffectKind.OBJECT_DEL_ATTR) -> None:
         d = instance_dict(obj)
         if d is None or name not in d:
             unsupported(f"AttributeError: deletion of {cls.__name__}.{name}, which is not in its __dict__")
-        _pin_keys(tx, var, d, ())
+        _pin_keys(tx, var, d, (), cls)
     effects.delete_attr(var, obj, name, by_identity=False, kind=kind)
 
 
@@ -172,7 +172,7 @@ class InstanceDictView(VariableTracker):
     """`obj.__dict__` of a user object read from the frame (see the module's comment)."""
 
     def __init__(self, obj_var):
-        super().__init__(AttrSource(obj_var.source, "__dict__") if obj_var.source is not None else None)
+        super().__init__(dict_source(obj_var.source, type(obj_var.value)) if obj_var.source is not None else None)
         self.obj = obj_var
 
     def python_type(self):
@@ -198,7 +198,7 @@ class InstanceDictView(VariableTracker):
         d = instance_dict(obj)
         if name in d:   # its value's guard fails when the key goes
             return True, tx.wrap(d[name], ItemSource(self.source, name))
-        _pin_keys(tx, self.obj, d, ())
+        _pin_keys(tx, self.obj, d, (), type(obj))
         return False, None
 
     def contains(self, tx, item) -> bool:

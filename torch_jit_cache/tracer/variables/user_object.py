@@ -28,6 +28,7 @@ were replayed (side_effects.py).
 """
 from __future__ import annotations
 
+import abc
 import collections.abc
 import inspect
 import types
@@ -38,7 +39,7 @@ from ...attribute_lookup import MISSING, Where, instance_dict, lookup, type_look
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from . import object_protocol, polyfills
-from .attribute import has_attribute, read_attribute
+from .attribute import has_attribute, read_attribute, type_source
 from .base import TracedAttributeError, TracedIndexError, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable
@@ -55,6 +56,16 @@ def is_plain_user_object(value) -> bool:
     if cls.__module__ in ("builtins",) or instance_dict(value) is None and not _has_slots(cls):
         return False
     return object_protocol.hook_refusal(cls) is None
+
+
+def has_attribute_hooks(value) -> bool:
+    """A plain user object (not a dict, tensor or module) whose class has a __getattribute__ or
+    __getattr__ of its own, decided from type(value) alone (no hook runs)."""
+    cls = type(value)
+    if not cls.__flags__ & _HEAPTYPE or type(cls) not in (type, abc.ABCMeta) or \
+            issubclass(cls, (dict, torch.Tensor, torch.nn.Module)):
+        return False
+    return object_protocol.has_hooks(cls) and is_plain_user_object(value)
 
 
 def _has_slots(cls: type) -> bool:
@@ -114,7 +125,7 @@ class UserObjectVariable(VariableTracker):
         fn = type_lookup(type(self.value), name)
         if not isinstance(fn, types.FunctionType):
             return None
-        return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
+        return tx.wrap(fn, AttrSource(type_source(self.source, type(self.value)), name))
 
     def call_function(self, tx, args, kwargs):
         fn = self.special_method(tx, "__call__")
@@ -168,7 +179,7 @@ class UserObjectVariable(VariableTracker):
         fn = type_lookup(type(self.value), name)
         if not isinstance(fn, types.FunctionType):
             unsupported(f"{type(self.value).__name__}.{name} is not a Python function")
-        return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
+        return tx.wrap(fn, AttrSource(type_source(self.source, type(self.value)), name))
 
     def reconstruct(self, outputs):
         # The very object, loaded again: attribute stores the trace made are replayed on it first
