@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import abc
 import collections.abc
-import inspect
 import types
 
 import torch
@@ -45,8 +44,6 @@ from .constant import ConstantVariable
 from .containers import TupleVariable
 from .functions import UserFunctionVariable
 from .operators import getitem
-
-_MISSING = object()
 
 
 def is_plain_user_object(value) -> bool:
@@ -343,31 +340,11 @@ def is_dict_subclass_object(value) -> bool:
 
 
 class DictSubclassVariable(UserObjectVariable):
-    def var_getattr(self, tx, name: str) -> VariableTracker:
-        # The type's __getattribute__ and __getattr__, as Python's slot runs them (object_protocol.py).
-        return object_protocol.get_attribute(tx, self, name, lambda n: self.plain_getattr(tx, n))
-
-    def object_getattr(self, tx, name: str) -> VariableTracker:
-        """object.__getattribute__(obj, name), from the class's own hook (object_hooks.py)."""
-        return object_protocol.object_getattr(tx, self, name)
-
-    def object_setattr(self, tx, name: str, value) -> None:
-        object_protocol.object_store(tx, self, name, value)
-
-    def object_delattr(self, tx, name: str) -> None:
-        object_protocol.object_delete(tx, self, name)
-
-    def getattr_or(self, tx, name: str, default) -> VariableTracker:
-        """getattr(obj, name, default): the lookup run once, its AttributeError caught."""
-        value, found = catching_raise(tx, lambda: self.var_getattr(tx, name), TracedAttributeError)
-        return value if found else default
-
     def plain_getattr(self, tx, name: str) -> VariableTracker:
-        """`obj.name` where the type's __getattribute__ is object's or a trusted renaming."""
         found = lookup(self.value, name)
         if found.where is Where.CLASS and name in DICT_READS and found.value is vars(dict)[name]:
             return DictReadVariable(self, name)
-        return super().var_getattr(tx, name)
+        return super().plain_getattr(tx, name)
 
     def getitem(self, tx, key) -> VariableTracker:
         if type_lookup(type(self.value), "__getitem__") is vars(dict)["__getitem__"]:
