@@ -116,7 +116,7 @@ def test_getattr_over_an_internal_dict_is_traced_with_hasattr_and_getattr_defaul
 def test_getattr_answers_follow_the_object_and_the_class_between_calls():
     def fn(m, x):
         return x * getattr(m, "hidden", 10)
-    compiled = tjc.compile(fn, backend="eager")
+    compiled = CompiledCalls(fn)
     x = torch.ones(2)
     a = ConfigHolder(hidden=3)
     same(compiled(a, x), fn(a, x))
@@ -133,6 +133,9 @@ def test_getattr_answers_follow_the_object_and_the_class_between_calls():
             return 9
     e = Sub(hidden=3)
     same(compiled(e, x), fn(e, x))
+    # One graph per case that changed what the trace read (b's value, c's missing key, d's
+    # instance attribute, e's class); none broke.
+    compiled.check(graphs=5, breaks=0)
 
 
 # -- __setattr__ / __delattr__ written in Python ------------------------------------------------
@@ -213,13 +216,14 @@ def test_user_descriptors_and_property_setters_are_traced():
 def test_a_non_data_descriptor_loses_to_the_instance_dict_and_recompiles():
     def fn(o, x):
         return x * o.twice
-    compiled = tjc.compile(fn, backend="eager")
+    compiled = CompiledCalls(fn)
     x = torch.ones(2)
     a = WithDescriptors()
     same(compiled(a, x), fn(a, x))
     b = WithDescriptors()
     b.__dict__["twice"] = 100      # the instance __dict__ now wins over the non-data descriptor
     same(compiled(b, x), fn(b, x))
+    compiled.check(graphs=2, breaks=0, recompiles=1)
 
 
 # -- __slots__ -----------------------------------------------------------------------------------
