@@ -138,6 +138,21 @@ def test_getattr_answers_follow_the_object_and_the_class_between_calls():
     compiled.check(graphs=5, breaks=0)
 
 
+class CopyAnswering(ConfigHolder):
+    def __getattr__(self, name):   # deepcopy asks for __deepcopy__, which only this answers
+        if name == "__deepcopy__":
+            return lambda memo: ("copied", self.hidden)
+        return super().__getattr__(name)
+
+
+def test_deepcopy_asks_getattr_for_deepcopy_as_python_does():
+    def fn(m, x):
+        return x * m.hidden, copy.deepcopy(m)
+    m = CopyAnswering(hidden=2)
+    compiled = tjc.compile(fn, backend="eager")
+    same(compiled(m, torch.ones(2)), fn(m, torch.ones(2)))
+
+
 # -- __setattr__ / __delattr__ written in Python ------------------------------------------------
 
 class Validating:
