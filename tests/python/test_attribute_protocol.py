@@ -153,6 +153,36 @@ def test_deepcopy_asks_getattr_for_deepcopy_as_python_does():
     same(compiled(m, torch.ones(2)), fn(m, torch.ones(2)))
 
 
+class ModelMixinLike(torch.nn.Module):
+    """diffusers' ModelMixin, reduced: config names through its own __getattr__, then nn.Module's."""
+    def __init__(self):
+        super().__init__()
+        self._internal_dict = {"scale": 3, "sample_size": 4}
+        self.proj = torch.nn.Linear(2, 2)
+
+    def __getattr__(self, name):
+        is_in_config = "_internal_dict" in self.__dict__ and name in self.__dict__["_internal_dict"]
+        is_attribute = name in self.__dict__
+        if is_in_config and not is_attribute:
+            return self._internal_dict[name]
+        return super().__getattr__(name)
+
+    def forward(self, x):
+        return self.proj(x) * self.scale + self.sample_size
+
+
+def test_a_module_getattr_over_its_config_is_traced_before_nn_modules():
+    model = ModelMixinLike()
+    x = torch.randn(3, 2)
+    calls = CompiledCalls(model)
+    for _ in range(2):
+        same(calls(x), model(x))
+    calls.check(graphs=1, breaks=0)
+    model._internal_dict["scale"] = 5          # a config value read through the hook: guarded
+    same(calls(x), model(x))
+    calls.check(graphs=2, breaks=0)
+
+
 # -- __setattr__ / __delattr__ written in Python ------------------------------------------------
 
 class Validating:

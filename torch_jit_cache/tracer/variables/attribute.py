@@ -65,6 +65,9 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
         if name == "__class__" and isinstance(value, types.GetSetDescriptorType) and \
                 value.__objclass__ is object:
             return tx.wrap(type(obj), type_source(var.source, type(obj)))
+        if name == "__dict__" and isinstance(value, types.GetSetDescriptorType):
+            from .object_protocol import InstanceDictView   # it builds on this module
+            return InstanceDictView(var, obj)
         if isinstance(value, types.MemberDescriptorType) and not exact:
             try:
                 return tx.wrap(getattr(obj, name), source)  # a __slots__ member

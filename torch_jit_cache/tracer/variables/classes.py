@@ -202,6 +202,8 @@ class SuperVariable(VariableTracker):
             return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)
+        if name == "__getattr__" and raw is torch.nn.Module.__getattr__ and hasattr(self.obj, "_module_getattr"):
+            return _ModuleGetattr(self.obj)   # from a module class's own __getattr__
         if isinstance(raw, types.FunctionType) and hasattr(self.obj, "module_call") and \
                 issubclass(mro[i], torch.nn.Module) and mro[i].__module__.startswith("torch.nn"):
             # super().forward(x) in a subclass of nn.Embedding, nn.Linear, ...: the built-in
@@ -212,6 +214,19 @@ class SuperVariable(VariableTracker):
 
     def __repr__(self):
         return f"SuperVariable({self.cls.__name__}, {self.obj!r})"
+
+
+class _ModuleGetattr(VariableTracker):
+    """super().__getattr__(name) reaching nn.Module.__getattr__: _parameters, _buffers, _modules."""
+
+    def __init__(self, module_var):
+        super().__init__(None)
+        self.module_var = module_var
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not args[0].is_python_constant():
+            unsupported("nn.Module.__getattr__ with other than one constant name")
+        return self.module_var._module_getattr(tx, args[0].as_python_constant(), torch.nn.Module.__getattr__)
 
 
 class _ModuleCall(VariableTracker):

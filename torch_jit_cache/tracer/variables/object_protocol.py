@@ -70,7 +70,7 @@ def get_attribute(tx, var, name: str, plain):
         if has_own_getattribute(cls):
             return tx.call(var.type_method(tx, "__getattribute__"), [var, ConstantVariable(name)], {})
         if name == "__dict__" and resolved_name(var.value, name) == name:
-            return InstanceDictView(var)
+            return InstanceDictView(var, var.value)
         return plain(name)
 
     if type_lookup(cls, "__getattr__") is MISSING:
@@ -82,10 +82,21 @@ def get_attribute(tx, var, name: str, plain):
     return tx.call(var.type_method(tx, "__getattr__"), [var, ConstantVariable(name)], {})
 
 
+def module_getattr(tx, var, name: str, hook):
+    """type(m).__getattr__(m, name) for an nn.Module whose class writes its own in Python
+    (diffusers' ModelMixin: its config's names, then `super().__getattr__`, nn.Module's, which
+    classes.py hands back to `var._module_getattr`), reached where normal lookup found nothing."""
+    cls = type(var.module)
+    if not isinstance(hook, types.FunctionType) or (hook.__module__ or "").startswith("torch"):
+        unsupported(f"attribute {name!r} of {cls.__name__}, whose __getattr__ is {hook!r}")
+    fn = tx.wrap(hook, AttrSource(AttrSource(var.source, "__class__"), "__getattr__"))
+    return tx.call(fn, [var, ConstantVariable(name)], {})
+
+
 def object_getattr(tx, var, name: str):
     """object.__getattribute__(obj, name), called from the type's own hook."""
     if name == "__dict__":
-        return InstanceDictView(var)
+        return InstanceDictView(var, var.value)
     return read_attribute(tx, var, var.value, name, generic=True)
 
 
@@ -169,11 +180,12 @@ def object_delete(tx, var, name: str, kind=EffectKind.OBJECT_DEL_ATTR) -> None:
 
 
 class InstanceDictView(VariableTracker):
-    """`obj.__dict__` of a user object read from the frame (see the module's comment)."""
+    """`obj.__dict__` of a user object or module read from the frame (see the module's comment);
+    `real` is the object."""
 
-    def __init__(self, obj_var):
-        super().__init__(dict_source(obj_var.source, type(obj_var.value)) if obj_var.source is not None else None)
-        self.obj = obj_var
+    def __init__(self, obj_var, real):
+        super().__init__(dict_source(obj_var.source, type(real)) if obj_var.source is not None else None)
+        self.obj, self.real = obj_var, real
 
     def python_type(self):
         return dict
@@ -189,7 +201,7 @@ class InstanceDictView(VariableTracker):
 
     def read(self, tx, key):
         """(found, value tracker or None) for `obj.__dict__[key]`, guarded on what was read."""
-        name, obj = self._key(key), self.obj.value
+        name, obj = self._key(key), self.real
         effects = tx.output.side_effects
         if effects.has_attr_effect(self.obj, obj, name):
             if _data_descriptor(type(obj), name) is not None:
@@ -214,7 +226,9 @@ class InstanceDictView(VariableTracker):
 
     def setitem(self, tx, key, value) -> None:
         name = self._key(key)
-        if _data_descriptor(type(self.obj.value), name) is not None:
+        if not hasattr(self.obj, "object_setattr"):
+            unsupported(f"{self}[{name!r}] = ...: a module's __dict__ (its stores are nn.Module's)")
+        if _data_descriptor(type(self.real), name) is not None:
             unsupported(f"{self}[{name!r}] = ...: the type has a data descriptor {name!r}, which "
                         "object.__setattr__ would run")
         object_store(tx, self.obj, name, value)
