@@ -145,10 +145,17 @@ def resolved_name(obj, name: str) -> str | None:
 
 def lookup(obj, name: str) -> Found:
     """Where Python's `getattr(obj, name)` finds its answer (without running any descriptor)."""
-    cls = type(obj)
     name = resolved_name(obj, name)
     if name is None:
         return Found(Where.CUSTOM)
+    return generic_lookup(obj, name)
+
+
+def generic_lookup(obj, name: str) -> Found:
+    """Where object.__getattribute__(obj, name) finds its answer, then the type's __getattr__ (what
+    Python's slot asks when that raises): the order above, whatever the type's own
+    __getattribute__ is (a class's Python hook that calls object's reaches exactly this)."""
+    cls = type(obj)
     attr = type_lookup(cls, name)
     if attr is not MISSING and is_data_descriptor(attr):
         return Found(Where.DATA_DESCRIPTOR, attr, name)

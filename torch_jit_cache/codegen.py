@@ -234,6 +234,12 @@ _REPLAY = {
         em.emit("LOAD_FAST", value), em.emit("LOAD_FAST", target), em.emit("STORE_ATTR", name)),
     EffectKind.DEL_ATTR: lambda em, name, target, value: (
         em.emit("LOAD_FAST", target), em.emit("DELETE_ATTR", name)),
+    EffectKind.OBJECT_SET_ATTR: lambda em, name, target, value: (
+        em.call_const_with(object.__setattr__, [lambda: em.emit("LOAD_FAST", target), lambda: em.const(name),
+                                                lambda: em.emit("LOAD_FAST", value)]), em.emit("POP_TOP")),
+    EffectKind.OBJECT_DEL_ATTR: lambda em, name, target, value: (
+        em.call_const_with(object.__delattr__, [lambda: em.emit("LOAD_FAST", target), lambda: em.const(name)]),
+        em.emit("POP_TOP")),
     EffectKind.SET_GLOBAL: lambda em, name, target, value: (
         em.emit("LOAD_FAST", value), em.emit("STORE_GLOBAL", name)),
     EffectKind.DEL_GLOBAL: lambda em, name, target, value: em.emit("DELETE_GLOBAL", name),

@@ -286,9 +286,11 @@ class FramePlan:
 def _any_marked(value, depth: int = 0) -> bool:
     import torch
 
-    if isinstance(value, torch.Tensor):
+    # By type(value), never isinstance: that asks a user object's own __getattribute__ for
+    # __class__, running user code at every compile (object_protocol.py traces those hooks).
+    if issubclass(type(value), torch.Tensor):
         return is_marked(value)
-    if depth < 2 and isinstance(value, (tuple, list)):
+    if depth < 2 and issubclass(type(value), (tuple, list)):
         return any(_any_marked(v, depth + 1) for v in value)
     if depth < 2 and type(value) is dict:
         return any(_any_marked(v, depth + 1) for v in value.values())

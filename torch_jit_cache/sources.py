@@ -242,6 +242,49 @@ class ItemSource(ChainedSource):
 
 
 @dataclasses.dataclass(frozen=True)
+class InstanceDictSource(ChainedSource):
+    """The base's instance __dict__ as object's lookup finds it (`vars(x)`), read without running
+    the class's own __getattribute__: a guard on an object whose class hook the tracer followed
+    must not run that hook again (it may count, log or answer otherwise)."""
+
+    def name(self) -> str:
+        return f"vars({self.base.name()})"
+
+    def load_step(self, value: Any) -> Any:
+        return object.__getattribute__(value, "__dict__")
+
+    def emit_load(self, em) -> None:
+        em.call_const_with(object.__getattribute__, [lambda: self.base.emit_load(em), lambda: em.const("__dict__")])
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+    def guard_node(self, parent):
+        return parent.instance_dict()
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeSource(ChainedSource):
+    """type(base): the class, read without the `__class__` lookup a class's own __getattribute__
+    would answer."""
+
+    def name(self) -> str:
+        return f"type({self.base.name()})"
+
+    def load_step(self, value: Any) -> Any:
+        return type(value)
+
+    def emit_load(self, em) -> None:
+        em.call_const_with(type, [lambda: self.base.emit_load(em)])
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+    def guard_node(self, parent):
+        return parent.type()
+
+
+@dataclasses.dataclass(frozen=True)
 class ComputedSource(ChainedSource):
     """fn(the base's value, *args): a value the compiled code computes at call time from one the
     frame reaches, with a function of the compiler's (FSDP2's local shard of a parameter, with its

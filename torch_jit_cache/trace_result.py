@@ -211,6 +211,11 @@ class EffectKind(enum.Enum):
     `target` and `value` are output specs, `name` an attribute or global name."""
     SET_ATTR = "setattr"         # target.name = value (the type's own __setattr__ runs)
     DEL_ATTR = "delattr"         # del target.name
+    # object.__setattr__(target, name, value) / object.__delattr__(target, name): a store a class's
+    # own __setattr__/__delattr__ (traced) made through object's; replaying it with the class's
+    # hook would run that hook a second time.
+    OBJECT_SET_ATTR = "object_setattr"
+    OBJECT_DEL_ATTR = "object_delattr"
     SET_GLOBAL = "set_global"    # global name = value, in the frame's globals
     DEL_GLOBAL = "del_global"    # del global name
     SET_CELL = "set_cell"        # the frame's own cell `name` = value

@@ -154,6 +154,10 @@ PyObject* Accessor::fetch(PyObject* parent, const FrameView& view) const noexcep
       return PyObject_GetAttr(parent, name_or_key_.ptr());
     case AccessorKind::kItem:
       return fetch_item(parent);
+    case AccessorKind::kInstanceDict:
+      // The __dict__ slot itself (object's generic getter, made on first use as Python makes it);
+      // AttributeError for an object without one. No class hook runs.
+      return PyObject_GenericGetDict(parent, nullptr);  // new ref
     case AccessorKind::kType: {
       PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(parent));
       Py_INCREF(type);

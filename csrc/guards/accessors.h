@@ -1,7 +1,7 @@
 // Accessor: how a guard manager's value is reached from its parent's value or from the frame.
 //
 // Kinds: local(name), global_(name), builtin(name), closure(name) read the FrameView (children of
-// the root only); attr(name), item(key), type() read the parent's value. Each kind is one row of
+// the root only); attr(name), item(key), instance_dict(), type() read the parent's value. Each kind is one row of
 // kAccessorSpecs below (its builder name, what it reads and takes, its source text, its docs) plus
 // one case of fetch(). An accessor is a small value type switched on by kind: no virtual call per
 // fetch.
@@ -30,7 +30,9 @@ namespace py = pybind11;
 
 // Keep kType last (kLastAccessorKind); a new kind needs its row in kAccessorSpecs and its fetch()
 // case (the switch warns, and -Werror stops the build, when one is missing).
-enum class AccessorKind : uint8_t { kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kType };
+enum class AccessorKind : uint8_t {
+  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType
+};
 inline constexpr AccessorKind kLastAccessorKind = AccessorKind::kType;
 
 // What an accessor reads its value from.
@@ -81,6 +83,10 @@ inline constexpr AccessorSpec kAccessorSpecs[] = {
      "g.local('self').attr('fc')", "Child reading getattr(value, name)."},
     {AccessorKind::kItem, "item", Reads::kParent, Operand::kKey, FrameSlot::kNone, "", "[", "]",
      "g.local('d').item('k')", "Child reading value[key]; key must be an immutable builtin."},
+    {AccessorKind::kInstanceDict, "instance_dict", Reads::kParent, Operand::kNone, FrameSlot::kNone, "vars(",
+     "", ")", "g.local('obj').instance_dict()",
+     "Child reading the value's instance __dict__ as object's lookup finds it, without running the "
+     "class's own __getattribute__ (vars(value) for a class whose hook a guard must not run)."},
     {AccessorKind::kType, "type", Reads::kParent, Operand::kNone, FrameSlot::kNone, "type(", "", ")",
      "g.local('x').type()", "Child reading type(value)."},
 };

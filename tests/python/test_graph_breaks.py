@@ -145,14 +145,11 @@ def test_unsupported_builtin():
     check_graphs_and_breaks(_builtin, torch.randn(4), graphs=2, breaks=1)
 
 
-class _Opaque:
-    __slots__ = ("n",)   # no __dict__: not a plain user object, so opaque to the tracer
-
-    def __init__(self, n):
-        self.n = n
+class _Opaque(float):
+    __slots__ = ()   # a builtin's subclass without a __dict__: not a plain user object, so opaque
 
     def scale(self):
-        return self.n
+        return float(self)
 
 
 def _uses_opaque(x, obj, dq):
@@ -176,15 +173,13 @@ def test_opaque_values_break_where_used_and_their_type_is_guarded():
         compiled(x, None, collections.deque())
 
 
-class _Descriptor:
-    """A non-data descriptor the tracer does not follow: reading `obj.method` is Unsupported."""
-
-    def __get__(self, obj, cls):
-        return lambda: 5
+class _Descriptor(property):
+    """A descriptor the tracer does not follow (a property subclass: its __get__ is property's, in
+    C, not a Python function to trace): reading `obj.method` is Unsupported."""
 
 
 class _WithDescriptor:
-    method = _Descriptor()
+    method = _Descriptor(lambda self: lambda: 5)
 
 
 def test_a_method_load_that_fails_breaks_at_the_load():

@@ -253,8 +253,22 @@ def _tensor_attr_store(x):
     return y * 3
 
 
-@pytest.mark.parametrize("fn, make", [(_property_store, WithProperty), (_slots_store, Slotted),
-                                      (_tensor_attr_store, None)])
+@pytest.mark.parametrize("fn, make", [(_property_store, WithProperty), (_slots_store, Slotted)])
+def test_stores_through_a_property_setter_or_a_slot_hook_are_traced_and_replayed(fn, make):
+    # The setter and the class's __setattr__ are traced (object_protocol.py); what they store
+    # through object's is replayed once, after the graph.
+    x = torch.randn(3)
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        eo, co = make(), make()
+        expected, got = fn(x, eo), calls(x, co)
+        attr = "_v" if make is WithProperty else "a"
+        assert getattr(co, attr) == getattr(eo, attr)
+        same_exactly(got, expected)
+    calls.check(graphs=1, breaks=0)
+
+
+@pytest.mark.parametrize("fn, make", [(_tensor_attr_store, None)])
 def test_stores_that_cannot_be_replayed_are_refused_and_still_correct(fn, make):
     x = torch.randn(3)
     calls = CompiledCalls(fn)

@@ -15,7 +15,8 @@ import pytest
 from torch_jit_cache import codegen, runtime, sources
 from torch_jit_cache.guards import GuardBuilder
 from torch_jit_cache.sources import (AttrSource, BuiltinSource, ChainedSource, ClosureSource, ComputedSource,
-                                     FrameValues, GlobalSource, ItemSource, LocalSource, RootSource, Source)
+                                     FrameValues, GlobalSource, InstanceDictSource, ItemSource, LocalSource,
+                                     RootSource, Source, TypeSource)
 from torch_jit_cache.trace_result import SourceOutput
 
 pytestmark = pytest.mark.usefixtures("fresh_runtime")
@@ -72,6 +73,7 @@ EXAMPLES = [
     ItemSource(LocalSource("d"), 3),
     ItemSource(LocalSource("xs"), -1),
     ItemSource(AttrSource(GlobalSource("GLOBAL_BOX"), "items"), 0),
+    ItemSource(InstanceDictSource(LocalSource("x")), "payload"),
 ]
 
 _ABSTRACT = {Source, RootSource, ChainedSource}
@@ -97,7 +99,7 @@ def _kinds(cls=Source):
 
 def test_every_source_kind_has_an_example():
     concrete = {k for k in _kinds() if k not in _ABSTRACT}
-    assert concrete - {type(s) for s in EXAMPLES + COMPUTED} == set()
+    assert concrete - {type(s) for s in EXAMPLES + COMPUTED + UNHOOKED} == set()
     assert all(issubclass(k, (RootSource, ChainedSource)) for k in concrete)
 
 
@@ -154,6 +156,56 @@ def test_a_different_object_fails_the_guard():
         builtins = {"toy_builtin": Box("b2")}
         glob = {"__builtins__": builtins, "GLOBAL_BOX": Box("g2", items=(Box(5), Box(6)))}
         assert not root.check(changed, glob), source
+
+
+class Hooked:
+    """A class whose own __getattribute__ counts every call: the sources below must not run it."""
+    calls = 0
+
+    def __init__(self):
+        object.__setattr__(self, "payload", Box("hooked.payload"))
+
+    def __getattribute__(self, name):
+        type(self).calls += 1
+        return object.__getattribute__(self, name)
+
+
+# Read without the class's own __getattribute__ (the instance __dict__, the type): what a guard on
+# an object whose hooks the tracer followed reads.
+UNHOOKED = [InstanceDictSource(LocalSource("x")), TypeSource(LocalSource("x"))]
+
+
+@pytest.mark.parametrize("source", UNHOOKED, ids=str)
+def test_unhooked_sources_load_emit_and_guard_alike_without_running_the_hook(source):
+    obj = Hooked()
+    args = dict(_ARGS, x=obj)
+    expected = source.load(FrameValues(args, _GLOBALS, _BUILTINS))
+    assert expected is (object.__getattribute__(obj, "__dict__") if type(source) is InstanceDictSource
+                        else Hooked)
+    builder = GuardBuilder()
+    node = builder.node(source)
+    assert node.source == str(source)
+    if type(source) is TypeSource:
+        node.id_match(Hooked)
+    else:
+        node.dict_keys(("payload",))
+    code = _TOY.__code__
+    new_code = codegen.build_transformed_code(code, None, [], SourceOutput(source))
+    fn = _toy_function()
+    Hooked.calls = 0
+
+    def jit(frame_, entries):
+        if frame_.f_code is code:
+            return runtime.GuardedCode(new_code, builder.root)
+        return runtime.RUN_ORIGINAL
+
+    with runtime.eval_frame(jit):
+        first = fn(**args)
+        second = fn(**args)
+    assert first is expected and second is expected
+    assert runtime.cache_entries(fn)[0].hits == 1
+    assert Hooked.calls == 0
+    assert not builder.root.check(dict(args, x=Box("other")), _GLOBALS)
 
 
 @pytest.mark.parametrize("source", COMPUTED, ids=str)

@@ -85,11 +85,11 @@ class Untrusted:
     def __init__(self):
         self.scale = 2.0
 
-    def __getattribute__(self, name):   # may do anything: not followed
+    def __getattribute__(self, name):   # not a trusted renaming: traced as Python
         return object.__getattribute__(self, name)
 
 
-def test_untrusted_getattribute_stays_a_break():
+def test_untrusted_getattribute_is_traced():
     obj = Untrusted()
 
     def f(x, o):
@@ -97,7 +97,7 @@ def test_untrusted_getattribute_stays_a_break():
 
     x = torch.randn(3)
     graphs, breaks = counts(f, x, obj)
-    assert breaks >= 1 or graphs == 0
+    assert (graphs, breaks) == (1, 0)
     torch.testing.assert_close(tjc.compile(f)(x, obj), f(x, obj))
 
 

@@ -210,21 +210,24 @@ class SideEffects:
             mutated.append(tracker)
 
     # -- recording --------------------------------------------------------------------------------
-    def store_attr(self, target, obj, name: str, value, *, by_identity: bool) -> None:
+    def store_attr(self, target, obj, name: str, value, *, by_identity: bool,
+                   kind: EffectKind = EffectKind.SET_ATTR) -> None:
         """`obj.name = value`, `target` being obj's tracker (with a source). `by_identity`: obj is
-        guarded by identity (an nn.Module), so aliasing is pinned by the guards."""
+        guarded by identity (an nn.Module), so aliasing is pinned by the guards. `kind`: SET_ATTR
+        (replayed through the type's __setattr__) or OBJECT_SET_ATTR (through object's)."""
         if not by_identity:
             self._note_store(target, obj, name)
         self._keepalive.append(obj)
         self._attrs[(id(obj), name)] = value
-        self._log.append((EffectKind.SET_ATTR, target, name, value))
+        self._log.append((kind, target, name, value))
 
-    def delete_attr(self, target, obj, name: str, *, by_identity: bool) -> None:
+    def delete_attr(self, target, obj, name: str, *, by_identity: bool,
+                    kind: EffectKind = EffectKind.DEL_ATTR) -> None:
         if not by_identity:
             self._note_store(target, obj, name)
         self._keepalive.append(obj)
         self._attrs[(id(obj), name)] = _Gone.DELETED
-        self._log.append((EffectKind.DEL_ATTR, target, name, None))
+        self._log.append((kind, target, name, None))
 
     def has_attr_effect(self, tracker, obj, name: str) -> bool:
         self._check_read(tracker, obj, name)

@@ -20,27 +20,37 @@ from __future__ import annotations
 
 import types
 
-from ...attribute_lookup import Where, instance_dict, is_descriptor, lookup, type_lookup
-from ...sources import AttrSource, ItemSource
+from ...attribute_lookup import (GENERIC_GETATTRIBUTE, TRUSTED_GETATTRIBUTE, Where, generic_lookup, instance_dict,
+                                 is_descriptor, lookup, resolved_name, type_lookup)
+from ...sources import AttrSource, InstanceDictSource, ItemSource, TypeSource
 from ...trace_result import GuardKind
-from .base import unsupported
+from .base import TracedAttributeError, traced, unsupported
+from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 
 
-def read_attribute(tx, var, obj, name: str, on_getattr=None):
+def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = False):
     """The tracker for `obj.name`, `var` being obj's tracker (with a source).
 
     `on_getattr(found_hook)` handles names that normal lookup does not find and the type's
-    __getattr__ would answer (nn.Module's); without it such names are unsupported.
+    __getattr__ would answer (nn.Module's); without it such names, and names not found at all,
+    raise the traced AttributeError (their absence guarded, `_missing`), which the caller may
+    catch as Python does (a Python __getattr__, getattr with a default, hasattr).
+    `generic`: object.__getattribute__(obj, name), called from the type's own Python hook: no
+    renaming, and values guarded through the instance __dict__ and the class's MRO (`exact`),
+    since a guard's getattr would run the type's hook, which may answer otherwise.
     """
     if var.source is None:
         unsupported(f"attribute {name!r} of an object with no source")
-    stored = tx.output.side_effects.attr(var, obj, name)
-    if stored is not None:   # stored earlier in this trace (refused if deleted)
-        return stored
-    found = lookup(obj, name)
+    renamed = name if generic else resolved_name(obj, name)
+    if renamed is not None:
+        stored = tx.output.side_effects.attr(var, obj, renamed)
+        if stored is not None:   # stored earlier in this trace (refused if deleted)
+            return stored
+    found = generic_lookup(obj, name) if generic else lookup(obj, name)
     where, value = found.where, found.value
     cls_name = type(obj).__name__
+    exact = generic and has_own_getattribute(type(obj))
     source = AttrSource(var.source, name)
     if where is Where.CUSTOM:
         unsupported(f"attribute {name!r} of {cls_name}, whose class overrides __getattribute__")
@@ -50,39 +60,136 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None):
                 unsupported(f"property {cls_name}.{name} has no Python getter")
             # Guarded where Python finds it (type(obj).name.fget): replacing the property on the
             # class fails the guard instead of running the old getter.
-            getter = AttrSource(AttrSource(AttrSource(var.source, "__class__"), found.name), "fget")
+            getter = AttrSource(AttrSource(type_source(var.source, type(obj)), found.name), "fget")
             return tx.call(tx.wrap(value.fget, getter), [var], {})
-        if isinstance(value, types.MemberDescriptorType) or name == "__class__" and \
-                isinstance(value, types.GetSetDescriptorType) and value.__objclass__ is object:
+        if name == "__class__" and isinstance(value, types.GetSetDescriptorType) and \
+                value.__objclass__ is object:
+            return tx.wrap(type(obj), type_source(var.source, type(obj)))
+        if name == "__dict__" and isinstance(value, types.GetSetDescriptorType):
+            from .object_protocol import InstanceDictView   # it builds on this module
+            return InstanceDictView(var, obj)
+        if isinstance(value, types.MemberDescriptorType) and not exact:
             try:
-                return tx.wrap(getattr(obj, name), source)  # a __slots__ member, or __class__
+                return tx.wrap(getattr(obj, name), source)  # a __slots__ member
             except AttributeError:  # an empty slot: Python would go on to __getattr__
                 unsupported(f"AttributeError: slot {name!r} of {cls_name} is empty")
+        if has_python_descriptor_method(value, "__get__"):
+            return descriptor_get(tx, var, obj, found.name)
         unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a data descriptor)")
     if where is Where.INSTANCE_DICT:
-        return tx.wrap(value, source)
+        return tx.wrap(value, ItemSource(InstanceDictSource(var.source), name) if exact else source)
     if where is Where.CLASS:
+        if exact:   # the name is not in the instance __dict__ now: its keys pinned
+            _pin_keys(tx, var, instance_dict(obj) or {}, (), type(obj))
         if isinstance(value, types.FunctionType):
+            if exact:
+                raw = class_dict_source(var.source, type(obj), found.name)
+                tx.output.add_guard(raw, GuardKind.ID_MATCH, value)
+                return UserMethodVariable(UserFunctionVariable(value, raw), var, None)
             # `obj.name.__func__ is value`: fails once the instance gets an attribute of that name (a
             # plain function or value has no __func__) or the class's method is replaced.
             fsrc = AttrSource(source, "__func__")
             tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value)
             return UserMethodVariable(UserFunctionVariable(value, fsrc), var, source)
         if isinstance(value, staticmethod):
+            if exact:
+                return tx.wrap(value.__func__, AttrSource(class_dict_source(var.source, type(obj), found.name),
+                                                          "__func__"))
             return tx.wrap(value.__func__, source)
         if isinstance(value, classmethod) and isinstance(value.__func__, types.FunctionType):
-            cls = tx.wrap(type(obj), AttrSource(var.source, "__class__"))
+            cls = tx.wrap(type(obj), type_source(var.source, type(obj)))
+            if exact:
+                fsrc = AttrSource(class_dict_source(var.source, type(obj), found.name), "__func__")
+                tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value.__func__)
+                return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), cls, None)
             fsrc = AttrSource(source, "__func__")
             tx.output.add_guard(fsrc, GuardKind.ID_MATCH, value.__func__)
             return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), cls, source)
+        if has_python_descriptor_method(value, "__get__"):
+            if not exact and instance_dict(obj) is not None:   # the instance __dict__ would win
+                _pin_keys(tx, var, instance_dict(obj), (), type(obj))
+            return descriptor_get(tx, var, obj, found.name)
         if is_descriptor(value):
             unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a descriptor)")
+        if exact:
+            return tx.wrap(value, class_dict_source(var.source, type(obj), found.name))
         return tx.wrap(value, source)  # a plain class attribute, read through the instance
     if where is Where.GETATTR and on_getattr is not None:
         return on_getattr(found.value)
-    if where is Where.GETATTR:
-        unsupported(f"attribute {name!r} of {cls_name} would come from its __getattr__")
-    unsupported(f"AttributeError: {cls_name!r} object has no attribute {name!r}")
+    _missing(tx, var, obj, found.name or name)
+
+
+def _missing(tx, var, obj, name: str):
+    """Raise the traced AttributeError of `obj.name` not found by object's lookup; its absence is
+    guarded by the instance __dict__'s keys (the class by the object's type guard)."""
+    d = instance_dict(obj)
+    if d is not None:
+        _pin_keys(tx, var, d, (), type(obj))
+    message = f"{type(obj).__name__!r} object has no attribute {name!r}"
+    raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError,
+                 [ConstantVariable(message)])
+
+
+def type_source(source, cls: type):
+    """type(obj) for the object at `source` of type `cls`: `obj.__class__` (the guard text users
+    know), or, where the class has its own __getattribute__, `type(obj)` (the hook not run)."""
+    return TypeSource(source) if has_own_getattribute(cls) else AttrSource(source, "__class__")
+
+
+def dict_source(source, cls: type):
+    """obj.__dict__ for the object at `source`, read as type_source reads its class."""
+    return InstanceDictSource(source) if has_own_getattribute(cls) else AttrSource(source, "__dict__")
+
+
+def has_own_getattribute(cls: type) -> bool:
+    """Whether a guard's getattr on an instance of `cls` runs a __getattribute__ that is neither
+    object's nor a trusted renaming (attribute_lookup.TRUSTED_GETATTRIBUTE)."""
+    for klass in cls.__mro__:
+        hook = vars(klass).get("__getattribute__")
+        if hook is None:
+            continue
+        if any(hook is generic for generic in GENERIC_GETATTRIBUTE):
+            return False
+        if (getattr(hook, "__module__", None), getattr(hook, "__qualname__", None)) not in TRUSTED_GETATTRIBUTE:
+            return True
+    return False
+
+
+def class_dict_source(source, cls: type, name: str):
+    """`type(obj).__mro__[i].__dict__[name]`: the raw class attribute where Python finds it (no
+    descriptor's __get__ runs to read it), for the object at `source` of the guarded type `cls`."""
+    for i, klass in enumerate(cls.__mro__):
+        if name in vars(klass):
+            mro = AttrSource(type_source(source, cls), "__mro__")
+            return ItemSource(AttrSource(ItemSource(mro, i), "__dict__"), name)
+    raise KeyError(name)
+
+
+def has_python_descriptor_method(attr, method: str) -> bool:
+    """type(attr).method is a Python function outside torch and the standard library's skipped
+    modules (a user descriptor's __get__/__set__/__delete__, inlined)."""
+    fn = type_lookup(type(attr), method)
+    return isinstance(fn, types.FunctionType) and type(attr) is not property
+
+
+def descriptor_call(tx, var, obj, name: str, method: str, args: list):
+    """type(d).method(d, obj, *args), d the user descriptor `type(obj).name`: read without running
+    it (class_dict_source), guarded by its type (its attributes where read), and the method
+    through d's class (by identity)."""
+    d_source = class_dict_source(var.source, type(obj), name)
+    raw = type_lookup(type(obj), name)
+    fn = type_lookup(type(raw), method)
+    if not isinstance(fn, types.FunctionType):
+        unsupported(f"descriptor {type(obj).__name__}.{name}: its {method} is not a Python function")
+    d_var = tx.wrap(raw, d_source)
+    method_var = tx.wrap(fn, AttrSource(type_source(d_source, type(raw)), method))
+    return tx.call(method_var, [d_var, var, *args], {})
+
+
+def descriptor_get(tx, var, obj, name: str):
+    """`obj.name` through the user descriptor type(obj).name: its __get__(obj, type(obj)), traced."""
+    owner = tx.wrap(type(obj), type_source(var.source, type(obj)))
+    return descriptor_call(tx, var, obj, name, "__get__", [owner])
 
 
 def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
@@ -112,13 +219,14 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
     return False
 
 
-def _pin_keys(tx, var, d: dict, stores: tuple) -> None:
-    """Guard the keys of the instance __dict__ `d` of `var`, and of the `stores` dicts in it."""
-    dict_source = AttrSource(var.source, "__dict__")
-    tx.output.add_guard(dict_source, GuardKind.DICT_KEYS, tuple(d))
+def _pin_keys(tx, var, d: dict, stores: tuple, cls: type | None = None) -> None:
+    """Guard the keys of the instance __dict__ `d` of `var` (of type `cls`, where it may have its
+    own __getattribute__: dict_source), and of the `stores` dicts in it."""
+    source = AttrSource(var.source, "__dict__") if cls is None else dict_source(var.source, cls)
+    tx.output.add_guard(source, GuardKind.DICT_KEYS, tuple(d))
     for store in stores:
         if store in d:
-            tx.output.add_guard(ItemSource(dict_source, store), GuardKind.DICT_KEYS, tuple(d[store]))
+            tx.output.add_guard(ItemSource(source, store), GuardKind.DICT_KEYS, tuple(d[store]))
 
 
 def _check_plain(var, obj, name: str, hook: str, impl) -> None:

@@ -64,6 +64,11 @@ def _is_sequence(value, source) -> bool:
 # The order is the precedence: the first rule that applies and makes a tracker wins. Each
 # variable module contributes the rules for its own trackers; this table alone orders them.
 WRAP_RULES = (
+    # First: the rules below probe values (isinstance, getattr(v, "__module__")), which runs a
+    # class's own __getattribute__/__getattr__; a user object whose class has them is decided from
+    # its type alone, so tracing does not run its hooks (object_protocol.py traces them).
+    WrapRule("user object with attribute hooks", lambda v, s: s is not None and user_object.has_attribute_hooks(v),
+             user_object.wrap_by_type(UserObjectVariable)),
     WrapRule("tensor", lambda v, s: isinstance(v, torch.Tensor), tensor.wrap_tensor),
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),

@@ -134,6 +134,8 @@ def _abs(tx, args, kwargs):
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if len(args) == 3:
+        if hasattr(obj, "getattr_or"):   # a user object read from the frame: its lookup runs once
+            return obj.getattr_or(tx, name, args[2])
         if hasattr(obj, "generic_getattr"):   # built in the trace: its lookup runs once
             value, found = catching_raise(tx, lambda: obj.var_getattr(tx, name), TracedAttributeError)
             return value if found else args[2]

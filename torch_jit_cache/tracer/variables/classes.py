@@ -19,6 +19,7 @@ import torch
 from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
+from .attribute import type_source
 from .base import VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
@@ -177,7 +178,7 @@ class SuperVariable(VariableTracker):
         # type(obj) through a source: the object's own (`L['self'].__class__`), or, for an object
         # built in the trace (new_object.py), the class it was built from, guarded by identity.
         if self.obj.source is not None:
-            class_source = AttrSource(self.obj.source, "__class__")
+            class_source = type_source(self.obj.source, objtype)
         elif cls_var is not None and cls_var.source is not None:
             class_source = cls_var.source
         else:
@@ -196,7 +197,8 @@ class SuperVariable(VariableTracker):
             owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
-        if object_hook_name(raw) is not None and hasattr(self.obj, "generic_getattr"):
+        if object_hook_name(raw) is not None and (hasattr(self.obj, "generic_getattr") or
+                                                  hasattr(self.obj, "object_getattr")):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
         if raw is type.__instancecheck__ or raw is type.__subclasscheck__:   # in a metaclass's own check
             return TypeCheckVariable(raw, self.obj)
@@ -206,6 +208,8 @@ class SuperVariable(VariableTracker):
             return DictReadVariable(self.obj, name)
         if name == "__call__" and raw is torch.nn.Module.__call__ and hasattr(self.obj, "module_call"):
             return _ModuleCall(self.obj)
+        if name == "__getattr__" and raw is torch.nn.Module.__getattr__ and hasattr(self.obj, "_module_getattr"):
+            return _ModuleGetattr(self.obj)   # from a module class's own __getattr__
         if isinstance(raw, types.FunctionType) and hasattr(self.obj, "module_call") and \
                 issubclass(mro[i], torch.nn.Module) and mro[i].__module__.startswith("torch.nn"):
             # super().forward(x) in a subclass of nn.Embedding, nn.Linear, ...: the built-in
@@ -216,6 +220,19 @@ class SuperVariable(VariableTracker):
 
     def __repr__(self):
         return f"SuperVariable({self.cls.__name__}, {self.obj!r})"
+
+
+class _ModuleGetattr(VariableTracker):
+    """super().__getattr__(name) reaching nn.Module.__getattr__: _parameters, _buffers, _modules."""
+
+    def __init__(self, module_var):
+        super().__init__(None)
+        self.module_var = module_var
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not args[0].is_python_constant():
+            unsupported("nn.Module.__getattr__ with other than one constant name")
+        return self.module_var._module_getattr(tx, args[0].as_python_constant(), torch.nn.Module.__getattr__)
 
 
 class _ModuleCall(VariableTracker):

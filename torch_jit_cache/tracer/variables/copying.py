@@ -173,6 +173,8 @@ class _Copier:
         d = instance_dict(obj)
         if why is None and any(name in d for name in _READ_ON_X):
             why = "its __dict__ has a name of the copy protocol"
+        if why is None and type_lookup(cls, "__getattr__") is not MISSING:
+            why = "its __getattr__ would be asked for __deepcopy__"   # (object_protocol.py)
         if why is None:   # read through its __getattribute__: trusted renamings only (user_object.py)
             renamed = [name for name in _READ_ON_X if resolved_name(obj, name) != name]
             why = f"its __getattribute__ renames {renamed[0]}" if renamed else None

@@ -39,6 +39,7 @@ from .containers import ListVariable, TupleVariable
 from .iterators import IteratorVariable
 from .functions import UserFunctionVariable
 from .module_hooks import call_with_hooks
+from .object_protocol import module_getattr
 from .opaque_calls import call_opaque_module
 from .tensor import TensorVariable, call_op, call_torch
 
@@ -280,8 +281,8 @@ class NNModuleVariable(VariableTracker):
     def _module_getattr(self, tx, name, hook):
         """nn.Module.__getattr__: what normal lookup did not find, from _parameters, _buffers or
         _modules, first match in that order."""
-        if hook is not nn.Module.__getattr__:
-            unsupported(f"attribute {name!r} of {type(self.module).__name__}, which defines its own __getattr__")
+        if hook is not nn.Module.__getattr__:   # a Python one is traced (object_protocol.py)
+            return module_getattr(tx, self, name, hook)
         d = self.module.__dict__
         for store in _MODULE_STORES:
             if name in d.get(store, {}):

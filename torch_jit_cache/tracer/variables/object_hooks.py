@@ -61,17 +61,18 @@ class ObjectHookVariable(VariableTracker):
         if kwargs or len(args) != arity:
             unsupported(f"object.{self.name} with {len(args)} arguments")
         obj, key, *value = args
-        if not hasattr(obj, "generic_getattr"):
-            unsupported(f"object.{self.name} on {obj}: not an object built in the trace")
+        prefix = "generic" if hasattr(obj, "generic_getattr") else "object"
+        if not hasattr(obj, f"{prefix}_getattr"):
+            unsupported(f"object.{self.name} on {obj}: not a user object")
         if not key.is_python_constant() or type(key.as_python_constant()) is not str:
             unsupported(f"object.{self.name} with a name that is not a constant str")
         name = key.as_python_constant()
         if self.name == "__getattribute__":
-            return obj.generic_getattr(tx, name)
+            return getattr(obj, f"{prefix}_getattr")(tx, name)
         if self.name == "__setattr__":
-            obj.generic_setattr(tx, name, value[0])
+            getattr(obj, f"{prefix}_setattr")(tx, name, value[0])
         else:
-            obj.generic_delattr(tx, name)
+            getattr(obj, f"{prefix}_delattr")(tx, name)
         return ConstantVariable(None)
 
     def __repr__(self):

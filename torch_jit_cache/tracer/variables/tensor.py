@@ -434,9 +434,12 @@ def wrap_op_result(tx, node, value) -> VariableTracker:
 
 
 def _torch_callable_ids() -> frozenset:
+    # Not the standard library's functions that torch imports under private names
+    # (`get_origin as _get_origin`): typing.get_origin is Python to trace, not a torch op.
     spaces = [torch, torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
     return frozenset(id(v) for ns in spaces for v in vars(ns).values()
-                     if callable(v) and not isinstance(v, type))
+                     if callable(v) and not isinstance(v, type) and
+                     (getattr(v, "__module__", None) or "").partition(".")[0] not in sys.stdlib_module_names)
 
 
 _TORCH_IDS = _torch_callable_ids()

@@ -28,33 +28,49 @@ were replayed (side_effects.py).
 """
 from __future__ import annotations
 
+import abc
 import collections.abc
-import inspect
 import types
 
 import torch
 
-from ...attribute_lookup import MISSING, Where, lookup, resolved_name, type_lookup
+from ...attribute_lookup import MISSING, Where, instance_dict, lookup, type_lookup
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
-from . import polyfills
-from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import TracedIndexError, TracedKeyError, VariableTracker, unsupported
+from . import object_protocol, polyfills
+from .attribute import has_attribute, read_attribute, type_source
+from .base import TracedAttributeError, TracedIndexError, TracedKeyError, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable
 from .functions import UserFunctionVariable
 from .operators import getitem
 
-_MISSING = object()
-
 
 def is_plain_user_object(value) -> bool:
+    """An instance of a user class whose attribute protocol the tracer follows (object_protocol.py):
+    hooks that are object's, trusted renamings or Python functions."""
     cls = type(value)
-    if cls.__module__ in ("builtins",) or not hasattr(value, "__dict__"):
+    if cls.__module__ in ("builtins",) or instance_dict(value) is None and not _has_slots(cls):
         return False
-    if resolved_name(value, "__dict__") is None:   # a __getattribute__ we cannot follow
+    return object_protocol.hook_refusal(cls) is None
+
+
+def has_attribute_hooks(value) -> bool:
+    """A plain user object (not a dict, tensor or module) whose class has a __getattribute__ or
+    __getattr__ of its own, decided from type(value) alone (no hook runs)."""
+    cls = type(value)
+    if not cls.__flags__ & _HEAPTYPE or type(cls) not in (type, abc.ABCMeta) or \
+            issubclass(cls, (dict, torch.Tensor, torch.nn.Module)):
         return False
-    return inspect.getattr_static(cls, "__getattr__", _MISSING) is _MISSING
+    return object_protocol.has_hooks(cls) and is_plain_user_object(value)
+
+
+def _has_slots(cls: type) -> bool:
+    return any(vars(klass).get("__slots__") for klass in cls.__mro__[:-1]) and \
+        all(klass.__flags__ & _HEAPTYPE for klass in cls.__mro__[:-1])
+
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 class UserObjectVariable(VariableTracker):
@@ -69,6 +85,26 @@ class UserObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        # The type's __getattribute__ and __getattr__, as Python's slot runs them (object_protocol.py).
+        return object_protocol.get_attribute(tx, self, name, lambda n: self.plain_getattr(tx, n))
+
+    def object_getattr(self, tx, name: str) -> VariableTracker:
+        """object.__getattribute__(obj, name), from the class's own hook (object_hooks.py)."""
+        return object_protocol.object_getattr(tx, self, name)
+
+    def object_setattr(self, tx, name: str, value) -> None:
+        object_protocol.object_store(tx, self, name, value)
+
+    def object_delattr(self, tx, name: str) -> None:
+        object_protocol.object_delete(tx, self, name)
+
+    def getattr_or(self, tx, name: str, default) -> VariableTracker:
+        """getattr(obj, name, default): the lookup run once, its AttributeError caught."""
+        value, found = catching_raise(tx, lambda: self.var_getattr(tx, name), TracedAttributeError)
+        return value if found else default
+
+    def plain_getattr(self, tx, name: str) -> VariableTracker:
+        """`obj.name` where the type's __getattribute__ is object's or a trusted renaming."""
         found = lookup(self.value, name)
         if found.where is Where.CLASS and name in ("index", "count") and \
                 is_sequence_mixin(type(self.value), name):
@@ -86,7 +122,7 @@ class UserObjectVariable(VariableTracker):
         fn = type_lookup(type(self.value), name)
         if not isinstance(fn, types.FunctionType):
             return None
-        return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
+        return tx.wrap(fn, AttrSource(type_source(self.source, type(self.value)), name))
 
     def call_function(self, tx, args, kwargs):
         fn = self.special_method(tx, "__call__")
@@ -112,6 +148,8 @@ class UserObjectVariable(VariableTracker):
         return tx.call(fn, [self, item], {}).truthy(tx)
 
     def has_attribute(self, tx, name: str) -> bool:
+        if object_protocol.has_hooks(type(self.value)):   # hasattr runs them, catching AttributeError
+            return catching_raise(tx, lambda: self.var_getattr(tx, name), TracedAttributeError)[1]
         return has_attribute(tx, self, self.value, name)
 
     def get_iter(self, tx):
@@ -124,10 +162,10 @@ class UserObjectVariable(VariableTracker):
         return self.get_iter(tx).unpack(tx)
 
     def var_setattr(self, tx, name: str, value) -> None:
-        store_attribute(tx, self, self.value, name, value)
+        object_protocol.set_attribute(tx, self, name, value)
 
     def var_delattr(self, tx, name: str) -> None:
-        delete_attribute(tx, self, self.value, name)
+        object_protocol.delete_attribute(tx, self, name)
 
     def truthy(self, tx) -> bool:
         return python_truth(tx, self, type(self.value))
@@ -138,7 +176,7 @@ class UserObjectVariable(VariableTracker):
         fn = type_lookup(type(self.value), name)
         if not isinstance(fn, types.FunctionType):
             unsupported(f"{type(self.value).__name__}.{name} is not a Python function")
-        return tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name))
+        return tx.wrap(fn, AttrSource(type_source(self.source, type(self.value)), name))
 
     def reconstruct(self, outputs):
         # The very object, loaded again: attribute stores the trace made are replayed on it first
@@ -302,11 +340,11 @@ def is_dict_subclass_object(value) -> bool:
 
 
 class DictSubclassVariable(UserObjectVariable):
-    def var_getattr(self, tx, name: str) -> VariableTracker:
+    def plain_getattr(self, tx, name: str) -> VariableTracker:
         found = lookup(self.value, name)
         if found.where is Where.CLASS and name in DICT_READS and found.value is vars(dict)[name]:
             return DictReadVariable(self, name)
-        return super().var_getattr(tx, name)
+        return super().plain_getattr(tx, name)
 
     def getitem(self, tx, key) -> VariableTracker:
         if type_lookup(type(self.value), "__getitem__") is vars(dict)["__getitem__"]:
