@@ -70,9 +70,15 @@ def test_files(root: Path, pattern: str | None) -> list:
 
 
 # -- running workers ------------------------------------------------------------------------------
+# The interpreter of the CPython suites' workers: they are CPython 3.13's own tests and import
+# test.support helpers that 3.11 lacks (--cpython-python; by default the checkout's .venv-3.13).
+PYTHONS = {"default": sys.executable, "cpython": sys.executable}
+
+
 def _worker(root: Path, path: Path, mode: str, ids=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT), TJC_DISABLE_DISK_CACHE="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, str(WORKER), str(root), str(path), mode],
+    python = PYTHONS["cpython" if "cpython" in path.parts else "default"]
+    proc = subprocess.Popen([python, str(WORKER), str(root), str(path), mode],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env, cwd=str(path.parent))
     proc.stdin.write(json.dumps(ids or []).encode())
@@ -185,11 +191,20 @@ _NORMALISE = [
 ]
 
 
+_INNER = re.compile(r"\b(\w+Variable|slice)\((?:[^()]|\([^()]*\))*\)")
+
+
 def reason_group(reason: str) -> str:
-    """A reason with the names and numbers of one place taken out, so one cause groups together."""
+    """A reason with the names and numbers of one place taken out, so one cause groups together
+    (a tracker's contents too: ListVariable([...]) reads ListVariable(...))."""
     text = reason.split("\n")[0]
     for pattern, repl in _NORMALISE:
         text = pattern.sub(repl, text)
+    for _ in range(10):
+        shorter = _INNER.sub(lambda m: m.group(1) + "(…)", text)
+        if shorter == text:
+            break
+        text = shorter
     return text[:200]
 
 
@@ -273,7 +288,11 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=60, help="tests per worker process")
     ap.add_argument("--root", default=str(UPSTREAM), help=argparse.SUPPRESS)
     ap.add_argument("--reasons", type=int, default=40)
+    ap.add_argument("--cpython-python", default=os.environ.get("TJC_UPSTREAM_CPYTHON_PYTHON"),
+                    help="interpreter (3.13, with torch) for the cpython/3_13 suites")
     args = ap.parse_args(argv)
+    default_313 = ROOT / ".venv-3.13" / "bin" / "python"
+    PYTHONS["cpython"] = args.cpython_python or (str(default_313) if default_313.exists() else sys.executable)
     root = Path(args.root)
     if not (root / "test" / "dynamo").is_dir():
         print(f"upstream tests: not fetched ({root} is missing; docs/upstream_tests.md says how to read them in)")
@@ -307,7 +326,7 @@ def main(argv=None) -> int:
     reasons = top_reasons(cases, args.reasons)
     result["top_reasons"] = [{"count": c, "sample": s, "group": g, "reason": r} for c, s, g, r in reasons]
     if reasons:
-        print(f"\nWhy tjc does not capture whole what torch.compile does (top {len(reasons)} of "
+        print(f"\nWhy tjc does not capture whole what torch.compile does ({len(reasons)} reason groups over "
               f"{sum(g['tc_only'] for g in groups.values())} cases):")
         for count, sample, key, _ in reasons:
             print(f"  {count:4}  {key}   [{sample}]")
