@@ -169,10 +169,11 @@ def run_chunk(root: Path, rel: str, ids: list, timeout: float) -> dict:
                           "detail": f"worker {'timed out' if timed_out else f'exited {rc}'}"}
         if running is not None:
             key = (current, running[0])
+            # A case first recorded here died in its first call: the engines after it never ran.
             rec = cases.setdefault(key, {"test": current, "case": running[0], "kind": "?", "fn": "?",
                                          "calls": 1, "file": rel,
-                                         "tjc": {"status": "whole", "breaks": 0, "fallbacks": 0, "reasons": []},
-                                         "tc": {"status": "whole", "breaks": 0, "fallbacks": 0, "reasons": []}})
+                                         "tjc": {"status": "not run", "breaks": 0, "fallbacks": 0, "reasons": []},
+                                         "tc": {"status": "not run", "breaks": 0, "fallbacks": 0, "reasons": []}})
             rec[running[1]]["status"] = status
             rec[running[1]]["reasons"].append(f"process {'hung' if timed_out else f'died ({rc})'}")
         todo = [t for t in todo if t not in tests]
@@ -194,6 +195,17 @@ _NORMALISE = [
 _INNER = re.compile(r"\b(\w+Variable|slice)\((?:[^()]|\([^()]*\))*\)")
 
 
+def _fold(m) -> str:
+    """Tracker(contents) -> Tracker(…), keeping the type an opaque or user object was of."""
+    inner = m.group(0)[len(m.group(1)) + 1:]
+    word = re.match(r"[A-Za-z_]\w*", inner)
+    keep = word.group(0) if word and m.group(1) in _KEEP_TYPE else ""
+    return f"{m.group(1)}({keep}…)"
+
+
+_KEEP_TYPE = {"OpaqueVariable", "UserObjectVariable", "NewObjectVariable", "ClassVariable"}
+
+
 def reason_group(reason: str) -> str:
     """A reason with the names and numbers of one place taken out, so one cause groups together
     (a tracker's contents too: ListVariable([...]) reads ListVariable(...))."""
@@ -201,7 +213,7 @@ def reason_group(reason: str) -> str:
     for pattern, repl in _NORMALISE:
         text = pattern.sub(repl, text)
     for _ in range(10):
-        shorter = _INNER.sub(lambda m: m.group(1) + "(…)", text)
+        shorter = _INNER.sub(_fold, text)
         if shorter == text:
             break
         text = shorter
