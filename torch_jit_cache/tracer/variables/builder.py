@@ -59,8 +59,9 @@ def _always(value, source) -> bool:
 
 
 def _is_sequence(value, source) -> bool:
+    # A namedtuple whose class overrides tuple's protocol is read as the object it is.
     return isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
-        (isinstance(value, tuple) and hasattr(type(value), "_fields"))
+        (isinstance(value, tuple) and hasattr(type(value), "_fields") and containers.keeps_tuple_protocol(type(value)))
 
 
 def _is_pure_function(value, source) -> bool:
