@@ -119,3 +119,37 @@ def test_a_constant_builtin_answer_is_guarded_by_what_it_read():
     compiled = tjc.compile(by_length, backend="eager")
     assert compiled(x, [1, 2]).tolist() == [2.0, 2.0]
     assert compiled(x, [1, 2, 3]).tolist() == [3.0, 3.0], "a longer list is a miss, not the old length"
+
+
+def _isinstance_with_a_keyword(x):
+    y = x.sin()
+    if isinstance(y, torch.Tensor, strict=True):
+        y = y + 1
+    return y
+
+
+def _len_of_two_things(x):
+    return x * len([1], [2])
+
+
+def _sorted_with_an_unknown_keyword(x):
+    return x * sorted([3, 1], reversed=True)[0]
+
+
+@pytest.mark.parametrize("fn", [_isinstance_with_a_keyword, _len_of_two_things, _sorted_with_an_unknown_keyword])
+def test_a_builtin_called_with_arguments_it_does_not_take_raises_as_eager_does(fn):
+    # The handler of a builtin reads its arguments as it needs them; a call Python itself refuses
+    # (an unknown keyword, one argument too many) must raise eager's TypeError, not be answered.
+    x = torch.ones(3)
+    with pytest.raises(TypeError) as eager:
+        fn(x)
+    with pytest.raises(TypeError) as compiled:
+        tjc.compile(fn, backend="eager")(x)
+    assert str(compiled.value) == str(eager.value)
+
+
+def test_a_builtin_called_as_its_signature_allows_still_folds():
+    def keywords_it_takes(x, xs):
+        return x * sorted(xs, key=None, reverse=True)[0] + isinstance(x, torch.Tensor)
+
+    compiled_like_eager(keywords_it_takes, torch.ones(2), [1, 4, 2])

@@ -614,3 +614,39 @@ def test_a_namedtuple_class_made_in_the_trace_or_its_tuples_leaving_it_stay_eage
     compiled = tjc.compile(returns_class, backend="eager")
     (_, c1), (_, c2) = compiled(x), compiled(x)
     assert c1 is not c2 and c1.__module__ == __name__
+
+
+# -- namedtuple classes that override tuple's own protocol ------------------------------------------
+class _Indexed(typing.NamedTuple):
+    """A field is read through its descriptor (tuple's slot); indexing, len and iteration go to
+    the class's own methods."""
+    a: torch.Tensor
+    b: torch.Tensor
+
+    def __getitem__(self, index):
+        return ("item", index)
+
+    def __len__(self):
+        return 7
+
+
+def test_a_namedtuple_argument_that_overrides_getitem_reads_its_fields_as_eager_does():
+    def fn(t):
+        return t.a + 1, t.b * 2, t[1], len(t)
+
+    t = _Indexed(torch.ones(2), torch.zeros(2))
+    expected = fn(t)
+    for _ in range(2):
+        _same(tjc.compile(fn, backend="eager")(t), expected)
+
+
+def test_a_namedtuple_built_in_the_trace_that_overrides_getitem_answers_as_eager_does():
+    def fn(x):
+        t = _Indexed(x, x + 1)
+        return t.b * 2, t[0], len(t)
+
+    x = torch.ones(2)
+    expected = fn(x)
+    _same(tjc.compile(fn, backend="eager")(x), expected)
+    # not a tuple to the tracer: the class's own methods decide, so the trace stops where it is built
+    assert any("overrides tuple" in r for r in tjc.explain(fn)(x).break_reasons)

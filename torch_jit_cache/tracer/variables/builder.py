@@ -57,8 +57,9 @@ def _always(value, source) -> bool:
 
 
 def _is_sequence(value, source) -> bool:
+    # A namedtuple whose class overrides tuple's protocol is read as the object it is.
     return isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
-        (isinstance(value, tuple) and hasattr(type(value), "_fields"))
+        (isinstance(value, tuple) and hasattr(type(value), "_fields") and containers.keeps_tuple_protocol(type(value)))
 
 
 # The order is the precedence: the first rule that applies and makes a tracker wins. Each

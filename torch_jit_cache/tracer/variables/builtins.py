@@ -10,6 +10,7 @@ import collections
 import copy
 import dataclasses
 import functools
+import inspect
 import itertools
 import operator
 import types
@@ -496,10 +497,50 @@ BUILTIN_HANDLERS = {
 }
 
 
+# The signatures of BUILTIN_HANDLERS' builtins (None: Python gives none), read once each. Keyed
+# by those builtins only: the standard library's own objects, never the user's.
+_SIGNATURES: dict = {}
+
+
+def refused_call(fn, n_args: int, names) -> TypeError | None:
+    """The TypeError Python raises when builtin `fn` is called with `n_args` positional arguments
+    and the keywords `names` (too many, too few, a keyword it does not take), or None where
+    Python accepts the call's shape or `fn` has no signature to check it against. Python refuses
+    such a call before it reads any argument, so the error is Python's own: `fn` called with
+    empty tuples of the same shape (only when the shape is already known to be refused)."""
+    if fn not in _SIGNATURES:
+        try:
+            _SIGNATURES[fn] = inspect.signature(fn)
+        except (TypeError, ValueError):
+            _SIGNATURES[fn] = None
+    sig = _SIGNATURES[fn]
+    if sig is None:
+        return None
+    try:
+        sig.bind(*range(n_args), **dict.fromkeys(names))
+        return None
+    except TypeError:
+        pass
+    try:
+        fn(*[()] * n_args, **dict.fromkeys(names, ()))
+    except TypeError as e:
+        return e
+    except Exception:   # noqa: BLE001 - the signature was narrower than the builtin: no refusal
+        return None
+    return None
+
+
 class BuiltinVariable(CallableVariable):
-    """A builtin (len, range, isinstance, ...) handled by BUILTIN_HANDLERS."""
+    """A builtin (len, range, isinstance, ...) handled by BUILTIN_HANDLERS. A call whose shape
+    Python refuses raises Python's TypeError in the trace before the handler reads arguments."""
 
     def call_function(self, tx, args, kwargs):
+        refused = refused_call(self.fn, len(args), tuple(kwargs))
+        if refused is not None:
+            made = constant_exception(tx, refused)
+            if made is None:
+                unsupported(f"{self.fn.__name__}() called as Python refuses: {refused}")
+            raise traced_raise(made)
         return BUILTIN_HANDLERS[self.fn](tx, args, kwargs)
 
     def var_getattr(self, tx, name):

@@ -227,11 +227,18 @@ def is_namedtuple_class(cls) -> bool:
         isinstance(getattr(new, "__code__", None), types.CodeType) and new.__code__.co_filename == "<string>"
 
 
+def keeps_tuple_protocol(cls: type) -> bool:
+    """Whether `cls` reads its items, length and iteration as tuple does (what a tracker assumes)."""
+    return all(getattr(cls, n, None) is getattr(tuple, n) for n in ("__getitem__", "__iter__", "__len__"))
+
+
 def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict, kind=None):
     """`cls(*args, **kwargs)` for a namedtuple class read through `source`: its fields bound as its
     __new__ binds them, the missing ones from `cls.__new__.__defaults__` (where Python finds them,
     and where old code still sets them), which must be constants and are guarded by value. A class
     the trace made has no source and nothing to guard: `kind` is the tracker its tuples get."""
+    if not keeps_tuple_protocol(cls):
+        unsupported(f"{cls.__name__}() overrides tuple's __getitem__, __iter__ or __len__")
     defaults = cls.__new__.__defaults__
     if defaults is not None and not all(is_constant_default(d) for d in defaults):
         unsupported(f"{cls.__name__}() with defaults that are not constants")

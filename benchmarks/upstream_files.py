@@ -1,0 +1,99 @@
+"""The upstream test files in .upstream/: which were read in, from which PyTorch commit, and whether
+each is whole (its length as the repository reports it, and it parses).
+
+  python benchmarks/upstream_files.py            check .upstream/ against .upstream/MANIFEST.json
+  python benchmarks/upstream_files.py --write    record the files present (path, commit, sha256,
+                                                 chars) in .upstream/MANIFEST.json
+
+The files are read by hand from the repository's text, page by page (docs/upstream_tests.md); the
+manifest says what was read so that a later run, or another checkout, can tell it has the same set.
+COMMITS names the commit each file was read at; CHARS its length there.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / ".upstream"
+
+# path (under the repository root) -> (commit it was read at, its length in characters there)
+FILES = {
+    "test/dynamo/_test_misc_common.py": ("d2fdd8244d32068f6e539630bf05f1862bedc183", 5305),
+    "test/dynamo/_test_misc_part1.py": ("d2fdd8244d32068f6e539630bf05f1862bedc183", 59092),
+    "test/dynamo/_test_misc_part2.py": ("d2fdd8244d32068f6e539630bf05f1862bedc183", 66267),
+    "test/dynamo/_test_misc_part3.py": ("d2fdd8244d32068f6e539630bf05f1862bedc183", 60773),
+    "test/dynamo/_test_misc_part4.py": ("d2fdd8244d32068f6e539630bf05f1862bedc183", 65550),
+    "test/dynamo/_repros_common.py": ("bcfe68ff9ce3c812a9c5a7a094cc20432436cc1a", 30524),
+    "test/dynamo/_repros_part2.py": ("bcfe68ff9ce3c812a9c5a7a094cc20432436cc1a", 81050),
+    "test/dynamo/_repros_part3.py": ("bcfe68ff9ce3c812a9c5a7a094cc20432436cc1a", 70597),
+    "test/dynamo/cpython/3_13/test_list.py": ("00ff8dbdf735f0321eae2898dfdc88ec76720b9a", 12658),
+    "test/dynamo/cpython/3_13/list_tests.py": ("01f9ef32eae5ef513002dd44902c23cbe6be3aae", 19121),
+    "test/dynamo/cpython/3_13/seq_tests.py": ("33c040b56dbc9bbd387559563b838b8600e53aa4", 17280),
+}
+
+
+def present(root: Path) -> list:
+    return [rel for rel in FILES if (root / rel).is_file()]
+
+
+def describe(root: Path, rel: str) -> dict:
+    text = (root / rel).read_text()
+    return {"path": rel, "commit": FILES[rel][0], "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "chars": len(text)}
+
+
+def problems(root: Path, rel: str, recorded: dict | None) -> list:
+    text = (root / rel).read_text()
+    out = []
+    if len(text) != FILES[rel][1]:
+        out.append(f"{len(text)} characters, the repository's file has {FILES[rel][1]}")
+    try:
+        ast.parse(text)
+    except SyntaxError as e:
+        out.append(f"does not parse: {e}")
+    if recorded is not None and recorded["sha256"] != describe(root, rel)["sha256"]:
+        out.append("sha256 differs from the manifest's")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--root", default=str(ROOT))
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    if not root.is_dir():
+        print(f"upstream tests: not fetched ({root} is missing)")
+        return 0
+    manifest = root / "MANIFEST.json"
+    files = present(root)
+    if args.write:
+        bad = {rel: p for rel in files if (p := problems(root, rel, None))}
+        for rel, p in bad.items():
+            print(f"{rel}: {'; '.join(p)}")
+        if bad:
+            return 1
+        manifest.write_text(json.dumps([describe(root, rel) for rel in files], indent=1) + "\n")
+        print(f"wrote {manifest}: {len(files)} files")
+        return 0
+    recorded = {e["path"]: e for e in json.loads(manifest.read_text())} if manifest.exists() else {}
+    failed = 0
+    for rel in files:
+        p = problems(root, rel, recorded.get(rel))
+        if rel not in recorded:
+            p.append("not in the manifest")
+        failed += bool(p)
+        print(f"{'ok  ' if not p else 'BAD '} {rel}" + (f": {'; '.join(p)}" if p else ""))
+    missing = [rel for rel in recorded if rel not in files]
+    for rel in missing:
+        print(f"MISSING {rel}")
+    print(f"{len(files) - failed} of {len(FILES)} files present and whole")
+    return 1 if failed or missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,556 @@
+"""The worker process of upstream_tests.py: imports one upstream test file, runs the tests it is
+given, and writes one JSON object a line to the file descriptor the parent reads (the worker's
+stdout at start; the tests' own prints go to /dev/null).
+
+A case is one compiled callable made inside one test: every torch.compile, torch._dynamo.optimize
+or optimize_assert call (decorator forms included) while a test runs makes one, and a CPython suite's
+test method is one case of its own (PyTorch runs those methods compiled whole). Each call of a case
+runs the function three times, from the same RNG state: eagerly on a deep copy of the arguments,
+under tjc (backend "eager", fullgraph=False) on another copy, and under torch.compile with the
+test's own arguments on the test's own objects. The torch.compile result (or exception) is what the
+test sees, so its own counters and assertions run as written.
+
+Lines written: {"ev": "tests", "tests": [...]} (list mode), {"ev": "start", "test"},
+{"ev": "running", "test", "case", "engine"} before each compiled run (a process that dies names
+the case it was in), {"ev": "case", ...} after each call with the case's record so far,
+{"ev": "done", "test", "outcome", "seconds"}.
+"""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import sys
+import threading
+import time
+import traceback
+import types
+import unittest
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE.parent))   # the checkout's torch_jit_cache
+
+_OUT = None          # the parent's channel
+_STATE = threading.local()
+
+
+def emit(**fields) -> None:
+    _OUT.write(json.dumps(fields, default=repr) + "\n")
+    _OUT.flush()
+
+
+# -- comparing eager with a compiled run ----------------------------------------------------------
+class Outcome:
+    __slots__ = ("value", "exc")
+
+    def __init__(self, value=None, exc=None):
+        self.value, self.exc = value, exc
+
+
+def run_outcome(fn) -> Outcome:
+    try:
+        return Outcome(value=fn())
+    except Exception as e:   # noqa: BLE001 - any exception is an outcome to compare
+        return Outcome(exc=e)
+
+
+def same_value(a, b, depth=0) -> bool:
+    """b is a's value: tensors close (as torch.testing compares, NaN equal to NaN), containers of
+    one type item by item, floats close, objects of one class with equal __dict__, else ==."""
+    import torch
+
+    if depth > 20:
+        return True
+    if a is b:
+        return True
+    if isinstance(a, torch.Tensor):
+        if not isinstance(b, torch.Tensor):
+            return False
+        try:
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, equal_nan=True, check_stride=False,
+                                       check_device=True, check_layout=True)
+            return True
+        except Exception:   # noqa: BLE001
+            return False
+    if type(a) is not type(b):
+        return False
+    if type(a).__module__ == "numpy" and hasattr(a, "dtype"):   # ndarray or numpy scalar
+        import numpy as np
+
+        try:
+            return a.dtype == b.dtype and np.shape(a) == np.shape(b) and bool(
+                np.all(np.isclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)))
+        except TypeError:   # not numbers: exact
+            return bool(np.all(a == b))
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y, depth + 1) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_value(a[k], b[k], depth + 1) for k in a)
+    if isinstance(a, torch.nn.Module):
+        sa, sb = a.state_dict(), b.state_dict()
+        return list(sa) == list(sb) and all(same_value(sa[k], sb[k], depth + 1) for k in sa)
+    try:
+        eq = a == b
+        if isinstance(eq, bool) and (eq or type(a).__eq__ is not object.__eq__):
+            return eq   # the class's own answer
+    except Exception:   # noqa: BLE001 - an __eq__ that cannot answer (tensors inside): compare state
+        pass
+    if isinstance(a, (types.FunctionType, types.MethodType, type, types.ModuleType)):
+        return True   # two runs make two closures: not a value difference
+    if hasattr(a, "__dict__"):
+        if not same_value(vars(a), vars(b), depth + 1):
+            return False
+    slots = [n for k in type(a).__mro__ for n in getattr(k, "__slots__", ()) if isinstance(n, str)]
+    for name in slots:
+        if hasattr(a, name) != hasattr(b, name):
+            return False
+        if hasattr(a, name) and not same_value(getattr(a, name), getattr(b, name), depth + 1):
+            return False
+    # State compared where it can be read; an object that shows none (an iterator, a C object
+    # compared by identity) cannot be told apart from its copy and counts as equal.
+    return True
+
+
+def same_outcome(eager: Outcome, got: Outcome) -> str:
+    """'' when equal, 'wrong' (a different value), 'crashed' (raised where eager returned)."""
+    if eager.exc is not None:
+        if got.exc is not None:
+            return "" if type(got.exc) is type(eager.exc) else "crashed"
+        return "wrong"
+    if got.exc is not None:
+        return "crashed"
+    return "" if same_value(eager.value, got.value) else "wrong"
+
+
+def exc_text(e) -> str:
+    return f"{type(e).__name__}: {str(e)[:300]}"
+
+
+# -- the three runs -------------------------------------------------------------------------------
+def rng_state():
+    import numpy as np
+    import torch
+
+    return torch.get_rng_state(), random.getstate(), np.random.get_state()
+
+
+def set_rng(state) -> None:
+    import numpy as np
+    import torch
+
+    torch.set_rng_state(state[0])
+    random.setstate(state[1])
+    np.random.set_state(state[2])
+
+
+def dynamo_counts():
+    from torch._dynamo.utils import counters
+
+    return (sum(counters["graph_break"].values()), counters["frames"]["total"], counters["frames"]["ok"],
+            dict(counters["graph_break"]))
+
+
+def no_modes():
+    """Copies and comparisons run outside the test's torch dispatch modes (a mode that rewrites
+    every op would rewrite the comparison too)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
+
+# Settings both compilers have, under the same name: a test that sets torch._dynamo.config's
+# (config.patch on the test) compiles tjc's run with the same value.
+SHARED_SETTINGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
+
+
+class same_capture_settings:
+    def __enter__(self):
+        import torch._dynamo.config as dynamo_config
+
+        from torch_jit_cache.config import config
+
+        self._saved = {k: getattr(config, k) for k in SHARED_SETTINGS}
+        for k in SHARED_SETTINGS:
+            setattr(config, k, bool(getattr(dynamo_config, k)))
+
+    def __exit__(self, *exc):
+        from torch_jit_cache.config import config
+
+        for k, v in self._saved.items():
+            setattr(config, k, v)
+
+
+def busy() -> str | None:
+    """The engine of the case run now in progress on this thread (None: none)."""
+    return getattr(_STATE, "engine", None)
+
+
+class Case:
+    """One compiled callable of one test; `tc` is what torch.compile made of it with the test's
+    arguments."""
+
+    def __init__(self, fn, tc, kind):
+        self.fn, self.tc, self.kind = fn, tc, kind
+        self.test = _STATE.test
+        self.index = _STATE.next_case
+        _STATE.next_case += 1
+        self._tjc = None
+        self._report = None
+        self.rec = {"test": self.test, "case": self.index, "kind": kind, "fn": _name(fn), "calls": 0,
+                    "tjc": {"status": "whole", "breaks": 0, "fallbacks": 0, "reasons": []},
+                    "tc": {"status": "whole", "breaks": 0, "fallbacks": 0, "reasons": []}}
+
+    def _tjc_callable(self):
+        if self._tjc is None:
+            from torch_jit_cache.api import _compiled, _target_code
+            from torch_jit_cache.convert_frame import FrameCompiler
+            from torch_jit_cache.explanation import ExplainOutput
+
+            # What tjc.compile(fn, backend="eager", fullgraph=False) makes, with explain()'s observer
+            # kept for the case's life: the break and fallback reasons of every frame it compiles.
+            self._report = ExplainOutput()
+            callback = FrameCompiler(backend=tjc_backend(), fullgraph=False, target_code=_target_code(self.fn),
+                                     observer=self._report.record)
+            self._tjc = _compiled(self.fn, callback)
+        return self._tjc
+
+    def call(self, tc_call, args, kwargs):
+        engine = busy()
+        if engine is not None:   # a compiled call inside another case's run: run as that run does
+            return tc_call(*args, **kwargs) if engine == "tc" else self.fn(*args, **kwargs)
+        self.rec["calls"] += 1
+        with no_modes():
+            state = rng_state()
+            try:
+                copies = [copy.deepcopy((args, kwargs)) for _ in range(3)]
+                self.rec.setdefault("copied", True)
+            except Exception:   # noqa: BLE001 - shared objects then; side effects show four times
+                copies = [(args, kwargs)] * 3
+                self.rec["copied"] = False
+        try:
+            _STATE.engine = "eager"
+            set_rng(state)
+            eager = run_outcome(lambda: self.fn(*copies[0][0], **copies[0][1]))
+            if self.rec["copied"]:
+                # A second eager run: a result that differs between two eager runs (torch.empty,
+                # an id, a time) is not compared.
+                set_rng(state)
+                again = run_outcome(lambda: self.fn(*copies[2][0], **copies[2][1]))
+                with no_modes():
+                    if same_outcome(eager, again) or not same_value(copies[0], copies[2]):
+                        self.rec["nondeterministic"] = True
+            emit(ev="running", test=self.test, case=self.index, engine="tjc")
+            _STATE.engine = "tjc"
+            set_rng(state)
+            import torch_jit_cache as tjc
+
+            before = tjc.stats()
+            seen = len(self._report.frames) if self._report is not None else 0
+            with same_capture_settings():
+                got = run_outcome(lambda: self._tjc_callable()(*copies[1][0], **copies[1][1]))
+            after = tjc.stats()
+            self._record("tjc", eager, got, after["graph_breaks"] - before["graph_breaks"],
+                         after["fallbacks"] - before["fallbacks"], self._tjc_reasons(seen), copies[0], copies[1])
+            emit(ev="running", test=self.test, case=self.index, engine="tc")
+            _STATE.engine = "tc"
+            set_rng(state)
+            c0 = dynamo_counts()
+            result = run_outcome(lambda: tc_call(*args, **kwargs))
+            c1 = dynamo_counts()
+            reasons = [k.split("\n")[0] for k, v in c1[3].items() if v > c0[3].get(k, 0)]
+            self._record("tc", eager, result, max(0, c1[0] - c0[0]), max(0, (c1[1] - c1[2]) - (c0[1] - c0[2])),
+                         reasons, copies[0], (args, kwargs) if self.rec["copied"] else None)
+        finally:
+            _STATE.engine = None
+        emit(ev="case", **self.rec)
+        if result.exc is not None:
+            raise result.exc
+        return result.value
+
+    def _tjc_reasons(self, seen):
+        if self._report is None:
+            return []
+        out = []
+        for frame in self._report.frames[seen:]:
+            if frame.break_reason:
+                out.append(f"break: {frame.break_reason}")
+            if frame.fallback_reason:
+                out.append(f"fallback: {frame.fallback_reason}")
+        return out
+
+    def _record(self, engine, eager, got, breaks, fallbacks, reasons, eager_args, got_args):
+        rec = self.rec[engine]
+        with no_modes():
+            verdict = same_outcome(eager, got)
+            if self.rec.get("nondeterministic"):
+                # eager differs from itself: only whether it raised, and what, is compared
+                verdict = "" if verdict == "wrong" else verdict
+            elif not verdict and got_args is not None and eager.exc is None and got.exc is None:
+                if not same_value(eager_args, got_args):
+                    verdict = "wrong"
+                    reasons = reasons + ["arguments differ from eager's after the call"]
+        rec["breaks"] += breaks
+        rec["fallbacks"] += fallbacks
+        if verdict == "crashed":
+            reasons = reasons + [f"raised {exc_text(got.exc)}"
+                                 + (f" (eager raised {exc_text(eager.exc)})" if eager.exc else "")]
+        elif verdict == "wrong":
+            reasons = reasons + ["returned a different value"
+                                 + (f" (eager raised {exc_text(eager.exc)})" if eager.exc else "")]
+        for r in reasons:
+            if r not in rec["reasons"] and len(rec["reasons"]) < 10:
+                rec["reasons"].append(str(r)[:500])
+        order = ["whole", "broken", "wrong", "crashed"]
+        status = verdict or ("broken" if breaks or fallbacks else "whole")
+        if order.index(status) > order.index(rec["status"]):
+            rec["status"] = status
+
+
+def tjc_backend():
+    """"eager", or TJC_UPSTREAM_BACKEND="module:attr" (a backend of the harness's own tests that
+    fails on purpose)."""
+    spec = os.environ.get("TJC_UPSTREAM_BACKEND")
+    if not spec:
+        return "eager"
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+# -- intercepting the compile entry points --------------------------------------------------------
+def _wrap_compiled(fn, compiled, kind):
+    """What the test gets in place of `compiled` (torch's result for `fn`): the same object for a
+    module (its class swapped for a subclass whose __call__ runs the case), else a function."""
+    import torch
+
+    if _STATE.test is None or not callable(compiled):
+        return compiled
+    case = Case(fn, compiled, kind)
+    if isinstance(compiled, torch.nn.Module):
+        base = type(compiled)
+
+        def __call__(self, *args, **kwargs):
+            return case.call(lambda *a, **k: base.__call__(self, *a, **k), args, kwargs)
+
+        compiled.__class__ = type(base.__name__, (base,), {"__call__": __call__})
+        return compiled
+
+    def run_case(*args, **kwargs):
+        return case.call(compiled, args, kwargs)
+
+    try:
+        run_case.__dict__.update(getattr(compiled, "__dict__", {}))
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__", "__wrapped__"):
+            if hasattr(compiled, attr):
+                setattr(run_case, attr, getattr(compiled, attr))
+    except Exception:   # noqa: BLE001
+        pass
+    return run_case
+
+
+class _Optimized:
+    """torch._dynamo.optimize(...)'s result: a decorator and a context manager; as a decorator each
+    use makes a case."""
+
+    def __init__(self, real, kind):
+        self._real, self._kind = real, kind
+
+    def __call__(self, fn):
+        return _wrap_compiled(fn, _passthrough(lambda: self._real(fn)), self._kind)
+
+    def __enter__(self):
+        return self._real.__enter__()
+
+    def __exit__(self, *exc):
+        return self._real.__exit__(*exc)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _passthrough(make):
+    """Run torch's own compile entry point (which calls the others) without making cases."""
+    depth = getattr(_STATE, "inside", 0)
+    _STATE.inside = depth + 1
+    try:
+        return make()
+    finally:
+        _STATE.inside = depth
+
+
+def install_interceptors() -> None:
+    import torch
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    real_compile, real_optimize = torch.compile, torch._dynamo.optimize
+    real_assert = torch._dynamo.optimize_assert
+
+    def compile(model=None, **kwargs):   # noqa: A001 - torch.compile's own name
+        if kwargs.get("backend", "inductor") == "inductor":
+            # Capture is measured, not code generation: inductor's C++ builds take seconds a
+            # graph and are the same graphs.
+            kwargs["backend"] = "eager"
+        if getattr(_STATE, "inside", 0) or busy():
+            return real_compile(model, **kwargs) if model is not None else real_compile(**kwargs)
+        if model is None:
+            return lambda fn: compile(fn, **kwargs)
+        return _wrap_compiled(model, _passthrough(lambda: real_compile(model, **kwargs)), "compile")
+
+    def optimize(*args, **kwargs):
+        if getattr(_STATE, "inside", 0) or busy():
+            return real_optimize(*args, **kwargs)
+        return _Optimized(_passthrough(lambda: real_optimize(*args, **kwargs)), "optimize")
+
+    def optimize_assert(*args, **kwargs):
+        if getattr(_STATE, "inside", 0) or busy():
+            return real_assert(*args, **kwargs)
+        return _Optimized(_passthrough(lambda: real_assert(*args, **kwargs)), "optimize_assert")
+
+    torch.compile = compile
+    torch._dynamo.optimize = optimize
+    torch._dynamo.optimize_assert = optimize_assert
+    torch._dynamo.testing.optimize_assert = optimize_assert
+
+
+# -- loading a file's tests -----------------------------------------------------------------------
+def cpython_alias(path: Path) -> Path:
+    """A CPython suite's path as torch's CPythonTestCase wants it (cpython/v3_13/: it skips
+    every test of a class whose file is not under a folder naming the Python version that way),
+    through a symbolic link beside the folder the files were read into."""
+    if path.parent.name != "3_13":
+        return path
+    alias = path.parent.parent / "v3_13"
+    if not alias.exists():
+        try:
+            alias.symlink_to("3_13")
+        except OSError:
+            return path
+    return alias / path.name
+
+
+def setup_paths(root: Path) -> None:
+    dyn = root / "test" / "dynamo"
+    for p in (cpython_alias(dyn / "cpython" / "3_13" / "x").parent, dyn, root / "test"):
+        sys.path.insert(0, str(p))
+    sys.path.append(str(_HERE / "upstream_shims"))   # stand-ins for test-only packages not installed
+
+
+def is_cpython(path: Path) -> bool:
+    return "cpython" in path.parts
+
+
+def load_classes(path: Path) -> list:
+    """The file's TestCase classes; a mixin of tests (a class named *Test* with test_ methods that
+    is no TestCase, as the split misc and repro files define) becomes one with dynamo's TestCase."""
+    import torch._dynamo.test_case
+    from torch.testing._internal.common_utils import instantiate_parametrized_tests
+
+    spec = importlib.util.spec_from_file_location(path.stem, cpython_alias(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    out = []
+    for name, obj in list(vars(module).items()):
+        if not isinstance(obj, type) or obj.__module__ != module.__name__:
+            continue
+        if issubclass(obj, unittest.TestCase):
+            if any(n.startswith("test") for n in dir(obj)):
+                out.append(obj)
+        elif "Test" in name and any(n.startswith("test_") for n in vars(obj)):
+            mixed = type(name, (obj, torch._dynamo.test_case.TestCase), {"__module__": module.__name__})
+            try:
+                mixed = instantiate_parametrized_tests(mixed) or mixed
+            except Exception:   # noqa: BLE001
+                pass
+            out.append(mixed)
+    return out
+
+
+def list_tests(path: Path) -> list:
+    loader = unittest.TestLoader()
+    ids = []
+    for cls in load_classes(path):
+        for name in loader.getTestCaseNames(cls):
+            ids.append(f"{cls.__name__}.{name}")
+    return ids
+
+
+def run_tests(path: Path, ids: list) -> None:
+    import torch
+    import torch._dynamo
+
+    import torch_jit_cache as tjc
+
+    classes = {cls.__name__: cls for cls in load_classes(path)}
+    stem = str(path)
+    for test_id in ids:
+        cls_name, method = test_id.split(".", 1)
+        emit(ev="start", test=test_id)
+        t0 = time.perf_counter()
+        torch._dynamo.reset()
+        tjc.reset()
+        _STATE.test, _STATE.next_case, _STATE.engine = test_id, 0, None
+        result = unittest.TestResult()
+        try:
+            test = classes[cls_name](method)
+            if is_cpython(path):
+                _compile_method_whole(test, method)
+            unittest.TestSuite([test]).run(result)
+            outcome = ("error" if result.errors else "fail" if result.failures else
+                       "skip" if result.skipped else "pass")
+            detail = (result.errors or result.failures or result.skipped or [(None, "")])[0][1][-600:]
+        except Exception:   # noqa: BLE001
+            outcome, detail = "error", traceback.format_exc()[-600:]
+        _STATE.test = None
+        emit(ev="done", test=test_id, outcome=outcome, detail=detail, seconds=round(time.perf_counter() - t0, 3),
+             file=stem)
+
+
+def _compile_method_whole(test, method):
+    """A CPython suite's test method is one case, as PyTorch compiles it whole (backend "eager")."""
+    import torch
+
+    bound = getattr(test, method)
+    compiled = _passthrough(lambda: torch._dynamo.optimize("eager")(bound))
+    setattr(test, method, _wrap_compiled(bound, compiled, "cpython_method"))
+
+
+def main(argv) -> int:
+    global _OUT
+    root, path, mode = Path(argv[1]), Path(argv[2]), argv[3]
+    _OUT = os.fdopen(os.dup(1), "w", buffering=1)
+    if "--verbose" not in argv:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+    os.environ.setdefault("TJC_DISABLE_DISK_CACHE", "1")
+    setup_paths(root)
+    import warnings
+
+    warnings.simplefilter("ignore")
+    _STATE.test, _STATE.engine = None, None
+    install_interceptors()
+    if mode == "list":
+        try:
+            emit(ev="tests", tests=list_tests(path))
+        except BaseException:   # noqa: BLE001 - an import failure is the file's result
+            emit(ev="tests", tests=[], error=traceback.format_exc()[-1500:])
+        return 0
+    ids = json.loads(sys.stdin.read())
+    run_tests(path, ids)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

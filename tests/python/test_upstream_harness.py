@@ -1,0 +1,136 @@
+"""benchmarks/upstream_tests.py on a small test file of our own, laid out as the upstream files are:
+each kind of case (whole, broken, wrong, raising, a worker that dies) lands in its column, through
+the same parent and worker processes the real run uses. The tjc side compiles with a backend that
+misbehaves on purpose (TJC_UPSTREAM_BACKEND): wrong values for graphs with `mul`, a raise for
+`div`, the process ending for `cos`."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "upstream_tests.py"
+
+FAKE_BACKEND = '''
+import os
+import torch
+
+
+def misbehave(gm, example_inputs):
+    names = {getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes}
+    if "cos" in names:
+        os._exit(3)
+
+    def run(*args):
+        out = gm(*args)
+        if "mul" in names:
+            return tuple(o + 1 for o in out) if isinstance(out, (tuple, list)) else out + 1
+        if "truediv" in names or "div" in names:
+            raise RuntimeError("the backend failed on purpose")
+        return out
+
+    return run
+'''
+
+TESTS = '''
+import torch
+import torch._dynamo.testing
+
+
+class MiscTestsPart1:
+    def test_a_whole(self):
+        cnt = torch._dynamo.testing.CompileCounter()
+        opt = torch.compile(lambda x: x.sin() + 1, backend=cnt)
+        opt(torch.ones(3))
+        self.assertEqual(cnt.frame_count, 1)   # the test's own counter sees torch.compile's run
+
+    def test_b_breaks(self):
+        @torch.compile(backend="eager")
+        def f(x):
+            y = x + 1
+            torch._dynamo.graph_break()
+            return y - 2
+
+        f(torch.ones(3))
+
+    def test_c_wrong(self):
+        torch._dynamo.optimize("eager")(lambda x: x * 3)(torch.ones(3))
+
+    def test_d_raises(self):
+        torch.compile(lambda x: x / 3, backend="eager")(torch.ones(3))
+
+    def test_e_dies(self):
+        torch.compile(lambda x: x.cos(), backend="eager")(torch.ones(3))
+
+    def test_f_after_restart(self):
+        torch.compile(lambda x: x.sin() - 1, backend="eager")(torch.ones(3))
+'''
+
+
+def run_harness(root, out, *extra):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TJC_UPSTREAM_BACKEND="fake_backend:misbehave")
+    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root), "--json", str(out), *extra],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_each_kind_of_case_is_counted_in_its_column(tmp_path):
+    dynamo = tmp_path / "up" / "test" / "dynamo"
+    dynamo.mkdir(parents=True)
+    (dynamo / "_test_misc_part1.py").write_text(textwrap.dedent(TESTS))
+    (dynamo / "fake_backend.py").write_text(textwrap.dedent(FAKE_BACKEND))
+    out = tmp_path / "result.json"
+    proc = run_harness(tmp_path / "up", out)
+    assert proc.returncode == 0, proc.stderr
+
+    result = json.loads(out.read_text())
+    status = {c["test"].split(".")[1]: (c["tjc"]["status"], c["tc"]["status"]) for c in result["cases"]}
+    assert status == {
+        "test_a_whole": ("whole", "whole"),
+        "test_b_breaks": ("broken", "broken"),
+        "test_c_wrong": ("wrong", "whole"),
+        "test_d_raises": ("crashed", "whole"),
+        "test_e_dies": ("crashed", "not run"),
+        "test_f_after_restart": ("whole", "whole"),
+    }
+    # The worker died inside tjc's run of test_e: the case is marked crashed (torch.compile's run
+    # never came), the test too, and a new worker ran the test after it.
+    assert result["tests"]["_test_misc_part1.py::MiscTestsPart1.test_e_dies"]["outcome"] == "crashed"
+    assert result["tests"]["_test_misc_part1.py::MiscTestsPart1.test_a_whole"]["outcome"] == "pass"
+
+    misc = result["groups"]["misc"]
+    assert misc["cases"] == 6 and misc["tests"] == 6
+    assert misc["tjc"] == {"whole": 2, "broken": 1, "wrong": 1, "crashed": 2}
+    assert misc["tc_only"] == 2   # c, d: torch.compile whole, tjc not
+    reasons = {r["sample"] for r in result["top_reasons"]}
+    assert "MiscTestsPart1.test_d_raises" in reasons
+    # the table names the group and the totals
+    assert "misc" in proc.stdout and "total" in proc.stdout
+
+    # --compare with the same result: no case changed
+    again = subprocess.run([sys.executable, "-c", "import sys, json; sys.path.insert(0, sys.argv[1]); "
+                            "import upstream_tests as u; r = json.load(open(sys.argv[2])); "
+                            "print(len(u.compare(sys.argv[2], r)))", str(ROOT / "benchmarks"), str(out)],
+                           capture_output=True, text=True, timeout=60)
+    assert again.stdout.strip() == "2", again.stderr   # the two heading lines only
+
+
+def test_without_the_files_it_says_not_fetched(tmp_path):
+    proc = run_harness(tmp_path / "nothing", tmp_path / "out.json")
+    assert proc.returncode == 0
+    assert "not fetched" in proc.stdout
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_reasons_group_across_names_numbers_and_places():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import upstream_tests
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    a = upstream_tests.reason_group("break: attribute 'x' of ListVariable([ConstantVariable(1)]) at /a/b.py:12 (CALL 2)")
+    b = upstream_tests.reason_group("break: attribute 'x' of ListVariable([ConstantVariable(7), "
+                                    "ConstantVariable(8)]) at /c/d.py:99 (CALL 0)")
+    assert a == b
+    assert upstream_tests.reason_group("break: attribute 'y' of X at /a.py:1") != a
