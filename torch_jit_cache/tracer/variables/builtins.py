@@ -16,12 +16,12 @@ import types
 
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, TupleOutput, call_with
 from . import dataclass_fields, polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
+from .containers import (BaseListVariable, DictVariable, ListVariable, TupleVariable, build_defaultdict,
                          build_ordered_dict, construct_namedtuple, dict_items, sort_order)
 from .copying import deepcopy
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
@@ -32,6 +32,7 @@ from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, Rev
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
 from .operators import binary_op
+from .ranges import RangeVariable
 from .sets import SetVariable, constants_of
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
@@ -364,6 +365,8 @@ def _polyfill(fn, kind: type | None = None):
         result = tx.call(UserFunctionVariable(fn), args, kwargs)
         if kind is not None and isinstance(result, GeneratorVariable):
             result.kind = kind
+            # Made again after the graph as the builtin itself (a map, not the polyfill's generator).
+            result.remake = (kind, list(args), dict(kwargs))
         return result
     return handler
 
@@ -476,7 +479,8 @@ class TracedNamedTupleVariable(TupleVariable):
 
 class PartialCallVariable(VariableTracker):
     """functools.partial(fn, ...) made in the trace: calling it calls fn with the bound arguments
-    first. It lives in the trace only (a partial read from the frame is functions.PartialVariable)."""
+    first (a partial read from the frame is functions.PartialVariable). Returned or held at a break,
+    it is made again from its rebuilt parts."""
 
     def __init__(self, func, args: list, keywords: dict):
         super().__init__(None)
@@ -487,6 +491,12 @@ class PartialCallVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def reconstruct(self, outputs):
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
+            ConstantOutput(functools.partial), TupleOutput((outputs.rebuild(self.func),
+                                                            *(outputs.rebuild(a) for a in self.args))),
+            DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.keywords.items())))))
 
     def __repr__(self):
         return f"PartialCallVariable({self.func!r})"

@@ -1,5 +1,5 @@
-"""Containers: tuples, lists, dicts, ranges and cells, holding variable trackers (iterators over
-them: iterators.py).
+"""Containers: tuples, lists and dicts, holding variable trackers (iterators over them:
+iterators.py; ranges: ranges.py; closure cells: cells.py).
 
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
@@ -580,61 +580,6 @@ class DictViewVariable(VariableTracker):
         return f"DictViewVariable({self.kind} of {self.mapping!r})"
 
 
-class RangeVariable(VariableTracker):
-    def __init__(self, value: range):
-        super().__init__(None)
-        self.value = value
-
-    def python_type(self):
-        return range
-
-    def as_python_constant(self):
-        return self.value
-
-    def unpack(self, tx):
-        if len(self.value) > 100_000:
-            unsupported("a loop over more than 100,000 iterations")
-        return [ConstantVariable(i) for i in self.value]
-
-    def truthy(self, tx):
-        return bool(self.value)
-
-    def getitem(self, tx, key):
-        r = self.value[_index(key)]
-        return RangeVariable(r) if isinstance(r, range) else ConstantVariable(r)
-
-
-class CellVariable(VariableTracker):
-    """A closure cell. `contents` is a tracker, or None while empty; `lazy` is (value, source) of
-    a real cell not read yet. A cell read from a real closure is not writable (STORE_DEREF to
-    it would be a side effect)."""
-
-    def __init__(self, contents=None, *, lazy=None, writable=True, root_name=None):
-        super().__init__(None)
-        self.contents = contents
-        self.lazy = lazy
-        self.writable = writable
-        # One of the root frame's own cells: a store to it is a side effect, replayed into the
-        # real cell (side_effects.py), since code after a graph break reads it there. (No real
-        # function can close over it while the root is traced: only trackers share it.)
-        self.root_name = root_name
-
-    def load(self, tx):
-        if self.contents is None and self.lazy is not None:
-            value, source = self.lazy
-            self.contents = tx.wrap(value, source)
-        if self.contents is None:
-            unsupported("read of an empty closure cell")
-        return self.contents
-
-    def store(self, tx, value):
-        if not self.writable:
-            unsupported("assignment to a closure variable of the traced frame (nonlocal)")
-        if self.root_name is not None:
-            tx.output.side_effects.store_cell(self.root_name, value)
-        self.contents = value
-
-
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
 def wrap_sequence(tx, value, source, g):
     """A list, tuple, torch.Size or named tuple: its length guarded, each item wrapped."""
@@ -655,9 +600,3 @@ def wrap_dict(tx, value, source, g):
     g(GuardKind.DICT_KEYS, tuple(value))
     return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)
                          for k, v in value.items()}, source)
-
-
-def wrap_range(tx, value, source, g):
-    g(GuardKind.TYPE_MATCH, range)
-    g(GuardKind.EQUALS_MATCH, value)
-    return RangeVariable(value)
