@@ -22,13 +22,14 @@ from .base import CallableVariable, TracedAttributeError, VariableTracker, unsup
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, ListVariable, TupleVariable, build_defaultdict,
-                         build_ordered_dict, construct_namedtuple, dict_items, sort_order)
+                         build_ordered_dict, dict_items, sort_order)
 from .copying import deepcopy
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterator_type)
+from .namedtuples import construct_namedtuple
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
 from .operators import binary_op

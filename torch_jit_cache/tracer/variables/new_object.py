@@ -45,34 +45,13 @@ from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
-from .containers import construct_namedtuple, is_namedtuple_class
+from .namedtuples import construct_namedtuple, is_namedtuple_class, plain_namedtuple_subclass
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, python_truth, sequence_call,
                           sequence_iterator)
-
-# What a subclass of a namedtuple class may define and still be built as a tuple tracker of its
-# class: tuple operations on the tracker are the namedtuple's, so no dunder of its own may change
-# them (its plain methods are looked up, and refused, where called).
-_PLAIN_CLASS_NAMES = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
-                                "__annotations__", "__firstlineno__", "__static_attributes__", "__slots__"})
-
-
-def plain_namedtuple_subclass(cls) -> bool:
-    """A class statement's subclass of a namedtuple class (`class P(namedtuple("P", "a b")): ...`)
-    that defines no dunder of its own: built and rebuilt as the namedtuple is (`cls._make`)."""
-    if not isinstance(cls, type) or type(cls) is not type or len(cls.__bases__) != 1:
-        return False
-    for klass in cls.__mro__:
-        if is_namedtuple_class(klass):
-            return klass is not cls
-        if type(klass) is not type or len(klass.__bases__) != 1 or vars(klass).get("__slots__") or \
-                any(n.startswith("__") and n.endswith("__") and n not in _PLAIN_CLASS_NAMES for n in vars(klass)):
-            return False
-    return False
-
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
