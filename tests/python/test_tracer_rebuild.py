@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import io
+import itertools
 import types
 import weakref
 
@@ -237,6 +238,47 @@ def test_a_generator_started_in_the_frame_is_not_rebuilt_but_the_frame_still_run
         first, g = tjc.compile(fn, backend="eager")(x)
     torch.testing.assert_close(first, x)
     assert [t.tolist() for t in g] == [(x + 1).tolist(), (x + 2).tolist()]
+
+
+def _product_then_append(y):
+    xs = [y]
+    p = itertools.product(xs, (1, 2))   # reads xs whole now
+    xs.append(y + 1)
+    return p
+
+
+def _map_over_a_dict_then_grow(y):
+    d = {"a": y}
+    m = map(str, d)   # iterates d from now on: a change of its size is a RuntimeError
+    d["b"] = 1
+    return m
+
+
+def _generator_over_a_list_then_append(y):
+    xs = [y]
+    g = _gen_over(xs)   # runs nothing yet: the loop reads the list as it is when it runs
+    xs.append(y + 1)
+    return g
+
+
+def _gen_over(xs):
+    for v in xs:
+        yield v * 2
+
+
+@pytest.mark.parametrize("make, consume", [
+    (_product_then_append, list), (_generator_over_a_list_then_append, list),
+    (_map_over_a_dict_then_grow, lambda m: _raised(list, m))])
+def test_what_a_builtin_read_when_made_is_what_eager_read(make, consume):
+    for fn in (_returning(make), _holding(make)):
+        _compare(fn, consume, torch.randn(2))
+
+
+def _raised(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:   # noqa: BLE001 (the comparison is of what eager raises)
+        return type(e).__name__
 
 
 def test_a_range_argument_is_guarded_by_value():

@@ -28,7 +28,7 @@ from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
-                        iterate, iterator_type)
+                        iterate, iterated_containers, iterator_type)
 from .namedtuples import construct_namedtuple
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
@@ -366,10 +366,22 @@ def _polyfill(fn, kind: type | None = None):
         result = tx.call(UserFunctionVariable(fn), args, kwargs)
         if kind is not None and isinstance(result, GeneratorVariable):
             result.kind = kind
-            # Made again after the graph as the builtin itself (a map, not the polyfill's generator).
-            result.remake = (kind, list(args), dict(kwargs))
+            result.remake = None
+            if fn in _REMADE_AS:   # made again as the builtin itself, not the polyfill's generator
+                result.remake = (_REMADE_AS[fn], list(args), dict(kwargs))
+                # The builtin took iter() of each argument when it was made: a dict changed since
+                # would raise or show through there, not in a builtin made again over it.
+                result.remake_watch = [(c, c.version) for c in iterated_containers(args)
+                                       if isinstance(c, DictVariable)]
         return result
     return handler
+
+
+# The builtin a polyfill's generator not started yet is made again as (generators.py): those that
+# take only iter() of their arguments when made. itertools.product reads its inputs whole when
+# made, which a product made again after the graph would read later: not remade.
+_REMADE_AS = {polyfills.map_: map, polyfills.filter_: filter, polyfills.zip_: zip, polyfills.enumerate_: enumerate,
+              polyfills.chain_: itertools.chain, polyfills.chain_from_iterable_: itertools.chain.from_iterable}
 
 
 class PolyfillVariable(CallableVariable):

@@ -42,6 +42,7 @@ class GeneratorVariable(VariableTracker):
         # started yet is made again from. A polyfilled builtin's names the builtin itself (map, a
         # constant, not a tracker).
         self.remake = None
+        self.remake_watch = ()   # (dict tracker, its version when the builtin was made)
 
     kind = types.GeneratorType   # a polyfilled builtin's generator says the builtin's type (map, ...)
 
@@ -90,6 +91,8 @@ class GeneratorVariable(VariableTracker):
         """Not started yet: its function called again with its rebuilt arguments, once."""
         if self.started or self.remake is None:
             unsupported(f"generator {self.name} is suspended at the graph break (it cannot be rebuilt)")
+        if any(d.version != version for d, version in self.remake_watch):
+            unsupported(f"a {self.kind.__name__} over a dict that changed since it was made")
         fn, args, kwargs = self.remake
         return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
             outputs.rebuild(fn) if isinstance(fn, VariableTracker) else ConstantOutput(fn), TupleOutput(tuple(outputs.rebuild(a) for a in args)),
