@@ -141,6 +141,8 @@ class Rebuilder:
             self.containers.add(id(v))
         if isinstance(v, GeneratorVariable) and v.started:
             raise GeneratorAtBreak(None)   # the driver moves the cut (generators.py)
+        if id(v) in self.iterators:   # passed on as its remaining items: made again it would be two
+            raise Unsupported("a loop's iterator is reached twice at the break")
         return v.reconstruct(self)   # containers come back here for each item
 
     @staticmethod
@@ -153,7 +155,7 @@ class Rebuilder:
 
     def remaining(self, v) -> tuple:
         """The specs of the items `v` has still to yield (each container it iterates reached once)."""
-        if id(v) in self.iterators:
+        if id(v) in self.iterators or id(v) in self.made:
             raise Unsupported("a loop's iterator is reached twice at the break")
         self.iterators.add(id(v))
         for container in v.watched:   # the container it iterates (zip's: each)
