@@ -136,6 +136,39 @@ def bound_method(function, instance):
     return types.MethodType(function, instance)
 
 
+def call_with(fn, args, kwargs):
+    """`fn(*args, **kwargs)`: an object the trace made by a call, made again after the graph by
+    CallOutput (a functools.partial, zip, enumerate or map over rebuilt parts, a generator not
+    started yet from its function and arguments)."""
+    return fn(*args, **kwargs)
+
+
+def reversed_at(seq, position):
+    """`reversed(seq)` about to yield `seq[position]` (list_reverseiterator's own state), or
+    exhausted for position -1: a reversed() the trace advanced, made again after the graph."""
+    it = reversed(seq)
+    it.__setstate__(position)
+    return it
+
+
+def cell_of(**contents):
+    """A closure cell holding `contents=` (empty without it): a cell of a frame the trace inlined,
+    made again after the graph for a function made there and closing over it."""
+    return types.CellType(*contents.values())
+
+
+def function_of(code, module, closure, defaults=None, kwdefaults=None, annotations=None):
+    """A function made in a frame the trace inlined, made again after the graph over `module`'s
+    globals and the cells `closure` (a tuple of cells made again, cell_of). `annotations`: the flat
+    ('name', annotation, ...) tuple MAKE_FUNCTION takes."""
+    fn = types.FunctionType(code, vars(module), code.co_name, defaults, closure)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    if annotations:
+        fn.__annotations__ = dict(zip(annotations[::2], annotations[1::2]))
+    return fn
+
+
 @dataclasses.dataclass(frozen=True)
 class SuperOutput:
     """`super(cls, obj)`, made again after the graph: a super object the trace held on the stack

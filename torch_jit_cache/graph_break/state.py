@@ -38,7 +38,8 @@ class Cut:
         try:
             return break_state(tx, self.plan, outputs)
         except GeneratorAtBreak:
-            raise GeneratorAtBreak(next((g.created_at for g in tx.generators if not g.done),
+            # Cut where the first one that has started was made (one not started yet is rebuilt).
+            raise GeneratorAtBreak(next((g.created_at for g in tx.generators if g.started and not g.done),
                                         None)) from None
 
 

@@ -4,13 +4,14 @@
 at a graph break (graph_break/state.py) and a returned value with side effects (`return_state`):
 a value read from the frame is loaded again from its source, an object the trace built is built
 once however often it is reached (`once`), and a loop's iterator is rebuilt from what it has still
-to yield where the rest of the frame cannot tell. A suspended generator cannot be rebuilt: the
-Rebuilder raises GeneratorAtBreak, and the graph-break driver moves the cut.
+to yield where the rest of the frame cannot tell. How each kind is rebuilt is its tracker's
+`reconstruct` (variables/base.py). A generator that has started cannot be rebuilt: the Rebuilder
+raises GeneratorAtBreak, and the graph-break driver moves the cut.
 """
 from __future__ import annotations
 
-from ..trace_result import FunctionOutput, GraphOutput, IterOutput, SourceOutput, Unsupported, walk
-from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
+from ..trace_result import FunctionOutput, GraphOutput, SourceOutput, Unsupported, walk
+from .variables import DictVariable, DictViewVariable, ListVariable, TensorVariable
 from .variables.generators import GeneratorVariable
 
 __all__ = ["GraphOutputs", "Rebuilder", "GeneratorAtBreak", "once", "return_state"]
@@ -92,9 +93,6 @@ def _closed_over(spec) -> set:
     return {name for s in walk(spec) if isinstance(s, FunctionOutput) for name in s.cells}
 
 
-_TUPLE_ITERATOR = type(iter(()))
-
-
 class Rebuilder:
     """How a tracker at a graph break is rebuilt.
 
@@ -102,21 +100,27 @@ class Rebuilder:
     the very object (a list it appends to later, a tensor it compares with `is`), and what the
     trace did to it is replayed on it first (side_effects.py; sources are loaded before any effect
     is applied, so a store cannot redirect a path). Side effects' targets and values are rebuilt
-    by the same rebuilder. An object the trace built is rebuilt from its items, once (`once`):
-    a list or dict the trace built and reached twice at the break (a local and a stack item, say)
+    by the same rebuilder. Everything else is the tracker's own `reconstruct` (one home per kind:
+    an iterator in iterators.py, a generator in generators.py, a partial in builtins.py, ...),
+    which rebuilds its parts through `self`. An object the trace built is rebuilt once (`once`):
+    a list, an iterator or a function reached twice at the break (a local and a stack item, say)
     is one object in the resume function too.
 
-    A loop's iterator over a list or dict the trace built is rebuilt from its remaining items, a
-    copy: where the container itself is reached too, the rest of the frame could change it under
-    the loop, so that is refused (`iterated`, `containers`: ids of such containers reached each way).
+    A suspended generator cannot be rebuilt (GeneratorVariable.reconstruct refuses): the
+    Rebuilder raises GeneratorAtBreak instead, and the driver cuts where it was made.
+
+    A loop's iterator on the stack at a break may instead go to the resume function as the items
+    it has still to yield (`remaining`, graph_break/state.py), a copy: where the container it
+    iterates is reached too, the rest of the frame could change it under the loop, so that is
+    refused (`iterated`, `containers`: ids of such containers reached each way).
     """
 
     def __init__(self, outputs):
         self.outputs = outputs
+        self.made: dict = {}
         self.iterators: set = set()
         self.iterated: set = set()
         self.containers: set = set()
-        self.made: dict = {}
 
     def graph_output(self, node):
         return self.outputs.graph_output(node)
@@ -135,34 +139,23 @@ class Rebuilder:
             if id(v) in self.iterated:
                 raise Unsupported("a loop over a container reached again at the break")
             self.containers.add(id(v))
-        if isinstance(v, GeneratorVariable):
+        if isinstance(v, GeneratorVariable) and v.started:
             raise GeneratorAtBreak(None)   # the driver moves the cut (generators.py)
-        if isinstance(v, IteratorVariable):
-            if v.changed:   # Python's iterator saw the change (or raises RuntimeError for a dict's)
-                raise Unsupported("an iterator over a list or dict that changed since it was made")
-            if getattr(v, "exhausted", False):   # an exhausted list iterator stays exhausted
-                return IterOutput(None, 0, ())
-            if self.live_iterator(v):
-                return IterOutput(self(v.origin), v.index)
-            if v.kind not in (None, _TUPLE_ITERATOR):
-                # Made again from its remaining items, it would be a tuple iterator: the rest of the
-                # frame could tell (isinstance(e, enumerate)), so the break is not made here.
-                raise Unsupported(f"a {v.kind.__name__} object held at the break (it would be made again "
-                                  "as a tuple iterator)")
-            return IterOutput(None, 0, self.remaining(v))
+        if id(v) in self.iterators:   # passed on as its remaining items: made again it would be two
+            raise Unsupported("a loop's iterator is reached twice at the break")
         return v.reconstruct(self)   # containers come back here for each item
 
     @staticmethod
     def live_iterator(v) -> bool:
         """Whether the loop iterator `v` must stay Python's own iterator over the very list or
         dict read from the frame (the rest of the frame may change it, and the loop must see
-        that); otherwise it may be rebuilt from its remaining items."""
+        that); otherwise it may go on as its remaining items."""
         origin = v.origin.mapping if isinstance(v.origin, DictViewVariable) else v.origin
         return isinstance(origin, (ListVariable, DictVariable)) and origin.source is not None
 
     def remaining(self, v) -> tuple:
         """The specs of the items `v` has still to yield (each container it iterates reached once)."""
-        if id(v) in self.iterators:
+        if id(v) in self.iterators or id(v) in self.made:
             raise Unsupported("a loop's iterator is reached twice at the break")
         self.iterators.add(id(v))
         for container in v.watched:   # the container it iterates (zip's: each)

@@ -219,6 +219,7 @@ class InstructionTranslator:
         if fn.code.co_flags & _CO_GENERATOR:   # runs nothing yet: each next() runs it to a yield
             where = (self.boundary, self.arrivals[self.boundary]) if self.arrivals is not None else None
             gen = GeneratorVariable(child, fn.code.co_name, created_at=where)
+            gen.remake = (fn, list(args), dict(kwargs))
             if where is not None:
                 self.generators.append(gen)
             return gen

@@ -3,12 +3,14 @@ from .base import VariableTracker
 from .builder import wrap, wrap_constant
 from .builtins import BuiltinVariable
 from .constant import ConstantVariable
-from .containers import CellVariable, DictVariable, DictViewVariable, ListVariable, RangeVariable, TupleVariable
+from .cells import CellVariable
+from .containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
 from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFunctionVariable,
                         UserMethodVariable)
 from .iterators import IteratorVariable
 from .nn_module import NNModuleVariable
 from .pure import fold
+from .ranges import RangeVariable
 from .tensor import TensorVariable, TorchFunctionVariable
 
 __all__ = ["VariableTracker", "wrap", "wrap_constant", "fold", "BuiltinVariable", "ConstantVariable", "CellVariable",

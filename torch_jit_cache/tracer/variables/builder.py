@@ -33,8 +33,8 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import (constant, containers, contexts, functions, new_object, nn_module, numpy_values, opaque, pure,
-               sets, symbolic, tensor, user_object)
+from . import (constant, containers, contexts, functions, namedtuples, new_object, nn_module, numpy_values, opaque,
+               pure, ranges, sets, symbolic, tensor, user_object)
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value, is_stand_in
 from .containers import ListVariable, TupleVariable
@@ -59,7 +59,7 @@ def _always(value, source) -> bool:
 def _is_sequence(value, source) -> bool:
     # A namedtuple whose class overrides tuple's protocol is read as the object it is.
     return isinstance(value, (tuple, list)) and type(value) in (tuple, list, torch.Size) or \
-        (isinstance(value, tuple) and hasattr(type(value), "_fields") and containers.keeps_tuple_protocol(type(value)))
+        (isinstance(value, tuple) and hasattr(type(value), "_fields") and namedtuples.keeps_tuple_protocol(type(value)))
 
 
 # The order is the precedence: the first rule that applies and makes a tracker wins. Each
@@ -81,7 +81,7 @@ WRAP_RULES = (
     WrapRule("module", lambda v, s: isinstance(v, nn.Module), nn_module.wrap_module),
     WrapRule("sequence", _is_sequence, containers.wrap_sequence),
     WrapRule("dict", lambda v, s: type(v) is dict, containers.wrap_dict),
-    WrapRule("range", lambda v, s: type(v) is range, containers.wrap_range),
+    WrapRule("range", lambda v, s: type(v) is range, ranges.wrap_range),
     WrapRule("frozenset", lambda v, s: type(v) is frozenset, sets.wrap_frozenset),
     WrapRule("python module", lambda v, s: isinstance(v, types.ModuleType), functions.wrap_python_module),
     WrapRule("numpy callable", lambda v, s: numpy_values.is_numpy_callable(v), numpy_values.wrap_numpy_callable),

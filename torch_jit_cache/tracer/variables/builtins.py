@@ -17,22 +17,24 @@ import types
 
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, TupleOutput, call_with
 from . import dataclass_fields, instance_checks, polyfills, pure
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
-                         build_ordered_dict, construct_namedtuple, dict_items, sort_order)
+from .containers import (BaseListVariable, DictVariable, ListVariable, TupleVariable, build_defaultdict,
+                         build_ordered_dict, dict_items, sort_order)
 from .copying import deepcopy
 from .exceptions import ExceptionVariable, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
-                        iterate, iterator_type)
+                        iterate, iterated_containers, iterator_type)
+from .namedtuples import construct_namedtuple
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
 from .operators import binary_op
+from .ranges import RangeVariable
 from .sets import SetVariable, constants_of
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
@@ -341,8 +343,22 @@ def _polyfill(fn, kind: type | None = None):
         result = tx.call(UserFunctionVariable(fn), args, kwargs)
         if kind is not None and isinstance(result, GeneratorVariable):
             result.kind = kind
+            result.remake = None
+            if fn in _REMADE_AS:   # made again as the builtin itself, not the polyfill's generator
+                result.remake = (_REMADE_AS[fn], list(args), dict(kwargs))
+                # The builtin took iter() of each argument when it was made: a dict changed since
+                # would raise or show through there, not in a builtin made again over it.
+                result.remake_watch = [(c, c.version) for c in iterated_containers(args)
+                                       if isinstance(c, DictVariable)]
         return result
     return handler
+
+
+# The builtin a polyfill's generator not started yet is made again as (generators.py): those that
+# take only iter() of their arguments when made. itertools.product reads its inputs whole when
+# made, which a product made again after the graph would read later: not remade.
+_REMADE_AS = {polyfills.map_: map, polyfills.filter_: filter, polyfills.zip_: zip, polyfills.enumerate_: enumerate,
+              polyfills.chain_: itertools.chain, polyfills.chain_from_iterable_: itertools.chain.from_iterable}
 
 
 class PolyfillVariable(CallableVariable):
@@ -453,7 +469,8 @@ class TracedNamedTupleVariable(TupleVariable):
 
 class PartialCallVariable(VariableTracker):
     """functools.partial(fn, ...) made in the trace: calling it calls fn with the bound arguments
-    first. It lives in the trace only (a partial read from the frame is functions.PartialVariable)."""
+    first (a partial read from the frame is functions.PartialVariable). Returned or held at a break,
+    it is made again from its rebuilt parts."""
 
     def __init__(self, func, args: list, keywords: dict):
         super().__init__(None)
@@ -464,6 +481,12 @@ class PartialCallVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def reconstruct(self, outputs):
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
+            ConstantOutput(functools.partial), TupleOutput((outputs.rebuild(self.func),
+                                                            *(outputs.rebuild(a) for a in self.args))),
+            DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.keywords.items())))))
 
     def __repr__(self):
         return f"PartialCallVariable({self.func!r})"

@@ -1,5 +1,5 @@
-"""Containers: tuples, lists, dicts, ranges and cells, holding variable trackers (iterators over
-them: iterators.py).
+"""Containers: tuples, lists and dicts, holding variable trackers (iterators over them:
+iterators.py; ranges: ranges.py; closure cells: cells.py).
 
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
@@ -14,10 +14,8 @@ generator item by item (`yields_lazily`), as Python does.
 from __future__ import annotations
 
 import collections
-import inspect
-import types
 
-from ...sources import AttrSource, ItemSource
+from ...sources import ItemSource
 from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
                              SourceOutput, TupleOutput, built_dict)
 from .base import MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, traced, unsupported
@@ -60,7 +58,6 @@ class BaseListVariable(VariableTracker):
     def reconstruct(self, outputs):
         # One spec per tracker (trace_result.py): reached twice, it is one object after the graph.
         return outputs.once(self, lambda: self._spec(tuple(outputs.rebuild(item) for item in self.items)))
-
 
     def _spec(self, items: tuple):
         if self.kind is list:
@@ -217,57 +214,6 @@ class ListVariable(BaseListVariable):
 
     def __repr__(self):
         return f"ListVariable({self.items!r})"
-
-
-def is_namedtuple_class(cls) -> bool:
-    """A class collections.namedtuple made (typing.NamedTuple's too): tuple its only base, the
-    generated __new__ (compiled from a string) taking the fields as arguments."""
-    new = getattr(vars(cls).get("__new__"), "__func__", None) if isinstance(cls, type) else None
-    return cls.__bases__ == (tuple,) and type(cls) is type and "_fields" in vars(cls) and \
-        isinstance(getattr(new, "__code__", None), types.CodeType) and new.__code__.co_filename == "<string>"
-
-
-def keeps_tuple_protocol(cls: type) -> bool:
-    """Whether `cls` reads its items, length and iteration as tuple does (what a tracker assumes)."""
-    return all(getattr(cls, n, None) is getattr(tuple, n) for n in ("__getitem__", "__iter__", "__len__"))
-
-
-def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict, kind=None):
-    """`cls(*args, **kwargs)` for a namedtuple class read through `source`: its fields bound as its
-    __new__ binds them, the missing ones from `cls.__new__.__defaults__` (where Python finds them,
-    and where old code still sets them), which must be constants and are guarded by value. A class
-    the trace made has no source and nothing to guard: `kind` is the tracker its tuples get."""
-    if not keeps_tuple_protocol(cls):
-        unsupported(f"{cls.__name__}() overrides tuple's __getitem__, __iter__ or __len__")
-    defaults = cls.__new__.__defaults__
-    if defaults is not None and not all(is_constant_default(d) for d in defaults):
-        unsupported(f"{cls.__name__}() with defaults that are not constants")
-    if source is not None:
-        guard = (GuardKind.NONE_MATCH,) if defaults is None else (GuardKind.EQUALS_MATCH, defaults)
-        tx.output.add_guard(AttrSource(AttrSource(source, "__new__"), "__defaults__"), *guard)
-    elif kind is None:
-        unsupported(f"construction of {cls.__name__} in the trace: the class has no source")
-    try:
-        bound = inspect.signature(cls).bind(*args, **kwargs)
-    except TypeError as e:
-        unsupported(f"{cls.__name__}() raised {e!r}")
-    values = dict(bound.arguments)
-    fields = list(cls._fields)
-    missing = fields[len(fields) - len(defaults or ()):]
-    items = []
-    for name in fields:
-        if name in values:
-            items.append(values[name])
-        elif name in missing:
-            items.append(ConstantVariable(defaults[missing.index(name)]))
-        else:   # bind() would have raised
-            unsupported(f"{cls.__name__}() without {name!r}")
-    return (kind or TupleVariable)(items, fields=fields, cls=cls)
-
-
-def is_constant_default(value) -> bool:
-    # Immutable values only: a default shared by every instance must stay one object.
-    return value is None or type(value) in (bool, int, float, str, bytes, complex)
 
 
 def sort_order(tx, items: list, key, reverse, what: str) -> list:
@@ -587,61 +533,6 @@ class DictViewVariable(VariableTracker):
         return f"DictViewVariable({self.kind} of {self.mapping!r})"
 
 
-class RangeVariable(VariableTracker):
-    def __init__(self, value: range):
-        super().__init__(None)
-        self.value = value
-
-    def python_type(self):
-        return range
-
-    def as_python_constant(self):
-        return self.value
-
-    def unpack(self, tx):
-        if len(self.value) > 100_000:
-            unsupported("a loop over more than 100,000 iterations")
-        return [ConstantVariable(i) for i in self.value]
-
-    def truthy(self, tx):
-        return bool(self.value)
-
-    def getitem(self, tx, key):
-        r = self.value[_index(key)]
-        return RangeVariable(r) if isinstance(r, range) else ConstantVariable(r)
-
-
-class CellVariable(VariableTracker):
-    """A closure cell. `contents` is a tracker, or None while empty; `lazy` is (value, source) of
-    a real cell not read yet. A cell read from a real closure is not writable (STORE_DEREF to
-    it would be a side effect)."""
-
-    def __init__(self, contents=None, *, lazy=None, writable=True, root_name=None):
-        super().__init__(None)
-        self.contents = contents
-        self.lazy = lazy
-        self.writable = writable
-        # One of the root frame's own cells: a store to it is a side effect, replayed into the
-        # real cell (side_effects.py), since code after a graph break reads it there. (No real
-        # function can close over it while the root is traced: only trackers share it.)
-        self.root_name = root_name
-
-    def load(self, tx):
-        if self.contents is None and self.lazy is not None:
-            value, source = self.lazy
-            self.contents = tx.wrap(value, source)
-        if self.contents is None:
-            unsupported("read of an empty closure cell")
-        return self.contents
-
-    def store(self, tx, value):
-        if not self.writable:
-            unsupported("assignment to a closure variable of the traced frame (nonlocal)")
-        if self.root_name is not None:
-            tx.output.side_effects.store_cell(self.root_name, value)
-        self.contents = value
-
-
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
 def wrap_sequence(tx, value, source, g):
     """A list, tuple, torch.Size or named tuple: its length guarded, each item wrapped."""
@@ -662,9 +553,3 @@ def wrap_dict(tx, value, source, g):
     g(GuardKind.DICT_KEYS, tuple(value))
     return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)
                          for k, v in value.items()}, source)
-
-
-def wrap_range(tx, value, source, g):
-    g(GuardKind.TYPE_MATCH, range)
-    g(GuardKind.EQUALS_MATCH, value)
-    return RangeVariable(value)

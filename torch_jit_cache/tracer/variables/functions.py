@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 
 from ...proxies import is_allowed_in_graph
 from ...sources import AttrSource, GlobalSource, ItemSource
 from ...trace_rules import functorch_transform
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
-                             TupleOutput, bound_method)
+                             TupleOutput, bound_method, function_of)
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import CellVariable, DictVariable, TupleVariable
+from .cells import CellVariable
+from .containers import DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .opaque_calls import call_opaque_function
 from .operators import OPERATOR_CALLS, call_operator
@@ -217,15 +219,22 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.wrapped_by, self.wrapped_names = wrapped, tuple(names)
 
     def reconstruct(self, outputs):
-        """Made again from its code, closing over the frame's own cells (the very cells, shared
-        with the rest of the frame): only a function the root frame made, once."""
-        if not self.in_root:
-            unsupported(f"{self}: made in an inlined call, it cannot be made again after the graph")
+        """Made again from its code, once. Made by the root frame, it closes over the frame's own
+        cells (the very cells, shared with the rest of the frame: FunctionOutput). Made in an
+        inlined call, whose frame is gone after the graph, it is made over its module's globals
+        and its cells made again (cells.py: one new cell per cell of the trace, holding what the
+        cell holds at the end of the trace; a real closure's cell loaded again)."""
         if self.wrapped_by is not None:
             unsupported(f"{self}: functools.wraps gave it another function's names, which making it "
                         "again after the graph would not")
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
-        if None in names:
+        if not self.in_root:
+            if any(n is not None for n in names):
+                unsupported(f"{self} closes over the traced frame's own cells and over an inlined frame's")
+            module = _module_of(self.f_globals)
+            if module is None:
+                unsupported(f"{self}: made in an inlined call over globals that are no module's")
+        elif None in names:
             unsupported(f"{self} closes over a cell that is not the frame's own")
 
         def make():
@@ -233,7 +242,14 @@ class NestedFunctionVariable(BaseFunctionVariable):
             kwdefaults = DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self._kwdefaults.items())) \
                 if self._kwdefaults else None
             annotations = outputs.rebuild(self.annotations) if self.annotations is not None else None
-            return FunctionOutput(self.code, names, defaults, kwdefaults, annotations)
+            if self.in_root:
+                return FunctionOutput(self.code, names, defaults, kwdefaults, annotations)
+            closure = TupleOutput(tuple(outputs.rebuild(c) for c in self._cells)) if self._cells else None
+            return CallOutput(ConstantOutput(function_of),
+                              ("code", "module", "closure", "defaults", "kwdefaults", "annotations"),
+                              (ConstantOutput(self.code), ConstantOutput(module), closure or ConstantOutput(None),
+                               defaults or ConstantOutput(None), kwdefaults or ConstantOutput(None),
+                               annotations or ConstantOutput(None)))
         return outputs.once(self, make)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
@@ -277,6 +293,12 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"NestedFunctionVariable({self.code.co_name})"
+
+
+def _module_of(f_globals: dict):
+    """The imported module whose namespace `f_globals` is, or None."""
+    module = sys.modules.get(f_globals.get("__name__"))
+    return module if module is not None and vars(module) is f_globals else None
 
 
 _DECORATORS = (staticmethod, classmethod, property)
@@ -353,6 +375,9 @@ class PartialVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def reconstruct(self, outputs):
+        return SourceOutput(self.source)   # the caller's very partial
 
     def __repr__(self):
         return f"PartialVariable({self.func!r})"

@@ -12,7 +12,9 @@ it through `unpack`, as Python does. Lazy consumers (zip, enumerate, map, filter
 over a generator are traced through their Python versions (polyfills.py), themselves generators:
 draining it early would move its body before code that runs between the items in Python.
 
-A suspended generator cannot be rebuilt after the graph (its frame is the trace's). A failure
+A generator not started yet is rebuilt after the graph by calling its function again with the
+same (rebuilt) arguments (`remake`): nothing of its body has run, in the trace or in eager. One
+that has started is suspended inside its body and cannot be rebuilt (its frame is the trace's). A failure
 while one made by the root frame is being advanced breaks the graph where it was made
 (`created_at`); a break whose state holds one moves there too (tracer.trace): Python makes the
 real generator there and the rest of the frame runs as written.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import types
 
-from ...trace_result import Unsupported
+from ...trace_result import CallOutput, ConstantOutput, DictOutput, TupleOutput, Unsupported, call_with
 from .base import TracedRaise, VariableTracker, unsupported
 
 
@@ -35,6 +37,12 @@ class GeneratorVariable(VariableTracker):
         self.created_at = created_at  # (index, arrival) in the root frame, if made there
         self.done = False
         self.running = False
+        self.started = False
+        # (function tracker, [arg trackers], {name: tracker}) that made it: what a generator not
+        # started yet is made again from. A polyfilled builtin's names the builtin itself (map, a
+        # constant, not a tracker).
+        self.remake = None
+        self.remake_watch = ()   # (dict tracker, its version when the builtin was made)
 
     kind = types.GeneratorType   # a polyfilled builtin's generator says the builtin's type (map, ...)
 
@@ -48,6 +56,7 @@ class GeneratorVariable(VariableTracker):
         if self.running:
             unsupported("ValueError: generator already executing")
         self.running = True
+        self.started = True
         try:
             value = self.child.run()
         except TracedRaise as e:   # raised out of the body: the generator is finished, as in Python
@@ -79,7 +88,15 @@ class GeneratorVariable(VariableTracker):
         return True
 
     def reconstruct(self, outputs):
-        unsupported(f"generator {self.name} is suspended at the graph break (it cannot be rebuilt)")
+        """Not started yet: its function called again with its rebuilt arguments, once."""
+        if self.started or self.remake is None:
+            unsupported(f"generator {self.name} is suspended at the graph break (it cannot be rebuilt)")
+        if any(d.version != version for d, version in self.remake_watch):
+            unsupported(f"a {self.kind.__name__} over a dict that changed since it was made")
+        fn, args, kwargs = self.remake
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
+            outputs.rebuild(fn) if isinstance(fn, VariableTracker) else ConstantOutput(fn), TupleOutput(tuple(outputs.rebuild(a) for a in args)),
+            DictOutput(tuple((k, outputs.rebuild(v)) for k, v in kwargs.items())))))
 
     def __repr__(self):
         return f"GeneratorVariable({self.name})"

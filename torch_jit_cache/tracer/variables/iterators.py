@@ -10,10 +10,17 @@ time (`next_item`, `yields_lazily`): list.extend consumes one item by item, as P
 """
 from __future__ import annotations
 
-from ...trace_result import Unsupported
+from ...trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
+                             call_with, reversed_at)
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
+from .ranges import RangeVariable
+
+# Containers whose iteration reads nothing but their items: an iterator over one is made again
+# after the graph as Python's own iterator over the rebuilt container, advanced as far as the
+# trace advanced it (its type, and what it yields next, are eager's).
+_PLAIN_ITERABLES = (ListVariable, TupleVariable, DictVariable, DictViewVariable, RangeVariable)
 
 
 class IteratorVariable(VariableTracker):
@@ -71,6 +78,24 @@ class IteratorVariable(VariableTracker):
         self.index = len(self.items)
         return rest
 
+    def reconstruct(self, outputs):
+        """Python's iterator over the rebuilt container it iterates (the very object, reloaded from
+        its source or made once), advanced past the items the trace took; or, over anything else,
+        a tuple iterator over the items still to come where that is the type eager's has."""
+        if self.changed:   # Python's iterator saw the change (or raises RuntimeError for a dict's)
+            unsupported("an iterator over a list or dict that changed since it was made")
+        if isinstance(self.origin, _PLAIN_ITERABLES) and self.kind is iterator_type(self.origin):
+            return outputs.once(self, lambda: IterOutput(outputs.rebuild(self.origin), self.index))
+        if self.kind not in (None, _TUPLE_ITERATOR):
+            unsupported(f"a {self.kind.__name__} object over a {self.origin} (it would be made again as a "
+                        "tuple iterator)")
+        if any(c.source is None for c in self.watched):
+            unsupported("an iterator over the items of a list or dict the trace built, read when it was made")
+        return outputs.once(self, lambda: IterOutput(None, 0, tuple(outputs.rebuild(i) for i in self.rest())))
+
+
+_TUPLE_ITERATOR = type(iter(()))
+
 
 # A live iteration over a list yields at most this many items in one trace (`for v in l:
 # l.append(v)` never ends in Python either; the frame then runs as written).
@@ -113,6 +138,15 @@ class ListIteratorVariable(IteratorVariable):
         self.index += len(rest)
         self.exhausted = True
         return rest
+
+    def reconstruct(self, outputs):
+        """Python's list iterator over the rebuilt list (the very list, wherever else it is
+        reached), at the trace's index; once exhausted, an exhausted list iterator."""
+        if self.exhausted:
+            return outputs.once(self, lambda: IterOutput(ListOutput(()), 0))
+        if self.index > len(self.origin.items):   # the list shrank under it: a later append shows
+            unsupported("a list iterator past the end of its list, which shrank")
+        return outputs.once(self, lambda: IterOutput(outputs.rebuild(self.origin), self.index))
 
 
 class _ComputedIterator(IteratorVariable):
@@ -160,6 +194,13 @@ class ReversedListVariable(_ComputedIterator):
         self.position -= 1
         return items[self.position + 1]
 
+    def reconstruct(self, outputs):
+        """reversed() over the rebuilt list, set to the trace's position (-1: exhausted)."""
+        if self.position >= len(self.list.items):   # Python's ends at its next step; a rebuilt one would not
+            unsupported("a reversed() iterator past the end of its list, which shrank")
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(reversed_at), ("seq", "position"),
+                                                     (outputs.rebuild(self.list), ConstantOutput(self.position))))
+
 
 class EnumerateVariable(_ComputedIterator):
     """`enumerate(it, start)`: each item is the next of `child` (an iterator tracker), counted."""
@@ -185,6 +226,11 @@ class EnumerateVariable(_ComputedIterator):
             return None
         self.count += 1
         return TupleVariable([ConstantVariable(self.count - 1), item])
+
+    def reconstruct(self, outputs):
+        """enumerate() over its rebuilt iterator, counting on from the trace's count."""
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(enumerate), ("iterable", "start"),
+                                                     (outputs.rebuild(self.child), ConstantOutput(self.count))))
 
 
 class ZipVariable(_ComputedIterator):
@@ -214,6 +260,11 @@ class ZipVariable(_ComputedIterator):
                 return None
             items.append(item)
         return TupleVariable(items)
+
+    def reconstruct(self, outputs):
+        """zip() over its rebuilt iterators."""
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
+            ConstantOutput(zip), TupleOutput(tuple(outputs.rebuild(c) for c in self.children)), DictOutput(()))))
 
 
 def iterated_containers(values):

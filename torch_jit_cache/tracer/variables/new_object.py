@@ -45,7 +45,7 @@ from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
-from .containers import construct_namedtuple, is_namedtuple_class
+from .namedtuples import construct_namedtuple, is_namedtuple_class, plain_namedtuple_subclass
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
@@ -123,7 +123,7 @@ class UserClassVariable(ClassVariable):
             return construct_model_output(tx, self, args, kwargs)
         if enum_lookup_class(cls):   # Mode(1): a member looked up, not an object built
             return super().call_function(tx, args, kwargs)
-        if is_namedtuple_class(cls):   # a tuple tracker with the class's fields
+        if is_namedtuple_class(cls) or plain_namedtuple_subclass(cls):   # a tuple tracker with its fields
             return construct_namedtuple(tx, cls, self.source, args, kwargs)
         if modelled_class(cls) and not kwargs:   # an exception class that adds nothing (exceptions.py)
             guard_modelled(tx, cls, self.source)

@@ -10,7 +10,8 @@ import types
 from ...attribute_lookup import MISSING, type_lookup
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, dict_equal
+from .containers import BaseListVariable, DictVariable, ListVariable, dict_equal
+from .ranges import RangeVariable
 from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from .exceptions import constant_exception, traced_raise
 from .sets import SetVariable

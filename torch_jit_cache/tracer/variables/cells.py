@@ -1,0 +1,56 @@
+"""CellVariable: a closure cell, of the traced frame, of a frame the trace inlined, or of a real
+function's closure read while tracing it."""
+from __future__ import annotations
+
+from ...sources import AttrSource
+from ...trace_result import CallOutput, ConstantOutput, SourceOutput, cell_of
+from .base import VariableTracker, unsupported
+
+
+class CellVariable(VariableTracker):
+    """A closure cell. `contents` is a tracker, or None while empty; `lazy` is (value, source) of
+    a real cell not read yet. A cell read from a real closure is not writable (STORE_DEREF to
+    it would be a side effect)."""
+
+    def __init__(self, contents=None, *, lazy=None, writable=True, root_name=None):
+        super().__init__(None)
+        self.contents = contents
+        self.lazy = lazy
+        self.writable = writable
+        # One of the root frame's own cells: a store to it is a side effect, replayed into the
+        # real cell (side_effects.py), since code after a graph break reads it there. (No real
+        # function can close over it while the root is traced: only trackers share it.)
+        self.root_name = root_name
+
+    def load(self, tx):
+        if self.contents is None and self.lazy is not None:
+            value, source = self.lazy
+            self.contents = tx.wrap(value, source)
+        if self.contents is None:
+            unsupported("read of an empty closure cell")
+        return self.contents
+
+    def store(self, tx, value):
+        if not self.writable:
+            unsupported("assignment to a closure variable of the traced frame (nonlocal)")
+        if self.root_name is not None:
+            tx.output.side_effects.store_cell(self.root_name, value)
+        self.contents = value
+
+    def reconstruct(self, outputs):
+        """The cell itself, for a function made again over it (functions.py). A real cell read
+        from a closure is loaded again by its source; one the trace made in an inlined frame (a
+        frame gone after the graph) is made again holding what it holds at the end of the trace,
+        once, so functions sharing it in the trace share it after. The root frame's own cells
+        are the frame's (FunctionOutput names them), not rebuilt here."""
+        if self.root_name is not None:
+            unsupported(f"the frame's own cell {self.root_name!r} as a value")
+        if self.lazy is not None:
+            source = self.lazy[1]
+            if not isinstance(source, AttrSource) or source.name != "cell_contents":
+                unsupported(f"a closure cell read from {source} (the cell itself has no source)")
+            return SourceOutput(source.base)
+        if self.contents is None:
+            return outputs.once(self, lambda: CallOutput(ConstantOutput(cell_of), (), ()))
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(cell_of), ("contents",),
+                                                     (outputs.rebuild(self.contents),)))
