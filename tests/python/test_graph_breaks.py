@@ -146,10 +146,13 @@ def test_unsupported_builtin():
 
 
 class _Opaque:
-    __slots__ = ("n",)   # no __dict__: not a plain user object, so opaque to the tracer
+    __slots__ = ("n",)
 
     def __init__(self, n):
         self.n = n
+
+    def __getattr__(self, name):   # a lookup of its own: not followed, so opaque to the tracer
+        raise AttributeError(name)
 
     def scale(self):
         return self.n

@@ -70,6 +70,9 @@ class VariableTracker:
     # What `a is b` compares for two trackers of one family: their identity_object()s. Trackers of
     # different families, or of none, are not known to be the same object (operators.is_op).
     identity_family = None
+    # python_type() is the object's exact type, pinned by a TYPE_MATCH guard where it was read: an
+    # object of another type known to the trace is not it (operators.is_op).
+    exact_type = False
     # A mutable object the builder guards by type, not identity (a plain user object, a list, a
     # dict): side_effects.py is told of every one reached, to keep its mutation sound.
     guarded_by_type = False

@@ -78,6 +78,12 @@ class BaseFunctionVariable(VariableTracker):
         return result
 
 
+def function_class(tx, fn):
+    """`fn.__class__` of a Python function: `type(fn)` (types.FunctionType; a function's
+    `__class__` cannot be assigned), as the builtin `type` answers it."""
+    return tx.call(tx.wrap(type, None), [fn], {})
+
+
 class UserFunctionVariable(BaseFunctionVariable):
     identity_family = "function"
 
@@ -159,6 +165,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         return self._cells
 
     def var_getattr(self, tx, name):
+        if name == "__class__":
+            return function_class(tx, self)
         if name == "__code__":
             # The code inlined is this very object, and the builder guards `fn.__code__` by
             # identity wherever the function has a source: a constant.
@@ -253,6 +261,8 @@ class NestedFunctionVariable(BaseFunctionVariable):
                 return self.wrapped_by
             if name in self.wrapped_names:
                 return self.wrapped_by.var_getattr(tx, name)
+        if name == "__class__":
+            return function_class(tx, self)
         if name == "__code__":
             return ConstantVariable(self.code)
         if name == "__name__":

@@ -416,9 +416,15 @@ def wrap_op_result(tx, node, value) -> VariableTracker:
 
 
 def _torch_callable_ids() -> frozenset:
+    # torch's own callables in its public namespaces; not what those modules import from others
+    # (`torch.get_origin` is typing's, `torch.nn.functional.Optional` typing's special form).
     spaces = [torch, torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
     return frozenset(id(v) for ns in spaces for v in vars(ns).values()
-                     if callable(v) and not isinstance(v, type))
+                     if callable(v) and not isinstance(v, type) and _is_torch_module(getattr(v, "__module__", None)))
+
+
+def _is_torch_module(mod) -> bool:
+    return mod is None or mod == "torch" or mod.startswith("torch.")
 
 
 _TORCH_IDS = _torch_callable_ids()

@@ -59,6 +59,7 @@ def is_plain_user_object(value) -> bool:
 
 class UserObjectVariable(VariableTracker):
     guarded_by_type = True
+    exact_type = True
     user_operators = True   # `a + b`, `a == b` run the class's Python dunders (operators.py)
 
     def __init__(self, value, source):
