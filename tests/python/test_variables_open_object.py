@@ -167,3 +167,19 @@ def test_identity_with_a_sentinel_is_decided_and_pinned():
     for holder in (_Holder(_MISSING), _Holder(_Sentinel()), _Holder(_MISSING)):
         torch.testing.assert_close(compiled(x, holder), fn(x, holder))
     assert cnt.frame_count == 2
+
+
+def test_c_types_with_the_generic_lookup_are_open():
+    # types.UnionType (`int | None`, read by typing.get_args), slices and code objects set their
+    # own tp_getattro to CPython's generic one: their members are read, guarded by value.
+    def fn(x, tp, s, code):
+        return x * len(typing.get_args(tp)) + (s.stop - s.start) + code.co_argcount
+    check_graphs_and_breaks(fn, torch.randn(3), int | None, slice(1, 4), fn.__code__, graphs=1, breaks=0)
+    compiled = tjc.compile(fn, backend="eager")
+    x = torch.randn(3)
+    for args in ((int | None, slice(1, 4)), (int | str | None, slice(0, 9))):
+        torch.testing.assert_close(compiled(x, *args, fn.__code__), fn(x, *args, fn.__code__))
+
+    def module_of(x, tp):
+        return x + len(tp.__module__)           # read from the type by union_getattro: a break
+    check_graphs_and_breaks(module_of, torch.randn(3), int | None, graphs=1, breaks=1)

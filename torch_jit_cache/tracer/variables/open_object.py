@@ -25,7 +25,7 @@ import types
 
 import torch
 
-from ...attribute_lookup import Where, has_generic_getattribute, lookup, type_lookup, MISSING
+from ...attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
 from ...sources import AttrSource
 from .base import MethodVariable, unsupported
 from .user_object import UserObjectVariable
@@ -43,8 +43,11 @@ _C_METHOD_KINDS = (types.MethodDescriptorType, types.BuiltinFunctionType, types.
 
 
 def is_open_object(value) -> bool:
+    # The generic lookup, perhaps but for some names (types.UnionType's `__module__`), which
+    # attribute_lookup.lookup then calls CUSTOM: refused.
     cls = type(value)
-    return has_generic_getattribute(cls) and type_lookup(cls, "__getattr__") is MISSING
+    hook = type_lookup(cls, "__getattribute__")
+    return any(hook is generic for generic in GENERIC_GETATTRIBUTE) and type_lookup(cls, "__getattr__") is MISSING
 
 
 def pure_getset(descriptor, name: str) -> bool:
