@@ -183,3 +183,52 @@ def test_c_types_with_the_generic_lookup_are_open():
     def module_of(x, tp):
         return x + len(tp.__module__)           # read from the type by union_getattro: a break
     check_graphs_and_breaks(module_of, torch.randn(3), int | None, graphs=1, breaks=1)
+
+
+# -- attributes of functions, methods, builtins and classes: C objects' attributes --------------
+
+class _WithMethod:
+    scale = 3
+
+    def method(self, x):
+        return x * self.scale
+
+
+def _defaults(a, b=2, *, c=5):
+    return a
+
+
+def test_attributes_of_callables_and_classes_trace_whole():
+    import math
+    obj = _WithMethod()
+
+    def fn(x):
+        bound = obj.method
+        names = (torch.Tensor.add.__name__, math.sqrt.__name__, len.__qualname__, bound.__name__,
+                 _WithMethod.__module__, _WithMethod.__qualname__, _defaults.__qualname__)
+        y = bound.__func__(bound.__self__, x) + sum(len(n) for n in names)
+        y = y + _defaults.__defaults__[0] + _defaults.__kwdefaults__["c"]
+        return y + len(_WithMethod.__mro__) + len(_WithMethod.__bases__) + (_WithMethod.__base__ is object)
+    check_graphs_and_breaks(fn, torch.randn(3), graphs=1, breaks=0)
+
+
+def test_what_is_read_from_a_function_or_class_is_guarded():
+    def f(a, b=2):
+        return a
+
+    class K:
+        pass
+
+    def fn(x):
+        return x * f.__defaults__[0] + len(K.__module__) + len(K.__mro__)
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    f.__defaults__ = (7,)
+    torch.testing.assert_close(compiled(x), fn(x))
+    K.__module__ = "a.much.longer.module"
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert cnt.frame_count == 3
+    compiled(x)
+    assert cnt.frame_count == 3

@@ -11,6 +11,7 @@ through `tx` or through a method the higher tracker overrides, never through an 
 from __future__ import annotations
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
+from ...sources import AttrSource
 from ...trace_result import AttrOutput, SourceOutput, Unsupported
 
 
@@ -167,6 +168,9 @@ class VariableTracker:
         unsupported(f"identity of {self}")
 
 
+_CALLABLE_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+
+
 class CallableVariable(VariableTracker):
     """A callable known while tracing (a builtin, a torch function, a pure math function); the
     subclass says what calling it does."""
@@ -182,6 +186,18 @@ class CallableVariable(VariableTracker):
 
     def python_type(self):
         return type(self.fn)
+
+    def var_getattr(self, tx, name: str) -> "VariableTracker":
+        # A callable's names: read-only in C (a builtin, a method descriptor), writable on a Python
+        # function: read through its source where it has one (guarded by value), else a constant
+        # (builtins, and the functions of trusted modules, whose module alone is guarded).
+        if name in _CALLABLE_NAMES and hasattr(self.fn, name):
+            value = getattr(self.fn, name)
+            if self.source is not None:
+                return tx.wrap(value, AttrSource(self.source, name))
+            if value is None or type(value) is str:
+                return tx.wrap_constant(value)
+        unsupported(f"attribute {name!r} of {self}")
 
     def reconstruct(self, outputs):
         if self.source is None:

@@ -27,6 +27,8 @@ _NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_
 
 # Function attributes read as values (their data descriptors on the function type cannot run code).
 _FUNCTION_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+# Writable too, and what a call binds: read through the source, guarded by value.
+_FUNCTION_DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})
 
 
 class BaseFunctionVariable(VariableTracker):
@@ -171,7 +173,7 @@ class UserFunctionVariable(BaseFunctionVariable):
             # The code inlined is this very object, and the builder guards `fn.__code__` by
             # identity wherever the function has a source: a constant.
             return ConstantVariable(self.code)
-        if name in _FUNCTION_NAMES or name in vars(self.fn):
+        if name in _FUNCTION_NAMES or name in _FUNCTION_DEFAULTS or name in vars(self.fn):
             # Writable on the function (functools.wraps copies them; `__wrapped__` lives in its
             # __dict__): read through the function's source so the value is guarded where it is.
             value = getattr(self.fn, name)
@@ -327,6 +329,16 @@ class UserMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        # A bound method's two members, and the rest forwarded to its function (method_getattro).
+        if name == "__func__":
+            return self.func
+        if name == "__self__":
+            return self.obj
+        if name in _FUNCTION_NAMES or name == "__code__":
+            return self.func.var_getattr(tx, name)
+        unsupported(f"attribute {name!r} of {self}")
 
     def reconstruct(self, outputs):
         # Alive at a break (a method loaded before the call that breaks): the same function bound
