@@ -47,7 +47,9 @@ MISSING = object()
 # their own, the same lookup); types.UnionType's union_getattro is the generic lookup but for the
 # names in _GENERIC_BUT_FOR, which it reads from the type instead (CPython 3.11-3.13,
 # Objects/unionobject.c: cls_attrs).
-_GENERIC_C_TYPES = (collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType)
+_GENERIC_C_TYPES = (collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType,
+                    property, types.MemberDescriptorType, types.GetSetDescriptorType, types.WrapperDescriptorType,
+                    types.MethodDescriptorType, types.MethodWrapperType, types.BuiltinFunctionType)
 GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(dict)["__getattribute__"],
                         *(vars(t)["__getattribute__"] for t in _GENERIC_C_TYPES))
 _GENERIC_BUT_FOR = {types.UnionType: frozenset({"__module__"})}

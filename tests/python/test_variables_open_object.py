@@ -232,3 +232,20 @@ def test_what_is_read_from_a_function_or_class_is_guarded():
     assert cnt.frame_count == 3
     compiled(x)
     assert cnt.frame_count == 3
+
+
+class _WithProperty:
+    __slots__ = ("a",)
+
+    @property
+    def doubled(self):
+        return 2
+
+
+def test_descriptors_read_from_their_class_are_open_objects():
+    # `Cls.prop` is the property itself, `Cls.slot` the member descriptor: their own members and
+    # names read through the class's source.
+    def fn(x):
+        prop = _WithProperty.doubled
+        return x + len(prop.fget.__name__) + (prop.fset is None) + len(_WithProperty.a.__name__)
+    check_graphs_and_breaks(fn, torch.randn(3), graphs=1, breaks=0)

@@ -49,9 +49,15 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         # torch.Tensor.view read from the class: the tensor method itself, called with the
         # tensor first (a torch callable to the builder, guarded by identity where it is found).
         return tx.wrap(raw, source)
+    if bind_to is None and type(raw) in _SELF_ON_CLASS:
+        return tx.wrap(raw, source)   # `Cls.prop` is the property itself (its fget, ...)
     if type_lookup(type(raw), "__get__") is not MISSING_:
         unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
     return tx.wrap(raw, source)
+
+
+# Descriptors whose __get__ returns the descriptor itself when read from the class.
+_SELF_ON_CLASS = (property, types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
 def _bound(fn, obj):
