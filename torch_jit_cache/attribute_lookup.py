@@ -31,8 +31,11 @@ Only the type's MRO is searched, never its metaclass (inspect.getattr_static(cls
 """
 from __future__ import annotations
 
+import array
+import collections
 import dataclasses
 import enum
+import types
 from typing import Any
 
 MISSING = object()
@@ -40,12 +43,22 @@ MISSING = object()
 # object.__getattribute__ under other names: dict sets its tp_getattro to PyObject_GenericGetAttr
 # itself, which gives it a wrapper of its own that every dict subclass (OrderedDict, HuggingFace's
 # ModelOutput) finds first on its MRO. Same lookup, so not "custom".
-GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(dict)["__getattribute__"])
+# C types that set their tp_getattro to PyObject_GenericGetAttr themselves do the same (a wrapper of
+# their own, the same lookup); types.UnionType's union_getattro is the generic lookup but for the
+# names in _GENERIC_BUT_FOR, which it reads from the type instead (CPython 3.11-3.13,
+# Objects/unionobject.c: cls_attrs).
+_GENERIC_C_TYPES = (collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType,
+                    property, types.MemberDescriptorType, types.GetSetDescriptorType, types.WrapperDescriptorType,
+                    types.MethodDescriptorType, types.MethodWrapperType, types.BuiltinFunctionType)
+GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(dict)["__getattribute__"],
+                        *(vars(t)["__getattribute__"] for t in _GENERIC_C_TYPES))
+_GENERIC_BUT_FOR = {types.UnionType: frozenset({"__module__"})}
 
 
 def has_generic_getattribute(cls: type) -> bool:
     found = type_lookup(cls, "__getattribute__")
-    return any(found is generic for generic in GENERIC_GETATTRIBUTE)
+    return any(found is generic for generic in GENERIC_GETATTRIBUTE) and \
+        not any(k in _GENERIC_BUT_FOR for k in cls.__mro__)
 
 
 class Where(enum.Enum):
@@ -132,7 +145,7 @@ def resolved_name(obj, name: str) -> str | None:
         if hook is None:
             continue
         if any(hook is generic for generic in GENERIC_GETATTRIBUTE):
-            return name
+            return None if name in _GENERIC_BUT_FOR.get(klass, ()) else name
         rename = TRUSTED_GETATTRIBUTE.get((getattr(hook, "__module__", None),
                                            getattr(hook, "__qualname__", None)))
         if rename is None:

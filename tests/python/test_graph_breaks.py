@@ -148,6 +148,9 @@ def test_unsupported_builtin():
 class _Opaque(float):
     __slots__ = ()   # a builtin's subclass without a __dict__: not a plain user object, so opaque
 
+    def __getattr__(self, name):   # a lookup of its own: not followed, so opaque to the tracer
+        raise AttributeError(name)
+
     def scale(self):
         return float(self)
 

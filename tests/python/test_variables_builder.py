@@ -65,6 +65,11 @@ class _Dict(dict):
     pass
 
 
+class _OwnLookup:
+    def __getattr__(self, name):
+        raise AttributeError(name)
+
+
 _Point = collections.namedtuple("_Point", "a b")
 
 # value, tracker class, the first guards added (at L['x'] unless named)
@@ -97,7 +102,8 @@ KINDS = [
     (os.environ, "EnvironVariable", ["TYPE_MATCH"]),
     (_Obj(), "UserObjectVariable", ["TYPE_MATCH"]),
     (_Dict(), "DictSubclassVariable", ["TYPE_MATCH"]),
-    (threading.Lock(), "OpaqueVariable", ["TYPE_MATCH"]),
+    (threading.Lock(), "OpenObjectVariable", ["TYPE_MATCH"]),
+    (_OwnLookup(), "OpaqueVariable", ["TYPE_MATCH"]),
 ]
 
 

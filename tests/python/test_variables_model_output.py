@@ -58,3 +58,57 @@ def test_the_returned_output_is_a_new_object_per_call():
     a, b = compiled(x), compiled(x)
     assert a is not b and type(a) is Out
     assert_same(dict(a), dict(_returns_the_output(x)))
+
+
+@dataclasses.dataclass
+class Pair(generic.ModelOutput):
+    """CLIPOutput's shape: a nested ModelOutput field and its own to_tuple (and a helper)."""
+    loss: Optional[torch.Tensor] = None
+    inner: Optional[Out] = None
+
+    def to_tuple(self):
+        return tuple(v.to_tuple() if isinstance(v, generic.ModelOutput) else v for v in self.values())
+
+    def scaled_loss(self, k):
+        return self.loss * k
+
+
+def _builds_an_overriding_output(x):
+    return Pair(loss=x.sum(), inner=Out(last=x * 2, pooled=x.mean(0)))
+
+
+def _reads_through_the_override(x):
+    out = Pair(loss=x.sum(), inner=Out(last=x * 2))
+    t = out.to_tuple()
+    return t[0], t[1][0], out[1][0] + 1, out.scaled_loss(3)
+
+
+@pytest.mark.parametrize("fn", [_builds_an_overriding_output, _reads_through_the_override],
+                         ids=["returned", "reads"])
+def test_a_subclass_overriding_to_tuple_is_traced_as_python(fn):
+    x = torch.randn(2, 3, requires_grad=True)
+    got = compiled_like_eager(fn, x)
+    expected = fn(x)
+    if isinstance(got, Pair):
+        assert list(got.keys()) == list(expected.keys()) and type(got.inner) is Out
+        assert got.to_tuple()[1][0].grad_fn is not None
+    loss = sum(t.sum() for t in (got.to_tuple() if isinstance(got, Pair) else got)
+               if isinstance(t, torch.Tensor))
+    (grad,) = torch.autograd.grad(loss, x)
+    eager_loss = sum(t.sum() for t in (expected.to_tuple() if isinstance(expected, Pair) else expected)
+                     if isinstance(t, torch.Tensor))
+    torch.testing.assert_close(grad, torch.autograd.grad(eager_loss, x)[0])
+
+
+def test_a_replaced_override_recompiles():
+    # The override is read from the class through its source and guarded by identity.
+    compiled = tjc.compile(_reads_through_the_override, backend="eager")
+    x = torch.randn(2, 3)
+    compiled(x)
+    original = Pair.to_tuple
+    try:
+        Pair.to_tuple = lambda self: (self.loss * 10, self.inner.to_tuple())
+        assert_same(compiled(x), _reads_through_the_override(x))
+    finally:
+        Pair.to_tuple = original
+    assert_same(compiled(x), _reads_through_the_override(x))

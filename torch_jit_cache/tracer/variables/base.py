@@ -11,6 +11,7 @@ through `tx` or through a method the higher tracker overrides, never through an 
 from __future__ import annotations
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
+from ...sources import AttrSource
 from ...trace_result import AttrOutput, SourceOutput, Unsupported
 
 
@@ -70,6 +71,9 @@ class VariableTracker:
     # What `a is b` compares for two trackers of one family: their identity_object()s. Trackers of
     # different families, or of none, are not known to be the same object (operators.is_op).
     identity_family = None
+    # python_type() is the object's exact type, pinned by a TYPE_MATCH guard where it was read: an
+    # object of another type known to the trace is not it (operators.is_op).
+    exact_type = False
     # A mutable object the builder guards by type, not identity (a plain user object, a list, a
     # dict): side_effects.py is told of every one reached, to keep its mutation sound.
     guarded_by_type = False
@@ -164,6 +168,9 @@ class VariableTracker:
         unsupported(f"identity of {self}")
 
 
+_CALLABLE_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+
+
 class CallableVariable(VariableTracker):
     """A callable known while tracing (a builtin, a torch function, a pure math function); the
     subclass says what calling it does."""
@@ -179,6 +186,18 @@ class CallableVariable(VariableTracker):
 
     def python_type(self):
         return type(self.fn)
+
+    def var_getattr(self, tx, name: str) -> "VariableTracker":
+        # A callable's names: read-only in C (a builtin, a method descriptor), writable on a Python
+        # function: read through its source where it has one (guarded by value), else a constant
+        # (builtins, and the functions of trusted modules, whose module alone is guarded).
+        if name in _CALLABLE_NAMES and hasattr(self.fn, name):
+            value = getattr(self.fn, name)
+            if self.source is not None:
+                return tx.wrap(value, AttrSource(self.source, name))
+            if value is None or type(value) is str:
+                return tx.wrap_constant(value)
+        unsupported(f"attribute {name!r} of {self}")
 
     def reconstruct(self, outputs):
         if self.source is None:

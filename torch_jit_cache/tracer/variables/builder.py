@@ -11,8 +11,8 @@ ID_MATCH only where the trace relies on the object (nn_module.NNModuleVariable.r
 for functions made inside another function (closures, lambdas: often made anew per call) and
 functools.partial objects, guards on their parts instead (`__code__` by identity, closure cells,
 defaults and globals where read; partial's func, args and keywords); TYPE_MATCH alone for plain
-user objects, dict subclasses and os.environ (their attributes and items are guarded
-where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
+user objects, dict subclasses, os.environ and any other object whose class keeps CPython's own
+attribute lookup (open_object.py; their attributes and items are guarded where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source; torch.dtype, torch.layout and
 torch.memory_format by identity (held strongly), torch.device by value (its type and index);
 members of plain Enum classes by identity (constant.is_enum_member); frozensets of constants
@@ -34,7 +34,7 @@ import torch.nn as nn
 
 from . import builtins as builtin_rules
 from . import (constant, containers, contexts, functions, namedtuples, new_object, nn_module, numpy_values, opaque,
-               pure, ranges, sets, symbolic, tensor, user_object)
+               open_object, pure, ranges, sets, symbolic, tensor, user_object)
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value, is_stand_in
 from .containers import ListVariable, TupleVariable
@@ -105,6 +105,9 @@ WRAP_RULES = (
              user_object.wrap_by_type(DictSubclassVariable)),
     WrapRule("user object", lambda v, s: s is not None and user_object.is_plain_user_object(v),
              user_object.wrap_by_type(UserObjectVariable)),
+    # any other object with CPython's own attribute lookup: read through its source (open_object.py)
+    WrapRule("open object", lambda v, s: s is not None and open_object.is_open_object(v),
+             user_object.wrap_by_type(open_object.OpenObjectVariable)),
     WrapRule("opaque", lambda v, s: s is not None, opaque.wrap_opaque),
 )
 

@@ -52,13 +52,36 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         # torch.Tensor.view read from the class: the tensor method itself, called with the
         # tensor first (a torch callable to the builder, guarded by identity where it is found).
         return tx.wrap(raw, source)
+    if bind_to is None and type(raw) in _SELF_ON_CLASS:
+        return tx.wrap(raw, source)   # `Cls.prop` is the property itself (its fget, ...)
     if type_lookup(type(raw), "__get__") is not MISSING_:
         unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
     return tx.wrap(raw, source)
 
 
+# Descriptors whose __get__ returns the descriptor itself when read from the class.
+_SELF_ON_CLASS = (property, types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
 def _bound(fn, obj):
     return UserMethodVariable(fn, obj)
+
+
+# type's own descriptors that read the class's state without side effects: `__module__` (from its
+# __dict__), `__mro__`, `__bases__`, `__base__`. (`__dict__` is a new mappingproxy at each read.)
+_TYPE_MEMBERS = frozenset({"__module__", "__mro__", "__bases__", "__base__"})
+
+
+def _type_member(tx, var, name):
+    """`cls.name` for one of _TYPE_MEMBERS: through the class's source, guarded by value (the
+    classes of `__mro__` by identity); without a source (a class known from a guarded type) the
+    module name is a constant, and the rest is refused."""
+    value = getattr(var.value, name)
+    if var.source is not None:
+        return tx.wrap(value, AttrSource(var.source, name))
+    if type(value) is str:
+        return ConstantVariable(value)
+    unsupported(f"attribute {name!r} of class {var.value.__name__}, which has no source")
 
 
 class ClassVariable(ConstantVariable):
@@ -77,6 +100,9 @@ class ClassVariable(ConstantVariable):
         # bases'), then the class's MRO, then the metaclass's other attributes.
         meta = type(cls)
         meta_attr = type_lookup(meta, name)
+        if name in _TYPE_MEMBERS and meta_attr is vars(type).get(name) and \
+                type_lookup(meta, "__getattribute__") is type.__getattribute__:
+            return _type_member(tx, self, name)
         if type_lookup(meta, "__getattribute__") is not type.__getattribute__ or \
                 meta_attr is not MISSING_ and is_data_descriptor(meta_attr):
             unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")

@@ -31,6 +31,8 @@ _NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_
 
 # Function attributes read as values (their data descriptors on the function type cannot run code).
 _FUNCTION_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+# Writable too, and what a call binds: read through the source, guarded by value.
+_FUNCTION_DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})
 
 
 class BaseFunctionVariable(VariableTracker):
@@ -80,6 +82,12 @@ class BaseFunctionVariable(VariableTracker):
                 value = DictVariable(dict(value))
             result[pname] = value
         return result
+
+
+def function_class(tx, fn):
+    """`fn.__class__` of a Python function: `type(fn)` (types.FunctionType; a function's
+    `__class__` cannot be assigned), as the builtin `type` answers it."""
+    return tx.call(tx.wrap(type, None), [fn], {})
 
 
 class UserFunctionVariable(BaseFunctionVariable):
@@ -166,11 +174,13 @@ class UserFunctionVariable(BaseFunctionVariable):
         return self._cells
 
     def var_getattr(self, tx, name):
+        if name == "__class__":
+            return function_class(tx, self)
         if name == "__code__":
             # The code inlined is this very object, and the builder guards `fn.__code__` by
             # identity wherever the function has a source: a constant.
             return ConstantVariable(self.code)
-        if name in _FUNCTION_NAMES or name in vars(self.fn):
+        if name in _FUNCTION_NAMES or name in _FUNCTION_DEFAULTS or name in vars(self.fn):
             # Writable on the function (functools.wraps copies them; `__wrapped__` lives in its
             # __dict__): read through the function's source so the value is guarded where it is.
             value = getattr(self.fn, name)
@@ -274,6 +284,8 @@ class NestedFunctionVariable(BaseFunctionVariable):
                 return self.wrapped_by
             if name in self.wrapped_names:
                 return self.wrapped_by.var_getattr(tx, name)
+        if name == "__class__":
+            return function_class(tx, self)
         if name == "__code__":
             return ConstantVariable(self.code)
         if name == "__name__":
@@ -344,6 +356,16 @@ class UserMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        # A bound method's two members, and the rest forwarded to its function (method_getattro).
+        if name == "__func__":
+            return self.func
+        if name == "__self__":
+            return self.obj
+        if name in _FUNCTION_NAMES or name == "__code__":
+            return self.func.var_getattr(tx, name)
+        unsupported(f"attribute {name!r} of {self}")
 
     def reconstruct(self, outputs):
         # Alive at a break (a method loaded before the call that breaks): the same function bound

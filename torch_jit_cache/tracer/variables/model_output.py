@@ -26,8 +26,13 @@ __post_init__ only checks the fields and registers the class with torch's pytree
 Which classes: a dataclass deriving from a class named ModelOutput in transformers.utils.generic
 (matched by name: this package never imports transformers), whose __init__ is the one dataclass
 generated, whose other fields default to None (ModelOutput's own rule), and that overrides none of
-the methods modelled here. ModelOutput's special case for a lone non-tensor first field (a dict or
-an iterator of pairs spread into fields) is refused.
+the methods modelled here but those of _OVERRIDABLE. ModelOutput's special case for a lone
+non-tensor first field (a dict or an iterator of pairs spread into fields) is refused.
+
+Methods written in Python that this file does not model (CLIPOutput's own `to_tuple`, a helper a
+subclass adds) are traced as Python with the object as `self`, read from the class through its
+source (`G['CLIPOutput'].to_tuple`, guarded by identity); `out[0]` goes through an overriding
+to_tuple, as ModelOutput.__getitem__ does.
 """
 from __future__ import annotations
 
@@ -35,16 +40,22 @@ import dataclasses
 import types
 
 from ...attribute_lookup import type_lookup
+from ...sources import AttrSource
 from ...trace_result import CallOutput, SourceOutput
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
+from .functions import UserMethodVariable
+from .operators import getitem
 from .tensor import TensorVariable
 
 # What this file models: each must be what ModelOutput has (its own, OrderedDict's, dict's).
 _MODELLED = ("__post_init__", "__setattr__", "__setitem__", "__getitem__", "to_tuple",
              "__getattribute__", "__delitem__", "keys", "values", "items", "get", "__iter__",
              "__len__", "__bool__", "__contains__", "__getattr__", "__delattr__")
+# Of those, what a subclass may override with a Python function (traced as Python): nothing else
+# here calls it, but __getitem__ with an index, which the override then answers.
+_OVERRIDABLE = ("to_tuple",)
 
 
 def _model_output_base(cls: type):
@@ -63,7 +74,8 @@ def _refusal(cls: type) -> str | None:
     if type(cls) is not type or not dataclasses.is_dataclass(cls) or cls is base:
         return "not a dataclass subclass of ModelOutput"
     for name in _MODELLED:
-        if type_lookup(cls, name) is not type_lookup(base, name):
+        if type_lookup(cls, name) is not type_lookup(base, name) and not (
+                name in _OVERRIDABLE and isinstance(type_lookup(cls, name), types.FunctionType)):
             return f"it overrides {name}"
     init = type_lookup(cls, "__init__")
     owner = next(k for k in cls.__mro__ if "__init__" in vars(k))
@@ -120,16 +132,32 @@ class ModelOutputVariable(VariableTracker):
     def _values(self) -> list:
         return [self.fields[k] for k in self.keys]
 
+    def _python_method(self, name: str):
+        """The class's Python function `name` where it is traced rather than modelled, else None."""
+        raw = type_lookup(self.cls, name)
+        if not isinstance(raw, types.FunctionType) or name in self.fields:
+            return None
+        if name in _MODELLED and (name not in _OVERRIDABLE or raw is type_lookup(_model_output_base(self.cls), name)):
+            return None
+        return raw
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in self.fields:
             return self.fields[name]
         if name == "__class__":
             return self.cls_var
+        fn = self._python_method(name)
+        if fn is not None:
+            if self.cls_var.source is None:
+                unsupported(f"{self.cls.__name__}.{name}: the class has no source to guard it by")
+            return UserMethodVariable(tx.wrap(fn, AttrSource(self.cls_var.source, name)), self)
         if name in ("to_tuple", "keys", "values", "items", "get"):
             return MethodVariable(self, name)
         unsupported(f"attribute {name!r} of a {self.cls.__name__} built in the trace")
 
     def call_method(self, tx, name, args, kwargs):
+        if self._python_method(name) is not None:
+            return tx.call(self.var_getattr(tx, name), args, kwargs)
         if kwargs:
             unsupported(f"{self.cls.__name__}.{name} with keyword arguments")
         if name == "to_tuple" and not args:
@@ -157,6 +185,8 @@ class ModelOutputVariable(VariableTracker):
             if k not in self.keys:
                 unsupported(f"KeyError {k!r}: {self.cls.__name__} has no item {k!r}")
             return self.fields[k]
+        if self._python_method("to_tuple") is not None:
+            return getitem(tx, self.call_method(tx, "to_tuple", [], {}), key)
         values = self._values()
         if isinstance(k, slice):
             return TupleVariable(values[k])

@@ -25,6 +25,7 @@ _METHOD_KINDS = (types.FunctionType, types.MethodDescriptorType, types.BuiltinFu
 
 
 class OpaqueVariable(VariableTracker):
+    exact_type = True   # wrap_opaque guards its type
     def __init__(self, cls: type, source):
         super().__init__(source)
         self.cls = cls

@@ -8,6 +8,7 @@ import operator
 import types
 
 from ...attribute_lookup import MISSING, type_lookup
+from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, dict_equal
@@ -203,9 +204,38 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = a.identity_object() is b.identity_object()   # both known (base.py)
     elif _is_none(a) or _is_none(b):
         same = False  # a container, module, tensor or function is never None
+    elif _types_apart(a, b):
+        same = False
+    elif _both_pinned(tx, a, b):
+        same = a.value is b.value
     else:
         unsupported(f"identity test between {a} and {b}")
     return ConstantVariable(same != invert)
+
+
+def _both_pinned(tx, a, b) -> bool:
+    """Two objects read from the frame, of one exact type (`field.default is MISSING`): compared
+    as they are now, each pinned by identity (ID_MATCH, held weakly) so that the answer holds."""
+    if not (a.exact_type and b.exact_type and a.source is not None and b.source is not None):
+        return False
+    values = [getattr(v, "value", _NO_VALUE) for v in (a, b)]
+    if any(v is _NO_VALUE or type(v).__weakrefoffset__ == 0 for v in values):
+        return False
+    for v, value in zip((a, b), values):
+        tx.output.add_guard(v.source, GuardKind.ID_MATCH, value)
+    return True
+
+
+_NO_VALUE = object()
+
+
+def _types_apart(a, b) -> bool:
+    """An object the trace knows (a constant, a class: `tp is Generic`, `x is MISSING`) against one
+    whose exact type the guards pin: objects of different types are different objects."""
+    for known, other in ((a, b), (b, a)):
+        if known.identity_family == "constant" and other.exact_type and other.source is not None:
+            return type(known.identity_object()) is not other.python_type()
+    return False
 
 
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:

@@ -434,12 +434,15 @@ def wrap_op_result(tx, node, value) -> VariableTracker:
 
 
 def _torch_callable_ids() -> frozenset:
-    # Not the standard library's functions that torch imports under private names
-    # (`get_origin as _get_origin`): typing.get_origin is Python to trace, not a torch op.
+    # torch's own callables in its public namespaces; not what those modules import from others
+    # (`torch.get_origin` is typing's, `torch.nn.functional.Optional` typing's special form).
     spaces = [torch, torch.nn.functional, torch.linalg, torch.fft, torch.special, torch.nn.init]
     return frozenset(id(v) for ns in spaces for v in vars(ns).values()
-                     if callable(v) and not isinstance(v, type) and
-                     (getattr(v, "__module__", None) or "").partition(".")[0] not in sys.stdlib_module_names)
+                     if callable(v) and not isinstance(v, type) and _is_torch_module(getattr(v, "__module__", None)))
+
+
+def _is_torch_module(mod) -> bool:
+    return mod is None or mod == "torch" or mod.startswith("torch.")
 
 
 _TORCH_IDS = _torch_callable_ids()

@@ -75,6 +75,7 @@ _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 class UserObjectVariable(VariableTracker):
     guarded_by_type = True
+    exact_type = True
     user_operators = True   # `a + b`, `a == b` run the class's Python dunders (operators.py)
 
     def __init__(self, value, source):

@@ -1,0 +1,194 @@
+"""Real models whose graph breaks torch.compile does not have, built tiny from configs with random
+weights (no hub access): the ground `benchmarks/model_breaks.py` and
+tests/python/scenarios/test_model_breaks.py compare tjc.compile with torch.compile on.
+
+    for name in BREAK_MODELS:               # "bart_model", "whisper", "clip", "distilbert_train", ...
+        case = build(name)                  # seeded: the same weights and inputs every time
+        out = case.model(*case.inputs.args, **case.inputs.kwargs)
+
+Each is a pattern of the Python object model a real model reaches in its forward: BART and Whisper
+deep-copy their config and write it through huggingface_hub's strict-dataclass validators (which
+read dataclasses.Field objects from closures); CLIP returns a ModelOutput subclass that overrides
+`to_tuple`; DistilBERT and ViT with labels store `config.problem_type` in their loss; ConvNeXt's
+stochastic depth (torchvision.ops.stochastic_depth, written here after its public original since
+torchvision is not a dependency) logs its use through the function's `__module__`, `__class__`
+and `__name__`. The HuggingFace ones need `transformers` (`available()`). Needs torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from types import FunctionType
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .models import Inputs
+
+
+@dataclasses.dataclass
+class Case:
+    model: nn.Module
+    inputs: Inputs
+    train: bool   # a training step (labels, loss) rather than inference
+
+
+def _ids(batch=2, seq=16, vocab=100, seed=1):
+    return torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def _randn(*shape, seed=2):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _bart_model():
+    import transformers
+
+    config = transformers.BartConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+                                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                     decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0,
+                                     attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1,
+                                     bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    return Case(transformers.BartModel(config), Inputs(kwargs=dict(input_ids=_ids())), train=False)
+
+
+def _whisper(train: bool):
+    import transformers
+
+    config = transformers.WhisperConfig(vocab_size=100, num_mel_bins=8, d_model=32, encoder_layers=1,
+                                        decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                                        encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16,
+                                        max_target_positions=32, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                        decoder_start_token_id=0, dropout=0.0)
+    features = _randn(2, 8, 32)
+    kwargs = dict(input_features=features, labels=_ids(seq=8, seed=3)) if train else \
+        dict(input_features=features, decoder_input_ids=_ids(seq=8, seed=3))
+    return Case(transformers.WhisperForConditionalGeneration(config), Inputs(kwargs=kwargs), train=train)
+
+
+def _clip():
+    import transformers
+
+    text = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                max_position_embeddings=32, bos_token_id=0, eos_token_id=2, pad_token_id=1)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=32,
+                  patch_size=8)
+    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    return Case(transformers.CLIPModel(config), Inputs(kwargs=dict(input_ids=_ids(seq=8), pixel_values=_randn(2, 3, 32, 32),
+                                                                   return_loss=True)), train=True)
+
+
+def _distilbert_train():
+    import transformers
+
+    config = transformers.DistilBertConfig(vocab_size=100, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
+                                           max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+                                           seq_classif_dropout=0.0, num_labels=2)
+    return Case(transformers.DistilBertForSequenceClassification(config),
+                Inputs(kwargs=dict(input_ids=_ids(seq=8), labels=torch.tensor([0, 1]))), train=True)
+
+
+def _vit_train():
+    import transformers
+
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                    image_size=32, patch_size=8, num_labels=3, hidden_dropout_prob=0.0,
+                                    attention_probs_dropout_prob=0.0)
+    return Case(transformers.ViTForImageClassification(config),
+                Inputs(kwargs=dict(pixel_values=_randn(2, 3, 32, 32), labels=torch.tensor([0, 2]))), train=True)
+
+
+# ---- ConvNeXt's stochastic depth (torchvision.ops.stochastic_depth, the pattern) ---------------
+
+def log_api_usage_once(obj) -> None:
+    """torchvision.utils._log_api_usage_once: names the caller from the object's attributes."""
+    module = obj.__module__
+    if not module.startswith("torchvision"):
+        module = f"torchvision.internal_feature.{module}"
+    name = obj.__class__.__name__
+    if isinstance(obj, FunctionType):
+        name = obj.__name__
+    torch._C._log_api_usage_once(f"{module}.{name}")
+
+
+def stochastic_depth(input: torch.Tensor, p: float, mode: str, training: bool = True) -> torch.Tensor:
+    log_api_usage_once(stochastic_depth)
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"drop probability has to be between 0 and 1, but got {p}")
+    if mode not in ["batch", "row"]:
+        raise ValueError(f"mode has to be either 'batch' or 'row', but got {mode}")
+    if not training or p == 0.0:
+        return input
+    survival_rate = 1.0 - p
+    size = [input.shape[0]] + [1] * (input.ndim - 1) if mode == "row" else [1] * input.ndim
+    noise = torch.empty(size, dtype=input.dtype, device=input.device).bernoulli_(survival_rate)
+    if survival_rate > 0.0:
+        noise.div_(survival_rate)
+    return input * noise
+
+
+class StochasticDepth(nn.Module):
+    def __init__(self, p: float, mode: str):
+        super().__init__()
+        log_api_usage_once(self)
+        self.p, self.mode = p, mode
+
+    def forward(self, input):
+        return stochastic_depth(input, self.p, self.mode, self.training)
+
+
+class CNBlock(nn.Module):
+    """ConvNeXt's block (torchvision.models.convnext.CNBlock, the architecture), tiny."""
+
+    def __init__(self, dim: int, layer_scale: float, sd_prob: float):
+        super().__init__()
+        self.block = nn.Sequential(nn.Conv2d(dim, dim, kernel_size=7, padding=3, groups=dim),
+                                   nn.GroupNorm(1, dim), nn.Conv2d(dim, 4 * dim, 1), nn.GELU(),
+                                   nn.Conv2d(4 * dim, dim, 1))
+        self.layer_scale = nn.Parameter(torch.ones(dim, 1, 1) * layer_scale)
+        self.stochastic_depth = StochasticDepth(sd_prob, "row")
+
+    def forward(self, x):
+        return x + self.stochastic_depth(self.layer_scale * self.block(x))
+
+
+def _convnext_blocks():
+    # sd_prob 0.0: the path through stochastic_depth is taken but draws nothing (eval-equal).
+    model = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), *(CNBlock(8, 1e-6, 0.0) for _ in range(3)),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+    return Case(model, Inputs(args=(_randn(2, 3, 16, 16),)), train=True)
+
+
+BREAK_MODELS: dict[str, Callable[[], Case]] = {
+    "bart_model": _bart_model,
+    "whisper": lambda: _whisper(False),
+    "whisper_train": lambda: _whisper(True),
+    "clip": _clip,
+    "distilbert_train": _distilbert_train,
+    "vit_train": _vit_train,
+    "convnext_blocks": _convnext_blocks,
+}
+HUGGINGFACE = ("bart_model", "whisper", "whisper_train", "clip", "distilbert_train", "vit_train")
+
+
+def available(name: str) -> bool:
+    if name not in HUGGINGFACE:
+        return True
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build(name: str) -> Case:
+    """The Case for `name`, seeded: the same weights and inputs on every call; in train() mode for a
+    training case, eval() otherwise."""
+    try:
+        make = BREAK_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(BREAK_MODELS)}") from None
+    torch.manual_seed(0)
+    case = make()
+    case.model.train(case.train)
+    return case
