@@ -170,3 +170,14 @@ def test_torch_function_given_a_python_function_runs_it_once(name):
         assert got_calls == expected_calls
     report = tjc.explain(fn)(torch.rand(3))
     assert report.fallbacks == [] and any("Python callable" in r for r in report.break_reasons)
+
+
+def test_arguments_freed_after_a_transform_ran_as_written():
+    import weakref
+
+    compiled = tjc.compile(CASES["vmap_user_fn"])
+    x = torch.rand(4, 3)
+    out = compiled(x)
+    refs = weakref.ref(x), weakref.ref(out)
+    del x, out
+    assert refs[0]() is None and refs[1]() is None
