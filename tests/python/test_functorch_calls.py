@@ -142,6 +142,9 @@ def test_a_wrapper_is_not_the_torch_function_it_wraps():
     torch.testing.assert_close(tjc.compile(f)(x), f(x))
 
 
+_COUNTING = _Counting()
+
+
 # -- torch functions that call a Python function they are given ----------------------------------
 # torch.autograd.functional.jacobian(f, x), checkpoint(f, x): the call runs as written, at a break,
 # so f's Python effects happen once per call, as in eager (before: twice on the first call, once
@@ -151,7 +154,7 @@ HIGHER_ORDER = {
     "autograd_vjp": lambda x: torch.autograd.functional.vjp(_counted, x, torch.ones(3))[1],
     "autograd_hessian": lambda x: torch.autograd.functional.hessian(lambda t: _counted(t).sum(), x),
     "checkpoint_function": lambda x: torch.utils.checkpoint.checkpoint(_counted, x, use_reentrant=False),
-    "checkpoint_module": lambda x: torch.utils.checkpoint.checkpoint(_Counting(), x, use_reentrant=False),
+    "checkpoint_module": lambda x: torch.utils.checkpoint.checkpoint(_COUNTING, x, use_reentrant=False),
 }
 
 
@@ -167,3 +170,14 @@ def test_torch_function_given_a_python_function_runs_it_once(name):
         assert got_calls == expected_calls
     report = tjc.explain(fn)(torch.rand(3))
     assert report.fallbacks == [] and any("Python callable" in r for r in report.break_reasons)
+
+
+def test_arguments_freed_after_a_transform_ran_as_written():
+    import weakref
+
+    compiled = tjc.compile(CASES["vmap_user_fn"])
+    x = torch.rand(4, 3)
+    out = compiled(x)
+    refs = weakref.ref(x), weakref.ref(out)
+    del x, out
+    assert refs[0]() is None and refs[1]() is None

@@ -178,3 +178,22 @@ def test_abc_registry_and_tuples():
 
     for a, b in ((Registered(), 3), (object(), "s"), (Registered(), 2.5)):
         assert tjc.compile(f)(torch.ones(1), a, b)[1] == f(torch.ones(1), a, b)[1]
+
+
+class _Real:
+    pass
+
+
+class _Pretender:
+    @property
+    def __class__(self):
+        return _Real
+
+
+def test_an_object_that_answers_its_own_class():
+    def f(x, obj):
+        return x + 1, isinstance(obj, _Real), isinstance(obj, _Pretender)
+
+    x = torch.ones(1)
+    for obj in (_Pretender(), _Real()):
+        assert tjc.compile(f)(x, obj)[1:] == f(x, obj)[1:]

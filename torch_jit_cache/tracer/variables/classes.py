@@ -26,8 +26,8 @@ from .constant import ConstantVariable, is_enum_member
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import PureFunctionVariable, UserMethodVariable, decorate
 from .instance_checks import TypeCheckVariable
-from .pure import PURE_TYPES, is_pure
 from .object_hooks import ObjectHookVariable, object_hook_name
+from .pure import PURE_TYPES, is_pure
 from .tensor import is_tensor_method
 from .user_object import DICT_READS, DictReadVariable, DictSubclassVariable, MixinMethodVariable, mixin_of
 

@@ -7,7 +7,8 @@ __subclasscheck__, looked up on the type of the class.
 
 Most metaclasses decide from the object's *type*, which the tracer knows (each tracker's
 python_type(), guarded where the object was read): `type` itself and `abc.ABCMeta` (whose registry
-and __subclasshook__ see only classes). Those rows are BY_TYPE. A metaclass with a check of its
+and __subclasshook__ see only classes). Both also ask `obj.__class__`, which is the type unless the
+class defines `__class__` itself (a proxy, a mock): isinstance of such an object is a graph break. Those rows are BY_TYPE. A metaclass with a check of its
 own may decide from the object's *state*: torch.BoolStorage's metaclass answers True for a
 TypedStorage whose dtype is bool, which is not a subclass of BoolStorage. Deciding such a check
 from the type answered False where eager answers True (`assert isinstance(s, torch.BoolStorage)`
@@ -63,6 +64,9 @@ def _known_checks() -> dict:
 KNOWN_CHECKS = _known_checks()
 
 
+_OBJECT_CLASS = vars(object)["__class__"]
+
+
 def _class_items(cls_var) -> list:
     """The (tracker, class) pairs of isinstance's second argument: one class, or a tuple of them
     (nested tuples flattened, as Python does)."""
@@ -91,6 +95,10 @@ def isinstance_(tx, args, kwargs):
         unsupported("isinstance() with other than two arguments")
     obj, cls_arg = args
     t = obj.python_type()
+    if type_lookup(t, "__class__") is not _OBJECT_CLASS:
+        # type's and ABCMeta's checks also ask obj.__class__, which this class answers itself (a
+        # proxy or a mock that pretends to be another class).
+        unsupported(f"isinstance of a {t.__name__}, whose class defines __class__")
     for cls_var, cls in _class_items(cls_arg):
         if t is cls:   # CPython's exact-type shortcut, before any __instancecheck__
             return ConstantVariable(True)

@@ -21,7 +21,8 @@ What is pure, and why each row is:
 - PURE_TYPES: every method of int, float, complex, bool, str, bytes, tuple, frozenset, range and
   slice (`str.upper`, `int.from_bytes`, `"a,b".split`, `frozenset(...).__contains__`, which is
   what `keyword.iskeyword` is): these types are immutable, so their methods read only their
-  arguments. Mutable builtin types (list, dict, set, bytearray) have trackers of their own.
+  arguments; NOT_PURE_METHODS (`__new__`, `__init__`, `__getattribute__`, ...) make, change or
+  read other objects and are left out. Mutable builtin types (list, dict, set, bytearray) have trackers of their own.
 Not pure, so never here: id() and hash() of a str or bytes (differ per process: a graph stored
 on disk would carry another process's value; builtins.py folds hash() only where it does not),
 anything reading a clock, a random generator, the environment, a file or interpreter state
@@ -51,12 +52,21 @@ _C_CALLABLES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.Wra
                 types.ClassMethodDescriptorType, types.MethodWrapperType)
 
 
+# Methods of the pure types that are not functions of their arguments' values: they make or change
+# objects of a class they are given (tuple.__new__(SomeNamedTuple, ...)), or read attributes.
+NOT_PURE_METHODS = frozenset({"__new__", "__init__", "__init_subclass__", "__subclasshook__", "__class_getitem__",
+                              "__getattribute__", "__setattr__", "__delattr__", "__reduce__", "__reduce_ex__",
+                              "__getstate__", "__dir__", "__sizeof__"})
+
+
 def is_pure(fn) -> bool:
     """Whether `fn` is in the table: a C function of a pure module, or a method of a pure type
     (unbound, bound to the type, or bound to an instance of it). Never calls `fn`."""
     if not isinstance(fn, _C_CALLABLES):
         return False
     owner = getattr(fn, "__self__", None)
+    if not isinstance(owner, types.ModuleType) and getattr(fn, "__name__", None) in NOT_PURE_METHODS:
+        return False
     if owner is None or isinstance(owner, types.ModuleType):
         objclass = getattr(fn, "__objclass__", None)
         if objclass is not None:   # str.upper, int.__add__
