@@ -50,8 +50,9 @@ MISSING = object()
 _GENERIC_C_TYPES = (collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType,
                     property, types.MemberDescriptorType, types.GetSetDescriptorType, types.WrapperDescriptorType,
                     types.MethodDescriptorType, types.MethodWrapperType, types.BuiltinFunctionType)
+# (On 3.13 most of them inherit object's slot instead and have no wrapper of their own.)
 GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(dict)["__getattribute__"],
-                        *(vars(t)["__getattribute__"] for t in _GENERIC_C_TYPES))
+                        *(vars(t)["__getattribute__"] for t in _GENERIC_C_TYPES if "__getattribute__" in vars(t)))
 _GENERIC_BUT_FOR = {types.UnionType: frozenset({"__module__"})}
 
 
