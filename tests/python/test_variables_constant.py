@@ -6,6 +6,8 @@ constants, so no graph op stands for them; a constant read from the frame is gua
 (another value recompiles, never reuses the old answer); what would raise in eager raises the same
 error. Each case compares with eager and counts graphs and breaks.
 """
+import typing
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -170,3 +172,33 @@ def test_an_enum_with_its_own_str_runs_it_every_call():
     compiled = tjc.compile(fn, backend="eager")
     x = torch.randn(2)
     assert [compiled(x, Loud.X)[1] for _ in range(3)] == ["loud1", "loud2", "loud3"]
+
+
+# Annotations as huggingface_hub's strict dataclasses read them (typing.get_args/get_origin of a
+# field's type): `int | None`, `list[int]`, `typing.Optional[...]` are constants of the trace.
+_ANNOTATION = typing.Optional[typing.List[int]]
+
+
+def _annotations(x):
+    union_args = typing.get_args(int | None)
+    origin = typing.get_origin(_ANNOTATION)
+    made_here = typing.get_args(list[int])
+    return x + len(union_args) + (origin is typing.Union) + len(made_here) + (made_here[0] is int)
+
+
+def test_type_annotations_are_read_as_constants_and_guarded():
+    global _ANNOTATION
+    cnt = CompileCounter()
+    compiled = tjc.compile(_annotations, backend=cnt)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), _annotations(x))
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"]) == (1, 0)
+    try:
+        _ANNOTATION = typing.Optional[typing.Tuple[int]]   # same origin: what was read still holds
+        torch.testing.assert_close(compiled(x), _annotations(x))
+        assert cnt.frame_count == 1
+        _ANNOTATION = list[int]                            # another origin: recompiles, as eager sees
+        torch.testing.assert_close(compiled(x), _annotations(x))
+        assert cnt.frame_count == 2
+    finally:
+        _ANNOTATION = typing.Optional[typing.List[int]]

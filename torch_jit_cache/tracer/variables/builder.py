@@ -36,6 +36,7 @@ from . import builtins as builtin_rules
 from . import (constant, containers, contexts, functions, namedtuples, new_object, nn_module, numpy_values, opaque,
                open_object, pure, ranges, sets, symbolic, tensor, user_object)
 from .base import VariableTracker, unsupported
+from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
 from .containers import ListVariable, TupleVariable
 from .distributed import wrap_distributed
@@ -74,7 +75,7 @@ WRAP_RULES = (
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
-    WrapRule("union", lambda v, s: type(v) is types.UnionType, constant.wrap_union),
+    WrapRule("type alias", lambda v, s: constant.is_type_alias(v), constant.wrap_type_alias),
     WrapRule("enum member", lambda v, s: constant.is_enum_member(v), constant.wrap_enum_member),
     WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),
     WrapRule("device", lambda v, s: type(v) is torch.device, constant.wrap_device),
@@ -163,4 +164,6 @@ def wrap_constant(value) -> VariableTracker:
         return SetVariable(value)
     if is_constant_value(value):
         return ConstantVariable(value)
+    if type(value) is type and not is_stand_in(value):   # `type(3)`, a member of `list[int]`
+        return ClassVariable(value)
     unsupported(f"a constant computation produced a {type(value).__name__}")

@@ -5,6 +5,7 @@ import enum
 import operator
 import sys
 import types
+import typing
 import weakref
 
 import torch
@@ -35,6 +36,17 @@ def holds_stand_in(value) -> bool:
     if isinstance(value, (tuple, frozenset)):
         return any(holds_stand_in(v) for v in value)
     return is_stand_in(value)
+
+
+# The fields of a type annotation's alias that typing.get_args / get_origin read. The C aliases
+# (`int | None`, `list[int]`) are immutable; typing's own set them once, in __init__.
+_ALIAS_FIELDS = ("__args__", "__origin__", "__parameters__")
+_TYPING_ALIASES = tuple(t for t in (getattr(typing, "_GenericAlias", None), getattr(typing, "_SpecialGenericAlias", None))
+                        if isinstance(t, type))
+
+
+def is_type_alias(value) -> bool:
+    return type(value) in (types.UnionType, types.GenericAlias) or isinstance(value, _TYPING_ALIASES)
 
 
 class ConstantVariable(VariableTracker):
@@ -81,6 +93,13 @@ class ConstantVariable(VariableTracker):
         if isinstance(self.value, types.CodeType) and name.startswith("co_") and \
                 not callable(getattr(self.value, name, None)):
             # A code object is immutable: its co_* fields (co_varnames, co_argcount) are constants.
+            return tx.wrap_constant(getattr(self.value, name))
+        if is_type_alias(self.value) and name in _ALIAS_FIELDS:
+            # `int | None`, `list[int]`, `typing.Optional[int]`: what typing.get_args/get_origin read.
+            # Through the alias's source where it has one (its members may be classes); else only
+            # a constant result is taken.
+            if self.source is not None:
+                return tx.wrap(getattr(self.value, name), AttrSource(self.source, name))
             return tx.wrap_constant(getattr(self.value, name))
         unsupported(f"attribute {name!r} of constant {self.value!r}")
 
@@ -140,8 +159,9 @@ def is_constant_value(value) -> bool:
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_constant_value(v) for v in value)
-    # `int | str`: immutable, its members classes; isinstance and issubclass take it (instance_checks.py)
-    return type(value) is types.UnionType
+    # `int | str`: immutable, its members classes; isinstance and issubclass take it (instance_checks.py).
+    # `list[int]`, `typing.Optional[int]`: annotations, read by typing.get_args / get_origin.
+    return is_type_alias(value)
 
 
 def is_numpy_scalar(value) -> bool:
@@ -180,12 +200,14 @@ def wrap_scalar(tx, value, source, g):
     return ConstantVariable(value, source)
 
 
-def wrap_union(tx, value, source, g):
-    # Neither weakrefable nor a value EQUALS_MATCH holds: guarded by its members, each a class
-    # by identity.
-    g(GuardKind.TYPE_MATCH, types.UnionType)
+def wrap_type_alias(tx, value, source, g):
+    # Neither weakrefable nor a value EQUALS_MATCH holds: guarded by its type and what it is made
+    # of (origin and members, classes by identity), all that its equality compares.
+    g(GuardKind.TYPE_MATCH, type(value))
     if g.enabled:
         tx.wrap(value.__args__, AttrSource(source, "__args__"))
+        if type(value) is not types.UnionType:
+            tx.wrap(value.__origin__, AttrSource(source, "__origin__"))
     return ConstantVariable(value, source)
 
 
