@@ -211,6 +211,22 @@ def test_setattr_and_delattr_hooks_are_traced():
     check(fn, Validating, torch.ones(3))
 
 
+def test_stores_through_traced_hooks_are_replayed_before_a_break():
+    def fn(v, c, x):
+        v.n = v.n + 1
+        c.alias = 7.0
+        print("between")            # a break: the stores are replayed before it runs
+        return x * v.n * c.scale
+    eager_v, eager_c = Validating(), Renaming()
+    expected = fn(eager_v, eager_c, torch.ones(2))
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        v, c = Validating(), Renaming()
+        same(calls(v, c, torch.ones(2)), expected)
+        assert (state(v), state(c)) == (state(eager_v), state(eager_c))
+    assert calls.delta("graph_breaks") == 1   # once: the second call hits both entries
+
+
 # -- descriptors and properties -----------------------------------------------------------------
 
 class Clamped:

@@ -4,9 +4,12 @@ Where the answer comes from is decided by attribute_lookup.lookup (Python's orde
 place into a tracker. Every value keeps a source through the object (`L['self'].name`, or
 `L['self'].name.__func__` for a method), so its guard re-reads the attribute the same way Python
 does at each call: when a later assignment changes where the name resolves, the guard fails.
-What cannot be followed exactly (a custom __getattribute__ that attribute_lookup does not trust,
-descriptors other than property,
-__slots__ members, functions, staticmethod and classmethod) raises Unsupported, never a guess.
+A user descriptor's Python __get__ is traced (descriptor_get); a name found nowhere raises the
+traced AttributeError with its absence guarded (`_missing`). With `generic=True` (object's own
+lookup, called from a class's traced hook: object_protocol.py) values are guarded through
+`vars(obj)` and the class's MRO, never through `obj.name`, whose guard would run the hook again.
+What cannot be followed exactly (a descriptor written in C other than property, __slots__ members,
+functions, staticmethod and classmethod) raises Unsupported, never a guess.
 
 Stores and deletions (`obj.name = v`, `del obj.name`) are recorded for replay after the graph
 (tracer/side_effects.py), never applied while tracing; a read that follows in the same trace sees
