@@ -304,6 +304,13 @@ def test_slots_are_read_and_stored():
     check(fn, Slotted, torch.ones(3))
 
 
+def test_hasattr_on_a_slotted_object_compiles_once():
+    def fn(s, x):
+        return x * (2 if hasattr(s, "missing") else 3) * getattr(s, "other", 4)
+    calls = check(fn, Slotted, torch.ones(3))
+    assert calls.delta("recompiles") == 0
+
+
 # -- transformers' PretrainedConfig --------------------------------------------------------------
 
 transformers = pytest.importorskip("transformers")

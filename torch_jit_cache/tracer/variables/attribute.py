@@ -218,7 +218,8 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
         unsupported(f"hasattr({type(obj).__name__}, {name!r}): its lookup is customised")
     if var.source is None:
         unsupported(f"hasattr on an object with no source ({type(obj).__name__})")
-    _pin_keys(tx, var, d, stores)
+    if instance_dict(obj) is not None:   # without one (__slots__), the type decides: guarded
+        _pin_keys(tx, var, d, stores)
     return False
 
 
