@@ -227,6 +227,20 @@ def test_stores_through_traced_hooks_are_replayed_before_a_break():
     assert calls.delta("graph_breaks") == 1   # once: the second call hits both entries
 
 
+def test_a_hook_that_raises_raises_as_in_eager():
+    def fn(v, x):
+        y = x + 1
+        v.tmp = 2
+        v.n = -1                     # Validating.__setattr__ raises ValueError
+        return y
+    eager_v, v = Validating(), Validating()
+    with pytest.raises(ValueError):
+        fn(eager_v, torch.ones(2))
+    with pytest.raises(ValueError):
+        tjc.compile(fn, backend="eager")(v, torch.ones(2))
+    assert state(v) == state(eager_v)   # the store before the raise happened, as in eager
+
+
 # -- descriptors and properties -----------------------------------------------------------------
 
 class Clamped:
