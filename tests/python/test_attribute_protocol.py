@@ -183,6 +183,31 @@ def test_a_module_getattr_over_its_config_is_traced_before_nn_modules():
     calls.check(graphs=2, breaks=0)
 
 
+class CountingGetattr:
+    """A __getattr__ with an effect: each call is counted on the class."""
+    calls = 0
+
+    def __init__(self, w):
+        self.w = w
+
+    def __getattr__(self, name):
+        type(self).calls += 1
+        return 10
+
+
+def test_guards_never_run_a_getattr_hook():
+    def fn(m, x):
+        return x * m.w + m.missing
+    compiled = tjc.compile(fn, backend="eager")
+    for make in (lambda: CountingGetattr(2), lambda: CountingGetattr(3), lambda: CountingGetattr.__new__(CountingGetattr)):
+        CountingGetattr.calls = 0
+        expected = fn(make(), torch.ones(2))
+        eager_calls, CountingGetattr.calls = CountingGetattr.calls, 0
+        same(compiled(make(), torch.ones(2)), expected)
+        assert CountingGetattr.calls == eager_calls   # the last object has no `w`: a guard reading
+                                                      # m.w would have asked __getattr__ too
+
+
 # -- __setattr__ / __delattr__ written in Python ------------------------------------------------
 
 class Validating:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import types
 
-from ...attribute_lookup import (GENERIC_GETATTRIBUTE, TRUSTED_GETATTRIBUTE, Where, generic_lookup, instance_dict,
-                                 is_descriptor, lookup, resolved_name, type_lookup)
+from ...attribute_lookup import (GENERIC_GETATTRIBUTE, MISSING, TRUSTED_GETATTRIBUTE, Where, generic_lookup,
+                                 instance_dict, is_descriptor, lookup, resolved_name, type_lookup)
 from ...sources import AttrSource, InstanceDictSource, ItemSource, TypeSource
 from ...trace_result import GuardKind
 from .base import TracedAttributeError, traced, unsupported
@@ -53,7 +53,10 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
     found = generic_lookup(obj, name) if generic else lookup(obj, name)
     where, value = found.where, found.value
     cls_name = type(obj).__name__
-    exact = generic and has_own_getattribute(type(obj))
+    # A guard's getattr would run the class's own hook: __getattribute__ always, __getattr__ once
+    # the name is gone (modules excepted: nn.Module's __getattr__ is their store, on_getattr).
+    exact = (generic or on_getattr is None) and \
+        (has_own_getattribute(type(obj)) or type_lookup(type(obj), "__getattr__") is not MISSING)
     source = AttrSource(var.source, name)
     if where is Where.CUSTOM:
         unsupported(f"attribute {name!r} of {cls_name}, whose class overrides __getattribute__")
@@ -80,7 +83,7 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
             return descriptor_get(tx, var, obj, found.name)
         unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a data descriptor)")
     if where is Where.INSTANCE_DICT:
-        return tx.wrap(value, ItemSource(InstanceDictSource(var.source), name) if exact else source)
+        return tx.wrap(value, ItemSource(dict_source(var.source, type(obj)), found.name) if exact else source)
     if where is Where.CLASS:
         if exact:   # the name is not in the instance __dict__ now: its keys pinned
             _pin_keys(tx, var, instance_dict(obj) or {}, (), type(obj))
