@@ -199,7 +199,9 @@ def test_guards_never_run_a_getattr_hook():
     def fn(m, x):
         return x * m.w + m.missing
     compiled = tjc.compile(fn, backend="eager")
-    for make in (lambda: CountingGetattr(2), lambda: CountingGetattr(3), lambda: CountingGetattr.__new__(CountingGetattr)):
+    makers = (lambda: CountingGetattr(2), lambda: CountingGetattr(3),
+              lambda: CountingGetattr.__new__(CountingGetattr))
+    for make in makers:
         CountingGetattr.calls = 0
         expected = fn(make(), torch.ones(2))
         eager_calls, CountingGetattr.calls = CountingGetattr.calls, 0
