@@ -14,8 +14,9 @@ live in _modules/_parameters, reached only through __getattr__), and an instance
 over a method. The tracer (tracer/variables/attribute.py) and the rewriting of module attribute
 paths into dict lookups (fast_sources.py) both decide with `lookup`, so they cannot disagree.
 
-A type whose __getattribute__ is written in Python may do anything, so its lookup is CUSTOM (not
-followed) unless the function is in TRUSTED_GETATTRIBUTE: a table, keyed by the function's module
+A type whose __getattribute__ is written in Python may do anything, so `lookup` says CUSTOM (the
+tracer then traces the hook itself, tracer/variables/object_protocol.py, down to object's order,
+`generic_lookup`) unless the function is in TRUSTED_GETATTRIBUTE: a table, keyed by the function's module
 and qualified name (strings, never the classes), of __getattribute__ overrides known to be pure
 renamings in front of object's order. HuggingFace's PreTrainedConfig maps a model's own names
 (`n_embd`) to the standard ones (`hidden_size`) through its class's `attribute_map`, then calls

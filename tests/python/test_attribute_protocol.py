@@ -183,6 +183,33 @@ def test_a_module_getattr_over_its_config_is_traced_before_nn_modules():
     calls.check(graphs=2, breaks=0)
 
 
+class CountingGetattr:
+    """A __getattr__ with an effect: each call is counted on the class."""
+    calls = 0
+
+    def __init__(self, w):
+        self.w = w
+
+    def __getattr__(self, name):
+        type(self).calls += 1
+        return 10
+
+
+def test_guards_never_run_a_getattr_hook():
+    def fn(m, x):
+        return x * m.w + m.missing
+    compiled = tjc.compile(fn, backend="eager")
+    makers = (lambda: CountingGetattr(2), lambda: CountingGetattr(3),
+              lambda: CountingGetattr.__new__(CountingGetattr))
+    for make in makers:
+        CountingGetattr.calls = 0
+        expected = fn(make(), torch.ones(2))
+        eager_calls, CountingGetattr.calls = CountingGetattr.calls, 0
+        same(compiled(make(), torch.ones(2)), expected)
+        assert CountingGetattr.calls == eager_calls   # the last object has no `w`: a guard reading
+                                                      # m.w would have asked __getattr__ too
+
+
 # -- __setattr__ / __delattr__ written in Python ------------------------------------------------
 
 class Validating:
@@ -209,6 +236,36 @@ def test_setattr_and_delattr_hooks_are_traced():
         v.tmp = v.n * 2
         return x * v.n + v.tmp
     check(fn, Validating, torch.ones(3))
+
+
+def test_stores_through_traced_hooks_are_replayed_before_a_break():
+    def fn(v, c, x):
+        v.n = v.n + 1
+        c.alias = 7.0
+        print("between")            # a break: the stores are replayed before it runs
+        return x * v.n * c.scale
+    eager_v, eager_c = Validating(), Renaming()
+    expected = fn(eager_v, eager_c, torch.ones(2))
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        v, c = Validating(), Renaming()
+        same(calls(v, c, torch.ones(2)), expected)
+        assert (state(v), state(c)) == (state(eager_v), state(eager_c))
+    assert calls.delta("graph_breaks") == 1   # once: the second call hits both entries
+
+
+def test_a_hook_that_raises_raises_as_in_eager():
+    def fn(v, x):
+        y = x + 1
+        v.tmp = 2
+        v.n = -1                     # Validating.__setattr__ raises ValueError
+        return y
+    eager_v, v = Validating(), Validating()
+    with pytest.raises(ValueError):
+        fn(eager_v, torch.ones(2))
+    with pytest.raises(ValueError):
+        tjc.compile(fn, backend="eager")(v, torch.ones(2))
+    assert state(v) == state(eager_v)   # the store before the raise happened, as in eager
 
 
 # -- descriptors and properties -----------------------------------------------------------------
@@ -286,6 +343,13 @@ def test_slots_are_read_and_stored():
         object.__setattr__(s, "a", 5)
         return x * s.a * s.b
     check(fn, Slotted, torch.ones(3))
+
+
+def test_hasattr_on_a_slotted_object_compiles_once():
+    def fn(s, x):
+        return x * (2 if hasattr(s, "missing") else 3) * getattr(s, "other", 4)
+    calls = check(fn, Slotted, torch.ones(3))
+    assert calls.delta("recompiles") == 0
 
 
 # -- transformers' PretrainedConfig --------------------------------------------------------------

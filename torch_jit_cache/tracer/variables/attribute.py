@@ -4,9 +4,12 @@ Where the answer comes from is decided by attribute_lookup.lookup (Python's orde
 place into a tracker. Every value keeps a source through the object (`L['self'].name`, or
 `L['self'].name.__func__` for a method), so its guard re-reads the attribute the same way Python
 does at each call: when a later assignment changes where the name resolves, the guard fails.
-What cannot be followed exactly (a custom __getattribute__ that attribute_lookup does not trust,
-descriptors other than property,
-__slots__ members, functions, staticmethod and classmethod) raises Unsupported, never a guess.
+A user descriptor's Python __get__ is traced (descriptor_get); a name found nowhere raises the
+traced AttributeError with its absence guarded (`_missing`). With `generic=True` (object's own
+lookup, called from a class's traced hook: object_protocol.py) values are guarded through
+`vars(obj)` and the class's MRO, never through `obj.name`, whose guard would run the hook again.
+What cannot be followed exactly (a descriptor written in C other than property, __slots__ members,
+functions, staticmethod and classmethod) raises Unsupported, never a guess.
 
 Stores and deletions (`obj.name = v`, `del obj.name`) are recorded for replay after the graph
 (tracer/side_effects.py), never applied while tracing; a read that follows in the same trace sees
@@ -20,8 +23,8 @@ from __future__ import annotations
 
 import types
 
-from ...attribute_lookup import (GENERIC_GETATTRIBUTE, TRUSTED_GETATTRIBUTE, Where, generic_lookup, instance_dict,
-                                 is_descriptor, lookup, resolved_name, type_lookup)
+from ...attribute_lookup import (GENERIC_GETATTRIBUTE, MISSING, TRUSTED_GETATTRIBUTE, Where, generic_lookup,
+                                 instance_dict, is_descriptor, lookup, resolved_name, type_lookup)
 from ...sources import AttrSource, InstanceDictSource, ItemSource, TypeSource
 from ...trace_result import GuardKind
 from .base import TracedAttributeError, traced, unsupported
@@ -50,7 +53,10 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
     found = generic_lookup(obj, name) if generic else lookup(obj, name)
     where, value = found.where, found.value
     cls_name = type(obj).__name__
-    exact = generic and has_own_getattribute(type(obj))
+    # A guard's getattr would run the class's own hook: __getattribute__ always, __getattr__ once
+    # the name is gone (modules excepted: nn.Module's __getattr__ is their store, on_getattr).
+    exact = (generic or on_getattr is None) and \
+        (has_own_getattribute(type(obj)) or type_lookup(type(obj), "__getattr__") is not MISSING)
     source = AttrSource(var.source, name)
     if where is Where.CUSTOM:
         unsupported(f"attribute {name!r} of {cls_name}, whose class overrides __getattribute__")
@@ -77,7 +83,7 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
             return descriptor_get(tx, var, obj, found.name)
         unsupported(f"attribute {name!r} of {cls_name} is a {type(value).__name__} (a data descriptor)")
     if where is Where.INSTANCE_DICT:
-        return tx.wrap(value, ItemSource(InstanceDictSource(var.source), name) if exact else source)
+        return tx.wrap(value, ItemSource(dict_source(var.source, type(obj)), found.name) if exact else source)
     if where is Where.CLASS:
         if exact:   # the name is not in the instance __dict__ now: its keys pinned
             _pin_keys(tx, var, instance_dict(obj) or {}, (), type(obj))
@@ -215,7 +221,8 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
         unsupported(f"hasattr({type(obj).__name__}, {name!r}): its lookup is customised")
     if var.source is None:
         unsupported(f"hasattr on an object with no source ({type(obj).__name__})")
-    _pin_keys(tx, var, d, stores)
+    if instance_dict(obj) is not None:   # without one (__slots__), the type decides: guarded
+        _pin_keys(tx, var, d, stores)
     return False
 
 

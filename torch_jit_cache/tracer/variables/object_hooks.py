@@ -17,8 +17,9 @@ in Python. Rebuilt after the graph as `obj.__dict__` of the rebuilt object, only
 __getattribute__ is object's (otherwise `obj.__dict__` after the graph would run the class's own
 hook, which the trace did not ask for that name).
 
-Objects read from the frame are not handled here (their hooks are attribute_lookup's trusted
-renamings, or the object is refused).
+For objects read from the frame, ObjectHookVariable calls the tracker's `object_getattr` /
+`object_setattr` / `object_delattr` instead (object_protocol.py: the real object's generic lookup,
+guarded, and stores recorded for replay).
 """
 from __future__ import annotations
 

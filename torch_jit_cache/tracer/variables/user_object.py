@@ -4,8 +4,9 @@ Its attributes are read through the object's source (`L['self'].k`), so each val
 guarded where it lives (EQUALS_MATCH on constants, TENSOR_MATCH on tensors); the object itself is
 guarded only by type, so another instance holding the same values hits the same entry. Methods
 defined in Python are inlined with the object as `self`; attributes resolve in Python's order
-(attribute.py). Objects whose attribute lookup is customised (__getattr__, a __getattribute__ that
-attribute_lookup.TRUSTED_GETATTRIBUTE does not list) are refused. `obj[k]` and `k in obj` inline
+(attribute.py), through the class's own __getattribute__ / __getattr__ / __setattr__ /
+__delattr__ where it writes them in Python (traced: object_protocol.py); hooks written in C other
+than object's make the object opaque. `obj[k]` and `k in obj` inline
 the type's Python __getitem__/__contains__; collections.abc.Mapping's `in` and `.get` over such a
 __getitem__ are modelled (below), since the tracer follows no try block.
 
