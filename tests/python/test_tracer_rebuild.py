@@ -330,6 +330,18 @@ def test_a_partial_made_of_an_argument_follows_it_between_calls():
     assert tjc.stats()["fallbacks"] == before
 
 
+@pytest.mark.parametrize("kind", ["list_iterator", "enumerate", "zip", "map", "generator"])
+def test_a_call_with_positional_arguments_is_made_by_the_transformed_code_itself(kind):
+    # No helper frame between the transformed code and the builtin (measured: about 3 us a call).
+    from torch_jit_cache import codegen, trace_result
+    make, _ = KINDS[kind]
+    compiled = tjc.compile(_returning(make), backend="eager")
+    compiled(torch.randn(3))
+    (entry,) = tjc.cache_entries(compiled)
+    helpers = {codegen._call_with_keywords, trace_result.call_with, codegen._advanced_iter}
+    assert not [c for c in entry.code.co_consts if any(c is h for h in helpers)]
+
+
 def _tensors_held(obj, depth=6) -> list:
     """The tensors `obj` reaches through its referents (an iterator's list, a cell, a partial's
     args), for weak references where `obj` takes none (iterators, tuples)."""
