@@ -218,6 +218,24 @@ def test_a_loop_over_an_iterator_also_held_in_a_local_shares_it_after_the_break(
         torch.testing.assert_close(g, e)
 
 
+def test_a_loop_over_enumerate_of_an_iterator_held_in_a_local_shares_it_after_the_break():
+    def fn(x):
+        it = iter((x, x + 1, x + 2, x + 3))
+        out = []
+        for i, v in enumerate(it):
+            print("break")
+            out.append(v * i + next(it, x))
+        return out
+
+    x = torch.randn(2)
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = fn(x)
+        got = tjc.compile(fn, backend="eager")(x)
+    assert len(got) == len(expected) == 2
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+
+
 def test_an_arguments_bound_method_and_partial_keep_the_argument():
     def fn(x, box):
         y = x + 1
