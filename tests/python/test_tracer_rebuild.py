@@ -395,3 +395,22 @@ def test_rebuilt_objects_and_the_frames_inputs_are_freed(kind, no_gc):
         refs.append(weakref.ref(out))
     del out, rest, x, held
     assert [r() for r in refs] == [None] * len(refs)
+
+
+def _stored(x):
+    r = range(1, 4)
+    return zip(iter([x * 2, x]), r), functools.partial(torch.add, x, alpha=2), r
+
+
+@pytest.mark.usefixtures("fresh_caches")
+def test_rebuilt_objects_are_stored_on_disk_and_loaded_as_traced(disk_cache_on):
+    x = torch.randn(3)
+    for loaded in (False, True):
+        z, p, r = tjc.compile(_stored, backend="eager")(x)
+        e_z, e_p, e_r = _stored(x)
+        assert type(z) is zip and r == e_r
+        _assert_same(list(z), list(e_z))
+        torch.testing.assert_close(p(torch.ones(3)), e_p(torch.ones(3)))
+        stats = tjc.stats()
+        assert (stats["disk_cache_stores"], stats["disk_cache_hits"]) == ((0, 1) if loaded else (1, 0))
+        tjc.reset()
