@@ -26,6 +26,7 @@ graph_break/emit.py's. No torch here: the runtime's torch-free tests use it.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import re
 import types
@@ -42,7 +43,7 @@ from .graph_break.emit import emit_break
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
                            EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
-                           SourceOutput, SuperOutput, TupleOutput, parts, walk)
+                           SourceOutput, SuperOutput, TupleOutput, call_with, parts, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError", "argument_names"]
 
@@ -125,6 +126,9 @@ class _Emitter(Emitter):
         elif isinstance(spec, SuperOutput):
             self.call_const_with(super, [lambda: self.build_output(spec.cls, result_local),
                                          lambda: self.build_output(spec.obj, result_local)])
+        elif isinstance(spec, IterOutput) and spec.base is not None and spec.skip == 0:
+            self.build_output(spec.base, result_local)   # iter(base), with no helper frame
+            self.emit("GET_ITER")
         elif isinstance(spec, IterOutput) and spec.base is not None:
             self.call_const_with(_advanced_iter, [lambda: self.build_output(spec.base, result_local),
                                                   lambda: self.const(spec.skip)])
@@ -138,6 +142,13 @@ class _Emitter(Emitter):
 
     def _build_made(self, spec, result_local) -> None:
         """An object the trace constructed: `cls.__new__` plus its __dict__, or a call."""
+        positional = _positional_call(spec)
+        if positional is not None:
+            # fn(*args) called here: no helper frame (a partial, zip, map, a generator function).
+            fn, args = positional
+            self.call_with(lambda: self.build_output(fn, result_local),
+                           [functools.partial(self.build_output, a, result_local) for a in args])
+            return
         helper = _rebuild_object if isinstance(spec, ObjectOutput) else _call_with_keywords
         values = TupleOutput(spec.values)
         self.call_const_with(helper, [
@@ -170,6 +181,21 @@ class _Emitter(Emitter):
             self.call_const_with(copy.copy, [lambda: self.const(value)])
         else:
             self.const(value)
+
+
+def _positional_call(spec):
+    """(fn spec, arg specs) where `spec` is trace_result.call_with with positional arguments only,
+    which the transformed code calls directly; else None."""
+    if not isinstance(spec, CallOutput) or type(spec.fn) is not ConstantOutput or spec.fn.value is not call_with \
+            or spec.names != _CALL_WITH:
+        return None
+    fn, args, kwargs = spec.values
+    if type(args) is not TupleOutput or args.cls is not None or type(kwargs) is not DictOutput or kwargs.items:
+        return None
+    return fn, args.items
+
+
+_CALL_WITH = ("fn", "args", "kwargs")
 
 
 def _rebuild_tuple(cls: type, items: tuple) -> tuple:

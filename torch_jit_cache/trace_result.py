@@ -139,7 +139,8 @@ def bound_method(function, instance):
 def call_with(fn, args, kwargs):
     """`fn(*args, **kwargs)`: an object the trace made by a call, made again after the graph by
     CallOutput (a functools.partial, zip, enumerate or map over rebuilt parts, a generator not
-    started yet from its function and arguments)."""
+    started yet from its function and arguments). With positional arguments only, the transformed
+    code calls `fn` itself instead (codegen._positional_call): the same call, no frame of this."""
     return fn(*args, **kwargs)
 
 

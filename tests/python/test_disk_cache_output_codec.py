@@ -17,7 +17,8 @@ from torch_jit_cache.disk_cache.names import Mismatch, NotStored  # noqa: E402
 from torch_jit_cache.sources import AttrSource, ComputedSource, ItemSource, LocalSource  # noqa: E402
 from torch_jit_cache.trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,  # noqa: E402
                                           FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
-                                          SideEffect, SourceOutput, SuperOutput, TupleOutput, built_dict)
+                                          SideEffect, SourceOutput, SuperOutput, TupleOutput, built_dict,
+                                          call_with, cell_of, reversed_at)
 
 
 def _frame(k):
@@ -59,6 +60,24 @@ def test_every_spec_kind_round_trips_equal():
     assert got.items[:8] + got.items[9:] == output.items[:8] + output.items[9:] and got_effects == effects
     assert got.items[-1].code is INNER   # the frame's own nested code, not a copy
     assert got.items[9].value is torch.nn.Linear and got.items[12].cls is Pair
+
+
+def test_specs_of_objects_made_again_after_the_graph_round_trip():
+    # tracer/rebuild.py: a range, zip/enumerate/partial called with rebuilt parts, a reversed()
+    # at its position, a new cell of an inlined frame.
+    x = SourceOutput(LocalSource("x"))
+    output = TupleOutput((
+        ConstantOutput(range(1, 7, 2)),
+        CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"),
+                   (ConstantOutput(zip), TupleOutput((x, x)), DictOutput(()))),
+        CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"),
+                   (ConstantOutput(functools.partial), TupleOutput((ConstantOutput(torch.add), x)),
+                    DictOutput((("alpha", ConstantOutput(2)),)))),
+        CallOutput(ConstantOutput(reversed_at), ("seq", "position"), (x, ConstantOutput(2))),
+        CallOutput(ConstantOutput(cell_of), ("contents",), (GraphOutput(0),)),
+    ))
+    got, _ = _round_trip(output)
+    assert got == output and got.items[1].fn.value is call_with and got.items[1].values[0].value is zip
 
 
 def test_identities_of_specs_are_kept():

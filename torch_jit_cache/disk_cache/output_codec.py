@@ -34,7 +34,7 @@ _CONTAINERS = {"tuple": tuple, "list": list, "set": set, "frozenset": frozenset}
 
 def encode_value(value, files: set):
     """A constant of a spec (a ConstantOutput's value, a tuple subclass, a block's entry) as data:
-    builtin constants and containers of them, devices, partials, and named objects by name."""
+    builtin constants and containers of them, devices, ranges, partials, and named objects by name."""
     import torch
     if is_constant(value):
         return ("c", value)
@@ -45,6 +45,8 @@ def encode_value(value, files: set):
         return ("dict", [(encode_value(k, files), encode_value(v, files)) for k, v in value.items()])
     if type(value) is torch.device:
         return ("device", str(value))
+    if type(value) is range:   # a range the trace made, rebuilt as the constant it is
+        return ("range", value.start, value.stop, value.step)
     if type(value) is functools.partial:
         return ("partial", encode_value(value.func, files), encode_value(value.args, files),
                 encode_value(value.keywords, files))
@@ -62,6 +64,8 @@ def decode_value(record):
     if tag == "device":
         import torch
         return torch.device(record[1])
+    if tag == "range":
+        return range(*record[1:])
     if tag == "partial":
         return functools.partial(decode_value(record[1]), *decode_value(record[2]), **decode_value(record[3]))
     if tag in NAME_TAGS:

@@ -155,9 +155,10 @@ class Rebuilder:
 
     def remaining(self, v) -> tuple:
         """The specs of the items `v` has still to yield (each container it iterates reached once)."""
-        if id(v) in self.iterators or id(v) in self.made:
-            raise Unsupported("a loop's iterator is reached twice at the break")
-        self.iterators.add(id(v))
+        for it in _iterators_within(v):   # enumerate's and zip's own go on with it, as copies
+            if id(it) in self.iterators or id(it) in self.made:
+                raise Unsupported("a loop's iterator is reached twice at the break")
+            self.iterators.add(id(it))
         for container in v.watched:   # the container it iterates (zip's: each)
             if container.source is None:
                 if id(container) in self.iterated or id(container) in self.containers:
@@ -166,3 +167,11 @@ class Rebuilder:
         if v.changed:
             raise Unsupported("an iterator over a list or dict that changed since it was made")
         return tuple(self(i) for i in v.rest())
+
+
+def _iterators_within(v):
+    """`v` and the iterators it reads its items from (enumerate's child, zip's children)."""
+    yield v
+    for inner in (getattr(v, "child", None), *getattr(v, "children", ())):
+        if inner is not None and hasattr(inner, "rest"):
+            yield from _iterators_within(inner)

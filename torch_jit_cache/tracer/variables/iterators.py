@@ -229,8 +229,9 @@ class EnumerateVariable(_ComputedIterator):
 
     def reconstruct(self, outputs):
         """enumerate() over its rebuilt iterator, counting on from the trace's count."""
-        return outputs.once(self, lambda: CallOutput(ConstantOutput(enumerate), ("iterable", "start"),
-                                                     (outputs.rebuild(self.child), ConstantOutput(self.count))))
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
+            ConstantOutput(enumerate), TupleOutput((outputs.rebuild(self.child), ConstantOutput(self.count))),
+            DictOutput(()))))
 
 
 class ZipVariable(_ComputedIterator):
