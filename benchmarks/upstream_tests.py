@@ -273,6 +273,22 @@ def top_reasons(cases: list, n: int) -> list:
     return [(count, sample[key][0], key, sample[key][1]) for key, count in groups.most_common(n)]
 
 
+def reasons_text(result: dict, n: int) -> str:
+    """The top `n` reason groups of the cases torch.compile captures whole and tjc does not (count,
+    a sample test, the group, one full reason), then every case tjc got wrong or crashed on."""
+    lines = [f"Top {n} reason groups, cases torch.compile captures whole and tjc does not "
+             "(count | sample test | reason group | one reason as recorded)"]
+    for count, sample, key, reason in top_reasons(result["cases"], n):
+        lines.append(f"{count:4} | {sample} | {key} | {reason.splitlines()[0][:300]}")
+    lines += ["", "tjc wrong or crashed (file | test#case | tjc | torch.compile | last reason)"]
+    for c in result["cases"]:
+        if c["tjc"]["status"] in ("wrong", "crashed"):
+            last = (c["tjc"]["reasons"] or [""])[-1].splitlines()
+            lines.append(f"{c['file']} | {c['test']}#{c['case']} | {c['tjc']['status']} | {c['tc']['status']} | "
+                         f"{(last[0] if last else '')[:300]}")
+    return "\n".join(lines) + "\n"
+
+
 def compare(old_path: str, new: dict) -> list:
     old = json.loads(Path(old_path).read_text())
     lines = ["", f"Compared with {old_path}:"]
@@ -300,11 +316,21 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=60, help="tests per worker process")
     ap.add_argument("--root", default=str(UPSTREAM), help=argparse.SUPPRESS)
     ap.add_argument("--reasons", type=int, default=40)
+    ap.add_argument("--reasons-out", help="also write the reasons and the wrong/crashed cases to this file")
+    ap.add_argument("--from-json", help="print the table of a saved result instead of running")
     ap.add_argument("--cpython-python", default=os.environ.get("TJC_UPSTREAM_CPYTHON_PYTHON"),
                     help="interpreter (3.13, with torch) for the cpython/3_13 suites")
     args = ap.parse_args(argv)
     default_313 = ROOT / ".venv-3.13" / "bin" / "python"
     PYTHONS["cpython"] = args.cpython_python or (str(default_313) if default_313.exists() else sys.executable)
+    if args.from_json:
+        result = json.loads(Path(args.from_json).read_text())
+        print("\n".join(table(result["groups"])))
+        if args.reasons_out:
+            Path(args.reasons_out).write_text(reasons_text(result, args.reasons))
+        if args.compare:
+            print("\n".join(compare(args.compare, result)))
+        return 0
     root = Path(args.root)
     if not (root / "test" / "dynamo").is_dir():
         print(f"upstream tests: not fetched ({root} is missing; docs/upstream_tests.md says how to read them in)")
@@ -344,6 +370,8 @@ def main(argv=None) -> int:
             print(f"  {count:4}  {key}   [{sample}]")
     if args.compare:
         print("\n".join(compare(args.compare, result)))
+    if args.reasons_out:
+        Path(args.reasons_out).write_text(reasons_text(result, args.reasons))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=repr))
