@@ -5,12 +5,12 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 """
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
 import copy
 import dataclasses
 import functools
-import inspect
 import itertools
 import operator
 import types
@@ -19,6 +19,7 @@ from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
 from . import dataclass_fields, polyfills
+from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
@@ -93,8 +94,25 @@ def _range(tx, args, kwargs):
 
 
 def _isinstance(tx, args, kwargs):
+    # A class whose metaclass decides isinstance itself (torch.FloatTensor's checks a tensor's
+    # dtype) is asked with the tensor's example (its dtype and device are guarded); for any
+    # other value such a class is not answered from the type alone.
     obj, cls = args
-    return ConstantVariable(issubclass(obj.python_type(), cls.as_python_constant()))
+    target = cls.as_python_constant()
+    if any(_own_instancecheck(c) for c in _flat_classes(target)):
+        if isinstance(obj, TensorVariable):
+            return ConstantVariable(isinstance(obj.example, target))
+        unsupported(f"isinstance(..., {target!r}): its metaclass decides isinstance itself")
+    return ConstantVariable(issubclass(obj.python_type(), target))
+
+
+def _flat_classes(target):
+    return [c for t in target for c in _flat_classes(t)] if isinstance(target, tuple) else [target]
+
+
+def _own_instancecheck(cls) -> bool:
+    return isinstance(cls, type) and type(cls).__instancecheck__ not in (type.__instancecheck__,
+                                                                          abc.ABCMeta.__instancecheck__)
 
 
 def _issubclass(tx, args, kwargs):
@@ -520,39 +538,6 @@ BUILTIN_HANDLERS = {
     super: _super, issubclass: _issubclass, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
 }
-
-
-# The signatures of BUILTIN_HANDLERS' builtins (None: Python gives none), read once each. Keyed
-# by those builtins only: the standard library's own objects, never the user's.
-_SIGNATURES: dict = {}
-
-
-def refused_call(fn, n_args: int, names) -> TypeError | None:
-    """The TypeError Python raises when builtin `fn` is called with `n_args` positional arguments
-    and the keywords `names` (too many, too few, a keyword it does not take), or None where
-    Python accepts the call's shape or `fn` has no signature to check it against. Python refuses
-    such a call before it reads any argument, so the error is Python's own: `fn` called with
-    empty tuples of the same shape (only when the shape is already known to be refused)."""
-    if fn not in _SIGNATURES:
-        try:
-            _SIGNATURES[fn] = inspect.signature(fn)
-        except (TypeError, ValueError):
-            _SIGNATURES[fn] = None
-    sig = _SIGNATURES[fn]
-    if sig is None:
-        return None
-    try:
-        sig.bind(*range(n_args), **dict.fromkeys(names))
-        return None
-    except TypeError:
-        pass
-    try:
-        fn(*[()] * n_args, **dict.fromkeys(names, ()))
-    except TypeError as e:
-        return e
-    except Exception:   # noqa: BLE001 - the signature was narrower than the builtin: no refusal
-        return None
-    return None
 
 
 class BuiltinVariable(CallableVariable):
