@@ -260,7 +260,7 @@ def top_reasons(cases: list, n: int) -> list:
         reasons = c["tjc"]["reasons"] or [f"({c['tjc']['status']}, no reason recorded)"]
         for key in {reason_group(r) for r in reasons}:
             groups[key] += 1
-            sample.setdefault(key, (c["test"], reasons[0]))
+            sample.setdefault(key, (c["test"], next(r for r in reasons if reason_group(r) == key)))
     return [(count, sample[key][0], key, sample[key][1]) for key, count in groups.most_common(n)]
 
 
