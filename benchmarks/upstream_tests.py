@@ -110,34 +110,27 @@ def _lines(proc, deadline_of):
                 continue
 
 
-def list_file(root: Path, rel: str, timeout: float) -> tuple:
-    proc = _worker(root, root / "test" / "dynamo" / rel, "list")
-    end = time.monotonic() + timeout
-    for kind, msg in _lines(proc, lambda: end):
-        if kind == "timeout":
-            break
-        if msg.get("ev") == "tests":
-            proc.wait()
-            return msg["tests"], msg.get("error")
-    proc.kill()
-    proc.wait()
-    return [], "listing the tests did not finish"
-
-
-def run_chunk(root: Path, rel: str, ids: list, timeout: float) -> dict:
-    """Runs `ids` in workers until each has an outcome: a worker that dies or passes the per-test
-    timeout is replaced, its running test marked (and the case it was in)."""
+def run_file(root: Path, rel: str, chunk: int, timeout: float) -> dict:
+    """Runs a file's tests, `chunk` to a worker: the first worker lists them and runs the first
+    chunk. A worker that dies or passes the per-test timeout is replaced; its running test is
+    marked (and the case it was in), and the tests after it go on in a new worker."""
     path = root / "test" / "dynamo" / rel
     cases, tests = {}, {}
-    todo = list(ids)
-    while todo:
-        proc = _worker(root, path, "run", todo)
+    ids, error, todo = None, None, []
+    while ids is None or todo:
+        batch = todo[:chunk]
+        proc = _worker(root, path, "first" if ids is None else "run", chunk if ids is None else batch)
         current, running, started = None, None, time.monotonic()
-        for kind, msg in _lines(proc, lambda: started + timeout):
+        kind = None
+        # per test; the first worker's import and listing get 300 s
+        for kind, msg in _lines(proc, lambda: started + (timeout if ids is not None else max(timeout, 300))):
             if kind == "timeout":
                 break
             ev = msg.get("ev")
-            if ev == "start":
+            if ev == "tests":
+                ids, error = msg["tests"], msg.get("error")
+                todo, batch = list(ids), ids[:chunk]
+            elif ev == "start":
                 current, running, started = msg["test"], None, time.monotonic()
             elif ev == "running":
                 running = (msg["case"], msg["engine"])
@@ -153,31 +146,29 @@ def run_chunk(root: Path, rel: str, ids: list, timeout: float) -> dict:
         if timed_out:
             proc.kill()
         rc = proc.wait()
-        if current is None:
-            if len(tests) < len(ids) and not timed_out and rc != 0:
-                # died between tests: the next one is marked
-                current = next((t for t in todo if t not in tests), None)
-            if current is None:
-                todo = [t for t in todo if t not in tests]
-                if todo and rc == 0:   # the worker stopped early without a reason: give up on them
-                    for t in todo:
-                        tests[t] = {"outcome": "error", "seconds": 0, "detail": "worker ended early"}
-                    todo = []
-                continue
-        status = "hung" if timed_out else "crashed"
-        tests[current] = {"outcome": status, "seconds": round(time.monotonic() - started, 3),
-                          "detail": f"worker {'timed out' if timed_out else f'exited {rc}'}"}
-        if running is not None:
-            key = (current, running[0])
-            # A case first recorded here died in its first call: the engines after it never ran.
-            rec = cases.setdefault(key, {"test": current, "case": running[0], "kind": "?", "fn": "?",
-                                         "calls": 1, "file": rel,
-                                         "tjc": {"status": "not run", "breaks": 0, "fallbacks": 0, "reasons": []},
-                                         "tc": {"status": "not run", "breaks": 0, "fallbacks": 0, "reasons": []}})
-            rec[running[1]]["status"] = status
-            rec[running[1]]["reasons"].append(f"process {'hung' if timed_out else f'died ({rc})'}")
+        if ids is None:   # it died or hung before listing the tests
+            ids, error = [], f"listing the tests failed (exit {rc})"
+            break
+        if current is None and rc != 0 and not timed_out:
+            # died between tests: the next one of its batch is marked
+            current = next((t for t in batch if t not in tests), None)
+        if current is not None:
+            status = "hung" if timed_out else "crashed"
+            tests[current] = {"outcome": status, "seconds": round(time.monotonic() - started, 3),
+                              "detail": f"worker {'timed out' if timed_out else f'exited {rc}'}"}
+            if running is not None:
+                # A case first recorded here died in its first call: the engines after it never ran.
+                rec = cases.setdefault((current, running[0]), {
+                    "test": current, "case": running[0], "kind": "?", "fn": "?", "calls": 1, "file": rel,
+                    "tjc": {"status": "not run", "breaks": 0, "fallbacks": 0, "reasons": []},
+                    "tc": {"status": "not run", "breaks": 0, "fallbacks": 0, "reasons": []}})
+                rec[running[1]]["status"] = status
+                rec[running[1]]["reasons"].append(f"process {'hung' if timed_out else f'died ({rc})'}")
+        for t in batch:   # a worker that ended without a reason: its remaining tests are errors
+            if t not in tests and current is None:
+                tests[t] = {"outcome": "error", "seconds": 0, "detail": f"worker ended early (exit {rc})"}
         todo = [t for t in todo if t not in tests]
-    return {"cases": list(cases.values()), "tests": tests}
+    return {"cases": list(cases.values()), "tests": tests, "listing": {"tests": len(ids), "error": error}}
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -269,8 +260,24 @@ def top_reasons(cases: list, n: int) -> list:
         reasons = c["tjc"]["reasons"] or [f"({c['tjc']['status']}, no reason recorded)"]
         for key in {reason_group(r) for r in reasons}:
             groups[key] += 1
-            sample.setdefault(key, (c["test"], reasons[0]))
+            sample.setdefault(key, (c["test"], next(r for r in reasons if reason_group(r) == key)))
     return [(count, sample[key][0], key, sample[key][1]) for key, count in groups.most_common(n)]
+
+
+def reasons_text(result: dict, n: int) -> str:
+    """The top `n` reason groups of the cases torch.compile captures whole and tjc does not (count,
+    a sample test, the group, one full reason), then every case tjc got wrong or crashed on."""
+    lines = [f"Top {n} reason groups, cases torch.compile captures whole and tjc does not "
+             "(count | sample test | reason group | one reason as recorded)"]
+    for count, sample, key, reason in top_reasons(result["cases"], n):
+        lines.append(f"{count:4} | {sample} | {key} | {reason.splitlines()[0][:300]}")
+    lines += ["", "tjc wrong or crashed (file | test#case | tjc | torch.compile | last reason)"]
+    for c in result["cases"]:
+        if c["tjc"]["status"] in ("wrong", "crashed"):
+            last = (c["tjc"]["reasons"] or [""])[-1].splitlines()
+            lines.append(f"{c['file']} | {c['test']}#{c['case']} | {c['tjc']['status']} | {c['tc']['status']} | "
+                         f"{(last[0] if last else '')[:300]}")
+    return "\n".join(lines) + "\n"
 
 
 def compare(old_path: str, new: dict) -> list:
@@ -300,31 +307,36 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=60, help="tests per worker process")
     ap.add_argument("--root", default=str(UPSTREAM), help=argparse.SUPPRESS)
     ap.add_argument("--reasons", type=int, default=40)
+    ap.add_argument("--reasons-out", help="also write the reasons and the wrong/crashed cases to this file")
+    ap.add_argument("--from-json", help="print the table of a saved result instead of running")
     ap.add_argument("--cpython-python", default=os.environ.get("TJC_UPSTREAM_CPYTHON_PYTHON"),
                     help="interpreter (3.13, with torch) for the cpython/3_13 suites")
     args = ap.parse_args(argv)
     default_313 = ROOT / ".venv-3.13" / "bin" / "python"
     PYTHONS["cpython"] = args.cpython_python or (str(default_313) if default_313.exists() else sys.executable)
+    if args.from_json:
+        result = json.loads(Path(args.from_json).read_text())
+        print("\n".join(table(result["groups"])))
+        if args.reasons_out:
+            Path(args.reasons_out).write_text(reasons_text(result, args.reasons))
+        if args.compare:
+            print("\n".join(compare(args.compare, result)))
+        return 0
     root = Path(args.root)
     if not (root / "test" / "dynamo").is_dir():
         print(f"upstream tests: not fetched ({root} is missing; docs/upstream_tests.md says how to read them in)")
         return 0
     files = test_files(root, args.files)
-    chunks, listing = [], {}
-    for rel in files:
-        ids, error = list_file(root, rel, timeout=300)
-        listing[rel] = {"tests": len(ids), "error": error}
-        if error:
-            print(f"{rel}: {len(ids)} tests; import failed: {error.strip().splitlines()[-1]}", file=sys.stderr)
-        for i in range(0, len(ids), args.chunk):
-            chunks.append((rel, ids[i:i + args.chunk]))
-    cases, tests = [], {}
+    cases, tests, listing = [], {}, {}
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        futures = {pool.submit(run_chunk, root, rel, ids, args.timeout): rel for rel, ids in chunks}
+        futures = {pool.submit(run_file, root, rel, args.chunk, args.timeout): rel for rel in files}
         for fut in concurrent.futures.as_completed(futures):
             rel = futures[fut]
             out = fut.result()
+            listing[rel] = out["listing"]
+            if out["listing"]["error"]:
+                print(f"{rel}: import failed: {out['listing']['error'].strip().splitlines()[-1]}", file=sys.stderr)
             cases += out["cases"]
             for tid, t in out["tests"].items():
                 tests[f"{rel}::{tid}"] = dict(t, file=rel)
@@ -344,6 +356,8 @@ def main(argv=None) -> int:
             print(f"  {count:4}  {key}   [{sample}]")
     if args.compare:
         print("\n".join(compare(args.compare, result)))
+    if args.reasons_out:
+        Path(args.reasons_out).write_text(reasons_text(result, args.reasons))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=repr))

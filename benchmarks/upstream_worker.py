@@ -10,7 +10,8 @@ under tjc (backend "eager", fullgraph=False) on another copy, and under torch.co
 test's own arguments on the test's own objects. The torch.compile result (or exception) is what the
 test sees, so its own counters and assertions run as written.
 
-Lines written: {"ev": "tests", "tests": [...]} (list mode), {"ev": "start", "test"},
+Lines written: {"ev": "tests", "tests": [...]} (mode "first": the file's tests, then it runs the
+first N of them; mode "run" runs the tests it is given), {"ev": "start", "test"},
 {"ev": "running", "test", "case", "engine"} before each compiled run (a process that dies names
 the case it was in), {"ev": "case", ...} after each call with the case's record so far,
 {"ev": "done", "test", "outcome", "seconds"}.
@@ -477,22 +478,18 @@ def load_classes(path: Path) -> list:
     return out
 
 
-def list_tests(path: Path) -> list:
+def list_tests(classes) -> list:
     loader = unittest.TestLoader()
-    ids = []
-    for cls in load_classes(path):
-        for name in loader.getTestCaseNames(cls):
-            ids.append(f"{cls.__name__}.{name}")
-    return ids
+    return [f"{cls.__name__}.{name}" for cls in classes for name in loader.getTestCaseNames(cls)]
 
 
-def run_tests(path: Path, ids: list) -> None:
+def run_tests(path: Path, classes, ids: list) -> None:
     import torch
     import torch._dynamo
 
     import torch_jit_cache as tjc
 
-    classes = {cls.__name__: cls for cls in load_classes(path)}
+    classes = {cls.__name__: cls for cls in classes}
     stem = str(path)
     for test_id in ids:
         cls_name, method = test_id.split(".", 1)
@@ -541,14 +538,19 @@ def main(argv) -> int:
     warnings.simplefilter("ignore")
     _STATE.test, _STATE.engine = None, None
     install_interceptors()
-    if mode == "list":
-        try:
-            emit(ev="tests", tests=list_tests(path))
-        except BaseException:   # noqa: BLE001 - an import failure is the file's result
-            emit(ev="tests", tests=[], error=traceback.format_exc()[-1500:])
+    request = json.loads(sys.stdin.read())
+    try:
+        classes = load_classes(path)
+    except BaseException:   # noqa: BLE001 - an import failure is the file's result
+        emit(ev="tests", tests=[], error=traceback.format_exc()[-1500:])
         return 0
-    ids = json.loads(sys.stdin.read())
-    run_tests(path, ids)
+    if mode == "first":   # the file's tests, then the first `request` of them
+        ids = list_tests(classes)
+        emit(ev="tests", tests=ids)
+        ids = ids[:request]
+    else:
+        ids = request
+    run_tests(path, classes, ids)
     return 0
 
 

@@ -153,3 +153,14 @@ def test_a_builtin_called_as_its_signature_allows_still_folds():
         return x * sorted(xs, key=None, reverse=True)[0] + isinstance(x, torch.Tensor)
 
     compiled_like_eager(keywords_it_takes, torch.ones(2), [1, 4, 2])
+
+
+def test_isinstance_with_a_class_that_decides_isinstance_itself_answers_as_eager_does():
+    # torch.FloatTensor's metaclass checks the tensor's dtype; a tensor's type alone says nothing.
+    def fn(x, tensor_type):
+        return x + 1, isinstance(x, tensor_type), isinstance(x, (int, tensor_type)), isinstance(2, tensor_type)
+
+    compiled = tjc.compile(fn, backend="eager")
+    for x, tensor_type in [(torch.ones(2), torch.FloatTensor), (torch.ones(2, dtype=torch.float64), torch.FloatTensor),
+                           (torch.ones(2, dtype=torch.float64), torch.DoubleTensor), (torch.ones(2), torch.LongTensor)]:
+        assert compiled(x, tensor_type)[1:] == fn(x, tensor_type)[1:]

@@ -650,3 +650,22 @@ def test_a_namedtuple_built_in_the_trace_that_overrides_getitem_answers_as_eager
     _same(tjc.compile(fn, backend="eager")(x), expected)
     # not a tuple to the tracer: the class's own methods decide, so the trace stops where it is built
     assert any("overrides tuple" in r for r in tjc.explain(fn)(x).break_reasons)
+
+
+class _EqualToAll:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+def test_count_and_index_compare_items_that_are_not_constants_as_eager_does():
+    # list.count and list.index compare each item with `==`; an object whose __eq__ says yes counts.
+    def fn(x, anything):
+        items = [anything, 1, anything]
+        return x + 1, items.count(1), [0, anything].index(5), (anything, 2).count(2)
+
+    x, anything = torch.ones(2), _EqualToAll()
+    expected = fn(x, anything)
+    got = tjc.compile(fn, backend="eager")(x, anything)
+    assert got[1:] == expected[1:] == (3, 1, 2)

@@ -144,3 +144,21 @@ def test_operator_functions_the_trace_cannot_follow_stay_a_graph_break():
     torch.testing.assert_close(tjc.compile(f, backend="eager")(x, Opaque()), f(x, Opaque()))
     with pytest.raises(TypeError):
         tjc.compile(f, backend="eager")(x, object())
+
+
+def test_a_tuple_times_one_or_plus_an_empty_tuple_is_the_tuple_itself():
+    # Python returns an exact tuple itself for `t * 1`, `t + ()` and `() + t`; `is` and id() see it.
+    def fn(x, t):
+        return x + 1, t * 1, t + (), () + t, t * 2
+
+    t = (1, 2, 3)
+    x = torch.ones(2)
+    got = tjc.compile(fn, backend="eager")(x, t)
+    assert got[1] is t and got[2] is t and got[3] is t
+    assert got[4] == t * 2
+
+    def made_in_the_trace(x):
+        s = tuple(range(3))
+        return x + 1, id(s) == id(s * 1), s * 1 is s
+
+    assert tjc.compile(made_in_the_trace, backend="eager")(x)[1:] == made_in_the_trace(x)[1:] == (True, True)

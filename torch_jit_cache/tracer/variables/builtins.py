@@ -10,7 +10,6 @@ import collections
 import copy
 import dataclasses
 import functools
-import inspect
 import itertools
 import operator
 import types
@@ -19,13 +18,14 @@ from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, TupleOutput, call_with
 from . import dataclass_fields, instance_checks, polyfills, pure
+from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, ListVariable, TupleVariable, build_defaultdict,
                          build_ordered_dict, dict_items, sort_order)
 from .copying import deepcopy
-from .exceptions import ExceptionVariable, traced_raise
+from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
@@ -518,39 +518,6 @@ BUILTIN_HANDLERS = {
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
 }
-
-
-# The signatures of BUILTIN_HANDLERS' builtins (None: Python gives none), read once each. Keyed
-# by those builtins only: the standard library's own objects, never the user's.
-_SIGNATURES: dict = {}
-
-
-def refused_call(fn, n_args: int, names) -> TypeError | None:
-    """The TypeError Python raises when builtin `fn` is called with `n_args` positional arguments
-    and the keywords `names` (too many, too few, a keyword it does not take), or None where
-    Python accepts the call's shape or `fn` has no signature to check it against. Python refuses
-    such a call before it reads any argument, so the error is Python's own: `fn` called with
-    empty tuples of the same shape (only when the shape is already known to be refused)."""
-    if fn not in _SIGNATURES:
-        try:
-            _SIGNATURES[fn] = inspect.signature(fn)
-        except (TypeError, ValueError):
-            _SIGNATURES[fn] = None
-    sig = _SIGNATURES[fn]
-    if sig is None:
-        return None
-    try:
-        sig.bind(*range(n_args), **dict.fromkeys(names))
-        return None
-    except TypeError:
-        pass
-    try:
-        fn(*[()] * n_args, **dict.fromkeys(names, ()))
-    except TypeError as e:
-        return e
-    except Exception:   # noqa: BLE001 - the signature was narrower than the builtin: no refusal
-        return None
-    return None
 
 
 class BuiltinVariable(CallableVariable):

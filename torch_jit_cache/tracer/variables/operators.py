@@ -59,6 +59,12 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
             if symbol == "+=":
                 a.call_method(tx, "extend", [b], {})
                 return a
+            # Python returns an exact tuple itself where the other side adds nothing
+            # (`t + ()`, `() + t`): the same object, as `is` and id() see it.
+            if _exact_tuple(a) and not b.items:
+                return a
+            if _exact_tuple(b) and not a.items:
+                return b
             return type(a)(a.items + b.items)
         if symbol == "+=":  # list += any iterable extends in place
             a.call_method(tx, "extend", [b], {})
@@ -68,12 +74,18 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 a.mutating(tx)
                 a.items[:] = a.items * b.as_python_constant()
                 return a
+            if _exact_tuple(a) and b.as_python_constant() == 1:
+                return a   # `t * 1` is t itself, as for `t + ()`
             return type(a)(a.items * b.as_python_constant())
     if _is_user_object(a) or _is_user_object(b):
         return _user_binary(tx, symbol, base, a, b)
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
     unsupported(f"operator {symbol} on {a} and {b}")
+
+
+def _exact_tuple(v) -> bool:
+    return isinstance(v, BaseListVariable) and v.kind is tuple and v.python_type() is tuple
 
 
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
