@@ -74,3 +74,47 @@ def method_unknown_attr(x, xs):
 def test_bound_c_method_other_attribute_breaks_and_matches_eager():
     expected = method_unknown_attr(torch.ones(2), [1])
     _same(tjc.compile(method_unknown_attr)(torch.ones(2), [1]), expected)
+
+
+# -- list slice assignment and deletion -----------------------------------------------------------
+
+def slice_ops(x, a, b):
+    a[1:3] = [x, x * 2, x * 3]        # grows the list
+    a[::2] = [0] * len(a[::2])        # an extended slice, same size
+    b[:] = b                          # the new items taken before the list changes
+    b[len(b):] = (7, 8)
+    del a[::3]
+    del b[1:2]
+    c = [1, 2, 3, 4, 5]
+    c[1:4] = iter([9])
+    del c[-1:]
+    return a, b, c, x + len(a) + len(b)
+
+
+def test_list_slice_assignment_and_deletion():
+    run_both(slice_ops, torch.ones(2), [1, 2, 3, 4, 5], [5, 6])
+
+
+def slice_returned(x, a):
+    a[:0] = [x]                       # the caller's list, changed in place
+    return a
+
+
+def test_list_slice_on_an_argument_is_replayed_on_it():
+    a = [1, 2]
+    got = tjc.compile(slice_returned)(torch.ones(2), a)
+    assert got is a and len(a) == 3 and a[1:] == [1, 2]
+    assert tjc.stats()["graph_breaks"] == 0 and tjc.stats()["fallbacks"] == 0, tjc.stats()
+
+
+def extended_slice_bad_size(x, a):
+    a[::2] = [1]
+    return x + 1
+
+
+def test_list_extended_slice_of_wrong_size_raises_as_eager():
+    with pytest.raises(ValueError) as eager:
+        extended_slice_bad_size(torch.ones(2), [1, 2, 3, 4])
+    with pytest.raises(ValueError) as compiled:
+        tjc.compile(extended_slice_bad_size)(torch.ones(2), [1, 2, 3, 4])
+    assert str(compiled.value) == str(eager.value)
