@@ -118,3 +118,15 @@ def test_list_extended_slice_of_wrong_size_raises_as_eager():
     with pytest.raises(ValueError) as compiled:
         tjc.compile(extended_slice_bad_size)(torch.ones(2), [1, 2, 3, 4])
     assert str(compiled.value) == str(eager.value)
+
+
+# -- `is` between trackers of different kinds -----------------------------------------------------
+
+def identity_across_kinds(x, xs, d):
+    n, s = 2, set(xs)
+    return (x + 1, n is xs, xs is not n, "a" is d, d is not (1, 2), s is 3, 1.5 is x,
+            x is not "x", torch.float32 is xs)
+
+
+def test_is_between_a_constant_and_a_container_or_tensor():
+    run_both(identity_across_kinds, torch.ones(2), [1, 2], {"a": 1})
