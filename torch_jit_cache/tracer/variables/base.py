@@ -10,6 +10,8 @@ through `tx` or through a method the higher tracker overrides, never through an 
 """
 from __future__ import annotations
 
+import types
+
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
 from ...sources import AttrSource
 from ...trace_result import AttrOutput, SourceOutput, Unsupported
@@ -208,6 +210,9 @@ class CallableVariable(VariableTracker):
         return self.as_python_constant()
 
 
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
+
+
 class MethodVariable(VariableTracker):
     """`obj.name`, a method loaded and not called yet (`xs.append`, `x.view`, `"a,b".split`).
 
@@ -228,6 +233,41 @@ class MethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
+
+    # What a bound C method answers without being called: Python's builtin method object reads them
+    # off its method descriptor and its object's type.
+    _C_METHOD_ATTRS = {
+        "__name__": lambda cls, d: d.__name__,
+        "__qualname__": lambda cls, d: f"{cls.__qualname__}.{d.__name__}",
+        "__doc__": lambda cls, d: d.__doc__,
+        "__module__": lambda cls, d: None,
+    }
+
+    def var_getattr(self, tx, name):
+        """`xs.append.__name__`, `.__qualname__`, `.__doc__`, `.__module__`, `.__self__` of a C method
+        of an object whose class is a static type (list, dict, str, ...: a tracker of one is exact,
+        and the class cannot change), answered from the class's method descriptor."""
+        descriptor = self._c_method_descriptor()
+        if descriptor is None:
+            unsupported(f"attribute {name!r} of {self}")
+        if name == "__self__":
+            return self.obj
+        if name in self._C_METHOD_ATTRS:
+            return tx.wrap_constant(self._C_METHOD_ATTRS[name](self.obj.python_type(), descriptor))
+        unsupported(f"attribute {name!r} of {self}")
+
+    def _c_method_descriptor(self):
+        try:
+            cls = self.obj.python_type()
+        except Unsupported:
+            return None
+        if type(cls) is not type or cls.__flags__ & _HEAPTYPE:
+            return None
+        for klass in cls.__mro__:
+            found = vars(klass).get(self.name)
+            if found is not None:
+                return found if type(found) is types.MethodDescriptorType else None
+        return None
 
     def reconstruct(self, outputs):
         return outputs.once(self, lambda: AttrOutput(outputs.rebuild(self.obj), self.name))

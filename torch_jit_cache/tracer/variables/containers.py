@@ -156,8 +156,20 @@ class ListVariable(BaseListVariable):
 
     def setitem(self, tx, key, value):
         k = _index(key)
+        if isinstance(k, slice):
+            # The new items are taken whole before the list changes (`a[1:] = a`), as list does.
+            # A size that does not fit an extended slice raises ValueError: that breaks, and the
+            # statement runs as written.
+            items = list(self.items)
+            try:
+                items[k] = value.unpack(tx)
+            except (TypeError, ValueError) as e:
+                unsupported(f"list slice assignment raised {e!r}")
+            self.mutating(tx)
+            self.items = items
+            return
         if not isinstance(k, int):
-            unsupported("list slice assignment")
+            unsupported(f"list index {k!r}")
         if not -len(self.items) <= k < len(self.items):
             unsupported(f"IndexError: list assignment index {k} out of range")
         self.mutating(tx)
@@ -165,7 +177,7 @@ class ListVariable(BaseListVariable):
 
     def delitem(self, tx, key):
         k = _index(key)
-        if not isinstance(k, int) or not -len(self.items) <= k < len(self.items):
+        if not isinstance(k, slice) and (not isinstance(k, int) or not -len(self.items) <= k < len(self.items)):
             unsupported(f"del of list index {k!r}")
         self.mutating(tx)
         del self.items[k]

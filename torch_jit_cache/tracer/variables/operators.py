@@ -209,6 +209,14 @@ def _is_none(v) -> bool:
     return isinstance(v, ConstantVariable) and v.value is None
 
 
+def _never_a_constant(a, b) -> bool:
+    """`a` holds an immutable value (a constant: a number, a string, an enum member; or a tuple)
+    and `b` stands for a mutable list, dict or set, a tensor or a module: never the same object."""
+    immutable = isinstance(a, ConstantVariable) or isinstance(a, BaseListVariable) and a.kind is tuple
+    return immutable and (isinstance(b, (ListVariable, DictVariable, SetVariable)) or
+                          b.identity_family in ("tensor", "module"))
+
+
 def is_op(tx, a, b, invert: bool) -> VariableTracker:
     if a is b:
         same = True
@@ -216,7 +224,7 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = a.identity_object() is b.identity_object()   # both known (base.py)
     elif _is_none(a) or _is_none(b):
         same = False  # a container, module, tensor or function is never None
-    elif _types_apart(a, b):
+    elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
         same = False
     elif _both_pinned(tx, a, b):
         same = a.value is b.value

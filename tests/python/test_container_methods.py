@@ -1,0 +1,132 @@
+"""Containers and their methods as PyTorch's and CPython's own tests use them: dicts keyed by types
+(unittest's table of assert methods), a bound C method's attributes (`xs.append.__name__`), list
+slice assignment and deletion, `is` between trackers of different kinds. Each case compares with
+eager, the arguments after the call included, and asserts one graph and no break."""
+import copy
+import gc
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+
+def _same(got, expected):
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert type(got) is type(expected) and len(got) == len(expected), (got, expected)
+        for g, e in zip(got, expected):
+            _same(g, e)
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected), (got, expected)
+        for k in expected:
+            _same(got[k], expected[k])
+    else:
+        assert type(got) is type(expected) and got == expected, (got, expected)
+
+
+def run_both(fn, *args, compiled=None):
+    """fn eagerly and compiled on deep copies of args: results and the arguments after the call
+    match, in one graph with no break and nothing run uncompiled."""
+    cnt = CompileCounter()
+    compiled = compiled or tjc.compile(fn, backend=cnt)
+    eager_args, compiled_args = copy.deepcopy(args), copy.deepcopy(args)
+    expected = fn(*eager_args)
+    got = compiled(*compiled_args)
+    _same(got, expected)
+    _same(list(compiled_args), list(eager_args))
+    stats = tjc.stats()
+    assert stats["fallbacks"] == 0 and stats["graph_breaks"] == 0, stats
+    return got
+
+
+# -- bound C methods' attributes ------------------------------------------------------------------
+
+def method_attrs(x, xs, d, s):
+    m, g, j = xs.append, d.get, s.join
+    return (x + 1, m.__name__, m.__qualname__, m.__module__, m.__doc__, m.__self__ is xs,
+            g.__name__, g.__qualname__, g.__self__ is d, j.__qualname__, j.__self__)
+
+
+def test_bound_c_method_attributes():
+    run_both(method_attrs, torch.ones(2), [1, 2], {"a": 1}, "-")
+
+
+def method_self_mutated(x, xs):
+    xs.append.__self__.append(3)   # the very list: the mutation is replayed on the caller's
+    return x + len(xs)
+
+
+def test_bound_c_method_self_is_the_object():
+    run_both(method_self_mutated, torch.ones(2), [1, 2])
+
+
+def method_unknown_attr(x, xs):
+    return x + 1, xs.append.__text_signature__
+
+
+def test_bound_c_method_other_attribute_breaks_and_matches_eager():
+    expected = method_unknown_attr(torch.ones(2), [1])
+    _same(tjc.compile(method_unknown_attr)(torch.ones(2), [1]), expected)
+
+
+# -- list slice assignment and deletion -----------------------------------------------------------
+
+def slice_ops(x, a, b):
+    a[1:3] = [x, x * 2, x * 3]        # grows the list
+    a[::2] = [0] * len(a[::2])        # an extended slice, same size
+    b[:] = b                          # the new items taken before the list changes
+    b[len(b):] = (7, 8)
+    del a[::3]
+    del b[1:2]
+    c = [1, 2, 3, 4, 5]
+    c[1:4] = iter([9])
+    del c[-1:]
+    return a, b, c, x + len(a) + len(b)
+
+
+def test_list_slice_assignment_and_deletion():
+    run_both(slice_ops, torch.ones(2), [1, 2, 3, 4, 5], [5, 6])
+
+
+def slice_returned(x, a):
+    a[:0] = [x]                       # the caller's list, changed in place
+    return a
+
+
+def test_list_slice_on_an_argument_is_replayed_on_it():
+    a = [1, 2]
+    got = tjc.compile(slice_returned)(torch.ones(2), a)
+    assert got is a and len(a) == 3 and a[1:] == [1, 2]
+    assert tjc.stats()["graph_breaks"] == 0 and tjc.stats()["fallbacks"] == 0, tjc.stats()
+
+
+def extended_slice_bad_size(x, a):
+    a[::2] = [1]
+    return x + 1
+
+
+def test_list_extended_slice_of_wrong_size_raises_as_eager():
+    with pytest.raises(ValueError) as eager:
+        extended_slice_bad_size(torch.ones(2), [1, 2, 3, 4])
+    with pytest.raises(ValueError) as compiled:
+        tjc.compile(extended_slice_bad_size)(torch.ones(2), [1, 2, 3, 4])
+    assert str(compiled.value) == str(eager.value)
+
+
+# -- `is` between trackers of different kinds -----------------------------------------------------
+
+def identity_across_kinds(x, xs, d):
+    n, s = 2, set(xs)
+    return (x + 1, n is xs, xs is not n, "a" is d, d is not (1, 2), s is 3, 1.5 is x,
+            x is not "x", torch.float32 is xs)
+
+
+def test_is_between_a_constant_and_a_container_or_tensor():
+    run_both(identity_across_kinds, torch.ones(2), [1, 2], {"a": 1})
