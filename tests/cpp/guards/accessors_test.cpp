@@ -120,6 +120,30 @@ TEST(Accessors, TypeAccessor) {
   EXPECT_FALSE(root.check(mapping_view(locals)));
 }
 
+// vars(x): the instance __dict__ as object's lookup finds it; the class's own __getattribute__
+// (which would raise here, and counts its calls) never runs.
+TEST(Accessors, InstanceDictRunsNoClassHook) {
+  py::dict ns = run_python(
+      "class Hooked:\n"
+      "    calls = 0\n"
+      "    def __getattribute__(self, name):\n"
+      "        type(self).calls += 1\n"
+      "        raise AttributeError(name)\n"
+      "h = Hooked.__new__(Hooked)\n"
+      "object.__setattr__(h, 'k', 1)\n");
+  RootGuardManager root;
+  auto d = ok_or_die(ok_or_die(root.child(kLocal, s("x")))->child(kInstanceDict));
+  EXPECT_EQ(d->source(), "vars(L['x'])");
+  expect_ok(d->add_leaf(LeafKind::kDictKeys, py::make_tuple(s("k"))));
+  py::dict locals;
+  locals["x"] = ns["h"];
+  EXPECT_TRUE(root.check(mapping_view(locals)));
+  EXPECT_EQ(ns["Hooked"].attr("calls").cast<int>(), 0);
+  locals["x"] = 7;  // no __dict__: the access raises, the guard fails
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
 TEST(Accessors, FrameModeLocalsByArgumentSlot) {
   py::dict ns = run_python("def f(a, b, *args, c, **kw):\n  d = 1\n  return a\n");
   RootGuardManager root;
