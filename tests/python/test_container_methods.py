@@ -27,6 +27,9 @@ def _same(got, expected):
         assert list(got) == list(expected), (got, expected)
         for k in expected:
             _same(got[k], expected[k])
+    elif hasattr(expected, "__dict__") and not isinstance(expected, type):
+        assert type(got) is type(expected)
+        _same(vars(got), vars(expected))
     else:
         assert type(got) is type(expected) and got == expected, (got, expected)
 
@@ -130,3 +133,74 @@ def identity_across_kinds(x, xs, d):
 
 def test_is_between_a_constant_and_a_container_or_tensor():
     run_both(identity_across_kinds, torch.ones(2), [1, 2], {"a": 1})
+
+
+# -- dicts keyed by types and other constants ------------------------------------------------------
+
+class Checker:
+    """As unittest.TestCase keeps its assert methods: a dict keyed by types, read through self."""
+
+    def __init__(self):
+        self.funcs = {dict: "dicts", list: "lists", tuple: "tuples", (int, str): "pair", None: "none"}
+
+    def pick(self, a, b):
+        if type(a) == type(b):
+            name = self.funcs.get(type(a))
+            if name is not None:
+                return name
+        return "base"
+
+
+def type_keyed(x, checker, a, b):
+    funcs = checker.funcs
+    return (x + 1, checker.pick(a, b), funcs[list], list in funcs, set in funcs, funcs.get(None),
+            funcs[(int, str)], [k for k in funcs], list(funcs.items()), len(funcs))
+
+
+def test_dict_keyed_by_types_is_traced():
+    run_both(type_keyed, torch.ones(2), Checker(), [1], [2])
+    run_both(type_keyed, torch.ones(2), Checker(), (1,), (2,))
+
+
+def test_dict_keyed_by_types_recompiles_when_its_keys_or_values_change():
+    cnt = CompileCounter()
+    compiled = tjc.compile(type_keyed, backend=cnt)
+    checker = Checker()
+    run_both(type_keyed, torch.ones(2), checker, [1], [2], compiled=compiled)
+    checker.funcs[set] = "sets"                 # a new key
+    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    checker.funcs[list] = "other"               # a new value for a key the trace read
+    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    del checker.funcs[tuple]
+    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    assert cnt.frame_count >= 4
+
+
+def type_keyed_store(x, d):
+    d[int] = "ints"
+    del d[list]
+    return x + len(d)
+
+
+def test_dict_keyed_by_types_mutation_is_replayed():
+    run_both(type_keyed_store, torch.ones(2), {list: 1, float: 2})
+
+
+def test_dict_keyed_by_a_class_of_the_user_still_breaks_and_matches_eager():
+    class Mine:
+        pass
+
+    d = {Mine: "mine", list: "lists"}
+    expected = type_keyed_store(torch.ones(2), dict(d))
+    got_d = dict(d)
+    _same(tjc.compile(type_keyed_store)(torch.ones(2), got_d), expected)
+    assert list(got_d) == [Mine, float] or list(got_d) == [Mine, int]
+
+
+def test_object_holding_a_type_keyed_dict_is_freed():
+    compiled = tjc.compile(type_keyed)
+    checker = Checker()
+    compiled(torch.ones(2), checker, [1], [2])
+    ref = weakref.ref(checker)
+    del checker
+    assert ref() is None

@@ -13,7 +13,15 @@ from __future__ import annotations
 import types
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
-from ...trace_result import AttrOutput, SourceOutput, Unsupported
+from ...trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
+
+
+def is_static_type(value) -> bool:
+    """A type that is not a heap type (int, list, dict, ...): it lives for the process, and == on it
+    is identity."""
+    return type(value) is type and not value.__flags__ & _HEAPTYPE
 
 
 def unsupported(reason: str):
@@ -183,15 +191,14 @@ class CallableVariable(VariableTracker):
         return type(self.fn)
 
     def reconstruct(self, outputs):
-        if self.source is None:
-            return super().reconstruct(outputs)
-        return SourceOutput(self.source)
+        if self.source is not None:
+            return SourceOutput(self.source)
+        if is_static_type(self.fn):   # a dict's key (containers.key_tracker): the type itself
+            return ConstantOutput(self.fn)
+        return super().reconstruct(outputs)
 
     def identity_object(self):
         return self.as_python_constant()
-
-
-_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
 
 
 class MethodVariable(VariableTracker):
@@ -242,7 +249,7 @@ class MethodVariable(VariableTracker):
             cls = self.obj.python_type()
         except Unsupported:
             return None
-        if type(cls) is not type or cls.__flags__ & _HEAPTYPE:
+        if not is_static_type(cls):
             return None
         for klass in cls.__mro__:
             found = vars(klass).get(self.name)

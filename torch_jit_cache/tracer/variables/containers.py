@@ -20,14 +20,29 @@ import types
 from ...sources import AttrSource, ItemSource
 from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
                              SourceOutput, TupleOutput, built_dict)
-from .base import MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, traced, unsupported
-from .constant import ConstantVariable
+from .base import (MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, is_static_type, traced,
+                   unsupported)
+from .constant import ConstantVariable, is_constant_value
 
 
 def _index(key: VariableTracker):
     if not key.is_python_constant():
         unsupported(f"index by a non-constant {key}")
     return key.as_python_constant()
+
+
+def is_key_constant(value) -> bool:
+    """A dict key the guards may hold (the C++ rule, guards/value_rules.h): int, float, bool, str,
+    bytes, None, a static type (dict, list, ...), and tuples of them. Hashing or comparing one
+    runs no user code."""
+    if value is None or type(value) in (int, float, bool, str, bytes) or is_static_type(value):
+        return True
+    return type(value) is tuple and all(is_key_constant(v) for v in value)
+
+
+def key_tracker(tx, key):
+    """The tracker of a dict's key (its iteration, keys(), items(), popitem())."""
+    return ConstantVariable(key) if is_constant_value(key) else tx.wrap(key, None)
 
 
 def _reloaded(container):
@@ -327,7 +342,7 @@ class DictVariable(VariableTracker):
         return {k: v.as_example() for k, v in self.items.items()}
 
     def unpack(self, tx):
-        return [ConstantVariable(k) for k in self.items]
+        return [key_tracker(tx, k) for k in self.items]
 
     def truthy(self, tx):
         return bool(self.items)
@@ -410,7 +425,7 @@ class DictVariable(VariableTracker):
             unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
         self.mutating(tx)
         k = next(reversed(self.items)) if last else next(iter(self.items))
-        return TupleVariable([ConstantVariable(k), self.items.pop(k)])
+        return TupleVariable([key_tracker(tx, k), self.items.pop(k)])
 
     def require_guardable(self, what, name):
         for item in self.items.values():
@@ -546,10 +561,10 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx):
         d = self.mapping.items
         if self.kind == "keys":
-            return [ConstantVariable(k) for k in d]
+            return [key_tracker(tx, k) for k in d]
         if self.kind == "values":
             return list(d.values())
-        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+        return [TupleVariable([key_tracker(tx, k), v]) for k, v in d.items()]
 
     def length(self, tx) -> int:
         return len(self.mapping.items)
@@ -661,8 +676,8 @@ def wrap_sequence(tx, value, source, g):
 
 
 def wrap_dict(tx, value, source, g):
-    if not all(isinstance(k, (str, int)) for k in value):
-        unsupported("a dict with keys other than str and int")
+    if not all(is_key_constant(k) for k in value):
+        unsupported("a dict with keys other than constants and static types")
     g(GuardKind.TYPE_MATCH, dict)
     g(GuardKind.DICT_KEYS, tuple(value))
     return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)
