@@ -204,3 +204,52 @@ def test_object_holding_a_type_keyed_dict_is_freed():
     ref = weakref.ref(checker)
     del checker
     assert ref() is None
+
+
+# -- what CPython's list tests found ----------------------------------------------------------------
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = None
+
+
+def count_with_user_items(x, items):
+    return x + 1, items.count(1), items.count(2), [1, 2, 3].count(2)
+
+
+def test_count_compares_items_that_are_not_constants_as_eager():
+    # An item with its own __eq__ equals what it says; a count over constants only is folded.
+    run_both(count_with_user_items, torch.ones(2), [1, 2, 2])
+    got = tjc.compile(count_with_user_items)(torch.ones(2), [AlwaysEqual(), 1, AlwaysEqual()])
+    _same(got, count_with_user_items(torch.ones(2), [AlwaysEqual(), 1, AlwaysEqual()]))
+
+
+def index_with_user_items(x, items):
+    return x + 1, items.index(3)
+
+
+def test_index_compares_items_that_are_not_constants_as_eager():
+    got = tjc.compile(index_with_user_items)(torch.ones(2), [1, AlwaysEqual(), 3])
+    _same(got, index_with_user_items(torch.ones(2), [1, AlwaysEqual(), 3]))
+
+
+def tuple_repeat_identity(x, t):
+    s = tuple(range(3))
+    e = ()
+    return (x + 1, s * 1 is s, 1 * s is s, s + () is s, () + s is s, t * 1 is t, e * 1 is e,
+            s * 1, t * 1)
+
+
+def test_tuple_times_one_is_the_tuple_itself():
+    run_both(tuple_repeat_identity, torch.ones(2), (1, 2))
+
+
+def tuple_repeat_ids(x):
+    s = tuple(range(2))
+    return x + 1, id(s) == id(s * 1)
+
+
+def test_tuple_times_one_has_the_same_id():
+    _same(tjc.compile(tuple_repeat_ids)(torch.ones(2)), tuple_repeat_ids(torch.ones(2)))

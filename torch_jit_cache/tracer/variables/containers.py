@@ -114,16 +114,20 @@ class BaseListVariable(VariableTracker):
         return MethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
-        if name == "index" and len(args) == 1:
-            target = _index(args[0])
+        if name in ("index", "count") and len(args) == 1:
+            # Each item is compared with `==` (its own __eq__ first): only constants are compared
+            # here; an item of any other kind breaks, as it may equal anything.
+            target, found = _index(args[0]), []
             for i, item in enumerate(self.items):
-                if item.is_python_constant() and item.as_python_constant() == target:
-                    return ConstantVariable(i)
-            unsupported("list.index of a value not found")
-        if name == "count" and len(args) == 1:
-            target = _index(args[0])
-            return ConstantVariable(sum(1 for i in self.items if i.is_python_constant()
-                                        and i.as_python_constant() == target))
+                if not item.is_python_constant():
+                    unsupported(f"{self.kind.__name__}.{name} over an item that is not a constant ({item})")
+                if item.as_python_constant() == target:
+                    found.append(i)
+                    if name == "index":
+                        return ConstantVariable(i)
+            if name == "index":
+                unsupported(f"{self.kind.__name__}.index of a value not found")
+            return ConstantVariable(len(found))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "_replace" and self.fields and self.cls is not None and not args:

@@ -52,6 +52,10 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         return call_op(tx, fn, [numpy_number_as_python(a), numpy_number_as_python(b)], {})
     if (isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable)) and _is_number(a) and _is_number(b):
         return call_op(tx, fn, [a, b], {})
+    if symbol in ("+", "*"):
+        same = _tuple_kept(a, b, symbol)
+        if same is not None:
+            return same
     if isinstance(a, BaseListVariable):
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
             if symbol == "+=":
@@ -72,6 +76,24 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
     unsupported(f"operator {symbol} on {a} and {b}")
+
+
+def _exact_tuple(v) -> bool:
+    return isinstance(v, BaseListVariable) and v.kind is tuple and v.cls in (None, tuple)
+
+
+def _tuple_kept(a, b, symbol: str):
+    """The operand CPython hands back itself, not a copy, for an exact tuple: `t * 1`, `1 * t`,
+    `t + ()` and `() + t` (`id(t * 1) == id(t)`); else None."""
+    for t, other in ((a, b), (b, a)):
+        if not _exact_tuple(t):
+            continue
+        if symbol == "*" and other.is_python_constant() and type(other.as_python_constant()) is int \
+                and other.as_python_constant() == 1:
+            return t
+        if symbol == "+" and _exact_tuple(other) and not other.items:
+            return t
+    return None
 
 
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
