@@ -21,8 +21,9 @@ from . import dataclass_fields, polyfills
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, build_defaultdict,
-                         build_ordered_dict, construct_namedtuple, dict_items, sort_order)
+from .containers import BaseListVariable, DictVariable, ListVariable, RangeVariable, TupleVariable, dict_items, sort_order
+from .namedtuples import construct_namedtuple
+from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .copying import deepcopy
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, UserFunctionVariable

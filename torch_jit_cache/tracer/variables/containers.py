@@ -1,5 +1,6 @@
 """Containers: tuples, lists, dicts, ranges and cells, holding variable trackers (iterators over
-them: iterators.py).
+them: iterators.py; OrderedDict and defaultdict built in the trace: dict_subclasses.py; named
+tuples' construction: namedtuples.py).
 
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
@@ -14,12 +15,10 @@ generator item by item (`yields_lazily`), as Python does.
 from __future__ import annotations
 
 import collections
-import inspect
-import types
 
-from ...sources import AttrSource, ItemSource
-from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
-                             SourceOutput, TupleOutput, built_dict)
+from ...sources import ItemSource
+from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
+                             TupleOutput)
 from .base import (MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, is_static_type, traced,
                    unsupported)
 from .constant import ConstantVariable, is_constant_value
@@ -250,50 +249,6 @@ class ListVariable(BaseListVariable):
         return f"ListVariable({self.items!r})"
 
 
-def is_namedtuple_class(cls) -> bool:
-    """A class collections.namedtuple made (typing.NamedTuple's too): tuple its only base, the
-    generated __new__ (compiled from a string) taking the fields as arguments."""
-    new = getattr(vars(cls).get("__new__"), "__func__", None) if isinstance(cls, type) else None
-    return cls.__bases__ == (tuple,) and type(cls) is type and "_fields" in vars(cls) and \
-        isinstance(getattr(new, "__code__", None), types.CodeType) and new.__code__.co_filename == "<string>"
-
-
-def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict, kind=None):
-    """`cls(*args, **kwargs)` for a namedtuple class read through `source`: its fields bound as its
-    __new__ binds them, the missing ones from `cls.__new__.__defaults__` (where Python finds them,
-    and where old code still sets them), which must be constants and are guarded by value. A class
-    the trace made has no source and nothing to guard: `kind` is the tracker its tuples get."""
-    defaults = cls.__new__.__defaults__
-    if defaults is not None and not all(is_constant_default(d) for d in defaults):
-        unsupported(f"{cls.__name__}() with defaults that are not constants")
-    if source is not None:
-        guard = (GuardKind.NONE_MATCH,) if defaults is None else (GuardKind.EQUALS_MATCH, defaults)
-        tx.output.add_guard(AttrSource(AttrSource(source, "__new__"), "__defaults__"), *guard)
-    elif kind is None:
-        unsupported(f"construction of {cls.__name__} in the trace: the class has no source")
-    try:
-        bound = inspect.signature(cls).bind(*args, **kwargs)
-    except TypeError as e:
-        unsupported(f"{cls.__name__}() raised {e!r}")
-    values = dict(bound.arguments)
-    fields = list(cls._fields)
-    missing = fields[len(fields) - len(defaults or ()):]
-    items = []
-    for name in fields:
-        if name in values:
-            items.append(values[name])
-        elif name in missing:
-            items.append(ConstantVariable(defaults[missing.index(name)]))
-        else:   # bind() would have raised
-            unsupported(f"{cls.__name__}() without {name!r}")
-    return (kind or TupleVariable)(items, fields=fields, cls=cls)
-
-
-def is_constant_default(value) -> bool:
-    # Immutable values only: a default shared by every instance must stay one object.
-    return value is None or type(value) in (bool, int, float, str, bytes, complex)
-
-
 def sort_order(tx, items: list, key, reverse, what: str) -> list:
     """The order sorted(items, key=key, reverse=reverse) puts the items in, as indices: the key
     traced per item (as sorting calls it, once each, in order); the keys must be constants."""
@@ -436,16 +391,6 @@ class DictVariable(VariableTracker):
             item.require_guardable(what, name)
 
 
-def _keyword_only(method: str, args: list, kwargs: dict, name: str, default):
-    """The constant value of `method`'s one optional argument `name`, passed by position or keyword."""
-    if len(args) + len(kwargs) > 1 or set(kwargs) - {name}:
-        unsupported(f"{method} with arguments other than {name}=")
-    value = (args or list(kwargs.values()) or [ConstantVariable(default)])[0]
-    if not value.is_python_constant():
-        unsupported(f"{method}({name}=) with a value that is not a constant")
-    return value.as_python_constant()
-
-
 def dict_equal(a: DictVariable, b: DictVariable):
     """`a == b` for two dict trackers, or None where the trace cannot tell: computed on real dicts
     of the trackers' classes (so two OrderedDicts compare their order too, as OrderedDict.__eq__
@@ -471,77 +416,6 @@ def dict_items(tx, args, kwargs) -> dict:
                 items[k.as_python_constant()] = v
     items.update(kwargs)
     return items
-
-
-class BuiltDictSubclassVariable(DictVariable):
-    """An OrderedDict or a defaultdict built in the trace (source None): a dict of constant keys
-    whose class is made again after the graph (trace_result.built_dict), in the order of `items`.
-    The methods whose meaning is dict's are traced, and OrderedDict's own that move keys
-    (move_to_end, popitem(last=)), each a reorder of `items`; `copy` keeps the class (and the
-    default factory). == is dict_equal's. Any other method of the class breaks."""
-
-    _DICT_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "update",
-                               "pop", "setdefault", "clear", "__setitem__", "__delitem__", "popitem", "copy"})
-    _ORDERED_METHODS = frozenset({"move_to_end"})
-
-    def __init__(self, cls, items: dict, default_factory=None):
-        super().__init__(items)
-        self.cls, self.default_factory = cls, default_factory
-
-    def python_type(self):
-        return self.cls
-
-    def as_python_constant(self):
-        unsupported(f"a {self.cls.__name__} as a constant")
-
-    def reconstruct(self, outputs):
-        names, values = ("cls", "items"), (ConstantOutput(self.cls),
-                                           DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.items.items())))
-        if self.default_factory is not None:
-            names, values = names + ("default_factory",), values + (outputs.rebuild(self.default_factory),)
-        return outputs.once(self, lambda: CallOutput(ConstantOutput(built_dict), names, values))
-
-    def getitem(self, tx, key):
-        k = _index(key)
-        if k not in self.items and self.default_factory is not None:
-            # defaultdict.__missing__: the factory's value, stored under the key, then returned.
-            value = tx.call(self.default_factory, [], {})
-            self.setitem(tx, key, value)
-            return value
-        return super().getitem(tx, key)
-
-    def call_method(self, tx, name, args, kwargs):
-        ordered = self.cls is collections.OrderedDict
-        if name not in self._DICT_METHODS and not (ordered and name in self._ORDERED_METHODS):
-            unsupported(f"{self.cls.__name__}.{name}")
-        if name == "copy" and not args and not kwargs:
-            return BuiltDictSubclassVariable(self.cls, self.items, self.default_factory)
-        if name in ("move_to_end", "popitem") and ordered:
-            last = _keyword_only(name, args[1:] if name == "move_to_end" else args, kwargs, "last", True)
-            if name == "popitem":
-                return self.popitem(tx, last)
-            k = _index(args[0]) if args else unsupported("OrderedDict.move_to_end without a key")
-            if k not in self.items:
-                unsupported(f"KeyError {k!r} (OrderedDict.move_to_end)")
-            self.mutating(tx)
-            value = self.items.pop(k)
-            self.items = {k: value, **self.items} if not last else {**self.items, k: value}
-            return ConstantVariable(None)
-        return super().call_method(tx, name, args, kwargs)
-
-    def __repr__(self):
-        return f"BuiltDictSubclassVariable({self.cls.__name__}, {self.items!r})"
-
-
-def build_ordered_dict(tx, args, kwargs):
-    return BuiltDictSubclassVariable(collections.OrderedDict, dict_items(tx, args, kwargs))
-
-
-def build_defaultdict(tx, args, kwargs):
-    factory = args[0] if args else ConstantVariable(None)
-    if isinstance(factory, ConstantVariable) and factory.value is None:
-        factory = None
-    return BuiltDictSubclassVariable(collections.defaultdict, dict_items(tx, args[1:], kwargs), factory)
 
 
 class DictViewVariable(VariableTracker):

@@ -1,0 +1,56 @@
+"""Named tuples: the test for a class collections.namedtuple made, and its construction in the
+trace, a TupleVariable that keeps the class and its field names (containers.py)."""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ...sources import AttrSource
+from ...trace_result import GuardKind
+from .base import unsupported
+from .constant import ConstantVariable
+from .containers import TupleVariable
+
+
+def is_namedtuple_class(cls) -> bool:
+    """A class collections.namedtuple made (typing.NamedTuple's too): tuple its only base, the
+    generated __new__ (compiled from a string) taking the fields as arguments."""
+    new = getattr(vars(cls).get("__new__"), "__func__", None) if isinstance(cls, type) else None
+    return cls.__bases__ == (tuple,) and type(cls) is type and "_fields" in vars(cls) and \
+        isinstance(getattr(new, "__code__", None), types.CodeType) and new.__code__.co_filename == "<string>"
+
+
+def construct_namedtuple(tx, cls: type, source, args: list, kwargs: dict, kind=None):
+    """`cls(*args, **kwargs)` for a namedtuple class read through `source`: its fields bound as its
+    __new__ binds them, the missing ones from `cls.__new__.__defaults__` (where Python finds them,
+    and where old code still sets them), which must be constants and are guarded by value. A class
+    the trace made has no source and nothing to guard: `kind` is the tracker its tuples get."""
+    defaults = cls.__new__.__defaults__
+    if defaults is not None and not all(is_constant_default(d) for d in defaults):
+        unsupported(f"{cls.__name__}() with defaults that are not constants")
+    if source is not None:
+        guard = (GuardKind.NONE_MATCH,) if defaults is None else (GuardKind.EQUALS_MATCH, defaults)
+        tx.output.add_guard(AttrSource(AttrSource(source, "__new__"), "__defaults__"), *guard)
+    elif kind is None:
+        unsupported(f"construction of {cls.__name__} in the trace: the class has no source")
+    try:
+        bound = inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as e:
+        unsupported(f"{cls.__name__}() raised {e!r}")
+    values = dict(bound.arguments)
+    fields = list(cls._fields)
+    missing = fields[len(fields) - len(defaults or ()):]
+    items = []
+    for name in fields:
+        if name in values:
+            items.append(values[name])
+        elif name in missing:
+            items.append(ConstantVariable(defaults[missing.index(name)]))
+        else:   # bind() would have raised
+            unsupported(f"{cls.__name__}() without {name!r}")
+    return (kind or TupleVariable)(items, fields=fields, cls=cls)
+
+
+def is_constant_default(value) -> bool:
+    # Immutable values only: a default shared by every instance must stay one object.
+    return value is None or type(value) in (bool, int, float, str, bytes, complex)
