@@ -61,6 +61,16 @@ def test_bound_c_method_attributes():
     run_both(method_attrs, torch.ones(2), [1, 2], {"a": 1}, "-")
 
 
+def slot_wrapper_attrs(x, xs, n):
+    w, g, e = xs.__setitem__, xs.__getitem__, n.__add__
+    return (x + 1, w.__name__, w.__qualname__, w.__doc__, w.__self__ is xs, g.__qualname__,
+            e.__qualname__, e.__self__)
+
+
+def test_bound_slot_wrapper_attributes():
+    run_both(slot_wrapper_attrs, torch.ones(2), [1, 2], 3)
+
+
 def method_self_mutated(x, xs):
     xs.append.__self__.append(3)   # the very list: the mutation is replayed on the caller's
     return x + len(xs)

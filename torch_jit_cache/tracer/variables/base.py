@@ -222,26 +222,36 @@ class MethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
-    # What a bound C method answers without being called: Python's builtin method object reads them
-    # off its method descriptor and its object's type.
+    # What a bound C method answers without being called, by the kind of its descriptor on the
+    # class: a method descriptor binds to a builtin method (its __qualname__ names the object's
+    # type, its __module__ is None), a slot wrapper (`xs.__setitem__`) to a method-wrapper (its
+    # __qualname__ is the descriptor's; it has no __module__).
     _C_METHOD_ATTRS = {
-        "__name__": lambda cls, d: d.__name__,
-        "__qualname__": lambda cls, d: f"{cls.__qualname__}.{d.__name__}",
-        "__doc__": lambda cls, d: d.__doc__,
-        "__module__": lambda cls, d: None,
+        types.MethodDescriptorType: {
+            "__name__": lambda cls, d: d.__name__,
+            "__qualname__": lambda cls, d: f"{cls.__qualname__}.{d.__name__}",
+            "__doc__": lambda cls, d: d.__doc__,
+            "__module__": lambda cls, d: None,
+        },
+        types.WrapperDescriptorType: {
+            "__name__": lambda cls, d: d.__name__,
+            "__qualname__": lambda cls, d: d.__qualname__,
+            "__doc__": lambda cls, d: d.__doc__,
+        },
     }
 
     def var_getattr(self, tx, name):
         """`xs.append.__name__`, `.__qualname__`, `.__doc__`, `.__module__`, `.__self__` of a C method
         of an object whose class is a static type (list, dict, str, ...: a tracker of one is exact,
-        and the class cannot change), answered from the class's method descriptor."""
+        and the class cannot change), answered from the class's descriptor."""
         descriptor = self._c_method_descriptor()
         if descriptor is None:
             unsupported(f"attribute {name!r} of {self}")
         if name == "__self__":
             return self.obj
-        if name in self._C_METHOD_ATTRS:
-            return tx.wrap_constant(self._C_METHOD_ATTRS[name](self.obj.python_type(), descriptor))
+        attrs = self._C_METHOD_ATTRS[type(descriptor)]
+        if name in attrs:
+            return tx.wrap_constant(attrs[name](self.obj.python_type(), descriptor))
         unsupported(f"attribute {name!r} of {self}")
 
     def _c_method_descriptor(self):
@@ -254,7 +264,7 @@ class MethodVariable(VariableTracker):
         for klass in cls.__mro__:
             found = vars(klass).get(self.name)
             if found is not None:
-                return found if type(found) is types.MethodDescriptorType else None
+                return found if type(found) in self._C_METHOD_ATTRS else None
         return None
 
     def reconstruct(self, outputs):
