@@ -263,3 +263,12 @@ def tuple_repeat_ids(x):
 
 def test_tuple_times_one_has_the_same_id():
     _same(tjc.compile(tuple_repeat_ids)(torch.ones(2)), tuple_repeat_ids(torch.ones(2)))
+
+
+def type_keys_used(x, d):
+    return x + 1, [k.__name__ for k in d], [k() for k in d], dict.__name__, list.__qualname__
+
+
+def test_type_keys_read_and_called_as_classes():
+    run_both(type_keys_used, torch.ones(2), {dict: 1, list: 2, tuple: 3})
+

@@ -531,8 +531,9 @@ class BuiltinVariable(CallableVariable):
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
             return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
-        if self.fn in (collections.OrderedDict, collections.defaultdict):
-            # Handled here for their calls only: the rest of the class as any class (__name__, ...).
+        if isinstance(self.fn, type):
+            # A class (dict, list, OrderedDict, ...) is handled here for its calls only: the rest
+            # as any class (__name__, its methods, ...).
             return ClassVariable(self.fn, self.source).var_getattr(tx, name)
         return super().var_getattr(tx, name)
 
