@@ -272,3 +272,17 @@ def type_keys_used(x, d):
 def test_type_keys_read_and_called_as_classes():
     run_both(type_keys_used, torch.ones(2), {dict: 1, list: 2, tuple: 3})
 
+
+@pytest.mark.parametrize("method, args", [("clear", (42,)), ("reverse", (1,)), ("copy", (1,)), ("pop", (0, 1)),
+                                          ("append", ()), ("insert", (0,))])
+def test_list_method_with_wrong_arguments_raises_as_eager(method, args):
+    def call(x, xs):
+        getattr(xs, method)(*args)
+        return x + 1
+
+    xs_eager, xs_compiled = [1, 2], [1, 2]
+    with pytest.raises(TypeError):
+        call(torch.ones(2), xs_eager)
+    with pytest.raises(TypeError):
+        tjc.compile(call)(torch.ones(2), xs_compiled)
+    assert xs_compiled == xs_eager

@@ -155,6 +155,10 @@ class ListVariable(BaseListVariable):
     kind = list
     guarded_by_type = True
 
+    # How many positional arguments each method traced here takes (none takes a keyword but sort).
+    _ARG_COUNTS = {"append": (1,), "extend": (1,), "insert": (2,), "pop": (0, 1), "clear": (0,),
+                   "reverse": (0,), "copy": (0,)}
+
     version = 0
 
     def reconstruct(self, outputs):
@@ -194,13 +198,13 @@ class ListVariable(BaseListVariable):
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
+        if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
+            # Python raises TypeError: the call breaks, and raises it as written.
+            unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
         if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
             if name == "pop" and (not self.items or args and not
                                   -len(self.items) <= _index(args[0]) < len(self.items)):
                 unsupported("IndexError: pop from an empty list or out of range")
-            if kwargs or name in ("append", "extend") and len(args) != 1 or \
-                    name == "insert" and len(args) != 2:
-                unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
             if name == "extend" and args[0].yields_lazily:
                 # An iterator is consumed item by item, each appended before the next is asked
                 # for (list.extend's loop): a map or generator over the list itself sees them.
