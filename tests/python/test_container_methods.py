@@ -286,3 +286,18 @@ def test_list_method_with_wrong_arguments_raises_as_eager(method, args):
     with pytest.raises(TypeError):
         tjc.compile(call)(torch.ones(2), xs_compiled)
     assert xs_compiled == xs_eager
+
+
+@pytest.mark.parametrize("method, args", [("copy", (1,)), ("get", ()), ("get", (1, 2, 3)), ("clear", (1,)),
+                                          ("pop", ()), ("setdefault", ()), ("__contains__", ())])
+def test_dict_method_with_wrong_arguments_raises_as_eager(method, args):
+    def call(x, d):
+        getattr(d, method)(*args)
+        return x + 1
+
+    d_eager, d_compiled = {1: 2}, {1: 2}
+    with pytest.raises(TypeError):
+        call(torch.ones(2), d_eager)
+    with pytest.raises(TypeError):
+        tjc.compile(call)(torch.ones(2), d_compiled)
+    assert d_compiled == d_eager

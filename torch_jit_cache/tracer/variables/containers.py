@@ -331,7 +331,15 @@ class DictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return MethodVariable(self, name)
 
+    # How many positional arguments each method traced here takes, where it takes no keyword
+    # (update takes keywords; popitem checks its own).
+    _ARG_COUNTS = {"get": (1, 2), "__getitem__": (1,), "__contains__": (1,), "copy": (0,), "pop": (1, 2),
+                   "setdefault": (1, 2), "clear": (0,), "__setitem__": (2,), "__delitem__": (1,)}
+
     def call_method(self, tx, name, args, kwargs):
+        if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
+            # Python raises TypeError: the call breaks, and raises it as written.
+            unsupported(f"dict.{name} called with {len(args)} args and {list(kwargs)}")
         if name in DictViewVariable.KINDS and not args and not kwargs:
             return DictViewVariable(self, name)
         if name == "get":
