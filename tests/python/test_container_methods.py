@@ -301,3 +301,28 @@ def test_dict_method_with_wrong_arguments_raises_as_eager(method, args):
     with pytest.raises(TypeError):
         tjc.compile(call)(torch.ones(2), d_compiled)
     assert d_compiled == d_eager
+
+
+def list_remove(x, xs):
+    xs.remove(2)
+    ys = [0, 1, 1]
+    ys.remove(1)
+    return x + len(xs), len(ys)
+
+
+def test_list_remove():
+    run_both(list_remove, torch.ones(2), [1, 2, 3, 2])
+
+
+def list_remove_missing(x, xs):
+    xs.remove(5)
+    return x + 1
+
+
+def test_list_remove_of_a_missing_value_raises_as_eager():
+    with pytest.raises(ValueError):
+        list_remove_missing(torch.ones(2), [1, 2])
+    xs = [1, 2]
+    with pytest.raises(ValueError):
+        tjc.compile(list_remove_missing)(torch.ones(2), xs)
+    assert xs == [1, 2]

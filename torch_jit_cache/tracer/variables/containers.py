@@ -157,7 +157,7 @@ class ListVariable(BaseListVariable):
 
     # How many positional arguments each method traced here takes (none takes a keyword but sort).
     _ARG_COUNTS = {"append": (1,), "extend": (1,), "insert": (2,), "pop": (0, 1), "clear": (0,),
-                   "reverse": (0,), "copy": (0,)}
+                   "reverse": (0,), "copy": (0,), "remove": (1,)}
 
     version = 0
 
@@ -247,6 +247,12 @@ class ListVariable(BaseListVariable):
             return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
+        if name == "remove":
+            # The first item equal to the value goes; items compared as list.index compares them.
+            i = super().call_method(tx, "index", args, kwargs).as_python_constant()
+            self.mutating(tx)
+            del self.items[i]
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
     def __repr__(self):
