@@ -44,9 +44,9 @@ absl::StatusOr<Accessor> Accessor::named(AccessorKind kind, py::handle name) {
 
 absl::StatusOr<Accessor> Accessor::item(py::handle key, const std::string& parent_source) {
   if (!key) return type_error_status(absl::StrCat(parent_source, ": item() needs a key"));
-  if (!is_immutable_builtin(key.ptr())) {
+  if (!is_key_constant(key.ptr())) {
     return type_error_status(absl::StrCat(
-        parent_source, ": item() keys are held by the guard tree, so they must be ", kImmutableBuiltins,
+        parent_source, ": item() keys are held by the guard tree, so they must be ", kKeyConstants,
         "; got ", short_type_name(key.ptr())));
   }
   Accessor accessor(AccessorKind::kItem, py::reinterpret_borrow<py::object>(key));

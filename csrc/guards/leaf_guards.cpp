@@ -241,7 +241,7 @@ class DictKeys final : public LeafGuard {
     Py_ssize_t pos = 0;
     PyObject* key = nullptr;  // borrowed
     for (Py_ssize_t i = 0; PyDict_Next(value, &pos, &key, nullptr); ++i) {
-      // Exact immutable builtin keys (not tuples): == runs no user code, the dict cannot change.
+      // Key constants, not tuples (value_rules.h): == runs no user code, the dict cannot change.
       int equal = equals_immutable(key, PyTuple_GET_ITEM(keys_.ptr(), i));
       if (equal != 1) return equal;
     }
@@ -263,7 +263,7 @@ class DictKeys final : public LeafGuard {
     return result;
   }
 
-  py::tuple keys_;  // immutable builtins
+  py::tuple keys_;  // key constants (value_rules.h)
   bool snapshot_needed_ = false;
 };
 
@@ -316,9 +316,9 @@ absl::StatusOr<LeafPtr> make_dict_keys(py::handle keys, const std::string& sourc
   }
   py::tuple owned = py::reinterpret_steal<py::tuple>(tuple);
   for (py::handle key : owned) {
-    if (!is_immutable_builtin(key.ptr())) {
+    if (!is_key_constant(key.ptr())) {
       return type_error_status(absl::StrCat(source, ": DICT_KEYS holds its keys, so they must be ",
-                                            kImmutableBuiltins, ", got ", short_type_name(key.ptr())));
+                                            kKeyConstants, ", got ", short_type_name(key.ptr())));
     }
   }
   return LeafPtr(new DictKeys(std::move(owned)));

@@ -33,4 +33,26 @@ inline bool is_immutable_builtin(PyObject* obj, int depth = 0) {
   return true;
 }
 
+inline constexpr const char* kKeyConstants =
+    "int, float, bool, str, bytes, None, static types (int, list, dict, ...) and tuples of them";
+
+// A static (non-heap) type: it lives for the process and its metaclass is `type`, so == on it is
+// identity and runs no user code; a guard may hold it.
+inline bool is_static_type(PyObject* obj) {
+  return PyType_CheckExact(obj) &&
+         !(reinterpret_cast<PyTypeObject*>(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+}
+
+// What a guard may hold as a dict key (item() accessors, DICT_KEYS): an immutable builtin, a
+// static type (unittest's table of assert methods by type: {dict: ..., list: ...}), and tuples
+// of those.
+inline bool is_key_constant(PyObject* obj, int depth = 0) {
+  if (is_immutable_builtin(obj) || is_static_type(obj)) return true;
+  if (!PyTuple_CheckExact(obj) || depth > 16) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
+    if (!is_key_constant(PyTuple_GET_ITEM(obj, i), depth + 1)) return false;
+  }
+  return true;
+}
+
 }  // namespace tjc

@@ -27,6 +27,9 @@ def _same(got, expected):
         assert list(got) == list(expected), (got, expected)
         for k in expected:
             _same(got[k], expected[k])
+    elif hasattr(expected, "__dict__") and not isinstance(expected, type):
+        assert type(got) is type(expected)
+        _same(vars(got), vars(expected))
     else:
         assert type(got) is type(expected) and got == expected, (got, expected)
 
@@ -56,6 +59,16 @@ def method_attrs(x, xs, d, s):
 
 def test_bound_c_method_attributes():
     run_both(method_attrs, torch.ones(2), [1, 2], {"a": 1}, "-")
+
+
+def slot_wrapper_attrs(x, xs, n):
+    w, g, e = xs.__setitem__, xs.__getitem__, n.__add__
+    return (x + 1, w.__name__, w.__qualname__, w.__doc__, w.__self__ is xs, g.__qualname__,
+            e.__qualname__, e.__self__)
+
+
+def test_bound_slot_wrapper_attributes():
+    run_both(slot_wrapper_attrs, torch.ones(2), [1, 2], 3)
 
 
 def method_self_mutated(x, xs):
@@ -130,3 +143,186 @@ def identity_across_kinds(x, xs, d):
 
 def test_is_between_a_constant_and_a_container_or_tensor():
     run_both(identity_across_kinds, torch.ones(2), [1, 2], {"a": 1})
+
+
+# -- dicts keyed by types and other constants ------------------------------------------------------
+
+class Checker:
+    """As unittest.TestCase keeps its assert methods: a dict keyed by types, read through self."""
+
+    def __init__(self):
+        self.funcs = {dict: "dicts", list: "lists", tuple: "tuples", (int, str): "pair", None: "none"}
+
+    def pick(self, a, b):
+        if type(a) == type(b):
+            name = self.funcs.get(type(a))
+            if name is not None:
+                return name
+        return "base"
+
+
+def type_keyed(x, checker, a, b):
+    funcs = checker.funcs
+    return (x + 1, checker.pick(a, b), funcs[list], list in funcs, set in funcs, funcs.get(None),
+            funcs[(int, str)], [k for k in funcs], list(funcs.items()), len(funcs))
+
+
+def test_dict_keyed_by_types_is_traced():
+    run_both(type_keyed, torch.ones(2), Checker(), [1], [2])
+    run_both(type_keyed, torch.ones(2), Checker(), (1,), (2,))
+
+
+def test_dict_keyed_by_types_recompiles_when_its_keys_or_values_change():
+    cnt = CompileCounter()
+    compiled = tjc.compile(type_keyed, backend=cnt)
+    checker = Checker()
+    run_both(type_keyed, torch.ones(2), checker, [1], [2], compiled=compiled)
+    checker.funcs[set] = "sets"                 # a new key
+    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    checker.funcs[list] = "other"               # a new value for a key the trace read
+    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    del checker.funcs[tuple]
+    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    assert cnt.frame_count >= 4
+
+
+def type_keyed_store(x, d):
+    d[int] = "ints"
+    del d[list]
+    return x + len(d)
+
+
+def test_dict_keyed_by_types_mutation_is_replayed():
+    run_both(type_keyed_store, torch.ones(2), {list: 1, float: 2})
+
+
+def test_dict_keyed_by_a_class_of_the_user_still_breaks_and_matches_eager():
+    class Mine:
+        pass
+
+    d = {Mine: "mine", list: "lists"}
+    expected = type_keyed_store(torch.ones(2), dict(d))
+    got_d = dict(d)
+    _same(tjc.compile(type_keyed_store)(torch.ones(2), got_d), expected)
+    assert list(got_d) == [Mine, float] or list(got_d) == [Mine, int]
+
+
+def test_object_holding_a_type_keyed_dict_is_freed():
+    compiled = tjc.compile(type_keyed)
+    checker = Checker()
+    compiled(torch.ones(2), checker, [1], [2])
+    ref = weakref.ref(checker)
+    del checker
+    assert ref() is None
+
+
+# -- what CPython's list tests found ----------------------------------------------------------------
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = None
+
+
+def count_with_user_items(x, items):
+    return x + 1, items.count(1), items.count(2), [1, 2, 3].count(2)
+
+
+def test_count_compares_items_that_are_not_constants_as_eager():
+    # An item with its own __eq__ equals what it says; a count over constants only is folded.
+    run_both(count_with_user_items, torch.ones(2), [1, 2, 2])
+    got = tjc.compile(count_with_user_items)(torch.ones(2), [AlwaysEqual(), 1, AlwaysEqual()])
+    _same(got, count_with_user_items(torch.ones(2), [AlwaysEqual(), 1, AlwaysEqual()]))
+
+
+def index_with_user_items(x, items):
+    return x + 1, items.index(3)
+
+
+def test_index_compares_items_that_are_not_constants_as_eager():
+    got = tjc.compile(index_with_user_items)(torch.ones(2), [1, AlwaysEqual(), 3])
+    _same(got, index_with_user_items(torch.ones(2), [1, AlwaysEqual(), 3]))
+
+
+def tuple_repeat_identity(x, t):
+    s = tuple(range(3))
+    e = ()
+    return (x + 1, s * 1 is s, 1 * s is s, s + () is s, () + s is s, t * 1 is t, e * 1 is e,
+            s * 1, t * 1)
+
+
+def test_tuple_times_one_is_the_tuple_itself():
+    run_both(tuple_repeat_identity, torch.ones(2), (1, 2))
+
+
+def tuple_repeat_ids(x):
+    s = tuple(range(2))
+    return x + 1, id(s) == id(s * 1)
+
+
+def test_tuple_times_one_has_the_same_id():
+    _same(tjc.compile(tuple_repeat_ids)(torch.ones(2)), tuple_repeat_ids(torch.ones(2)))
+
+
+def type_keys_used(x, d):
+    return x + 1, [k.__name__ for k in d], [k() for k in d], dict.__name__, list.__qualname__
+
+
+def test_type_keys_read_and_called_as_classes():
+    run_both(type_keys_used, torch.ones(2), {dict: 1, list: 2, tuple: 3})
+
+
+@pytest.mark.parametrize("method, args", [("clear", (42,)), ("reverse", (1,)), ("copy", (1,)), ("pop", (0, 1)),
+                                          ("append", ()), ("insert", (0,))])
+def test_list_method_with_wrong_arguments_raises_as_eager(method, args):
+    def call(x, xs):
+        getattr(xs, method)(*args)
+        return x + 1
+
+    xs_eager, xs_compiled = [1, 2], [1, 2]
+    with pytest.raises(TypeError):
+        call(torch.ones(2), xs_eager)
+    with pytest.raises(TypeError):
+        tjc.compile(call)(torch.ones(2), xs_compiled)
+    assert xs_compiled == xs_eager
+
+
+@pytest.mark.parametrize("method, args", [("copy", (1,)), ("get", ()), ("get", (1, 2, 3)), ("clear", (1,)),
+                                          ("pop", ()), ("setdefault", ()), ("__contains__", ())])
+def test_dict_method_with_wrong_arguments_raises_as_eager(method, args):
+    def call(x, d):
+        getattr(d, method)(*args)
+        return x + 1
+
+    d_eager, d_compiled = {1: 2}, {1: 2}
+    with pytest.raises(TypeError):
+        call(torch.ones(2), d_eager)
+    with pytest.raises(TypeError):
+        tjc.compile(call)(torch.ones(2), d_compiled)
+    assert d_compiled == d_eager
+
+
+def list_remove(x, xs):
+    xs.remove(2)
+    ys = [0, 1, 1]
+    ys.remove(1)
+    return x + len(xs), len(ys)
+
+
+def test_list_remove():
+    run_both(list_remove, torch.ones(2), [1, 2, 3, 2])
+
+
+def list_remove_missing(x, xs):
+    xs.remove(5)
+    return x + 1
+
+
+def test_list_remove_of_a_missing_value_raises_as_eager():
+    with pytest.raises(ValueError):
+        list_remove_missing(torch.ones(2), [1, 2])
+    xs = [1, 2]
+    with pytest.raises(ValueError):
+        tjc.compile(list_remove_missing)(torch.ones(2), xs)
+    assert xs == [1, 2]

@@ -235,6 +235,23 @@ def test_id_match_refuses_non_weakrefable_objects():
     assert g.num_guards() == 1
 
 
+def test_dict_keys_and_items_by_static_types():
+    # unittest's assert table: static types live for the process, and == on them is identity.
+    g = GuardManager()
+    d = g.local("d")
+    d.dict_keys([dict, (int, str), None])
+    d.item(dict).equals_match("dicts")
+    assert g.check({"d": {dict: "dicts", (int, str): 1, None: 2}})
+    assert not g.check({"d": {dict: "other", (int, str): 1, None: 2}})
+    assert not g.check({"d": {list: "dicts", (int, str): 1, None: 2}})
+    assert not g.check({"d": {dict: "dicts", (int, bytes): 1, None: 2}})
+    Mine = type("Mine", (), {})   # a heap type: the guard would keep it alive
+    with pytest.raises(TypeError, match="DICT_KEYS holds its keys"):
+        g.local("d").dict_keys([Mine])
+    with pytest.raises(TypeError, match="item\\(\\) keys"):
+        g.local("d").item((int, Mine))
+
+
 def test_equals_match_and_dict_keys_refuse_what_they_would_keep_alive():
     g = GuardManager()
     with pytest.raises(TypeError, match="guard by identity"):

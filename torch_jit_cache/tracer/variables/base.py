@@ -14,7 +14,15 @@ import types
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
 from ...sources import AttrSource
-from ...trace_result import AttrOutput, SourceOutput, Unsupported
+from ...trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
+
+
+def is_static_type(value) -> bool:
+    """A type that is not a heap type (int, list, dict, ...): it lives for the process, and == on it
+    is identity."""
+    return type(value) is type and not value.__flags__ & _HEAPTYPE
 
 
 def unsupported(reason: str):
@@ -202,15 +210,14 @@ class CallableVariable(VariableTracker):
         unsupported(f"attribute {name!r} of {self}")
 
     def reconstruct(self, outputs):
-        if self.source is None:
-            return super().reconstruct(outputs)
-        return SourceOutput(self.source)
+        if self.source is not None:
+            return SourceOutput(self.source)
+        if is_static_type(self.fn):   # a dict's key (containers.key_tracker): the type itself
+            return ConstantOutput(self.fn)
+        return super().reconstruct(outputs)
 
     def identity_object(self):
         return self.as_python_constant()
-
-
-_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
 
 
 class MethodVariable(VariableTracker):
@@ -234,26 +241,36 @@ class MethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
-    # What a bound C method answers without being called: Python's builtin method object reads them
-    # off its method descriptor and its object's type.
+    # What a bound C method answers without being called, by the kind of its descriptor on the
+    # class: a method descriptor binds to a builtin method (its __qualname__ names the object's
+    # type, its __module__ is None), a slot wrapper (`xs.__setitem__`) to a method-wrapper (its
+    # __qualname__ is the descriptor's; it has no __module__).
     _C_METHOD_ATTRS = {
-        "__name__": lambda cls, d: d.__name__,
-        "__qualname__": lambda cls, d: f"{cls.__qualname__}.{d.__name__}",
-        "__doc__": lambda cls, d: d.__doc__,
-        "__module__": lambda cls, d: None,
+        types.MethodDescriptorType: {
+            "__name__": lambda cls, d: d.__name__,
+            "__qualname__": lambda cls, d: f"{cls.__qualname__}.{d.__name__}",
+            "__doc__": lambda cls, d: d.__doc__,
+            "__module__": lambda cls, d: None,
+        },
+        types.WrapperDescriptorType: {
+            "__name__": lambda cls, d: d.__name__,
+            "__qualname__": lambda cls, d: d.__qualname__,
+            "__doc__": lambda cls, d: d.__doc__,
+        },
     }
 
     def var_getattr(self, tx, name):
         """`xs.append.__name__`, `.__qualname__`, `.__doc__`, `.__module__`, `.__self__` of a C method
         of an object whose class is a static type (list, dict, str, ...: a tracker of one is exact,
-        and the class cannot change), answered from the class's method descriptor."""
+        and the class cannot change), answered from the class's descriptor."""
         descriptor = self._c_method_descriptor()
         if descriptor is None:
             unsupported(f"attribute {name!r} of {self}")
         if name == "__self__":
             return self.obj
-        if name in self._C_METHOD_ATTRS:
-            return tx.wrap_constant(self._C_METHOD_ATTRS[name](self.obj.python_type(), descriptor))
+        attrs = self._C_METHOD_ATTRS[type(descriptor)]
+        if name in attrs:
+            return tx.wrap_constant(attrs[name](self.obj.python_type(), descriptor))
         unsupported(f"attribute {name!r} of {self}")
 
     def _c_method_descriptor(self):
@@ -261,12 +278,12 @@ class MethodVariable(VariableTracker):
             cls = self.obj.python_type()
         except Unsupported:
             return None
-        if type(cls) is not type or cls.__flags__ & _HEAPTYPE:
+        if not is_static_type(cls):
             return None
         for klass in cls.__mro__:
             found = vars(klass).get(self.name)
             if found is not None:
-                return found if type(found) is types.MethodDescriptorType else None
+                return found if type(found) in self._C_METHOD_ATTRS else None
         return None
 
     def reconstruct(self, outputs):

@@ -22,8 +22,8 @@ from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DictVariable, ListVariable, TupleVariable, build_defaultdict,
-                         build_ordered_dict, dict_items, sort_order)
+from .containers import BaseListVariable, DictVariable, ListVariable, TupleVariable, dict_items, sort_order
+from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .copying import deepcopy
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
@@ -538,8 +538,9 @@ class BuiltinVariable(CallableVariable):
             return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
         if isinstance(self.fn, type) and pure.is_pure(getattr(self.fn, name, None)):
             return PureFunctionVariable(getattr(self.fn, name))   # str.upper, int.from_bytes
-        if self.fn in (collections.OrderedDict, collections.defaultdict):
-            # Handled here for their calls only: the rest of the class as any class (__name__, ...).
+        if isinstance(self.fn, type):
+            # A class (dict, list, OrderedDict, ...) is handled here for its calls only: the rest
+            # as any class (__name__, its methods, ...).
             return ClassVariable(self.fn, self.source).var_getattr(tx, name)
         return super().var_getattr(tx, name)
 

@@ -1,5 +1,6 @@
 """Containers: tuples, lists and dicts, holding variable trackers (iterators over them:
-iterators.py; ranges: ranges.py; closure cells: cells.py).
+iterators.py; ranges: ranges.py; closure cells: cells.py; OrderedDict and defaultdict built in the
+trace: dict_subclasses.py; named tuples: namedtuples.py).
 
 A list or dict read from the frame carries a source; mutating one (append, setitem, ...) updates
 its tracker, so later reads in the trace see the change, and is recorded for replay on the real
@@ -16,16 +17,31 @@ from __future__ import annotations
 import collections
 
 from ...sources import ItemSource
-from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput,
-                             SourceOutput, TupleOutput, built_dict)
-from .base import MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, traced, unsupported
-from .constant import ConstantVariable
+from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
+                             TupleOutput)
+from .base import (MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, is_static_type, traced,
+                   unsupported)
+from .constant import ConstantVariable, is_constant_value
 
 
 def _index(key: VariableTracker):
     if not key.is_python_constant():
         unsupported(f"index by a non-constant {key}")
     return key.as_python_constant()
+
+
+def is_key_constant(value) -> bool:
+    """A dict key the guards may hold (the C++ rule, guards/value_rules.h): int, float, bool, str,
+    bytes, None, a static type (dict, list, ...), and tuples of them. Hashing or comparing one
+    runs no user code."""
+    if value is None or type(value) in (int, float, bool, str, bytes) or is_static_type(value):
+        return True
+    return type(value) is tuple and all(is_key_constant(v) for v in value)
+
+
+def key_tracker(tx, key):
+    """The tracker of a dict's key (its iteration, keys(), items(), popitem())."""
+    return ConstantVariable(key) if is_constant_value(key) else tx.wrap(key, None)
 
 
 def _reloaded(container):
@@ -97,19 +113,19 @@ class BaseListVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("index", "count") and len(args) == 1:
-            # Each item is compared with `==` (its own __eq__ can say yes): answered here only
-            # while the items compared are constants.
+            # Each item is compared with `==` (its own __eq__ first): only constants are compared
+            # here; an item of any other kind breaks, as it may equal anything.
             target, found = _index(args[0]), []
             for i, item in enumerate(self.items):
                 if not item.is_python_constant():
-                    unsupported(f"{self.kind.__name__}.{name} over an item that is not a constant: {item}")
+                    unsupported(f"{self.kind.__name__}.{name} over an item that is not a constant ({item})")
                 if item.as_python_constant() == target:
                     found.append(i)
                     if name == "index":
                         return ConstantVariable(i)
-            if name == "count":
-                return ConstantVariable(len(found))
-            unsupported("list.index of a value not found")
+            if name == "index":
+                unsupported(f"{self.kind.__name__}.index of a value not found")
+            return ConstantVariable(len(found))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "_replace" and self.fields and self.cls is not None and not args:
@@ -143,6 +159,10 @@ class TupleVariable(BaseListVariable):
 class ListVariable(BaseListVariable):
     kind = list
     guarded_by_type = True
+
+    # How many positional arguments each method traced here takes (none takes a keyword but sort).
+    _ARG_COUNTS = {"append": (1,), "extend": (1,), "insert": (2,), "pop": (0, 1), "clear": (0,),
+                   "reverse": (0,), "copy": (0,), "remove": (1,)}
 
     version = 0
 
@@ -183,13 +203,13 @@ class ListVariable(BaseListVariable):
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
+        if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
+            # Python raises TypeError: the call breaks, and raises it as written.
+            unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
         if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
             if name == "pop" and (not self.items or args and not
                                   -len(self.items) <= _index(args[0]) < len(self.items)):
                 unsupported("IndexError: pop from an empty list or out of range")
-            if kwargs or name in ("append", "extend") and len(args) != 1 or \
-                    name == "insert" and len(args) != 2:
-                unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
             if name == "extend" and args[0].yields_lazily:
                 # An iterator is consumed item by item, each appended before the next is asked
                 # for (list.extend's loop): a map or generator over the list itself sees them.
@@ -232,6 +252,12 @@ class ListVariable(BaseListVariable):
             return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
+        if name == "remove":
+            # The first item equal to the value goes; items compared as list.index compares them.
+            i = super().call_method(tx, "index", args, kwargs).as_python_constant()
+            self.mutating(tx)
+            del self.items[i]
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
     def __repr__(self):
@@ -290,7 +316,7 @@ class DictVariable(VariableTracker):
         return {k: v.as_example() for k, v in self.items.items()}
 
     def unpack(self, tx):
-        return [ConstantVariable(k) for k in self.items]
+        return [key_tracker(tx, k) for k in self.items]
 
     def truthy(self, tx):
         return bool(self.items)
@@ -316,7 +342,15 @@ class DictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return MethodVariable(self, name)
 
+    # How many positional arguments each method traced here takes, where it takes no keyword
+    # (update takes keywords; popitem checks its own).
+    _ARG_COUNTS = {"get": (1, 2), "__getitem__": (1,), "__contains__": (1,), "copy": (0,), "pop": (1, 2),
+                   "setdefault": (1, 2), "clear": (0,), "__setitem__": (2,), "__delitem__": (1,)}
+
     def call_method(self, tx, name, args, kwargs):
+        if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
+            # Python raises TypeError: the call breaks, and raises it as written.
+            unsupported(f"dict.{name} called with {len(args)} args and {list(kwargs)}")
         if name in DictViewVariable.KINDS and not args and not kwargs:
             return DictViewVariable(self, name)
         if name == "get":
@@ -373,21 +407,11 @@ class DictVariable(VariableTracker):
             unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
         self.mutating(tx)
         k = next(reversed(self.items)) if last else next(iter(self.items))
-        return TupleVariable([ConstantVariable(k), self.items.pop(k)])
+        return TupleVariable([key_tracker(tx, k), self.items.pop(k)])
 
     def require_guardable(self, what, name):
         for item in self.items.values():
             item.require_guardable(what, name)
-
-
-def _keyword_only(method: str, args: list, kwargs: dict, name: str, default):
-    """The constant value of `method`'s one optional argument `name`, passed by position or keyword."""
-    if len(args) + len(kwargs) > 1 or set(kwargs) - {name}:
-        unsupported(f"{method} with arguments other than {name}=")
-    value = (args or list(kwargs.values()) or [ConstantVariable(default)])[0]
-    if not value.is_python_constant():
-        unsupported(f"{method}({name}=) with a value that is not a constant")
-    return value.as_python_constant()
 
 
 def dict_equal(a: DictVariable, b: DictVariable):
@@ -417,77 +441,6 @@ def dict_items(tx, args, kwargs) -> dict:
     return items
 
 
-class BuiltDictSubclassVariable(DictVariable):
-    """An OrderedDict or a defaultdict built in the trace (source None): a dict of constant keys
-    whose class is made again after the graph (trace_result.built_dict), in the order of `items`.
-    The methods whose meaning is dict's are traced, and OrderedDict's own that move keys
-    (move_to_end, popitem(last=)), each a reorder of `items`; `copy` keeps the class (and the
-    default factory). == is dict_equal's. Any other method of the class breaks."""
-
-    _DICT_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "update",
-                               "pop", "setdefault", "clear", "__setitem__", "__delitem__", "popitem", "copy"})
-    _ORDERED_METHODS = frozenset({"move_to_end"})
-
-    def __init__(self, cls, items: dict, default_factory=None):
-        super().__init__(items)
-        self.cls, self.default_factory = cls, default_factory
-
-    def python_type(self):
-        return self.cls
-
-    def as_python_constant(self):
-        unsupported(f"a {self.cls.__name__} as a constant")
-
-    def reconstruct(self, outputs):
-        names, values = ("cls", "items"), (ConstantOutput(self.cls),
-                                           DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.items.items())))
-        if self.default_factory is not None:
-            names, values = names + ("default_factory",), values + (outputs.rebuild(self.default_factory),)
-        return outputs.once(self, lambda: CallOutput(ConstantOutput(built_dict), names, values))
-
-    def getitem(self, tx, key):
-        k = _index(key)
-        if k not in self.items and self.default_factory is not None:
-            # defaultdict.__missing__: the factory's value, stored under the key, then returned.
-            value = tx.call(self.default_factory, [], {})
-            self.setitem(tx, key, value)
-            return value
-        return super().getitem(tx, key)
-
-    def call_method(self, tx, name, args, kwargs):
-        ordered = self.cls is collections.OrderedDict
-        if name not in self._DICT_METHODS and not (ordered and name in self._ORDERED_METHODS):
-            unsupported(f"{self.cls.__name__}.{name}")
-        if name == "copy" and not args and not kwargs:
-            return BuiltDictSubclassVariable(self.cls, self.items, self.default_factory)
-        if name in ("move_to_end", "popitem") and ordered:
-            last = _keyword_only(name, args[1:] if name == "move_to_end" else args, kwargs, "last", True)
-            if name == "popitem":
-                return self.popitem(tx, last)
-            k = _index(args[0]) if args else unsupported("OrderedDict.move_to_end without a key")
-            if k not in self.items:
-                unsupported(f"KeyError {k!r} (OrderedDict.move_to_end)")
-            self.mutating(tx)
-            value = self.items.pop(k)
-            self.items = {k: value, **self.items} if not last else {**self.items, k: value}
-            return ConstantVariable(None)
-        return super().call_method(tx, name, args, kwargs)
-
-    def __repr__(self):
-        return f"BuiltDictSubclassVariable({self.cls.__name__}, {self.items!r})"
-
-
-def build_ordered_dict(tx, args, kwargs):
-    return BuiltDictSubclassVariable(collections.OrderedDict, dict_items(tx, args, kwargs))
-
-
-def build_defaultdict(tx, args, kwargs):
-    factory = args[0] if args else ConstantVariable(None)
-    if isinstance(factory, ConstantVariable) and factory.value is None:
-        factory = None
-    return BuiltDictSubclassVariable(collections.defaultdict, dict_items(tx, args[1:], kwargs), factory)
-
-
 class DictViewVariable(VariableTracker):
     """`d.keys()`, `d.values()` or `d.items()`: a live view of the dict tracker `mapping`, as in
     Python. Every read (len, `in`, iteration, set operations, truth) asks the dict as it is at that
@@ -509,10 +462,10 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx):
         d = self.mapping.items
         if self.kind == "keys":
-            return [ConstantVariable(k) for k in d]
+            return [key_tracker(tx, k) for k in d]
         if self.kind == "values":
             return list(d.values())
-        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+        return [TupleVariable([key_tracker(tx, k), v]) for k, v in d.items()]
 
     def length(self, tx) -> int:
         return len(self.mapping.items)
@@ -569,8 +522,8 @@ def wrap_sequence(tx, value, source, g):
 
 
 def wrap_dict(tx, value, source, g):
-    if not all(isinstance(k, (str, int)) for k in value):
-        unsupported("a dict with keys other than str and int")
+    if not all(is_key_constant(k) for k in value):
+        unsupported("a dict with keys other than constants and static types")
     g(GuardKind.TYPE_MATCH, dict)
     g(GuardKind.DICT_KEYS, tuple(value))
     return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)

@@ -54,17 +54,15 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         return call_op(tx, fn, [numpy_number_as_python(a), numpy_number_as_python(b)], {})
     if (isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable)) and _is_number(a) and _is_number(b):
         return call_op(tx, fn, [a, b], {})
+    if symbol in ("+", "*"):
+        same = _tuple_kept(a, b, symbol)
+        if same is not None:
+            return same
     if isinstance(a, BaseListVariable):
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
             if symbol == "+=":
                 a.call_method(tx, "extend", [b], {})
                 return a
-            # Python returns an exact tuple itself where the other side adds nothing
-            # (`t + ()`, `() + t`): the same object, as `is` and id() see it.
-            if _exact_tuple(a) and not b.items:
-                return a
-            if _exact_tuple(b) and not a.items:
-                return b
             return type(a)(a.items + b.items)
         if symbol == "+=":  # list += any iterable extends in place
             a.call_method(tx, "extend", [b], {})
@@ -74,8 +72,6 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 a.mutating(tx)
                 a.items[:] = a.items * b.as_python_constant()
                 return a
-            if _exact_tuple(a) and b.as_python_constant() == 1:
-                return a   # `t * 1` is t itself, as for `t + ()`
             return type(a)(a.items * b.as_python_constant())
     if _is_user_object(a) or _is_user_object(b):
         return _user_binary(tx, symbol, base, a, b)
@@ -86,6 +82,20 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
 
 def _exact_tuple(v) -> bool:
     return isinstance(v, BaseListVariable) and v.kind is tuple and v.python_type() is tuple
+
+
+def _tuple_kept(a, b, symbol: str):
+    """The operand CPython hands back itself, not a copy, for an exact tuple: `t * 1`, `1 * t`,
+    `t + ()` and `() + t` (`id(t * 1) == id(t)`); else None."""
+    for t, other in ((a, b), (b, a)):
+        if not _exact_tuple(t):
+            continue
+        if symbol == "*" and other.is_python_constant() and type(other.as_python_constant()) is int \
+                and other.as_python_constant() == 1:
+            return t
+        if symbol == "+" and _exact_tuple(other) and not other.items:
+            return t
+    return None
 
 
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
