@@ -42,7 +42,8 @@ PyObject* on_target_death(PyObject* capsule, PyObject* /*weakref*/) noexcept {
 PyMethodDef g_death_def = {"_guard_target_died", reinterpret_cast<PyCFunction>(on_target_death),
                            METH_O, "torch_jit_cache: a guarded object died; invalidate its tree"};
 
-bool is_static_type(PyObject* obj) {
+// Any static (non-heap) type, whatever its metaclass: it lives for the process.
+bool is_any_static_type(PyObject* obj) {
   return PyType_Check(obj) &&
          !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(obj), Py_TPFLAGS_HEAPTYPE);
 }
@@ -67,7 +68,7 @@ absl::StatusOr<WeakTarget> WeakTarget::watch(py::handle obj,
                                              const std::shared_ptr<TreeState>& state,
                                              const std::string& source, const char* guard_name) {
   PyObject* raw = obj.ptr();  // borrowed
-  if (is_immortal_singleton(raw) || is_static_type(raw)) return hold(obj, state);
+  if (is_immortal_singleton(raw) || is_any_static_type(raw)) return hold(obj, state);
   if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(raw))) {
     return type_error_status(absl::StrCat(
         source, ": ", guard_name, " needs a weakrefable object, got ", short_type_name(raw),
