@@ -41,9 +41,19 @@ FILES = {
     "test/dynamo/test_exceptions.py": ("a088dd90b8fb03ae5d264568e474ee44c7f0982b", 10959),
     "test/dynamo/test_generator.py": ("6e8faa6fbf0a5e262bc704acf95a155dfa4a570c", 41043),
     "test/dynamo/cpython/3_13/test_list.py": ("00ff8dbdf735f0321eae2898dfdc88ec76720b9a", 12658),
+    "test/dynamo/cpython/3_13/test_operator.py": ("484dd4235105c005530bee61c49888897ba10fd0", 28788),
+    "test/dynamo/cpython/3_13/test_contextlib.py": ("3c4c1aa9650cc36d6961253af8b7ddf35cc15537", 45715),
+    "test/dynamo/cpython/3_13/test_exceptions.py": ("741c3226cadcd49d65b3cdb03f769065859794c9", 89198),
+    "test/dynamo/cpython/3_13/test_generators.py": ("84a838067aed02969d582f98d3302f0198222746", 74498),
+    "test/dynamo/cpython/3_13/test_itertools.py": ("57ba412974d87ca62f0c7010e5953581587c40c6", 116332),
+    "test/dynamo/cpython/3_13/test_functools.py": ("ccc5737a69bdf91ac1123a34872d41b0c12d437b", 127517),
+    "test/dynamo/cpython/3_13/test_collections.py": ("538e92aef299e062db782193a9572b328c7ff3db", 96081),
     "test/dynamo/cpython/3_13/list_tests.py": ("01f9ef32eae5ef513002dd44902c23cbe6be3aae", 19121),
     "test/dynamo/cpython/3_13/seq_tests.py": ("33c040b56dbc9bbd387559563b838b8600e53aa4", 17280),
 }
+
+
+CPYTHON_PREFIX = "test/dynamo/cpython/"
 
 
 def present(root: Path) -> list:
@@ -64,7 +74,10 @@ def problems(root: Path, rel: str, recorded: dict | None) -> list:
     try:
         ast.parse(text)
     except SyntaxError as e:
-        out.append(f"does not parse: {e}")
+        # CPython 3.13's suites may use syntax this interpreter predates (`def f[T]()`, 3.12);
+        # they run under 3.13 (upstream_tests.py --cpython-python), which parses them there.
+        if not (rel.startswith(CPYTHON_PREFIX) and sys.version_info < (3, 13)):
+            out.append(f"does not parse: {e}")
     if recorded is not None and recorded["sha256"] != describe(root, rel)["sha256"]:
         out.append("sha256 differs from the manifest's")
     return out
