@@ -156,3 +156,41 @@ def test_super_init_reaching_object_is_a_no_op():
     same_exactly(got[1], want[1])
     calls.check(graphs=1)
     assert calls.delta("compiles") == 1   # no break before the graph's first op
+
+
+class Single:
+    only = None
+
+    def __new__(cls):
+        if cls.only is None:
+            cls.only = object.__new__(cls)
+        return cls.only
+
+    def __init__(self):
+        self.calls = getattr(self, "calls", 0) + 1
+
+
+class Number:
+    def __new__(cls, k):
+        return k * 2             # not a Number: __init__ is not run
+
+    def __init__(self, k):
+        raise AssertionError("not called")
+
+
+def _single(x):
+    s = Single()
+    return x + s.calls + Number(3)
+
+
+def test_a_dunder_new_returning_an_existing_instance_or_another_type_keeps_eager_behaviour():
+    x = torch.zeros(2)
+    calls = CompiledCalls(_single)
+    Single.only = None
+    want = [_single(x) for _ in range(3)]
+    Single.only = None
+    got = [calls(x) for _ in range(3)]
+    for g, w in zip(got, want):
+        same_exactly(g, w)
+    assert Single.only.calls == 3
+    Single.only = None
