@@ -194,3 +194,34 @@ def test_a_dunder_new_returning_an_existing_instance_or_another_type_keeps_eager
         same_exactly(g, w)
     assert Single.only.calls == 3
     Single.only = None
+
+
+class Base:
+    @classmethod
+    def make(cls, k):
+        obj = cls.__new__(cls)
+        obj.k = k
+        return obj
+
+
+class Child(Base):
+    @classmethod
+    def make(cls, k):
+        obj = super().make(k + 1)   # super() over a class: Base.make bound to Child
+        obj.child = True
+        return obj
+
+
+def _made(x):
+    c = Child.make(2)
+    return c, x * c.k
+
+
+def test_super_in_a_classmethod_binds_the_parent_classmethod_to_the_class():
+    x = torch.ones(2)
+    calls = CompiledCalls(_made)
+    got, want = calls(x), _made(x)
+    same_object(got[0], want[0])
+    same_exactly(got[1], want[1])
+    calls.check(graphs=1)
+    assert calls.delta("compiles") == 1

@@ -259,6 +259,8 @@ class SuperVariable(VariableTracker):
         if self.obj.source is None:
             unsupported(f"super({self.cls.__name__}, {self.obj}): a class with no source")
         raw = vars(mro[found])[name]
+        if (mro[found].__module__ or "").startswith(("torch.", "builtins")) and object_hook_name(raw) != "__new__":
+            unsupported(f"super().{name} of a class: a member of {mro[found].__qualname__}")
         source = AttrSource(ItemSource(AttrSource(self.obj.source, "__mro__"), found), name)
         if isinstance(raw, (types.FunctionType, staticmethod, classmethod)) or \
                 object_hook_name(raw) == "__new__":
