@@ -206,10 +206,10 @@ def _rebuild_tuple(cls: type, items: tuple) -> tuple:
 
 
 def _rebuild_object(cls: type, names: tuple, values: tuple):
-    """An object the trace constructed (trace_result.ObjectOutput): its class's __new__ is object's
-    (new_object.py), and its __dict__ is filled directly (its class's own __setattr__, if any, was
+    """An object the trace constructed (trace_result.ObjectOutput): made by object's __new__ (a
+    class's own Python __new__ ran in the trace, new_object.py), and its __dict__ is filled directly (its class's own __setattr__, if any, was
     run in the trace), so this is the object eager code made."""
-    obj = cls.__new__(cls)
+    obj = object.__new__(cls)
     object.__getattribute__(obj, "__dict__").update(zip(names, values))
     return obj
 

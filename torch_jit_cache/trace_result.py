@@ -105,7 +105,7 @@ class FunctionOutput:
 @dataclasses.dataclass(frozen=True)
 class ObjectOutput:
     """An object of a plain class the trace constructed (tracer/variables/new_object.py), made
-    again after the graph: `cls.__new__(cls)` (cls: an output spec, its source), then its
+    again after the graph: `object.__new__(cls)` (cls: an output spec, its source), then its
     instance __dict__ filled with `names` = `values` (output specs), in that order."""
     cls: Any
     names: tuple

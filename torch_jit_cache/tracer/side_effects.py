@@ -153,6 +153,11 @@ class SideEffects:
         """The object behind a plain object, list or dict tracker read from the frame, or None."""
         return self._real.get(id(tracker))
 
+    def made_each_call(self, tracker) -> bool:
+        """Whether the object behind `tracker` is new at every call (`fresh`): no identity of it
+        holds from one call to the next."""
+        return tracker.source in self._fresh
+
     def has_any_attr_effect(self, obj) -> bool:
         """Whether the trace stored or deleted any attribute of `obj` (a real object) so far."""
         return any(key[0] == id(obj) for key in self._attrs)

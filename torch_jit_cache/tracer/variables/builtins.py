@@ -24,6 +24,8 @@ from .classes import ClassVariable, call_super
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, TupleVariable, dict_items, sort_order
 from .dict_subclasses import build_defaultdict, build_ordered_dict
+from .builtins_identity import IDENTITY_HANDLERS
+from .builtins_paths import PATH_HANDLERS
 from .copying import deepcopy
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
@@ -517,6 +519,7 @@ BUILTIN_HANDLERS = {
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
+    **PATH_HANDLERS, **IDENTITY_HANDLERS,
 }
 
 

@@ -196,6 +196,9 @@ class SuperVariable(VariableTracker):
                                                       outputs.rebuild(self.obj)))
 
     def var_getattr(self, tx, name):
+        if isinstance(self.obj, ClassVariable) and isinstance(self.obj.value, type) and \
+                issubclass(self.obj.value, self.cls):
+            return self._class_getattr(tx, name)
         cls_var = getattr(self.obj, "cls_var", None)
         if hasattr(cls_var, "find"):   # an object of a class made in the trace (class_statements.py)
             return cls_var.member(tx, name, after=self.cls, bind=self.obj)
@@ -223,8 +226,8 @@ class SuperVariable(VariableTracker):
             owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
-        if object_hook_name(raw) is not None and (hasattr(self.obj, "generic_getattr") or
-                                                  hasattr(self.obj, "object_getattr")):
+        if object_hook_name(raw) == "__init__" or object_hook_name(raw) is not None and (
+                hasattr(self.obj, "generic_getattr") or hasattr(self.obj, "object_getattr")):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
         if raw is type.__instancecheck__ or raw is type.__subclasscheck__:   # in a metaclass's own check
             return TypeCheckVariable(raw, self.obj)
@@ -243,6 +246,26 @@ class SuperVariable(VariableTracker):
             # nn_module.BuiltinModuleMethodVariable: a leaf's forward is its op).
             return _bound(tx.wrap(raw, AttrSource(klass, name)), self.obj)
         unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
+
+    def _class_getattr(self, tx, name):
+        """super(cls, klass).name, klass a subclass of cls (`super().__new__(cls)` in a __new__,
+        super() in a classmethod): searched in klass.__mro__ after cls and read through klass's
+        source, as the class attribute it is (a staticmethod's function, a classmethod bound to
+        klass, object.__new__ to make a new object)."""
+        mro = self.obj.value.__mro__
+        found = next((i for i in range(mro.index(self.cls) + 1, len(mro)) if name in vars(mro[i])), None)
+        if found is None:
+            unsupported(f"AttributeError: 'super' object has no attribute {name!r}")
+        if self.obj.source is None:
+            unsupported(f"super({self.cls.__name__}, {self.obj}): a class with no source")
+        raw = vars(mro[found])[name]
+        if (mro[found].__module__ or "").startswith(("torch.", "builtins")) and object_hook_name(raw) != "__new__":
+            unsupported(f"super().{name} of a class: a member of {mro[found].__qualname__}")
+        source = AttrSource(ItemSource(AttrSource(self.obj.source, "__mro__"), found), name)
+        if isinstance(raw, (types.FunctionType, staticmethod, classmethod)) or \
+                object_hook_name(raw) == "__new__":
+            return _class_member(tx, self.obj, raw, source, None)
+        unsupported(f"super().{name} of a class: a {type(raw).__name__} of {mro[found].__name__}")
 
     def __repr__(self):
         return f"SuperVariable({self.cls.__name__}, {self.obj!r})"

@@ -6,7 +6,7 @@ an object exists only in the trace: no real object is made while tracing. Its in
 tracked as a dict of trackers (`attrs`, in Python's insertion order), its methods are inlined with
 `self` = the tracker, and where it leaves the trace (returned, stored on an object or global by a
 replayed side effect, live at a graph break) it is rebuilt after the graph as
-`cls.__new__(cls)` with its final attributes put into its __dict__ in that order
+`object.__new__(cls)` with its final attributes put into its __dict__ in that order
 (trace_result.ObjectOutput). Nothing the trace reads about it depends on the frame, so it needs no
 guards of its own, and it can alias nothing read from the frame (it is new).
 
@@ -14,11 +14,13 @@ Only classes whose instances that rebuild reproduces exactly are constructed (`r
 metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
 refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C state
 would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a __dict__,
-object's __new__, a __getattr__ only as a Python function (not torch's: nn.Module's), no __del__ (an
-object that never leaves the trace is never made, so its finaliser would never run), and an __init__
-that is a Python function (inlined) or object's. A __getattr__ runs as Python's slot runs it: only
-where the lookup below raised AttributeError (the instance __dict__, then the class), inlined with
-the name; an AttributeError it raises is the miss that getattr with a default and hasattr catch.
+object's __new__ or one written in Python (calling the class inlines it, `object.__new__(cls)` and
+`super().__new__(cls)` in it make the object, and __init__ runs only on what it returned if that is
+an instance of the class, as type.__call__ does; the rebuild never runs it again), a __getattr__
+only as a Python function (not torch's: nn.Module's), no __del__ (an object that never leaves the
+trace is never made, so its finaliser would never run), and an __init__ that is a Python function
+(inlined) or object's. A __getattr__ runs as Python's slot runs it: only where the lookup below
+raised AttributeError (the instance __dict__, then the class), inlined with the name; an AttributeError it raises is the miss that getattr with a default and hasattr catch.
 __getattribute__, __setattr__ and __delattr__ are object's or Python functions: those are run step
 by step (`obj.name` calls `type(obj).__getattribute__(obj, "name")`) down to object's own, the plain
 operations on `attrs` (object_hooks.py); the rebuild fills the __dict__ directly, which is the state
@@ -56,9 +58,11 @@ from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mi
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
-def refusal(cls: type, *, init: bool = True) -> str | None:
+def refusal(cls: type, *, init: bool = True, python_new: bool = False) -> str | None:
     """Why instances of `cls` cannot be built in the trace, or None. `init`: built by calling the
-    class (a copy is built without running __init__, copying.py)."""
+    class (a copy is built without running __init__, copying.py). `python_new`: a __new__ written
+    in Python is admitted, where the trace runs it (calling the class) or bypasses it
+    (`object.__new__(cls)`); a copy would run it after the graph, so copying.py refuses it."""
     if type(cls) is abc.ABCMeta:
         # ABCMeta leaves calls to type.__call__; object.__new__ refuses a class with abstract
         # methods left, which the trace would not see.
@@ -73,7 +77,8 @@ def refusal(cls: type, *, init: bool = True) -> str | None:
             return f"{klass.__name__} defines __slots__"
     if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]):
         return "its instances have no __dict__"
-    if type_lookup(cls, "__new__") is not object.__new__:
+    new = type_lookup(cls, "__new__")
+    if new is not object.__new__ and not (python_new and _python_new(new)):
         return "it defines its own __new__"
     for hook in OBJECT_HOOKS:   # run step by step where written in Python (object_hooks.py)
         found = type_lookup(cls, hook)
@@ -93,6 +98,11 @@ def refusal(cls: type, *, init: bool = True) -> str | None:
     if init is not vars(object)["__init__"] and not isinstance(init, types.FunctionType):
         return f"its __init__ is a {type(init).__name__}"
     return None
+
+
+def _python_new(raw) -> bool:
+    """A class's __new__ as its __dict__ holds it (a class statement makes it a staticmethod)."""
+    return isinstance(raw, staticmethod) and isinstance(raw.__func__, types.FunctionType)
 
 
 class UserClassVariable(ClassVariable):
@@ -128,20 +138,49 @@ class UserClassVariable(ClassVariable):
         if modelled_class(cls) and not kwargs:   # an exception class that adds nothing (exceptions.py)
             guard_modelled(tx, cls, self.source)
             return ExceptionVariable(cls, args, cls_source=self.source)
-        why = refusal(cls)
-        if why is not None or not self.can_build():
-            unsupported(f"construction of {cls.__qualname__} in the trace: "
-                        f"{why or 'the class has no source'}")
-        obj = NewObjectVariable(cls, self)
-        init = type_lookup(cls, "__init__")
+        obj = self._allocate(tx, args, kwargs)
+        if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
+            return obj
+        # type.__call__: __init__ runs only on an instance of the class, that of type(obj).
+        init = type_lookup(obj.cls, "__init__")
         if init is vars(object)["__init__"]:
-            if args or kwargs:
+            # object.__init__ refuses arguments only where __new__ is object's too.
+            if (args or kwargs) and type_lookup(obj.cls, "__new__") is object.__new__:
                 unsupported(f"{cls.__qualname__}() takes no arguments")
             return obj
-        result = tx.call(self.class_member(tx, "__init__"), [obj, *args], kwargs)
+        if not isinstance(init, types.FunctionType):
+            unsupported(f"construction of {obj.cls.__qualname__}: its __init__ is a {type(init).__name__}")
+        result = tx.call(obj.cls_var.class_member(tx, "__init__"), [obj, *args], kwargs)
         if not (isinstance(result, ConstantVariable) and result.value is None):
             unsupported(f"{cls.__qualname__}.__init__ returned {result}, not None")
         return obj
+
+    def _allocate(self, tx, args, kwargs):
+        """What `cls.__new__(cls, *args, **kwargs)` returns: a new object where __new__ is
+        object's, else the class's Python __new__ inlined (object.__new__ inside it is `new_object`).
+        A NewObjectVariable of the class (or a subclass) is to be initialised; anything else that
+        is not an instance of the class is returned as it is, as type.__call__ does."""
+        cls = self.value
+        why = refusal(cls, python_new=True)
+        if why is not None or not self.can_build():
+            unsupported(f"construction of {cls.__qualname__} in the trace: "
+                        f"{why or 'the class has no source'}")
+        if type_lookup(cls, "__new__") is object.__new__:
+            return NewObjectVariable(cls, self)
+        made = tx.call(self.class_member(tx, "__new__"), [self, *args], kwargs)
+        if isinstance(made, NewObjectVariable):
+            return made
+        if issubclass(made.python_type(), cls):   # an existing instance: __init__ would run on it
+            unsupported(f"{cls.__qualname__}.__new__ returned {made}, an instance not built in the trace")
+        return made
+
+    def new_object(self, tx):
+        """`object.__new__(cls)`: a new object of this class, its __init__ not run."""
+        why = refusal(self.value, init=False, python_new=True)
+        if why is not None or not self.can_build():
+            unsupported(f"object.__new__({self.value.__qualname__}) in the trace: "
+                        f"{why or 'the class has no source'}")
+        return NewObjectVariable(self.value, self)
 
 
 def is_user_class(value) -> bool:

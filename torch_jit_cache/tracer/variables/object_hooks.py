@@ -31,18 +31,21 @@ from .containers import DictVariable
 
 # object's hooks by name: what calling each does to an object that has the generic operation.
 OBJECT_HOOKS = {name: vars(object)[name] for name in ("__getattribute__", "__setattr__", "__delattr__")}
+# object's allocation and initialisation: `object.__new__(cls)` makes a new object of a plain class
+# (the class tracker's `new_object`, new_object.py), `object.__init__(obj)` does nothing.
+_OBJECT_MAKERS = {name: vars(object)[name] for name in ("__new__", "__init__")}
 
 
 def object_hook_name(raw) -> str | None:
     """The name of object's own hook `raw` is, or None."""
-    for name, hook in OBJECT_HOOKS.items():
+    for name, hook in (*OBJECT_HOOKS.items(), *_OBJECT_MAKERS.items()):
         if raw is hook:
             return name
     return None
 
 
 class ObjectHookVariable(VariableTracker):
-    """object.__getattribute__ / __setattr__ / __delattr__, unbound (`object.__setattr__`, read
+    """object.__getattribute__ / __setattr__ / __delattr__ / __new__ / __init__, unbound (`object.__setattr__`, read
     through `source`: loaded again from there at a break) or bound by super() to an object built
     in the trace (`super().__setattr__`)."""
 
@@ -58,6 +61,18 @@ class ObjectHookVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if self.obj is not None:
             args = [self.obj, *args]
+        if self.name == "__new__":
+            # object.__new__(cls) with more arguments raises in eager (the class has its own
+            # __new__ or __init__ that took them).
+            if kwargs or len(args) != 1 or not hasattr(args[0], "new_object"):
+                unsupported(f"object.__new__ of {', '.join(map(repr, args))}: not one plain class")
+            return args[0].new_object(tx)
+        if self.name == "__init__":
+            # object.__init__(obj) does nothing; with more arguments it may raise (CPython's
+            # object_init), which is left to eager.
+            if kwargs or len(args) != 1:
+                unsupported(f"object.__init__ with {len(args) - 1} extra arguments")
+            return ConstantVariable(None)
         arity = {"__getattribute__": 2, "__setattr__": 3, "__delattr__": 2}[self.name]
         if kwargs or len(args) != arity:
             unsupported(f"object.{self.name} with {len(args)} arguments")

@@ -1,0 +1,80 @@
+"""tracer/variables/builtins_identity.py end to end: id() of a class, of a module and of a plain
+object of the frame is a constant of the graph, guarded by identity (another object recompiles and
+gets its own id); id() of a list, a tensor or an object built in the trace breaks and keeps eager's
+value. The entry holds none of the objects. Each case compares with eager."""
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from context_helpers import CompiledCalls, same_exactly  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+
+class Box:
+    pass
+
+
+class Other:
+    pass
+
+
+def _ids(x, obj, cls, seen):
+    key = id(obj)
+    hit = key in seen
+    return x + 1, key, id(cls), hit
+
+
+def test_id_of_frame_objects_is_a_guarded_constant():
+    x = torch.zeros(2)
+    calls = CompiledCalls(_ids)
+    a, b = Box(), Box()
+    seen = {id(a): True}
+    for obj, cls in ((a, Box), (a, Box), (b, Box), (a, Other)):
+        got, want = calls(x, obj, cls, seen), _ids(x, obj, cls, seen)
+        same_exactly(got[0], want[0])
+        assert got[1:] == want[1:]
+    calls.check(graphs=3)
+    assert calls.delta("compiles") == 3
+
+
+class Layer(torch.nn.Module):
+    def forward(self, x, memo):
+        memo[id(self)] = True
+        return x * 2
+
+
+def test_id_of_a_module_guards_it_by_identity():
+    x = torch.ones(2)
+    m1, m2 = Layer(), Layer()
+    calls = CompiledCalls(lambda m, x, memo: m(x, memo))
+    for m in (m1, m1, m2):
+        got_memo, want_memo = {}, {}
+        same_exactly(calls(m, x, got_memo), m(x, want_memo))
+        assert got_memo == want_memo
+    calls.check(graphs=2)
+
+
+def _not_guardable(x, xs):
+    built = Box()
+    return x + 1, id(xs), id(x), id(built) == id(built)
+
+
+def test_id_of_a_list_a_tensor_or_a_new_object_keeps_eager_value():
+    x, xs = torch.zeros(2), [1]
+    calls = CompiledCalls(_not_guardable)
+    got, want = calls(x, xs), _not_guardable(x, xs)
+    same_exactly(got[0], want[0])
+    assert got[1:] == want[1:]
+
+
+def test_the_entry_holds_no_object_whose_id_it_read():
+    x = torch.zeros(2)
+    calls = CompiledCalls(_ids)
+    obj = Box()
+    calls(x, obj, Box, {})
+    ref = weakref.ref(obj)
+    del obj
+    assert ref() is None
