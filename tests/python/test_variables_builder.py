@@ -70,6 +70,10 @@ class _OwnLookup:
         raise AttributeError(name)
 
 
+class _FloatWithSlots(float):   # a builtin's subclass without a __dict__: no model, no generic lookup
+    __slots__ = ()
+
+
 _Point = collections.namedtuple("_Point", "a b")
 
 # value, tracker class, the first guards added (at L['x'] unless named)
@@ -86,7 +90,7 @@ KINDS = [
     (torch.Size([2]), "TupleVariable", ["TYPE_MATCH", "LENGTH"]),
     (_Point(1, 2), "TupleVariable", ["TYPE_MATCH", "LENGTH"]),
     ({"a": 1}, "DictVariable", ["TYPE_MATCH", "DICT_KEYS", "L['x']['a'] TYPE_MATCH"]),
-    (range(3), "RangeVariable", ["TYPE_MATCH", "EQUALS_MATCH"]),
+    (range(3), "RangeVariable", ["TYPE_MATCH", "L['x'].start EQUALS_MATCH", "L['x'].stop EQUALS_MATCH"]),
     (math, "PythonModuleVariable", ["ID_MATCH"]),
     (len, "BuiltinVariable", ["ID_MATCH"]),
     (int, "BuiltinVariable", ["ID_MATCH"]),
@@ -103,7 +107,9 @@ KINDS = [
     (_Obj(), "UserObjectVariable", ["TYPE_MATCH"]),
     (_Dict(), "DictSubclassVariable", ["TYPE_MATCH"]),
     (threading.Lock(), "OpenObjectVariable", ["TYPE_MATCH"]),
-    (_OwnLookup(), "OpaqueVariable", ["TYPE_MATCH"]),
+    (_OwnLookup(), "UserObjectVariable", ["TYPE_MATCH"]),   # its __getattr__ is traced (object_protocol.py)
+    (_FloatWithSlots(2.0), "OpaqueVariable", ["TYPE_MATCH"]),
+    (memoryview(b"a"), "OpaqueVariable", ["TYPE_MATCH"]),
 ]
 
 
@@ -119,8 +125,9 @@ def test_the_table_order_is_the_precedence():
     names = [rule.name for rule in builder.WRAP_RULES]
     assert len(names) == len(set(names))
     before = lambda a, b: names.index(a) < names.index(b)  # noqa: E731
-    # An int or a float is a graph input before it is a constant; a tensor before anything.
-    assert names[:4] == ["tensor", "dynamic int", "dynamic float", "scalar"]
+    # An object whose class writes its own attribute hooks first, so that no later rule's
+    # isinstance or getattr runs them; an int or a float is a graph input before it is a constant.
+    assert names[:5] == ["user object with attribute hooks", "tensor", "dynamic int", "dynamic float", "scalar"]
     assert before("module", "user object") and before("sequence", "user object")
     assert before("builtin", "class") and before("context class", "class")
     assert before("built-in module method", "torch function") and before("distributed", "torch function")

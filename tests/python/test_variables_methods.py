@@ -134,9 +134,11 @@ def test_a_constant_method_held_across_a_break():
         _break()
         return x + len(join(["a", "b"]))
 
-    expected, got, _, breaks = _run(f, torch.ones(2))
+    expected, got, graphs, breaks = _run(f, torch.ones(2))
     torch.testing.assert_close(got, expected)
-    assert breaks == 1
+    # The bound str.join, held across the print's break, is called in the resume function on
+    # constants: pure.py folds it there (before, its call was a second break).
+    assert (graphs, breaks) == (1, 0)
 
 
 class _Outputs:

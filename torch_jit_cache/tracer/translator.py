@@ -25,6 +25,7 @@ from .variables import CellVariable, ConstantVariable
 from .variables.base import TracedRaise, unsupported
 from .variables.exceptions import raised_value
 from .variables.generators import GeneratorVariable
+from .variables.object_protocol import InstanceDictView
 
 MAX_INLINE_DEPTH = 32
 _CO_GENERATOR = 0x20   # inspect.CO_GENERATOR
@@ -198,6 +199,11 @@ class InstructionTranslator:
 
     def wrap_constant(self, value):
         return variables.wrap_constant(value)
+
+    def instance_dict_view(self, var, obj):
+        """`obj.__dict__` of the object `var` tracks (variables/object_protocol.py), offered here so
+        that attribute.py, which object_protocol.py builds on, makes one without importing it."""
+        return InstanceDictView(var, obj)
 
     def fold(self, fn, args: list, kwargs: dict):
         """fn(*args) on constants while tracing (variables/pure.py), offered here so that trackers

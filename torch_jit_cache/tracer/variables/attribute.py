@@ -72,8 +72,7 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
                 value.__objclass__ is object:
             return tx.wrap(type(obj), type_source(var.source, type(obj)))
         if name == "__dict__" and isinstance(value, types.GetSetDescriptorType):
-            from .object_protocol import InstanceDictView   # it builds on this module
-            return InstanceDictView(var, obj)
+            return tx.instance_dict_view(var, obj)   # object_protocol.py, which builds on this module
         if isinstance(value, types.MemberDescriptorType) and not exact:
             try:
                 return tx.wrap(getattr(obj, name), source)  # a __slots__ member

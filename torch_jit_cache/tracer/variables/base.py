@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import types
 
+import torch
+
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
 from ...sources import AttrSource
 from ...trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
@@ -291,3 +293,15 @@ class MethodVariable(VariableTracker):
 
     def __repr__(self):
         return f"MethodVariable({self.obj!r}.{self.name})"
+
+
+def catching_raise(tx, run, kind=TracedKeyError):
+    """(run(), True), or (None, False) where `run` raised the traced `kind` (TracedRaise)."""
+    state = (torch.is_grad_enabled(), len(tx.output.autocast_blocks))
+    try:
+        return run(), True
+    except kind as raised:
+        raised.__traceback__ = None   # the frames it crossed: freed now, not by the collector
+        if (torch.is_grad_enabled(), len(tx.output.autocast_blocks)) != state:
+            unsupported(f"{kind.__name__} raised inside a grad-mode or autocast block")
+        return None, False

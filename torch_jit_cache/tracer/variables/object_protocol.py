@@ -36,7 +36,7 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import EffectKind, SourceOutput
 from .attribute import (_pin_keys, descriptor_call, dict_source, has_own_getattribute,
                         has_python_descriptor_method, read_attribute, type_source)
-from .base import TracedAttributeError, TracedKeyError, VariableTracker, traced, unsupported
+from .base import TracedAttributeError, TracedKeyError, VariableTracker, catching_raise, traced, unsupported
 from .constant import ConstantVariable
 
 
@@ -75,7 +75,6 @@ def get_attribute(tx, var, name: str, plain):
 
     if type_lookup(cls, "__getattr__") is MISSING:
         return run()
-    from .user_object import catching_raise   # user_object imports this module
     value, found = catching_raise(tx, run, TracedAttributeError)
     if found:
         return value

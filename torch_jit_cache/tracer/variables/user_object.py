@@ -40,7 +40,7 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from . import object_protocol, polyfills
 from .attribute import has_attribute, read_attribute, type_source
-from .base import TracedAttributeError, TracedIndexError, TracedKeyError, VariableTracker, unsupported
+from .base import TracedAttributeError, TracedIndexError, VariableTracker, catching_raise, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable
 from .functions import UserFunctionVariable
@@ -218,18 +218,6 @@ def python_truth(tx, obj, cls: type) -> bool:
 # two are modelled here: __getitem__ is inlined, and a KeyError the trace knows it raises (a dict
 # tracker's keys are exact and guarded) is caught, as Mapping does; only where nothing in between
 # had a try or with block of its own (translator._fail) and the grad/autocast state is as before.
-
-def catching_raise(tx, run, kind=TracedKeyError):
-    """(run(), True), or (None, False) where `run` raised the traced `kind` (TracedRaise)."""
-    state = (torch.is_grad_enabled(), len(tx.output.autocast_blocks))
-    try:
-        return run(), True
-    except kind as raised:
-        raised.__traceback__ = None   # the frames it crossed: freed now, not by the collector
-        if (torch.is_grad_enabled(), len(tx.output.autocast_blocks)) != state:
-            unsupported(f"{kind.__name__} raised inside a grad-mode or autocast block")
-        return None, False
-
 
 def _mapping_contains(tx, obj, args, kwargs):
     if len(args) != 1 or kwargs:
