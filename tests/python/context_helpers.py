@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import inspect
 import io
+import types
 import weakref
 
 import torch
@@ -180,11 +181,17 @@ def assert_same(a, b):
         assert list(a) == list(b)
         for k in a:
             assert_same(a[k], b[k])
-    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+    elif dataclasses.is_dataclass(a) and not isinstance(a, type) or _plain_object(a):
         assert type(a) is type(b)
         assert_same(vars(a), vars(b))
     else:
-        assert type(a) is type(b) and a == b
+        assert type(a) is type(b) and a == b, (a, b)
+
+
+def _plain_object(value) -> bool:
+    # An instance of a user's class, compared by its attributes (a copy made by each run).
+    return hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, types.FunctionType,
+                                                                 types.MethodType, torch.nn.Module))
 
 
 def compiled_like_eager(fn, *args, graphs=1, breaks=0):

@@ -13,25 +13,9 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
+from context_helpers import assert_same  # noqa: E402
+
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
-
-
-def _same(got, expected):
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(got, expected)
-    elif isinstance(expected, (list, tuple)):
-        assert type(got) is type(expected) and len(got) == len(expected), (got, expected)
-        for g, e in zip(got, expected):
-            _same(g, e)
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected), (got, expected)
-        for k in expected:
-            _same(got[k], expected[k])
-    elif hasattr(expected, "__dict__") and not isinstance(expected, type):
-        assert type(got) is type(expected)
-        _same(vars(got), vars(expected))
-    else:
-        assert type(got) is type(expected) and got == expected, (got, expected)
 
 
 def run_both(fn, *args, compiled=None):
@@ -42,8 +26,8 @@ def run_both(fn, *args, compiled=None):
     eager_args, compiled_args = copy.deepcopy(args), copy.deepcopy(args)
     expected = fn(*eager_args)
     got = compiled(*compiled_args)
-    _same(got, expected)
-    _same(list(compiled_args), list(eager_args))
+    assert_same(got, expected)
+    assert_same(list(compiled_args), list(eager_args))
     stats = tjc.stats()
     assert stats["fallbacks"] == 0 and stats["graph_breaks"] == 0, stats
     return got
@@ -86,7 +70,7 @@ def method_unknown_attr(x, xs):
 
 def test_bound_c_method_other_attribute_breaks_and_matches_eager():
     expected = method_unknown_attr(torch.ones(2), [1])
-    _same(tjc.compile(method_unknown_attr)(torch.ones(2), [1]), expected)
+    assert_same(tjc.compile(method_unknown_attr)(torch.ones(2), [1]), expected)
 
 
 # -- list slice assignment and deletion -----------------------------------------------------------
@@ -178,11 +162,11 @@ def test_dict_keyed_by_types_recompiles_when_its_keys_or_values_change():
     checker = Checker()
     run_both(type_keyed, torch.ones(2), checker, [1], [2], compiled=compiled)
     checker.funcs[set] = "sets"                 # a new key
-    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    assert_same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
     checker.funcs[list] = "other"               # a new value for a key the trace read
-    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    assert_same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
     del checker.funcs[tuple]
-    _same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
+    assert_same(compiled(torch.ones(2), checker, [1], [2]), type_keyed(torch.ones(2), checker, [1], [2]))
     assert cnt.frame_count >= 4
 
 
@@ -203,7 +187,7 @@ def test_dict_keyed_by_a_class_of_the_user_still_breaks_and_matches_eager():
     d = {Mine: "mine", list: "lists"}
     expected = type_keyed_store(torch.ones(2), dict(d))
     got_d = dict(d)
-    _same(tjc.compile(type_keyed_store)(torch.ones(2), got_d), expected)
+    assert_same(tjc.compile(type_keyed_store)(torch.ones(2), got_d), expected)
     assert list(got_d) == [Mine, float] or list(got_d) == [Mine, int]
 
 
@@ -233,7 +217,7 @@ def test_count_compares_items_that_are_not_constants_as_eager():
     # An item with its own __eq__ equals what it says; a count over constants only is folded.
     run_both(count_with_user_items, torch.ones(2), [1, 2, 2])
     got = tjc.compile(count_with_user_items)(torch.ones(2), [AlwaysEqual(), 1, AlwaysEqual()])
-    _same(got, count_with_user_items(torch.ones(2), [AlwaysEqual(), 1, AlwaysEqual()]))
+    assert_same(got, count_with_user_items(torch.ones(2), [AlwaysEqual(), 1, AlwaysEqual()]))
 
 
 def index_with_user_items(x, items):
@@ -242,7 +226,7 @@ def index_with_user_items(x, items):
 
 def test_index_compares_items_that_are_not_constants_as_eager():
     got = tjc.compile(index_with_user_items)(torch.ones(2), [1, AlwaysEqual(), 3])
-    _same(got, index_with_user_items(torch.ones(2), [1, AlwaysEqual(), 3]))
+    assert_same(got, index_with_user_items(torch.ones(2), [1, AlwaysEqual(), 3]))
 
 
 def tuple_repeat_identity(x, t):
@@ -262,7 +246,7 @@ def tuple_repeat_ids(x):
 
 
 def test_tuple_times_one_has_the_same_id():
-    _same(tjc.compile(tuple_repeat_ids)(torch.ones(2)), tuple_repeat_ids(torch.ones(2)))
+    assert_same(tjc.compile(tuple_repeat_ids)(torch.ones(2)), tuple_repeat_ids(torch.ones(2)))
 
 
 def type_keys_used(x, d):

@@ -18,22 +18,9 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
+from context_helpers import assert_same  # noqa: E402
+
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
-
-
-def _same(got, expected):
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(got, expected)
-    elif isinstance(expected, (list, tuple)):
-        assert type(got) is type(expected) and len(got) == len(expected), (got, expected)
-        for g, e in zip(got, expected):
-            _same(g, e)
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected), (got, expected)
-        for k in expected:
-            _same(got[k], expected[k])
-    else:
-        assert type(got) is type(expected) and got == expected, (got, expected)
 
 
 def run_both(fn, *args, graphs=True):
@@ -44,8 +31,8 @@ def run_both(fn, *args, graphs=True):
     eager_args, compiled_args = copy.deepcopy(args), copy.deepcopy(args)
     expected = fn(*eager_args)
     got = compiled(*compiled_args)
-    _same(got, expected)
-    _same(list(compiled_args), list(eager_args))
+    assert_same(got, expected)
+    assert_same(list(compiled_args), list(eager_args))
     if graphs:
         assert cnt.frame_count >= 1 and tjc.stats()["fallbacks"] == 0, tjc.stats()
     return got
@@ -455,7 +442,7 @@ def test_ordered_and_default_dicts_built_in_the_trace(fn, breaks):
         assert type(g) is type(e)
         if isinstance(e, collections.defaultdict):
             assert g.default_factory is e.default_factory
-        _same(g, e)
+        assert_same(g, e)
 
 
 def _dict_classes(x, d, dd):
@@ -492,7 +479,7 @@ def test_list_sort_with_key_and_reverse_runs_in_the_graph_and_mutates_the_caller
     out = tjc.explain(_sort_in_place)(x, [4, 9, 1])
     assert (out.graph_count, out.graph_break_count) == (1, 0)
     got = tjc.compile(_sort_in_place, backend="eager")(x, compiled_list)
-    _same(got, expected)
+    assert_same(got, expected)
     assert compiled_list == eager_list == [9, 4, 1]
     compiled_like_eager(_sort_in_place, x, [5, 6])
 
@@ -504,7 +491,7 @@ def test_a_key_function_sees_the_list_empty_while_it_sorts():
         return x * xs[0], xs
 
     x = torch.randn(2)
-    _same(tjc.compile(f, backend="eager")(x), f(x))
+    assert_same(tjc.compile(f, backend="eager")(x), f(x))
 
 
 def test_sorting_by_a_changed_argument_recompiles():
@@ -561,9 +548,9 @@ def test_a_namedtuple_default_changed_after_compiling_recompiles():
     compiled = tjc.compile(f, backend=cnt)
     x = torch.randn(2)
     try:
-        _same(compiled(x), f(x))
+        assert_same(compiled(x), f(x))
         Pair.__new__.__defaults__ = (7,)
-        _same(compiled(x), f(x))
+        assert_same(compiled(x), f(x))
         assert compiled(x).b == 7
     finally:
         Pair.__new__.__defaults__ = saved
@@ -610,7 +597,7 @@ def test_a_namedtuple_class_made_in_the_trace_or_its_tuples_leaving_it_stay_eage
     compiled = tjc.compile(returns_tuple, backend="eager")
     a, b = compiled(x), compiled(x)
     assert type(a).__name__ == "Point" and type(a) is not type(b) and a._fields == ("x", "y")
-    _same(tuple(a), tuple(returns_tuple(x)))
+    assert_same(tuple(a), tuple(returns_tuple(x)))
     compiled = tjc.compile(returns_class, backend="eager")
     (_, c1), (_, c2) = compiled(x), compiled(x)
     assert c1 is not c2 and c1.__module__ == __name__
@@ -637,7 +624,7 @@ def test_a_namedtuple_argument_that_overrides_getitem_reads_its_fields_as_eager_
     t = _Indexed(torch.ones(2), torch.zeros(2))
     expected = fn(t)
     for _ in range(2):
-        _same(tjc.compile(fn, backend="eager")(t), expected)
+        assert_same(tjc.compile(fn, backend="eager")(t), expected)
 
 
 def test_a_namedtuple_built_in_the_trace_that_overrides_getitem_answers_as_eager_does():
@@ -647,7 +634,7 @@ def test_a_namedtuple_built_in_the_trace_that_overrides_getitem_answers_as_eager
 
     x = torch.ones(2)
     expected = fn(x)
-    _same(tjc.compile(fn, backend="eager")(x), expected)
+    assert_same(tjc.compile(fn, backend="eager")(x), expected)
     # not a tuple to the tracer: the class's own methods decide, so the trace stops where it is built
     assert any("overrides tuple" in r for r in tjc.explain(fn)(x).break_reasons)
 

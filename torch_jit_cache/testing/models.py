@@ -510,6 +510,22 @@ def loss_of(out) -> torch.Tensor:
     return total
 
 
+def train_step(model, inputs, lr: float = 0.1):
+    """One training step: forward, loss_of, backward, SGD; returns (outputs, grads, buffers,
+    params) after it, each detached, for comparing a compiled model's step with eager's."""
+    out = model(*inputs.args, **inputs.kwargs)
+    loss_of(out).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p -= lr * p.grad
+                p.grad = None
+    buffers = {n: b.clone() for n, b in model.named_buffers()}
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    return [t.detach() for t in tensors(out)], grads, buffers, params
+
+
 def tensors(out):
     """The tensors in `out`, in a fixed order (for comparing outputs)."""
     return list(_tensors(out))

@@ -41,17 +41,7 @@ def _step(model, inputs, train: bool):
         with torch.no_grad():
             out = model(*inputs.args, **inputs.kwargs)
         return [t.detach() for t in zoo.tensors(out)], {}, {}, {}
-    out = model(*inputs.args, **inputs.kwargs)
-    zoo.loss_of(out).backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.grad is not None:
-                p -= 0.1 * p.grad
-                p.grad = None
-    buffers = {n: b.clone() for n, b in model.named_buffers()}
-    params = {n: p.detach().clone() for n, p in model.named_parameters()}
-    return [t.detach() for t in zoo.tensors(out)], grads, buffers, params
+    return zoo.train_step(model, inputs)
 
 
 def _assert_same(got, expected, what):

@@ -20,21 +20,6 @@ NAMES = [pytest.param(n, marks=pytest.mark.skipif(not zoo.available(n), reason="
          for n in zoo.MODELS]
 
 
-def _step(model, inputs):
-    """One training step: forward, loss, backward, SGD; returns (outputs, grads, buffers, params)."""
-    out = model(*inputs.args, **inputs.kwargs)
-    zoo.loss_of(out).backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.grad is not None:
-                p -= 0.1 * p.grad
-                p.grad = None
-    buffers = {n: b.clone() for n, b in model.named_buffers()}
-    params = {n: p.detach().clone() for n, p in model.named_parameters()}
-    return [t.detach() for t in zoo.tensors(out)], grads, buffers, params
-
-
 def _assert_same(got, expected, what):
     if isinstance(expected, dict):
         assert got.keys() == expected.keys(), what
@@ -53,8 +38,8 @@ def test_training_steps_match_eager(name):
     twin = copy.deepcopy(model)
     compiled = tjc.compile(twin)
     for step in range(2):   # the second step runs on the updated weights (cache hits)
-        expected = _step(model, inputs)
-        got = _step(compiled, inputs)
+        expected = zoo.train_step(model, inputs)
+        got = zoo.train_step(compiled, inputs)
         for what, g, e in zip(("outputs", "gradients", "buffers", "parameters"), got, expected):
             _assert_same(g, e, f"{name} step {step}: {what}")
     assert tjc.stats()["graphs"] > 0
