@@ -70,10 +70,6 @@ class _OwnLookup:
         raise AttributeError(name)
 
 
-class _FloatWithSlots(float):   # a builtin's subclass without a __dict__: no model, no generic lookup
-    __slots__ = ()
-
-
 _Point = collections.namedtuple("_Point", "a b")
 
 # value, tracker class, the first guards added (at L['x'] unless named)
@@ -108,7 +104,6 @@ KINDS = [
     (_Dict(), "DictSubclassVariable", ["TYPE_MATCH"]),
     (threading.Lock(), "OpenObjectVariable", ["TYPE_MATCH"]),
     (_OwnLookup(), "UserObjectVariable", ["TYPE_MATCH"]),   # its __getattr__ is traced (object_protocol.py)
-    (_FloatWithSlots(2.0), "OpaqueVariable", ["TYPE_MATCH"]),
     (memoryview(b"a"), "OpaqueVariable", ["TYPE_MATCH"]),
 ]
 
