@@ -216,7 +216,11 @@ def torch_callable_effect(fn):
 # unbatched op or a name that does not exist. So a transform and every function it returns run as
 # written, at a graph break before the call. They are recognised by the module their *code* runs
 # in (their globals' `__name__`), which wrapping does not change, never by `__module__`.
-FUNCTORCH_CODE_MODULES = ("torch._functorch", "functorch")
+# torch's higher-order control flow (torch.cond, torch.while_loop, control_flow.map) is treated
+# alike: called from Python it compiles its branches with TorchDynamo itself, which must not run
+# inside tjc's trace (on fake examples, under tjc's own tracing frames); as written, at run time, it
+# matches eager.
+FUNCTORCH_CODE_MODULES = ("torch._functorch", "functorch", "torch._higher_order_ops")
 
 
 def functorch_transform(fn):
@@ -228,5 +232,5 @@ def functorch_transform(fn):
         return None
     if not any(module_name == m or module_name.startswith(m + ".") for m in FUNCTORCH_CODE_MODULES):
         return None
-    return (f"{getattr(fn, '__qualname__', fn)} is functorch code ({module_name}): its transforms are not traced, "
-            "the call runs as written")
+    return (f"{getattr(fn, '__qualname__', fn)} is functorch or higher-order-op code ({module_name}): it is not "
+            "traced, the call runs as written")
