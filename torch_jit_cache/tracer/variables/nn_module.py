@@ -36,6 +36,7 @@ from .attribute import delete_attribute, has_attribute, read_attribute, store_at
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
+from .module_list_slices import ModuleListSliceVariable
 from .iterators import IteratorVariable
 from .functions import UserFunctionVariable
 from .module_hooks import call_with_hooks
@@ -557,25 +558,6 @@ class BuiltinModuleMethodVariable(CallableVariable):
 
     def __repr__(self):
         return f"BuiltinModuleMethodVariable({self.fn.__qualname__})"
-
-
-class ModuleListSliceVariable(TupleVariable):
-    """A slice of an nn.ModuleList, `ModuleList(children[k])` in Python: iterated, indexed and
-    measured as its children; made again as a new ModuleList where it outlives the trace."""
-
-    def __init__(self, items):
-        super().__init__(items, cls=nn.ModuleList)
-
-    def python_type(self):
-        return nn.ModuleList
-
-    def call_method(self, tx, name, args, kwargs):
-        if name not in ("__len__", "__getitem__", "__iter__"):
-            unsupported(f"method {name} of a ModuleList slice")
-        return super().call_method(tx, name, args, kwargs)
-
-    def __repr__(self):
-        return f"ModuleListSliceVariable({self.items!r})"
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
