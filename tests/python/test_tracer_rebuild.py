@@ -200,33 +200,26 @@ def test_one_iterator_reached_twice_is_one_object_over_the_returned_list():
     assert [t.tolist() for t in it] == [(x + 1).tolist(), (x + 2).tolist(), (x + 3).tolist()]
 
 
-def test_a_loop_over_an_iterator_also_held_in_a_local_shares_it_after_the_break():
-    def fn(x):
-        it = iter((x, x + 1, x + 2, x + 3))
-        out = []
-        for v in it:
-            print("break")
-            out.append(v + next(it, x))   # the loop's iterator and `it` are one object
-        return out
-
-    x = torch.randn(2)
-    with contextlib.redirect_stdout(io.StringIO()):
-        expected = fn(x)
-        got = tjc.compile(fn, backend="eager")(x)
-    assert len(got) == len(expected) == 2
-    for g, e in zip(got, expected):
-        torch.testing.assert_close(g, e)
+def _loop_over_held_iterator(x):
+    it = iter((x, x + 1, x + 2, x + 3))
+    out = []
+    for v in it:
+        print("break")
+        out.append(v + next(it, x))   # the loop's iterator and `it` are one object
+    return out
 
 
-def test_a_loop_over_enumerate_of_an_iterator_held_in_a_local_shares_it_after_the_break():
-    def fn(x):
-        it = iter((x, x + 1, x + 2, x + 3))
-        out = []
-        for i, v in enumerate(it):
-            print("break")
-            out.append(v * i + next(it, x))
-        return out
+def _loop_over_enumerate_of_held_iterator(x):
+    it = iter((x, x + 1, x + 2, x + 3))
+    out = []
+    for i, v in enumerate(it):
+        print("break")
+        out.append(v * i + next(it, x))
+    return out
 
+
+@pytest.mark.parametrize("fn", [_loop_over_held_iterator, _loop_over_enumerate_of_held_iterator])
+def test_a_loop_over_an_iterator_also_held_in_a_local_shares_it_after_the_break(fn):
     x = torch.randn(2)
     with contextlib.redirect_stdout(io.StringIO()):
         expected = fn(x)

@@ -8,7 +8,6 @@ import io
 import types
 import typing
 import weakref
-from types import FunctionType
 
 import pytest
 
@@ -16,6 +15,7 @@ torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
+from torch_jit_cache.testing.hf_models import log_api_usage_once  # noqa: E402
 
 from context_helpers import check_graphs_and_breaks  # noqa: E402
 
@@ -34,6 +34,20 @@ def _validator_for(field):
     return validator
 
 
+def _check_each_change_recompiles(fn, changes):
+    """Each change to what the trace read compiles again and matches eager; nothing else does."""
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    for change in changes:
+        change()
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert cnt.frame_count == 1 + len(changes)
+    compiled(x)
+    assert cnt.frame_count == 1 + len(changes)
+
+
 def test_a_field_read_through_a_closure_is_traced_whole():
     hidden, tags = dataclasses.fields(_Config)
     check_graphs_and_breaks(_validator_for(hidden), torch.randn(3), graphs=1, breaks=0)
@@ -47,17 +61,8 @@ def test_what_was_read_from_a_field_is_guarded():
         bb: int = 3
     f = dataclasses.fields(Local)[0]
     validator = _validator_for(f)
-    cnt = CompileCounter()
-    compiled = tjc.compile(validator, backend=cnt)
-    x = torch.randn(3)
-    torch.testing.assert_close(compiled(x), validator(x))
-    f.default = 7                        # the value read changed: recompiles, as eager sees it
-    torch.testing.assert_close(compiled(x), validator(x))
-    f.name = "longer"
-    torch.testing.assert_close(compiled(x), validator(x))
-    assert cnt.frame_count == 3
-    compiled(x)
-    assert cnt.frame_count == 3
+    _check_each_change_recompiles(validator, [lambda: setattr(f, "default", 7),   # as eager sees it
+                                              lambda: setattr(f, "name", "longer")])
 
 
 class _Slotted:
@@ -102,15 +107,6 @@ def test_finfo_and_iinfo_attributes_read_from_globals():
 
 def test_function_attributes_and_class_as_torchvision_logs_them():
     # torchvision.ops.stochastic_depth calls _log_api_usage_once(stochastic_depth) each forward.
-    def log_api_usage_once(obj):
-        module = obj.__module__
-        if not module.startswith("torchvision"):
-            module = f"torchvision.internal_feature.{module}"
-        name = obj.__class__.__name__
-        if isinstance(obj, FunctionType):
-            name = obj.__name__
-        torch._C._log_api_usage_once(f"{module}.{name}")
-
     def stochastic_depth(x, p, training=True):
         log_api_usage_once(stochastic_depth)
         if not training or p == 0.0:
@@ -221,17 +217,8 @@ def test_what_is_read_from_a_function_or_class_is_guarded():
 
     def fn(x):
         return x * f.__defaults__[0] + len(K.__module__) + len(K.__mro__)
-    cnt = CompileCounter()
-    compiled = tjc.compile(fn, backend=cnt)
-    x = torch.randn(3)
-    torch.testing.assert_close(compiled(x), fn(x))
-    f.__defaults__ = (7,)
-    torch.testing.assert_close(compiled(x), fn(x))
-    K.__module__ = "a.much.longer.module"
-    torch.testing.assert_close(compiled(x), fn(x))
-    assert cnt.frame_count == 3
-    compiled(x)
-    assert cnt.frame_count == 3
+    _check_each_change_recompiles(fn, [lambda: setattr(f, "__defaults__", (7,)),
+                                       lambda: setattr(K, "__module__", "a.much.longer.module")])
 
 
 class _WithProperty:

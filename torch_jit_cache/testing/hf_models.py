@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .models import Inputs
+from .models import Inputs, bart_config
 
 
 @dataclasses.dataclass
@@ -44,12 +44,7 @@ def _randn(*shape, seed=2):
 def _bart_model():
     import transformers
 
-    config = transformers.BartConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
-                                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                                     decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0,
-                                     attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1,
-                                     bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-    return Case(transformers.BartModel(config), Inputs(kwargs=dict(input_ids=_ids())), train=False)
+    return Case(transformers.BartModel(bart_config(layers=1)), Inputs(kwargs=dict(input_ids=_ids())), train=False)
 
 
 def _whisper(train: bool):

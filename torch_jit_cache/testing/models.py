@@ -448,16 +448,22 @@ def _t5():
         kwargs=dict(input_ids=_ids(), labels=_ids(seq=8, seed=3)))
 
 
+def bart_config(layers: int):
+    """A small BartConfig: `layers` encoder and decoder layers, no dropout."""
+    import transformers
+
+    return transformers.BartConfig(vocab_size=100, d_model=32, encoder_layers=layers, decoder_layers=layers,
+                                   encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                   decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0,
+                                   attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1,
+                                   bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+
+
 def _bart():
     # BartLearnedPositionalEmbedding is an nn.Embedding whose forward calls super().forward.
     import transformers
 
-    config = transformers.BartConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
-                                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                                     decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0,
-                                     attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1,
-                                     bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-    return transformers.BartForConditionalGeneration(config), Inputs(
+    return transformers.BartForConditionalGeneration(bart_config(layers=2)), Inputs(
         kwargs=dict(input_ids=_ids(), labels=_ids(seq=8, seed=3)))
 
 
