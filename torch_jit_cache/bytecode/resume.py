@@ -20,6 +20,7 @@ from bytecode import CellVar, FreeVar, Instr, Label
 from .analysis import BreakRefused, split_superinstruction
 from .emitter import Emitter
 from .instructions import decode
+from .versions import FACTS
 
 __all__ = ["NULL", "VALUE", "ITER", "build_resume_code", "stack_arg_names"]
 
@@ -90,7 +91,7 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple, live: tup
         if item is target_instr:
             body.append(label)
             found = True
-        body += split_superinstruction(_cell_as_free(item))
+        body += [_cell_as_free(part, code.co_cellvars) for part in split_superinstruction(item)]
     if not found:
         raise BreakRefused("the resume point is not in the code's body")
     bc = bytecode.Bytecode(prologue + body)
@@ -108,10 +109,20 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple, live: tup
     return bc.to_code(), tuple(stack_names)
 
 
-def _cell_as_free(item):
-    """An instruction on one of the frame's own cells, made to read it as a free variable."""
-    if isinstance(getattr(item, "arg", None), CellVar):
-        return Instr(item.name, FreeVar(item.arg.name), location=item.location)
+def _cell_as_free(item, cellvars: tuple):
+    """An instruction on one of the frame's own cells, made to read it as a free variable.
+
+    Where LOAD_FAST loads a cell for a closure tuple (FACTS.load_fast_of_cell_is_load_closure), an
+    argument that is also a cell shares its slot with the cell, and the library names that slot
+    by the argument's name (a str), not by a CellVar. Left as a str, it would become a new local
+    of the resume code, never bound: the closure would be built from NULL, which the interpreter
+    does not check (a crash, not an error)."""
+    arg = getattr(item, "arg", None)
+    if isinstance(arg, CellVar):
+        return Instr(item.name, FreeVar(arg.name), location=item.location)
+    if (FACTS.load_fast_of_cell_is_load_closure and isinstance(arg, str) and arg in cellvars
+            and item.name == "LOAD_FAST"):
+        return Instr(item.name, FreeVar(arg), location=item.location)
     return item
 
 
