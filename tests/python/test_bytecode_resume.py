@@ -2,6 +2,7 @@
 
 Round trips: the resume code, given the live locals and the stack, returns what the original returns.
 """
+import dis
 import types
 
 import pytest
@@ -64,3 +65,43 @@ def test_a_target_outside_the_body_is_refused():
     prologue = next(i for i in insts if i.instr.name == "RESUME")
     with pytest.raises(BreakRefused, match="not in the code's body"):
         build_resume_code(_after_call.__code__, prologue.index, (), (), "f", "f")
+
+
+def _closure_over_an_argument(a, b):
+    c = len(b)
+    def inner():
+        return a * 2
+    return inner() + c
+
+
+def test_a_closure_over_an_argument_cell_is_made_from_the_free_variable():
+    # The argument `a` is also a cell. Resumed before `def inner`, the resume code holds that cell
+    # as a free variable and must build inner's closure from it; 3.13 loads a cell for a closure
+    # with LOAD_FAST, whose argument names the shared slot as "a", not as a cell. Left as a name,
+    # it became a local of the resume code that nothing binds: the closure was built from NULL and
+    # the interpreter crashed.
+    code = _closure_over_an_argument.__code__
+    assert code.co_cellvars == ("a",)
+    target = _resume_after(_closure_over_an_argument, "STORE_FAST", 0)   # after `c = len(b)`
+    resumed, stack = build_resume_code(code, target, (), ("c",), "f", "f")
+    assert stack == ()
+    assert resumed.co_freevars == ("a",)
+    assert "a" not in resumed.co_varnames   # no unbound local "a" (checked before running it)
+    resume = types.FunctionType(resumed, {}, closure=(types.CellType(5),))
+    assert resume(3) == _closure_over_an_argument(5, "abc") == 13
+
+
+def test_a_local_left_out_of_the_arguments_is_an_error_not_a_crash():
+    # Given fewer live locals than the body reads (a liveness mistake), the resume code reads an
+    # unbound local. 3.12+'s LOAD_FAST does not check and would crash the process; the resume
+    # code loads such locals with LOAD_FAST_CHECK, so the mistake is an UnboundLocalError.
+    from torch_jit_cache.bytecode.versions import FACTS
+
+    target = _resume_after(_after_call, "STORE_FAST", 1)   # after `d = len(b)`: a, c, d are live
+    code, _ = build_resume_code(_after_call.__code__, target, (), ("a", "d"), "f", "f")
+    loads = {(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname.startswith("LOAD_FAST")}
+    if FACTS.load_fast_unchecked:
+        assert ("LOAD_FAST_CHECK", "c") in loads   # checked before running it
+        assert ("LOAD_FAST", "a") in loads         # an argument keeps the fast load
+    with pytest.raises(UnboundLocalError):
+        types.FunctionType(code, {})(2, 5)

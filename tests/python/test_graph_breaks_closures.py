@@ -2,8 +2,10 @@
 closure's own cells, zero-argument super() (the free variable __class__) breaks instead of falling
 back, a frame's own cell variables are shared with the resume function (a store after the break
 runs on the real cell), a nonlocal store is a break on the real cell, a returned closure is made
-over the frame's cell and sees its last value, and cells, resume functions and closures are freed
-with the compiled function. Compared with eager: values and the number of graphs and breaks."""
+over the frame's cell and sees its last value, a closure over an argument made after the break
+is built from the argument's cell when the resume function runs as bytecode, and cells, resume
+functions and closures are freed with the compiled function. Compared with eager: values and
+the number of graphs and breaks."""
 import contextlib
 import io
 import weakref
@@ -180,3 +182,44 @@ def test_a_returned_closure_sees_the_cells_last_value():
     x = torch.randn(3)
     compiled = tjc.compile(_returns_a_closure_over_a_changed_cell, backend="eager")
     torch.testing.assert_close(compiled(x)(x), _returns_a_closure_over_a_changed_cell(x)(x))
+
+
+_CLOSURE_AFTER_THE_BREAK = '''
+import torch
+import torch_jit_cache as tjc
+
+def f(x, n):
+    y = x * 2
+    print("break")
+    def get():           # made after the break, over the argument n, which is a cell
+        return n + 1
+    return y, get()
+
+x = torch.ones(2)
+compiled = tjc.compile(f)
+breaks = []
+for n in (3, 4):   # the second: a new n, the closure made over its cell
+    got, want = compiled(x, n), f(x, n)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1], (got, want)
+    breaks.append(tjc.stats()["graph_breaks"])
+print("RESULT", breaks[0])
+'''
+
+
+def test_a_closure_over_an_argument_made_after_the_break_runs_in_the_resume_function(tmp_path):
+    # The resume function, with no tensor work of its own, runs as bytecode: it must build the
+    # closure from the argument's cell (its free variable). On 3.13 it built it from an unbound
+    # local and the process died (SIGSEGV), hence a separate process here.
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    path = tmp_path / "closure_after_break.py"
+    path.write_text(_CLOSURE_AFTER_THE_BREAK)
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    env = dict(os.environ, TJC_DISABLE_DISK_CACHE="1",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "RESULT 1" in done.stdout, done.stdout + done.stderr[-2000:]

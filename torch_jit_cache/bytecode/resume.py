@@ -2,10 +2,11 @@
 
 `build_resume_code` makes it from the original's bytecode: a prologue pushes the stack back (what
 each slot holds: `NULL`, `VALUE`, `ITER`, or a with block entered again) and jumps to the target;
-the rest is the original body, unchanged but for two rewrites: instructions on the frame's own
+the rest is the original body, unchanged but for three rewrites: instructions on the frame's own
 cells read them as free variables (the resume code's free variables are the original's cell
-variables, then its free variables), and 3.13's superinstructions are split (the arguments come
-first, so the locals' indices change and may no longer fit a pair's 4-bit halves). Which code
+variables, then its free variables), 3.13's superinstructions are split (the arguments come
+first, so the locals' indices change and may no longer fit a pair's 4-bit halves), and on 3.12+
+a load of a local that is not an argument of the resume code is checked (below). Which code
 objects are resume codes, and how deep their chains go, is graph_break/resume.py's.
 
 No torch here: codegen and the runtime's torch-free tests import this module.
@@ -20,6 +21,7 @@ from bytecode import CellVar, FreeVar, Instr, Label
 from .analysis import BreakRefused, split_superinstruction
 from .emitter import Emitter
 from .instructions import decode
+from .versions import FACTS
 
 __all__ = ["NULL", "VALUE", "ITER", "build_resume_code", "stack_arg_names"]
 
@@ -86,11 +88,13 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple, live: tup
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     body = []
     found = False
+    arguments = frozenset(live)
     for item in original[body_start:]:
         if item is target_instr:
             body.append(label)
             found = True
-        body += split_superinstruction(_cell_as_free(item))
+        body += [_checked_load(_cell_as_free(part, code.co_cellvars), arguments)
+                 for part in split_superinstruction(item)]
     if not found:
         raise BreakRefused("the resume point is not in the code's body")
     bc = bytecode.Bytecode(prologue + body)
@@ -108,10 +112,35 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple, live: tup
     return bc.to_code(), tuple(stack_names)
 
 
-def _cell_as_free(item):
-    """An instruction on one of the frame's own cells, made to read it as a free variable."""
-    if isinstance(getattr(item, "arg", None), CellVar):
-        return Instr(item.name, FreeVar(item.arg.name), location=item.location)
+def _cell_as_free(item, cellvars: tuple):
+    """An instruction on one of the frame's own cells, made to read it as a free variable.
+
+    Where LOAD_FAST loads a cell for a closure tuple (FACTS.load_fast_of_cell_is_load_closure), an
+    argument that is also a cell shares its slot with the cell, and the library names that slot
+    by the argument's name (a str), not by a CellVar. Left as a str, it would become a new local
+    of the resume code, never bound: the closure would be built from NULL, which the interpreter
+    does not check (a crash, not an error)."""
+    arg = getattr(item, "arg", None)
+    if isinstance(arg, CellVar):
+        return Instr(item.name, FreeVar(arg.name), location=item.location)
+    if (FACTS.load_fast_of_cell_is_load_closure and isinstance(arg, str) and arg in cellvars
+            and item.name == "LOAD_FAST"):
+        return Instr(item.name, FreeVar(arg), location=item.location)
+    return item
+
+
+def _checked_load(item, arguments: frozenset):
+    """LOAD_FAST of a local that is not an argument of the resume code, as LOAD_FAST_CHECK where
+    LOAD_FAST does not check (FACTS.load_fast_unchecked).
+
+    The original's compiler proved each LOAD_FAST bound on every path from the function's start;
+    the resume code starts elsewhere, with only the live locals bound. A local the liveness
+    analysis missed would then be read as NULL, which 3.12+'s LOAD_FAST does not check: a crash of
+    the user's process. Checked, it is an UnboundLocalError. Arguments are bound by the call and
+    keep the fast load."""
+    if (FACTS.load_fast_unchecked and getattr(item, "name", None) == "LOAD_FAST"
+            and isinstance(item.arg, str) and item.arg not in arguments):
+        return Instr("LOAD_FAST_CHECK", item.arg, location=item.location)
     return item
 
 
