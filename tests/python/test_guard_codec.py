@@ -312,6 +312,14 @@ def test_dict_keys(keys, loaded, others):
     assert _value_property(GuardKind.DICT_KEYS, expected, [loaded, dict.fromkeys(expected)], others) is not None
 
 
+@PROPERTY_VALUES
+@given(items=st.lists(st.sampled_from(["a", "b", 1, (1, 2), 1.5, None]), unique=True, max_size=3),
+       loaded=VALUES, others=st.lists(VALUES, max_size=4))
+def test_set_items(items, loaded, others):
+    made = set(items)
+    assert _value_property(GuardKind.SET_ITEMS, tuple(made), [loaded, made], others) is not None
+
+
 OBJS = [helpers.Obj() for _ in range(2)]
 
 

@@ -325,6 +325,8 @@ def _set(tx, args, kwargs):
 def _frozenset(tx, args, kwargs):
     if kwargs or len(args) > 1:
         unsupported("frozenset() with more than one argument")
+    if args and isinstance(args[0], ConstantVariable) and type(args[0].value) is frozenset:
+        return args[0]   # frozenset(fs) is fs itself, as CPython answers for an exact frozenset
     return ConstantVariable(frozenset(constants_of(args[0].unpack(tx), "frozenset()") if args else ()))
 
 
