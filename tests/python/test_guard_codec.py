@@ -73,6 +73,7 @@ def test_every_guard_kind_has_a_codec_with_both_directions():
 
 
 # One value of each kind and a frame it holds for (relations: two locals).
+_SET = {"a", 1}
 ROUND_TRIPS = {
     GuardKind.TYPE_MATCH: (helpers.TaggedTensor, {"x": torch.zeros(2).as_subclass(helpers.TaggedTensor)}),
     GuardKind.ID_MATCH: (helpers.Color.GREEN, {"x": helpers.Color.GREEN}),
@@ -82,6 +83,7 @@ ROUND_TRIPS = {
     GuardKind.BOOL_MATCH: (False, {"x": False}),
     GuardKind.LENGTH: (2, {"x": [1, 2]}),
     GuardKind.DICT_KEYS: (("a", 1), {"x": {"a": 0, 1: 0}}),
+    GuardKind.SET_ITEMS: (tuple(_SET), {"x": _SET}),
     GuardKind.TENSOR_MATCH: (None, {"x": torch.zeros(2, 3).t()}),
     GuardKind.SAME_AS: (Y, {"x": helpers.Obj(), "y": None}),
     GuardKind.DISTINCT_FROM: (Y, {"x": helpers.Obj(), "y": helpers.Obj()}),
