@@ -364,3 +364,22 @@ def test_a_subclass_with_its_own_methods_stays_opaque():
     got, want = Loud(), Loud()
     torch.testing.assert_close(tjc.compile(fn)(x, got), fn(x, want))
     assert got == want == {"A"}
+
+
+def _grow_while_iterating(x, s):
+    try:
+        for item in s:
+            s.update([item + 100])
+    except RuntimeError:   # Set changed size during iteration
+        x = x + 1
+    return x + len(s)
+
+
+def _grow_built_while_iterating(x):
+    return _grow_while_iterating(x, {1, 2, 3})
+
+
+@pytest.mark.parametrize("fn,make", [(_grow_while_iterating, lambda: (torch.zeros(1), {1, 2, 3})),
+                                     (_grow_built_while_iterating, lambda: (torch.zeros(1),))])
+def test_a_set_changed_while_a_loop_iterates_over_it_raises_as_eager(fn, make):
+    _run_both(fn, make)

@@ -136,8 +136,11 @@ class SetVariable(VariableTracker):
             unsupported(f"attribute {name!r} of {self}")
         return MethodVariable(self, name)
 
+    version = 0   # counts changes: a loop over the set refuses to go on after one (iterators.py)
+
     def _mutating(self, tx, name: str, values: list) -> None:
         """Before a change: a frame set records it for replay (`set.<name>(s, *values)`)."""
+        self.version += 1
         if self.source is None:
             return
         # Items (add, remove, discard) as they are; sets as sets (an in-place operator takes only
