@@ -4,6 +4,8 @@ The contract: set literals, operations and membership are traced in the graph; a
 trace is a fresh object per call; a frozenset argument is guarded, not trusted by value; what the
 trace cannot keep exact (set.pop, sets of tensors) breaks. Each compares with eager and counts
 graphs and breaks."""
+import contextlib
+import io
 import sys
 import weakref
 
@@ -383,3 +385,21 @@ def _grow_built_while_iterating(x):
                                      (_grow_built_while_iterating, lambda: (torch.zeros(1),))])
 def test_a_set_changed_while_a_loop_iterates_over_it_raises_as_eager(fn, make):
     _run_both(fn, make)
+
+
+def _held_at_a_break(x, s):
+    s.add(3)
+    s.discard(1)
+    mine = _Names([7])
+    print("break", len(s))   # a graph break: the set's changes are replayed before it
+    s.add(4)
+    return x + len(s), s, mine
+
+
+def test_a_frame_set_held_at_a_break_is_the_frames_own_set_changed_by_the_replay():
+    x = torch.randn(2)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert explain_counts(_held_at_a_break, x, {1, 2})[:2] == (1, 1)   # no tensor work before it
+        _, runs = _run_both(_held_at_a_break, lambda: (x, _ordered(1, 2)))
+    for out, _, args in runs:
+        assert out[1] is args[1] and type(out[2]) is _Names and out[2] == {7}
