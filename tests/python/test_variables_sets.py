@@ -407,3 +407,17 @@ def test_a_frame_set_held_at_a_break_is_the_frames_own_set_changed_by_the_replay
         _, runs = _run_both(_held_at_a_break, lambda: (x, _ordered(1, 2)))
     for out, _, args in runs:
         assert out[1] is args[1] and type(out[2]) is _Names and out[2] == {7}
+
+
+def _sorted_after_change(x, s):
+    s.add(7)
+    s.discard(2)
+    for v in sorted(s):   # sorted needs no order: no break after the change
+        x = x * 2 + v
+    return x
+
+
+def test_sorted_of_a_changed_frame_set_needs_no_order():
+    x = torch.zeros(1)
+    assert explain_counts(_sorted_after_change, x, {1, 2, 3})[:2] == (1, 0)
+    _run_both(_sorted_after_change, lambda: (x, _ordered(9, 1, 2)))
