@@ -43,7 +43,7 @@ from .graph_break.emit import emit_break
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
                            EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
-                           SourceOutput, SuperOutput, TupleOutput, call_with, parts, walk)
+                           SourceOutput, SuperOutput, TupleOutput, call_with, parts, replay_set_method, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError", "argument_names"]
 
@@ -273,6 +273,9 @@ _REPLAY = {
         em.emit("LOAD_FAST", value), em.emit("STORE_DEREF", em.cell(name))),
     EffectKind.SET_LIST: _replay_call(_replace_list),
     EffectKind.SET_DICT: _replay_call(_replace_dict),
+    EffectKind.SET_METHOD: lambda em, name, target, value: (
+        em.call_const_with(replay_set_method, [lambda: em.emit("LOAD_FAST", target), lambda: em.const(name),
+                                               lambda: em.emit("LOAD_FAST", value)]), em.emit("POP_TOP")),
 }
 
 

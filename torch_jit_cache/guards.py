@@ -20,7 +20,7 @@ import sys
 import types
 from typing import Callable
 
-from . import runtime, shape_guards as _shape_guards
+from . import _C, runtime, shape_guards as _shape_guards
 from .disk_cache.guard_codec import CONSTANT, NOTHING, OBJECT, SOURCE, TENSOR, Codec, StoreContext
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
@@ -168,12 +168,18 @@ GUARD_KINDS = {
     GuardKind.BOOL_MATCH: KindRule(CONSTANT, leaf="bool_match", keyed_by_value=True),
     GuardKind.LENGTH: KindRule(CONSTANT, leaf="length", keyed_by_value=True),
     GuardKind.DICT_KEYS: KindRule(CONSTANT, leaf="dict_keys", keyed_by_value=True),
+    GuardKind.SET_ITEMS: KindRule(CONSTANT, leaf="set_items", keyed_by_value=True),
     GuardKind.TENSOR_MATCH: KindRule(TENSOR, leaf="tensor_match", options=_tensor_match_options),
     GuardKind.SAME_AS: KindRule(SOURCE, add=_same_as),
     GuardKind.DISTINCT_FROM: KindRule(SOURCE, add=_identity_relation, keyed_by_value=True),
     GuardKind.ALIAS_OF: KindRule(SOURCE, add=_identity_relation, keyed_by_value=True),
     GuardKind.DICT_TAGS: KindRule(NOTHING, add=_dict_tags),
 }
+
+
+def has_leaf(name: str) -> bool:
+    """Whether this build's guard tree has the C++ leaf `name` (a row of _C.LEAF_KINDS)."""
+    return name in _C.LEAF_KINDS
 
 
 def encode_guard(spec: GuardSpec, context: StoreContext) -> tuple:

@@ -24,6 +24,7 @@ class GuardKind(enum.Enum):
     BOOL_MATCH = "bool_match"        # value: bool
     LENGTH = "length"                # value: int
     DICT_KEYS = "dict_keys"          # value: tuple of keys in order
+    SET_ITEMS = "set_items"          # value: tuple of a set's items in its iteration order
     TENSOR_MATCH = "tensor_match"    # value: an example tensor (not held by the guard)
     SAME_AS = "same_as"              # value: another Source that must reach this very object
                                      # (one tensor reached twice is one graph input)
@@ -144,6 +145,13 @@ def call_with(fn, args, kwargs):
     return fn(*args, **kwargs)
 
 
+def replay_set_method(target, name, args):
+    """`set.<name>(target, *args)`: a change the trace made to a set read from the frame, made
+    again on that very set after the graph (EffectKind.SET_METHOD), by set's own method."""
+    if getattr(set, name)(target, *args) is NotImplemented:   # an operand that is not a set
+        raise TypeError(f"set.{name} refused {args!r} (tracer bug)")
+
+
 def reversed_at(seq, position):
     """`reversed(seq)` about to yield `seq[position]` (list_reverseiterator's own state), or
     exhausted for position -1: a reversed() the trace advanced, made again after the graph."""
@@ -255,6 +263,7 @@ class EffectKind(enum.Enum):
     SET_CELL = "set_cell"        # the frame's own cell `name` = value
     SET_LIST = "set_list"        # target[:] = value: the list's final contents, same object
     SET_DICT = "set_dict"        # target.clear(); target.update(value): final items, in order
+    SET_METHOD = "set_method"    # set.<name>(target, *value): one mutation of a frame's set, replayed
 
 
 @dataclasses.dataclass(frozen=True)

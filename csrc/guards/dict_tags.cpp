@@ -50,6 +50,8 @@ bool leaves_fixed(const GuardManager& node, PyObject* value) {
       case LeafKind::kDictKeys:
         if (PyDict_Check(value) && !is_tagged_dict(value)) return false;
         break;
+      case LeafKind::kSetItems:  // a set has no version tag: its contents change untracked
+        return false;
       case LeafKind::kTypeMatch:
       case LeafKind::kIdMatch:
       case LeafKind::kEqualsMatch:  // exact type first: no user __eq__ runs

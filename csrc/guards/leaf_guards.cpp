@@ -267,6 +267,62 @@ class DictKeys final : public LeafGuard {
   bool snapshot_needed_ = false;
 };
 
+class SetItems final : public LeafGuard {
+ public:
+  explicit SetItems(py::tuple items) : LeafGuard(LeafKind::kSetItems), items_(std::move(items)) {}
+
+  bool check(PyObject* value) noexcept override {
+    int equal = compare(value);
+    if (TJC_UNLIKELY(equal < 0)) {
+      clear_guard_error();
+      return false;
+    }
+    return equal == 1;
+  }
+  std::optional<std::string> explain(PyObject* value, const std::string& source) override {
+    int equal = compare(value);
+    if (equal == 1) return std::nullopt;
+    if (equal < 0) return absl::StrCat("iter(", source, ") raised ", take_error_text());
+    if (!PyAnySet_Check(value)) {
+      return absl::StrCat(source, " is a set failed: got ", short_type_name(value));
+    }
+    return absl::StrCat("list(", source, ") == ", items_text(), " failed: got ", safe_repr(value, 200));
+  }
+  std::string describe() const override { return absl::StrCat("SET_ITEMS: ", items_text()); }
+
+ private:
+  std::string items_text() const {
+    py::object as_list = py::reinterpret_steal<py::object>(PySequence_List(items_.ptr()));  // new ref
+    if (!as_list) return safe_repr(items_.ptr(), 200);  // out of memory: the error is cleared there
+    return safe_repr(as_list.ptr(), 200);
+  }
+
+  // 1 equal, 0 not, -1 error set. The set's own iterator (PySet_Type's tp_iter serves set and
+  // frozenset alike) runs no user code, and == on key constants runs none either, so the set cannot
+  // change while it is walked.
+  int compare(PyObject* value) noexcept {
+    if (!PyAnySet_Check(value)) return 0;
+    const Py_ssize_t n = PyTuple_GET_SIZE(items_.ptr());
+    if (PySet_GET_SIZE(value) != n) return 0;
+    PyObject* it = PySet_Type.tp_iter(value);  // new ref
+    if (it == nullptr) return -1;
+    int result = 1;
+    for (Py_ssize_t i = 0; result == 1 && i < n; ++i) {
+      PyObject* item = Py_TYPE(it)->tp_iternext(it);  // new ref
+      if (item == nullptr) {
+        result = PyErr_Occurred() ? -1 : 0;
+        break;
+      }
+      result = equals_immutable(item, PyTuple_GET_ITEM(items_.ptr(), i));
+      Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    return result;
+  }
+
+  py::tuple items_;  // key constants (value_rules.h), in the set's iteration order
+};
+
 }  // namespace
 
 absl::StatusOr<LeafPtr> make_type_match(py::handle cls, const std::shared_ptr<TreeState>& state,
@@ -322,6 +378,27 @@ absl::StatusOr<LeafPtr> make_dict_keys(py::handle keys, const std::string& sourc
     }
   }
   return LeafPtr(new DictKeys(std::move(owned)));
+}
+
+absl::StatusOr<LeafPtr> make_set_items(py::handle items, const std::string& source) {
+  if (PyAnySet_Check(items.ptr())) {  // its iteration order is not the one the trace saw
+    return type_error_status(absl::StrCat(source, ": set_items needs the items in order (a tuple), got ",
+                                          short_type_name(items.ptr())));
+  }
+  PyObject* tuple = PySequence_Tuple(items.ptr());  // new ref
+  if (tuple == nullptr) {
+    clear_guard_error();
+    return type_error_status(absl::StrCat(source, ": set_items needs an iterable of items, got ",
+                                          short_type_name(items.ptr())));
+  }
+  py::tuple owned = py::reinterpret_steal<py::tuple>(tuple);
+  for (py::handle item : owned) {
+    if (!is_key_constant(item.ptr())) {
+      return type_error_status(absl::StrCat(source, ": SET_ITEMS holds its items, so they must be ",
+                                            kKeyConstants, ", got ", short_type_name(item.ptr())));
+    }
+  }
+  return LeafPtr(new SetItems(std::move(owned)));
 }
 
 }  // namespace tjc

@@ -38,6 +38,7 @@ enum class LeafKind : uint8_t {
   kBoolMatch,
   kLength,
   kDictKeys,
+  kSetItems,
   kTensorMatch,
   kGlobalState,
 };
@@ -97,6 +98,11 @@ absl::StatusOr<LeafPtr> make_length(Py_ssize_t length);
 // DICT_KEYS: value is a dict whose keys are exactly `keys`, in insertion order; each key must be
 // an immutable builtin.
 absl::StatusOr<LeafPtr> make_dict_keys(py::handle keys, const std::string& source);
+// SET_ITEMS: value is a set or frozenset (or a subclass: TYPE_MATCH pins which) whose own
+// iteration (set's, never a subclass's __iter__) yields exactly `items`, in this order; each item
+// must be a key constant (value_rules.h). Iteration order of a set depends on its history (what
+// was added and removed before), so equal sets may iterate differently: this pins the order too.
+absl::StatusOr<LeafPtr> make_set_items(py::handle items, const std::string& source);
 // TENSOR_MATCH and GLOBAL_STATE, through torch_backend() (torch_backend.h).
 // `dynamic`: the dims whose size / stride TENSOR_MATCH leaves to SYMBOLIC_SHAPES (torch_backend.h).
 absl::StatusOr<LeafPtr> make_tensor_match(py::handle example, const std::string& source,

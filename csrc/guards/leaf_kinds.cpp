@@ -46,6 +46,8 @@ absl::StatusOr<LeafPtr> make_leaf(LeafKind kind, const LeafArgs& args, const std
       return make_length(args.length);
     case LeafKind::kDictKeys:
       return make_dict_keys(args.value, source);
+    case LeafKind::kSetItems:
+      return make_set_items(args.value, source);
     case LeafKind::kTensorMatch:
       return make_tensor_match(args.value, source, args.dynamic);
     case LeafKind::kGlobalState:

@@ -88,6 +88,8 @@ inline constexpr LeafSpec kLeafSpecs[] = {
     {LeafKind::kLength, "length", LeafOperand::kLength, "n", kNoOptions, "LENGTH: len(value) == n."},
     {LeafKind::kDictKeys, "dict_keys", LeafOperand::kObject, "keys", kNoOptions,
      "value is a dict with exactly these keys, in this order."},
+    {LeafKind::kSetItems, "set_items", LeafOperand::kObject, "items", kNoOptions,
+     "value is a set or frozenset whose own iteration yields exactly these items, in this order."},
     {LeafKind::kTensorMatch, "tensor_match", LeafOperand::kObject, "example", kDynamicDimsOption,
      "TENSOR_MATCH on a real example tensor; the sizes / strides of the dims named in "
      "dynamic_sizes / dynamic_strides are not checked (a SYMBOLIC_SHAPES guard checks them)."},

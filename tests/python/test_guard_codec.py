@@ -73,6 +73,7 @@ def test_every_guard_kind_has_a_codec_with_both_directions():
 
 
 # One value of each kind and a frame it holds for (relations: two locals).
+_SET = {"a", 1}
 ROUND_TRIPS = {
     GuardKind.TYPE_MATCH: (helpers.TaggedTensor, {"x": torch.zeros(2).as_subclass(helpers.TaggedTensor)}),
     GuardKind.ID_MATCH: (helpers.Color.GREEN, {"x": helpers.Color.GREEN}),
@@ -82,6 +83,7 @@ ROUND_TRIPS = {
     GuardKind.BOOL_MATCH: (False, {"x": False}),
     GuardKind.LENGTH: (2, {"x": [1, 2]}),
     GuardKind.DICT_KEYS: (("a", 1), {"x": {"a": 0, 1: 0}}),
+    GuardKind.SET_ITEMS: (tuple(_SET), {"x": _SET}),
     GuardKind.TENSOR_MATCH: (None, {"x": torch.zeros(2, 3).t()}),
     GuardKind.SAME_AS: (Y, {"x": helpers.Obj(), "y": None}),
     GuardKind.DISTINCT_FROM: (Y, {"x": helpers.Obj(), "y": helpers.Obj()}),
@@ -310,6 +312,14 @@ def test_length(n, loaded, others):
 def test_dict_keys(keys, loaded, others):
     expected = tuple(keys)
     assert _value_property(GuardKind.DICT_KEYS, expected, [loaded, dict.fromkeys(expected)], others) is not None
+
+
+@PROPERTY_VALUES
+@given(items=st.lists(st.sampled_from(["a", "b", 1, (1, 2), 1.5, None]), unique=True, max_size=3),
+       loaded=VALUES, others=st.lists(VALUES, max_size=4))
+def test_set_items(items, loaded, others):
+    made = set(items)
+    assert _value_property(GuardKind.SET_ITEMS, tuple(made), [loaded, made], others) is not None
 
 
 OBJS = [helpers.Obj() for _ in range(2)]

@@ -17,6 +17,7 @@ OPERANDS = {
     "bool_match": (True, True),
     "length": (2, [1, 2]),
     "dict_keys": (("a",), {"a": 1}),
+    "set_items": (("a",), {"a"}),
 }
 
 

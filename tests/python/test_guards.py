@@ -176,6 +176,32 @@ def test_dict_keys_and_length():
     assert g.explain({"d": {"a": 1}}) == "len(L['d']) == 2 failed: got 1"
 
 
+def test_set_items_pins_a_sets_items_in_iteration_order():
+    a, b = set(), set()
+    a.add(9), a.add(1)     # 9 and 1 share a slot: the one added first iterates first
+    b.add(1), b.add(9)
+    assert list(a) != list(b)
+    g = GuardManager()
+    g.local("s").set_items(tuple(a))
+    assert g.check({"s": a}) and g.check({"s": frozenset(a)}) is (list(frozenset(a)) == list(a))
+    assert g.explain({"s": b}) == f"list(L['s']) == {list(a)} failed: got {b!r}"
+    assert not g.check({"s": {9}}) and not g.check({"s": [9, 1]}) and not g.check({"s": {9, 1.0}})
+
+
+def test_set_items_walks_sets_own_iteration_and_holds_only_constants():
+    class Odd(set):
+        def __iter__(self):
+            raise AssertionError("a guard must not run a subclass's __iter__")
+
+    g = GuardManager()
+    g.local("s").set_items(("a",))
+    assert g.check({"s": Odd("a")})
+    with pytest.raises(TypeError, match="SET_ITEMS holds its items"):
+        GuardManager().local("s").set_items((Odd(),))
+    with pytest.raises(TypeError, match="in order"):
+        GuardManager().local("s").set_items({"a"})
+
+
 # ---- raising guards
 
 

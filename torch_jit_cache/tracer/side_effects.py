@@ -11,6 +11,7 @@ records here, in program order:
                                     cells are shared with functions the trace may read through
                                     another path, so a store to one is refused (a graph break)
   list and dict mutation            of containers read from the frame (containers.py)
+  set mutation                      each call of a changing set method, replayed as called (sets.py)
 
 and answers the reads that follow in the same trace: a stored attribute or global reads back as
 the stored tracker, a deleted one is refused, and a mutated container is its own tracker (whose
@@ -268,6 +269,17 @@ class SideEffects:
         self._check_alone(real, tracker)
         self._log = [e for e in self._log if e[1] is not tracker or e[0] is not kind]
         self._log.append((kind, tracker, None, None))
+
+    def call_set_method(self, tracker, name: str, args) -> None:
+        """A set read from the frame is changed by `set.<name>(s, *args)` (`args`: a tracker of a
+        tuple of constants, the operands as they are now). Each change is its own entry, replayed in
+        program order, so the set's table ends as eager leaves it (a set's iteration order depends
+        on the order of its changes, not on its final items alone)."""
+        real = self._real.get(id(tracker))
+        if real is None:
+            _unsupported(f"mutation of {tracker.source}, which was not read through wrap (tracer bug)")
+        self._check_alone(real, tracker)
+        self._log.append((EffectKind.SET_METHOD, tracker, name, args))
 
     # -- after the trace --------------------------------------------------------------------------
     def reconstruct(self, rebuild, cells=True) -> tuple:

@@ -15,8 +15,8 @@ user objects, dict subclasses, os.environ and any other object whose class keeps
 attribute lookup (open_object.py; their attributes and items are guarded where read); TYPE_MATCH + LENGTH for lists and tuples; TYPE_MATCH + DICT_KEYS for dicts; SAME_AS
 when one tensor is reached through a second source; torch.dtype, torch.layout and
 torch.memory_format by identity (held strongly), torch.device by value (its type and index);
-members of plain Enum classes by identity (constant.is_enum_member); frozensets of constants
-by identity (an empty one by length: sets.wrap_frozenset).
+members of plain Enum classes by identity (constant.is_enum_member); sets and frozensets of
+constants by type and their items in iteration order (SET_ITEMS: sets.wrap_set, wrap_frozenset).
 `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -84,6 +84,7 @@ WRAP_RULES = (
     WrapRule("dict", lambda v, s: type(v) is dict, containers.wrap_dict),
     WrapRule("range", lambda v, s: type(v) is range, ranges.wrap_range),
     WrapRule("frozenset", lambda v, s: type(v) is frozenset, sets.wrap_frozenset),
+    WrapRule("set", lambda v, s: s is not None and sets.plain_subclass(type(v)), sets.wrap_set),
     WrapRule("python module", lambda v, s: isinstance(v, types.ModuleType), functions.wrap_python_module),
     WrapRule("numpy callable", lambda v, s: numpy_values.is_numpy_callable(v), numpy_values.wrap_numpy_callable),
     WrapRule("builtin", lambda v, s: builtin_rules.is_handled_builtin(v), builtin_rules.wrap_builtin),

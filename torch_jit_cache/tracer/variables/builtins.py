@@ -325,6 +325,8 @@ def _set(tx, args, kwargs):
 def _frozenset(tx, args, kwargs):
     if kwargs or len(args) > 1:
         unsupported("frozenset() with more than one argument")
+    if args and isinstance(args[0], ConstantVariable) and type(args[0].value) is frozenset:
+        return args[0]   # frozenset(fs) is fs itself, as CPython answers for an exact frozenset
     return ConstantVariable(frozenset(constants_of(args[0].unpack(tx), "frozenset()") if args else ()))
 
 
@@ -332,7 +334,12 @@ def _sorted(tx, args, kwargs):
     """sorted(items, key=fn, reverse=b): the items reordered as sorted orders them (sort_order)."""
     if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
         unsupported("sorted() with other than one iterable, key= and reverse=")
-    items = args[0].unpack(tx)
+    if isinstance(args[0], SetVariable) and "key" not in kwargs and len({type(v) for v in args[0].items}) <= 1 \
+            and all(v == v for v in args[0].items):
+        # Distinct items of one type (no NaN) sort alike from any order: a set's order is not needed.
+        items = [ConstantVariable(v) for v in args[0].items]
+    else:
+        items = args[0].unpack(tx)
     order = sort_order(tx, items, kwargs.get("key"), kwargs.get("reverse"), "sorted()")
     return ListVariable([items[j] for j in order])
 

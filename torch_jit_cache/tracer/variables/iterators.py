@@ -16,6 +16,7 @@ from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
 from .ranges import RangeVariable
+from .sets import SetVariable
 
 # Containers whose iteration reads nothing but their items: an iterator over one is made again
 # after the graph as Python's own iterator over the rebuilt container, advanced as far as the
@@ -59,7 +60,7 @@ class IteratorVariable(VariableTracker):
 
     def _check_unchanged(self):
         if self.changed:
-            unsupported("a list or dict changed while a loop iterates over it")
+            unsupported("a list, dict or set changed while a loop iterates over it")
 
     def rest(self) -> list:
         """The items still to come, the iterator left where it is."""
@@ -269,11 +270,11 @@ class ZipVariable(_ComputedIterator):
 
 
 def iterated_containers(values):
-    """The lists and dicts that iterating over each of `values` reads, as it goes."""
+    """The lists, dicts and sets that iterating over each of `values` reads, as it goes."""
     for v in values:
         if isinstance(v, DictViewVariable):
             yield v.mapping
-        elif isinstance(v, (ListVariable, DictVariable)):
+        elif isinstance(v, (ListVariable, DictVariable, SetVariable)):
             yield v
         elif isinstance(v, IteratorVariable):
             yield from v.watched

@@ -52,6 +52,7 @@ from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
+from .sets import construct as construct_set, plain_subclass
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, python_truth, sequence_call,
                           sequence_iterator)
 
@@ -138,6 +139,8 @@ class UserClassVariable(ClassVariable):
         if modelled_class(cls) and not kwargs:   # an exception class that adds nothing (exceptions.py)
             guard_modelled(tx, cls, self.source)
             return ExceptionVariable(cls, args, cls_source=self.source)
+        if plain_subclass(cls) or plain_subclass(cls, frozenset):   # a set tracker of that class
+            return construct_set(tx, self, args, kwargs)
         obj = self._allocate(tx, args, kwargs)
         if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
             return obj

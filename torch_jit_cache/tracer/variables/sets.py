@@ -1,26 +1,46 @@
 """SetVariable: a set the trace built (a set literal, a set comprehension, set(...), a set
-operation's result), of Python constants.
+operation's result) or read from the frame, of Python constants.
 
-Only sets built while tracing are tracked: they are private to the trace, so mutating one needs no
-replay, and rebuilt after the graph (`reconstruct`) they become a fresh set per call (codegen's
-build_constant), one set however often the frame reaches it. Iterating one unrolls in the set's
-own order, which for the same constants added by the same code is the order Python's set has at
-call time. A set read from the frame stays
-opaque (its iteration order depends on its history, which no guard describes). A frozenset of
-constants read from the frame (`x in self.NAMES`, a module-level constant) is a constant guarded
-by identity (EQUALS_MATCH holds scalars and tuples only; identity also fixes its iteration order),
-an empty one by type and length; a frozenset built here is a constant.
+A set built here is private to the trace: mutating it needs no replay, and rebuilt after the graph
+(`reconstruct`) it becomes a fresh set per call (codegen's build_constant), one set however often
+the frame reaches it. Iterating one unrolls in the set's own order, which for the same constants
+added by the same code is the order Python's set has at call time.
 
-Identity costs sharing: instances of one class that each hold their own equal frozenset compile
-once each (a class attribute or a global is one object, shared).
+A set read from the frame (`wrap_set`) whose items are key constants (what a guard may hold:
+value_rules.h) is guarded by its type and its items in iteration order (SET_ITEMS, checked in C++
+with set's own iterator): a set's order depends on its history, which no other guard describes,
+so equal sets that iterate differently are different entries. While the trace has not changed it,
+iterating it unrolls in that order. Its pure methods and operators fold; its mutations (add,
+discard, remove, clear, the update family, the in-place operators) change the tracker's items and
+are recorded (side_effects.py, SET_METHOD) and replayed on the very set after the graph, in program
+order, by set's own method, so the frame's set ends in the state eager leaves it in. After such a
+change its iteration order is no longer known (it depends on the table's layout, which the trace
+does not model): iterating it, pop() and anything that needs its order break the graph there, after
+the replay. Returned or held at a break it is the frame's own object (its source).
+
+A set of other objects (user objects, tensors, functions) stays opaque: identity guards on each
+item would not fix its iteration order, which follows their hashes.
+
+A frozenset of key constants read from the frame is a constant guarded the same way (type and
+items in order); a frozenset built here is a constant.
+
+Derived sets (`s | t`, `s.copy()`) are computed from the tracker's items: their order is the one a
+set built from those items in that order has, which equals eager's unless the frame's set carries
+a table larger than its items need (made bigger, then emptied); the items themselves are exact.
 """
 from __future__ import annotations
 
 import operator
+import types
 
-from ...trace_result import ConstantOutput, GuardKind
-from .base import MethodVariable, VariableTracker, unsupported
+from ...guards import has_leaf
+from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
+from .base import MethodVariable, TracedKeyError, VariableTracker, is_static_type, traced, unsupported
 from .constant import ConstantVariable, is_constant_value
+
+# Whether this build of the guard tree has the SET_ITEMS leaf (an older _C lacks it: the set stays
+# opaque there, as before).
+HAS_SET_ITEMS = has_leaf("set_items")
 
 
 def constants_of(items, what: str) -> list:
@@ -32,92 +52,217 @@ def constants_of(items, what: str) -> list:
     return values
 
 
+def is_key_constant(value, depth: int = 0) -> bool:
+    """What a guard may hold (value_rules.h is_key_constant): int, float, bool, str, bytes, None,
+    static types and tuples of them."""
+    if value is None or type(value) in (int, float, bool, str, bytes) or is_static_type(value):
+        return True
+    return type(value) is tuple and depth < 16 and all(is_key_constant(v, depth + 1) for v in value)
+
+
 def _operand(v, what: str):
-    """The other side of a set operation: a set the trace built, or any constant (an iterable of
+    """The other side of a set operation: a set tracker, or any constant (an iterable of
     unhashable items makes the operation raise, which is refused where it is called)."""
     if isinstance(v, SetVariable):
-        return set(v.items)
+        return v.ordered()
     if not v.is_python_constant():
         unsupported(f"{what} with {v}")
     return v.as_python_constant()
 
 
-# In-place operators and methods that change the set, by the out-of-place operation they apply.
-_INPLACE = {"|=": operator.or_, "&=": operator.and_, "-=": operator.sub, "^=": operator.xor}
+# In-place operators and methods that change the set, by the out-of-place operation they apply,
+# and the set method that replays them on a frame set.
+_INPLACE = {"|=": (operator.or_, "__ior__"), "&=": (operator.and_, "__iand__"),
+            "-=": (operator.sub, "__isub__"), "^=": (operator.xor, "__ixor__")}
 _UPDATES = {"update": set.update, "intersection_update": set.intersection_update,
             "difference_update": set.difference_update,
             "symmetric_difference_update": set.symmetric_difference_update}
+_ONE_ITEM = ("add", "discard", "remove")
 _PURE = ("union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
-         "isdisjoint", "copy", "__contains__", "__len__")
+         "isdisjoint", "copy", "__contains__", "__len__", "__eq__", "__ne__", "__le__", "__lt__",
+         "__ge__", "__gt__", "__or__", "__and__", "__sub__", "__xor__")
 
 
 class SetVariable(VariableTracker):
-    def __init__(self, items=()):
-        super().__init__(None)
+    guarded_by_type = True   # read from the frame: side_effects.py checks its aliasing
+
+    def __init__(self, items=(), source=None, order=None, cls=set, cls_var=None):
+        super().__init__(source)
         self.items = set(items)
+        # The frame's set's iteration order while the trace has not changed it; None otherwise.
+        self.order = order
+        # set, or a plain subclass of set or frozenset (plain_subclass): read from the frame, or
+        # built here by calling the class `cls_var` (its tracker, whose source rebuilds it).
+        self.cls, self.cls_var = cls, cls_var
+        self.frozen = issubclass(cls, frozenset)
 
     def python_type(self):
-        return set
+        return self.cls
 
     def as_python_constant(self):
-        return set(self.items)   # a copy: folding an operation never changes this set
+        # A copy (folding an operation never changes this set), of the base type: an operator on
+        # a subclass instance makes a set or frozenset, as CPython's do.
+        return frozenset(self.ordered()) if self.frozen else self.ordered()
+
+    def ordered(self) -> set:
+        """A copy of the items; built in the frame's order where that is known."""
+        return set(self.order) if self.order is not None else set(self.items)
 
     def reconstruct(self, outputs):
+        if self.source is not None:   # the frame's own set, changed by the replay where changed
+            return SourceOutput(self.source)
+        if self.cls_var is not None:   # cls(items), the class loaded from its own source
+            if self.cls_var.source is None:
+                unsupported(f"{self} of a class with no source, held past the graph")
+            return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
+                outputs.rebuild(self.cls_var), TupleOutput((ConstantOutput(tuple(self.items)),)), DictOutput(()))))
         # Reached twice (a local and a method's self), it is one set: one spec, built once.
         return outputs.once(self, lambda: ConstantOutput(set(self.items)))
 
     def unpack(self, tx):
+        if self.source is not None:
+            if self.order is None:
+                unsupported(f"iteration over {self.source} after the trace changed it (its order "
+                            "depends on the set's table, which the trace does not model)")
+            return [ConstantVariable(v) for v in self.order]
         return [ConstantVariable(v) for v in self.items]
 
     def truthy(self, tx):
         return bool(self.items)
 
     def var_getattr(self, tx, name):
+        base = frozenset if self.frozen else set
+        if not isinstance(vars(base).get(name), (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            unsupported(f"attribute {name!r} of {self}")
         return MethodVariable(self, name)
+
+    version = 0   # counts changes: a loop over the set refuses to go on after one (iterators.py)
+
+    def _mutating(self, tx, name: str, values: list) -> None:
+        """Before a change: a frame set records it for replay (`set.<name>(s, *values)`)."""
+        self.version += 1
+        if self.source is None:
+            return
+        # Items (add, remove, discard) as they are; sets as sets (an in-place operator takes only
+        # those; the update family iterates them as CPython does a set); other iterables as the
+        # tuple of what they yield now.
+        snapshot = tuple(values) if name in _ONE_ITEM else \
+            tuple(v if isinstance(v, (set, frozenset)) else tuple(v) for v in values)
+        tx.output.side_effects.call_set_method(self, name, tx.wrap_constant(snapshot))
+        self.order = None
 
     def inplace(self, tx, symbol, other):
         """`s |= t` and friends change s itself (every name bound to it sees the change)."""
         value = _operand(other, f"set {symbol}")
+        fn, method = _INPLACE[symbol]
+        if self.frozen:   # frozenset has no in-place operator: `a op b`, rebound
+            try:
+                return tx.wrap_constant(fn(self.as_python_constant(), value))
+            except TypeError as e:
+                unsupported(f"frozenset {symbol} raised {e!r}")
         try:
-            self.items = set(_INPLACE[symbol](self.items, value))
+            new = set(fn(self.items, value))
         except TypeError as e:
             unsupported(f"set {symbol} raised {e!r}")
+        self._mutating(tx, method, [value])
+        self.items = new
         return self
 
     def call_method(self, tx, name, args, kwargs):
         if kwargs:
             unsupported(f"set.{name} with keyword arguments")
-        values = constants_of(args, f"set.{name}") if name in ("add", "discard", "remove") \
+        values = constants_of(args, f"set.{name}") if name in _ONE_ITEM \
             else [_operand(a, f"set.{name}") for a in args]
         try:
-            if name in ("add", "discard", "remove") and len(values) == 1:
+            if name in _ONE_ITEM and len(values) == 1:
                 if name == "remove" and values[0] not in self.items:
-                    unsupported(f"KeyError {values[0]!r}")
+                    raise traced(TracedKeyError, f"KeyError {values[0]!r}", KeyError, [args[0]])
+                self._mutating(tx, name, values)
                 getattr(self.items, name)(values[0])
                 return ConstantVariable(None)
             if name == "clear" and not values:
+                self._mutating(tx, name, values)
                 self.items.clear()
                 return ConstantVariable(None)
             if name in _UPDATES:
-                _UPDATES[name](self.items, *values)
+                new = set(self.items)
+                _UPDATES[name](new, *values)
+                self._mutating(tx, name, values)
+                self.items = new
                 return ConstantVariable(None)
             if name in _PURE:
-                return tx.wrap_constant(getattr(self.items, name)(*values))
+                result = getattr(self.as_python_constant(), name)(*values)
+                if result is NotImplemented:
+                    unsupported(f"set.{name} of {args}")
+                return tx.wrap_constant(result)
         except TypeError as e:
             unsupported(f"set.{name} raised {e!r}")
         unsupported(f"set.{name}")   # pop() (an arbitrary item), and anything else
 
     def __repr__(self):
-        return f"SetVariable({self.items!r})"
+        where = f" from {self.source}" if self.source is not None else ""
+        kind = "" if self.cls is set else f"{self.cls.__name__}, "
+        return f"SetVariable({kind}{self.items!r}{where})"
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def _items_in_order(value):
+    """The items of a set or frozenset in iteration order, where all are key constants, else None."""
+    if not HAS_SET_ITEMS:
+        return None
+    items = tuple(value)
+    return items if all(is_key_constant(v) for v in items) else None
+
+
+# What a class statement puts in a class's __dict__ on its own: a subclass of set with no more
+# than these behaves as set does.
+_BOOKKEEPING = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+                          "__firstlineno__", "__static_attributes__"})
+
+
+def plain_subclass(cls, base=set) -> bool:
+    """Whether `cls` is `base` (set or frozenset), or a class-statement subclass of it that defines
+    nothing of its own (its instances answer every method and operator as `base`'s do; the class
+    is pinned by the object's type guard or identity, a class changed in place later is not seen,
+    as for other objects)."""
+    if cls is base:
+        return True
+    if type(cls) is not type or not issubclass(cls, base):
+        return False
+    return all(klass is base or klass is object or set(vars(klass)) <= _BOOKKEEPING for klass in cls.__mro__)
+
+
+def construct(tx, cls_var, args, kwargs):
+    """`cls(iterable)` for a plain subclass of set or frozenset (plain_subclass): a new set tracker
+    of that class, always a new object, as CPython makes for a subclass (`frozenset(fs) is fs`
+    holds for an exact frozenset only)."""
+    cls = cls_var.value
+    if kwargs or len(args) > 1:
+        unsupported(f"{cls.__name__}() with keyword or more than one argument")
+    items = constants_of(args[0].unpack(tx), f"{cls.__name__}()") if args else ()
+    return SetVariable(items, cls=cls, cls_var=cls_var)
+
+
+def wrap_set(tx, value, source, g):
+    """A set (or a plain subclass of it) of key constants, guarded by type and items in order;
+    else None (opaque). A subclass instance's own attributes are not modelled: reading one breaks."""
+    items = _items_in_order(value)
+    if items is None:
+        return None
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.SET_ITEMS, items)
+    return SetVariable(items, source, order=list(items), cls=type(value))
+
+
 def wrap_frozenset(tx, value, source, g):
     """A frozenset of constants, else None (left to the rules after this one)."""
     if not is_constant_value(value):
         return None
     g(GuardKind.TYPE_MATCH, frozenset)
-    if value:
+    items = _items_in_order(value)
+    if items is not None:
+        g(GuardKind.SET_ITEMS, items)
+    elif value:
         g(GuardKind.ID_MATCH, value)
     else:
         g(GuardKind.LENGTH, 0)
