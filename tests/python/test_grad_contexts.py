@@ -331,3 +331,47 @@ def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
         return a * c
 
     assert_break_frees_everything(fn, leaves((4,), (4,)))
+
+
+def _break_then_assert_in_block(x, w):
+    with torch.no_grad():
+        print("inside")
+        if torch.is_grad_enabled():   # the block's body ends in a raise path (pytest rewrites asserts)
+            raise RuntimeError("grad mode inside no_grad")
+    return x * w
+
+
+def _break_then_assert_then_block(x, w):
+    with torch.no_grad():
+        y = torch.enable_grad(x.mul)   # the decorator form is a break
+        if torch.is_grad_enabled():
+            raise RuntimeError("grad mode inside no_grad")
+    with torch.no_grad():
+        return y(w)
+
+
+@pytest.mark.parametrize("fn", [_break_then_assert_in_block, _break_then_assert_then_block],
+                         ids=lambda f: f.__name__)
+def test_break_before_a_raise_path_inside_a_block_is_resumed(fn):
+    # The resume function jumps into the block's protected range; where the range ends in a raise
+    # (an assert, a raise) its handler's depth was measured from the prologue's empty stack and the code
+    # could not be built ("negative stack size"): the frame ran uncompiled.
+    assert eager_and_compiled(fn, leaves((4,), (4,)), grad=False)[1] >= 1
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert tjc.explain(fn)(*leaves((4,), (4,))).fallbacks == []
+
+
+def test_a_fallback_after_a_refused_cut_names_the_break_that_caused_it():
+    def fn(x):
+        y = x + 1
+        with contextlib.nullcontext():
+            print("inside")   # the break; its with block is one a resume function does not enter
+        return y
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        fallbacks = tjc.explain(fn)(torch.randn(2)).fallbacks
+    assert len(fallbacks) == 1
+    # The cause first (what reports group by), then why the frame could not be cut there.
+    cause, _, why = fallbacks[0].partition("; no graph break there: ")
+    assert "print" in cause and "with block" not in cause
+    assert why.startswith("the break is inside a with block")
