@@ -121,6 +121,15 @@ def _trace_cut(frame, plan, fullgraph: bool, rng) -> Traced:
                           lineno=lineno, instruction=instruction) from None
     try:
         return Traced(_trace_moving(frame, cut, plan), text, in_callee, plan)
+    except FloatSymbolGuard:
+        raise
+    except Unsupported as refused:
+        # The state at the cut could not be carried over (a with block no resume function enters
+        # again, a value that cannot be rebuilt): the fallback names the break that caused it first,
+        # and is located there, so reports group it by its real cause.
+        drop_tracebacks(refused)
+        raise Unsupported(f"{reason}; no graph break there: {refused.reason}", filename=filename,
+                          lineno=lineno, instruction=instruction) from None
     finally:
         torch.random.set_rng_state(rng)
 
