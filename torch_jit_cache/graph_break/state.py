@@ -18,6 +18,7 @@ from ..trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput,
 from ..tracer.rebuild import GeneratorAtBreak, Rebuilder
 from ..tracer.variables import IteratorVariable
 from ..tracer.variables.contexts import AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable
+from ..tracer.variables.dynamo_contexts import DynamoOnlyExitVariable
 from .plan import BreakPlan
 
 __all__ = ["Cut", "break_state", "break_switches"]
@@ -82,7 +83,7 @@ def break_state(tx, plan, outputs):
 
 
 # The exits of the blocks a resume function can enter again (each has `entered_context`).
-_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, InferenceModeExitVariable)
+_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, InferenceModeExitVariable, DynamoOnlyExitVariable)
 
 
 def break_switches(tx, plan) -> tuple:
@@ -131,5 +132,6 @@ def break_switches(tx, plan) -> tuple:
                     if isinstance(e, InferenceModeExitVariable))
     after_entered = not inference[-1].mode if inference else outside
     grad = (ModeSwitch(torch._C._set_grad_enabled, expected, after_entered),) if expected != after_entered else ()
+    # Blocks that only set TorchDynamo's settings (dynamo_contexts.py) are independent of the rest.
     return entered + grad + tuple(ContextSwitch(e.entered_context().enter) for e in exits
-                                  if isinstance(e, AutocastExitVariable))
+                                  if isinstance(e, (AutocastExitVariable, DynamoOnlyExitVariable)))
