@@ -8,6 +8,7 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.iterators import iterate
 from ..variables.contexts import AutocastVariable, GradModeVariable, InferenceModeVariable, enter_user_context
+from ..variables.dynamo_contexts import DynamoOnlyContextVariable
 from ..variables.generators import GeneratorVariable
 from ..variables.new_object import NewObjectVariable
 from ..variables.base import unsupported
@@ -128,7 +129,7 @@ def before_with(tx, inst):
     # their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never reached while tracing: a
     # raise in the block is refused there (translator._handle).
     ctx = tx.pop()
-    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable)):
+    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, DynamoOnlyContextVariable)):
         exit_, entered = ctx.enter(tx)
     elif isinstance(ctx, (UserObjectVariable, NewObjectVariable)):
         exit_, entered = enter_user_context(tx, ctx)

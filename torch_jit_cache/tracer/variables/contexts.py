@@ -74,6 +74,7 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
+from .dynamo_contexts import DynamoOnlyExitVariable
 from .generators import GeneratorVariable
 
 # The classes the tracer enters, and how each finds its mode from the arguments it was made with.
@@ -197,11 +198,11 @@ class GradModeVariable(VariableTracker):
 
 
 def _check_normal_exit(args, kwargs, what: str) -> None:
-    """The bound `__exit__` BEFORE_WITH left is called only at its block's normal end, with
-    (None, None, None): the tracer follows no exception path, so anything else is a tracer bug."""
-    if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
-                                           for a in args):
-        unsupported(f"{what}'s __exit__ called with an exception (tracer bug)")
+    """The bound `__exit__` BEFORE_WITH left is called at its block's normal end with (None, None,
+    None), or by WITH_EXCEPT_START with (type, exception, traceback) where an exception the trace
+    raised unwinds through the block (handlers/exceptions.py); anything else is a tracer bug."""
+    if kwargs or len(args) != 3:
+        unsupported(f"{what}'s __exit__ called with {len(args)} arguments (tracer bug)")
 
 
 class GradModeExitVariable(VariableTracker):
@@ -450,11 +451,24 @@ class UserContextExitVariable(VariableTracker):
             unsupported("a with block exited twice (tracer bug)")
         self.exited = True
         if self.modelled is not None:
+            if not (args[0].is_python_constant() and args[0].as_python_constant() is None):
+                # @contextmanager's __exit__ throws the exception into the generator: not modelled.
+                unsupported("an exception through a @contextmanager block")
             return self.modelled(tx, self.ctx)
         return tx.call(self.exit_fn, [self.ctx, *args], {})
 
     def __repr__(self):
         return f"UserContextExitVariable({self.ctx})"
+
+
+def accepts_exception(exit_) -> bool:
+    """Whether the exit BEFORE_WITH left (`exit_`) may be called by WITH_EXCEPT_START with an
+    exception the trace raised in its block: grad-mode, autocast, inference-mode and Dynamo-only
+    blocks leave as on the normal path and never suppress it; a Python-written __exit__ is inlined
+    with it, except @contextmanager's, which throws it into its generator (not modelled)."""
+    if isinstance(exit_, UserContextExitVariable):
+        return exit_.modelled is None
+    return isinstance(exit_, (GradModeExitVariable, BlockExitVariable, DynamoOnlyExitVariable))
 
 
 def refuse_autocast_object(value) -> None:
