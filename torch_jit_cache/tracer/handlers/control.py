@@ -7,7 +7,8 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 """
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.iterators import iterate
-from ..variables.contexts import AutocastVariable, GradModeVariable, InferenceModeVariable, enter_user_context
+from ..variables.contexts import (AutocastVariable, GradModeVariable, InferenceModeVariable, context_object,
+                                  enter_user_context)
 from ..variables.dynamo_contexts import DynamoOnlyContextVariable
 from ..variables.generators import GeneratorVariable
 from ..variables.new_object import NewObjectVariable
@@ -133,6 +134,8 @@ def before_with(tx, inst):
         exit_, entered = ctx.enter(tx)
     elif isinstance(ctx, (UserObjectVariable, NewObjectVariable)):
         exit_, entered = enter_user_context(tx, ctx)
+    elif context_object(tx, ctx) is not None:   # a no_grad or inference_mode object made by a call
+        exit_, entered = context_object(tx, ctx).enter(tx)
     else:
         unsupported(f"with {ctx}: only grad-mode, autocast, inference-mode and Python-written context "
                     "managers are traced")

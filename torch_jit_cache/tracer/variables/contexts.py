@@ -461,6 +461,22 @@ class UserContextExitVariable(VariableTracker):
         return f"UserContextExitVariable({self.ctx})"
 
 
+def context_object(tx, ctx):
+    """The tracker for a grad-mode or inference-mode context manager object the trace holds as a
+    torch callable (made by a call the tracer ran, such as the `ctx_factory()` that
+    `@torch.inference_mode()`'s wrapper calls, or read from the frame), or None. Its mode is read
+    where it lives: an object with a source is guarded by its `mode` attribute."""
+    value = getattr(ctx, "fn", None)
+    if type(value) in (torch.no_grad, torch.enable_grad):
+        return GradModeVariable(type(value), type(value) is torch.enable_grad)
+    if type(value) is torch.inference_mode:
+        mode = ConstantVariable(value.mode) if ctx.source is None else tx.wrap(value.mode, AttrSource(ctx.source, "mode"))
+        if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
+            unsupported("torch.inference_mode object with a mode that is not a bool")
+        return InferenceModeVariable(mode.as_python_constant())
+    return None
+
+
 def accepts_exception(exit_) -> bool:
     """Whether the exit BEFORE_WITH left (`exit_`) may be called by WITH_EXCEPT_START with an
     exception the trace raised in its block: grad-mode, autocast, inference-mode and Dynamo-only
