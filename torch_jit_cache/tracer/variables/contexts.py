@@ -76,6 +76,7 @@ from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .dynamo_contexts import DynamoOnlyExitVariable
 from .generators import GeneratorVariable
+from .grad_decorators import GradModeDecoratedVariable
 
 # The classes the tracer enters, and how each finds its mode from the arguments it was made with.
 # set_grad_enabled sets the mode when it is made, not when it is entered: it is followed only where
@@ -146,6 +147,9 @@ class GradModeClassVariable(VariableTracker):
         return type
 
     def call_function(self, tx, args, kwargs):
+        if self.cls in REENTER.values() and len(args) == 1 and not kwargs and not args[0].is_python_constant():
+            # `torch.no_grad(fn)`: the decorator without parentheses (grad_decorators.py).
+            return GradModeDecoratedVariable(self.cls, self.cls is torch.enable_grad, args[0])
         try:
             mode = GRAD_MODE_CLASSES[self.cls](*[a.as_python_constant() for a in args],
                                                **{k: v.as_python_constant() for k, v in kwargs.items()})
@@ -186,6 +190,12 @@ class GradModeVariable(VariableTracker):
 
     def python_type(self):
         return self.cls
+
+    def call_function(self, tx, args, kwargs):
+        """`torch.no_grad()(fn)`: the decorator form (grad_decorators.py)."""
+        if self.cls not in REENTER.values() or len(args) != 1 or kwargs or args[0].is_python_constant():
+            unsupported(f"call to {self}")
+        return GradModeDecoratedVariable(self.cls, self.mode, args[0])
 
     def enter(self, tx):
         """BEFORE_WITH: (what it leaves below: the exit, what `as` binds: None)."""
