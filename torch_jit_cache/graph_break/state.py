@@ -15,9 +15,10 @@ import torch
 
 from ..sources import LocalSource
 from ..trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, TupleOutput, Unsupported
-from ..tracer.rebuild import GeneratorAtBreak, Rebuilder
+from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak, Rebuilder
 from ..tracer.variables import IteratorVariable
-from ..tracer.variables.contexts import AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable
+from ..tracer.variables.contexts import (AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable,
+                                        UserContextExitVariable)
 from ..tracer.variables.dynamo_contexts import DynamoOnlyExitVariable
 from .plan import BreakPlan
 
@@ -102,6 +103,11 @@ def break_switches(tx, plan) -> tuple:
     stack, output = tx.stack, tx.output
     exits = []
     for slot in plan.with_slots:
+        if slot < len(stack) - plan.consumed and isinstance(stack[slot], UserContextExitVariable) \
+                and stack[slot].made_at is not None:
+            # A Python-written block (the outermost one): the frame is cut before its with
+            # statement instead, which then runs for real, __enter__ and __exit__ once each.
+            raise BlockAtBreak(stack[slot].made_at, repr(stack[slot]))
         if slot >= len(stack) - plan.consumed or not isinstance(stack[slot], _BLOCK_EXITS):
             raise Unsupported(f"the break is inside a with block of {stack[slot] if slot < len(stack) else '?'}, "
                               "not a grad-mode, autocast or inference-mode block")

@@ -123,6 +123,20 @@ def return_value(tx, inst):
     tx.return_value(tx.pop())
 
 
+def _pushed_at(tx):
+    """Root frame: (index, arrival) of the raw instruction just before the running BEFORE_WITH
+    (what pushed its context manager), where the trace ran it; else None. A graph break inside the
+    block is cut there instead (graph_break/state.py)."""
+    if tx.arrivals is None:
+        return None
+    index = tx.boundary - 1
+    while index >= 0 and not tx.instructions[index].first:
+        index -= 1
+    if index < 0 or tx.arrivals[index] == 0:
+        return None
+    return index, tx.arrivals[index]
+
+
 @handler("BEFORE_WITH")
 def before_with(tx, inst):
     # [ctx] -> [bound __exit__, what __enter__ returned]. Grad-mode, autocast and inference-mode
@@ -134,6 +148,7 @@ def before_with(tx, inst):
         exit_, entered = ctx.enter(tx)
     elif isinstance(ctx, (UserObjectVariable, NewObjectVariable)):
         exit_, entered = enter_user_context(tx, ctx)
+        exit_.made_at = _pushed_at(tx)
     elif context_object(tx, ctx) is not None:   # a no_grad or inference_mode object made by a call
         exit_, entered = context_object(tx, ctx).enter(tx)
     else:

@@ -454,6 +454,7 @@ class UserContextExitVariable(VariableTracker):
         self.ctx, self.exit_fn = ctx, exit_fn
         self.modelled = modelled   # what runs in place of exit_fn (_MODELLED_EXITS), or None
         self.exited = False
+        self.made_at = None   # root frame: where the context manager was pushed (handlers/control.py)
 
     def call_function(self, tx, args, kwargs):
         _check_normal_exit(args, kwargs, "a context manager")
