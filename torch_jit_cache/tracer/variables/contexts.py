@@ -33,9 +33,11 @@ None); @contextmanager's __exit__ catches the generator's StopIteration in a try
 tracer does not follow, so it is modelled instead (`_MODELLED_EXITS`: the generator is run on past
 its yield and must return). Their state lives in their objects, so it needs no switch of its
 own: the side effects the two methods make are replayed after the graph like any other. Such a block has no `entered_context`: a resume function could enter it
-again only by running __enter__ a second time, so a graph break inside it is refused
-(graph_break/state.py `break_switches`) and the frame runs as written. As for grad-mode blocks,
-the exception path is never traced. Known gap: where the graph itself raises at run time (an op
+again only by running __enter__ a second time, so a graph break inside it cuts the frame before its
+with statement instead (graph_break/state.py `break_switches`, `made_at`), and the with statement
+runs as written. An exception the trace raises in the block unwinds through its exit
+(`accepts_exception`, handlers/exceptions.py WITH_EXCEPT_START): __exit__ is inlined with it and
+may suppress it (@contextmanager's throws it into the generator: not modelled). Known gap: where the graph itself raises at run time (an op
 whose error depends on tensor values), none of the block's replayed effects happen and __exit__
 never sees the exception, so an __exit__ that suppresses or records exceptions differs from eager
 there (TorchDynamo inlines __exit__ the same way).
@@ -444,10 +446,11 @@ _MODELLED_EXITS = {contextlib._GeneratorContextManager.__exit__: _generator_exit
 
 class UserContextExitVariable(VariableTracker):
     """The bound `__exit__` BEFORE_WITH left on the stack for a context manager written in Python;
-    called at the block's normal end with (None, None, None), it is inlined. It has no
-    `entered_context`: a resume function cannot enter such a block again without running its
-    __enter__ a second time, so a graph break inside the block is refused (graph_break/state.py)
-    and the frame runs as written."""
+    called at the block's normal end with (None, None, None), or with an exception unwinding
+    through the block, it is inlined. It has no `entered_context`: a resume function cannot enter
+    such a block again without running its __enter__ a second time, so a graph break inside the
+    block cuts the frame at `made_at` (before the with statement) where the trace knows it, and
+    is refused otherwise (graph_break/state.py)."""
 
     def __init__(self, ctx, exit_fn, modelled=None):
         super().__init__(None)
