@@ -331,3 +331,96 @@ def test_resume_function_and_arguments_die_with_the_compiled_function(no_gc):
         return a * c
 
     assert_break_frees_everything(fn, leaves((4,), (4,)))
+
+
+def _break_then_assert_in_block(x, w):
+    with torch.no_grad():
+        print("inside")
+        if torch.is_grad_enabled():   # the block's body ends in a raise path (pytest rewrites asserts)
+            raise RuntimeError("grad mode inside no_grad")
+    return x * w
+
+
+def _break_then_assert_then_block(x, w):
+    with torch.no_grad():
+        y = x.mul
+        print("inside")
+        if torch.is_grad_enabled():
+            raise RuntimeError("grad mode inside no_grad")
+    with torch.no_grad():
+        return y(w)
+
+
+@pytest.mark.parametrize("fn", [_break_then_assert_in_block, _break_then_assert_then_block],
+                         ids=lambda f: f.__name__)
+def test_break_before_a_raise_path_inside_a_block_is_resumed(fn):
+    # The resume function jumps into the block's protected range; where the range ends in a raise
+    # (an assert, a raise) its handler's depth was measured from the prologue's empty stack and the code
+    # could not be built ("negative stack size"): the frame ran uncompiled.
+    assert eager_and_compiled(fn, leaves((4,), (4,)), grad=False)[1] >= 1
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert tjc.explain(fn)(*leaves((4,), (4,))).fallbacks == []
+
+
+def test_a_fallback_after_a_refused_cut_names_the_break_that_caused_it():
+    def fn(x):
+        y = x + 1
+        with contextlib.nullcontext():
+            print("inside")   # the break; its with block is one a resume function does not enter
+        return y
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        fallbacks = tjc.explain(fn)(torch.randn(2)).fallbacks
+    assert len(fallbacks) == 1
+    # The cause first (what reports group by), then why the frame could not be cut there.
+    cause, _, why = fallbacks[0].partition("; no graph break there: ")
+    assert "print" in cause and "with block" not in cause
+    assert why.startswith("the break is inside a with block")
+
+
+def _decorate_in_the_trace(decorate, outer):
+    def fn(x):
+        def scaled(t):
+            return t * 3
+
+        with outer():
+            scaled = decorate(scaled)
+            inside = torch.is_grad_enabled()   # decorating does not change the mode
+        with outer():
+            return scaled(x), inside
+    return fn
+
+
+@pytest.mark.parametrize("decorate, outer", [
+    (lambda f: torch.enable_grad()(f), torch.no_grad), (lambda f: torch.no_grad()(f), torch.enable_grad),
+    (torch.enable_grad, torch.no_grad), (torch.no_grad, torch.enable_grad)],
+    ids=["enable_grad()", "no_grad()", "enable_grad", "no_grad"])
+def test_a_function_decorated_with_a_grad_mode_in_the_trace_runs_in_its_mode(decorate, outer):
+    fn = _decorate_in_the_trace(decorate, outer)
+    x = torch.randn(3, requires_grad=True)
+    compiled = tjc.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        (got, got_inside), (expected, expected_inside) = compiled(x), fn(x)
+        torch.testing.assert_close(got, expected)
+        assert (got.requires_grad, got_inside) == (expected.requires_grad, expected_inside)
+        assert torch.is_grad_enabled()
+
+
+def _returns_a_decorated_function(x):
+    def shifted(t):
+        return t + 1
+    return torch.no_grad()(shifted), x * 2
+
+
+def test_a_decorated_function_made_in_the_trace_is_made_again_after_it():
+    x = torch.randn(3, requires_grad=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = tjc.explain(_returns_a_decorated_function)(x)
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])
+    compiled = tjc.compile(_returns_a_decorated_function, backend="eager")
+    for _ in range(2):
+        (got_fn, got), (expected_fn, expected) = compiled(x), _returns_a_decorated_function(x)
+        torch.testing.assert_close(got, expected)
+        out = got_fn(x)
+        torch.testing.assert_close(out, expected_fn(x))
+        assert out.requires_grad is False and torch.is_grad_enabled()

@@ -219,3 +219,53 @@ def test_a_break_inside_the_block_under_aot_eager_runs_as_eager():
     # The graph before the break hands inference tensors to the resume function: refused for
     # AOTAutograd (check_inference_outputs), so that frame runs as written.
     check_same(break_inside, torch.randn(3), backend=CompileCounterWithBackend("aot_eager"))
+
+
+@torch.inference_mode()
+def _decorated_and_compiled(x, y):
+    return x.add(1.0) + y
+
+
+@torch.inference_mode(False)
+def _decorated_off_and_compiled(x, y):
+    return x.add(1.0) * y
+
+
+@torch.no_grad()
+def _no_grad_decorated_and_compiled(x, y):
+    return x.add(1.0) - y
+
+
+@pytest.mark.parametrize("fn", [_decorated_and_compiled, _decorated_off_and_compiled,
+                                _no_grad_decorated_and_compiled], ids=lambda f: f.__name__)
+def test_the_compiled_function_itself_decorated_is_traced_whole(fn):
+    # The frame compiled is the decorator's wrapper, which enters the object its `ctx_factory()`
+    # (a torch method run while tracing) makes: before, that object was a torch callable to the
+    # tracer, and the frame ran uncompiled.
+    x, y = torch.ones(4, requires_grad=True), torch.ones(4, requires_grad=True)
+    assert explain_counts(fn, x, y) == (1, 0, [])
+    check_same(fn, x, y)
+
+
+_OFF = torch.inference_mode(False)
+
+
+def _with_a_global_object(x):
+    with _OFF:
+        y = x * 2
+    return y
+
+
+def test_an_object_read_from_the_frame_is_entered_with_its_mode_guarded():
+    x = torch.ones(3, requires_grad=True)
+    assert explain_counts(_with_a_global_object, x) == (1, 0, [])
+    check_same(_with_a_global_object, x)
+    compiled = tjc.compile(_with_a_global_object, backend="eager")
+    compiled(x)
+    _OFF.mode = True   # read where it is entered: a changed mode compiles again
+    try:
+        got, expected = compiled(x), _with_a_global_object(x)
+        assert (got.is_inference(), got.requires_grad) == (expected.is_inference(), expected.requires_grad) \
+            == (True, False)
+    finally:
+        _OFF.mode = False

@@ -243,3 +243,62 @@ def test_a_contextmanager_that_does_not_stop_raises_as_in_eager():
     with pytest.raises(RuntimeError) as compiled:
         tjc.compile(fn, backend="eager")(x)
     assert str(compiled.value) == str(eager.value)
+
+
+def _break_in_a_made_block(x, log):
+    y = x + 1
+    with Logged(log):   # made by a call: the frame is cut before it, the block runs for real
+        y = y * 2
+        print("inside")
+        y = y - 1
+    return y * 3
+
+
+def _break_in_a_contextmanager_block(x, log):
+    y = x + 1
+    with logged_generator(log):
+        y = y * 2
+        print("inside")
+        if len(log) > 5:
+            raise ValueError("not reached")
+    return y * 3
+
+
+class Logged:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+
+    def __exit__(self, exc_type, exc, tb):
+        self.log.append(("exit", exc_type))
+
+
+@contextlib.contextmanager
+def logged_generator(log):
+    log.append("enter")
+    try:
+        yield
+    finally:
+        log.append("exit")
+
+
+@pytest.mark.parametrize("fn", [_break_in_a_made_block, _break_in_a_contextmanager_block],
+                         ids=lambda f: f.__name__)
+def test_a_break_inside_a_block_made_by_a_call_cuts_before_the_with_statement(fn):
+    # The graph before the with statement is kept (before, the whole frame ran as written); the
+    # with statement, its block and the rest run as written, each __enter__/__exit__ once.
+    x = torch.randn(3)
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = tjc.explain(fn)(x, [])
+    assert (report.graph_count, report.graph_break_count) == (1, 1)
+    assert all("resume" in f for f in report.fallbacks)   # only the rest, from the with statement
+    compiled = tjc.compile(fn, backend="eager")
+    for _ in range(2):
+        eager_log, log = [], []
+        with contextlib.redirect_stdout(io.StringIO()):
+            expected = fn(x, eager_log)
+            got = compiled(x, log)
+        torch.testing.assert_close(got, expected)
+        assert log == eager_log and log[0] == "enter" and len(log) == 2

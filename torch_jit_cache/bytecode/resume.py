@@ -16,7 +16,7 @@ from __future__ import annotations
 import types
 
 import bytecode
-from bytecode import CellVar, FreeVar, Instr, Label
+from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .analysis import BreakRefused, split_superinstruction
 from .emitter import Emitter
@@ -89,10 +89,18 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple, live: tup
     body = []
     found = False
     arguments = frozenset(live)
+    open_try = None   # the protected range the original is in at this point, if any
+    renamed = {}      # an original TryBegin -> the copy that starts at the target
     for item in original[body_start:]:
         if item is target_instr:
-            body.append(label)
+            body += _enter_range_at(label, open_try, renamed)
             found = True
+        if isinstance(item, TryBegin):
+            open_try = item
+        elif isinstance(item, TryEnd):
+            open_try = None
+            if item.entry in renamed:
+                item = TryEnd(renamed[item.entry])
         body += [_checked_load(_cell_as_free(part, code.co_cellvars), arguments)
                  for part in split_superinstruction(item)]
     if not found:
@@ -110,6 +118,21 @@ def build_resume_code(code: types.CodeType, target: int, slots: tuple, live: tup
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0
     return bc.to_code(), tuple(stack_names)
+
+
+def _enter_range_at(label, open_try, renamed) -> list:
+    """The target `label`, and where it lies inside a protected range (a with block's body, most
+    often), the range split there: the part before it ends, and a copy with the same handler starts
+    at the label. The prologue jumps to the label; without the split its path would enter the range
+    without passing its start, and the stack depth the handler is entered with (the least depth
+    inside the range from its start on) would be measured from the prologue's empty stack: too low
+    for a with block's handler, whose WITH_EXCEPT_START reads the exit below it (the `bytecode`
+    library then fails with "negative stack size" where the range ends in a raise)."""
+    if open_try is None:
+        return [label]
+    again = TryBegin(open_try.target, open_try.push_lasti)
+    renamed[open_try] = again
+    return [TryEnd(open_try), label, again]
 
 
 def _cell_as_free(item, cellvars: tuple):

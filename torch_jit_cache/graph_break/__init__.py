@@ -73,9 +73,13 @@ What may not be cut here, and falls back to running the whole frame uncompiled (
 result):
 - a frame that names `locals`, `vars`, `exec`, `eval`, `_getframe` or `currentframe`
   (plan.py `_INTROSPECTION`, by the loads of those names): it would see the compiler's locals, not eager's;
-- an instruction inside a try block, or inside a with block of anything but a grad mode or a CPU
-  autocast (the exception table would need the block's setup replayed in the resume function); an
-  exception raised and caught in the trace is no break (tracer/handlers/exceptions.py);
+- an instruction inside a try block, or inside a with block of anything but a grad mode, a CPU
+  autocast, an inference mode or a TorchDynamo-only block (the exception table would need the
+  block's setup replayed in the resume function); an exception raised and caught in the trace is no
+  break (tracer/handlers/exceptions.py). Inside a Python-written context manager's block the cut
+  moves before its with statement where the trace saw what pushed the context manager
+  (driver.py `_trace_moving`, rebuild.py BlockAtBreak), as it moves for a live generator; the
+  fallback text names the break first, then why it could not be cut there;
 - jumps other than the POP_JUMP_IF family, and anything outside `_BREAKABLE`. LOAD_GLOBAL of a
   callable and method loads (LOAD_METHOD, the method forms of LOAD_ATTR and LOAD_SUPER_ATTR, which
   push NULL or self as only the run knows) are cut too: the callable is loaded plainly (a bound

@@ -25,7 +25,7 @@ import torch
 from .. import tracer
 from ..bytecode.analysis import BreakRefused
 from ..trace_result import BreakOutput, FloatSymbolGuard, TraceResult, Unsupported, drop_tracebacks
-from ..tracer.rebuild import GeneratorAtBreak
+from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak
 from .passing import PassingOver
 from .plan import plan_break
 from .state import Cut
@@ -121,6 +121,15 @@ def _trace_cut(frame, plan, fullgraph: bool, rng) -> Traced:
                           lineno=lineno, instruction=instruction) from None
     try:
         return Traced(_trace_moving(frame, cut, plan), text, in_callee, plan)
+    except FloatSymbolGuard:
+        raise
+    except Unsupported as refused:
+        # The state at the cut could not be carried over (a with block no resume function enters
+        # again, a value that cannot be rebuilt): the fallback names the break that caused it first,
+        # and is located there, so reports group it by its real cause.
+        drop_tracebacks(refused)
+        raise Unsupported(f"{reason}; no graph break there: {refused.reason}", filename=filename,
+                          lineno=lineno, instruction=instruction) from None
     finally:
         torch.random.set_rng_state(rng)
 
@@ -136,16 +145,20 @@ def _trace_moving(frame, cut, plan) -> TraceResult:
             return tracer.trace(code, frame.f_locals, frame.f_globals, frame.f_builtins, frame.closure,
                                 cut=cut, plan=plan)
         except GeneratorAtBreak as moved:
-            where = moved.to
+            where, what = moved.to, "a generator is alive at the graph break"
+            earlier = "where it was made"
+        except BlockAtBreak as moved:
+            where, what = moved.to, f"the break is inside a with block of {moved.what}"
+            earlier = "before its with statement"
         if where is None or where == cut.stop_at:
             break
         try:
             cut = Cut(plan_break(code, where[0]), where[1])
         except BreakRefused as why:
-            raise Unsupported(f"a generator is alive at the graph break, and the frame cannot be cut "
-                              f"where it was made ({why})", filename=code.co_filename,
-                              lineno=code.co_firstlineno, instruction="graph break") from None
-    raise Unsupported("a generator is alive at the graph break (it cannot be rebuilt)",
+            raise Unsupported(f"{what}, and the frame cannot be cut {earlier} ({why})",
+                              filename=code.co_filename, lineno=code.co_firstlineno,
+                              instruction="graph break") from None
+    raise Unsupported(f"{what} (it cannot be carried over)",
                       filename=code.co_filename, lineno=code.co_firstlineno, instruction="graph break")
 
 

@@ -15,9 +15,11 @@ import torch
 
 from ..sources import LocalSource
 from ..trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, TupleOutput, Unsupported
-from ..tracer.rebuild import GeneratorAtBreak, Rebuilder
+from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak, Rebuilder
 from ..tracer.variables import IteratorVariable
-from ..tracer.variables.contexts import AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable
+from ..tracer.variables.contexts import (AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable,
+                                        UserContextExitVariable)
+from ..tracer.variables.dynamo_contexts import DynamoOnlyExitVariable
 from .plan import BreakPlan
 
 __all__ = ["Cut", "break_state", "break_switches"]
@@ -82,7 +84,7 @@ def break_state(tx, plan, outputs):
 
 
 # The exits of the blocks a resume function can enter again (each has `entered_context`).
-_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, InferenceModeExitVariable)
+_BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, InferenceModeExitVariable, DynamoOnlyExitVariable)
 
 
 def break_switches(tx, plan) -> tuple:
@@ -101,6 +103,11 @@ def break_switches(tx, plan) -> tuple:
     stack, output = tx.stack, tx.output
     exits = []
     for slot in plan.with_slots:
+        if slot < len(stack) - plan.consumed and isinstance(stack[slot], UserContextExitVariable) \
+                and stack[slot].made_at is not None:
+            # A Python-written block (the outermost one): the frame is cut before its with
+            # statement instead, which then runs for real, __enter__ and __exit__ once each.
+            raise BlockAtBreak(stack[slot].made_at, repr(stack[slot]))
         if slot >= len(stack) - plan.consumed or not isinstance(stack[slot], _BLOCK_EXITS):
             raise Unsupported(f"the break is inside a with block of {stack[slot] if slot < len(stack) else '?'}, "
                               "not a grad-mode, autocast or inference-mode block")
@@ -131,5 +138,6 @@ def break_switches(tx, plan) -> tuple:
                     if isinstance(e, InferenceModeExitVariable))
     after_entered = not inference[-1].mode if inference else outside
     grad = (ModeSwitch(torch._C._set_grad_enabled, expected, after_entered),) if expected != after_entered else ()
+    # Blocks that only set TorchDynamo's settings (dynamo_contexts.py) are independent of the rest.
     return entered + grad + tuple(ContextSwitch(e.entered_context().enter) for e in exits
-                                  if isinstance(e, AutocastExitVariable))
+                                  if isinstance(e, (AutocastExitVariable, DynamoOnlyExitVariable)))

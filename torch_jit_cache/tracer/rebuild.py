@@ -14,7 +14,7 @@ from ..trace_result import FunctionOutput, GraphOutput, SourceOutput, Unsupporte
 from .variables import DictVariable, DictViewVariable, ListVariable, TensorVariable
 from .variables.generators import GeneratorVariable
 
-__all__ = ["GraphOutputs", "Rebuilder", "GeneratorAtBreak", "once", "return_state"]
+__all__ = ["GraphOutputs", "Rebuilder", "GeneratorAtBreak", "BlockAtBreak", "once", "return_state"]
 
 
 class GeneratorAtBreak(Exception):
@@ -23,6 +23,17 @@ class GeneratorAtBreak(Exception):
     def __init__(self, to):
         super().__init__(to)
         self.to = to
+
+
+class BlockAtBreak(Exception):
+    """The cut is inside the with block of a context manager written in Python, which a resume
+    function cannot enter again without running its __enter__ twice; `to`: where to cut instead
+    (the instruction that pushed the context manager for BEFORE_WITH: the with statement then runs
+    for real, after the graph), or None."""
+
+    def __init__(self, to, what: str):
+        super().__init__(to, what)
+        self.to, self.what = to, what
 
 
 class GraphOutputs:

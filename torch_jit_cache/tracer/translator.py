@@ -23,7 +23,8 @@ from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable, ConstantVariable
 from .variables.base import TracedRaise, unsupported
-from .variables.exceptions import raised_value
+from .variables.contexts import accepts_exception
+from .variables.exceptions import UNKNOWN_CONTEXT, raised_value
 from .variables.generators import GeneratorVariable
 from .variables.object_protocol import InstanceDictView
 
@@ -96,6 +97,11 @@ class InstructionTranslator:
         # `pass_over(tx, inst)` that may run the instruction at `ip` abstractly instead of its
         # handler (True: it did), so the trace reaches the next break instead of stopping at one.
         self.pass_over = pass_over
+        # Root frame: per exception (by its tracker's id) that unwound into a with block's handler,
+        # where it was first raised in this frame: (instruction, break_at). If the block's
+        # __exit__ does not suppress it and it leaves the frame, the frame is cut there, at its
+        # raise, as if no handler had run (the cut trace stops before any of them).
+        self.with_unwinds: dict = {}
 
     # -- stack ----------------------------------------------------------------------------------
     def push(self, v):
@@ -300,14 +306,22 @@ class InstructionTranslator:
         """Unwinds to the handler of `inst` in the exception table, as the interpreter does: the
         stack cut to the handler's depth, f_lasti pushed where it asks, then the exception; True
         where it did. False where `inst` has no handler (the raise leaves the frame), where the
-        handler is a with block's (its __exit__ would see the exception: not modelled) or where the
-        raise site does not model the exception (`_fail` refuses those two)."""
-        if inst.handler is None or is_with_handler(self.instructions, inst.handler):
+        handler is a with block's whose exit on the stack takes no exception (`accepts_exception`),
+        or where the raise site does not model the exception (`_fail` refuses those)."""
+        if inst.handler is None:
             return False
         value = raised_value(raised)
         target, depth, push_lasti = inst.handler
         if value is None or len(self.stack) < depth:
             return False
+        if value.raise_context is UNKNOWN_CONTEXT:   # Python sets __context__ where it is raised
+            value.raise_context = self.output.handled_exception
+        if is_with_handler(self.instructions, inst.handler):
+            # WITH_EXCEPT_START calls the block's exit with the exception (handlers/exceptions.py).
+            if depth < 1 or not accepts_exception(self.stack[depth - 1]):
+                return False
+            if self.arrivals is not None and id(value) not in self.with_unwinds:
+                self.with_unwinds[id(value)] = (inst, self._break_at(inst), value)
         # The tracer's exception is done with: its traceback holds the frames it crossed (their
         # trackers), kept alive with it otherwise until the collector runs.
         raised.__traceback__ = raised.__context__ = raised.__cause__ = None
@@ -318,18 +332,25 @@ class InstructionTranslator:
         self.jump_to(target)
         return True
 
+    def _break_at(self, inst) -> tuple:
+        """(where a failure at `inst` cuts the root frame, the arrival there). The bool() ending a
+        3.13 COMPARE_OP is cut on its own, after the comparison."""
+        return (inst.index if inst.op == "TO_BOOL" else self.boundary, self.arrivals[self.boundary])
+
     def _fail(self, e: Unsupported, inst, breakable: bool = True):
         located = None
         try:
+            unwound = self.with_unwinds.get(id(raised_value(e))) if isinstance(e, TracedRaise) else None
+            if unwound is not None and _reraises(inst) and e.break_at is None:
+                # Only with blocks' exits saw it, and none suppressed it: cut at its raise.
+                inst, e.break_at = unwound[0], unwound[1]
             # An exception a handler of this frame has seen leaves it by RERAISE (or a bare raise)
             # with the state there holding it (raised: not rebuilt): no cut; the frame runs as
             # written. One leaving an inlined call is cut at the call, which eager runs again.
             breakable = breakable and not (isinstance(e, TracedRaise) and _reraises(inst))
             if self.arrivals is not None and breakable and e.break_at is None:
-                # A failure in the root frame, or in a call it inlined at this instruction. The
-                # bool() ending a 3.13 COMPARE_OP is cut on its own, after the comparison.
-                where = inst.index if inst.op == "TO_BOOL" else self.boundary
-                e.break_at = (where, self.arrivals[self.boundary])
+                # A failure in the root frame, or in a call it inlined at this instruction.
+                e.break_at = self._break_at(inst)
             # A KeyError or IndexError the trace models may be caught by a caller (Mapping and
             # Sequence mixins) only where no try or with block of the code it crossed would have
             # caught it first.

@@ -7,7 +7,9 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 """
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.iterators import iterate
-from ..variables.contexts import AutocastVariable, GradModeVariable, InferenceModeVariable, enter_user_context
+from ..variables.contexts import (AutocastVariable, GradModeVariable, InferenceModeVariable, context_object,
+                                  enter_user_context)
+from ..variables.dynamo_contexts import DynamoOnlyContextVariable
 from ..variables.generators import GeneratorVariable
 from ..variables.new_object import NewObjectVariable
 from ..variables.base import unsupported
@@ -121,6 +123,20 @@ def return_value(tx, inst):
     tx.return_value(tx.pop())
 
 
+def _pushed_at(tx):
+    """Root frame: (index, arrival) of the raw instruction just before the running BEFORE_WITH
+    (what pushed its context manager), where the trace ran it; else None. A graph break inside the
+    block is cut there instead (graph_break/state.py)."""
+    if tx.arrivals is None:
+        return None
+    index = tx.boundary - 1
+    while index >= 0 and not tx.instructions[index].first:
+        index -= 1
+    if index < 0 or tx.arrivals[index] == 0:
+        return None
+    return index, tx.arrivals[index]
+
+
 @handler("BEFORE_WITH")
 def before_with(tx, inst):
     # [ctx] -> [bound __exit__, what __enter__ returned]. Grad-mode, autocast and inference-mode
@@ -128,10 +144,13 @@ def before_with(tx, inst):
     # their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never reached while tracing: a
     # raise in the block is refused there (translator._handle).
     ctx = tx.pop()
-    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable)):
+    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, DynamoOnlyContextVariable)):
         exit_, entered = ctx.enter(tx)
     elif isinstance(ctx, (UserObjectVariable, NewObjectVariable)):
         exit_, entered = enter_user_context(tx, ctx)
+        exit_.made_at = _pushed_at(tx)
+    elif context_object(tx, ctx) is not None:   # a no_grad or inference_mode object made by a call
+        exit_, entered = context_object(tx, ctx).enter(tx)
     else:
         unsupported(f"with {ctx}: only grad-mode, autocast, inference-mode and Python-written context "
                     "managers are traced")

@@ -1,6 +1,6 @@
 """Raising and handling exceptions: RAISE_VARARGS, RERAISE, and the handler code the exception
-table jumps to (PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT, and 3.12+'s generator wrapper
-STOPITERATION_ERROR, normalized in bytecode/instructions.py).
+table jumps to (PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT, a with block's WITH_EXCEPT_START, and
+3.12+'s generator wrapper STOPITERATION_ERROR, normalized in bytecode/instructions.py).
 
 A raise is a TracedRaise carrying the exception's tracker (variables/exceptions.py); the translator
 unwinds to the handler of the raising instruction (translator.py `_handle`). The handler's own
@@ -11,7 +11,8 @@ where the except body itself raises.
 from ..variables import ConstantVariable
 from ..variables.base import unsupported
 from ..variables.classes import ClassVariable
-from ..variables.exceptions import ExceptionVariable, HandledInfoVariable, exception_of, traced_raise
+from ..variables.exceptions import (ExceptionVariable, HandledInfoVariable, TracebackVariable, exception_of,
+                                   traced_raise)
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -52,6 +53,18 @@ def push_exc_info(tx, inst):
     tx.push(HandledInfoVariable(tx.output.handled_exception))
     tx.output.handled_exception = exc
     tx.push(exc)
+
+
+@handler("WITH_EXCEPT_START")
+def with_except_start(tx, inst):
+    # [exit, lasti, prev, exc] -> [exit, lasti, prev, exc, exit(type(exc), exc, tb)] (3.11 to
+    # 3.13): the block's exit, which the translator checked takes an exception (translator._handle,
+    # contexts.accepts_exception). The handler code after it re-raises unless the result is true.
+    exc = tx.stack[-1]
+    if not isinstance(exc, ExceptionVariable) or len(tx.stack) < 4:
+        unsupported(f"WITH_EXCEPT_START on {exc}")
+    exit_ = tx.stack[-4]
+    tx.push(exit_.call_function(tx, [ClassVariable(exc.cls), exc, TracebackVariable()], {}))
 
 
 @handler("POP_EXCEPT")

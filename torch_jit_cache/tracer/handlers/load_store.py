@@ -5,6 +5,7 @@ from ..variables.base import unsupported
 from ..variables.class_statements import BuildClassVariable, NamespaceVariable
 from ..variables.constant import is_constant_value
 from ..variables.contexts import context_class
+from ..variables.dynamo_contexts import dynamo_context_class
 from ..variables.imports import import_from, import_name
 from .registry import make_registry
 
@@ -16,7 +17,7 @@ def const_variable(value):
         return TupleVariable([const_variable(v) for v in value])
     if is_constant_value(value) or hasattr(value, "co_code"):
         return ConstantVariable(value)
-    ctx = context_class(value, None)
+    ctx = context_class(value, None) or dynamo_context_class(value)
     if ctx is not None:   # a resume function's prologue enters a grad-mode or autocast block again
         return ctx
     unsupported(f"constant of type {type(value).__name__}")

@@ -33,6 +33,7 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
+from . import dynamo_contexts
 from . import (constant, containers, contexts, functions, namedtuples, new_object, nn_module, numpy_values, opaque,
                open_object, pure, ranges, sets, symbolic, tensor, user_object)
 from .base import VariableTracker, unsupported
@@ -93,6 +94,7 @@ WRAP_RULES = (
     # torch.distributed: collectives are captured, the rest breaks before it runs (distributed.py)
     WrapRule("distributed", _always, lambda tx, v, s, g: wrap_distributed(tx, v, s, g.enabled)),
     WrapRule("built-in module method", _always, nn_module.wrap_builtin_module_method),
+    WrapRule("dynamo-only context", lambda v, s: dynamo_contexts.is_dynamo_only(v), dynamo_contexts.wrap_dynamo_only),
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
     WrapRule("inspect.signature", lambda v, s: v is inspect.signature, functions.wrap_signature),
     WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),

@@ -33,9 +33,11 @@ None); @contextmanager's __exit__ catches the generator's StopIteration in a try
 tracer does not follow, so it is modelled instead (`_MODELLED_EXITS`: the generator is run on past
 its yield and must return). Their state lives in their objects, so it needs no switch of its
 own: the side effects the two methods make are replayed after the graph like any other. Such a block has no `entered_context`: a resume function could enter it
-again only by running __enter__ a second time, so a graph break inside it is refused
-(graph_break/state.py `break_switches`) and the frame runs as written. As for grad-mode blocks,
-the exception path is never traced. Known gap: where the graph itself raises at run time (an op
+again only by running __enter__ a second time, so a graph break inside it cuts the frame before its
+with statement instead (graph_break/state.py `break_switches`, `made_at`), and the with statement
+runs as written. An exception the trace raises in the block unwinds through its exit
+(`accepts_exception`, handlers/exceptions.py WITH_EXCEPT_START): __exit__ is inlined with it and
+may suppress it (@contextmanager's throws it into the generator: not modelled). Known gap: where the graph itself raises at run time (an op
 whose error depends on tensor values), none of the block's replayed effects happen and __exit__
 never sees the exception, so an __exit__ that suppresses or records exceptions differs from eager
 there (TorchDynamo inlines __exit__ the same way).
@@ -74,7 +76,9 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
+from .dynamo_contexts import DynamoOnlyExitVariable
 from .generators import GeneratorVariable
+from .grad_decorators import GradModeDecoratedVariable
 
 # The classes the tracer enters, and how each finds its mode from the arguments it was made with.
 # set_grad_enabled sets the mode when it is made, not when it is entered: it is followed only where
@@ -145,6 +149,9 @@ class GradModeClassVariable(VariableTracker):
         return type
 
     def call_function(self, tx, args, kwargs):
+        if self.cls in REENTER.values() and len(args) == 1 and not kwargs and not args[0].is_python_constant():
+            # `torch.no_grad(fn)`: the decorator without parentheses (grad_decorators.py).
+            return GradModeDecoratedVariable(self.cls, self.cls is torch.enable_grad, args[0])
         try:
             mode = GRAD_MODE_CLASSES[self.cls](*[a.as_python_constant() for a in args],
                                                **{k: v.as_python_constant() for k, v in kwargs.items()})
@@ -186,6 +193,12 @@ class GradModeVariable(VariableTracker):
     def python_type(self):
         return self.cls
 
+    def call_function(self, tx, args, kwargs):
+        """`torch.no_grad()(fn)`: the decorator form (grad_decorators.py)."""
+        if self.cls not in REENTER.values() or len(args) != 1 or kwargs or args[0].is_python_constant():
+            unsupported(f"call to {self}")
+        return GradModeDecoratedVariable(self.cls, self.mode, args[0])
+
     def enter(self, tx):
         """BEFORE_WITH: (what it leaves below: the exit, what `as` binds: None)."""
         prev = tx.output.grad_mode
@@ -197,11 +210,11 @@ class GradModeVariable(VariableTracker):
 
 
 def _check_normal_exit(args, kwargs, what: str) -> None:
-    """The bound `__exit__` BEFORE_WITH left is called only at its block's normal end, with
-    (None, None, None): the tracer follows no exception path, so anything else is a tracer bug."""
-    if kwargs or len(args) != 3 or not all(a.is_python_constant() and a.as_python_constant() is None
-                                           for a in args):
-        unsupported(f"{what}'s __exit__ called with an exception (tracer bug)")
+    """The bound `__exit__` BEFORE_WITH left is called at its block's normal end with (None, None,
+    None), or by WITH_EXCEPT_START with (type, exception, traceback) where an exception the trace
+    raised unwinds through the block (handlers/exceptions.py); anything else is a tracer bug."""
+    if kwargs or len(args) != 3:
+        unsupported(f"{what}'s __exit__ called with {len(args)} arguments (tracer bug)")
 
 
 class GradModeExitVariable(VariableTracker):
@@ -433,16 +446,18 @@ _MODELLED_EXITS = {contextlib._GeneratorContextManager.__exit__: _generator_exit
 
 class UserContextExitVariable(VariableTracker):
     """The bound `__exit__` BEFORE_WITH left on the stack for a context manager written in Python;
-    called at the block's normal end with (None, None, None), it is inlined. It has no
-    `entered_context`: a resume function cannot enter such a block again without running its
-    __enter__ a second time, so a graph break inside the block is refused (graph_break/state.py)
-    and the frame runs as written."""
+    called at the block's normal end with (None, None, None), or with an exception unwinding
+    through the block, it is inlined. It has no `entered_context`: a resume function cannot enter
+    such a block again without running its __enter__ a second time, so a graph break inside the
+    block cuts the frame at `made_at` (before the with statement) where the trace knows it, and
+    is refused otherwise (graph_break/state.py)."""
 
     def __init__(self, ctx, exit_fn, modelled=None):
         super().__init__(None)
         self.ctx, self.exit_fn = ctx, exit_fn
         self.modelled = modelled   # what runs in place of exit_fn (_MODELLED_EXITS), or None
         self.exited = False
+        self.made_at = None   # root frame: where the context manager was pushed (handlers/control.py)
 
     def call_function(self, tx, args, kwargs):
         _check_normal_exit(args, kwargs, "a context manager")
@@ -450,11 +465,40 @@ class UserContextExitVariable(VariableTracker):
             unsupported("a with block exited twice (tracer bug)")
         self.exited = True
         if self.modelled is not None:
+            if not (args[0].is_python_constant() and args[0].as_python_constant() is None):
+                # @contextmanager's __exit__ throws the exception into the generator: not modelled.
+                unsupported("an exception through a @contextmanager block")
             return self.modelled(tx, self.ctx)
         return tx.call(self.exit_fn, [self.ctx, *args], {})
 
     def __repr__(self):
         return f"UserContextExitVariable({self.ctx})"
+
+
+def context_object(tx, ctx):
+    """The tracker for a grad-mode or inference-mode context manager object the trace holds as a
+    torch callable (made by a call the tracer ran, such as the `ctx_factory()` that
+    `@torch.inference_mode()`'s wrapper calls, or read from the frame), or None. Its mode is read
+    where it lives: an object with a source is guarded by its `mode` attribute."""
+    value = getattr(ctx, "fn", None)
+    if type(value) in (torch.no_grad, torch.enable_grad):
+        return GradModeVariable(type(value), type(value) is torch.enable_grad)
+    if type(value) is torch.inference_mode:
+        mode = ConstantVariable(value.mode) if ctx.source is None else tx.wrap(value.mode, AttrSource(ctx.source, "mode"))
+        if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
+            unsupported("torch.inference_mode object with a mode that is not a bool")
+        return InferenceModeVariable(mode.as_python_constant())
+    return None
+
+
+def accepts_exception(exit_) -> bool:
+    """Whether the exit BEFORE_WITH left (`exit_`) may be called by WITH_EXCEPT_START with an
+    exception the trace raised in its block: grad-mode, autocast, inference-mode and Dynamo-only
+    blocks leave as on the normal path and never suppress it; a Python-written __exit__ is inlined
+    with it, except @contextmanager's, which throws it into its generator (not modelled)."""
+    if isinstance(exit_, UserContextExitVariable):
+        return exit_.modelled is None
+    return isinstance(exit_, (GradModeExitVariable, BlockExitVariable, DynamoOnlyExitVariable))
 
 
 def refuse_autocast_object(value) -> None:

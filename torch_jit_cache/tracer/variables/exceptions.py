@@ -16,6 +16,9 @@ Mapping mixins, AttributeError for hasattr, user_object.py and builtins.py).
 """
 from __future__ import annotations
 
+import sys
+import types
+
 from ...sources import AttrSource
 from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
 from .base import TRACED_RAISES, TracedRaise, VariableTracker, unsupported
@@ -39,6 +42,16 @@ class TracedException(TracedRaise):
 def make_exception(cls, args):
     """An exception the trace made and did not raise, made again after the graph (reconstruct)."""
     return cls(*args)
+
+
+def make_raised_exception(cls, args):
+    """An exception the trace raised and whose traceback it dropped (`e.with_traceback(None)`, as
+    unittest's assertRaises does before keeping it), made again after the graph: its context is
+    what Python gave it at the raise, the exception the thread was handling when the frame was
+    entered (still the one it handles after the graph)."""
+    e = cls(*args)
+    e.__context__ = sys.exc_info()[1]
+    return e
 
 
 def modelled_class(cls) -> bool:
@@ -82,6 +95,10 @@ class ExceptionVariable(VariableTracker):
         self.args = list(args)
         self.cause = None   # `raise ... from c`: kept, never read (reading __cause__ is refused)
         self.raised = False
+        # What the trace handled when it raised it (its __context__; translator._handle sets it):
+        # None, the exception the thread handled at frame entry, or a tracker; UNKNOWN_CONTEXT: not seen.
+        self.raise_context = UNKNOWN_CONTEXT
+        self.traceback_dropped = False   # `e.with_traceback(None)` was called
 
     def python_type(self):
         return self.cls
@@ -94,19 +111,24 @@ class ExceptionVariable(VariableTracker):
             return TupleVariable(list(self.args))
         if name == "__class__" and self.cls_source is not None:   # type(e) serves every class
             return tx.wrap(self.cls, self.cls_source)
+        if name == "with_traceback":
+            return _WithTraceback(self)
         unsupported(f"attribute {name!r} of a traced {self.cls.__name__}")
 
     def reconstruct(self, outputs):
         # Made again by calling its class: right for one made and not raised (a graph break at the
         # raise); one the trace raised has a traceback and a context that are not modelled.
+        remake = make_exception
         if self.raised:
-            unsupported(f"a {self.cls.__name__} the trace raised leaves it (its traceback is not modelled)")
+            if not self.traceback_dropped or self.raise_context is not None or self.cause is not None:
+                unsupported(f"a {self.cls.__name__} the trace raised leaves it (its traceback is not modelled)")
+            remake = make_raised_exception
         if self.cls_source is None and self.cls.__module__ != "builtins":
             # A user class with no source: maybe one a class statement made in the trace, which
             # the compiled code would not make again.
             unsupported(f"a {self.cls.__name__} leaves the trace, and its class has no source")
         cls = SourceOutput(self.cls_source) if self.cls_source is not None else ConstantOutput(self.cls)
-        return outputs.once(self, lambda: CallOutput(ConstantOutput(make_exception), ("cls", "args"),
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(remake), ("cls", "args"),
                                                      (cls,
                                                       outputs.rebuild(TupleVariable(self.args)))))
 
@@ -132,6 +154,39 @@ class HandledInfoVariable(VariableTracker):
 
     def __repr__(self):
         return f"HandledInfoVariable({self.previous!r})"
+
+
+UNKNOWN_CONTEXT = object()
+
+
+class _WithTraceback(VariableTracker):
+    """`e.with_traceback` of a traced exception: only `with_traceback(None)`, which drops the
+    traceback (the one thing of it the trace does not model) and returns `e`."""
+
+    def __init__(self, exc):
+        super().__init__(None)
+        self.exc = exc
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not (args[0].is_python_constant() and args[0].as_python_constant() is None):
+            unsupported("with_traceback() of a traced exception with a traceback other than None")
+        self.exc.traceback_dropped = True
+        return self.exc
+
+
+class TracebackVariable(VariableTracker):
+    """The traceback WITH_EXCEPT_START passes to a with block's `__exit__`: not modelled, so any
+    use of it but passing it on (reading a frame, storing it past the graph) is refused; only `tb
+    is None` is answered (False, as in eager)."""
+
+    def __init__(self):
+        super().__init__(None)
+
+    def python_type(self):
+        return types.TracebackType
+
+    def __repr__(self):
+        return "TracebackVariable()"
 
 
 def exception_of(tx, value) -> ExceptionVariable:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import traceback
 import types
 
 from ...proxies import is_allowed_in_graph
@@ -21,6 +22,7 @@ from .constant import ConstantVariable
 from .cells import CellVariable
 from .containers import DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
+from .exceptions import TracebackVariable
 from .opaque_calls import call_opaque_function
 from .operators import OPERATOR_CALLS, call_operator
 from .pure import fold
@@ -127,6 +129,11 @@ class UserFunctionVariable(BaseFunctionVariable):
         decorated = decorated_grad_mode(self.fn)   # @torch.no_grad(): its function, under the mode
         if decorated is not None:
             return call_decorated(tx, self, *decorated, args, kwargs)
+        if self.fn is traceback.clear_frames and len(args) == 1 and not kwargs \
+                and isinstance(args[0], TracebackVariable):
+            # assertRaises' __exit__ clears the traceback's frames: done with, and no trace value
+            # reaches them (the traceback is not modelled): nothing to observe.
+            return ConstantVariable(None)
         return tx.inline_call(self, args, kwargs)
 
     @property
@@ -220,13 +227,12 @@ class NestedFunctionVariable(BaseFunctionVariable):
         # (trackers of constants, or classes read from the frame): the trace never reads them.
         self.annotations = annotations
         # functools.wraps(fn) applied to it (builtins.WrapsVariable): fn, and the names it gave.
-        self.wrapped_by = None
-        self.wrapped_names: tuple = ()
+        self.wrapped_by, self.wrapped_names, self.wrapped_updated = None, (), ()
 
-    def wrap_names(self, wrapped, names: tuple) -> None:
-        """update_wrapper(self, wrapped, assigned=names): `names` now read from `wrapped`, and
-        `__wrapped__` is `wrapped`."""
-        self.wrapped_by, self.wrapped_names = wrapped, tuple(names)
+    def wrap_names(self, wrapped, names: tuple, updated: tuple = ()) -> None:
+        """update_wrapper(self, wrapped, assigned=names, updated=updated): `names` now read from
+        `wrapped`, and `__wrapped__` is `wrapped`."""
+        self.wrapped_by, self.wrapped_names, self.wrapped_updated = wrapped, tuple(names), tuple(updated)
 
     def reconstruct(self, outputs):
         """Made again from its code, once. Made by the root frame, it closes over the frame's own
@@ -234,9 +240,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
         inlined call, whose frame is gone after the graph, it is made over its module's globals
         and its cells made again (cells.py: one new cell per cell of the trace, holding what the
         cell holds at the end of the trace; a real closure's cell loaded again)."""
-        if self.wrapped_by is not None:
-            unsupported(f"{self}: functools.wraps gave it another function's names, which making it "
-                        "again after the graph would not")
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
         if not self.in_root:
             if any(n is not None for n in names):
@@ -260,6 +263,16 @@ class NestedFunctionVariable(BaseFunctionVariable):
                               (ConstantOutput(self.code), ConstantOutput(module), closure or ConstantOutput(None),
                                defaults or ConstantOutput(None), kwdefaults or ConstantOutput(None),
                                annotations or ConstantOutput(None)))
+
+        if self.wrapped_by is not None:
+            # functools.wraps gave it another function's names: given again from the wrapped
+            # function rebuilt (stores on functions are refused: nothing else changed them).
+            unwrapped = make
+
+            def make():
+                return CallOutput(ConstantOutput(rewrap), ("fn", "wrapped", "assigned", "updated"),
+                                  (unwrapped(), outputs.rebuild(self.wrapped_by),
+                                   ConstantOutput(self.wrapped_names), ConstantOutput(self.wrapped_updated)))
         return outputs.once(self, make)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
@@ -305,6 +318,11 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"NestedFunctionVariable({self.code.co_name})"
+
+
+def rewrap(fn, wrapped, assigned, updated):
+    """functools.wraps as applied in the trace, on the function made again after the graph."""
+    return functools.update_wrapper(fn, wrapped, assigned=assigned, updated=updated)
 
 
 def _module_of(f_globals: dict):
