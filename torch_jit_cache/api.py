@@ -17,8 +17,8 @@ import types
 import warnings
 import weakref
 
-from . import _C, counters, log, runtime, trace_rules
-from .backends import modes, sharing
+from . import _C, counters, process_state, runtime, trace_rules
+from .backends import modes
 from .convert_frame import FrameCompiler
 
 _WRAPPED = "_torch_jit_cache_original"
@@ -72,6 +72,12 @@ def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, 
 # (convert_frame._pins_modules), instead of one trace per block. A function's compile() calls keep
 # a cache each.
 _MODULE_COMPILERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def forget_module_compilers() -> None:
+    """Modules compiled from now on get a new compiler (tjc.reset()): a module compiled before
+    keeps its own, forgetting what it decided (convert_frame.forget_compilers)."""
+    _MODULE_COMPILERS.clear()
 
 
 def _module_compiler(module, backend, fullgraph, dynamic, cache_limit, mode, options):
@@ -200,12 +206,12 @@ def disable(fn):
 
 
 def reset():
-    """Drop every cache, zero the counters and turn guard collectives off. Safe while compiled
+    """Restore a fresh process's state for everything the compiler decides from: drop every cache
+    entry and what each compile() call remembers per code (automatic-dynamic sizes, skip and
+    run-only decisions), zero every counter, turn guard collectives off (process_state.py lists
+    what is dropped and what is kept: the user's settings and the disk cache). Safe while compiled
     frames run."""
-    runtime.reset()
-    log.forget_once()
-    counters.reset()
-    sharing.clear()
+    process_state.reset()
 
 
 def stats() -> dict:

@@ -103,6 +103,11 @@ class FrameCompiler:
 
     def __post_init__(self):
         self.cache_owner = runtime.CacheOwner(self.cache_limit or 0)
+        self.forget()
+        _LIVE[id(self)] = self
+
+    def forget(self) -> None:
+        """Forget what this compiler remembers per code, as a new one would (tjc.reset())."""
         self._evicted_returns = _IdentityCounts()
         self._shared_entries = _IdentityCounts()   # per code: traces not pinned to their modules
         self._dynamic = DynamicPolicy(self.dynamic)
@@ -413,6 +418,17 @@ class FrameCompiler:
         # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.
         guards = build_guards(specs, global_state=False, resolve=resolve)
         return runtime.GuardedCode(code, guards)
+
+
+# Every live FrameCompiler, by id (a dataclass with fields compared is unhashable): what reset()
+# reaches to make each forget its memory per code.
+_LIVE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def forget_compilers() -> None:
+    """Every live compiler forgets its memory per code (tjc.reset())."""
+    for compiler in list(_LIVE.values()):
+        compiler.forget()
 
 
 class _IdentityCounts:

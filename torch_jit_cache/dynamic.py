@@ -16,8 +16,15 @@ serves every later size, and the static entry keeps serving the first. `dynamic=
 dimension of every tensor the frame reads from its arguments a symbol from the first compile
 (parameters and buffers of modules stay static); `dynamic=False` never makes one.
 
-What is held: per code object (weakly keyed, so it dies with the function) a dict of source text
--> sizes (ints, None once a dimension changed). No tensor, fake tensor or ShapeEnv outlives the
+Sizes are remembered per code and per instance shape: the shapes of the parameters and buffers of
+the modules among the frame's locals (`instance_key`). Identical blocks at other widths (ConvNeXt's
+or ResNet's stages, a UNet's down and up paths) are other instances, not a size that changed: each
+width's first compile is static, as its first call alone would be, instead of the second width
+turning every block symbolic in the middle of the first call; a size that changes for one width
+(the batch) is automatic dynamic as before.
+
+What is held: per code object (weakly keyed, so it dies with the function) and instance shape, a
+dict of source text -> sizes (ints, None once a dimension changed). No tensor, fake tensor or ShapeEnv outlives the
 trace that made it (tracer/fake_shapes.py).
 """
 from __future__ import annotations
@@ -151,7 +158,8 @@ class DynamicPolicy:
 
     def __init__(self, mode):
         self.mode = mode
-        # code -> {source text: [size or None]} (None: the size changed between compiles).
+        # code -> {instance_key: {source text: [size or None]}} (None: the size changed between
+        # compiles).
         self._sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # Codes whose symbolic trace broke where the static one did not (refuse()).
         self._refused: weakref.WeakSet = weakref.WeakSet()
@@ -162,21 +170,22 @@ class DynamicPolicy:
         """What the next trace of `code` uses. Before it, every tensor (and int argument) an earlier
         compile of `code` read is read again (`resolve(source)`) and compared with its recorded
         sizes: a changed dimension is dynamic in this trace, which then runs on fake tensors."""
+        instance = instance_key(f_locals) if self.mode is None else ()
         if self.mode is None:
-            for key, (source, sizes) in list(self.recorded(code).items()):
+            for key, (source, sizes) in list(self.recorded(code, instance).items()):
                 try:
                     value = resolve(source)
                 except Exception:  # noqa: BLE001 - not reachable now: nothing to compare
                     continue
                 if type(value) in (int, float) and key.startswith(f"{type(value).__name__}:"):
-                    self.record(code, source, (value,), kind=type(value).__name__)
+                    self.record(code, source, (value,), kind=type(value).__name__, instance=instance)
                 elif isinstance(getattr(value, "shape", None), tuple):
-                    self.record(code, source, tuple(value.shape))
+                    self.record(code, source, tuple(value.shape), instance=instance)
         symbolic = self.mode is True or (self.mode is None and (
-            self.has_dynamic(code) or any(_any_marked(v) for v in f_locals.values())))
+            self.has_dynamic(code, instance) or any(_any_marked(v) for v in f_locals.values())))
         if code in self._refused and not any(_any_marked(v) for v in f_locals.values()):
             symbolic = False
-        return FramePlan(self, code, symbolic)
+        return FramePlan(self, code, symbolic, instance)
 
     def refuse(self, code, why: str) -> None:
         """`code` traces with static shapes from now on: its symbolic trace broke where the static
@@ -193,21 +202,22 @@ class DynamicPolicy:
         if log.enabled("dynamic"):
             log.log("dynamic", f"{code.co_qualname}: float arguments traced as constants ({why})")
 
-    def recorded(self, code) -> dict:
-        return self._sizes.get(code) or {}
+    def recorded(self, code, instance: tuple = ()) -> dict:
+        return (self._sizes.get(code) or {}).get(instance) or {}
 
-    def has_dynamic(self, code) -> bool:
+    def has_dynamic(self, code, instance: tuple = ()) -> bool:
         floats_off = code in self._floats_refused
-        return any(None in sizes for key, (_, sizes) in self.recorded(code).items()
+        return any(None in sizes for key, (_, sizes) in self.recorded(code, instance).items()
                    if not (floats_off and key.startswith("float:")))
 
-    def record(self, code, source, sizes: tuple, kind: str = "tensor") -> list:
+    def record(self, code, source, sizes: tuple, kind: str = "tensor", instance: tuple = ()) -> list:
         """Remember `sizes` for the tensor at `source` (or `(value,)` for an int); return the dims
         whose size differs from an earlier compile (they stay dynamic from then on). A change of
         rank, or of kind, starts afresh."""
-        table = self._sizes.get(code)
-        if table is None:
-            table = self._sizes[code] = {}
+        tables = self._sizes.get(code)
+        if tables is None:
+            tables = self._sizes[code] = {}
+        table = tables.setdefault(instance, {})
         key = f"{kind}:{source}"
         old = table.get(key)
         if old is None or len(old[1]) != len(sizes):
@@ -228,22 +238,22 @@ class FramePlan:
     """The dims one trace of one frame makes symbolic (tracer/variables/builder.py asks `choose`).
     `symbolic`: whether the trace runs on fake tensors with a ShapeEnv at all."""
 
-    def __init__(self, policy: DynamicPolicy, code, symbolic: bool):
-        self.policy, self.code, self.symbolic = policy, code, symbolic
+    def __init__(self, policy: DynamicPolicy, code, symbolic: bool, instance: tuple = ()):
+        self.policy, self.code, self.symbolic, self.instance = policy, code, symbolic, instance
         # Whether a tensor this trace read carries a mark_dynamic dimension (never given up).
         self.strict = False
 
     def as_static(self) -> "FramePlan":
         """The same frame traced with static shapes (sizes are still recorded)."""
-        return FramePlan(self.policy, self.code, False)
+        return FramePlan(self.policy, self.code, False, self.instance)
 
     def choose(self, source, tensor, *, is_argument: bool) -> list:
         """A DimChoice per dimension of `tensor`, read from `source`."""
         mode = self.policy.mode
         sizes = tuple(tensor.shape)
         if mode is not False:
-            self.policy.record(self.code, source, sizes)
-        recorded = (self.policy.recorded(self.code).get(f"tensor:{source}") or (None, []))[1]
+            self.policy.record(self.code, source, sizes, instance=self.instance)
+        recorded = (self.policy.recorded(self.code, self.instance).get(f"tensor:{source}") or (None, []))[1]
         dynamic, maybe, static = _marks(tensor)
         out = []
         for d in range(len(sizes)):
@@ -276,11 +286,32 @@ class FramePlan:
         readable = is_argument or (is_attribute and kind == "int")
         if mode is False or not readable or (kind == "float" and self.code in self.policy._floats_refused):
             return False
-        self.policy.record(self.code, source, (value,), kind=kind)
+        self.policy.record(self.code, source, (value,), kind=kind, instance=self.instance)
         if mode is True and is_argument:
             return True
-        recorded = (self.policy.recorded(self.code).get(f"{kind}:{source}") or (None, [value]))[1]
+        recorded = (self.policy.recorded(self.code, self.instance).get(f"{kind}:{source}") or (None, [value]))[1]
         return recorded[0] is None
+
+
+def instance_key(f_locals) -> tuple:
+    """What a module's first call specialises on beyond its arguments: for each module among the
+    frame's locals (`self`, a block passed in), the shapes of its parameters and buffers. Read
+    through nn.Module's own methods (a subclass's overrides never run); a module they cannot walk
+    adds nothing."""
+    import torch
+
+    module = torch.nn.Module
+    key = []
+    for name, value in f_locals.items():
+        if not issubclass(type(value), module):
+            continue
+        try:
+            shapes = tuple(tuple(t.shape) for t in module.parameters(value))
+            shapes += tuple(tuple(t.shape) for t in module.buffers(value))
+        except Exception:  # noqa: BLE001 - an unusual module: keyed by its name alone
+            shapes = ()
+        key.append((name, shapes))
+    return tuple(key)
 
 
 def _any_marked(value, depth: int = 0) -> bool:

@@ -9,6 +9,11 @@
 // thread-local by nature; the shared CacheOwner (runtime/cache_owner.cpp) is an object with its own
 // lifetime, made on first use. Stateless tables (accessor and leaf kinds) are constants.
 //
+// reset() (`_C.reset` and `_C.reset_stats`, bindings/runtime_bindings.cpp; the Python half of the
+// list is torch_jit_cache/process_state.py): each member says "reset:" what it does with it. Beyond
+// this struct it clears every ExtraState's entries and per-owner decisions, keeping a code's
+// disable() and set_cache_limit (the user's).
+//
 // Threads: every member is read and written under the GIL only; no atomics are needed on GIL
 // builds. The counters are plain integers because the hot path bumps them on every call.
 #pragma once
@@ -46,16 +51,19 @@ struct RuntimeStats {
 
 struct RuntimeState {
   // ---- Counters and settings (runtime/, bindings/runtime_bindings.cpp).
-  RuntimeStats stats;
-  // The process-wide cache limit (config.cache_limit pushes it here); >= 1.
+  RuntimeStats stats;  // reset: zeroed
+  // The process-wide cache limit (config.cache_limit pushes it here); >= 1. reset: kept (a setting).
   int cache_limit = kDefaultCacheLimit;
   // tjc.set_stance("force_eager") (torch_jit_cache/stance.py): every CompiledFunction call runs its
   // function with interception off, as if it had never been compiled; caches are kept.
+  // reset: kept (the user's stance).
   bool force_eager = false;
   // The guard-complete hook (runtime/guard_complete_hook.cpp): strong; nullptr when none is set.
+  // reset: cleared.
   PyObject* guard_complete_hook = nullptr;
 
-  // ---- The eval-frame hook (runtime/thread_state.cpp).
+  // ---- The eval-frame hook (runtime/thread_state.cpp). reset: kept (they follow the calls
+  // running now).
   int active_threads = 0;  // threads with a callback set; the hook is installed while > 0
   // The evaluator that was installed before the hook (cpython::EvalFrameFunc; null: none yet).
   PyObject* (*previous_eval_frame)(PyThreadState*, _PyInterpreterFrame*, int) = nullptr;
@@ -63,12 +71,13 @@ struct RuntimeState {
   // Test support (eval_frame.cpp): fill free-variable slots before each lookup, as FastToLocals.
   bool testing_copy_free_vars_on_entry = false;
 
-  // ---- Caches (cpython/code_extra.cpp, runtime/cache_owner.cpp).
+  // ---- Caches (cpython/code_extra.cpp, runtime/cache_owner.cpp). reset: kept (a slot index; ids
+  // are never reused, so a stale one matches nothing).
   Py_ssize_t code_extra_index = -1;  // co_extra slot of ExtraState; -1 until requested
   uint64_t next_owner_id = 1;        // CacheOwner ids are never reused; 0 is the shared owner
 
   // ---- Torch access (guards/torch_backend_registry.cpp, guards/torch_py_api.cpp). Every
-  // pointer is set once and never freed (see torch_backend.h).
+  // pointer is set once and never freed (see torch_backend.h). reset: kept (what torch offers).
   TorchBackend* registered_backend = nullptr;  // _C_torch's libtorch backend, once registered
   TorchBackend* python_api_backend = nullptr;  // the fallback, made on first use
   bool libtorch_import_tried = false;

@@ -575,3 +575,36 @@ def test_float_arguments_stay_constants_under_dynamic_false():
     for s in (0.5, 1.5, 2.5):
         torch.testing.assert_close(compiled(torch.ones(2), s), torch.ones(2) * s)
     assert counter.frame_count == 3
+
+
+class _WidthBlock(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + torch.relu(self.lin(x))
+
+
+def test_identical_blocks_at_other_widths_compile_static_and_a_batch_change_is_dynamic():
+    # ConvNeXt's stages: one block class at two widths, each block compiled on its own (one shared
+    # compiler). The second width is another instance, not a size that changed: its first compile
+    # is static, as in a process that only had that width. Before sizes were remembered per
+    # instance shape, it was traced symbolic (every dimension of its input and parameters).
+    torch.manual_seed(0)
+    blocks = [_WidthBlock(4), _WidthBlock(4), _WidthBlock(8), _WidthBlock(8)]
+    compiled = [tjc.compile(b) for b in blocks]
+    for b, c in zip(blocks, compiled):
+        x = torch.randn(2, b.lin.in_features)
+        torch.testing.assert_close(c(x), b(x))
+    entries = tjc.cache_entries(_WidthBlock.forward)
+    assert len(entries) == 2, [str(e.guards) for e in entries]
+    assert not any("SYMBOLIC_SHAPES" in str(e.guards) for e in entries), "both widths static"
+    # A batch that changes for one width is automatic dynamic, as before.
+    x = torch.randn(5, 8)
+    torch.testing.assert_close(compiled[2](x), blocks[2](x))
+    symbolic = [e for e in tjc.cache_entries(_WidthBlock.forward) if "SYMBOLIC_SHAPES" in str(e.guards)]
+    assert len(symbolic) == 1 and "size=[?, 8]" in str(symbolic[0].guards), str(symbolic[0].guards)
+    x = torch.randn(7, 8)
+    torch.testing.assert_close(compiled[3](x), blocks[3](x))
+    assert len(tjc.cache_entries(_WidthBlock.forward)) == 3, "the symbolic entry serves the next batch"

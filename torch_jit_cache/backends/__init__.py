@@ -36,6 +36,11 @@ _WARNED_FALLBACK: set[str] = set()
 _TRACING_FOR: contextvars.ContextVar = contextvars.ContextVar("tjc_tracing_for", default="eager")
 
 
+def forget_warnings() -> None:
+    """Warn again about falling back to eager (tjc.reset())."""
+    _WARNED_FALLBACK.clear()
+
+
 @contextlib.contextmanager
 def tracing_for(backend):
     token = _TRACING_FOR.set(backend)

@@ -228,9 +228,13 @@ def _load(compiler, frame, resolve, directory: str):
         paths = _by_recent_use(directory)
     except OSError:
         return None
-    for path in paths:
+    read = [(path, _read(path)) for path in paths]
+    # Static entries first, each group by recent use: a trace makes a code's static entry first
+    # and a symbolic one only once a size changed, so a process that loads ends with the entries a
+    # process that traces makes (a symbolic entry tried first would serve the first size too).
+    read.sort(key=lambda item: item[1] is not None and item[1].get("shape_guards") is not None)
+    for path, entry in read:
         name = os.path.basename(path)
-        entry = _read(path)
         if entry is None or entry["code"] != (code.co_filename, code.co_qualname, code.co_firstlineno):
             continue
         try:

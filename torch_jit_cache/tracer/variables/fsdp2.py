@@ -279,6 +279,12 @@ def _gather(tx, params: list, world: int, group_name: str) -> tuple:
 _ac_regions = itertools.count()
 
 
+def forget_regions() -> None:
+    """Number regions from 0 again, as a fresh process does (tjc.reset())."""
+    global _ac_regions
+    _ac_regions = itertools.count()
+
+
 def _recompute_in_backward(nodes) -> None:
     """Tags the nodes that gather a block's parameters for AOTAutograd's partitioner to compute
     them again in the backward instead of saving them (`reshard_after_forward=True`, FSDP2's
