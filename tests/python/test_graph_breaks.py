@@ -575,3 +575,29 @@ def test_a_break_inside_the_wrapped_forward_is_counted_once():
     report = tjc.explain(m)(torch.randn(3))
     assert (report.graph_count, report.graph_break_count) == (2, 1), str(report)
     check_graphs_and_breaks(m, torch.randn(3), graphs=2, breaks=1)
+
+
+def _break_every_iteration(x, n):
+    for i in range(n):
+        x = x + i
+        print(i, end="")
+    return x * 2
+
+
+def test_a_range_loop_resumes_with_the_rest_of_the_range_not_its_items(capsys):
+    # The loop's iterator goes to each resume function as the range still to run (three numbers
+    # guarded), not as a tuple of every item left, wrapped and guarded one by one: a break in
+    # every iteration of a long loop made each resume function cost its remaining length.
+    def guards_text(n):
+        tjc.reset()
+        explanation = tjc.explain(_break_every_iteration)(torch.ones(2), n)
+        return [f.guards for f in explanation.frames if "resume" in f.frame]
+
+    short, long = guards_text(4), guards_text(400)
+    assert short and long
+    assert len(long[0]) < len(short[0]) + 20, long[0]   # the first resume function: same guards
+    print(long[0])
+    x = torch.randn(3)
+    for n in (4, 40):
+        torch.testing.assert_close(tjc.compile(_break_every_iteration, backend="eager")(x, n),
+                                   _break_every_iteration(x, n))
