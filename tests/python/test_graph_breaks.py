@@ -3,6 +3,7 @@ runs as bytecode, and a resume function carries on. Compared with eager: values,
 the number of graphs and breaks. Frames with closures and cells: test_graph_breaks_closures.py;
 frames that read their own locals: test_graph_breaks_locals.py."""
 import io
+import operator
 import contextlib
 import functools
 import logging
@@ -601,3 +602,22 @@ def test_a_range_loop_resumes_with_the_rest_of_the_range_not_its_items(capsys):
     for n in (4, 40):
         torch.testing.assert_close(tjc.compile(_break_every_iteration, backend="eager")(x, n),
                                    _break_every_iteration(x, n))
+
+
+def _equal_strings_at_a_break(x):
+    a = b = "xyzpdq"
+    c = a[:3] + b[3:]        # equal to a, another object
+    n = 10 ** 20
+    m = n + 0 * len(c)       # equal to n; folded in the trace
+    print("", end="")
+    return x + 1, a is b, a is c, a == c, operator.is_(a, c), operator.is_not(c, b), m == n
+
+
+def test_equal_constants_made_apart_stay_apart_across_a_break():
+    # Rebuilt as LOAD_CONSTs, equal constants became one object (the code object merges equal
+    # constants and interns name-like strings), so `a is c` changed after the break.
+    x = torch.randn(2)
+    expected = _equal_strings_at_a_break(x)
+    got = tjc.compile(_equal_strings_at_a_break, backend="eager")(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] == (True, False, True, False, True, True)
