@@ -29,6 +29,7 @@ import copy
 import functools
 import inspect
 import re
+import sys
 import types
 from typing import Any, Callable, Sequence
 
@@ -68,6 +69,7 @@ class _Emitter(Emitter):
         # reached once is built in place, with no temporary.
         self.shared = shared
         self._built: dict = {}
+        self._constants: dict = {}   # (type, value) of each constant built -> the first object
 
     # -- outputs -----------------------------------------------------------------------------
     def build_output(self, spec: Any, result_local: str | None) -> None:
@@ -180,7 +182,24 @@ class _Emitter(Emitter):
             # constant itself would chain every call's traceback (and its frames) onto it.
             self.call_const_with(copy.copy, [lambda: self.const(value)])
         else:
+            self._distinct_const(value)
+
+    def _distinct_const(self, value: Any) -> None:
+        """LOAD_CONST of `value`, itself: equal constants become one object in a code object (the
+        bytecode library merges co_consts by value, and CPython interns every name-like string
+        among them), so a second object equal to one already built (`c = a[:3] + a[3:]` beside
+        `a`: `a is c` is False in eager), or a string that is not the interned one, is loaded
+        out of a one-item list, which nothing merges."""
+        try:
+            first = self._constants.setdefault((type(value), value), value)
+        except TypeError:   # unhashable: the library keys it by identity
+            first = value
+        if first is value and (type(value) is not str or sys.intern(value) is value):
             self.const(value)
+            return
+        self.const([value])
+        self.const(0)
+        self.emit("BINARY_SUBSCR")
 
 
 def _positional_call(spec):

@@ -36,6 +36,9 @@ def _default_cache_dir() -> str:
     return os.path.join(base, "torch_jit_cache")
 
 
+DEFAULT_TRACE_BUDGET = 1_000_000
+
+
 @dataclasses.dataclass
 class Config:
     # Entries per code object; at the limit the code turns run-only (entries keep serving hits,
@@ -53,6 +56,12 @@ class Config:
     # Resume functions made from resume functions, at most (a graph break inside a loop makes
     # one per iteration): deeper, the resume function runs uncompiled, with the reason logged.
     max_resume_depth: int = dataclasses.field(default_factory=lambda: _env_int("TJC_MAX_RESUME_DEPTH", 32))
+    # Instructions one trace of a frame may interpret, counted over the calls it inlines: past it
+    # the frame runs its original code, the reason logged once (a long Python loop is unrolled one
+    # instruction at a time, each costing far more than the interpreter's). A frame's compile
+    # traces at most a handful of times (graph_break/driver.py), so compiling costs at most a
+    # bounded multiple of this budget. Read when a trace starts.
+    trace_budget: int = dataclasses.field(default_factory=lambda: _env_int("TJC_TRACE_BUDGET", DEFAULT_TRACE_BUDGET))
     # Data-dependent values (docs/dynamic_shapes.md, "Data-dependent values"), named and defaulted
     # as torch.compile's (torch._dynamo.config). capture_scalar_outputs: `.item()`, `.tolist()` and a
     # tensor read as a number (`torch.arange(0, t.max())`) are traced as unbacked SymInts/SymFloats
@@ -79,7 +88,7 @@ class Config:
     def __setattr__(self, name, value):
         # A wrong type is a TypeError naming the setting (`config.fallback_to_eager = "no"` would
         # read as true); an int out of range a ValueError; a misspelt name an AttributeError.
-        if name in ("cache_limit", "max_resume_depth"):
+        if name in ("cache_limit", "max_resume_depth", "trace_budget"):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"config.{name} must be an int >= 1, got {type(value).__name__} {value!r}")
             if value < 1:

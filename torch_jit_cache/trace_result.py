@@ -362,6 +362,21 @@ class Unsupported(Exception):
         super().__init__(f"{reason} at {where}")
 
 
+class TraceBudgetExceeded(Unsupported):
+    """The trace ran more instructions than `config.trace_budget` (a long Python loop unrolled one
+    instruction at a time): the whole frame runs its original code. It is never a graph break
+    (`break_at` stays None whoever sets it): cutting the frame would trace the same loop again up
+    to the cut, and its resume function again after it."""
+
+    @property
+    def break_at(self):
+        return None
+
+    @break_at.setter
+    def break_at(self, value):
+        pass
+
+
 class FloatSymbolGuard(Unsupported):
     """A guard on a float argument traced as a symbol (dynamic.py FramePlan.scalar_is_dynamic),
     which the C++ shape guard cannot compute: the frame is compiled again with its floats as

@@ -310,3 +310,19 @@ def test_list_remove_of_a_missing_value_raises_as_eager():
     with pytest.raises(ValueError):
         tjc.compile(list_remove_missing)(torch.ones(2), xs)
     assert xs == [1, 2]
+
+
+NAN = float("nan")
+
+
+def count_nan(x, n):
+    f, g = NAN, float("nan")
+    items = [1.0, f, f] * n
+    return (x + 1, [f].count(f), (f,).count(f), [f, 1.0].index(f), items.count(f), items.index(f),
+            (NAN, 2.0).count(NAN), [g, g].count(g), [g].count(float("nan")))
+
+
+def test_count_and_index_compare_by_identity_first_as_python():
+    # A NaN is not == itself, but Python's count and index find the very object (`is` first).
+    run_both(count_nan, torch.ones(2), 1)
+    run_both(count_nan, torch.ones(2), 2)

@@ -3,6 +3,7 @@ runs as bytecode, and a resume function carries on. Compared with eager: values,
 the number of graphs and breaks. Frames with closures and cells: test_graph_breaks_closures.py;
 frames that read their own locals: test_graph_breaks_locals.py."""
 import io
+import operator
 import contextlib
 import functools
 import logging
@@ -575,3 +576,48 @@ def test_a_break_inside_the_wrapped_forward_is_counted_once():
     report = tjc.explain(m)(torch.randn(3))
     assert (report.graph_count, report.graph_break_count) == (2, 1), str(report)
     check_graphs_and_breaks(m, torch.randn(3), graphs=2, breaks=1)
+
+
+def _break_every_iteration(x, n):
+    for i in range(n):
+        x = x + i
+        print(i, end="")
+    return x * 2
+
+
+def test_a_range_loop_resumes_with_the_rest_of_the_range_not_its_items(capsys):
+    # The loop's iterator goes to each resume function as the range still to run (three numbers
+    # guarded), not as a tuple of every item left, wrapped and guarded one by one: a break in
+    # every iteration of a long loop made each resume function cost its remaining length.
+    def guards_text(n):
+        tjc.reset()
+        explanation = tjc.explain(_break_every_iteration)(torch.ones(2), n)
+        return [f.guards for f in explanation.frames if "resume" in f.frame]
+
+    short, long = guards_text(4), guards_text(400)
+    assert short and long
+    assert len(long[0]) < len(short[0]) + 20, long[0]   # the first resume function: same guards
+    print(long[0])
+    x = torch.randn(3)
+    for n in (4, 40):
+        torch.testing.assert_close(tjc.compile(_break_every_iteration, backend="eager")(x, n),
+                                   _break_every_iteration(x, n))
+
+
+def _equal_strings_at_a_break(x):
+    a = b = "xyzpdq"
+    c = a[:3] + b[3:]        # equal to a, another object
+    n = 10 ** 20
+    m = n + 0 * len(c)       # equal to n; folded in the trace
+    print("", end="")
+    return x + 1, a is b, a is c, a == c, operator.is_(a, c), operator.is_not(c, b), m == n
+
+
+def test_equal_constants_made_apart_stay_apart_across_a_break():
+    # Rebuilt as LOAD_CONSTs, equal constants became one object (the code object merges equal
+    # constants and interns name-like strings), so `a is c` changed after the break.
+    x = torch.randn(2)
+    expected = _equal_strings_at_a_break(x)
+    got = tjc.compile(_equal_strings_at_a_break, backend="eager")(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] == (True, False, True, False, True, True)

@@ -162,3 +162,34 @@ def test_a_tuple_times_one_or_plus_an_empty_tuple_is_the_tuple_itself():
         return x + 1, id(s) == id(s * 1), s * 1 is s
 
     assert tjc.compile(made_in_the_trace, backend="eager")(x)[1:] == made_in_the_trace(x)[1:] == (True, True)
+
+
+def _operator_functions_change_constant_containers(x, arg_list, arg_dict):
+    a = [4, 3, 2, 1]
+    deleted = operator.delitem(a, 1)
+    b = [1, 2]
+    operator.setitem(b, 0, 9)
+    operator.iadd(b, [7])
+    d = {"k": 1}
+    operator.setitem(d, "j", 2)
+    operator.delitem(d, "k")
+    operator.setitem(arg_list, 0, "first")
+    operator.delitem(arg_list, -1)
+    operator.imul(arg_list, 2)
+    operator.setitem(arg_dict, "new", 3)
+    return x + 1, deleted, a, b, d
+
+
+def test_operator_functions_change_lists_and_dicts_of_constants_as_eager():
+    # setitem, delitem and the in-place operators change the list or dict they are given: folded
+    # on a copy of its constants, the change was lost (a list of constants is a constant too).
+    import copy
+
+    args = (torch.ones(2), [1, 2, 3], {"a": 1})
+    eager_args, compiled_args = copy.deepcopy(args), copy.deepcopy(args)
+    expected = _operator_functions_change_constant_containers(*eager_args)
+    got = tjc.compile(_operator_functions_change_constant_containers, backend="eager")(*compiled_args)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    assert compiled_args[1:] == eager_args[1:]
+    assert tjc.stats()["graph_breaks"] == 0 and tjc.stats()["fallbacks"] == 0

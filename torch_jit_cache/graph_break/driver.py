@@ -24,7 +24,8 @@ import torch
 
 from .. import tracer
 from ..bytecode.analysis import BreakRefused
-from ..trace_result import BreakOutput, FloatSymbolGuard, TraceResult, Unsupported, drop_tracebacks
+from ..trace_result import (BreakOutput, FloatSymbolGuard, TraceBudgetExceeded, TraceResult, Unsupported,
+                            drop_tracebacks)
 from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak
 from .passing import PassingOver
 from .plan import plan_break
@@ -69,6 +70,8 @@ def trace_frame(frame, plan, dynamic, fullgraph: bool) -> Traced:
         traced = _trace_cut(frame, plan, fullgraph, rng)
     except FloatSymbolGuard:
         raise   # floats become constants, the tensors' sizes stay symbolic (convert_frame.py)
+    except TraceBudgetExceeded:
+        raise   # a static trace runs the same loop: the frame runs uncompiled
     except Unsupported as e:
         failure, traced = e, None
     if traced is not None and (not traced.cut or plan.strict):

@@ -56,8 +56,9 @@ def break_state(tx, plan, outputs):
     rebuild = Rebuilder(outputs)
     effects = tx.output.side_effects.reconstruct(rebuild)
     # A loop's iterator on the stack whose items are known goes to the resume function as a tuple
-    # of what it has still to yield, made an iterator again by the resume's prologue: the tracer
-    # can read a tuple, so the rest of the loop is compiled (a Python iterator it cannot read).
+    # of what it has still to yield (a range's as the rest of the range), made an iterator again by
+    # the resume's prologue: the tracer can read a tuple or a range, so the rest of the loop is
+    # compiled (a Python iterator it cannot read).
     stack_specs, iter_slots = [], []
     for i, v in enumerate(stack):
         if v is tx.NULL:
@@ -65,7 +66,7 @@ def break_state(tx, plan, outputs):
         elif i in plan.with_slots:
             stack_specs.append(v.entered_context())
         elif isinstance(v, IteratorVariable) and not rebuild.live_iterator(v) and i < len(stack) - plan.consumed:
-            stack_specs.append(TupleOutput(rebuild.remaining(v)))
+            stack_specs.append(rebuild.remaining(v))
             iter_slots.append(i)
         else:
             stack_specs.append(rebuild(v))

@@ -15,6 +15,7 @@ import weakref
 import torch
 import torch.fx
 
+from ..config import config
 from ..backends import static_inputs, tracing_for_eager
 from ..sources import Source
 from ..trace_result import GuardKind, GuardSpec, Unsupported
@@ -92,6 +93,9 @@ class OutputGraph:
 
     def __init__(self, f_globals: dict, f_builtins: dict, frame_plan=None):
         self.graph = torch.fx.Graph()
+        # Instructions this trace may still interpret, over the root frame and every call it
+        # inlines (translator.py `run`; config.trace_budget).
+        self.step_budget = self.steps_left = config.trace_budget
         # Dynamic shapes (dynamic.py, fake_shapes.py): the plan says which tensor dims are symbols
         # (and records the sizes this trace reads); `fake_shapes` is the trace's fake mode and
         # ShapeEnv, which every trace has: the examples are fake tensors, never the user's data.

@@ -10,8 +10,9 @@ raises GeneratorAtBreak, and the graph-break driver moves the cut.
 """
 from __future__ import annotations
 
-from ..trace_result import FunctionOutput, GraphOutput, SourceOutput, Unsupported, walk
-from .variables import DictVariable, DictViewVariable, ListVariable, TensorVariable
+from ..trace_result import ConstantOutput, FunctionOutput, GraphOutput, SourceOutput, TupleOutput, Unsupported, walk
+from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
+from .variables.ranges import RangeVariable
 from .variables.generators import GeneratorVariable
 
 __all__ = ["GraphOutputs", "Rebuilder", "GeneratorAtBreak", "BlockAtBreak", "once", "return_state"]
@@ -164,8 +165,12 @@ class Rebuilder:
         origin = v.origin.mapping if isinstance(v.origin, DictViewVariable) else v.origin
         return isinstance(origin, (ListVariable, DictVariable)) and origin.source is not None
 
-    def remaining(self, v) -> tuple:
-        """The specs of the items `v` has still to yield (each container it iterates reached once)."""
+    def remaining(self, v):
+        """The spec of what `v` has still to yield, which the resume function iterates: the rest
+        of a range as a range (three numbers to pass and guard, however long the loop: a break
+        in every iteration of a long loop would otherwise pass, wrap and guard every item left,
+        in every resume function of the chain), else a tuple of the items (each container it
+        iterates reached once)."""
         for it in _iterators_within(v):   # enumerate's and zip's own go on with it, as copies
             if id(it) in self.iterators or id(it) in self.made:
                 raise Unsupported("a loop's iterator is reached twice at the break")
@@ -177,7 +182,12 @@ class Rebuilder:
                 self.iterated.add(id(container))
         if v.changed:
             raise Unsupported("an iterator over a list or dict that changed since it was made")
-        return tuple(self(i) for i in v.rest())
+        if type(v) is IteratorVariable and isinstance(v.origin, RangeVariable) and v.kind is _RANGE_ITERATOR:
+            return ConstantOutput(v.origin.value[v.index:])
+        return TupleOutput(tuple(self(i) for i in v.rest()))
+
+
+_RANGE_ITERATOR = type(iter(range(0)))
 
 
 def _iterators_within(v):

@@ -18,7 +18,7 @@ import inspect
 from ..bytecode.analysis import is_with_handler
 from ..bytecode.instructions import DecodeError, decode
 from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
-from ..trace_result import Unsupported
+from ..trace_result import TraceBudgetExceeded, Unsupported
 from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable, ConstantVariable
@@ -30,7 +30,6 @@ from .variables.object_protocol import InstanceDictView
 
 MAX_INLINE_DEPTH = 32
 _CO_GENERATOR = 0x20   # inspect.CO_GENERATOR
-MAX_STEPS = 1_000_000
 
 
 def _frame_global_source(tx, name):
@@ -264,7 +263,7 @@ class InstructionTranslator:
     # -- the loop -------------------------------------------------------------------------------
     def run(self):
         """Interpret until RETURN_VALUE; return the returned tracker."""
-        steps = 0
+        output = self.output
         while not self.done:
             if self.ip >= len(self.instructions):
                 unsupported("fell off the end of the code")
@@ -280,9 +279,11 @@ class InstructionTranslator:
                 if self.pass_over is not None and self.pass_over(self, inst):
                     continue
             self.ip += 1
-            steps += 1
-            if steps > MAX_STEPS:
-                self._fail(Unsupported(f"more than {MAX_STEPS} instructions"), inst, breakable=False)
+            output.steps_left -= 1
+            if output.steps_left < 0:
+                self._fail(TraceBudgetExceeded(
+                    f"the trace ran past its budget of {output.step_budget} instructions (a long Python "
+                    "loop; config.trace_budget / TJC_TRACE_BUDGET raises it)"), inst, breakable=False)
             try:
                 fn = DISPATCH.get(inst.op)
                 if fn is None:
@@ -356,6 +357,8 @@ class InstructionTranslator:
             # caught it first.
             caught_here = isinstance(e, TracedRaise) and inst.handler is not None
             kind = type(e) if isinstance(e, TracedRaise) and not caught_here else Unsupported
+            if isinstance(e, TraceBudgetExceeded):
+                kind = TraceBudgetExceeded
             if e.lineno and not caught_here:  # raised in an inlined call: keep the innermost place
                 e.in_callee = e.in_callee or self.depth > 0
                 raise e

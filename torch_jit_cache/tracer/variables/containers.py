@@ -113,13 +113,15 @@ class BaseListVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("index", "count") and len(args) == 1:
-            # Each item is compared with `==` (its own __eq__ first): only constants are compared
-            # here; an item of any other kind breaks, as it may equal anything.
+            # Each item is compared as Python does, by identity first and then `==` (a NaN counts
+            # itself): only constants are compared here; an item of any other kind breaks, as it
+            # may equal anything.
             target, found = _index(args[0]), []
             for i, item in enumerate(self.items):
                 if not item.is_python_constant():
                     unsupported(f"{self.kind.__name__}.{name} over an item that is not a constant ({item})")
-                if item.as_python_constant() == target:
+                value = item.as_python_constant()
+                if value is target or value == target:
                     found.append(i)
                     if name == "index":
                         return ConstantVariable(i)

@@ -459,13 +459,25 @@ def is_trusted_module(module) -> bool:
     return name in ("math", "operator", "torch") or name.startswith("torch.")
 
 
+_MUTABLE_TYPES = (list, dict, set, bytearray)
+
+
+def _immutable_constant(v) -> bool:
+    """Whether tracker `v` is a constant no call can change (not a list, dict, set or bytearray)."""
+    return v.is_python_constant() and not isinstance(v.as_python_constant(), _MUTABLE_TYPES)
+
+
 class PureFunctionVariable(CallableVariable):
     """A function of pure.py's table (math.sqrt, operator.add, str.upper, struct.pack): run while
     tracing on constants; one of the operator module on other values runs as its operator
     (operators.py)."""
 
     def call_function(self, tx, args, kwargs):
-        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]) and self.fn in OPERATOR_CALLS:
+        # Folding runs the function on copies of its arguments (as_python_constant): sound for
+        # what only reads them. operator.setitem, delitem and the in-place operators change a
+        # list, dict, set or bytearray they are given, so on one of those they run as their
+        # operator on the tracker itself, whose change the trace then carries.
+        if self.fn in OPERATOR_CALLS and not all(_immutable_constant(a) for a in [*args, *kwargs.values()]):
             return call_operator(tx, self.fn, args, kwargs)
         return fold(tx, self.fn, args, kwargs)
 
