@@ -13,6 +13,7 @@ import functools
 import itertools
 import operator
 import types
+import weakref
 
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
@@ -41,6 +42,7 @@ from .sets import SetVariable, constants_of
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
 from .user_object import UserObjectVariable, catching_raise, is_sequence_mixin, sequence_call
+from .weakrefs import make_weakref
 
 
 def _consts(args, kwargs):
@@ -519,6 +521,7 @@ BUILTIN_HANDLERS = {
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
+    weakref.ref: make_weakref,
     **PATH_HANDLERS, **IDENTITY_HANDLERS,
 }
 
