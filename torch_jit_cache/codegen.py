@@ -251,6 +251,12 @@ def _replace_dict(target: dict, items: dict) -> None:
     target.update(items)
 
 
+def _advance_iterator(target, steps: int) -> None:
+    """A builtin iterator from the frame takes the steps the trace took on it (frame_iterators.py)."""
+    for _ in range(steps):
+        next(target, None)
+
+
 def _replay_call(helper):
     def replay(em, name, target, value):
         em.call_const_with(helper, [lambda: em.emit("LOAD_FAST", target),
@@ -279,6 +285,7 @@ _REPLAY = {
         em.emit("LOAD_FAST", value), em.emit("STORE_DEREF", em.cell(name))),
     EffectKind.SET_LIST: _replay_call(_replace_list),
     EffectKind.SET_DICT: _replay_call(_replace_dict),
+    EffectKind.ADVANCE_ITER: _replay_call(_advance_iterator),
 }
 
 

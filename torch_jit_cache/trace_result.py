@@ -255,6 +255,7 @@ class EffectKind(enum.Enum):
     SET_CELL = "set_cell"        # the frame's own cell `name` = value
     SET_LIST = "set_list"        # target[:] = value: the list's final contents, same object
     SET_DICT = "set_dict"        # target.clear(); target.update(value): final items, in order
+    ADVANCE_ITER = "advance_iter"  # next(target, None), value (an int) times: a frame iterator's steps
 
 
 @dataclasses.dataclass(frozen=True)

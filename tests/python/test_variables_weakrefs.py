@@ -97,3 +97,56 @@ def test_a_referent_without_weak_references_raises_as_in_eager():
         of_int(torch.ones(2))
     with pytest.raises(TypeError):
         compiled(torch.ones(2))
+
+
+# -- a reference read from the frame ----------------------------------------------------------
+def _alive_or_not(x_weak, y):
+    x = x_weak()
+    if x is not None:
+        return torch.sin(y) + x
+    return torch.cos(y)
+
+
+def test_calling_a_frame_reference_reads_its_referent_and_a_dead_one_recompiles():
+    compiled, cnt = _counted(_alive_or_not)
+    weight, y = torch.randn(4), torch.randn(4)
+    x_weak = weakref.ref(weight)
+    before = tjc.stats()["graph_breaks"]
+    torch.testing.assert_close(compiled(x_weak, y), _alive_or_not(x_weak, y))
+    other = torch.randn(4)   # another referent of the same kind: a graph input, no recompile
+    torch.testing.assert_close(compiled(weakref.ref(other), y), _alive_or_not(weakref.ref(other), y))
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+    del weight, other
+    assert x_weak() is None, "the compiled entry keeps the referent alive"
+    torch.testing.assert_close(compiled(x_weak, y), torch.cos(y))
+    assert cnt.frame_count == 2
+
+
+def test_a_frame_references_referent_compared_by_identity():
+    def is_it(x_weak, weight, y):
+        if x_weak() is not weight:
+            return torch.sin(y)
+        return torch.cos(y)
+
+    compiled, _ = _counted(is_it)
+    weight, y = torch.randn(4), torch.randn(4)
+    x_weak = weakref.ref(weight)
+    for args in ((x_weak, weight, y), (x_weak, torch.randn(4), y), (x_weak, weight, y)):
+        torch.testing.assert_close(compiled(*args), is_it(*args))
+
+
+def test_a_frame_reference_to_a_plain_object():
+    class Holder:
+        def __init__(self, scale):
+            self.scale = scale
+
+    def scaled(ref, x):
+        return x * ref().scale
+
+    compiled, cnt = _counted(scaled)
+    a, b = Holder(2.0), Holder(3.0)
+    for holder in (a, b, a):
+        torch.testing.assert_close(compiled(weakref.ref(holder), torch.ones(2)), torch.ones(2) * holder.scale)
+    dead = weakref.ref(a)
+    del a, holder
+    assert dead() is None, "the compiled entry keeps the referent alive"

@@ -11,6 +11,8 @@ records here, in program order:
                                     cells are shared with functions the trace may read through
                                     another path, so a store to one is refused (a graph break)
   list and dict mutation            of containers read from the frame (containers.py)
+  next(it) on a builtin iterator    read from the frame, replayed as that many next() calls
+                                    (variables/frame_iterators.py)
 
 and answers the reads that follow in the same trace: a stored attribute or global reads back as
 the stored tracker, a deleted one is refused, and a mutated container is its own tracker (whose
@@ -56,7 +58,7 @@ from __future__ import annotations
 
 import enum
 
-from ..trace_result import DictOutput, EffectKind, GuardKind, ListOutput, SideEffect, Unsupported
+from ..trace_result import ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput, SideEffect, Unsupported
 
 
 class _Gone(enum.Enum):
@@ -269,6 +271,11 @@ class SideEffects:
         self._log = [e for e in self._log if e[1] is not tracker or e[0] is not kind]
         self._log.append((kind, tracker, None, None))
 
+    def advance_iterator(self, tracker) -> None:
+        """A builtin iterator read from the frame (frame_iterators.py): the next() calls the trace
+        makes on it (`tracker.steps`, final at the end of the trace) are replayed on it."""
+        self._log.append((EffectKind.ADVANCE_ITER, tracker, None, None))
+
     # -- after the trace --------------------------------------------------------------------------
     def reconstruct(self, rebuild, cells=True) -> tuple:
         """The log as SideEffect specs; `rebuild(tracker)` gives a tracker's output spec (a
@@ -277,6 +284,10 @@ class SideEffects:
         out = []
         for kind, target, name, value in self._log:
             if kind is EffectKind.SET_CELL and not (cells is True or cells and name in cells):
+                continue
+            if kind is EffectKind.ADVANCE_ITER:
+                if target.steps:
+                    out.append(SideEffect(kind, rebuild(target), None, ConstantOutput(target.steps)))
                 continue
             if kind is EffectKind.SET_LIST:
                 out.append(SideEffect(kind, rebuild(target), None,

@@ -27,14 +27,15 @@ import functools
 import inspect
 import os
 import types
+import weakref
 from typing import Callable, NamedTuple
 
 import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import (constant, containers, contexts, functions, namedtuples, new_object, nn_module, numpy_values, opaque,
-               open_object, pure, ranges, sets, symbolic, tensor, user_object)
+from . import (constant, containers, contexts, frame_iterators, functions, namedtuples, new_object, nn_module,
+               numpy_values, opaque, open_object, pure, ranges, sets, symbolic, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
@@ -100,6 +101,12 @@ WRAP_RULES = (
     WrapRule("pure function", lambda v, s: pure.is_pure(v), functions.wrap_pure_function),
     WrapRule("class", lambda v, s: isinstance(v, type), new_object.wrap_class),
     WrapRule("print", lambda v, s: v is builtins.print, builtin_rules.wrap_print),
+    # a weakref.ref: called, its referent is read through `L['w'].__call__()` (weakrefs.py)
+    WrapRule("weak reference", lambda v, s: s is not None and type(v) is weakref.ReferenceType,
+             weakrefs.wrap_frame_weakref),
+    # a builtin iterator over a range, str, bytes or tuple: its position read and guarded exactly
+    WrapRule("frame iterator", lambda v, s: s is not None and frame_iterators.is_frame_iterator(v),
+             frame_iterators.wrap_frame_iterator),
     # os.environ: reads are guarded constants (user_object.py)
     WrapRule("os.environ", lambda v, s: s is not None and v is os.environ, user_object.wrap_by_type(EnvironVariable)),
     WrapRule("dict subclass object", lambda v, s: s is not None and user_object.is_dict_subclass_object(v),

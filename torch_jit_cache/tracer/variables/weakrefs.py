@@ -11,12 +11,19 @@ as `weakref.ref(rebuilt referent[, rebuilt callback])`: the very object eager's 
 reference without a callback is CPython's shared one, as eager's is. A reference that never leaves
 the trace is never made, and neither is its callback called (as under torch.compile). A referent
 whose type has no weak references raises TypeError in eager: a graph break here.
+
+FrameWeakRefVariable: a `weakref.ref` read from the frame. Calling it reads the referent through
+MethodCallSource `L['w'].__call__()` (under TYPE_MATCH on the reference: the C++ tree reads it
+without running user code), guarded as any value read there: None once the referent died, else
+the referent's own guards (a tensor's TENSOR_MATCH, a graph input loaded through that source at
+call time). The guard tree holds neither the reference nor the referent.
 """
 from __future__ import annotations
 
 import weakref
 
-from ...trace_result import CallOutput, ConstantOutput, DictOutput, TupleOutput, call_with
+from ...sources import MethodCallSource
+from ...trace_result import GuardKind, CallOutput, ConstantOutput, DictOutput, TupleOutput, call_with
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 
@@ -68,3 +75,31 @@ def make_weakref(tx, args, kwargs):
     if isinstance(callback, ConstantVariable) and callback.value is None:
         callback = None
     return WeakRefVariable(referent, callback)
+
+
+class FrameWeakRefVariable(VariableTracker):
+    def python_type(self):
+        return weakref.ReferenceType
+
+    def call_function(self, tx, args, kwargs):
+        if args or kwargs:
+            unsupported("a weak reference called with arguments")
+        source = MethodCallSource(self.source, "__call__")
+        return tx.wrap(source.load_step(self.value), source)
+
+    def truthy(self, tx) -> bool:
+        return True
+
+    def __init__(self, value, source):
+        super().__init__(source)
+        self.value = value   # held during the trace only (the tracker dies with the trace)
+
+    def __repr__(self):
+        return f"FrameWeakRefVariable({self.source})"
+
+
+def wrap_frame_weakref(tx, value, source, g):
+    if not g.enabled:
+        unsupported("a weak reference read without guards")
+    g(GuardKind.TYPE_MATCH, weakref.ReferenceType)
+    return FrameWeakRefVariable(value, source)
