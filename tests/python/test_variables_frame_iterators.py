@@ -90,3 +90,29 @@ def test_one_iterator_passed_twice_advances_once_per_step():
     a1, a2, b1, b2 = iter(range(5)), iter(range(5)), iter(range(5)), iter(range(5))
     torch.testing.assert_close(compiled(torch.zeros(1), a1, b1), two_names(torch.zeros(1), a2, b2))
     assert (list(a1), list(b1)) == (list(a2), list(b2))
+
+
+def test_an_iterator_a_constant_computation_makes_yields_its_items():
+    def first(x):
+        s = "ab"
+        it = s.__iter__()
+        return (x + 1 if next(it) == "a" else x), next(it)
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(first, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    for _ in range(2):
+        got, want = compiled(torch.zeros(2)), first(torch.zeros(2))
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+
+
+def test_such_an_iterator_leaving_the_trace_matches_eager():
+    def leaves(x):
+        it = "abc".__iter__()
+        next(it)
+        return x + 1, it
+
+    got, want = tjc.compile(leaves)(torch.zeros(1)), leaves(torch.zeros(1))
+    assert list(got[1]) == list(want[1])

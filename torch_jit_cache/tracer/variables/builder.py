@@ -40,6 +40,7 @@ from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
 from .containers import ListVariable, TupleVariable
+from .iterators import IteratorVariable
 from .distributed import wrap_distributed
 from .sets import SetVariable
 from .user_object import DictSubclassVariable, EnvironVariable, UserObjectVariable
@@ -159,8 +160,9 @@ def _wrap(tx, value, source, guard):
 
 def wrap_constant(value) -> VariableTracker:
     """The tracker of a value computed from constants while tracing (a folded call's result, an
-    item of a constant string or tuple): tuples and lists item by item, sets of constants, and
-    constants; anything else is refused. The translator offers it as `tx.wrap_constant`, so
+    item of a constant string or tuple): tuples and lists item by item, sets of constants, a builtin
+    iterator over a range, str, bytes or tuple (its items; made again after the graph only as a
+    tuple iterator's type allows: iterators.py), and constants; anything else is refused. The translator offers it as `tx.wrap_constant`, so
     trackers below this module (constant.py) make containers without importing them."""
     value = symbolic.folded(value)
     if type(value) is tuple:
@@ -173,4 +175,6 @@ def wrap_constant(value) -> VariableTracker:
         return ConstantVariable(value)
     if type(value) is type and not is_stand_in(value):   # `type(3)`, a member of `list[int]`
         return ClassVariable(value)
+    if type(value) in frame_iterators.ITERATOR_TYPES:   # `"ab".__iter__()`: its items, read now
+        return IteratorVariable([wrap_constant(v) for v in value], kind=type(value))
     unsupported(f"a constant computation produced a {type(value).__name__}")
