@@ -226,10 +226,16 @@ def _rebuild_tuple(cls: type, items: tuple) -> tuple:
 
 def _rebuild_object(cls: type, names: tuple, values: tuple):
     """An object the trace constructed (trace_result.ObjectOutput): made by object's __new__ (a
-    class's own Python __new__ ran in the trace, new_object.py), and its __dict__ is filled directly (its class's own __setattr__, if any, was
+    class's own Python __new__ ran in the trace, new_object.py), and its __dict__ and slots are filled directly (its class's own __setattr__, if any, was
     run in the trace), so this is the object eager code made."""
     obj = object.__new__(cls)
-    object.__getattribute__(obj, "__dict__").update(zip(names, values))
+    for name, value in zip(names, values):
+        # A __slots__ member is set through its class's slot; any other name goes to the __dict__.
+        slot = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)
+        if type(slot) is types.MemberDescriptorType:
+            slot.__set__(obj, value)
+        else:
+            object.__getattribute__(obj, "__dict__")[name] = value
     return obj
 
 
@@ -264,6 +270,12 @@ def _replace_dict(target: dict, items: dict) -> None:
     target.update(items)
 
 
+def _advance_iterator(target, steps: int) -> None:
+    """A builtin iterator from the frame takes the steps the trace took on it (frame_iterators.py)."""
+    for _ in range(steps):
+        next(target, None)
+
+
 def _replay_call(helper):
     def replay(em, name, target, value):
         em.call_const_with(helper, [lambda: em.emit("LOAD_FAST", target),
@@ -295,6 +307,7 @@ _REPLAY = {
     EffectKind.SET_METHOD: lambda em, name, target, value: (
         em.call_const_with(replay_set_method, [lambda: em.emit("LOAD_FAST", target), lambda: em.const(name),
                                                lambda: em.emit("LOAD_FAST", value)]), em.emit("POP_TOP")),
+    EffectKind.ADVANCE_ITER: _replay_call(_advance_iterator),
 }
 
 

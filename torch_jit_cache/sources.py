@@ -285,6 +285,31 @@ class TypeSource(ChainedSource):
 
 
 @dataclasses.dataclass(frozen=True)
+class MethodCallSource(ChainedSource):
+    """base.method(): a method called without arguments, of the builtin types whose such method
+    reads the object's state and runs no other code (a weakref's `__call__`: its referent or None;
+    a builtin iterator's `__reduce__`: what it iterates and how far it got). Only built under a
+    guard on the base's exact type (tracer/variables/frame_iterators.py, weakrefs.py), which the
+    C++ tree checks before reading this child."""
+    method: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.method}()"
+
+    def load_step(self, value: Any) -> Any:
+        return getattr(value, self.method)()
+
+    def emit_load(self, em) -> None:
+        em.call_with(lambda: (self.base.emit_load(em), em.load_attr(self.method)), [])
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+    def guard_node(self, parent):
+        return parent.call_method(self.method)
+
+
+@dataclasses.dataclass(frozen=True)
 class ComputedSource(ChainedSource):
     """fn(the base's value, *args): a value the compiled code computes at call time from one the
     frame reaches, with a function of the compiler's (FSDP2's local shard of a parameter, with its

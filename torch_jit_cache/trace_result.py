@@ -264,6 +264,7 @@ class EffectKind(enum.Enum):
     SET_LIST = "set_list"        # target[:] = value: the list's final contents, same object
     SET_DICT = "set_dict"        # target.clear(); target.update(value): final items, in order
     SET_METHOD = "set_method"    # set.<name>(target, *value): one mutation of a frame's set, replayed
+    ADVANCE_ITER = "advance_iter"  # next(target, None), value (an int) times: a frame iterator's steps
 
 
 @dataclasses.dataclass(frozen=True)

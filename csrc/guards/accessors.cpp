@@ -163,6 +163,9 @@ PyObject* Accessor::fetch(PyObject* parent, const FrameView& view) const noexcep
       Py_INCREF(type);
       return type;
     }
+    case AccessorKind::kCallMethod:
+      // Built only under the parent's TYPE_MATCH, for methods that read state (accessors.h).
+      return PyObject_CallMethodNoArgs(parent, name_or_key_.ptr());  // new ref
     case AccessorKind::kRoot:
       break;
   }

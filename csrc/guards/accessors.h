@@ -1,7 +1,8 @@
 // Accessor: how a guard manager's value is reached from its parent's value or from the frame.
 //
 // Kinds: local(name), global_(name), builtin(name), closure(name) read the FrameView (children of
-// the root only); attr(name), item(key), instance_dict(), type() read the parent's value. Each kind is one row of
+// the root only); attr(name), item(key), instance_dict(), type(), call_method(name) read the
+// parent's value. Each kind is one row of
 // kAccessorSpecs below (its builder name, what it reads and takes, its source text, its docs) plus
 // one case of fetch(). An accessor is a small value type switched on by kind: no virtual call per
 // fetch.
@@ -28,12 +29,12 @@ namespace tjc {
 
 namespace py = pybind11;
 
-// Keep kType last (kLastAccessorKind); a new kind needs its row in kAccessorSpecs and its fetch()
-// case (the switch warns, and -Werror stops the build, when one is missing).
+// Keep kCallMethod last (kLastAccessorKind); a new kind needs its row in kAccessorSpecs and its
+// fetch() case (the switch warns, and -Werror stops the build, when one is missing).
 enum class AccessorKind : uint8_t {
-  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType
+  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType, kCallMethod
 };
-inline constexpr AccessorKind kLastAccessorKind = AccessorKind::kType;
+inline constexpr AccessorKind kLastAccessorKind = AccessorKind::kCallMethod;
 
 // What an accessor reads its value from.
 enum class Reads : uint8_t {
@@ -89,6 +90,11 @@ inline constexpr AccessorSpec kAccessorSpecs[] = {
      "class's own __getattribute__ (vars(value) for a class whose hook a guard must not run)."},
     {AccessorKind::kType, "type", Reads::kParent, Operand::kNone, FrameSlot::kNone, "type(", "", ")",
      "g.local('x').type()", "Child reading type(value)."},
+    {AccessorKind::kCallMethod, "call_method", Reads::kParent, Operand::kName, FrameSlot::kNone, "", ".", "()",
+     "g.local('w').call_method('__call__')",
+     "Child reading value.name(): a method called without arguments. Only for builtin types whose "
+     "such method reads the object's state and runs no other code (a weakref's __call__, a builtin "
+     "iterator's __reduce__), under a TYPE_MATCH of the value, which runs before any child."},
 };
 
 constexpr const AccessorSpec& accessor_spec(AccessorKind kind) {

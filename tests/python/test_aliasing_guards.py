@@ -249,3 +249,16 @@ def test_compiled_relations_keep_no_object_alive(no_gc):
     c, d = Layer(), Layer()
     c.v, d.v = x, x
     same_exactly(compiled(x, c, d), d.v * 2)
+
+
+def test_an_identity_test_between_two_distinct_frame_tensors_is_pinned():
+    # `a[0] is not w` answered False-for-same at one call must not serve a call where they are one.
+    def pick(a, w, y):
+        if a[0] is not w:
+            return torch.sin(y)
+        return torch.cos(y)
+
+    compiled = tjc.compile(pick, backend="eager")
+    w, y = torch.randn(4), torch.randn(4)
+    for args in (([w], w, y), ([torch.randn(4)], w, y), ([w], w, y), ([torch.randn(4)], w, y)):
+        torch.testing.assert_close(compiled(*args), pick(*args))

@@ -701,3 +701,64 @@ def fields_of_a_local_class(x):
 def test_dataclasses_fields_of_a_local_class_runs_as_eager():
     x = torch.randn(3)
     _same_as_eager(fields_of_a_local_class, x)
+
+
+# -- bases whose metaclass is abc.ABCMeta (collections.abc, abc.ABC, contextlib, UserDict) -------
+import abc  # noqa: E402
+import collections.abc as cabc  # noqa: E402
+import contextlib  # noqa: E402
+
+
+def abc_mixin_base(x):
+    class Three(cabc.Sized):
+        def __len__(self):
+            return 3
+
+    return x + len(Three()), isinstance(Three(), cabc.Sized), isinstance(Three(), cabc.Iterable)
+
+
+def context_manager_base(x):
+    class DefaultEnter(contextlib.AbstractContextManager):
+        def __exit__(self, *args):
+            return None
+
+    manager = DefaultEnter()
+    return x + (manager.__enter__() is manager)
+
+
+def user_dict_base(x):
+    class WithMissing(collections.UserDict):
+        def __missing__(self, key):
+            return 456
+
+    d = WithMissing()
+    return x + d[12] + len(d)
+
+
+def abc_base(x):
+    class Concrete(abc.ABC):
+        def scale(self):
+            return 2
+
+    return x * Concrete().scale()
+
+
+@pytest.mark.parametrize("fn", [abc_mixin_base, context_manager_base, user_dict_base, abc_base])
+def test_a_base_whose_metaclass_is_abcmeta_is_captured_whole(fn):
+    x = torch.randn(3)
+    _same_as_eager(fn, x)
+    tjc.reset()
+    assert explain_counts(fn, x) == WHOLE
+
+
+def test_an_abstract_method_left_raises_as_in_eager():
+    def instantiate(x):
+        class StillAbstract(cabc.Sized):
+            pass
+
+        return StillAbstract(), x
+
+    with pytest.raises(TypeError, match="abstract"):
+        instantiate(torch.ones(1))
+    with pytest.raises(TypeError, match="abstract"):
+        tjc.compile(instantiate, backend="eager")(torch.ones(1))

@@ -483,3 +483,42 @@ def test_torch_leaves_report_a_missing_backend_clearly():
     with pytest.raises(RuntimeError):
         g.local("x").tensor_match(object())
     assert g.num_guards() == 0
+
+
+# ---- call_method: a method called without arguments, under the value's TYPE_MATCH
+
+
+class Counting:
+    calls = 0
+
+    def __reduce__(self):
+        type(self).calls += 1
+        return ("state",)
+
+
+def test_call_method_reads_a_weakrefs_referent_without_holding_it():
+    g = GuardManager()
+    w = g.local("w")
+    w.type_match(weakref.ReferenceType)
+    w.call_method("__call__").none_match()
+    assert str(w.call_method("__call__").source) == "L['w'].__call__()"
+
+    class Obj:
+        pass
+
+    alive = Obj()
+    ref = weakref.ref(alive)
+    assert not g.check({"w": ref})
+    del alive
+    assert g.check({"w": ref})
+
+
+def test_call_method_runs_only_after_the_values_type_guard_passed():
+    g = GuardManager()
+    it = g.local("it")
+    it.type_match(type(iter(range(3))))
+    it.call_method("__reduce__").length(3)
+    assert g.check({"it": iter(range(3))})
+    Counting.calls = 0
+    assert not g.check({"it": Counting()})
+    assert Counting.calls == 0, "the method ran on a value of another type"

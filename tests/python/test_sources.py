@@ -16,7 +16,7 @@ from torch_jit_cache import codegen, runtime, sources
 from torch_jit_cache.guards import GuardBuilder
 from torch_jit_cache.sources import (AttrSource, BuiltinSource, ChainedSource, ClosureSource, ComputedSource,
                                      FrameValues, GlobalSource, InstanceDictSource, ItemSource, LocalSource,
-                                     RootSource, Source, TypeSource)
+                                     MethodCallSource, RootSource, Source, TypeSource)
 from torch_jit_cache.trace_result import SourceOutput
 
 pytestmark = pytest.mark.usefixtures("fresh_runtime")
@@ -47,7 +47,8 @@ _TOY = _make_toy()
 _BUILTINS = {"toy_builtin": Box("builtin")}
 _GLOBALS = {"__builtins__": _BUILTINS,
             "GLOBAL_BOX": Box("global", items=(Box("items[0]"), Box("items[1]")))}
-_ARGS = {"x": Box("x", payload=Box("x.payload")), "cell_arg": Box("cell_arg"),
+_SNAPSHOT = Box("x.snapshot()")
+_ARGS = {"x": Box("x", payload=Box("x.payload"), snapshot=lambda: _SNAPSHOT), "cell_arg": Box("cell_arg"),
          "d": {"k": Box("d['k']"), 3: Box("d[3]")}, "xs": [Box("xs[0]"), Box("xs[1]")]}
 
 
@@ -74,6 +75,7 @@ EXAMPLES = [
     ItemSource(LocalSource("xs"), -1),
     ItemSource(AttrSource(GlobalSource("GLOBAL_BOX"), "items"), 0),
     ItemSource(InstanceDictSource(LocalSource("x")), "payload"),
+    MethodCallSource(LocalSource("x"), "snapshot"),
 ]
 
 _ABSTRACT = {Source, RootSource, ChainedSource}

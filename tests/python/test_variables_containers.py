@@ -656,3 +656,35 @@ def test_count_and_index_compare_items_that_are_not_constants_as_eager_does():
     expected = fn(x, anything)
     got = tjc.compile(fn, backend="eager")(x, anything)
     assert got[1:] == expected[1:] == (3, 1, 2)
+
+
+# -- what a tuple's class answers: namedtuple's _fields, hasattr -----------------------------------
+Triple = collections.namedtuple("Triple", "a b c")
+
+
+class TripleWithDict(Triple):   # no __slots__: its instances have a __dict__
+    pass
+
+
+def _fields_and_hasattr(packed):
+    a, b, c = packed
+    if hasattr(packed, "b"):
+        b = packed.b + 1
+    return a + b + packed[2] + len(packed._fields) + hasattr(packed, "missing") + hasattr(packed, "_asdict")
+
+
+def test_a_namedtuples_fields_and_hasattr_are_answered_from_its_class():
+    packed = Triple(torch.ones(2), torch.ones(2) * 2, torch.ones(2) * 3)
+    cnt = CompileCounter()
+    compiled = tjc.compile(_fields_and_hasattr, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    torch.testing.assert_close(compiled(packed), _fields_and_hasattr(packed))
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+    built_in_trace = tjc.compile(lambda x: _fields_and_hasattr(Triple(x, x, x)), backend=CompileCounter())
+    torch.testing.assert_close(built_in_trace(torch.ones(2)), _fields_and_hasattr(Triple(*[torch.ones(2)] * 3)))
+
+
+def test_hasattr_on_a_tuple_whose_instances_have_a_dict_matches_eager():
+    packed = TripleWithDict(torch.ones(2), torch.ones(2), torch.ones(2))
+    packed.missing = 1   # an attribute of its own: hasattr answers True in eager
+    torch.testing.assert_close(tjc.compile(_fields_and_hasattr)(packed), _fields_and_hasattr(packed))

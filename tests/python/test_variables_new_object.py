@@ -2,7 +2,7 @@
 dataclass, ABC subclasses, a class made in the function) are read in the graph and rebuilt after it
 as eager builds them: same class, same instance __dict__ in order, one object wherever it is reached
 (returned twice, stored on an argument, live at a graph break). What rebuilding would change
-(__slots__, __del__) stays a graph break, an abstract class still raises, len() runs the type's
+(__del__) stays a graph break, __slots__ members are set through their slots, an abstract class still raises, len() runs the type's
 __len__, and the entry holds none of the objects or classes. Each case compares with eager."""
 import abc
 import dataclasses
@@ -18,7 +18,7 @@ import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 from context_helpers import (CompiledCalls, Finalised, Holder, NewCache, Slotted,  # noqa: E402
-                             same_exactly, same_object)
+                             assert_same, same_exactly, same_object)
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
@@ -104,7 +104,7 @@ def test_an_object_live_at_a_graph_break_is_rebuilt_once_for_the_rest_of_the_fra
     assert calls.delta("graph_breaks") == 1 and calls.delta("fallbacks") == 0
 
 
-@pytest.mark.parametrize("cls", [Slotted, Finalised])   # a Python __setattr__: test_variables_object_hooks.py
+@pytest.mark.parametrize("cls", [Finalised])   # a Python __setattr__: test_variables_object_hooks.py
 def test_classes_that_rebuilding_would_change_stay_a_graph_break(cls):
     def fn(x):
         o = cls()
@@ -383,3 +383,106 @@ def test_fields_of_a_non_dataclass_raises_as_eager():
 
     with pytest.raises(TypeError):
         tjc.compile(f, backend="eager")(torch.randn(2), Scaler(1))
+
+
+# -- __slots__: members tracked apart from the __dict__, set through their slots by the rebuild ----
+class Bound:
+    """Binds a function to leading arguments, in slots (with a __dict__ and weak references too),
+    made by its own Python __new__ through super().__new__, as the stdlib's Python partial is."""
+    __slots__ = ("fn", "bound", "__dict__", "__weakref__")
+
+    def __new__(cls, fn, *bound):
+        if isinstance(fn, Bound):   # flattened, so a Bound of a Bound calls the inner function
+            bound = fn.bound + bound
+            fn = fn.fn
+        self = super().__new__(cls)
+        self.fn = fn
+        self.bound = bound
+        return self
+
+    def __call__(self, *args):
+        return self.fn(*self.bound, *args)
+
+
+class BoundWithDict(Bound):
+    pass
+
+
+def _scale(a, b, x):
+    return x * a + b
+
+
+def _bound_calls(x):
+    inner = Bound(_scale, 2)
+    outer = BoundWithDict(inner, 3)
+    outer.note = "n"
+    return inner(1, x), outer(x), outer.bound, outer.fn is _scale, hasattr(inner, "fn"), outer.note
+
+
+def test_an_object_with_slots_is_built_read_and_called_in_the_trace():
+    x = torch.randn(3)
+    calls = CompiledCalls(_bound_calls)
+    for _ in range(2):
+        assert_same(calls(x), _bound_calls(x))
+    assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
+
+
+def test_an_object_with_slots_leaving_the_trace_is_rebuilt_through_its_slots():
+    def make(x):
+        b = BoundWithDict(_scale, x + 1)
+        b.note = "kept"
+        return b
+
+    calls = CompiledCalls(make)
+    x = torch.randn(3)
+    got, want = calls(x), make(x)
+    assert type(got) is BoundWithDict and vars(got) == {"note": "kept"}
+    assert_same(got.bound, want.bound)
+    assert got.fn is _scale and calls.delta("graph_breaks") == 0
+    torch.testing.assert_close(got(2, x), want(2, x))
+    ref = weakref.ref(got)
+    del got
+    assert ref() is None, "the entry keeps the rebuilt object alive"
+
+
+def test_a_slot_never_set_raises_attribute_error_as_in_eager():
+    def unset(x):
+        s = Slotted.__new__(Slotted)
+        return x + 1, hasattr(s, "v"), getattr(s, "v", "none")
+
+    calls = CompiledCalls(unset)
+    assert_same(calls(torch.ones(2)), unset(torch.ones(2)))
+    assert calls.delta("graph_breaks") == 0
+
+
+def test_a_store_outside_the_slots_of_a_class_without_dict_raises_as_in_eager():
+    def store(x):
+        s = Slotted()
+        s.other = 1
+        return x
+
+    with pytest.raises(AttributeError):
+        store(torch.ones(1))
+    with pytest.raises(AttributeError):
+        CompiledCalls(store)(torch.ones(1))
+
+
+def test_the_stdlibs_python_partial_and_a_subclass_of_it():
+    from test.support import import_helper
+    py_functools = import_helper.import_fresh_module("functools", blocked=["_functools"])
+
+    class Sub(py_functools.partial):
+        pass
+
+    def capture(*args, **kw):
+        return args, kw
+
+    def use(x):
+        p = py_functools.partial(capture, 1, a=10, b=20)
+        q = Sub(p, 2, b=30)
+        return x + 1, p(3, c=40), q(4), q.args, q.keywords, q.func is capture, type(q) is Sub
+
+    calls = CompiledCalls(use)
+    for _ in range(2):
+        assert_same(calls(torch.ones(2)), use(torch.ones(2)))
+    assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0

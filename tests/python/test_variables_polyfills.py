@@ -89,3 +89,86 @@ def test_zip_over_generators_pulls_as_python_does():
     expected = fn(x, log_eager)
     torch.testing.assert_close(tjc.compile(fn)(x, log_compiled), expected)
     assert log_compiled == log_eager == [0, 1, 2]
+
+
+# -- itertools' lazy iterators (repeat, count, cycle, islice, accumulate, ...) ------------------
+from torch_jit_cache.tracer.variables import polyfills  # noqa: E402
+
+
+def _repeat_count_cycle(x):
+    total = x
+    for v in itertools.repeat(2.0, 3):
+        total = total + v
+    for i, v in zip(range(4), itertools.cycle([1, 2])):
+        total = total * v + i
+    for n, v in enumerate(itertools.repeat(x)):   # without end: the loop stops it
+        total = total + v
+        if n == 2:
+            break
+    return total + sum(itertools.islice(itertools.count(3, 2), 1, 4))
+
+
+def _accumulate_and_friends(x):
+    sums = list(itertools.accumulate([x, x * 2, x * 3]))
+    products = list(itertools.accumulate([1, 2, 3], lambda a, b: a * b, initial=5))
+    kept = list(itertools.takewhile(lambda v: v < 3, [1, 2, 5, 1])) + list(itertools.dropwhile(lambda v: v < 3, [1, 5, 1]))
+    chosen = list(itertools.compress([x, x * 2, x * 3], [1, 0, 1]))
+    pairs = [a * b for a, b in itertools.pairwise([1, 2, 3])]
+    return (sums[-1] * products[-1] + sum(kept) + chosen[1] + sum(pairs)
+            + sum(itertools.starmap(pow, [(2, 3)])) + sum(itertools.filterfalse(None, [0, 4, 0])))
+
+
+def _ntuple(x):
+    # torch.nn.modules.utils._pair: tuple(repeat(v, 2)).
+    from torch.nn.modules.utils import _pair
+    return x * _pair(3)[1]
+
+
+@pytest.mark.parametrize("fn", [_repeat_count_cycle, _accumulate_and_friends, _ntuple])
+def test_itertools_iterators_are_traced(fn):
+    graphs, breaks = eager_and_compiled(fn, leaves((3,)))
+    assert (graphs, breaks) == (1, 0)
+
+
+def test_an_itertools_iterator_leaving_the_trace_is_itertools_own():
+    def made(x):
+        return itertools.islice(itertools.repeat(x, 5), 1, 3), itertools.count(4), x + 1
+
+    x = torch.ones(2)
+    it, counter, _ = tjc.compile(made)(x)
+    assert type(it) is itertools.islice and type(counter) is itertools.count
+    assert [t is x for t in it] == [True, True] and next(counter) == 4
+
+
+def _consumed(real, model, make, args):
+    a, b = make(), make()
+    outcome = []
+    for fn, src in ((real, a), (model, b)):
+        try:
+            outcome.append((list(fn(src, *args)), list(src)))
+        except ValueError:
+            outcome.append((ValueError, list(src)))
+    return outcome
+
+
+@pytest.mark.parametrize("args", [(3,), (0,), (2, 5), (5, 2), (2, 2), (0, 9, 3), (1, None, 4), (3, 20), (None,),
+                                  (None, None, 2), (12,), (-1,), (1, 5, 0)], ids=str)
+def test_the_islice_model_takes_what_cpythons_takes(args):
+    # The items, and what is left of the input afterwards (islice consumes up to stop).
+    real, model = _consumed(itertools.islice, polyfills.islice_, lambda: iter(range(10)), args)
+    assert real == model
+
+
+def test_the_itertools_models_agree_with_cpython():
+    cases = [("accumulate", ([1, 2, 3],), {}), ("accumulate", ([1, 2, 3], lambda a, b: a * b), {}),
+             ("accumulate", ([1, 2], None), {"initial": 10}), ("accumulate", ([],), {"initial": 1}),
+             ("takewhile", (lambda v: v < 3, [1, 2, 5, 1]), {}), ("dropwhile", (lambda v: v < 3, [1, 2, 5, 1]), {}),
+             ("filterfalse", (None, [0, 1, 2, 0]), {}), ("compress", ("abcd", [1, 0, 1]), {}),
+             ("starmap", (pow, [(2, 3), (3, 2)]), {}), ("pairwise", ("abcd",), {}), ("pairwise", ("a",), {}),
+             ("repeat", (3, 4), {}), ("repeat", (3, -1), {}), ("cycle", ("",), {})]
+    for name, args, kwargs in cases:
+        model = getattr(polyfills, name + "_")
+        assert list(getattr(itertools, name)(*args, **kwargs)) == list(model(*args, **kwargs)), name
+    for name, args in (("count", (3, 2)), ("count", (0.5,)), ("cycle", ("ab",)), ("repeat", ("z",))):
+        real, model = getattr(itertools, name)(*args), getattr(polyfills, name + "_")(*args)
+        assert list(itertools.islice(real, 7)) == list(itertools.islice(model, 7)), name

@@ -14,7 +14,7 @@ import dataclasses
 import torch
 
 from ..sources import LocalSource
-from ..trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, TupleOutput, Unsupported
+from ..trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, Unsupported
 from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak, Rebuilder
 from ..tracer.variables import IteratorVariable
 from ..tracer.variables.contexts import (AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable,

@@ -12,6 +12,8 @@ records here, in program order:
                                     another path, so a store to one is refused (a graph break)
   list and dict mutation            of containers read from the frame (containers.py)
   set mutation                      each call of a changing set method, replayed as called (sets.py)
+  next(it) on a builtin iterator    read from the frame, replayed as that many next() calls
+                                    (variables/frame_iterators.py)
 
 and answers the reads that follow in the same trace: a stored attribute or global reads back as
 the stored tracker, a deleted one is refused, and a mutated container is its own tracker (whose
@@ -57,7 +59,7 @@ from __future__ import annotations
 
 import enum
 
-from ..trace_result import DictOutput, EffectKind, GuardKind, ListOutput, SideEffect, Unsupported
+from ..trace_result import ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput, SideEffect, Unsupported
 
 
 class _Gone(enum.Enum):
@@ -280,6 +282,10 @@ class SideEffects:
             _unsupported(f"mutation of {tracker.source}, which was not read through wrap (tracer bug)")
         self._check_alone(real, tracker)
         self._log.append((EffectKind.SET_METHOD, tracker, name, args))
+    def advance_iterator(self, tracker) -> None:
+        """A builtin iterator read from the frame (frame_iterators.py): the next() calls the trace
+        makes on it (`tracker.steps`, final at the end of the trace) are replayed on it."""
+        self._log.append((EffectKind.ADVANCE_ITER, tracker, None, None))
 
     # -- after the trace --------------------------------------------------------------------------
     def reconstruct(self, rebuild, cells=True) -> tuple:
@@ -289,6 +295,10 @@ class SideEffects:
         out = []
         for kind, target, name, value in self._log:
             if kind is EffectKind.SET_CELL and not (cells is True or cells and name in cells):
+                continue
+            if kind is EffectKind.ADVANCE_ITER:
+                if target.steps:
+                    out.append(SideEffect(kind, rebuild(target), None, ConstantOutput(target.steps)))
                 continue
             if kind is EffectKind.SET_LIST:
                 out.append(SideEffect(kind, rebuild(target), None,

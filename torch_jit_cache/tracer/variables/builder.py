@@ -27,6 +27,7 @@ import functools
 import inspect
 import os
 import types
+import weakref
 from typing import Callable, NamedTuple
 
 import torch
@@ -34,12 +35,13 @@ import torch.nn as nn
 
 from . import builtins as builtin_rules
 from . import dynamo_contexts
-from . import (constant, containers, contexts, functions, namedtuples, new_object, nn_module, numpy_values, opaque,
-               open_object, pure, ranges, sets, symbolic, tensor, user_object)
+from . import (constant, containers, contexts, frame_iterators, functions, namedtuples, new_object, nn_module,
+               numpy_values, opaque, open_object, pure, ranges, sets, symbolic, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
 from .containers import ListVariable, TupleVariable
+from .iterators import IteratorVariable
 from .distributed import wrap_distributed
 from .sets import SetVariable
 from .user_object import DictSubclassVariable, EnvironVariable, UserObjectVariable
@@ -103,6 +105,12 @@ WRAP_RULES = (
     WrapRule("pure function", lambda v, s: pure.is_pure(v), functions.wrap_pure_function),
     WrapRule("class", lambda v, s: isinstance(v, type), new_object.wrap_class),
     WrapRule("print", lambda v, s: v is builtins.print, builtin_rules.wrap_print),
+    # a weakref.ref: called, its referent is read through `L['w'].__call__()` (weakrefs.py)
+    WrapRule("weak reference", lambda v, s: s is not None and type(v) is weakref.ReferenceType,
+             weakrefs.wrap_frame_weakref),
+    # a builtin iterator over a range, str, bytes or tuple: its position read and guarded exactly
+    WrapRule("frame iterator", lambda v, s: s is not None and frame_iterators.is_frame_iterator(v),
+             frame_iterators.wrap_frame_iterator),
     # os.environ: reads are guarded constants (user_object.py)
     WrapRule("os.environ", lambda v, s: s is not None and v is os.environ, user_object.wrap_by_type(EnvironVariable)),
     WrapRule("dict subclass object", lambda v, s: s is not None and user_object.is_dict_subclass_object(v),
@@ -155,8 +163,9 @@ def _wrap(tx, value, source, guard):
 
 def wrap_constant(value) -> VariableTracker:
     """The tracker of a value computed from constants while tracing (a folded call's result, an
-    item of a constant string or tuple): tuples and lists item by item, sets of constants, and
-    constants; anything else is refused. The translator offers it as `tx.wrap_constant`, so
+    item of a constant string or tuple): tuples and lists item by item, sets of constants, a builtin
+    iterator over a range, str, bytes or tuple (its items; made again after the graph only as a
+    tuple iterator's type allows: iterators.py), and constants; anything else is refused. The translator offers it as `tx.wrap_constant`, so
     trackers below this module (constant.py) make containers without importing them."""
     value = symbolic.folded(value)
     if type(value) is tuple:
@@ -169,4 +178,6 @@ def wrap_constant(value) -> VariableTracker:
         return ConstantVariable(value)
     if type(value) is type and not is_stand_in(value):   # `type(3)`, a member of `list[int]`
         return ClassVariable(value)
+    if type(value) in frame_iterators.ITERATOR_TYPES:   # `"ab".__iter__()`: its items, read now
+        return IteratorVariable([wrap_constant(v) for v in value], kind=type(value))
     unsupported(f"a constant computation produced a {type(value).__name__}")

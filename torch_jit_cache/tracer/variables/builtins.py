@@ -13,6 +13,7 @@ import functools
 import itertools
 import operator
 import types
+import weakref
 
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
@@ -41,6 +42,7 @@ from .sets import SetVariable, constants_of
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
 from .user_object import UserObjectVariable, catching_raise, is_sequence_mixin, sequence_call
+from .weakrefs import make_weakref
 
 
 def _consts(args, kwargs):
@@ -366,8 +368,15 @@ def _polyfill(fn, kind: type | None = None):
 # The builtin a polyfill's generator not started yet is made again as (generators.py): those that
 # take only iter() of their arguments when made. itertools.product reads its inputs whole when
 # made, which a product made again after the graph would read later: not remade.
+# itertools traced through their Python versions, each seen as its own type; made again as themselves.
+_ITERTOOLS = {itertools.repeat: polyfills.repeat_, itertools.count: polyfills.count_, itertools.cycle: polyfills.cycle_,
+              itertools.islice: polyfills.islice_, itertools.accumulate: polyfills.accumulate_,
+              itertools.takewhile: polyfills.takewhile_, itertools.dropwhile: polyfills.dropwhile_,
+              itertools.filterfalse: polyfills.filterfalse_, itertools.compress: polyfills.compress_,
+              itertools.starmap: polyfills.starmap_, itertools.pairwise: polyfills.pairwise_}
 _REMADE_AS = {polyfills.map_: map, polyfills.filter_: filter, polyfills.zip_: zip, polyfills.enumerate_: enumerate,
-              polyfills.chain_: itertools.chain, polyfills.chain_from_iterable_: itertools.chain.from_iterable}
+              polyfills.chain_: itertools.chain, polyfills.chain_from_iterable_: itertools.chain.from_iterable,
+              **{fn: cls for cls, fn in _ITERTOOLS.items()}}
 
 
 class PolyfillVariable(CallableVariable):
@@ -522,10 +531,12 @@ BUILTIN_HANDLERS = {
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
+    **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()},
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
+    weakref.ref: make_weakref,
     **PATH_HANDLERS, **IDENTITY_HANDLERS,
 }
 

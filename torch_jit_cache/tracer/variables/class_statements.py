@@ -21,7 +21,7 @@ a class statement may leave it. The class, an instance of it, its methods (and a
 the class) refuse to be rebuilt after the graph (`reconstruct`), which makes a return, a store to a
 global or an input's attribute, or a graph break while one is alive a clean fallback or an earlier
 break, never another class handed to the caller. Only what the trace can reproduce is built:
-bases whose metaclass is `type` and that do not define __init_subclass__, no keywords (metaclass=,
+bases whose metaclass is `type` or abc.ABCMeta and that do not define __init_subclass__, no keywords (metaclass=,
 __init_subclass__ arguments), a body whose namespace holds constants, functions, staticmethod/
 classmethod/property of functions, classes and other trackers (read back as they are); no
 __set_name__ or other descriptor protocol on a class attribute's type (refused), no __slots__.
@@ -31,6 +31,7 @@ again over the frame's cells, a second class statement in the transformed code: 
 """
 from __future__ import annotations
 
+import abc
 import types
 
 from ...attribute_lookup import MISSING, type_lookup
@@ -79,7 +80,7 @@ def _check_base(base) -> None:
     if not isinstance(base, ClassVariable) or not isinstance(base.value, type):
         unsupported(f"class statement with base {base}")
     cls = base.value
-    if type(cls) is not type:
+    if type(cls) not in _METACLASSES:
         unsupported(f"class statement with base {cls.__name__}, whose metaclass is {type(cls).__name__}")
     if type_lookup(cls, "__init_subclass__") is not vars(object)["__init_subclass__"]:
         unsupported(f"class statement with base {cls.__name__}, which defines __init_subclass__")
@@ -125,12 +126,20 @@ def _stand_in(value):
 _OBJECT_PROTOCOL = ("__set_name__", "__get__", "__set__", "__delete__")
 
 
+# The metaclasses a base may have: type, and abc.ABCMeta (collections.abc's and abc.ABC's classes),
+# which adds to type() only the set of abstract methods left, computed from the namespace (whose
+# stand-ins carry no __isabstractmethod__: an @abstractmethod in the body is not traced) and the
+# bases, and leaves calls to type.__call__ (new_object.py refuses a class with abstract methods).
+_METACLASSES = (type, abc.ABCMeta)
+
+
 def _make_class(name: str, bases: list, namespace: dict) -> type:
     if "__slots__" in namespace:
         unsupported(f"class {name} defines __slots__")
     real_ns = {k: _stand_in(v) for k, v in namespace.items()}
+    meta = abc.ABCMeta if any(type(b) is abc.ABCMeta for b in bases) else type
     try:
-        cls = type(name, tuple(bases), real_ns)
+        cls = meta(name, tuple(bases), real_ns)
     except Exception as e:   # a layout conflict, a final base: Python raises it at the statement
         unsupported(f"class {name}: type() raised {e!r}")
     STAND_INS.add(cls)

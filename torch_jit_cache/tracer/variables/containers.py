@@ -109,7 +109,20 @@ class BaseListVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if self.fields and name in self.fields:
             return self.items[self.fields.index(name)]
+        if name == "_fields" and self.fields and type(getattr(self.cls, "_fields", None)) is tuple:
+            return tx.wrap_constant(self.cls._fields)   # the names namedtuple() gave the class
         return MethodVariable(self, name)
+
+    def has_attribute(self, tx, name: str) -> bool:
+        """hasattr(t, name): one of its fields, or what its class has (the class is pinned by
+        TYPE_MATCH where the tuple was read, or is the one the trace built it of). Instances of a
+        class with a __dict__ may carry attributes of their own: refused."""
+        cls = self.python_type()
+        if self.fields and name in self.fields or hasattr(cls, name):
+            return True
+        if cls.__dictoffset__:
+            unsupported(f"hasattr on a {cls.__name__}, whose instances have a __dict__")
+        return False
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("index", "count") and len(args) == 1:

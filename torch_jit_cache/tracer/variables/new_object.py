@@ -13,7 +13,8 @@ guards of its own, and it can alias nothing read from the frame (it is new).
 Only classes whose instances that rebuild reproduces exactly are constructed (`refusal`): no
 metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
 refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C state
-would be lost), no __slots__ that declare anything (abc.ABC's empty ones are fine), a __dict__,
+would be lost), __slots__ (their members tracked in `slots`, read and stored as the member
+descriptors do, set through them by the rebuild; a name outside them needs a __dict__),
 object's __new__ or one written in Python (calling the class inlines it, `object.__new__(cls)` and
 `super().__new__(cls)` in it make the object, and __init__ runs only on what it returned if that is
 an instance of the class, as type.__call__ does; the rebuild never runs it again), a __getattr__
@@ -59,11 +60,13 @@ from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mi
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
-def refusal(cls: type, *, init: bool = True, python_new: bool = False) -> str | None:
+def refusal(cls: type, *, init: bool = True, python_new: bool = False, slots: bool = False) -> str | None:
     """Why instances of `cls` cannot be built in the trace, or None. `init`: built by calling the
     class (a copy is built without running __init__, copying.py). `python_new`: a __new__ written
     in Python is admitted, where the trace runs it (calling the class) or bypasses it
-    (`object.__new__(cls)`); a copy would run it after the graph, so copying.py refuses it."""
+    (`object.__new__(cls)`); a copy would run it after the graph, so copying.py refuses it.
+    `slots`: __slots__ are admitted, where the object's slots are tracked (NewObjectVariable.slots);
+    a copy reads only the __dict__, so copying.py refuses them."""
     if type(cls) is abc.ABCMeta:
         # ABCMeta leaves calls to type.__call__; object.__new__ refuses a class with abstract
         # methods left, which the trace would not see.
@@ -74,9 +77,9 @@ def refusal(cls: type, *, init: bool = True, python_new: bool = False) -> str | 
     for klass in cls.__mro__[:-1]:
         if not klass.__flags__ & _HEAPTYPE:
             return f"it derives from the builtin {klass.__name__}"
-        if vars(klass).get("__slots__", ()):   # empty slots (collections.abc's bases) add none
+        if vars(klass).get("__slots__", ()) and not slots:   # empty slots (collections.abc's) add none
             return f"{klass.__name__} defines __slots__"
-    if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]):
+    if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]) and not slots:
         return "its instances have no __dict__"
     new = type_lookup(cls, "__new__")
     if new is not object.__new__ and not (python_new and _python_new(new)):
@@ -99,6 +102,15 @@ def refusal(cls: type, *, init: bool = True, python_new: bool = False) -> str | 
     if init is not vars(object)["__init__"] and not isinstance(init, types.FunctionType):
         return f"its __init__ is a {type(init).__name__}"
     return None
+
+
+def is_slot(attr) -> bool:
+    """A member descriptor a Python class's __slots__ made (refusal admits no builtin base)."""
+    return type(attr) is types.MemberDescriptorType
+
+
+def has_instance_dict(cls: type) -> bool:
+    return bool(cls.__dictoffset__)
 
 
 def _python_new(raw) -> bool:
@@ -164,7 +176,7 @@ class UserClassVariable(ClassVariable):
         A NewObjectVariable of the class (or a subclass) is to be initialised; anything else that
         is not an instance of the class is returned as it is, as type.__call__ does."""
         cls = self.value
-        why = refusal(cls, python_new=True)
+        why = refusal(cls, python_new=True, slots=True)
         if why is not None or not self.can_build():
             unsupported(f"construction of {cls.__qualname__} in the trace: "
                         f"{why or 'the class has no source'}")
@@ -179,7 +191,7 @@ class UserClassVariable(ClassVariable):
 
     def new_object(self, tx):
         """`object.__new__(cls)`: a new object of this class, its __init__ not run."""
-        why = refusal(self.value, init=False, python_new=True)
+        why = refusal(self.value, init=False, python_new=True, slots=True)
         if why is not None or not self.can_build():
             unsupported(f"object.__new__({self.value.__qualname__}) in the trace: "
                         f"{why or 'the class has no source'}")
@@ -201,7 +213,8 @@ class NewObjectVariable(VariableTracker):
     def __init__(self, cls: type, cls_var: UserClassVariable):
         super().__init__(None)
         self.cls, self.cls_var = cls, cls_var
-        self.attrs: dict = {}
+        self.attrs: dict = {}   # the instance __dict__
+        self.slots: dict = {}   # the __slots__ members set so far (is_slot), by name
 
     def python_type(self):
         return self.cls
@@ -240,6 +253,12 @@ class NewObjectVariable(VariableTracker):
         if name == "__dict__":
             return InstanceDictVariable(self)
         attr = type_lookup(self.cls, name)
+        if is_slot(attr):
+            if name not in self.slots:
+                message = f"'{self.cls.__name__}' object has no attribute '{name}'"
+                raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError,
+                             [ConstantVariable(message)])
+            return self.slots[name]
         if attr is not MISSING and is_data_descriptor(attr):
             if type(attr) is property and isinstance(attr.fget, types.FunctionType):
                 return tx.call(self.cls_var.property_getter(tx, name), [self], {})
@@ -320,12 +339,20 @@ class NewObjectVariable(VariableTracker):
             tx.call(hook, [ConstantVariable(name)], {})
 
     def generic_setattr(self, tx, name: str, value) -> None:
-        """object.__setattr__(obj, name, value): a store into the tracked __dict__."""
+        """object.__setattr__(obj, name, value): a store into a slot or the tracked __dict__."""
+        if is_slot(type_lookup(self.cls, name)):
+            self.slots[name] = value
+            return
         self._check_plain_store(name, "store to")
+        if not has_instance_dict(self.cls):
+            unsupported(f"AttributeError: store to {self.cls.__name__}.{name}, which has no __dict__")
         self.dict_version += name not in self.attrs
         self.attrs[name] = value
 
     def generic_delattr(self, tx, name: str) -> None:
+        if is_slot(type_lookup(self.cls, name)) and name in self.slots:
+            del self.slots[name]
+            return
         self._check_plain_store(name, "deletion of")
         if name not in self.attrs:
             unsupported(f"AttributeError: deletion of {self.cls.__name__}.{name}, which is not set")
@@ -338,9 +365,10 @@ class NewObjectVariable(VariableTracker):
     def reconstruct(self, outputs):
         if self.cls_var.source is None:   # a class made in the trace (class_statements.py)
             unsupported(f"{self} leaves the trace, and its class was made in it")
+        # Slot members after the __dict__'s names: the rebuild sets each through its class's slot.
         return outputs.once(self, lambda: ObjectOutput(
-            SourceOutput(self.cls_var.source), tuple(self.attrs),
-            tuple(outputs.rebuild(v) for v in self.attrs.values())))
+            SourceOutput(self.cls_var.source), (*self.attrs, *self.slots),
+            tuple(outputs.rebuild(v) for v in [*self.attrs.values(), *self.slots.values()])))
 
     def __repr__(self):
         return f"NewObjectVariable({self.cls.__name__})"

@@ -232,6 +232,9 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = True
     elif a.identity_family is not None and a.identity_family == b.identity_family:
         same = a.identity_object() is b.identity_object()   # both known (base.py)
+        if not same and a.identity_family == "tensor" and a.source is not None and b.source is not None:
+            # Two frame tensors that are distinct objects now: a later call may pass one twice.
+            tx.output.side_effects.pin(a, False, b, f"identity test between {a} and {b}")
     elif _is_none(a) or _is_none(b):
         same = False  # a container, module, tensor or function is never None
     elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):

@@ -130,3 +130,125 @@ def sequence_count_(seq, item, value):
         if v is value or v == value:
             n += 1
         i += 1
+
+
+def repeat_(obj, times=None):
+    # itertools.repeat: `obj` again and again, `times` times or without end.
+    if times is None:
+        while True:
+            yield obj
+    for _ in range(times):
+        yield obj
+
+
+def count_(start=0, step=1):
+    # itertools.count: start, start + step, ... without end (each value the sum of the previous
+    # one and `step`, as CPython adds them).
+    value = start
+    while True:
+        yield value
+        value += step
+
+
+def cycle_(iterable):
+    # itertools.cycle: the items once, remembered, then the remembered ones over and over.
+    seen = []
+    for item in iterable:
+        yield item
+        seen.append(item)
+    while seen:
+        for item in seen:
+            yield item
+
+
+def islice_(iterable, *args):
+    # itertools.islice(iterable, stop) or (iterable, start, stop[, step]): the items whose index
+    # is start, start + step, ... below stop. What it takes from `iterable` is CPython's: before
+    # each item it skips to that item's index, the next index is never past stop, and it ends
+    # once it has taken `stop` items, so a finished islice has consumed exactly up to stop.
+    bounds = slice(*args)
+    start = 0 if bounds.start is None else bounds.start
+    step = 1 if bounds.step is None else bounds.step
+    stop = bounds.stop
+    for bound in (start, step, stop):
+        if bound is not None and (type(bound) is not int or bound < 0):
+            raise ValueError("Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    if step == 0:
+        raise ValueError("Step for islice() must be a positive integer or None.")
+    it = iter(iterable)
+    taken = 0
+    wanted = start
+    while True:
+        while taken < wanted:
+            for _ in it:
+                break
+            else:
+                return
+            taken += 1
+        if stop is not None and taken >= stop:
+            return
+        for item in it:
+            break
+        else:
+            return
+        taken += 1
+        yield item
+        wanted += step
+        if stop is not None and wanted > stop:
+            wanted = stop
+
+
+def accumulate_(iterable, func=None, *, initial=None):
+    # itertools.accumulate: running totals (func(total, item), + by default), after `initial`.
+    total = initial
+    started = initial is not None
+    if started:
+        yield total
+    for item in iterable:
+        if not started:
+            total, started = item, True
+        else:
+            total = total + item if func is None else func(total, item)
+        yield total
+
+
+def takewhile_(predicate, iterable):
+    for item in iterable:
+        if not predicate(item):
+            return
+        yield item
+
+
+def dropwhile_(predicate, iterable):
+    dropping = True
+    for item in iterable:
+        if dropping and predicate(item):
+            continue
+        dropping = False
+        yield item
+
+
+def filterfalse_(predicate, iterable):
+    for item in iterable:
+        if not (item if predicate is None else predicate(item)):
+            yield item
+
+
+def compress_(data, selectors):
+    for item, keep in zip(data, selectors):
+        if keep:
+            yield item
+
+
+def starmap_(fn, iterable):
+    for args in iterable:
+        yield fn(*args)
+
+
+def pairwise_(iterable):
+    it = iter(iterable)
+    for previous in it:
+        for item in it:
+            yield previous, item
+            previous = item
+        return

@@ -139,11 +139,30 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(self.example, name))
         if name in _TENSOR_ATTRS:
             return call_op(tx, getattr, [self, ConstantVariable(name)], {})
-        if name in ("grad", "data", "grad_fn", "_version"):
+        if name == "grad":
+            return self._grad(tx)
+        if name in ("data", "grad_fn", "_version"):
             unsupported(f"tensor attribute .{name}")
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
+
+    def _grad(self, tx):
+        """x.grad. Of a tensor read from the frame: the value found at its source `x.grad`, a tensor
+        (a graph input, TENSOR_MATCH) or None (guarded as None), so a call where it changed
+        recompiles; the trace never stores a tensor's attributes, and an in-place update of the
+        gradient is a graph input's mutation. Of a tensor the graph made: None, since no backward
+        runs inside a graph (backward() breaks) and a new tensor has no gradient; unless it is the
+        very object of a frame tensor (an in-place op's result, `x.to(x.dtype)`), whose gradient
+        the graph cannot see."""
+        if self.source is not None:
+            if self.real is None:
+                unsupported("tensor attribute .grad of a tensor whose value the trace does not hold")
+            return tx.wrap(self.real.grad, AttrSource(self.source, "grad"))
+        if any(isinstance(v, TensorVariable) and v.source is not None and v.example is self.example
+               for v in list(tx.output.by_source.values())):
+            unsupported("tensor attribute .grad of a graph tensor that is a frame tensor itself")
+        return ConstantVariable(None)
 
     def has_attribute(self, tx, name: str) -> bool:
         """hasattr(x, name), answered where Python looks: the tensor's type, pinned by TENSOR_MATCH

@@ -1,0 +1,102 @@
+"""FrameIteratorVariable: a builtin iterator over an immutable sequence, read from the frame
+(`it = iter(range(3))` made before the call, then `next(it)` inside it).
+
+Its position is state, read exactly: `it.__reduce__()` gives what it iterates and how far it got,
+in every supported Python (3.11-3.12: `(iter, (seq,), index)`, `(iter, (seq,))` once exhausted; 3.13
+gives a range iterator as `(iter, (rest of the range,), None)`). The trace guards those parts
+(MethodCallSource `L['it'].__reduce__()`, under TYPE_MATCH on the iterator: the C++ tree reads it
+without running user code), so a call where the iterator is elsewhere recompiles, and yields the
+remaining items as constants. Each step the trace takes (an item, or the StopIteration of an
+exhausted one) is replayed on the very iterator after the graph, as `next(it, None)` that many
+times (side_effects.py, EffectKind.ADVANCE_ITER): over an immutable sequence that leaves it exactly
+where eager's is, whatever else the replay does. Held at a graph break or returned, it is the
+frame's object (its source).
+
+Only iterators whose sequence is a constant value are modelled (a range, str, bytes, or a tuple of
+constants: SEQUENCE_GUARDS); a list iterator sees its list change and is left to the general
+rules. Two sources that are one iterator would each advance it: they are pinned distinct (a call
+where they alias recompiles), and the same object reached twice is refused.
+"""
+from __future__ import annotations
+
+from ...sources import AttrSource, ItemSource, MethodCallSource
+from ...trace_result import GuardKind, SourceOutput
+from .base import unsupported
+from .constant import ConstantVariable, is_constant_value
+from .iterators import IteratorVariable
+
+
+def _range_guards(seq, source):
+    return [(AttrSource(source, name), GuardKind.EQUALS_MATCH, getattr(seq, name)) for name in ("start", "stop", "step")]
+
+
+def _value_guard(seq, source):
+    return [(source, GuardKind.EQUALS_MATCH, seq)]
+
+
+# The builtin iterator types modelled, by the sequence type they iterate: how that sequence is
+# guarded (a range by its start, stop and step; the others by value).
+SEQUENCE_GUARDS = {range: _range_guards, str: _value_guard, bytes: _value_guard, tuple: _value_guard}
+ITERATOR_TYPES = frozenset(type(iter(example)) for example in (range(1), range(2 ** 70, 2 ** 70 + 1), "a", "\u00e9",
+                                                                b"a", ()))
+
+
+def is_frame_iterator(value) -> bool:
+    return type(value) in ITERATOR_TYPES
+
+
+class FrameIteratorVariable(IteratorVariable):
+    def __init__(self, items: list, source, kind: type, real):
+        super().__init__(items, watch=(), kind=kind)
+        self.source = source
+        self.real = real    # the iterator itself, for the aliasing check of later reads
+        self.steps = 0      # next() calls to replay after the graph
+
+    def next_item(self):
+        self.steps += 1
+        return super().next_item()
+
+    def unpack(self, tx):
+        self.steps += len(self.items) - self.index + 1   # to the StopIteration, as list(it) goes
+        return super().unpack(tx)
+
+    def reconstruct(self, outputs):
+        return SourceOutput(self.source)   # the frame's own iterator, advanced by the replay
+
+    def __repr__(self):
+        return f"FrameIteratorVariable({self.kind.__name__} from {self.source})"
+
+
+def wrap_frame_iterator(tx, value, source, g):
+    reduced = value.__reduce__()
+    seq, index = reduced[1][0], (reduced[2] if len(reduced) > 2 else None)
+    guard_seq = SEQUENCE_GUARDS.get(type(seq))
+    if guard_seq is None or type(seq) is tuple and not all(is_constant_value(v) for v in seq):
+        return None
+    if not g.enabled:
+        unsupported(f"a {type(value).__name__} read without guards")
+    out = tx.output
+    for other in list(out.by_source.values()):
+        if isinstance(other, FrameIteratorVariable) and other.kind is type(value):
+            if other.real is value:
+                unsupported(f"{source} is {other.source}, an iterator the trace reads twice")
+            out.side_effects.pin(other, False, _Probe(source), f"{source} is an iterator like {other.source}")
+    g(GuardKind.TYPE_MATCH, type(value))
+    state = MethodCallSource(source, "__reduce__")
+    g(GuardKind.LENGTH, len(reduced), state)
+    for s, kind, v in guard_seq(seq, ItemSource(ItemSource(state, 1), 0)):
+        g(kind, v, s)
+    if len(reduced) > 2:
+        g(GuardKind.EQUALS_MATCH, index, ItemSource(state, 2))
+    items = [ConstantVariable(v) for v in list(seq)[index or 0:]]
+    vt = FrameIteratorVariable(items, source, type(value), value)
+    out.side_effects.advance_iterator(vt)
+    return vt
+
+
+class _Probe:
+    """A stand-in with a source, for pinning a tracker not made yet."""
+
+    def __init__(self, source):
+        self.source = source
+
