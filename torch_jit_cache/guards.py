@@ -16,11 +16,10 @@ tests/python/test_guard_codec.py that each kind's decoded guard accepts what the
 from __future__ import annotations
 
 import dataclasses
-import sys
-import types
+import weakref
 from typing import Callable
 
-from . import _C, runtime, shape_guards as _shape_guards
+from . import _C, process_lived, runtime, shape_guards as _shape_guards
 from .disk_cache.guard_codec import CONSTANT, NOTHING, OBJECT, SOURCE, TENSOR, Codec, StoreContext
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
@@ -89,30 +88,6 @@ class GuardBuilder:
             self._dynamic[source] = (tuple(sorted({*old_sizes, *sizes})), tuple(sorted({*old_strides, *strides})))
 
 
-# torch's own singletons, made once per process and kept in torch's tables: guarded by identity,
-# held strongly (they cannot be weakly referenced; holding them keeps nothing alive that would not
-# live anyway), and the C methods of torch._C.TensorBase (`torch.Tensor.view` read from the class).
-# By (module, name) so that this module imports without torch.
-_PROCESS_LIVED_TYPES = {("torch", "dtype"), ("torch", "layout"), ("torch", "memory_format")}
-
-
-def _lives_for_the_process(value) -> bool:
-    cls = type(value)
-    torch = sys.modules.get("torch")
-    if cls in (types.MethodDescriptorType, types.WrapperDescriptorType):
-        # A C method of torch's tensor base type (`torch.Tensor.add_`), a static type's member.
-        return torch is not None and value.__objclass__ is torch._C.TensorBase
-    numpy = sys.modules.get("numpy")
-    # A numpy function or ufunc (not weakrefable): numpy is never unloaded. Only numpy's own
-    # objects are looked up in it (numpy.str of the builtin str warns of a future meaning).
-    if numpy is not None and (isinstance(value, numpy.ufunc) or
-                              (getattr(value, "__module__", None) or "").startswith("numpy")):
-        name = getattr(value, "__name__", None)
-        return bool(name) and getattr(numpy, name, None) is value
-    return (getattr(cls, "__module__", None), cls.__name__) in _PROCESS_LIVED_TYPES and \
-        getattr(torch, cls.__name__, None) is cls
-
-
 def _same_as(builder: GuardBuilder, spec: GuardSpec) -> None:
     # "This source reaches the same object as that one" (one tensor reached twice is one graph
     # input): both are pinned to the object by identity, held weakly. Stricter than needed (a new
@@ -135,7 +110,18 @@ def _dict_tags(builder: GuardBuilder, spec: GuardSpec) -> None:
 
 
 def _id_match_options(builder: GuardBuilder, spec: GuardSpec) -> dict:
-    return {"strong": True} if _lives_for_the_process(spec.value) else {}
+    # Held weakly wherever a weak reference can be made; strongly only what cannot be weakly
+    # referenced and lives for the process anyway (process_lived.py: torch.dtype, numpy's ufuncs).
+    value = spec.value
+    return {"strong": True} if not _weakrefable(value) and process_lived.lives_for_the_process(value) else {}
+
+
+def _weakrefable(value) -> bool:
+    try:
+        weakref.ref(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _tensor_match_options(builder: GuardBuilder, spec: GuardSpec) -> dict:

@@ -21,6 +21,7 @@
 #include "guards/guard_errors.h"
 #include "guards/guard_manager.h"
 #include "guards/leaf_kinds.h"
+#include "guards/process_lived.h"
 #include "guards/root_guard_manager.h"
 #include "runtime/frame_handle.h"
 #include "guards/torch_backend.h"
@@ -380,6 +381,13 @@ a frame) and an optional globals dict.)doc");
       },
       py::arg("code"), py::arg("values"),
       "'true', 'false', 'overflows int64', 'divides by zero' or 'is out of an operation's domain' (tests).");
+  m.def(
+      "vouch_process_lived", [](py::handle obj) { vouch_process_lived(obj.ptr()); }, py::arg("obj"),
+      "Registers obj as living as long as the process: guards may then hold it as a dict key, compared "
+      "by identity. Held for good; only torch_jit_cache.process_lived decides what qualifies.");
+  m.def(
+      "is_process_lived", [](py::handle obj) { return is_process_lived(obj.ptr()); }, py::arg("obj"),
+      "Whether obj was registered with vouch_process_lived.");
   m.def("_torch_backend_status",
         []() -> py::tuple {
           absl::StatusOr<TorchBackend*> backend = torch_backend();

@@ -10,6 +10,8 @@
 
 #include <Python.h>
 
+#include "guards/process_lived.h"
+
 namespace tjc {
 
 inline constexpr const char* kImmutableBuiltins =
@@ -34,7 +36,8 @@ inline bool is_immutable_builtin(PyObject* obj, int depth = 0) {
 }
 
 inline constexpr const char* kKeyConstants =
-    "int, float, bool, str, bytes, None, static types (int, list, dict, ...) and tuples of them";
+    "int, float, bool, str, bytes, None, static types (int, list, dict, ...), objects vouched for as "
+    "living as long as the process (typing.Union, collections.abc.Sequence, ...) and tuples of them";
 
 // A static (non-heap) type: it lives for the process and its metaclass is `type`, so == on it is
 // identity and runs no user code; a guard may hold it.
@@ -44,10 +47,12 @@ inline bool is_static_type(PyObject* obj) {
 }
 
 // What a guard may hold as a dict key (item() accessors, DICT_KEYS): an immutable builtin, a
-// static type (unittest's table of assert methods by type: {dict: ..., list: ...}), and tuples
-// of those.
+// static type (unittest's table of assert methods by type: {dict: ..., list: ...}), an object
+// Python vouched for as living as long as the process (process_lived.h: huggingface_hub's table
+// of validators keyed by typing.Union, collections.abc.Sequence, ...), and tuples of those. Hashing
+// or comparing one runs no user code; == on a vouched object is identity.
 inline bool is_key_constant(PyObject* obj, int depth = 0) {
-  if (is_immutable_builtin(obj) || is_static_type(obj)) return true;
+  if (is_immutable_builtin(obj) || is_static_type(obj) || is_process_lived(obj)) return true;
   if (!PyTuple_CheckExact(obj) || depth > 16) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
     if (!is_key_constant(PyTuple_GET_ITEM(obj, i), depth + 1)) return false;

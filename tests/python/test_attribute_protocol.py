@@ -367,9 +367,9 @@ def test_pretrained_config_reads_renamed_names_and_deepcopy_whole():
 def test_pretrained_config_store_in_a_compiled_function_equals_eager():
     # `config.problem_type = ...` as a SequenceClassification loss does: PretrainedConfig's
     # __setattr__ (huggingface_hub's @strict validator, then the attribute_map renaming and
-    # object's store) is traced. The validator reads a dict keyed by typing forms
-    # (huggingface_hub.dataclasses._BASIC_TYPE_VALIDATORS), which no guard can hold yet: the
-    # store breaks there, runs as eager runs it, and the state after is eager's.
+    # object's store) is traced whole. The validator reads a dict keyed by typing forms
+    # (huggingface_hub.dataclasses._BASIC_TYPE_VALIDATORS), keys that live for the process
+    # (process_lived.py); the store is replayed after the graph, and the state after is eager's.
     def fn(config, x):
         y = x * config.hidden_size
         if config.problem_type is None:
@@ -383,6 +383,8 @@ def test_pretrained_config_store_in_a_compiled_function_equals_eager():
         same(compiled(config, torch.ones(3)), expected)
         assert config.to_dict() == eager_config.to_dict()
         assert config.problem_type == "single_label_classification"
+    stats = tjc.stats()
+    assert stats["graph_breaks"] == 0 and stats["fallbacks"] == 0, stats
 
 
 # -- memory, and what still breaks ------------------------------------------------------------------

@@ -326,3 +326,75 @@ def test_count_and_index_compare_by_identity_first_as_python():
     # A NaN is not == itself, but Python's count and index find the very object (`is` first).
     run_both(count_nan, torch.ones(2), 1)
     run_both(count_nan, torch.ones(2), 2)
+# -- dicts keyed by objects that live as long as the process ---------------------------------------
+import collections.abc  # noqa: E402
+import typing  # noqa: E402
+
+
+def _union(x, args):
+    return x + len(args)
+
+
+def _literal(x, args):
+    return x * args[0]
+
+
+def _sequence(x, args):
+    return x - 1
+
+
+# huggingface_hub's strict dataclasses pick a validator by the annotation's origin from a table
+# like this one (huggingface_hub.dataclasses._BASIC_TYPE_VALIDATORS).
+VALIDATORS = {typing.Union: _union, typing.Literal: _literal, list: _sequence,
+              collections.abc.Sequence: _sequence}
+
+
+def validate(x, expected):
+    validator = VALIDATORS.get(typing.get_origin(expected))
+    if validator is None:
+        return x, typing.Union in VALIDATORS, len(VALIDATORS)
+    return validator(x, typing.get_args(expected)), typing.Literal in VALIDATORS, VALIDATORS[list] is _sequence
+
+
+@pytest.mark.parametrize("expected", [typing.Optional[int], typing.Literal[3], typing.Sequence[int],
+                                      list[int], int])
+def test_dict_keyed_by_typing_forms_and_abcs_is_traced(expected):
+    run_both(validate, torch.ones(2), expected)
+
+
+def test_dict_keyed_by_typing_forms_recompiles_when_the_table_changes(monkeypatch):
+    cnt = CompileCounter()
+    compiled = tjc.compile(validate, backend=cnt)
+    run_both(validate, torch.ones(2), typing.Optional[int], compiled=compiled)
+    monkeypatch.setitem(VALIDATORS, typing.Union, _sequence)       # another value for a key
+    assert_same(compiled(torch.ones(2), typing.Optional[int]), validate(torch.ones(2), typing.Optional[int]))
+    monkeypatch.setitem(VALIDATORS, typing.Final, _literal)        # a key more
+    assert_same(compiled(torch.ones(2), int), validate(torch.ones(2), int))
+    assert tjc.stats()["compiles"] == 3   # the last has no tensor work: no graph, eager's code
+
+
+def test_iterating_a_dict_keyed_by_typing_forms_matches_eager():
+    # Its keys as values of the trace (no source to reload them from) are not modelled yet: a
+    # break, with eager's result.
+    def fn(x):
+        return x + 1, [k for k in VALIDATORS], list(VALIDATORS.items())
+    got, want = tjc.compile(fn)(torch.ones(2)), fn(torch.ones(2))
+    assert_same(got[0], want[0])
+    assert got[1:] == want[1:]
+
+
+class UserKey:
+    pass
+
+
+def test_a_dict_keyed_by_a_users_object_still_breaks_and_keeps_nothing_alive():
+    key = UserKey()
+    table = {key: 2, list: 3}
+
+    def fn(x, t):
+        return x * t[list] + len(t)
+    got = tjc.compile(fn)(torch.ones(2), table)
+    assert_same(got, fn(torch.ones(2), table))
+    ref = weakref.ref(key)
+    del key, table
+    assert ref() is None

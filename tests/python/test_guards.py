@@ -278,6 +278,30 @@ def test_dict_keys_and_items_by_static_types():
         g.local("d").item((int, Mine))
 
 
+def test_dict_keys_and_items_by_objects_vouched_for_as_living_for_the_process():
+    # huggingface_hub's table of validators: keys a guard may hold only once Python vouched for
+    # them (torch_jit_cache.process_lived); compared by identity.
+    import collections.abc
+    import typing
+    g = GuardManager()
+    if not _C.is_process_lived(typing.ClassVar):
+        with pytest.raises(TypeError, match="DICT_KEYS holds its keys"):
+            g.local("d").dict_keys([typing.ClassVar])
+        with pytest.raises(TypeError, match="item\\(\\) keys"):
+            g.local("d").item(typing.ClassVar)
+    for key in (typing.ClassVar, collections.abc.Sized):
+        _C.vouch_process_lived(key)
+        assert _C.is_process_lived(key)
+    d = g.local("d")
+    d.dict_keys([typing.ClassVar, collections.abc.Sized, list])
+    d.item(typing.ClassVar).equals_match("cv")
+    assert g.check({"d": {typing.ClassVar: "cv", collections.abc.Sized: 1, list: 2}})
+    assert not g.check({"d": {typing.ClassVar: "other", collections.abc.Sized: 1, list: 2}})
+    assert not g.check({"d": {typing.Final: "cv", collections.abc.Sized: 1, list: 2}})
+    assert not g.check({"d": {typing.ClassVar: "cv", collections.abc.Sequence: 1, list: 2}})
+    assert not _C.is_process_lived(Linear())
+
+
 def test_equals_match_and_dict_keys_refuse_what_they_would_keep_alive():
     g = GuardManager()
     with pytest.raises(TypeError, match="guard by identity"):

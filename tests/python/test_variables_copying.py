@@ -227,6 +227,73 @@ def test_deepcopy_the_trace_cannot_follow_stays_a_graph_break(make):
     assert calls.delta("graph_breaks") + calls.delta("fallbacks") >= 1
 
 
+class Renamed:
+    """PreTrainedConfig's pattern: its own __getattribute__ renames the names in attribute_map,
+    then asks object's."""
+    attribute_map = {"width": "hidden"}
+
+    def __init__(self, hidden):
+        self.hidden = hidden
+        self.names = ["a"]
+
+    def __getattribute__(self, name):
+        if name != "attribute_map" and name in super().__getattribute__("attribute_map"):
+            name = super().__getattribute__("attribute_map")[name]
+        return super().__getattribute__(name)
+
+
+class RenamesDeepcopy(Renamed):
+    """A hook that answers __deepcopy__ with a method of its own: deepcopy calls that."""
+    attribute_map = {"width": "hidden", "__deepcopy__": "_own_copy"}
+
+    def _own_copy(self, memo):
+        return RenamesDeepcopy(self.hidden * 10)
+
+
+def _copy_built_hooked(cls):
+    def fn(x):
+        x = x + 1
+        c = cls(3)
+        d = copy.deepcopy(c)     # Whisper: a config the trace made, copied again
+        d.names.append("b")
+        d.hidden = d.width + 2
+        return x * c.width + d.width, c, d
+    return fn
+
+
+def test_deepcopy_of_a_built_object_with_its_own_getattribute_follows_the_hook():
+    fn = _copy_built_hooked(Renamed)
+    x = torch.randn(3)
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        got, want = calls(x), fn(x)
+        same_exactly(got[0], want[0])
+        same_object(got[1], want[1])
+        same_object(got[2], want[2])
+        assert got[1].names == ["a"] and got[2].names == ["a", "b"]
+    calls.check(graphs=1)
+
+
+def test_deepcopy_of_a_built_object_whose_hook_answers_deepcopy_breaks_as_eager():
+    fn = _copy_built_hooked(RenamesDeepcopy)
+    x = torch.randn(3)
+    calls = CompiledCalls(fn)
+    got, want = calls(x), fn(x)
+    same_exactly(got[0], want[0])
+    same_object(got[2], want[2])
+    assert calls.delta("graph_breaks") + calls.delta("fallbacks") >= 1
+    assert "answers __deepcopy__" in " ".join(tjc.explain(fn)(x).break_reasons)
+
+
+def test_copies_of_built_hooked_objects_are_freed_when_dropped(no_gc):
+    fn = _copy_built_hooked(Renamed)
+    compiled = tjc.compile(fn, backend="eager")
+    _, c, d = compiled(torch.randn(3))
+    refs = [weakref.ref(c), weakref.ref(d)]
+    del c, d
+    assert [r() for r in refs] == [None, None]
+
+
 def test_deepcopy_of_a_tensor_built_copy_is_refused_in_the_copy_of_a_new_object():
     calls = CompiledCalls(_copy_new_object)
     x = torch.randn(2, 3)

@@ -127,3 +127,32 @@ def test_objects_the_trace_builds_answer_too():
     for n in (0, 3, 0):
         torch.testing.assert_close(compiled(x, n), fn(x, n))
     compiled.check(graphs=2, breaks=0)
+
+
+def _validator(x):
+    return x * 2
+
+
+class Holder:
+    def method(self, x):
+        return x - 3
+
+
+TABLE = {"f": _validator}
+
+
+def test_functions_and_bound_methods_are_true():
+    # huggingface_hub's `elif validator := table.get(origin):` branches on a function.
+    def fn(x, key, obj):
+        if validator := TABLE.get(key):
+            x = validator(x)
+        m = obj.method
+        if m:
+            x = m(x)
+        return x + (1 if not fn else 0) + (1 if (lambda: 0) else 0)
+
+    x = torch.randn(2)
+    compiled = CompiledCalls(fn)
+    for key in ("f", "g"):
+        torch.testing.assert_close(compiled(x, key, Holder()), fn(x, key, Holder()))
+    compiled.check(graphs=2, breaks=0)

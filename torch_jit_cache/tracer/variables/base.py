@@ -111,6 +111,14 @@ class VariableTracker:
     def as_python_constant(self):
         unsupported(f"{self} is not a Python constant")
 
+    def dict_key(self, tx):
+        """The key a dict lookup by this value is made with (`d[k]`, `d.get(k)`, `k in d`): a
+        constant's value (a user object that lives as long as the process answers itself:
+        user_object.py)."""
+        if not self.is_python_constant():
+            unsupported(f"index by a non-constant {self}")
+        return self.as_python_constant()
+
     # -- graph arguments ------------------------------------------------------------------------
     def as_fx_arg(self):
         """The value as an fx node argument (nodes for tensors, Python values for constants)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 
+from ...process_lived import holdable_key
 from ...sources import ItemSource
 from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
                              TupleOutput)
@@ -32,11 +33,15 @@ def _index(key: VariableTracker):
 
 def is_key_constant(value) -> bool:
     """A dict key the guards may hold (the C++ rule, guards/value_rules.h): int, float, bool, str,
-    bytes, None, a static type (dict, list, ...), and tuples of them. Hashing or comparing one
-    runs no user code."""
+    bytes, None, a static type (dict, list, ...), an object that lives as long as the process and
+    compares by identity (process_lived.holdable_key: typing.Union, collections.abc.Sequence, ...;
+    vouched for to the guard tree there), and tuples of them. Hashing or comparing one runs no
+    user code."""
     if value is None or type(value) in (int, float, bool, str, bytes) or is_static_type(value):
         return True
-    return type(value) is tuple and all(is_key_constant(v) for v in value)
+    if type(value) is tuple:
+        return all(is_key_constant(v) for v in value)
+    return holdable_key(value)
 
 
 def key_tracker(tx, key):
@@ -337,7 +342,7 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def getitem(self, tx, key):
-        k = _index(key)
+        k = key.dict_key(tx)
         if k not in self.items:
             raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
         return self.items[k]
@@ -369,14 +374,14 @@ class DictVariable(VariableTracker):
         if name in DictViewVariable.KINDS and not args and not kwargs:
             return DictViewVariable(self, name)
         if name == "get":
-            k = _index(args[0])
+            k = args[0].dict_key(tx)
             if k in self.items:
                 return self.items[k]
             return args[1] if len(args) > 1 else ConstantVariable(None)
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "__contains__":
-            return ConstantVariable(_index(args[0]) in self.items)
+            return ConstantVariable(args[0].dict_key(tx) in self.items)
         if name == "copy":
             return DictVariable(self.items)
         if name == "update":
@@ -496,7 +501,7 @@ class DictViewVariable(VariableTracker):
 
     def contains(self, tx, item) -> bool:
         if self.kind == "keys":
-            return _index(item) in self.mapping.items
+            return item.dict_key(tx) in self.mapping.items
         if not item.is_python_constant() or not self.is_python_constant():
             unsupported(f"membership test of {item} in dict.{self.kind}() of non-constant values")
         return item.as_python_constant() in self.as_python_constant()
@@ -538,7 +543,8 @@ def wrap_sequence(tx, value, source, g):
 
 def wrap_dict(tx, value, source, g):
     if not all(is_key_constant(k) for k in value):
-        unsupported("a dict with keys other than constants and static types")
+        unsupported("a dict with keys other than constants, static types and objects that live as long "
+                    "as the process")
     g(GuardKind.TYPE_MATCH, dict)
     g(GuardKind.DICT_KEYS, tuple(value))
     return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)

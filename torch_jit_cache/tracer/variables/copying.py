@@ -28,8 +28,9 @@ __getattribute__ is followed: on an object from the frame, the protocol's names 
 __reduce_ex__, ...) must resolve to themselves (attribute_lookup's trusted renamings, as now) and
 its state is its __dict__, read item by item (`x.__dict__['name']`, guarded); on the new copy,
 `hasattr(y, '__setstate__')` and `y.__dict__` are run through its class's hooks
-(object_hooks.py). The copy of an object built in the trace whose class has its own
-__getattribute__ is refused (the protocol's reads on it are not followed).
+(object_hooks.py). On an object built in the trace, each protocol name is looked up through its
+class's __getattribute__, traced (a config the trace deep-copied once, copied again: Whisper's
+`get_text_config`), and must resolve as object's protocol would (`_hooked_protocol_refusal`).
 """
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ from ...attribute_lookup import (MISSING, has_generic_getattribute, instance_dic
                                  type_lookup)
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
-from .base import VariableTracker, unsupported
+from .base import TracedAttributeError, VariableTracker, catching_raise, unsupported
 from .constant import ConstantVariable, SAFE_TYPES, is_immutable_torch_value
 from .containers import DictVariable, ListVariable, TupleVariable
 from .functions import UserFunctionVariable
-from .new_object import NewObjectVariable, UserClassVariable, refusal
+from .new_object import NewObjectVariable, ObjectMethodVariable, UserClassVariable, refusal
 from .object_hooks import InstanceDictVariable
 from .user_object import UserObjectVariable
 
@@ -52,9 +53,10 @@ _OBJECT_PROTOCOL = {"__reduce_ex__": vars(object)["__reduce_ex__"],
                     "__reduce__": vars(object)["__reduce__"],
                     "__getstate__": vars(object).get("__getstate__", MISSING)}   # 3.11+
 _NO_PROTOCOL = ("__deepcopy__", "__setstate__", "__getnewargs__", "__getnewargs_ex__")
-# What deepcopy and object.__reduce_ex__ read from the object copied, through getattr.
-_READ_ON_X = ("__deepcopy__", "__reduce_ex__", "__reduce__", "__getstate__", "__getnewargs_ex__",
-              "__getnewargs__")
+# What deepcopy and object.__reduce_ex__ read from the object copied, through getattr, in the
+# order they read it.
+_READ_ON_X = ("__deepcopy__", "__reduce_ex__", "__reduce__", "__getnewargs_ex__", "__getnewargs__",
+              "__getstate__")
 
 
 def deepcopy(tx, args, kwargs):
@@ -124,7 +126,7 @@ class _Copier:
         if type(x) is NewObjectVariable:
             why = _protocol_refusal(x.cls)
             if why is None and not has_generic_getattribute(x.cls):
-                why = "its class has its own __getattribute__"
+                why = self._hooked_protocol_refusal(x)
             if why is not None:
                 unsupported(f"copy.deepcopy of a {x.cls.__name__}: {why}")
             y = self._done(x, real, self._new(x.cls, x.cls_var))
@@ -133,6 +135,23 @@ class _Copier:
         if type(x) is UserObjectVariable:
             return self._copy_frame_object(x, real)
         unsupported(f"copy.deepcopy of {x}")
+
+    def _hooked_protocol_refusal(self, x) -> str | None:
+        """Why deepcopy's reads on `x`, an object built in the trace whose class has its own
+        __getattribute__, would not find object's protocol, or None. Each name deepcopy and
+        object.__reduce_ex__ ask for (`_READ_ON_X`, in the order they ask) is looked up through
+        the class's hook, traced as Python runs it: the names object answers (__reduce_ex__,
+        __reduce__, __getstate__) must give object's own method bound to `x`, the others must
+        raise AttributeError. Its state is then `x`'s tracked __dict__, which object.__getstate__
+        reads without the hook."""
+        for name in _READ_ON_X:
+            value, found = catching_raise(self.tx, lambda n=name: x.var_getattr(self.tx, n), TracedAttributeError)
+            if name not in _OBJECT_PROTOCOL:
+                if found:
+                    return f"its __getattribute__ answers {name}"
+            elif not (isinstance(value, ObjectMethodVariable) and value.obj is x and value.name == name):
+                return f"its __getattribute__ does not answer {name} with object's own"
+        return None
 
     def _real(self, x):
         """The frame's object behind `x` (a plain object, list or dict with a source), or None;

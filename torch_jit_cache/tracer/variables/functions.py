@@ -46,6 +46,10 @@ class BaseFunctionVariable(VariableTracker):
     def python_type(self):
         return types.FunctionType
 
+    def truthy(self, tx) -> bool:
+        # A function defines neither __bool__ nor __len__: always true (`if validator := d.get(k)`).
+        return True
+
     def call_function(self, tx, args, kwargs):
         return tx.inline_call(self, args, kwargs)
 
@@ -371,6 +375,9 @@ class UserMethodVariable(VariableTracker):
 
     def python_type(self):
         return types.MethodType
+
+    def truthy(self, tx) -> bool:
+        return True   # a bound method defines neither __bool__ nor __len__
 
     def call_function(self, tx, args, kwargs):
         return tx.call(self.func, [self.obj, *args], kwargs)

@@ -276,6 +276,8 @@ class NewObjectVariable(VariableTracker):
             return UserMethodVariable(self._class_attr(tx, name), self)
         if isinstance(attr, (staticmethod, classmethod)) or not is_descriptor(attr):
             return self._class_attr(tx, name)   # the function, a bound classmethod, or a value
+        if vars(object).get(name) is attr:
+            return ObjectMethodVariable(self, name)
         unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
                     "(a descriptor)")
 
@@ -380,3 +382,23 @@ def wrap_class(tx, value, source, g):
     if is_user_class(value):   # calling it builds an object in the trace
         return UserClassVariable(value, source)
     return ClassVariable(value, source)
+
+
+class ObjectMethodVariable(VariableTracker):
+    """`obj.name` where the lookup on an object built in the trace found one of object's own C
+    methods (`__reduce_ex__`, `__getstate__`, ...), bound to it: what deepcopy's protocol checks
+    its reads resolve to (copying.py). Only the answer is modelled: calling it, or any other use,
+    is refused."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def python_type(self):
+        return type(getattr(object(), self.name))
+
+    def call_function(self, tx, args, kwargs):
+        unsupported(f"call of object's {self.name} on {self.obj}")
+
+    def __repr__(self):
+        return f"ObjectMethodVariable({self.obj!r}.{self.name})"

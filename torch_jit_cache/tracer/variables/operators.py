@@ -275,7 +275,7 @@ def _types_apart(a, b) -> bool:
 
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     if isinstance(container, DictVariable):
-        found = item.as_python_constant() in container.items
+        found = item.dict_key(tx) in container.items
     elif hasattr(container, "contains"):
         found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():

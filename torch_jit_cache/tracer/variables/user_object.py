@@ -36,6 +36,7 @@ import types
 import torch
 
 from ...attribute_lookup import MISSING, Where, instance_dict, lookup, type_lookup
+from ...process_lived import holdable_key
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from . import object_protocol, polyfills
@@ -85,6 +86,16 @@ class UserObjectVariable(VariableTracker):
 
     def python_type(self):
         return type(self.value)
+
+    def dict_key(self, tx):
+        # An object that lives as long as the process and hashes and compares by identity
+        # (process_lived.holdable_key: `table.get(typing.get_origin(t))`, the origin typing.Union):
+        # a dict lookup by it finds exactly the entry keyed by that very object, so the lookup is
+        # made with it, pinned by identity at its source.
+        if self.source is None or not holdable_key(self.value):
+            return super().dict_key(tx)
+        tx.output.add_guard(self.source, GuardKind.ID_MATCH, self.value)
+        return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         # The type's __getattribute__ and __getattr__, as Python's slot runs them (object_protocol.py).
