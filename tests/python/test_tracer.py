@@ -507,3 +507,28 @@ def test_every_opcode_the_decoder_produces_for_this_module_has_a_handler_or_a_re
     assert len(codes) > 100
     assert ops - DISPATCH.keys() - not_traced == set()
     assert not_traced & DISPATCH.keys() == set()
+
+
+@torch.jit.script
+def _scripted_cos(x, c: float = 2.0):
+    return torch.cos(x) * c
+
+
+class _CallsScripted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fast_cos = _scripted_cos
+
+    def forward(self, x):
+        return self.fast_cos(x) + _scripted_cos(x, 3.0)
+
+
+def test_a_torch_callable_its_qualified_name_does_not_reach_is_called_itself():
+    # fx writes a callable of a torch module by its qualified name; a ScriptFunction's is the class
+    # torch.jit.ScriptFunction, so the graph called the class (TypeError: No constructor defined).
+    import torch_jit_cache as tjc
+
+    mod, x = _CallsScripted(), torch.randn(4)
+    counter = tjc.testing.CompileCounter()
+    torch.testing.assert_close(tjc.compile(mod, backend=counter)(x), mod(x))
+    assert counter.frame_count == 1 and tjc.stats()["fallbacks"] == 0

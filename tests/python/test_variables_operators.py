@@ -193,3 +193,33 @@ def test_operator_functions_change_lists_and_dicts_of_constants_as_eager():
     assert got[1:] == expected[1:]
     assert compiled_args[1:] == eager_args[1:]
     assert tjc.stats()["graph_breaks"] == 0 and tjc.stats()["fallbacks"] == 0
+
+
+def _fresh_operator_module():
+    from test.support import import_helper
+
+    return import_helper.import_fresh_module("operator", fresh=["_operator"])
+
+
+def _fresh_operator_calls(x, op, items):
+    a = [4, 3, 2, 1]
+    op.delitem(a, 1)
+    op.setitem(items, 0, "first")
+    b = [1]
+    op.iconcat(b, [2])
+    return x + 1, a, b
+
+
+def test_a_fresh_copy_of_the_operator_module_changes_containers_as_eager():
+    # CPython's own tests call a fresh import of `_operator`: its functions are other objects than
+    # operator's, with the same names and the same effects.
+    import copy
+
+    op = _fresh_operator_module()
+    assert op.delitem is not operator.delitem
+    args = (torch.ones(2), op, [1, 2])
+    eager_args, compiled_args = (args[0], op, copy.deepcopy(args[2])), (args[0], op, copy.deepcopy(args[2]))
+    expected = _fresh_operator_calls(*eager_args)
+    got = tjc.compile(_fresh_operator_calls, backend="eager")(*compiled_args)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] and compiled_args[2] == eager_args[2]

@@ -8,8 +8,10 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import dis
+import importlib
 import linecache
 import operator
+import re
 import weakref
 
 import torch
@@ -206,6 +208,8 @@ class OutputGraph:
         self._switch_graph_inference(self.inference_blocks)   # first: it sets grad mode too
         self._switch_graph_grad_mode(self.grad_mode)
         self._switch_graph_autocast(self.autocast_blocks)
+        if op == "call_function":
+            target = _reachable_target(target)
         return self.graph.create_node(op, target, tuple(args), dict(kwargs))
 
     def add_submodule(self, module, make_proxy) -> str:
@@ -369,3 +373,28 @@ def unreachable_globals(fn) -> list:
         f_builtins = vars(f_builtins)
     names = {i.argval for i in dis.get_instructions(fn.__code__) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     return sorted(n for n in names if n not in f_globals and n not in f_builtins)
+
+
+def _reachable_target(target):
+    """`target`, or a function that calls it, such that the graph's code reaches it. fx writes a
+    callable whose module is torch's as its qualified name (`module.__name__`), not as a global
+    it holds; for an object that name does not reach (a torch.jit.ScriptFunction is written as the
+    class torch.jit.ScriptFunction) the graph would call something else."""
+    if not torch.fx.graph._is_from_torch(target):
+        return target
+    try:
+        name = torch.fx.node._get_qualified_name(target)
+        root, *path = name.split(".")
+        found = importlib.import_module(root)
+        for part in path:
+            found = getattr(found, part)
+        if found is target:
+            return target
+    except Exception:   # noqa: BLE001 - a name fx cannot make or that leads nowhere: wrap it
+        pass
+
+    def call(*args, **kwargs):
+        return target(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = re.sub(r"\W", "_", getattr(target, "__name__", None) or type(target).__name__)
+    return call

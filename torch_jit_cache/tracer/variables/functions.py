@@ -24,7 +24,7 @@ from .containers import DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .exceptions import TracebackVariable
 from .opaque_calls import call_opaque_function
-from .operators import OPERATOR_CALLS, call_operator
+from .operators import call_operator, immutable_constant, of_operator_module, operator_twin
 from .pure import fold
 
 # Generators are run lazily (generators.py); coroutines are not traced.
@@ -466,14 +466,6 @@ def is_trusted_module(module) -> bool:
     return name in ("math", "operator", "torch") or name.startswith("torch.")
 
 
-_MUTABLE_TYPES = (list, dict, set, bytearray)
-
-
-def _immutable_constant(v) -> bool:
-    """Whether tracker `v` is a constant no call can change (not a list, dict, set or bytearray)."""
-    return v.is_python_constant() and not isinstance(v.as_python_constant(), _MUTABLE_TYPES)
-
-
 class PureFunctionVariable(CallableVariable):
     """A function of pure.py's table (math.sqrt, operator.add, str.upper, struct.pack): run while
     tracing on constants; one of the operator module on other values runs as its operator
@@ -484,8 +476,12 @@ class PureFunctionVariable(CallableVariable):
         # what only reads them. operator.setitem, delitem and the in-place operators change a
         # list, dict, set or bytearray they are given, so on one of those they run as their
         # operator on the tracker itself, whose change the trace then carries.
-        if self.fn in OPERATOR_CALLS and not all(_immutable_constant(a) for a in [*args, *kwargs.values()]):
-            return call_operator(tx, self.fn, args, kwargs)
+        if not all(immutable_constant(a) for a in [*args, *kwargs.values()]):
+            twin = operator_twin(self.fn)
+            if twin is not None:
+                return call_operator(tx, twin, args, kwargs)
+            if of_operator_module(self.fn):   # operator.iconcat on a list: would change a copy
+                unsupported(f"operator.{self.fn.__name__} on a list, dict, set or bytearray")
         return fold(tx, self.fn, args, kwargs)
 
 

@@ -362,3 +362,27 @@ def call_operator(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if kwargs or len(args) != run.__code__.co_argcount - 1 - len(run.__defaults__ or ()):
         unsupported(f"operator.{fn.__name__} called with {len(args)} args and {list(kwargs)}")
     return run(tx, *args)
+
+
+_MUTABLE_TYPES = (list, dict, set, bytearray)
+
+
+def immutable_constant(v) -> bool:
+    """Whether tracker `v` is a constant no call can change (not a list, dict, set or bytearray)."""
+    return v.is_python_constant() and not isinstance(v.as_python_constant(), _MUTABLE_TYPES)
+
+
+def of_operator_module(fn) -> bool:
+    owner = getattr(fn, "__self__", None)
+    return isinstance(owner, types.ModuleType) and owner.__name__ in ("operator", "_operator")
+
+
+def operator_twin(fn):
+    """The function of OPERATOR_CALLS that `fn` is, or is the namesake of in another copy of the
+    operator module (a fresh import of `_operator`, as CPython's own tests make), or None."""
+    if fn in OPERATOR_CALLS:
+        return fn
+    if of_operator_module(fn):
+        twin = getattr(operator, fn.__name__, None)
+        return twin if twin in OPERATOR_CALLS else None
+    return None
