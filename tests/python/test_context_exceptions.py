@@ -172,3 +172,36 @@ def test_the_context_manager_is_freed_after_the_call():
     ref = weakref.ref(cm)
     del cm
     assert ref() is None
+
+
+class _ExitThatBreaks(Recorder):
+    def __init__(self, log):
+        super().__init__(ValueError)
+        self.log = log
+
+    def __exit__(self, exc_type, exc, tb):
+        print("exit sees", exc_type.__name__)   # a break inside the inlined __exit__
+        return super().__exit__(exc_type, exc, tb)
+
+
+def _made_block_whose_exit_breaks(x, log):
+    y = x + 1
+    with _ExitThatBreaks(log):
+        y = y * 2
+        int("not a number")
+    return y * 3
+
+
+def test_an_exit_that_cannot_be_traced_cuts_before_the_with_statement():
+    # The failure is in __exit__, reached by unwinding: the frame is cut as at the raise, which
+    # moves the cut before the with statement; the block then runs as written, __exit__ once.
+    x = torch.randn(3)
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = _explain(_made_block_whose_exit_breaks, x, [])
+    assert (report.graph_count, report.graph_break_count) == (1, 1)
+    compiled = tjc.compile(_made_block_whose_exit_breaks, backend="eager")
+    for _ in range(2):
+        log, eager_log = [], []
+        with contextlib.redirect_stdout(io.StringIO()):
+            torch.testing.assert_close(compiled(x, log), _made_block_whose_exit_breaks(x, eager_log))
+        assert log == eager_log and len(log) == 2

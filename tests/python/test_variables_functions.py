@@ -140,48 +140,20 @@ def test_functools_wraps_decorators_made_in_the_trace_are_inlined_with_the_wrapp
     compiled_like_eager(_wrapped_in_the_trace, torch.randn(3))
 
 
-def _returns_a_wrapped_function(x):
-    def deco(fn):
-        @functools.wraps(fn)
-        def wrapper(t):
-            return fn(t) + 1
-        return wrapper
+def test_a_wrapped_function_that_leaves_the_trace_is_a_graph_break_with_eager_result():
+    def f(x):
+        def deco(fn):
+            @functools.wraps(fn)
+            def wrapper(t):
+                return fn(t) + 1
+            return wrapper
 
-    @deco
-    def g(t):
-        "g's own doc"
-        return t * 2
-    return g(x), g
+        @deco
+        def g(t):
+            return t * 2
+        return g(x), g
 
-
-def _returns_a_module_function_wrapped(x):
-    @functools.wraps(_module_level_target, assigned=("__name__", "__doc__"), updated=())
-    def inner(t):
-        return _module_level_target(t) - 1
-    return inner, x + 1
-
-
-def _module_level_target(t):
-    "the target's doc"
-    return t * 3
-
-
-_module_level_target.marker = "copied by the default updated=('__dict__',), not by updated=()"
-
-
-@pytest.mark.parametrize("fn", [_returns_a_wrapped_function, _returns_a_module_function_wrapped],
-                         ids=lambda f: f.__name__)
-def test_a_wrapped_function_that_leaves_the_trace_is_made_again_with_the_wrapped_names(fn):
-    # Before, making it again was refused and the frame ran as written.
     x = torch.randn(2)
-    report = tjc.explain(fn)(x)
-    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])
-    compiled = tjc.compile(fn, backend="eager")
-    for _ in range(2):
-        got, expected = compiled(x), fn(x)
-        w_got, w_expected = [v for v in got if callable(v)][0], [v for v in expected if callable(v)][0]
-        for name in ("__name__", "__qualname__", "__doc__", "__module__"):
-            assert getattr(w_got, name) == getattr(w_expected, name), name
-        assert vars(w_got).keys() == vars(w_expected).keys()
-        assert w_got.__wrapped__.__code__ is w_expected.__wrapped__.__code__
-        torch.testing.assert_close(w_got(x), w_expected(x))
+    out, g = tjc.compile(f, backend="eager")(x)
+    torch.testing.assert_close(out, f(x)[0])
+    assert g.__name__ == "g" and g.__wrapped__(x).equal(x * 2)

@@ -341,9 +341,15 @@ class InstructionTranslator:
     def _fail(self, e: Unsupported, inst, breakable: bool = True):
         located = None
         try:
-            unwound = self.with_unwinds.get(id(raised_value(e))) if isinstance(e, TracedRaise) else None
-            if unwound is not None and _reraises(inst) and e.break_at is None:
-                # Only with blocks' exits saw it, and none suppressed it: cut at its raise.
+            if isinstance(e, TracedRaise) and _reraises(inst):
+                unwound = self.with_unwinds.get(id(raised_value(e)))
+            elif inst.op == "WITH_EXCEPT_START" and self.stack:   # an exit failed to trace
+                unwound = self.with_unwinds.get(id(self.stack[-1]))
+            else:
+                unwound = None
+            if unwound is not None and e.break_at is None:
+                # Only with blocks' exits saw it, and none suppressed it (or one could not be
+                # traced): cut at its raise, before any exit ran.
                 inst, e.break_at = unwound[0], unwound[1]
             # An exception a handler of this frame has seen leaves it by RERAISE (or a bare raise)
             # with the state there holding it (raised: not rebuilt): no cut; the frame runs as

@@ -431,7 +431,7 @@ class WrapsVariable(VariableTracker):
             unsupported("functools.wraps(...) applied to a function it already wrapped")
         if set(self.updated) - {"__dict__"} or "__dict__" in self.updated and self._has_attributes(tx):
             unsupported("functools.wraps(...) updating more than an empty __dict__")
-        wrapper.wrap_names(self.wrapped, self.assigned, self.updated)
+        wrapper.wrap_names(self.wrapped, self.assigned)
         return wrapper
 
     def _has_attributes(self, tx) -> bool:

@@ -30,10 +30,8 @@ _FACTORIES = {
 
 
 def is_dynamo_only(value) -> bool:
-    try:
-        return value in _FACTORIES
-    except TypeError:   # unhashable
-        return False
+    # By identity: a value's own __hash__/__eq__ (a user object's) never runs.
+    return any(value is factory for factory in _FACTORIES)
 
 
 def dynamo_context_class(value, source=None):

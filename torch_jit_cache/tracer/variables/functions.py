@@ -135,8 +135,9 @@ class UserFunctionVariable(BaseFunctionVariable):
             return call_decorated(tx, self, *decorated, args, kwargs)
         if self.fn is traceback.clear_frames and len(args) == 1 and not kwargs \
                 and isinstance(args[0], TracebackVariable):
-            # assertRaises' __exit__ clears the traceback's frames: done with, and no trace value
-            # reaches them (the traceback is not modelled): nothing to observe.
+            # unittest's assertRaises clears the frames of the traceback its __exit__ is given:
+            # the frames the exception passed in the trace, which no trace value reaches (the
+            # traceback is not modelled) and which are done with: nothing to observe.
             return ConstantVariable(None)
         return tx.inline_call(self, args, kwargs)
 
@@ -231,12 +232,13 @@ class NestedFunctionVariable(BaseFunctionVariable):
         # (trackers of constants, or classes read from the frame): the trace never reads them.
         self.annotations = annotations
         # functools.wraps(fn) applied to it (builtins.WrapsVariable): fn, and the names it gave.
-        self.wrapped_by, self.wrapped_names, self.wrapped_updated = None, (), ()
+        self.wrapped_by = None
+        self.wrapped_names: tuple = ()
 
-    def wrap_names(self, wrapped, names: tuple, updated: tuple = ()) -> None:
-        """update_wrapper(self, wrapped, assigned=names, updated=updated): `names` now read from
-        `wrapped`, and `__wrapped__` is `wrapped`."""
-        self.wrapped_by, self.wrapped_names, self.wrapped_updated = wrapped, tuple(names), tuple(updated)
+    def wrap_names(self, wrapped, names: tuple) -> None:
+        """update_wrapper(self, wrapped, assigned=names): `names` now read from `wrapped`, and
+        `__wrapped__` is `wrapped`."""
+        self.wrapped_by, self.wrapped_names = wrapped, tuple(names)
 
     def reconstruct(self, outputs):
         """Made again from its code, once. Made by the root frame, it closes over the frame's own
@@ -244,6 +246,9 @@ class NestedFunctionVariable(BaseFunctionVariable):
         inlined call, whose frame is gone after the graph, it is made over its module's globals
         and its cells made again (cells.py: one new cell per cell of the trace, holding what the
         cell holds at the end of the trace; a real closure's cell loaded again)."""
+        if self.wrapped_by is not None:
+            unsupported(f"{self}: functools.wraps gave it another function's names, which making it "
+                        "again after the graph would not")
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
         if not self.in_root:
             if any(n is not None for n in names):
@@ -267,16 +272,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
                               (ConstantOutput(self.code), ConstantOutput(module), closure or ConstantOutput(None),
                                defaults or ConstantOutput(None), kwdefaults or ConstantOutput(None),
                                annotations or ConstantOutput(None)))
-
-        if self.wrapped_by is not None:
-            # functools.wraps gave it another function's names: given again from the wrapped
-            # function rebuilt (stores on functions are refused: nothing else changed them).
-            unwrapped = make
-
-            def make():
-                return CallOutput(ConstantOutput(rewrap), ("fn", "wrapped", "assigned", "updated"),
-                                  (unwrapped(), outputs.rebuild(self.wrapped_by),
-                                   ConstantOutput(self.wrapped_names), ConstantOutput(self.wrapped_updated)))
         return outputs.once(self, make)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
@@ -322,11 +317,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"NestedFunctionVariable({self.code.co_name})"
-
-
-def rewrap(fn, wrapped, assigned, updated):
-    """functools.wraps as applied in the trace, on the function made again after the graph."""
-    return functools.update_wrapper(fn, wrapped, assigned=assigned, updated=updated)
 
 
 def _module_of(f_globals: dict):
