@@ -116,3 +116,24 @@ def test_such_an_iterator_leaving_the_trace_matches_eager():
 
     got, want = tjc.compile(leaves)(torch.zeros(1)), leaves(torch.zeros(1))
     assert list(got[1]) == list(want[1])
+
+
+@pytest.mark.parametrize("make", [lambda: __import__("itertools").count(),
+                                  lambda: __import__("itertools").count(2.5, 0.25),
+                                  lambda: __import__("itertools").count(10, -3)], ids=["int", "float", "step"])
+def test_an_itertools_count_from_the_frame_advances_as_eager(make):
+    def scaled(x, counter):
+        return x * (next(counter) + 1) + next(counter)
+
+    frames, breaks = _run_both(scaled, make, torch.ones(2), calls=3)
+    assert breaks == 0 and frames == 3   # each call finds the count further on
+
+
+def test_an_itertools_count_of_other_numbers_still_matches_eager():
+    import fractions
+    import itertools
+
+    def scaled(x, counter):
+        return x * float(next(counter))
+
+    frames, breaks = _run_both(scaled, lambda: itertools.count(fractions.Fraction(1, 3)), torch.ones(2))
