@@ -47,6 +47,11 @@ ITERATOR_TYPES = frozenset(type(iter(example)) for example in (range(1), range(2
                                                                 b"a", ()))
 
 
+# The items still to come are made as constants when the iterator is read: a longer one (a
+# `range(10**9)` iterator) breaks at its use instead.
+_MAX_ITEMS = 10_000
+
+
 def is_frame_iterator(value) -> bool:
     return type(value) in ITERATOR_TYPES or type(value) is itertools.count
 
@@ -153,7 +158,10 @@ def wrap_frame_iterator(tx, value, source, g):
         g(kind, v, s)
     if len(reduced) > 2:
         g(GuardKind.EQUALS_MATCH, index, ItemSource(state, 2))
-    items = [ConstantVariable(v) for v in list(seq)[index or 0:]]
+    rest = seq[index or 0:]   # a range stays a range: nothing is made before the length is known
+    if len(rest) > _MAX_ITEMS:
+        return None   # read as any other object: a break where it is used
+    items = [ConstantVariable(v) for v in rest]
     vt = FrameIteratorVariable(items, source, type(value), value)
     out.side_effects.advance_iterator(vt)
     return vt
