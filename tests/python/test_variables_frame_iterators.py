@@ -18,9 +18,10 @@ import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 
-def _run_both(fn, make_iter, *args, calls=2):
+def _run_both(fn, make_iter, *args, calls=2, rest=list):
     """fn(x, it) eagerly and compiled, each on its own iterator from make_iter(), `calls` times:
-    equal results, and the two iterators left with the same items. Returns (compile count, breaks)."""
+    equal results, and the two iterators left with the same items (`rest(it)`: all of them, or
+    a few of an endless one). Returns (compile count, breaks)."""
     cnt = CompileCounter()
     compiled = tjc.compile(fn, backend=cnt)
     eager_it, compiled_it = make_iter(), make_iter()
@@ -30,7 +31,7 @@ def _run_both(fn, make_iter, *args, calls=2):
             expected = fn(*args, eager_it)
             got = compiled(*args, compiled_it)
             torch.testing.assert_close(got, expected)
-    assert list(compiled_it) == list(eager_it)
+    assert rest(compiled_it) == rest(eager_it)
     return cnt.frame_count, tjc.stats()["graph_breaks"] - before
 
 
@@ -116,3 +117,38 @@ def test_such_an_iterator_leaving_the_trace_matches_eager():
 
     got, want = tjc.compile(leaves)(torch.zeros(1)), leaves(torch.zeros(1))
     assert list(got[1]) == list(want[1])
+
+
+def _first_five(it):
+    return [next(it) for _ in range(5)]
+
+
+@pytest.mark.parametrize("make", [lambda: __import__("itertools").count(),
+                                  lambda: __import__("itertools").count(2.5, 0.25),
+                                  lambda: __import__("itertools").count(10, -3)], ids=["int", "float", "step"])
+def test_an_itertools_count_from_the_frame_advances_as_eager(make):
+    def scaled(x, counter):
+        return x * (next(counter) + 1) + next(counter)
+
+    frames, breaks = _run_both(scaled, make, torch.ones(2), calls=3, rest=_first_five)
+    assert breaks == 0 and frames == 3   # each call finds the count further on
+
+
+def test_an_itertools_count_of_other_numbers_still_matches_eager():
+    import fractions
+    import itertools
+
+    def scaled(x, counter):
+        return x * float(next(counter))
+
+    _run_both(scaled, lambda: itertools.count(fractions.Fraction(1, 3)), torch.ones(2), rest=_first_five)
+
+
+def test_a_huge_range_iterator_breaks_instead_of_making_its_items():
+    compiled = tjc.compile(_add_next, backend=CompileCounter())
+    eager_it, compiled_it = iter(range(10 ** 12)), iter(range(10 ** 12))
+    before = tjc.stats()["graph_breaks"]
+    for _ in range(2):
+        torch.testing.assert_close(compiled(torch.zeros(2), compiled_it), _add_next(torch.zeros(2), eager_it))
+    assert next(compiled_it) == next(eager_it) == 2
+    assert tjc.stats()["graph_breaks"] - before >= 1

@@ -12,12 +12,18 @@ times (side_effects.py, EffectKind.ADVANCE_ITER): over an immutable sequence tha
 where eager's is, whatever else the replay does. Held at a graph break or returned, it is the
 frame's object (its source).
 
+An itertools.count is read through its `__repr__()` (`count(5, 2)`: the one view of its state no
+Python version deprecates, exact for ints and floats) and yields start, start + step, ... without
+end (CountVariable).
+
 Only iterators whose sequence is a constant value are modelled (a range, str, bytes, or a tuple of
 constants: SEQUENCE_GUARDS); a list iterator sees its list change and is left to the general
 rules. Two sources that are one iterator would each advance it: they are pinned distinct (a call
 where they alias recompiles), and the same object reached twice is refused.
 """
 from __future__ import annotations
+
+import itertools
 
 from ...sources import AttrSource, ItemSource, MethodCallSource
 from ...trace_result import GuardKind, SourceOutput
@@ -41,8 +47,13 @@ ITERATOR_TYPES = frozenset(type(iter(example)) for example in (range(1), range(2
                                                                 b"a", ()))
 
 
+# The items still to come are made as constants when the iterator is read: a longer one (a
+# `range(10**9)` iterator) breaks at its use instead.
+_MAX_ITEMS = 10_000
+
+
 def is_frame_iterator(value) -> bool:
-    return type(value) in ITERATOR_TYPES
+    return type(value) in ITERATOR_TYPES or type(value) is itertools.count
 
 
 class FrameIteratorVariable(IteratorVariable):
@@ -67,7 +78,70 @@ class FrameIteratorVariable(IteratorVariable):
         return f"FrameIteratorVariable({self.kind.__name__} from {self.source})"
 
 
+class CountVariable(FrameIteratorVariable):
+    """An itertools.count read from the frame: each step adds `step` to the value, as CPython's does
+    (floats accumulate their rounding as there); it never ends."""
+
+    def __init__(self, start, step, source, real):
+        super().__init__([], source, itertools.count, real)
+        self.value, self.step = start, step
+
+    def next_item(self):
+        self.steps += 1
+        item, self.value = self.value, self.value + self.step
+        return ConstantVariable(item)
+
+    def rest(self) -> list:
+        unsupported("the rest of an itertools.count (it never ends)")
+
+    def unpack(self, tx):
+        unsupported("the items of an itertools.count (it never ends)")
+
+
+def _count_state(value):
+    """(start, step) of an itertools.count of ints or floats, read from its repr (`count(5)`,
+    `count(5, 2)`): the one view of its state that no Python version deprecates, and exact for
+    those types (a float's repr reads back as that float). None for anything else."""
+    text = repr(value)
+    parts = text[len("count("):-1].split(", ")
+    out = []
+    for part in parts:
+        for kind in (int, float):
+            try:
+                number = kind(part)
+            except ValueError:
+                continue
+            if repr(number) == part:
+                out.append(number)
+                break
+        else:
+            return None
+    return (out[0], out[1] if len(out) > 1 else 1) if 1 <= len(out) <= 2 else None
+
+
+def wrap_count(tx, value, source, g):
+    state = _count_state(value)
+    if state is None or not g.enabled:
+        return None
+    _pin_apart(tx, value, source)
+    g(GuardKind.TYPE_MATCH, itertools.count)
+    g(GuardKind.EQUALS_MATCH, repr(value), MethodCallSource(source, "__repr__"))
+    vt = CountVariable(state[0], state[1], source, value)
+    tx.output.side_effects.advance_iterator(vt)
+    return vt
+
+
+def _pin_apart(tx, value, source):
+    for other in list(tx.output.by_source.values()):
+        if isinstance(other, FrameIteratorVariable) and other.kind is type(value):
+            if other.real is value:
+                unsupported(f"{source} is {other.source}, an iterator the trace reads twice")
+            tx.output.side_effects.pin(other, False, _Probe(source), f"{source} is an iterator like {other.source}")
+
+
 def wrap_frame_iterator(tx, value, source, g):
+    if type(value) is itertools.count:
+        return wrap_count(tx, value, source, g)
     reduced = value.__reduce__()
     seq, index = reduced[1][0], (reduced[2] if len(reduced) > 2 else None)
     guard_seq = SEQUENCE_GUARDS.get(type(seq))
@@ -76,11 +150,7 @@ def wrap_frame_iterator(tx, value, source, g):
     if not g.enabled:
         unsupported(f"a {type(value).__name__} read without guards")
     out = tx.output
-    for other in list(out.by_source.values()):
-        if isinstance(other, FrameIteratorVariable) and other.kind is type(value):
-            if other.real is value:
-                unsupported(f"{source} is {other.source}, an iterator the trace reads twice")
-            out.side_effects.pin(other, False, _Probe(source), f"{source} is an iterator like {other.source}")
+    _pin_apart(tx, value, source)
     g(GuardKind.TYPE_MATCH, type(value))
     state = MethodCallSource(source, "__reduce__")
     g(GuardKind.LENGTH, len(reduced), state)
@@ -88,7 +158,10 @@ def wrap_frame_iterator(tx, value, source, g):
         g(kind, v, s)
     if len(reduced) > 2:
         g(GuardKind.EQUALS_MATCH, index, ItemSource(state, 2))
-    items = [ConstantVariable(v) for v in list(seq)[index or 0:]]
+    rest = seq[index or 0:]   # a range stays a range: nothing is made before the length is known
+    if len(rest) > _MAX_ITEMS:
+        return None   # read as any other object: a break where it is used
+    items = [ConstantVariable(v) for v in rest]
     vt = FrameIteratorVariable(items, source, type(value), value)
     out.side_effects.advance_iterator(vt)
     return vt
