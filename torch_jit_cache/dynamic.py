@@ -16,8 +16,8 @@ serves every later size, and the static entry keeps serving the first. `dynamic=
 dimension of every tensor the frame reads from its arguments a symbol from the first compile
 (parameters and buffers of modules stay static); `dynamic=False` never makes one.
 
-Sizes are remembered per code and per instance shape: the shapes of the parameters and buffers of
-the modules among the frame's locals (`instance_key`). Identical blocks at other widths (ConvNeXt's
+Sizes are remembered per code and per instance shape: the shapes of the parameters of the modules
+among the frame's locals (`instance_key`). Identical blocks at other widths (ConvNeXt's
 or ResNet's stages, a UNet's down and up paths) are other instances, not a size that changed: each
 width's first compile is static, as its first call alone would be, instead of the second width
 turning every block symbolic in the middle of the first call; a size that changes for one width
@@ -295,9 +295,10 @@ class FramePlan:
 
 def instance_key(f_locals) -> tuple:
     """What a module's first call specialises on beyond its arguments: for each module among the
-    frame's locals (`self`, a block passed in), the shapes of its parameters and buffers. Read
-    through nn.Module's own methods (a subclass's overrides never run); a module they cannot walk
-    adds nothing."""
+    frame's locals (`self`, a block passed in), the shapes of its parameters. Not its buffers: a
+    buffer that grows (a cache reassigned per step) is a size that changes, automatic dynamic's to
+    find, not another instance. Read through nn.Module's own method (a subclass's override never
+    runs); a module it cannot walk adds its name alone."""
     import torch
 
     module = torch.nn.Module
@@ -307,7 +308,6 @@ def instance_key(f_locals) -> tuple:
             continue
         try:
             shapes = tuple(tuple(t.shape) for t in module.parameters(value))
-            shapes += tuple(tuple(t.shape) for t in module.buffers(value))
         except Exception:  # noqa: BLE001 - an unusual module: keyed by its name alone
             shapes = ()
         key.append((name, shapes))

@@ -22,6 +22,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+@pytest.fixture(autouse=True)
+def _reset_after():
+    yield
+    tjc.reset()   # counters and entries of these tests do not reach the next file's
+
+
 def _child_rounds(rounds, *args, env=None) -> list:
     env = dict(os.environ if env is None else env, PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, os.path.join(HERE, "reset_rounds.py"), str(rounds), *args],
