@@ -23,7 +23,8 @@ from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable, ConstantVariable
 from .variables.base import TracedRaise, unsupported
-from .variables.exceptions import raised_value
+from .variables.exceptions import TRACEBACK_NOOPS, TracebackVariable, chain_context, raised_value
+from .handlers.exceptions import exits_with_exception
 from .variables.generators import GeneratorVariable
 from .variables.object_protocol import InstanceDictView
 
@@ -90,6 +91,7 @@ class InstructionTranslator:
         # it happened at, and a second trace (`stop_at`: (index, arrival)) stops right there with
         # the interpreter's stack and locals (graph breaks, graph_break/driver.py).
         self.arrivals = [0] * len(self.instructions) if depth == 0 else None
+        self.with_raise_site = None   # _handle: where the raise a with block's __exit__ sees was
         self.stop_at = stop_at
         self.stopped = False
         # Root frame, fullgraph=True listing every break (graph_break/passing.py): a hook
@@ -218,6 +220,8 @@ class InstructionTranslator:
     def inline_call(self, fn, args: list, kwargs: dict):
         if self.depth >= MAX_INLINE_DEPTH:
             unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls")
+        if fn.code in TRACEBACK_NOOPS and args and isinstance(args[0], TracebackVariable):
+            return ConstantVariable(None)
         bound = fn.bind_args(self, args, kwargs)
         child = InstructionTranslator(fn.code, self.output, fn.f_globals, arg_values=bound,
                                       free_cells=fn.cells(self),
@@ -300,14 +304,26 @@ class InstructionTranslator:
         """Unwinds to the handler of `inst` in the exception table, as the interpreter does: the
         stack cut to the handler's depth, f_lasti pushed where it asks, then the exception; True
         where it did. False where `inst` has no handler (the raise leaves the frame), where the
-        handler is a with block's (its __exit__ would see the exception: not modelled) or where the
-        raise site does not model the exception (`_fail` refuses those two)."""
-        if inst.handler is None or is_with_handler(self.instructions, inst.handler):
+        handler is a with block's whose __exit__ the trace does not call with an exception
+        (handlers/exceptions.py `exits_with_exception`) or where the raise site does not model the
+        exception (`_fail` refuses those two). A new raise sets the exception's __context__ here,
+        as the interpreter does when it raises: nothing between the raise and its first handler
+        changes what the trace handles."""
+        if inst.handler is None:
             return False
         value = raised_value(raised)
         target, depth, push_lasti = inst.handler
         if value is None or len(self.stack) < depth:
             return False
+        if is_with_handler(self.instructions, inst.handler):
+            if not exits_with_exception(self.stack[depth - 1]):
+                return False
+            # Where a failure in the block's __exit__ breaks the frame (WITH_EXCEPT_START).
+            self.with_raise_site = (self.boundary, self.arrivals[self.boundary]) \
+                if self.arrivals is not None else None
+        if raised.fresh:   # what the interpreter does as it raises: nothing ran since in this trace
+            chain_context(value, self.output.handled_exception)
+            raised.fresh = False
         # The tracer's exception is done with: its traceback holds the frames it crossed (their
         # trackers), kept alive with it otherwise until the collector runs.
         raised.__traceback__ = raised.__context__ = raised.__cause__ = None
@@ -343,7 +359,7 @@ class InstructionTranslator:
                            instruction=e.instruction if e.lineno else inst.describe())
             located.break_at = e.break_at
             if isinstance(located, TracedRaise):   # what a try block of a caller catches
-                located.value, located.made_of = e.value, e.made_of
+                located.value, located.made_of, located.fresh = e.value, e.made_of, e.fresh
             located.in_callee = self.depth > 0
             raise located from e.__cause__
         finally:

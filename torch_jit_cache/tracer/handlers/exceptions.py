@@ -1,17 +1,24 @@
 """Raising and handling exceptions: RAISE_VARARGS, RERAISE, and the handler code the exception
 table jumps to (PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT, and 3.12+'s generator wrapper
-STOPITERATION_ERROR, normalized in bytecode/instructions.py).
+STOPITERATION_ERROR, normalized in bytecode/instructions.py), and the exceptional exit of a with
+block over a context manager written in Python (WITH_EXCEPT_START).
 
 A raise is a TracedRaise carrying the exception's tracker (variables/exceptions.py); the translator
 unwinds to the handler of the raising instruction (translator.py `_handle`). The handler's own
 instructions are the same in 3.11, 3.12 and 3.13: [prev, exc] after PUSH_EXC_INFO, CHECK_EXC_MATCH
 per `except` clause, POP_EXCEPT on the way out, and a cleanup (COPY 3, POP_EXCEPT, RERAISE 1)
-where the except body itself raises.
+where the except body itself raises. A with block's handler is PUSH_EXC_INFO, WITH_EXCEPT_START
+(which calls the `__exit__` left four slots down with the exception's class, the exception and its
+traceback), a jump over RERAISE 2 where __exit__ returned true, then the same cleanup: all run as
+traced bytecode, so an __exit__ that swallows the exception (unittest's assertRaises) goes on
+after the block, and one that does not re-raises it to whatever encloses the block.
 """
 from ..variables import ConstantVariable
-from ..variables.base import unsupported
+from ..variables.base import TracedRaise, Unsupported, unsupported
 from ..variables.classes import ClassVariable
-from ..variables.exceptions import ExceptionVariable, HandledInfoVariable, exception_of, traced_raise
+from ..variables.contexts import UserContextExitVariable
+from ..variables.exceptions import (ExceptionVariable, HandledInfoVariable, TracebackVariable, exception_of,
+                                    set_cause, traced_raise)
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -23,12 +30,11 @@ def raise_varargs(tx, inst):
         current = tx.output.handled_exception
         if current is None:
             unsupported("a bare raise of an exception the trace did not catch")
-        raise traced_raise(current)
+        raise traced_raise(current, reraise=True)
     cause = tx.pop() if inst.arg == 2 else None
     exc = exception_of(tx, tx.pop())
-    if cause is not None:   # `raise e from c`: the cause is never read in the trace
-        exc.cause = cause if isinstance(cause, ExceptionVariable) or \
-            (cause.is_python_constant() and cause.as_python_constant() is None) else exception_of(tx, cause)
+    if cause is not None:
+        set_cause(tx, exc, cause)
     raise traced_raise(exc)
 
 
@@ -43,7 +49,7 @@ def _pop_exception(tx, inst) -> ExceptionVariable:
 @handler("RERAISE")
 def reraise(tx, inst):
     # RERAISE n reads f_lasti from the stack (n > 0) and leaves it: the unwind drops it.
-    raise traced_raise(_pop_exception(tx, inst))
+    raise traced_raise(_pop_exception(tx, inst), reraise=True)
 
 
 @handler("PUSH_EXC_INFO")
@@ -89,3 +95,35 @@ def stopiteration_error(tx, inst):
     exc = tx.stack[-1]
     if not isinstance(exc, ExceptionVariable) or issubclass(exc.cls, StopIteration):
         unsupported(f"{exc} raised in a generator (a RuntimeError in Python)")
+
+
+def exits_with_exception(exit_) -> bool:
+    """Whether the with block whose `__exit__` BEFORE_WITH left as `exit_` can be left by an
+    exception in the trace: a context manager written in Python whose __exit__ is inlined.
+    Grad-mode, autocast and inference-mode blocks, and @contextmanager ones (their __exit__ throws
+    into the generator), are not: a raise in them stays refused (translator.py `_handle`)."""
+    return isinstance(exit_, UserContextExitVariable) and exit_.modelled is None and not exit_.exited
+
+
+@handler("WITH_EXCEPT_START")
+def with_except_start(tx, inst):
+    # [exit, lasti, prev, exc] -> [exit, lasti, prev, exc, exit(type(exc), exc, tb)]
+    exit_, exc = tx.stack[-4], tx.stack[-1]
+    if not isinstance(exc, ExceptionVariable) or not exits_with_exception(exit_):
+        unsupported(f"WITH_EXCEPT_START of {exit_} with {exc}")
+    if exc.cls_source is not None:
+        cls = tx.wrap(exc.cls, exc.cls_source)
+    elif exc.cls.__module__ == "builtins":
+        cls = ClassVariable(exc.cls)
+    else:
+        unsupported(f"a {exc.cls.__name__} passed to __exit__, and its class has no source")
+    exit_.exited = True
+    try:
+        result = tx.call(exit_.exit_fn, [exit_.ctx, cls, exc, TracebackVariable(exc)], {})
+    except Unsupported as e:
+        # An __exit__ the trace cannot follow: the frame breaks where the exception was raised,
+        # as it did before the block's exit was traced (the break cannot be inside the handler).
+        if not isinstance(e, TracedRaise) and e.break_at is None:
+            e.break_at = tx.with_raise_site
+        raise
+    tx.push(result)
