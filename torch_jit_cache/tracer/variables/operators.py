@@ -234,6 +234,8 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = a.identity_object() is b.identity_object()   # both known (base.py)
     elif _is_none(a) or _is_none(b):
         same = False  # a container, module, tensor or function is never None
+    elif "exception" in (a.identity_family, b.identity_family):
+        same = False  # an exception the trace made is known to it by that tracker alone
     elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
         same = False
     elif _both_pinned(tx, a, b):
