@@ -357,3 +357,31 @@ if sys.version_info >= (3, 11):
     def test_sys_exc_info_in_a_handler_is_eagers():
         got = tjc.compile(exc_info_in_handler, backend="eager")(torch.ones(2))
         assert_same(exc_info_in_handler(torch.ones(2)), got)
+
+
+def raise_in_grad_mode_blocks(x, flag, which):
+    blocks = {"no_grad": torch.no_grad, "enable_grad": torch.enable_grad,
+              "inference": torch.inference_mode,
+              "autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}
+    x = torch.cos(x)
+    try:
+        with blocks[which]():
+            x = torch.sin(x)
+            if flag:
+                raise NotImplementedError("in the block")
+            x = x * 2
+    except NotImplementedError:
+        x = torch.sigmoid(x)
+    return x, torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cpu")
+
+
+@pytest.mark.parametrize("which", ["no_grad", "enable_grad", "inference", "autocast"])
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_raise_leaves_grad_mode_autocast_and_inference_blocks_restored(flag, which):
+    x = torch.ones(3, requires_grad=True)
+    want = raise_in_grad_mode_blocks(x, flag, which)
+    cnt = CompileCounter()
+    got = tjc.compile(raise_in_grad_mode_blocks, backend=cnt)(x, flag, which)
+    assert_same(want, got)
+    assert got[0].requires_grad == want[0].requires_grad and got[0].dtype == want[0].dtype
+    assert explain_counts(raise_in_grad_mode_blocks, x, flag, which) == (1, 0, [])

@@ -450,7 +450,7 @@ def raise_inside_with(x, flag):
     return y, torch.is_grad_enabled()
 
 
-def test_a_raise_through_a_with_block_falls_back():
+def test_a_raise_through_a_grad_mode_block_is_eagers():
     for flag in (True, False):
         x = torch.ones(2, requires_grad=True)
         got = tjc.compile(raise_inside_with, backend="eager")(x, flag)

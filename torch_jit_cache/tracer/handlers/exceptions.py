@@ -16,7 +16,7 @@ after the block, and one that does not re-raises it to whatever encloses the blo
 from ..variables import ConstantVariable
 from ..variables.base import TracedRaise, Unsupported, unsupported
 from ..variables.classes import ClassVariable
-from ..variables.contexts import UserContextExitVariable
+from ..variables.contexts import BlockExitVariable, GradModeExitVariable, UserContextExitVariable
 from ..variables.exceptions import (ExceptionVariable, HandledInfoVariable, TracebackVariable, exception_of,
                                     set_cause, traced_raise)
 from .registry import make_registry
@@ -99,10 +99,18 @@ def stopiteration_error(tx, inst):
 
 def exits_with_exception(exit_) -> bool:
     """Whether the with block whose `__exit__` BEFORE_WITH left as `exit_` can be left by an
-    exception in the trace: a context manager written in Python whose __exit__ is inlined.
-    Grad-mode, autocast and inference-mode blocks, and @contextmanager ones (their __exit__ throws
-    into the generator), are not: a raise in them stays refused (translator.py `_handle`)."""
-    return isinstance(exit_, UserContextExitVariable) and exit_.modelled is None and not exit_.exited
+    exception in the trace: a context manager written in Python whose __exit__ is inlined, or a
+    grad-mode, autocast or inference-mode block (their __exit__ restores the state it restores at
+    the normal end, and returns a false value). @contextmanager blocks are not (their __exit__
+    throws into the generator): a raise in them stays refused (translator.py `_handle`)."""
+    if isinstance(exit_, UserContextExitVariable):
+        return exit_.modelled is None and not exit_.exited
+    if isinstance(exit_, GradModeExitVariable):
+        return not exit_.exited
+    return isinstance(exit_, BlockExitVariable)
+
+
+_NO_EXCEPTION = [ConstantVariable(None)] * 3
 
 
 @handler("WITH_EXCEPT_START")
@@ -111,6 +119,10 @@ def with_except_start(tx, inst):
     exit_, exc = tx.stack[-4], tx.stack[-1]
     if not isinstance(exc, ExceptionVariable) or not exits_with_exception(exit_):
         unsupported(f"WITH_EXCEPT_START of {exit_} with {exc}")
+    if not isinstance(exit_, UserContextExitVariable):
+        exit_.call_function(tx, _NO_EXCEPTION, {})   # the state restored; the result is falsy
+        tx.push(ConstantVariable(False))
+        return
     if exc.cls_source is not None:
         cls = tx.wrap(exc.cls, exc.cls_source)
     elif exc.cls.__module__ == "builtins":
