@@ -347,16 +347,17 @@ def test_an_exception_that_leaves_the_frame_is_eagers(how):
     assert run(tjc.compile(escapes, backend="eager")) == run(escapes)
 
 
-if sys.version_info >= (3, 11):
-    def exc_info_in_handler(x):
-        try:
-            raise ValueError("v")
-        except ValueError:
-            return x + 1, sys.exc_info()[0]
+def exc_info_outside_handlers(x):
+    return x + 1, sys.exc_info()[0]
 
-    def test_sys_exc_info_in_a_handler_is_eagers():
-        got = tjc.compile(exc_info_in_handler, backend="eager")(torch.ones(2))
-        assert_same(exc_info_in_handler(torch.ones(2)), got)
+
+def test_sys_exc_info_outside_every_handler_is_the_callers():
+    compiled = tjc.compile(exc_info_outside_handlers, backend="eager")
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        assert_same(exc_info_outside_handlers(torch.ones(2)), compiled(torch.ones(2)))
+    assert_same(exc_info_outside_handlers(torch.ones(2)), compiled(torch.ones(2)))
 
 
 def raise_in_grad_mode_blocks(x, flag, which):
@@ -385,3 +386,18 @@ def test_a_raise_leaves_grad_mode_autocast_and_inference_blocks_restored(flag, w
     assert_same(want, got)
     assert got[0].requires_grad == want[0].requires_grad and got[0].dtype == want[0].dtype
     assert explain_counts(raise_in_grad_mode_blocks, x, flag, which) == (1, 0, [])
+
+
+def handled_by_sys(x, flag):
+    try:
+        if flag:
+            raise KeyError("k")
+        raise ValueError("v")
+    except (KeyError, ValueError) as e:
+        tp, value, tb = sys.exc_info()
+        return x + 1, tp, value is e, tb is not None, sys.exception() is e
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_sys_exc_info_and_sys_exception_in_a_handler(flag):
+    assert_whole(handled_by_sys, torch.ones(2), flag)

@@ -433,7 +433,7 @@ def reads_exc_info(x, flag):
     return x + n
 
 
-def test_sys_exc_info_in_a_handler_falls_back_cleanly():
+def test_sys_exc_info_in_a_handler_is_eagers():
     for flag in (True, False):
         got = tjc.compile(reads_exc_info, backend="eager")(torch.ones(2), flag)
         torch.testing.assert_close(got, reads_exc_info(torch.ones(2), flag))

@@ -123,12 +123,7 @@ def with_except_start(tx, inst):
         exit_.call_function(tx, _NO_EXCEPTION, {})   # the state restored; the result is falsy
         tx.push(ConstantVariable(False))
         return
-    if exc.cls_source is not None:
-        cls = tx.wrap(exc.cls, exc.cls_source)
-    elif exc.cls.__module__ == "builtins":
-        cls = ClassVariable(exc.cls)
-    else:
-        unsupported(f"a {exc.cls.__name__} passed to __exit__, and its class has no source")
+    cls = exc.class_tracker(tx)
     exit_.exited = True
     try:
         result = tx.call(exit_.exit_fn, [exit_.ctx, cls, exc, TracebackVariable(exc)], {})

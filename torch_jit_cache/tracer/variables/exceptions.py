@@ -18,6 +18,7 @@ Mapping mixins, AttributeError for hasattr, user_object.py and builtins.py).
 """
 from __future__ import annotations
 
+import sys
 import traceback
 import types
 
@@ -132,6 +133,15 @@ class ExceptionVariable(VariableTracker):
             return ExceptionMethodVariable(self, name)
         unsupported(f"attribute {name!r} of a traced {self.cls.__name__}")
 
+    def class_tracker(self, tx):
+        """type(self) as a tracker: loaded from its source, or a builtin class."""
+        if self.cls_source is not None:
+            return tx.wrap(self.cls, self.cls_source)
+        if self.cls.__module__ != "builtins":
+            unsupported(f"type() of a {self.cls.__name__}, whose class has no source")
+        from .classes import ClassVariable   # classes.py imports the trackers this module builds on
+        return ClassVariable(self.cls)
+
     def var_setattr(self, tx, name, value):
         # Links only: the object is the trace's own (a store needs no replay), and one holding a
         # link is never made again after the graph (reconstruct).
@@ -232,6 +242,37 @@ class TracebackVariable(VariableTracker):
 
     def __repr__(self):
         return f"TracebackVariable({self.exc!r})"
+
+
+class HandledExceptionFunction(VariableTracker):
+    """sys.exc_info or sys.exception (guarded by identity where read): what they return inside an
+    except block of the trace is the exception it handles; outside every one it is the caller's
+    (unknown to the trace: refused)."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        if args or kwargs:
+            unsupported(f"{self.fn.__name__}() with arguments")
+        exc = tx.output.handled_exception
+        if exc is None:
+            unsupported(f"sys.{self.fn.__name__}() outside every except block of the trace")
+        if self.fn is sys.exc_info:
+            return TupleVariable([exc.class_tracker(tx), exc, TracebackVariable(exc)])
+        return exc
+
+    def __repr__(self):
+        return f"HandledExceptionFunction(sys.{self.fn.__name__})"
+
+
+HANDLED_EXCEPTION_FUNCTIONS = (sys.exc_info, sys.exception)   # 3.11+
+
+
+def wrap_handled_exception_function(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return HandledExceptionFunction(value, source)
 
 
 # Functions called with a TracebackVariable that the trace skips (a no-op on it, see above).
