@@ -401,3 +401,47 @@ def handled_by_sys(x, flag):
 @pytest.mark.parametrize("flag", [True, False])
 def test_sys_exc_info_and_sys_exception_in_a_handler(flag):
     assert_whole(handled_by_sys, torch.ones(2), flag)
+
+
+# -- errors of list and dict methods ----------------------------------------------------------------
+
+def container_errors(x, which):
+    a, d = [1, 2], {"k": 1}
+    try:
+        if which == "pop_empty":
+            [].pop()
+        elif which == "pop_range":
+            a.pop(5)
+        elif which == "setitem":
+            a[7] = 0
+        elif which == "delitem":
+            del a[-9]
+        elif which == "append_no_arg":
+            a.append()
+        elif which == "dict_get_3":
+            d.get(1, 2, 3)
+        elif which == "dict_get_kw":
+            d.get(key=1)
+        return x, a, d
+    except (IndexError, TypeError) as e:
+        return x + 1, type(e), e.args, a, d
+
+
+@pytest.mark.parametrize("which", ["pop_empty", "pop_range", "setitem", "delitem", "append_no_arg", "dict_get_3",
+                                   "dict_get_kw"])
+def test_list_and_dict_method_errors_are_raised_in_the_trace(which):
+    assert_whole(container_errors, torch.ones(2), which)
+
+
+def test_a_list_method_error_that_leaves_the_frame_is_eagers():
+    def fn(x, a):
+        y = x + 1
+        a.pop(len(a) + 3)
+        return y
+
+    with pytest.raises(IndexError) as want:
+        fn(torch.ones(2), [1])
+    with pytest.raises(IndexError) as got:
+        tjc.compile(fn, backend="eager")(torch.ones(2), [1])
+    assert got.value.args == want.value.args
+    assert traceback.extract_tb(got.value.__traceback__)[-1].line == "a.pop(len(a) + 3)"
