@@ -445,3 +445,23 @@ def test_a_list_method_error_that_leaves_the_frame_is_eagers():
         tjc.compile(fn, backend="eager")(torch.ones(2), [1])
     assert got.value.args == want.value.args
     assert traceback.extract_tb(got.value.__traceback__)[-1].line == "a.pop(len(a) + 3)"
+
+
+def uncaught_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        raise ValueError("v", y.shape[0])
+    return y
+
+
+def test_an_uncaught_raise_through_a_grad_mode_block_still_breaks_at_its_line():
+    # The block's exit is traced on the way out, but the exception leaves the frame: the graph
+    # runs, then the raise at its own line (no fallback of the whole frame), grad mode restored.
+    before = tjc.stats()
+    with pytest.raises(ValueError) as info:
+        tjc.compile(uncaught_in_no_grad, backend="eager")(torch.ones(2))
+    after = tjc.stats()
+    assert info.value.args == ("v", 2) and torch.is_grad_enabled()
+    assert traceback.extract_tb(info.value.__traceback__)[-1].line == 'raise ValueError("v", y.shape[0])'
+    assert {k: after[k] - before[k] for k in ("graphs", "graph_breaks", "fallbacks")} == \
+        {"graphs": 1, "graph_breaks": 1, "fallbacks": 0}

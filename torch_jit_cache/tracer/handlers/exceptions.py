@@ -120,6 +120,7 @@ def with_except_start(tx, inst):
     if not isinstance(exc, ExceptionVariable) or not exits_with_exception(exit_):
         unsupported(f"WITH_EXCEPT_START of {exit_} with {exc}")
     if not isinstance(exit_, UserContextExitVariable):
+        _refuse_leaving_the_frame(tx, inst)
         exit_.call_function(tx, _NO_EXCEPTION, {})   # the state restored; the result is falsy
         tx.push(ConstantVariable(False))
         return
@@ -133,4 +134,19 @@ def with_except_start(tx, inst):
         if not isinstance(e, TracedRaise) and e.break_at is None:
             e.break_at = tx.with_raise_site
         raise
+    if result.is_python_constant() and not result.as_python_constant():
+        _refuse_leaving_the_frame(tx, inst)
     tx.push(result)
+
+
+def _refuse_leaving_the_frame(tx, inst) -> None:
+    """An exception a with block lets through that nothing of the compiled frame encloses (no try
+    block, no other with block) would leave it by the re-raise of the block's cleanup, which runs
+    the whole frame as written: the frame breaks where it was raised instead, as an uncaught raise
+    does (the graph runs, then the raise, at its line)."""
+    cleanup = inst.handler   # the block's cleanup (COPY 3, POP_EXCEPT, RERAISE 1)
+    if tx.depth == 0 and tx.with_raise_site is not None and cleanup is not None \
+            and tx.instructions[cleanup[0]].handler is None:
+        refused = Unsupported("an exception leaves the frame through a with block")
+        refused.break_at = tx.with_raise_site
+        raise refused
