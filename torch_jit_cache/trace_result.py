@@ -378,6 +378,13 @@ class TraceBudgetExceeded(Unsupported):
         pass
 
 
+def _caught_in_the_compiler(e: BaseException) -> bool:
+    """Whether `e` was raised inside a compile: the first entry of its traceback is the frame that
+    handles it, a frame of this package for the compiler's own failures (None: none is left)."""
+    tb = e.__traceback__
+    return tb is None or str(tb.tb_frame.f_globals.get("__name__")).partition(".")[0] == __name__.partition(".")[0]
+
+
 class FloatSymbolGuard(Unsupported):
     """A guard on a float argument traced as a symbol (dynamic.py FramePlan.scalar_is_dynamic),
     which the C++ shape guard cannot compute: the frame is compiled again with its floats as
@@ -387,11 +394,13 @@ class FloatSymbolGuard(Unsupported):
 def drop_tracebacks(e: BaseException) -> None:
     """Drop the tracebacks of `e` and its chain: an exception object can outlive the failure (a
     backend that keeps and re-raises its error), and its traceback would keep the frames of the
-    compile, and the user's arguments in them, alive."""
+    compile, and the user's arguments in them, alive. The chain stops at an exception the compile
+    did not catch: a frame compiled inside the user's `except` or `with` block sees the user's
+    exception as the __context__ of every failure, and it must keep its traceback."""
     seen, todo = set(), [e]
     while todo:
         e = todo.pop()
-        if e is None or id(e) in seen:
+        if e is None or id(e) in seen or not _caught_in_the_compiler(e):
             continue
         seen.add(id(e))
         e.__traceback__ = None

@@ -433,7 +433,7 @@ def reads_exc_info(x, flag):
     return x + n
 
 
-def test_sys_exc_info_in_a_handler_falls_back_cleanly():
+def test_sys_exc_info_in_a_handler_is_eagers():
     for flag in (True, False):
         got = tjc.compile(reads_exc_info, backend="eager")(torch.ones(2), flag)
         torch.testing.assert_close(got, reads_exc_info(torch.ones(2), flag))
@@ -450,7 +450,7 @@ def raise_inside_with(x, flag):
     return y, torch.is_grad_enabled()
 
 
-def test_a_raise_through_a_with_block_falls_back():
+def test_a_raise_through_a_grad_mode_block_is_eagers():
     for flag in (True, False):
         x = torch.ones(2, requires_grad=True)
         got = tjc.compile(raise_inside_with, backend="eager")(x, flag)

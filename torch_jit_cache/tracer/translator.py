@@ -24,7 +24,7 @@ from .handlers import DISPATCH
 from .variables import CellVariable, ConstantVariable
 from .variables.base import TracedRaise, unsupported
 from .variables.contexts import accepts_exception
-from .variables.exceptions import UNKNOWN_CONTEXT, raised_value
+from .variables.exceptions import chain_context, raised_value
 from .variables.generators import GeneratorVariable
 from .variables.object_protocol import InstanceDictView
 
@@ -308,21 +308,24 @@ class InstructionTranslator:
         stack cut to the handler's depth, f_lasti pushed where it asks, then the exception; True
         where it did. False where `inst` has no handler (the raise leaves the frame), where the
         handler is a with block's whose exit on the stack takes no exception (`accepts_exception`),
-        or where the raise site does not model the exception (`_fail` refuses those)."""
+        or where the raise site does not model the exception (`_fail` refuses those). A new raise
+        sets the exception's __context__ here, as the interpreter does when it raises: nothing
+        between the raise and its first handler changes what the trace handles."""
         if inst.handler is None:
             return False
         value = raised_value(raised)
         target, depth, push_lasti = inst.handler
         if value is None or len(self.stack) < depth:
             return False
-        if value.raise_context is UNKNOWN_CONTEXT:   # Python sets __context__ where it is raised
-            value.raise_context = self.output.handled_exception
         if is_with_handler(self.instructions, inst.handler):
             # WITH_EXCEPT_START calls the block's exit with the exception (handlers/exceptions.py).
             if depth < 1 or not accepts_exception(self.stack[depth - 1]):
                 return False
             if self.arrivals is not None and id(value) not in self.with_unwinds:
                 self.with_unwinds[id(value)] = (inst, self._break_at(inst), value)
+        if raised.fresh:   # what the interpreter does as it raises: nothing ran since in this trace
+            chain_context(value, self.output.handled_exception)
+            raised.fresh = False
         # The tracer's exception is done with: its traceback holds the frames it crossed (their
         # trackers), kept alive with it otherwise until the collector runs.
         raised.__traceback__ = raised.__context__ = raised.__cause__ = None
@@ -373,7 +376,7 @@ class InstructionTranslator:
                            instruction=e.instruction if e.lineno else inst.describe())
             located.break_at = e.break_at
             if isinstance(located, TracedRaise):   # what a try block of a caller catches
-                located.value, located.made_of = e.value, e.made_of
+                located.value, located.made_of, located.fresh = e.value, e.made_of, e.fresh
             located.in_callee = self.depth > 0
             raise located from e.__cause__
         finally:

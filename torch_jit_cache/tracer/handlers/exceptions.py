@@ -6,13 +6,20 @@ A raise is a TracedRaise carrying the exception's tracker (variables/exceptions.
 unwinds to the handler of the raising instruction (translator.py `_handle`). The handler's own
 instructions are the same in 3.11, 3.12 and 3.13: [prev, exc] after PUSH_EXC_INFO, CHECK_EXC_MATCH
 per `except` clause, POP_EXCEPT on the way out, and a cleanup (COPY 3, POP_EXCEPT, RERAISE 1)
-where the except body itself raises.
+where the except body itself raises. A with block's handler is PUSH_EXC_INFO, WITH_EXCEPT_START
+(which calls the `__exit__` left four slots down with the exception's class, the exception and its
+traceback), a jump over RERAISE 2 where __exit__ returned true, then the same cleanup: all run as
+traced bytecode, so an __exit__ that swallows the exception (unittest's assertRaises) goes on
+after the block, and one that does not re-raises it to whatever encloses the block.
+Grad-mode, autocast, inference-mode and Dynamo-only blocks restore their state there and let it
+through (variables/contexts.py `accepts_exception`).
 """
 from ..variables import ConstantVariable
 from ..variables.base import unsupported
 from ..variables.classes import ClassVariable
+from ..variables.contexts import UserContextExitVariable
 from ..variables.exceptions import (ExceptionVariable, HandledInfoVariable, TracebackVariable, exception_of,
-                                   traced_raise)
+                                    set_cause, traced_raise)
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -24,12 +31,11 @@ def raise_varargs(tx, inst):
         current = tx.output.handled_exception
         if current is None:
             unsupported("a bare raise of an exception the trace did not catch")
-        raise traced_raise(current)
+        raise traced_raise(current, reraise=True)
     cause = tx.pop() if inst.arg == 2 else None
     exc = exception_of(tx, tx.pop())
-    if cause is not None:   # `raise e from c`: the cause is never read in the trace
-        exc.cause = cause if isinstance(cause, ExceptionVariable) or \
-            (cause.is_python_constant() and cause.as_python_constant() is None) else exception_of(tx, cause)
+    if cause is not None:
+        set_cause(tx, exc, cause)
     raise traced_raise(exc)
 
 
@@ -44,7 +50,7 @@ def _pop_exception(tx, inst) -> ExceptionVariable:
 @handler("RERAISE")
 def reraise(tx, inst):
     # RERAISE n reads f_lasti from the stack (n > 0) and leaves it: the unwind drops it.
-    raise traced_raise(_pop_exception(tx, inst))
+    raise traced_raise(_pop_exception(tx, inst), reraise=True)
 
 
 @handler("PUSH_EXC_INFO")
@@ -64,7 +70,10 @@ def with_except_start(tx, inst):
     if not isinstance(exc, ExceptionVariable) or len(tx.stack) < 4:
         unsupported(f"WITH_EXCEPT_START on {exc}")
     exit_ = tx.stack[-4]
-    tx.push(exit_.call_function(tx, [ClassVariable(exc.cls), exc, TracebackVariable()], {}))
+    # A Python-written __exit__ sees the exception's class as type(exc) would give it; the other
+    # exits restore their state and ignore what they are passed.
+    cls = exc.class_tracker(tx) if isinstance(exit_, UserContextExitVariable) else ClassVariable(exc.cls)
+    tx.push(exit_.call_function(tx, [cls, exc, TracebackVariable(exc)], {}))
 
 
 @handler("POP_EXCEPT")
@@ -102,3 +111,4 @@ def stopiteration_error(tx, inst):
     exc = tx.stack[-1]
     if not isinstance(exc, ExceptionVariable) or issubclass(exc.cls, StopIteration):
         unsupported(f"{exc} raised in a generator (a RuntimeError in Python)")
+

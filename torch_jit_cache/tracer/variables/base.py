@@ -45,6 +45,9 @@ class TracedRaise(Unsupported):
     # import order names it as `made_of` instead, (class, [arg trackers]), built when caught.
     value = None
     made_of = None
+    # A new raise, which sets the exception's __context__ where it is first caught (translator.py
+    # `_handle`); False for RERAISE and a bare raise, which keep the context it had.
+    fresh = True
 
 
 class TracedKeyError(TracedRaise):

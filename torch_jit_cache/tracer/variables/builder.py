@@ -35,8 +35,8 @@ import torch.nn as nn
 
 from . import builtins as builtin_rules
 from . import dynamo_contexts
-from . import (constant, containers, contexts, frame_iterators, functions, namedtuples, new_object, nn_module,
-               numpy_values, opaque, open_object, pure, ranges, sets, symbolic, tensor, user_object, weakrefs)
+from . import (constant, containers, contexts, exceptions, frame_iterators, functions, namedtuples, new_object,
+               nn_module, numpy_values, opaque, open_object, pure, ranges, sets, symbolic, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
@@ -103,6 +103,8 @@ WRAP_RULES = (
     WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, functions.wrap_partial),
     WrapRule("method", lambda v, s: isinstance(v, types.MethodType), functions.wrap_method),
     WrapRule("pure function", lambda v, s: pure.is_pure(v), functions.wrap_pure_function),
+    WrapRule("sys.exc_info", lambda v, s: _is_handled_exception_function(v),
+             exceptions.wrap_handled_exception_function),
     WrapRule("class", lambda v, s: isinstance(v, type), new_object.wrap_class),
     WrapRule("print", lambda v, s: v is builtins.print, builtin_rules.wrap_print),
     # a weakref.ref: called, its referent is read through `L['w'].__call__()` (weakrefs.py)
@@ -122,6 +124,10 @@ WRAP_RULES = (
              user_object.wrap_by_type(open_object.OpenObjectVariable)),
     WrapRule("opaque", lambda v, s: s is not None, opaque.wrap_opaque),
 )
+
+
+def _is_handled_exception_function(v) -> bool:
+    return any(v is fn for fn in exceptions.HANDLED_EXCEPTION_FUNCTIONS)   # no user __eq__ or __hash__
 
 
 class Guards:

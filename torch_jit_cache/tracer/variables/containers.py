@@ -20,9 +20,25 @@ from ...process_lived import holdable_key
 from ...sources import ItemSource
 from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
                              TupleOutput)
-from .base import (MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, is_static_type, traced,
-                   unsupported)
+from .base import (MethodVariable, TracedIndexError, TracedKeyError, TracedRaise, VariableTracker, is_static_type,
+                   traced, unsupported)
 from .constant import ConstantVariable, is_constant_value
+
+
+def _refused_call(cls, name: str, args: list, kwargs: dict) -> TracedRaise:
+    """Python's TypeError for `cls.name` called with as many positional arguments and these
+    keywords (a count or a keyword it does not take), to be raised in the trace: the method of a
+    fresh empty `cls` is called with that shape, which Python refuses before it reads any argument."""
+    try:
+        getattr(cls(), name)(*[None] * len(args), **dict.fromkeys(kwargs))
+    except TypeError as e:
+        if len(e.args) == 1 and isinstance(e.args[0], str):
+            return traced(TracedRaise, f"TypeError: {e}", TypeError, [ConstantVariable(e.args[0])])
+    unsupported(f"{cls.__name__}.{name} called with {len(args)} args and {list(kwargs)}")
+
+
+def _index_error(message: str) -> TracedRaise:
+    return traced(TracedIndexError, f"IndexError: {message}", IndexError, [ConstantVariable(message)])
 
 
 def _index(key: VariableTracker):
@@ -211,25 +227,28 @@ class ListVariable(BaseListVariable):
         if not isinstance(k, int):
             unsupported(f"list index {k!r}")
         if not -len(self.items) <= k < len(self.items):
-            unsupported(f"IndexError: list assignment index {k} out of range")
+            raise _index_error("list assignment index out of range")
         self.mutating(tx)
         self.items[k] = value
 
     def delitem(self, tx, key):
         k = _index(key)
-        if not isinstance(k, slice) and (not isinstance(k, int) or not -len(self.items) <= k < len(self.items)):
+        if not isinstance(k, (slice, int)):
             unsupported(f"del of list index {k!r}")
+        if isinstance(k, int) and not -len(self.items) <= k < len(self.items):
+            raise _index_error("list assignment index out of range")
         self.mutating(tx)
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
         if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
-            # Python raises TypeError: the call breaks, and raises it as written.
-            unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
+            raise _refused_call(list, name, args, kwargs)
         if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
-            if name == "pop" and (not self.items or args and not
-                                  -len(self.items) <= _index(args[0]) < len(self.items)):
-                unsupported("IndexError: pop from an empty list or out of range")
+            if name == "pop" and not self.items:
+                raise _index_error("pop from empty list")
+            if name == "pop" and args and type(_index(args[0])) is int \
+                    and not -len(self.items) <= _index(args[0]) < len(self.items):
+                raise _index_error("pop index out of range")
             if name == "extend" and args[0].yields_lazily:
                 # An iterator is consumed item by item, each appended before the next is asked
                 # for (list.extend's loop): a map or generator over the list itself sees them.
@@ -369,8 +388,7 @@ class DictVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
-            # Python raises TypeError: the call breaks, and raises it as written.
-            unsupported(f"dict.{name} called with {len(args)} args and {list(kwargs)}")
+            raise _refused_call(dict, name, args, kwargs)
         if name in DictViewVariable.KINDS and not args and not kwargs:
             return DictViewVariable(self, name)
         if name == "get":

@@ -495,10 +495,13 @@ def accepts_exception(exit_) -> bool:
     """Whether the exit BEFORE_WITH left (`exit_`) may be called by WITH_EXCEPT_START with an
     exception the trace raised in its block: grad-mode, autocast, inference-mode and Dynamo-only
     blocks leave as on the normal path and never suppress it; a Python-written __exit__ is inlined
-    with it, except @contextmanager's, which throws it into its generator (not modelled)."""
+    with it, except @contextmanager's, which throws it into its generator (not modelled). An exit
+    already called (an exception raised by the block's own normal exit) takes none."""
     if isinstance(exit_, UserContextExitVariable):
-        return exit_.modelled is None
-    return isinstance(exit_, (GradModeExitVariable, BlockExitVariable, DynamoOnlyExitVariable))
+        return exit_.modelled is None and not exit_.exited
+    if isinstance(exit_, GradModeExitVariable):
+        return not exit_.exited
+    return isinstance(exit_, (BlockExitVariable, DynamoOnlyExitVariable))
 
 
 def refuse_autocast_object(value) -> None:

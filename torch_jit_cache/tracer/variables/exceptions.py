@@ -1,13 +1,17 @@
 """ExceptionVariable: an exception object made in the trace, raised and caught there (try/except).
 
-An exception is modelled as its class and the trackers of its arguments: what `except E` matches
-(isinstance over its class), what `e.args`, `str(e)` and `type(e)` read. Only classes whose
-instances are no more than that are modelled (`modelled_class`): the builtin exceptions, and user
-subclasses of them that define nothing but a docstring; a class with its own __init__, __str__ or
-attributes is refused, as is reading any other attribute (__cause__, __traceback__, ...). An
-exception the trace raised never leaves it (returned, stored where the frame sees it, live at a
-graph break): its traceback and context are not modelled, so such a trace is refused. One made and
-not raised yet (live at a graph break at its raise) is made again by calling its class.
+An exception is modelled as its class, the trackers of its arguments and the links CPython keeps
+on it: what `except E` matches (isinstance over its class), what `e.args`, `str(e)` and `type(e)`
+read, `__context__`, `__cause__` and `__suppress_context__` (set as the interpreter sets them:
+`chain_context`, `raise ... from ...`) and whether it has a traceback. Only classes whose instances
+are no more than that are modelled (`modelled_class`): the builtin exceptions, and user subclasses
+of them that define nothing but a docstring; a class with its own __init__, __str__ or attributes
+is refused. A traceback is a TracebackVariable: known to exist, never read. An exception with a
+traceback never leaves the trace (returned, stored where the frame sees it, live at a graph
+break): its traceback is not modelled, so such a trace is refused. One made and not raised yet
+(live at a graph break at its raise) is made again by calling its class; one raised whose
+traceback was dropped (`e.with_traceback(None)`, as unittest's assertRaises does) and whose
+context is the caller's is made again with that context (`make_raised_exception`).
 
 A raise is a Python exception of the tracer's (`TracedRaise`, base.py) that carries the tracker;
 the translator finds the handler in the exception table (translator.py) or lets it out of the
@@ -21,12 +25,14 @@ import types
 
 from ...sources import AttrSource
 from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
+from ...trace_result import Unsupported
 from .base import TRACED_RAISES, TracedRaise, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable
 
-__all__ = ["ExceptionVariable", "HandledInfoVariable", "TracedException", "modelled_class", "guard_modelled",
-           "traced_raise", "exception_of", "raised_value", "constant_exception"]
+__all__ = ["ExceptionVariable", "HandledInfoVariable", "TracedException", "TracebackVariable",
+           "modelled_class", "guard_modelled", "traced_raise", "exception_of", "set_cause", "chain_context",
+           "type_error", "raised_value", "constant_exception"]
 
 # What a user subclass of an exception may define and still be no more than its base: the class
 # statement's own bookkeeping.
@@ -85,23 +91,33 @@ def guard_modelled(tx, cls, source) -> None:
         tx.output.add_guard(AttrSource(source, name), GuardKind.TYPE_MATCH, type(getattr(cls, name)))
 
 
+# The context of an exception raised where the trace handles no exception of its own: whatever
+# the thread handled when the frame was entered (the caller's `except` block, usually nothing),
+# which the trace does not know. Reading it is refused.
+UNKNOWN_CONTEXT = "<the exception handled when the frame was entered>"
+
+
 class ExceptionVariable(VariableTracker):
     """An instance of `cls` (a modelled_class) made in the trace with positional `args` (trackers)."""
+
+    identity_family = "exception"   # `e.__context__ is other`: one tracker per exception object
 
     def __init__(self, cls, args: list, cls_source=None):
         super().__init__(None)
         self.cls = cls
         self.cls_source = cls_source   # where a user's class was read: it is loaded again from there
         self.args = list(args)
-        self.cause = None   # `raise ... from c`: kept, never read (reading __cause__ is refused)
+        self.context = None            # None, an ExceptionVariable or UNKNOWN_CONTEXT
+        self.cause = None              # None or an ExceptionVariable
+        self.suppress_context = False
         self.raised = False
-        # What the trace handled when it raised it (its __context__; translator._handle sets it):
-        # None, the exception the thread handled at frame entry, or a tracker; UNKNOWN_CONTEXT: not seen.
-        self.raise_context = UNKNOWN_CONTEXT
-        self.traceback_dropped = False   # `e.with_traceback(None)` was called
+        self.has_traceback = False     # set by a raise, cleared by `e.with_traceback(None)`
 
     def python_type(self):
         return self.cls
+
+    def identity_object(self):
+        return self
 
     def truthy(self, tx) -> bool:
         return True
@@ -111,18 +127,65 @@ class ExceptionVariable(VariableTracker):
             return TupleVariable(list(self.args))
         if name == "__class__" and self.cls_source is not None:   # type(e) serves every class
             return tx.wrap(self.cls, self.cls_source)
+        if name == "__context__":
+            if self.context is UNKNOWN_CONTEXT:
+                unsupported(f"__context__ of a {self.cls.__name__} raised outside any except block of the "
+                            "trace (the exception the caller handled is not known to it)")
+            return self.context or ConstantVariable(None)
+        if name == "__cause__":
+            return self.cause or ConstantVariable(None)
+        if name == "__suppress_context__":
+            return ConstantVariable(self.suppress_context)
+        if name == "__traceback__":
+            if self.has_traceback:
+                return TracebackVariable(self)
+            return ConstantVariable(None)
         if name == "with_traceback":
-            return _WithTraceback(self)
+            return ExceptionMethodVariable(self, name)
         unsupported(f"attribute {name!r} of a traced {self.cls.__name__}")
+
+    def class_tracker(self, tx):
+        """type(self) as a tracker: loaded from its source, or a builtin class."""
+        if self.cls_source is not None:
+            return tx.wrap(self.cls, self.cls_source)
+        if self.cls.__module__ != "builtins":
+            unsupported(f"type() of a {self.cls.__name__}, whose class has no source")
+        from .classes import ClassVariable   # classes.py imports the trackers this module builds on
+        return ClassVariable(self.cls)
+
+    def var_setattr(self, tx, name, value):
+        # Links only: the object is the trace's own (a store needs no replay), and one holding a
+        # link is never made again after the graph (reconstruct).
+        if name == "__suppress_context__" and value.is_python_constant():
+            self.suppress_context = bool(value.as_python_constant())
+            return
+        if name in ("__context__", "__cause__"):
+            link = _link(value)
+            if link is _NOT_AN_EXCEPTION:
+                raise type_error(f"exception {name.strip('_')} must be None or derive from BaseException")
+            if name == "__context__":
+                self.context = link
+            else:
+                self.cause, self.suppress_context = link, True
+            return
+        unsupported(f"STORE_ATTR {name} on a traced {self.cls.__name__}")
 
     def reconstruct(self, outputs):
         # Made again by calling its class: right for one made and not raised (a graph break at the
-        # raise); one the trace raised has a traceback and a context that are not modelled.
+        # raise), and for one raised whose traceback was dropped and whose __context__ is what
+        # Python gave it at a raise outside every except block of the trace (make_raised_exception).
+        # A traceback and links set in the trace are not made again.
+        if self.has_traceback:
+            unsupported(f"a {self.cls.__name__} with a traceback leaves the trace (its traceback is not modelled)")
         remake = make_exception
         if self.raised:
-            if not self.traceback_dropped or self.raise_context is not None or self.cause is not None:
-                unsupported(f"a {self.cls.__name__} the trace raised leaves it (its traceback is not modelled)")
+            if self.context is not UNKNOWN_CONTEXT:
+                unsupported(f"a {self.cls.__name__} the trace raised leaves it with a __context__ set in the trace")
             remake = make_raised_exception
+        elif self.context is not None:
+            unsupported(f"a {self.cls.__name__} with a __context__ set in the trace leaves it")
+        if self.cause is not None or self.suppress_context:
+            unsupported(f"a {self.cls.__name__} with a __cause__ set in the trace leaves it")
         if self.cls_source is None and self.cls.__module__ != "builtins":
             # A user class with no source: maybe one a class statement made in the trace, which
             # the compiled code would not make again.
@@ -156,44 +219,124 @@ class HandledInfoVariable(VariableTracker):
         return f"HandledInfoVariable({self.previous!r})"
 
 
-UNKNOWN_CONTEXT = object()
+class ExceptionMethodVariable(VariableTracker):
+    """`e.with_traceback`, bound to a traced exception."""
+
+    def __init__(self, exc, name):
+        super().__init__(None)
+        self.exc, self.name = exc, name
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1:
+            unsupported(f"{self.name}() with {len(args)} arguments")
+        tb = args[0]
+        if isinstance(tb, TracebackVariable):
+            self.exc.has_traceback = True
+        elif tb.is_python_constant() and tb.as_python_constant() is None:
+            self.exc.has_traceback = False
+        else:
+            raise type_error("__traceback__ must be a traceback or None")
+        return self.exc
+
+    def __repr__(self):
+        return f"ExceptionMethodVariable({self.exc!r}.{self.name})"
 
 
-class _WithTraceback(VariableTracker):
-    """`e.with_traceback` of a traced exception: only `with_traceback(None)`, which drops the
-    traceback (the one thing of it the trace does not model) and returns `e`."""
+class TracebackVariable(VariableTracker):
+    """The traceback of an exception the trace raised: known to be one, never read (its frames are
+    the trace's, which have no frame objects). `traceback.clear_frames(tb)` on it does nothing:
+    the frames it would clear are gone already (functions.py)."""
 
     def __init__(self, exc):
         super().__init__(None)
         self.exc = exc
 
-    def call_function(self, tx, args, kwargs):
-        if kwargs or len(args) != 1 or not (args[0].is_python_constant() and args[0].as_python_constant() is None):
-            unsupported("with_traceback() of a traced exception with a traceback other than None")
-        self.exc.traceback_dropped = True
-        return self.exc
-
-
-class TracebackVariable(VariableTracker):
-    """The traceback WITH_EXCEPT_START passes to a with block's `__exit__`: not modelled, so any
-    use of it but passing it on (reading a frame, storing it past the graph) is refused; only `tb
-    is None` is answered (False, as in eager)."""
-
-    def __init__(self):
-        super().__init__(None)
-
     def python_type(self):
         return types.TracebackType
 
+    def truthy(self, tx) -> bool:
+        return True
+
+    def var_getattr(self, tx, name):
+        unsupported(f"attribute {name!r} of the traceback of a traced {self.exc.cls.__name__}")
+
     def __repr__(self):
-        return "TracebackVariable()"
+        return f"TracebackVariable({self.exc!r})"
 
 
-def exception_of(tx, value) -> ExceptionVariable:
-    """What `raise value` raises: an exception made in the trace, or a modelled class, called
-    with no arguments."""
+class HandledExceptionFunction(VariableTracker):
+    """sys.exc_info or sys.exception (guarded by identity where read): what they return inside an
+    except block of the trace is the exception it handles; outside every one it is the caller's
+    (unknown to the trace: refused)."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        if args or kwargs:
+            unsupported(f"{self.fn.__name__}() with arguments")
+        exc = tx.output.handled_exception
+        if exc is None:
+            unsupported(f"sys.{self.fn.__name__}() outside every except block of the trace")
+        if self.fn is sys.exc_info:
+            return TupleVariable([exc.class_tracker(tx), exc, TracebackVariable(exc)])
+        return exc
+
+    def __repr__(self):
+        return f"HandledExceptionFunction(sys.{self.fn.__name__})"
+
+
+HANDLED_EXCEPTION_FUNCTIONS = (sys.exc_info, sys.exception)   # 3.11+
+
+
+def wrap_handled_exception_function(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return HandledExceptionFunction(value, source)
+
+
+_NOT_AN_EXCEPTION = object()
+
+
+def _link(value):
+    """`value` as an exception link (__context__, __cause__): None, an ExceptionVariable, or
+    _NOT_AN_EXCEPTION where Python refuses it with a TypeError."""
     if isinstance(value, ExceptionVariable):
         return value
+    if value.is_python_constant():
+        const = value.as_python_constant()
+        if const is None:
+            return None
+        if not isinstance(const, type):
+            return _NOT_AN_EXCEPTION
+    unsupported(f"exception link to {value}")
+
+
+def type_error(message: str) -> TracedRaise:
+    """A TypeError(message) raised in the trace, where Python's interpreter raises one."""
+    return traced_raise(ExceptionVariable(TypeError, [ConstantVariable(message)]))
+
+
+def _not_an_exception(value) -> bool:
+    """Whether `value` is an object Python refuses to raise (or to take as a cause): neither an
+    exception nor an exception class. Unknown objects are not judged here."""
+    if value.is_python_constant():
+        const = value.as_python_constant()
+        return not (isinstance(const, BaseException) or isinstance(const, type) and issubclass(const, BaseException))
+    try:
+        cls = value.python_type()
+    except Unsupported:
+        return False
+    return cls in (tuple, list, dict, set, str, int, float)
+
+
+def exception_of(tx, value, message="exceptions must derive from BaseException") -> ExceptionVariable:
+    """What `raise value` raises: an exception made in the trace, or a modelled class, called
+    with no arguments; a TypeError(message) is raised for what is no exception at all."""
+    if isinstance(value, ExceptionVariable):
+        return value
+    if _not_an_exception(value):
+        raise type_error(message)
     cls = value.as_python_constant() if value.is_python_constant() else None
     if isinstance(cls, type) and modelled_class(cls):
         guard_modelled(tx, cls, value.source)
@@ -201,9 +344,40 @@ def exception_of(tx, value) -> ExceptionVariable:
     unsupported(f"raise {value}")
 
 
-def traced_raise(exc: ExceptionVariable, reason: str | None = None) -> TracedRaise:
+def set_cause(tx, exc: ExceptionVariable, cause) -> None:
+    """`raise exc from cause`: an exception, a class called with no arguments, or None; anything
+    else a TypeError, as Python's RAISE_VARARGS."""
+    if not (cause.is_python_constant() and cause.as_python_constant() is None):
+        cause = exception_of(tx, cause, "exception causes must derive from BaseException")
+    else:
+        cause = None
+    exc.cause, exc.suppress_context = cause, True
+
+
+def chain_context(exc: ExceptionVariable, handled) -> None:
+    """What a new raise of `exc` does to its __context__ while `handled` (the exception the trace's
+    innermost except block handles; None: the frame's entry one) is handled: it becomes `handled`,
+    and a chain from `handled` that led back to `exc` is cut there, so that no cycle forms. Not
+    for a re-raise (RERAISE, a bare raise), which keeps the context it had."""
+    if handled is exc:
+        return
+    if handled is None:
+        exc.context = UNKNOWN_CONTEXT   # unchanged when the entry one is None, else that one
+        return
+    seen, link = set(), handled
+    while isinstance(link.context, ExceptionVariable) and id(link) not in seen:
+        seen.add(id(link))
+        if link.context is exc:
+            link.context = None
+            break
+        link = link.context
+    exc.context = handled
+
+
+def traced_raise(exc: ExceptionVariable, reason: str | None = None, reraise: bool = False) -> TracedRaise:
     """The tracer's exception for raising `exc`: the TRACED_RAISES kind a modelled catcher expects
-    where its class is one of theirs (a subclass counts, as `except KeyError` catches it)."""
+    where its class is one of theirs (a subclass counts, as `except KeyError` catches it).
+    `reraise`: RERAISE or a bare raise, which leave the exception's __context__ as it is."""
     kind = next((k for base, k in TRACED_RAISES.items() if issubclass(exc.cls, base)), TracedException)
     if reason is None:
         shown = ", ".join(repr(a.as_python_constant()) if a.is_python_constant() else str(a)
@@ -211,7 +385,8 @@ def traced_raise(exc: ExceptionVariable, reason: str | None = None) -> TracedRai
         reason = f"{exc.cls.__name__}({shown})"
     raised = kind(reason)
     raised.value = exc
-    exc.raised = True
+    raised.fresh = not reraise
+    exc.raised = exc.has_traceback = True
     return raised
 
 
@@ -232,5 +407,5 @@ def raised_value(raised: TracedRaise) -> ExceptionVariable | None:
     if raised.value is None and raised.made_of is not None:
         cls, args = raised.made_of
         raised.value = ExceptionVariable(cls, args)
-        raised.value.raised = True
+        raised.value.raised = raised.value.has_traceback = True
     return raised.value

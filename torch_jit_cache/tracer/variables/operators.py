@@ -237,6 +237,8 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
             tx.output.side_effects.pin(a, False, b, f"identity test between {a} and {b}")
     elif _is_none(a) or _is_none(b):
         same = False  # a container, module, tensor or function is never None
+    elif "exception" in (a.identity_family, b.identity_family):
+        same = False  # an exception the trace made is known to it by that tracker alone
     elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
         same = False
     elif isinstance(a, SetVariable) and isinstance(b, SetVariable) and None in (a.source, b.source):
