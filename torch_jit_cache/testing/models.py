@@ -467,9 +467,19 @@ def _bart():
         kwargs=dict(input_ids=_ids(), labels=_ids(seq=8, seed=3)))
 
 
+def _convnext_stages():
+    # Identical blocks at four widths (staged_models.py imports this module: imported here). The
+    # stochastic-depth helper runs and reads each block's rate; rates of 0 keep a training step
+    # deterministic, to compare with eager's.
+    from .staged_models import ConvNeXtStages
+
+    return ConvNeXtStages(stochastic_depth_prob=0.0), Inputs((torch.randn(2, 3, 32, 32, generator=_generator()),))
+
+
 MODELS = {
     "nanogpt": _nanogpt,
     "resnet": _resnet,
+    "convnext_stages": _convnext_stages,
     "lstm_lm": _lstm_lm,
     "transformer_lm": _transformer_lm,
     "bert": _bert,

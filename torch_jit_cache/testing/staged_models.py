@@ -1,6 +1,7 @@
 """A model built of stages of identical blocks, each stage at its own width: ConvNeXt's layout
 (torchvision.models.convnext, the architecture, written here since torchvision is not a
-dependency), tiny. `models.build("convnext_stages")` gives it with an input.
+dependency), tiny. `models.build("convnext_stages")` gives it with an input (the zoo, trained and compared
+with eager there); `convnext_stages()` below in eval() mode.
 
 What it exercises: one block class whose instances see four different shapes in one call (16, 32,
 64 and 128 channels at 16, 8, 4 and 2 pixels), each instance holding its own stochastic-depth rate

@@ -32,6 +32,7 @@ CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_start_chi
 WARM_LOADS = {
     "nanogpt": (2, 0),
     "resnet": (2, 0),
+    "convnext_stages": (2, 0),
     "lstm_lm": (2, 0),
     "transformer_lm": (2, 0),
     "bert": (2, 0),
