@@ -35,7 +35,7 @@ import torch.nn as nn
 
 from . import builtins as builtin_rules
 from . import dynamo_contexts
-from . import (constant, containers, contexts, frame_iterators, functions, namedtuples, new_object, nn_module,
+from . import (constant, containers, contexts, frame_iterators, functions, namedtuples, new_object, nn_module, partials,
                numpy_values, opaque, open_object, pure, ranges, sets, symbolic, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
@@ -100,7 +100,7 @@ WRAP_RULES = (
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
     WrapRule("inspect.signature", lambda v, s: v is inspect.signature, functions.wrap_signature),
     WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),
-    WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, functions.wrap_partial),
+    WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, partials.wrap_partial),
     WrapRule("method", lambda v, s: isinstance(v, types.MethodType), functions.wrap_method),
     WrapRule("pure function", lambda v, s: pure.is_pure(v), functions.wrap_pure_function),
     WrapRule("class", lambda v, s: isinstance(v, type), new_object.wrap_class),

@@ -17,7 +17,7 @@ import weakref
 
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, TupleOutput, call_with
+from ...trace_result import GuardKind
 from . import dataclass_fields, instance_checks, polyfills, pure
 from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
@@ -34,6 +34,7 @@ from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterated_containers, iterator_type)
 from .namedtuples import construct_namedtuple
+from .partials import make_partial
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
 from .operators import binary_op
@@ -391,12 +392,6 @@ class PolyfillVariable(CallableVariable):
         return _polyfill(self.fn, self.kind)(tx, args, kwargs)
 
 
-def _partial(tx, args, kwargs):
-    if not args:
-        unsupported("functools.partial() without a function")
-    return PartialCallVariable(args[0], list(args[1:]), dict(kwargs))
-
-
 def _wraps(tx, args, kwargs):
     """functools.wraps(wrapped, assigned=..., updated=...): the decorator update_wrapper would be."""
     names = {"wrapped": None, "assigned": functools.WRAPPER_ASSIGNMENTS, "updated": functools.WRAPPER_UPDATES}
@@ -485,31 +480,6 @@ class TracedNamedTupleVariable(TupleVariable):
                     "(eager makes a new class on each call)")
 
 
-class PartialCallVariable(VariableTracker):
-    """functools.partial(fn, ...) made in the trace: calling it calls fn with the bound arguments
-    first (a partial read from the frame is functions.PartialVariable). Returned or held at a break,
-    it is made again from its rebuilt parts."""
-
-    def __init__(self, func, args: list, keywords: dict):
-        super().__init__(None)
-        self.func, self.args, self.keywords = func, args, keywords
-
-    def python_type(self):
-        return functools.partial
-
-    def call_function(self, tx, args, kwargs):
-        return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
-
-    def reconstruct(self, outputs):
-        return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
-            ConstantOutput(functools.partial), TupleOutput((outputs.rebuild(self.func),
-                                                            *(outputs.rebuild(a) for a in self.args))),
-            DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.keywords.items())))))
-
-    def __repr__(self):
-        return f"PartialCallVariable({self.func!r})"
-
-
 def _deepcopy(tx, args, kwargs):
     return deepcopy(tx, args, kwargs)
 
@@ -532,7 +502,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()},
-    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
+    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,

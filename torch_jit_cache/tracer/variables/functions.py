@@ -402,34 +402,6 @@ class UserMethodVariable(VariableTracker):
                                                      (outputs.rebuild(self.func), outputs.rebuild(self.obj))))
 
 
-class PartialVariable(VariableTracker):
-    """A functools.partial read from the frame, guarded by its parts (func, args, keywords, each
-    wrapped from its own source) rather than by the identity of an object made per call.
-    `identity_guard` is called when the trace relies on the object itself."""
-
-    def __init__(self, value, func, args: list, keywords: dict, source, identity_guard):
-        super().__init__(source)
-        self.value = value
-        self.func, self.args, self.keywords = func, args, keywords
-        self._identity_guard = identity_guard
-
-    def python_type(self):
-        return functools.partial
-
-    def as_python_constant(self):
-        self._identity_guard()
-        return self.value
-
-    def call_function(self, tx, args, kwargs):
-        return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
-
-    def reconstruct(self, outputs):
-        return SourceOutput(self.source)   # the caller's very partial
-
-    def __repr__(self):
-        return f"PartialVariable({self.func!r})"
-
-
 class PythonModuleVariable(VariableTracker):
     """A module such as torch, math or a user module. Attributes of torch and math are trusted
     (not guarded one by one); the module itself is guarded by identity."""
@@ -582,14 +554,6 @@ def wrap_function(tx, value, source, g):
     # identity, so the code is guarded too.
     g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__") if source is not None else None)
     return UserFunctionVariable(value, source)
-
-
-def wrap_partial(tx, value, source, g):
-    g(GuardKind.TYPE_MATCH, functools.partial)
-    return PartialVariable(value, tx.wrap(value.func, AttrSource(source, "func"), g.enabled),
-                           list(tx.wrap(value.args, AttrSource(source, "args"), g.enabled).items),
-                           dict(tx.wrap(value.keywords, AttrSource(source, "keywords"), g.enabled).items),
-                           source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
 
 
 def wrap_method(tx, value, source, g):
