@@ -426,6 +426,8 @@ class WrapsVariable(VariableTracker):
             unsupported("functools.wraps(...) applied to a function it already wrapped")
         if set(self.updated) - {"__dict__"} or "__dict__" in self.updated and self._has_attributes(tx):
             unsupported("functools.wraps(...) updating more than an empty __dict__")
+        if set(self.assigned) & set(wrapper.attrs):
+            unsupported("functools.wraps(...) assigning a name the trace set on the function")
         wrapper.wrap_names(self.wrapped, self.assigned, self.updated)
         return wrapper
 
@@ -433,9 +435,9 @@ class WrapsVariable(VariableTracker):
         """Whether update_wrapper would copy anything from the wrapped function's __dict__."""
         w = self.wrapped
         if isinstance(w, NestedFunctionVariable):
-            return w.wrapped_by is not None   # its own __wrapped__ (stores on it are refused)
+            return w.wrapped_by is not None or bool(w.attrs)   # its __wrapped__, its plain names
         if isinstance(w, UserFunctionVariable):
-            return bool(vars(w.fn))
+            return bool(vars(w.fn)) or tx.output.side_effects.has_any_attr_effect(w.fn)
         return True
 
     def __repr__(self):

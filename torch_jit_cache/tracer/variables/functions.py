@@ -6,7 +6,6 @@ binding, closure cells, and the source of each global the body reads.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import sys
 import traceback
@@ -17,6 +16,7 @@ from ...sources import AttrSource, GlobalSource, ItemSource
 from ...trace_rules import functorch_transform
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
                              TupleOutput, bound_method, function_of)
+from . import function_attributes
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .cells import CellVariable
@@ -185,6 +185,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         return self._cells
 
     def var_getattr(self, tx, name):
+        stored = function_attributes.frame_stored(tx, self, name)
+        if stored is not None:
+            return stored
         if name == "__class__":
             return function_class(tx, self)
         if name == "__code__":
@@ -200,7 +203,20 @@ class UserFunctionVariable(BaseFunctionVariable):
                     unsupported(f"attribute {name!r} of function {self.fn.__name__} with no source")
                 return ConstantVariable(value)
             return tx.wrap(value, AttrSource(self.source, name))
+        missing = function_attributes.frame_missing(tx, self, name)
+        if missing is not None:
+            raise missing
         unsupported(f"attribute {name!r} of function {self.fn.__name__}")
+
+    def has_attribute(self, tx, name):
+        answer = function_attributes.frame_has(tx, self, name)
+        return hasattr(self.as_python_constant(), name) if answer is None else answer
+
+    def var_setattr(self, tx, name, value):
+        function_attributes.frame_set(tx, self, name, value)
+
+    def var_delattr(self, tx, name):
+        function_attributes.frame_del(tx, self, name)
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn.__qualname__})"
@@ -232,6 +248,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.annotations = annotations
         # functools.wraps(fn) applied to it (builtins.WrapsVariable): fn, and the names it gave.
         self.wrapped_by, self.wrapped_names, self.wrapped_updated = None, (), ()
+        self.attrs = {}   # its __dict__'s plain names (function_attributes.py)
 
     def wrap_names(self, wrapped, names: tuple, updated: tuple = ()) -> None:
         """update_wrapper(self, wrapped, assigned=names, updated=updated): `names` now read from
@@ -274,9 +291,15 @@ class NestedFunctionVariable(BaseFunctionVariable):
             unwrapped = make
 
             def make():
-                return CallOutput(ConstantOutput(rewrap), ("fn", "wrapped", "assigned", "updated"),
+                return CallOutput(ConstantOutput(function_attributes.rewrap), ("fn", "wrapped", "assigned", "updated"),
                                   (unwrapped(), outputs.rebuild(self.wrapped_by),
                                    ConstantOutput(self.wrapped_names), ConstantOutput(self.wrapped_updated)))
+        if self.attrs:
+            bare = make
+
+            def make():
+                return CallOutput(ConstantOutput(function_attributes.with_attributes), ("fn", "attrs"), (
+                    bare(), DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.attrs.items()))))
         return outputs.once(self, make)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
@@ -295,7 +318,9 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def var_getattr(self, tx, name):
         # Made here from a constant code object, whose names it keeps until assigned (refused)
-        # or given by functools.wraps.
+        # or given by functools.wraps; plain names are its own __dict__'s.
+        if name in self.attrs:
+            return self.attrs[name]
         if self.wrapped_by is not None:
             if name == "__wrapped__":
                 return self.wrapped_by
@@ -309,7 +334,18 @@ class NestedFunctionVariable(BaseFunctionVariable):
             return ConstantVariable(self.code.co_name)
         if name == "__qualname__":
             return ConstantVariable(self.code.co_qualname)
+        if function_attributes.is_plain_name(name):
+            return function_attributes.nested_get(self, name)
         unsupported(f"attribute {name!r} of function {self.code.co_name} made while tracing")
+
+    def var_setattr(self, tx, name, value):
+        function_attributes.nested_set(self, name, value)
+
+    def has_attribute(self, tx, name):
+        return function_attributes.nested_has(self, name)
+
+    def var_delattr(self, tx, name):
+        function_attributes.nested_del(self, name)
 
     def defaults(self, tx):
         return self._defaults
@@ -322,11 +358,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"NestedFunctionVariable({self.code.co_name})"
-
-
-def rewrap(fn, wrapped, assigned, updated):
-    """functools.wraps as applied in the trace, on the function made again after the graph."""
-    return functools.update_wrapper(fn, wrapped, assigned=assigned, updated=updated)
 
 
 def _module_of(f_globals: dict):
@@ -457,89 +488,10 @@ class PureFunctionVariable(CallableVariable):
         return fold(tx, self.fn, args, kwargs)
 
 
-class SignatureFunctionVariable(CallableVariable):
-    """inspect.signature(f) for a Python function or method the trace knows (transformers'
-    apply_chunking_to_forward counts `inspect.signature(forward_fn).parameters`). Only the names
-    of the parameters are modelled (SignatureVariable): they follow from the function's code,
-    guarded where the function is read. A function with `__signature__` or `__wrapped__` in its
-    __dict__ (which inspect follows) is refused, and the __dict__'s keys are guarded so that one
-    set later misses."""
-
-    def call_function(self, tx, args, kwargs):
-        if kwargs or len(args) != 1:
-            unsupported("inspect.signature with options")
-        target, bound = args[0], False
-        if isinstance(target, UserMethodVariable):
-            target, bound = target.func, True
-        if isinstance(target, NestedFunctionVariable):
-            # Made in this trace: nothing was set on it yet; the names come from its code alone.
-            fn = types.FunctionType(target.code, {}, target.code.co_name, None,
-                                    tuple(types.CellType() for _ in target.code.co_freevars) or None)
-        elif isinstance(target, UserFunctionVariable) and target.source is not None:
-            fn = target.fn
-            if "__signature__" in vars(fn) or "__wrapped__" in vars(fn):
-                unsupported(f"inspect.signature of {fn.__qualname__}, which names another signature")
-            tx.output.add_guard(AttrSource(target.source, "__dict__"), GuardKind.DICT_KEYS, tuple(vars(fn)))
-        else:
-            unsupported(f"inspect.signature of {args[0]}")
-        params = list(inspect.signature(fn).parameters.values())
-        if bound:   # a bound method's signature drops its first parameter, unless that is *args
-            if not params:
-                unsupported(f"inspect.signature of method {fn.__qualname__} with no parameters")
-            if params[0].kind is not inspect.Parameter.VAR_POSITIONAL:
-                params = params[1:]
-        return SignatureVariable(tuple(p.name for p in params))
-
-
-class SignatureVariable(VariableTracker):
-    """An inspect.Signature of which only `.parameters` is read."""
-
-    def __init__(self, names: tuple):
-        super().__init__(None)
-        self.names = names
-
-    def python_type(self):
-        return inspect.Signature
-
-    def var_getattr(self, tx, name):
-        if name == "parameters":
-            return ParameterNamesVariable(self.names)
-        unsupported(f"attribute {name!r} of an inspect.Signature")
-
-
-class ParameterNamesVariable(VariableTracker):
-    """Signature.parameters (a mappingproxy of name -> Parameter), for len(), `in`, iteration
-    (its names) and truth; a Parameter itself is not modelled."""
-
-    def __init__(self, names: tuple):
-        super().__init__(None)
-        self.names = names
-
-    def python_type(self):
-        return types.MappingProxyType
-
-    def length(self, tx) -> int:
-        return len(self.names)
-
-    def unpack(self, tx):
-        return [ConstantVariable(n) for n in self.names]
-
-    def contains(self, tx, item) -> bool:
-        return item.as_python_constant() in self.names
-
-    def truthy(self, tx) -> bool:
-        return bool(self.names)
-
-
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
 def wrap_python_module(tx, value, source, g):
     g(GuardKind.ID_MATCH, value)
     return PythonModuleVariable(value, source)
-
-
-def wrap_signature(tx, value, source, g):
-    g(GuardKind.ID_MATCH, value)   # inspect.signature: its parameters' names, from the code
-    return SignatureFunctionVariable(value, source)
 
 
 def wrap_function(tx, value, source, g):
