@@ -102,3 +102,4 @@ def test_a_store_to_a_special_name_still_breaks():
     x = torch.randn(2)
     assert same(calls(x), _renames(x))
     assert calls.delta("graph_breaks") == 1
+
