@@ -6,6 +6,7 @@ on a function read from the frame, a store or delete is replayed on the very fun
 graph and a read after it sees it. Special names (`__name__`, ...) still break. Each case compares
 with eager (results and the function's __dict__ after the call) and counts graphs and breaks.
 """
+import functools
 import weakref
 
 import pytest
@@ -103,3 +104,52 @@ def test_a_store_to_a_special_name_still_breaks():
     assert same(calls(x), _renames(x))
     assert calls.delta("graph_breaks") == 1
 
+
+
+def _wraps_with_plain_names(x):
+    def f(y):
+        return y + 1
+
+    f.attr = "f's"
+    f.table = {"a": 1, "b": 2}
+    f.extra = 3
+
+    def wrapper(y):
+        return f(y) * 2
+
+    wrapper.table = {"c": 3}
+    wrapper = functools.wraps(f, ("attr", "__name__"), ("table",))(wrapper)
+
+    def copied(y):
+        return y
+
+    copied = functools.wraps(f)(copied)   # the default: f's whole __dict__
+    return (wrapper(x), wrapper.attr, wrapper.table, wrapper.__name__, wrapper.__wrapped__ is f,
+            copied.extra, copied.table is f.table, hasattr(wrapper, "extra"))
+
+
+def test_functools_wraps_copies_and_updates_plain_attributes_as_update_wrapper():
+    compiled_like_eager(_wraps_with_plain_names, torch.randn(3))
+
+
+def _returns_wrapped(x):
+    def f(y):
+        return y + 1
+
+    f.attr = x + 1
+
+    @functools.wraps(f)
+    def wrapper(y):
+        return f(y)
+
+    return wrapper
+
+
+def test_a_wrapper_with_copied_attributes_is_made_again_with_them():
+    x = torch.randn(2)
+    expected = _returns_wrapped(x)
+    calls = CompiledCalls(_returns_wrapped)
+    got = calls(x)
+    calls.check(graphs=1, breaks=0)
+    assert set(vars(got)) == set(vars(expected)) and got.__name__ == "f"
+    assert same(got.attr, expected.attr) and got.__wrapped__.attr is got.attr

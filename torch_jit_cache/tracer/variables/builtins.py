@@ -18,7 +18,7 @@ import weakref
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from . import dataclass_fields, instance_checks, polyfills, pure
+from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure
 from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
@@ -424,11 +424,28 @@ class WrapsVariable(VariableTracker):
         wrapper = args[0]
         if wrapper.wrapped_by is not None:
             unsupported("functools.wraps(...) applied to a function it already wrapped")
-        if set(self.updated) - {"__dict__"} or "__dict__" in self.updated and self._has_attributes(tx):
-            unsupported("functools.wraps(...) updating more than an empty __dict__")
-        if set(self.assigned) & set(wrapper.attrs):
-            unsupported("functools.wraps(...) assigning a name the trace set on the function")
-        wrapper.wrap_names(self.wrapped, self.assigned, self.updated)
+        plain = function_attributes.is_plain_name
+        w = self.wrapped
+        copies_dict = "__dict__" in self.updated and self._has_attributes(tx)
+        if copies_dict and not isinstance(w, NestedFunctionVariable):
+            unsupported("functools.wraps(...) updating __dict__ from a function with attributes")
+        if any(not plain(n) for n in self.updated if n != "__dict__") or \
+                any(plain(n) for n in self.updated + self.assigned) and not hasattr(w, "has_attribute"):
+            unsupported("functools.wraps(...) with names it cannot read or update")
+        # update_wrapper's order: assigned names copied where the wrapped has them, then
+        # updated names (dicts) updated, then __wrapped__; plain names go to the wrapper's own
+        # attributes, special ones are read from the wrapped function when read (wrap_names).
+        for name in filter(plain, self.assigned):
+            if w.has_attribute(tx, name):
+                wrapper.attrs[name] = w.var_getattr(tx, name)
+        if copies_dict:
+            wrapper.attrs.update(w.attrs)
+        for name in filter(plain, self.updated):   # getattr(wrapper, name, {}).update(...)
+            source = w.var_getattr(tx, name) if w.has_attribute(tx, name) else DictVariable({})
+            if name in wrapper.attrs:
+                wrapper.attrs[name].call_method(tx, "update", [source], {})
+        wrapper.wrap_names(w, tuple(n for n in self.assigned if not plain(n)),
+                           tuple(n for n in self.updated if not plain(n)))
         return wrapper
 
     def _has_attributes(self, tx) -> bool:
