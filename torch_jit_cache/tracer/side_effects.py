@@ -241,6 +241,10 @@ class SideEffects:
         self._check_read(tracker, obj, name)
         return (id(obj), name) in self._attrs
 
+    def attr_deleted(self, obj, name: str) -> bool:
+        """Whether the trace's last change to `obj.name` deleted it (after has_attr_effect)."""
+        return self._attrs.get((id(obj), name)) is _Gone.DELETED
+
     def store_global(self, name: str, value) -> None:
         if name in self._foreign_globals:
             _unsupported(f"store to global {name!r}, which the trace also read through another "

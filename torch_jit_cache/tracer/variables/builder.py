@@ -36,7 +36,8 @@ import torch.nn as nn
 from . import builtins as builtin_rules
 from . import dynamo_contexts
 from . import (constant, containers, contexts, exceptions, frame_iterators, functions, namedtuples, new_object,
-               nn_module, numpy_values, opaque, open_object, pure, ranges, sets, symbolic, tensor, user_object, weakrefs)
+               nn_module, numpy_values, opaque, open_object, partials, pure, ranges, sets, signatures, symbolic,
+               tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
@@ -98,9 +99,9 @@ WRAP_RULES = (
     WrapRule("built-in module method", _always, nn_module.wrap_builtin_module_method),
     WrapRule("dynamo-only context", lambda v, s: dynamo_contexts.is_dynamo_only(v), dynamo_contexts.wrap_dynamo_only),
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
-    WrapRule("inspect.signature", lambda v, s: v is inspect.signature, functions.wrap_signature),
+    WrapRule("inspect.signature", lambda v, s: v is inspect.signature, signatures.wrap_signature),
     WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),
-    WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, functions.wrap_partial),
+    WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, partials.wrap_partial),
     WrapRule("method", lambda v, s: isinstance(v, types.MethodType), functions.wrap_method),
     WrapRule("pure function", lambda v, s: pure.is_pure(v), functions.wrap_pure_function),
     WrapRule("sys.exc_info", lambda v, s: _is_handled_exception_function(v),

@@ -17,8 +17,8 @@ import weakref
 
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, TupleOutput, call_with
-from . import dataclass_fields, instance_checks, polyfills, pure
+from ...trace_result import GuardKind
+from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure
 from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super
@@ -34,6 +34,7 @@ from .generators import GeneratorVariable
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterated_containers, iterator_type)
 from .namedtuples import construct_namedtuple
+from .partials import make_partial
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
 from .operators import binary_op
@@ -391,12 +392,6 @@ class PolyfillVariable(CallableVariable):
         return _polyfill(self.fn, self.kind)(tx, args, kwargs)
 
 
-def _partial(tx, args, kwargs):
-    if not args:
-        unsupported("functools.partial() without a function")
-    return PartialCallVariable(args[0], list(args[1:]), dict(kwargs))
-
-
 def _wraps(tx, args, kwargs):
     """functools.wraps(wrapped, assigned=..., updated=...): the decorator update_wrapper would be."""
     names = {"wrapped": None, "assigned": functools.WRAPPER_ASSIGNMENTS, "updated": functools.WRAPPER_UPDATES}
@@ -429,18 +424,37 @@ class WrapsVariable(VariableTracker):
         wrapper = args[0]
         if wrapper.wrapped_by is not None:
             unsupported("functools.wraps(...) applied to a function it already wrapped")
-        if set(self.updated) - {"__dict__"} or "__dict__" in self.updated and self._has_attributes(tx):
-            unsupported("functools.wraps(...) updating more than an empty __dict__")
-        wrapper.wrap_names(self.wrapped, self.assigned)
+        plain = function_attributes.is_plain_name
+        w = self.wrapped
+        copies_dict = "__dict__" in self.updated and self._has_attributes(tx)
+        if copies_dict and not isinstance(w, NestedFunctionVariable):
+            unsupported("functools.wraps(...) updating __dict__ from a function with attributes")
+        if any(not plain(n) for n in self.updated if n != "__dict__") or \
+                any(plain(n) for n in self.updated + self.assigned) and not hasattr(w, "has_attribute"):
+            unsupported("functools.wraps(...) with names it cannot read or update")
+        # update_wrapper's order: assigned names copied where the wrapped has them, then
+        # updated names (dicts) updated, then __wrapped__; plain names go to the wrapper's own
+        # attributes, special ones are read from the wrapped function when read (wrap_names).
+        for name in filter(plain, self.assigned):
+            if w.has_attribute(tx, name):
+                wrapper.attrs[name] = w.var_getattr(tx, name)
+        if copies_dict:
+            wrapper.attrs.update(w.attrs)
+        for name in filter(plain, self.updated):   # getattr(wrapper, name, {}).update(...)
+            source = w.var_getattr(tx, name) if w.has_attribute(tx, name) else DictVariable({})
+            if name in wrapper.attrs:
+                wrapper.attrs[name].call_method(tx, "update", [source], {})
+        wrapper.wrap_names(w, tuple(n for n in self.assigned if not plain(n)),
+                           tuple(n for n in self.updated if not plain(n)))
         return wrapper
 
     def _has_attributes(self, tx) -> bool:
         """Whether update_wrapper would copy anything from the wrapped function's __dict__."""
         w = self.wrapped
         if isinstance(w, NestedFunctionVariable):
-            return w.wrapped_by is not None   # its own __wrapped__ (stores on it are refused)
+            return w.wrapped_by is not None or bool(w.attrs)   # its __wrapped__, its plain names
         if isinstance(w, UserFunctionVariable):
-            return bool(vars(w.fn))
+            return bool(vars(w.fn)) or tx.output.side_effects.has_any_attr_effect(w.fn)
         return True
 
     def __repr__(self):
@@ -485,31 +499,6 @@ class TracedNamedTupleVariable(TupleVariable):
                     "(eager makes a new class on each call)")
 
 
-class PartialCallVariable(VariableTracker):
-    """functools.partial(fn, ...) made in the trace: calling it calls fn with the bound arguments
-    first (a partial read from the frame is functions.PartialVariable). Returned or held at a break,
-    it is made again from its rebuilt parts."""
-
-    def __init__(self, func, args: list, keywords: dict):
-        super().__init__(None)
-        self.func, self.args, self.keywords = func, args, keywords
-
-    def python_type(self):
-        return functools.partial
-
-    def call_function(self, tx, args, kwargs):
-        return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
-
-    def reconstruct(self, outputs):
-        return outputs.once(self, lambda: CallOutput(ConstantOutput(call_with), ("fn", "args", "kwargs"), (
-            ConstantOutput(functools.partial), TupleOutput((outputs.rebuild(self.func),
-                                                            *(outputs.rebuild(a) for a in self.args))),
-            DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.keywords.items())))))
-
-    def __repr__(self):
-        return f"PartialCallVariable({self.func!r})"
-
-
 def _deepcopy(tx, args, kwargs):
     return deepcopy(tx, args, kwargs)
 
@@ -532,7 +521,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()},
-    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: _partial,
+    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,

@@ -12,6 +12,7 @@ through `L['self'].__class__.__mro__[i]`.
 from __future__ import annotations
 
 import enum
+import functools
 import types
 
 import torch
@@ -52,7 +53,7 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         # torch.Tensor.view read from the class: the tensor method itself, called with the
         # tensor first (a torch callable to the builder, guarded by identity where it is found).
         return tx.wrap(raw, source)
-    if bind_to is None and type(raw) in _SELF_ON_CLASS:
+    if bind_to is None and (type(raw) in _SELF_ON_CLASS or is_cached_property(raw)):
         return tx.wrap(raw, source)   # `Cls.prop` is the property itself (its fget, ...)
     if type_lookup(type(raw), "__get__") is not MISSING_:
         unsupported(f"class attribute of type {type(raw).__name__} (a descriptor)")
@@ -61,6 +62,21 @@ def _class_member(tx, owner_var, raw, source, bind_to):
 
 # Descriptors whose __get__ returns the descriptor itself when read from the class.
 _SELF_ON_CLASS = (property, types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
+def is_cached_property(value) -> bool:
+    """functools.cached_property, or the same class from a fresh import of functools (its
+    __get__(None, owner) returns the descriptor itself), not a subclass that may override it."""
+    cls = type(value)
+    return cls is functools.cached_property or (cls.__module__ == "functools" and
+                                                 cls.__qualname__ == "cached_property" and
+                                                 cls.__bases__ == (object,) and
+                                                 _same_code(cls.__get__, functools.cached_property.__get__))
+
+
+def _same_code(f, g) -> bool:
+    a, b = getattr(f, "__code__", None), g.__code__
+    return a is not None and (a.co_filename, a.co_code, a.co_consts) == (b.co_filename, b.co_code, b.co_consts)
 
 
 def _bound(fn, obj):

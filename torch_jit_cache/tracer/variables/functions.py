@@ -6,7 +6,6 @@ binding, closure cells, and the source of each global the body reads.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import sys
 import traceback
@@ -17,6 +16,7 @@ from ...sources import AttrSource, GlobalSource, ItemSource
 from ...trace_rules import functorch_transform
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
                              TupleOutput, bound_method, function_of)
+from . import function_attributes
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .cells import CellVariable
@@ -135,9 +135,8 @@ class UserFunctionVariable(BaseFunctionVariable):
             return call_decorated(tx, self, *decorated, args, kwargs)
         if self.fn is traceback.clear_frames and len(args) == 1 and not kwargs \
                 and isinstance(args[0], TracebackVariable):
-            # unittest's assertRaises clears the frames of the traceback its __exit__ is given:
-            # the frames the exception passed in the trace, which no trace value reaches (the
-            # traceback is not modelled) and which are done with: nothing to observe.
+            # assertRaises' __exit__ clears the traceback's frames: done with, and no trace value
+            # reaches them (the traceback is not modelled): nothing to observe.
             return ConstantVariable(None)
         return tx.inline_call(self, args, kwargs)
 
@@ -186,6 +185,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         return self._cells
 
     def var_getattr(self, tx, name):
+        stored = function_attributes.frame_stored(tx, self, name)
+        if stored is not None:
+            return stored
         if name == "__class__":
             return function_class(tx, self)
         if name == "__code__":
@@ -201,7 +203,20 @@ class UserFunctionVariable(BaseFunctionVariable):
                     unsupported(f"attribute {name!r} of function {self.fn.__name__} with no source")
                 return ConstantVariable(value)
             return tx.wrap(value, AttrSource(self.source, name))
+        missing = function_attributes.frame_missing(tx, self, name)
+        if missing is not None:
+            raise missing
         unsupported(f"attribute {name!r} of function {self.fn.__name__}")
+
+    def has_attribute(self, tx, name):
+        answer = function_attributes.frame_has(tx, self, name)
+        return hasattr(self.as_python_constant(), name) if answer is None else answer
+
+    def var_setattr(self, tx, name, value):
+        function_attributes.frame_set(tx, self, name, value)
+
+    def var_delattr(self, tx, name):
+        function_attributes.frame_del(tx, self, name)
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn.__qualname__})"
@@ -232,13 +247,13 @@ class NestedFunctionVariable(BaseFunctionVariable):
         # (trackers of constants, or classes read from the frame): the trace never reads them.
         self.annotations = annotations
         # functools.wraps(fn) applied to it (builtins.WrapsVariable): fn, and the names it gave.
-        self.wrapped_by = None
-        self.wrapped_names: tuple = ()
+        self.wrapped_by, self.wrapped_names, self.wrapped_updated = None, (), ()
+        self.attrs = {}   # its __dict__'s plain names (function_attributes.py)
 
-    def wrap_names(self, wrapped, names: tuple) -> None:
-        """update_wrapper(self, wrapped, assigned=names): `names` now read from `wrapped`, and
-        `__wrapped__` is `wrapped`."""
-        self.wrapped_by, self.wrapped_names = wrapped, tuple(names)
+    def wrap_names(self, wrapped, names: tuple, updated: tuple = ()) -> None:
+        """update_wrapper(self, wrapped, assigned=names, updated=updated): `names` now read from
+        `wrapped`, and `__wrapped__` is `wrapped`."""
+        self.wrapped_by, self.wrapped_names, self.wrapped_updated = wrapped, tuple(names), tuple(updated)
 
     def reconstruct(self, outputs):
         """Made again from its code, once. Made by the root frame, it closes over the frame's own
@@ -246,9 +261,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
         inlined call, whose frame is gone after the graph, it is made over its module's globals
         and its cells made again (cells.py: one new cell per cell of the trace, holding what the
         cell holds at the end of the trace; a real closure's cell loaded again)."""
-        if self.wrapped_by is not None:
-            unsupported(f"{self}: functools.wraps gave it another function's names, which making it "
-                        "again after the graph would not")
         names = tuple(getattr(c, "root_name", None) for c in self._cells)
         if not self.in_root:
             if any(n is not None for n in names):
@@ -272,6 +284,22 @@ class NestedFunctionVariable(BaseFunctionVariable):
                               (ConstantOutput(self.code), ConstantOutput(module), closure or ConstantOutput(None),
                                defaults or ConstantOutput(None), kwdefaults or ConstantOutput(None),
                                annotations or ConstantOutput(None)))
+
+        if self.wrapped_by is not None:
+            # functools.wraps gave it another function's names: given again from the wrapped
+            # function rebuilt (stores on functions are refused: nothing else changed them).
+            unwrapped = make
+
+            def make():
+                return CallOutput(ConstantOutput(function_attributes.rewrap), ("fn", "wrapped", "assigned", "updated"),
+                                  (unwrapped(), outputs.rebuild(self.wrapped_by),
+                                   ConstantOutput(self.wrapped_names), ConstantOutput(self.wrapped_updated)))
+        if self.attrs:
+            bare = make
+
+            def make():
+                return CallOutput(ConstantOutput(function_attributes.with_attributes), ("fn", "attrs"), (
+                    bare(), DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.attrs.items()))))
         return outputs.once(self, make)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
@@ -290,7 +318,9 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def var_getattr(self, tx, name):
         # Made here from a constant code object, whose names it keeps until assigned (refused)
-        # or given by functools.wraps.
+        # or given by functools.wraps; plain names are its own __dict__'s.
+        if name in self.attrs:
+            return self.attrs[name]
         if self.wrapped_by is not None:
             if name == "__wrapped__":
                 return self.wrapped_by
@@ -304,7 +334,18 @@ class NestedFunctionVariable(BaseFunctionVariable):
             return ConstantVariable(self.code.co_name)
         if name == "__qualname__":
             return ConstantVariable(self.code.co_qualname)
+        if function_attributes.is_plain_name(name):
+            return function_attributes.nested_get(self, name)
         unsupported(f"attribute {name!r} of function {self.code.co_name} made while tracing")
+
+    def var_setattr(self, tx, name, value):
+        function_attributes.nested_set(self, name, value)
+
+    def has_attribute(self, tx, name):
+        return function_attributes.nested_has(self, name)
+
+    def var_delattr(self, tx, name):
+        function_attributes.nested_del(self, name)
 
     def defaults(self, tx):
         return self._defaults
@@ -392,34 +433,6 @@ class UserMethodVariable(VariableTracker):
                                                      (outputs.rebuild(self.func), outputs.rebuild(self.obj))))
 
 
-class PartialVariable(VariableTracker):
-    """A functools.partial read from the frame, guarded by its parts (func, args, keywords, each
-    wrapped from its own source) rather than by the identity of an object made per call.
-    `identity_guard` is called when the trace relies on the object itself."""
-
-    def __init__(self, value, func, args: list, keywords: dict, source, identity_guard):
-        super().__init__(source)
-        self.value = value
-        self.func, self.args, self.keywords = func, args, keywords
-        self._identity_guard = identity_guard
-
-    def python_type(self):
-        return functools.partial
-
-    def as_python_constant(self):
-        self._identity_guard()
-        return self.value
-
-    def call_function(self, tx, args, kwargs):
-        return tx.call(self.func, [*self.args, *args], {**self.keywords, **kwargs})
-
-    def reconstruct(self, outputs):
-        return SourceOutput(self.source)   # the caller's very partial
-
-    def __repr__(self):
-        return f"PartialVariable({self.func!r})"
-
-
 class PythonModuleVariable(VariableTracker):
     """A module such as torch, math or a user module. Attributes of torch and math are trusted
     (not guarded one by one); the module itself is guarded by identity."""
@@ -475,89 +488,10 @@ class PureFunctionVariable(CallableVariable):
         return fold(tx, self.fn, args, kwargs)
 
 
-class SignatureFunctionVariable(CallableVariable):
-    """inspect.signature(f) for a Python function or method the trace knows (transformers'
-    apply_chunking_to_forward counts `inspect.signature(forward_fn).parameters`). Only the names
-    of the parameters are modelled (SignatureVariable): they follow from the function's code,
-    guarded where the function is read. A function with `__signature__` or `__wrapped__` in its
-    __dict__ (which inspect follows) is refused, and the __dict__'s keys are guarded so that one
-    set later misses."""
-
-    def call_function(self, tx, args, kwargs):
-        if kwargs or len(args) != 1:
-            unsupported("inspect.signature with options")
-        target, bound = args[0], False
-        if isinstance(target, UserMethodVariable):
-            target, bound = target.func, True
-        if isinstance(target, NestedFunctionVariable):
-            # Made in this trace: nothing was set on it yet; the names come from its code alone.
-            fn = types.FunctionType(target.code, {}, target.code.co_name, None,
-                                    tuple(types.CellType() for _ in target.code.co_freevars) or None)
-        elif isinstance(target, UserFunctionVariable) and target.source is not None:
-            fn = target.fn
-            if "__signature__" in vars(fn) or "__wrapped__" in vars(fn):
-                unsupported(f"inspect.signature of {fn.__qualname__}, which names another signature")
-            tx.output.add_guard(AttrSource(target.source, "__dict__"), GuardKind.DICT_KEYS, tuple(vars(fn)))
-        else:
-            unsupported(f"inspect.signature of {args[0]}")
-        params = list(inspect.signature(fn).parameters.values())
-        if bound:   # a bound method's signature drops its first parameter, unless that is *args
-            if not params:
-                unsupported(f"inspect.signature of method {fn.__qualname__} with no parameters")
-            if params[0].kind is not inspect.Parameter.VAR_POSITIONAL:
-                params = params[1:]
-        return SignatureVariable(tuple(p.name for p in params))
-
-
-class SignatureVariable(VariableTracker):
-    """An inspect.Signature of which only `.parameters` is read."""
-
-    def __init__(self, names: tuple):
-        super().__init__(None)
-        self.names = names
-
-    def python_type(self):
-        return inspect.Signature
-
-    def var_getattr(self, tx, name):
-        if name == "parameters":
-            return ParameterNamesVariable(self.names)
-        unsupported(f"attribute {name!r} of an inspect.Signature")
-
-
-class ParameterNamesVariable(VariableTracker):
-    """Signature.parameters (a mappingproxy of name -> Parameter), for len(), `in`, iteration
-    (its names) and truth; a Parameter itself is not modelled."""
-
-    def __init__(self, names: tuple):
-        super().__init__(None)
-        self.names = names
-
-    def python_type(self):
-        return types.MappingProxyType
-
-    def length(self, tx) -> int:
-        return len(self.names)
-
-    def unpack(self, tx):
-        return [ConstantVariable(n) for n in self.names]
-
-    def contains(self, tx, item) -> bool:
-        return item.as_python_constant() in self.names
-
-    def truthy(self, tx) -> bool:
-        return bool(self.names)
-
-
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
 def wrap_python_module(tx, value, source, g):
     g(GuardKind.ID_MATCH, value)
     return PythonModuleVariable(value, source)
-
-
-def wrap_signature(tx, value, source, g):
-    g(GuardKind.ID_MATCH, value)   # inspect.signature: its parameters' names, from the code
-    return SignatureFunctionVariable(value, source)
 
 
 def wrap_function(tx, value, source, g):
@@ -572,14 +506,6 @@ def wrap_function(tx, value, source, g):
     # identity, so the code is guarded too.
     g(GuardKind.ID_MATCH, value.__code__, AttrSource(source, "__code__") if source is not None else None)
     return UserFunctionVariable(value, source)
-
-
-def wrap_partial(tx, value, source, g):
-    g(GuardKind.TYPE_MATCH, functools.partial)
-    return PartialVariable(value, tx.wrap(value.func, AttrSource(source, "func"), g.enabled),
-                           list(tx.wrap(value.args, AttrSource(source, "args"), g.enabled).items),
-                           dict(tx.wrap(value.keywords, AttrSource(source, "keywords"), g.enabled).items),
-                           source, identity_guard=lambda: g(GuardKind.ID_MATCH, value))
 
 
 def wrap_method(tx, value, source, g):

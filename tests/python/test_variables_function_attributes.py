@@ -1,0 +1,155 @@
+"""tracer/variables/function_attributes.py through the public API: attributes set on functions.
+
+The contract: on a function made in the trace, plain attributes are the trace's own (read, changed,
+deleted there; hasattr answers as eager) and the function made again after the graph carries them;
+on a function read from the frame, a store or delete is replayed on the very function after the
+graph and a read after it sees it. Special names (`__name__`, ...) still break. Each case compares
+with eager (results and the function's __dict__ after the call) and counts graphs and breaks.
+"""
+import functools
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+import torch_jit_cache as tjc  # noqa: E402
+from context_helpers import CompiledCalls, compiled_like_eager, same  # noqa: E402
+
+
+def _nested_attributes(x):
+    def f(y):
+        return y + 1
+
+    f.scale = 3
+    f.log = []
+    f.log.append(1)
+    had = hasattr(f, "gone")
+    f.gone = 1
+    del f.gone
+    return f(x) * f.scale, f.log, had, hasattr(f, "gone"), getattr(f, "missing", 7)
+
+
+def test_attributes_of_a_function_made_in_the_trace_are_its_own():
+    compiled_like_eager(_nested_attributes, torch.randn(3))
+
+
+def _returns_tagged(x):
+    def f(y):
+        return y * 2
+
+    f.tag = x + 1
+    f.count = 2
+    return f
+
+
+def test_a_function_made_in_the_trace_leaves_it_with_its_attributes_and_is_freed():
+    x = torch.randn(3)
+    expected = _returns_tagged(x)
+    calls = CompiledCalls(_returns_tagged)
+    for _ in range(2):
+        got = calls(x)
+        assert set(vars(got)) == set(vars(expected)) and got.count == 2
+        assert same(got.tag, expected.tag) and same(got(x), expected(x))
+    calls.check(graphs=1, breaks=0, recompiles=0)
+    ref = weakref.ref(got)
+    del got
+    assert ref() is None
+
+
+def _counted(y):
+    return y - 1
+
+
+def _tags_a_frame_function(x, fn):
+    fn.calls = getattr(fn, "calls", 0) + 1
+    fn.last = x * 2
+    seen = fn.calls
+    if hasattr(fn, "old"):
+        del fn.old
+    return fn(x) + seen
+
+
+def test_stores_on_a_frame_function_are_replayed_on_it():
+    x = torch.randn(3)
+    calls = CompiledCalls(_tags_a_frame_function)
+    for _ in range(3):
+        _counted.old = 1
+        before = dict(vars(_counted))
+        got = calls(x, _counted)
+        after = dict(vars(_counted))
+        vars(_counted).clear()
+        vars(_counted).update(before)
+        expected = _tags_a_frame_function(x, _counted)
+        assert same(got, expected)
+        assert after.keys() == vars(_counted).keys() and after["calls"] == _counted.calls
+        assert same(after["last"], _counted.last)
+        vars(_counted).clear()
+        _counted.calls = 5   # a changed attribute recompiles (guarded where read)
+    assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
+
+
+def _renames(x):
+    def f():
+        return 1
+
+    f.__name__ = "g"
+    return x + f()
+
+
+def test_a_store_to_a_special_name_still_breaks():
+    calls = CompiledCalls(_renames)
+    x = torch.randn(2)
+    assert same(calls(x), _renames(x))
+    assert calls.delta("graph_breaks") == 1
+
+
+
+def _wraps_with_plain_names(x):
+    def f(y):
+        return y + 1
+
+    f.attr = "f's"
+    f.table = {"a": 1, "b": 2}
+    f.extra = 3
+
+    def wrapper(y):
+        return f(y) * 2
+
+    wrapper.table = {"c": 3}
+    wrapper = functools.wraps(f, ("attr", "__name__"), ("table",))(wrapper)
+
+    def copied(y):
+        return y
+
+    copied = functools.wraps(f)(copied)   # the default: f's whole __dict__
+    return (wrapper(x), wrapper.attr, wrapper.table, wrapper.__name__, wrapper.__wrapped__ is f,
+            copied.extra, copied.table is f.table, hasattr(wrapper, "extra"))
+
+
+def test_functools_wraps_copies_and_updates_plain_attributes_as_update_wrapper():
+    compiled_like_eager(_wraps_with_plain_names, torch.randn(3))
+
+
+def _returns_wrapped(x):
+    def f(y):
+        return y + 1
+
+    f.attr = x + 1
+
+    @functools.wraps(f)
+    def wrapper(y):
+        return f(y)
+
+    return wrapper
+
+
+def test_a_wrapper_with_copied_attributes_is_made_again_with_them():
+    x = torch.randn(2)
+    expected = _returns_wrapped(x)
+    calls = CompiledCalls(_returns_wrapped)
+    got = calls(x)
+    calls.check(graphs=1, breaks=0)
+    assert set(vars(got)) == set(vars(expected)) and got.__name__ == "f"
+    assert same(got.attr, expected.attr) and got.__wrapped__.attr is got.attr
