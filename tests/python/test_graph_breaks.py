@@ -693,3 +693,22 @@ def test_a_symbolic_value_passed_on_compiles_its_graph_of_no_tensor_work():
         random.seed(i)
         assert same(compiled(x), expected)
     assert tjc.stats()["fallbacks"] == before
+
+
+def _rebinds_arguments_before_a_break(x, a, b):
+    a, b = b, a + "!"
+    c = a
+    y = x + 1
+    print(end="")
+    return y, a, b, c
+
+
+def test_arguments_passed_on_unread_follow_their_values_not_their_names():
+    # An argument the trace only passes on is rebuilt from the frame's argument it came from; one
+    # rebound before the break carries the new value (here swapped), as in eager.
+    from context_helpers import same
+
+    x = torch.randn(2)
+    compiled = tjc.compile(_rebinds_arguments_before_a_break, backend="eager")
+    for args in (("p", "q"), ("r", "s"), ("p", "q")):
+        assert same(compiled(x, *args), _rebinds_arguments_before_a_break(x, *args))
