@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import array
 import collections
+import ctypes
 import dataclasses
 import enum
 import types
@@ -98,6 +99,13 @@ def is_descriptor(attr) -> bool:
 
 
 def instance_dict(obj) -> dict | None:
+    """The instance __dict__ as object's lookup sees it, never created by the read: an object whose
+    dict sits at a fixed offset (a C type's: functools.partial, a function, an exception) and was
+    never made reads as an empty dict. Reading `__dict__` would make it, and CPython reads its
+    absence (a partial with no __dict__ is flattened into one nesting it)."""
+    offset = type(obj).__dictoffset__
+    if offset > 0 and ctypes.c_void_p.from_address(id(obj) + offset).value is None:
+        return {}
     try:
         d = object.__getattribute__(obj, "__dict__")
     except AttributeError:

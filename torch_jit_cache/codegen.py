@@ -370,6 +370,12 @@ def _uses_graph(spec: Any) -> bool:
     return any(isinstance(s, GraphOutput) for s in walk(spec))
 
 
+def uses_graph(output_spec: Any, side_effects: Sequence = ()) -> bool:
+    """Whether the transformed code reads a graph output: the graph must be compiled and called
+    even where it does no tensor work (it returns a symbolic input the frame rebuilds)."""
+    return _uses_graph(output_spec) or _uses_graph(tuple(side_effects))
+
+
 def _prologue(original_bc: bytecode.Bytecode) -> list:
     """The original's instructions up to and including RESUME (COPY_FREE_VARS, MAKE_CELL, ...)."""
     out = []

@@ -255,7 +255,10 @@ class FrameCompiler:
             rewritten = run("source rewriting", _RewrittenSources.of, result, resolve)
             run("source check", _check_reachable, frame, result, rewritten)
             has_graph = has_tensor_work(result.graph)
-            compiled = run("backend compile", self._backend_compile, result) if has_graph else None
+            # A graph of no tensor work whose outputs the frame still reads (a value made dynamic
+            # on a recompile, passed on to a resume function) is compiled too.
+            needs_graph = has_graph or codegen.uses_graph(result.output, result.side_effects)
+            compiled = run("backend compile", self._backend_compile, result) if needs_graph else None
             shape_guards = rewritten.shape_guards
             if result.shape_state is not None:
                 shape_guards = run("shape guards after the backend", _shape_guards_after_backend, result,

@@ -349,3 +349,25 @@ def pick(m, x):
 def test_truth_value_of_a_module_follows_bool(make):
     m, x = make(), torch.ones(2)
     assert torch.equal(tjc.compile(pick)(m, x), pick(m, x))
+
+
+def _partial_target(*args, **kwargs):
+    return args, kwargs
+
+
+def _reads_a_partial(x, p):
+    return x + len(p.args), p.func, p.keywords
+
+
+def test_reading_a_c_object_creates_no_instance_dict_on_it():
+    # A functools.partial makes its __dict__ only when asked for it, and CPython flattens a
+    # partial nesting one that has none: the trace's reads must leave it as eager's would.
+    import gc
+
+    x = torch.randn(2)
+    p = functools.partial(_partial_target, "a")
+    got = tjc.compile(_reads_a_partial, backend="eager")(x, p)
+    assert torch.equal(got[0], x + 1) and got[1:] == (_partial_target, {})
+    assert not [r for r in gc.get_referents(p) if type(r) is dict and r is not p.keywords]
+    nested = functools.partial(p, bar=True)
+    assert nested.func is _partial_target and nested.args == ("a",)

@@ -4,6 +4,7 @@ the number of graphs and breaks. Frames with closures and cells: test_graph_brea
 frames that read their own locals: test_graph_breaks_locals.py."""
 import io
 import operator
+import random
 import contextlib
 import functools
 import logging
@@ -621,3 +622,93 @@ def test_equal_constants_made_apart_stay_apart_across_a_break():
     got = tjc.compile(_equal_strings_at_a_break, backend="eager")(x)
     torch.testing.assert_close(got[0], expected[0])
     assert got[1:] == expected[1:] == (True, False, True, False, True, True)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _fresh_word(i):
+    print(end="")   # a break inside: the caller is cut at the call
+    return _LETTERS[i % 26] * (i % 3 + 1)
+
+
+def _passes_a_fresh_value_on(x, i):
+    # Each break's result is the next resume function's argument, which the rest of the frame
+    # only returns.
+    y = x + 1
+    s = _fresh_word(i)
+    z = y * 2
+    f = random.random()
+    return z - 1, s, f
+
+
+def _reads_the_value_after_the_break(x, s):
+    print(end="")
+    return x + len(s) if s.startswith("a") else x - 1
+
+
+def test_a_value_passed_on_at_a_break_is_not_guarded_by_value():
+    # A value differing on each call (random.randint's, a counter's) that the resume function only
+    # passes on: guarded by its type, so it neither recompiles each call nor reaches the cache limit.
+    from context_helpers import CompiledCalls, same
+
+    x = torch.randn(3)
+    compiled = CompiledCalls(_passes_a_fresh_value_on)
+    for i in range(12):
+        random.seed(i)
+        expected = _passes_a_fresh_value_on(x, i)
+        random.seed(i)
+        assert same(compiled(x, i), expected)
+    assert compiled.delta("recompiles") == 0
+    assert compiled.delta("cache_limit_hits") == 0 and compiled.delta("fallbacks") == 0
+
+
+def test_a_value_read_after_the_break_is_still_guarded_by_value():
+    from context_helpers import CompiledCalls
+
+    x = torch.randn(3)
+    compiled = CompiledCalls(_reads_the_value_after_the_break)
+    for s in ("ab", "abc", "b", "ab"):
+        assert torch.equal(compiled(x, s), _reads_the_value_after_the_break(x, s))
+    assert compiled.delta("recompiles") >= 2
+
+
+def _passes_a_float_on(x):
+    f = random.random()
+    print(end="")
+    return x + 1, f
+
+
+def test_a_symbolic_value_passed_on_compiles_its_graph_of_no_tensor_work():
+    # dynamic=True: the resume function's float argument is a graph input it only returns; the
+    # graph does no tensor work but the frame reads its output, so it is compiled (not a fallback).
+    from context_helpers import same
+
+    x = torch.randn(3)
+    before = tjc.stats()["fallbacks"]
+    compiled = tjc.compile(_passes_a_float_on, backend="eager", dynamic=True)
+    for i in range(3):
+        random.seed(i)
+        expected = _passes_a_float_on(x)
+        random.seed(i)
+        assert same(compiled(x), expected)
+    assert tjc.stats()["fallbacks"] == before
+
+
+def _rebinds_arguments_before_a_break(x, a, b):
+    a, b = b, a + "!"
+    c = a
+    y = x + 1
+    print(end="")
+    return y, a, b, c
+
+
+def test_arguments_passed_on_unread_follow_their_values_not_their_names():
+    # An argument the trace only passes on is rebuilt from the frame's argument it came from; one
+    # rebound before the break carries the new value (here swapped), as in eager.
+    from context_helpers import same
+
+    x = torch.randn(2)
+    compiled = tjc.compile(_rebinds_arguments_before_a_break, backend="eager")
+    for args in (("p", "q"), ("r", "s"), ("p", "q")):
+        assert same(compiled(x, *args), _rebinds_arguments_before_a_break(x, *args))

@@ -144,3 +144,17 @@ def test_the_budget_is_a_setting(monkeypatch):
         tjc.config.trace_budget = 1.5
     monkeypatch.setenv("TJC_TRACE_BUDGET", "1234")
     assert type(tjc.config)().trace_budget == 1234
+
+
+def _zipped_lengths(x, n):
+    return x + len(list(zip(range(n), range(n))))
+
+
+def test_the_budget_counts_items_a_builtin_computes(small_budget):
+    # list(zip(...)) runs no instruction per item: the items it computes count against the
+    # budget too, so no model of a builtin loops without bound.
+    x = torch.randn(3)
+    explanation = tjc.explain(_zipped_lengths)(x, 5_000)
+    reasons = [f.fallback_reason for f in explanation.frames if f.fallback_reason]
+    assert any("budget" in r for r in reasons), reasons
+    assert torch.equal(tjc.compile(_zipped_lengths, backend="eager")(x, 5_000), _zipped_lengths(x, 5_000))

@@ -112,3 +112,15 @@ def test_a_dict_whose_keys_change_in_place_recompiles():
     d["longer_key"] = d.pop("k0")
     _same(compiled(x, d), items(x, d))
     compiled.check(graphs=2, breaks=0)
+
+
+def _empty_zips(x, pairs):
+    return x + len(list(zip())) + len(list(zip(*pairs))), list(zip()), list(zip(*pairs))
+
+
+def test_zip_of_nothing_yields_nothing():
+    # zip() and zip(*[]) are empty iterators (the model once yielded () forever and hung).
+    x = torch.randn(3)
+    compiled = CompiledCalls(_empty_zips)
+    _same(compiled(x, []), _empty_zips(x, []))
+    compiled.check(graphs=1, breaks=0)

@@ -20,7 +20,7 @@ import torch.fx
 from ..config import config
 from ..backends import static_inputs, tracing_for_eager
 from ..sources import Source
-from ..trace_result import GuardKind, GuardSpec, Unsupported
+from ..trace_result import GuardKind, GuardSpec, TraceBudgetExceeded, Unsupported
 from .side_effects import SideEffects
 
 # In-place operators emitted as call_function nodes: registering them keeps dead-code elimination
@@ -165,6 +165,17 @@ class OutputGraph:
         self._submodule_names: dict[int, str] = {}
 
     # -- guards -------------------------------------------------------------------------------
+    def spend(self, steps: int = 1):
+        """Charges `steps` to the trace budget: each interpreted instruction, and each item a
+        builtin's model computes without running an instruction (list(zip(...)) and the like), so
+        no loop of the trace's own runs unbounded. Past it, TraceBudgetExceeded: the frame runs
+        its original code."""
+        self.steps_left -= steps
+        if self.steps_left < 0:
+            raise TraceBudgetExceeded(
+                f"the trace ran past its budget of {self.step_budget} instructions (a long Python "
+                "loop; config.trace_budget / TJC_TRACE_BUDGET raises it)")
+
     def pin_modules_by_identity(self) -> None:
         """Every module of the trace guarded by identity, those read so far and those read later
         (nn_module.NNModuleVariable.require_identity). For a trace whose effects are keyed by the

@@ -10,8 +10,8 @@ import weakref
 
 import torch
 
-from ...sources import AttrSource
-from ...trace_result import ConstantOutput, GuardKind
+from ...sources import AttrSource, LocalSource
+from ...trace_result import ConstantOutput, GuardKind, SourceOutput
 from .base import MethodVariable, VariableTracker, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -56,15 +56,33 @@ class ConstantVariable(VariableTracker):
         super().__init__(source)
         if type(value) in _SYMBOLIC:   # a symbolic size must stay a node (symbolic.py)
             raise AssertionError(f"ConstantVariable of a symbolic value {value!r} (tracer bug)")
-        self.value = value
+        self._value = value
+        self._pending_guard = None
+
+    # A scalar argument of the frame is guarded by its value when the trace first reads it (any
+    # use of `value`); one the trace only passes on (to a resume function, or returned) is
+    # rebuilt from the frame's own argument and is guarded by its type alone, so a value that
+    # differs on each call (random.randint's, at a break) does not recompile the frame each time.
+    @property
+    def value(self):
+        if self._pending_guard is not None:
+            install, self._pending_guard = self._pending_guard, None
+            install()
+        return self._value
+
+    @value.setter
+    def value(self, value):
+        self._value, self._pending_guard = value, None
 
     def python_type(self):
-        return type(self.value)
+        return type(self._value)
 
     def as_python_constant(self):
         return self.value
 
     def reconstruct(self, outputs):
+        if self._pending_guard is not None:   # never read: the frame's argument itself, unguarded
+            return SourceOutput(self.source)
         if holds_stand_in(self.value):
             unsupported(f"{self.value!r} was made in the trace: each call makes its own")
         return ConstantOutput(self.value)
@@ -196,8 +214,12 @@ def wrap_scalar(tx, value, source, g):
         g(GuardKind.EQUALS_MATCH, value.real, AttrSource(source, "real"))
         g(GuardKind.EQUALS_MATCH, value.imag, AttrSource(source, "imag"))
         return ConstantVariable(value, source)
-    g(GuardKind.EQUALS_MATCH, value)
-    return ConstantVariable(value, source)
+    vt = ConstantVariable(value, source)
+    if type(source) is LocalSource:   # an argument: no side effect the graph replays rebinds it
+        vt._pending_guard = lambda: g(GuardKind.EQUALS_MATCH, value)
+    else:
+        g(GuardKind.EQUALS_MATCH, value)
+    return vt
 
 
 def wrap_type_alias(tx, value, source, g):

@@ -163,6 +163,7 @@ class _ComputedIterator(IteratorVariable):
         items = []
         while (item := self.next_item()) is not None:
             items.append(item)
+            tx.output.spend()   # an endless one (zip over endless children) ends at the budget
         return items
 
 
@@ -255,6 +256,8 @@ class ZipVariable(_ComputedIterator):
         return [TupleVariable(list(t)) for t in zip(*(child.rest() for child in self.children))]
 
     def next_item(self):
+        if not self.children:   # zip() yields nothing
+            return None
         items = []
         for child in self.children:
             item = child.next_item()
