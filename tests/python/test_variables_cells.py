@@ -150,3 +150,36 @@ def test_returned_closures_and_their_cells_keep_nothing_alive(no_gc):
     c, bumped = weakref.ref(c), weakref.ref(counters[1]())
     del inner, counters
     assert c() is None and bumped() is None
+
+
+def _inlined_closure_over_the_frames_cell_at_a_break(x):
+    y = x + 1
+
+    def maker():
+        def deep(v):
+            nonlocal y
+            y = y + v
+            return y
+        return deep
+    d = maker()
+    d(5)              # traced: a store to the frame's own cell through the inlined call's function
+    print("break")
+    r = d(1)
+    y = y * 10        # after the break: the resume function's cell is the one `d` closes over
+    return r, d, y
+
+
+def test_a_function_made_in_an_inlined_call_held_at_a_break_shares_the_frames_cell():
+    compiled, counter = _compiled(_inlined_closure_over_the_frames_cell_at_a_break)
+    before = tjc.stats()["fallbacks"]
+    x = torch.randn(3)
+    with contextlib.redirect_stdout(io.StringIO()):
+        got, want = compiled(x), _inlined_closure_over_the_frames_cell_at_a_break(x)
+    _no_fallback(before)
+    # Before the break, d's store to the frame's cell is traced. After it, d is a real function and
+    # its nonlocal store is a break of its own (the real cell is not modelled as the frame's):
+    # the resume function's graph and d's own.
+    assert counter.frame_count == 3
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got[2], want[2])
+    torch.testing.assert_close(got[1](3), want[1](3))
