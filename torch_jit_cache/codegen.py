@@ -43,7 +43,8 @@ from .bytecode.versions import FACTS, PYTHON, VERSIONS
 from .graph_break.emit import emit_break
 from .sources import Source
 from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
-                           EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
+                           EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
+                           ObjectOutput,
                            SourceOutput, SuperOutput, TupleOutput, call_with, parts, replay_set_method, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError", "argument_names"]
@@ -125,6 +126,8 @@ class _Emitter(Emitter):
             if spec.cells:
                 parts[CLOSURE_FLAG] = lambda: self.closure(spec.cells)
             self.make_function(spec.code, parts)
+        elif isinstance(spec, FrameCellOutput):
+            self.load_cell(spec.name)
         elif isinstance(spec, SuperOutput):
             self.call_const_with(super, [lambda: self.build_output(spec.cls, result_local),
                                          lambda: self.build_output(spec.obj, result_local)])
@@ -341,7 +344,7 @@ def _shared_specs(output_spec: Any, side_effects: Sequence) -> set:
     seen, shared = set(), set()
 
     def visit(spec):
-        if isinstance(spec, (GraphOutput, SourceOutput, EnteredContext)):
+        if isinstance(spec, (GraphOutput, SourceOutput, EnteredContext, FrameCellOutput)):
             return
         if isinstance(spec, ConstantOutput) and not _is_mutable_constant(spec.value):
             return

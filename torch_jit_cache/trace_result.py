@@ -104,6 +104,13 @@ class FunctionOutput:
 
 
 @dataclasses.dataclass(frozen=True)
+class FrameCellOutput:
+    """One of the frame's cells itself (its own or a free variable, by `name`), as a value: a cell
+    that a function made in an inlined call closes over, shared with the frame after the graph."""
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
 class ObjectOutput:
     """An object of a plain class the trace constructed (tracer/variables/new_object.py), made
     again after the graph: `object.__new__(cls)` (cls: an output spec, its source), then its

@@ -16,7 +16,7 @@ from torch_jit_cache.disk_cache import names, output_codec  # noqa: E402
 from torch_jit_cache.disk_cache.names import Mismatch, NotStored  # noqa: E402
 from torch_jit_cache.sources import AttrSource, ComputedSource, ItemSource, LocalSource  # noqa: E402
 from torch_jit_cache.trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,  # noqa: E402
-                                          FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
+                                          FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
                                           SideEffect, SourceOutput, SuperOutput, TupleOutput, built_dict,
                                           call_with, cell_of, reversed_at)
 
@@ -47,7 +47,7 @@ def test_every_spec_kind_round_trips_equal():
         ConstantOutput(torch.nn.Linear), ConstantOutput(torch.sin), ConstantOutput(torch),
         TupleOutput((GraphOutput(1), GraphOutput(2)), Pair), ListOutput((GraphOutput(3),)),
         DictOutput((("k", GraphOutput(4)),)), AttrOutput(x, "use_cache"), IterOutput(x, 2), IterOutput(None, 0, (x,)),
-        SuperOutput(x, x), ObjectOutput(x, ("a",), (GraphOutput(0),)),
+        SuperOutput(x, x), FrameCellOutput("k"), ObjectOutput(x, ("a",), (GraphOutput(0),)),
         CallOutput(ConstantOutput(built_dict), ("cls", "items"), (ConstantOutput(collections.OrderedDict), x)),
         FunctionOutput(INNER, ("k",), TupleOutput((ConstantOutput(1),)), None, None),
     ))

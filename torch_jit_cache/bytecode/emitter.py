@@ -178,9 +178,12 @@ class Emitter:
     def closure(self, names: Sequence[str]) -> None:
         """Push the tuple of this frame's cells `names`."""
         for name in names:
-            self.emit("LOAD_FAST" if FACTS.load_fast_of_cell_is_load_closure else "LOAD_CLOSURE",
-                      self.cell(name))
+            self.load_cell(name)
         self.emit("BUILD_TUPLE", len(names))
+
+    def load_cell(self, name: str) -> None:
+        """Push this frame's cell `name` itself (not its contents)."""
+        self.emit("LOAD_FAST" if FACTS.load_fast_of_cell_is_load_closure else "LOAD_CLOSURE", self.cell(name))
 
     def make_function(self, code: types.CodeType, parts: dict) -> None:
         """Push a new function of `code`; `parts`: {MAKE_FUNCTION flag: what pushes that part}.

@@ -21,7 +21,7 @@ import types
 from ..graph_break import plan_break
 from ..sources import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource
 from ..trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput,
-                            EffectKind, EnteredContext, FunctionOutput, GraphOutput, IterOutput, ListOutput,
+                            EffectKind, EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
                             ModeSwitch, ObjectOutput, SideEffect, SourceOutput, SuperOutput, TupleOutput)
 from .names import NAME_TAGS, Mismatch, NotStored, is_constant, name_of, rebind
 
@@ -144,6 +144,8 @@ class _Encoder:
             return ("getattr", self.spec(spec.base), spec.name)
         if t is IterOutput:
             return ("iter", self.spec(spec.base), spec.skip, self._specs(spec.items))
+        if t is FrameCellOutput:
+            return ("cell", spec.name)
         if t is SuperOutput:
             return ("super", self.spec(spec.cls), self.spec(spec.obj))
         if t in (ObjectOutput, CallOutput):
@@ -217,6 +219,8 @@ class _Decoder:
             return AttrOutput(self.at(record[1]), record[2])
         if tag == "iter":
             return IterOutput(self.at(record[1]), record[2], self.many(record[3]))
+        if tag == "cell":
+            return FrameCellOutput(record[1])
         if tag == "super":
             return SuperOutput(self.at(record[1]), self.at(record[2]))
         if tag in ("object", "call"):

@@ -10,7 +10,7 @@ raises GeneratorAtBreak, and the graph-break driver moves the cut.
 """
 from __future__ import annotations
 
-from ..trace_result import ConstantOutput, FunctionOutput, GraphOutput, SourceOutput, TupleOutput, Unsupported, walk
+from ..trace_result import ConstantOutput, FrameCellOutput, FunctionOutput, GraphOutput, SourceOutput, TupleOutput, Unsupported, walk
 from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.ranges import RangeVariable
 from .variables.generators import GeneratorVariable
@@ -102,7 +102,8 @@ def return_state(result, side_effects, outputs):
 
 def _closed_over(spec) -> set:
     """The names of the frame's cells that functions in the output spec close over."""
-    return {name for s in walk(spec) if isinstance(s, FunctionOutput) for name in s.cells}
+    return {name for s in walk(spec) if isinstance(s, (FunctionOutput, FrameCellOutput))
+            for name in (s.cells if isinstance(s, FunctionOutput) else (s.name,))}
 
 
 class Rebuilder:

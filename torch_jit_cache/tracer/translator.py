@@ -386,6 +386,6 @@ class InstructionTranslator:
 
     @staticmethod
     def root_cells(code, f_locals) -> list:
-        return [CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False)
-                if name in f_locals else CellVariable(writable=False)
+        return [CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False, frame_name=name)
+                if name in f_locals else CellVariable(writable=False, frame_name=name)
                 for name in code.co_freevars]

@@ -3,7 +3,7 @@ function's closure read while tracing it."""
 from __future__ import annotations
 
 from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, SourceOutput, cell_of
+from ...trace_result import CallOutput, ConstantOutput, FrameCellOutput, SourceOutput, cell_of
 from .base import VariableTracker, unsupported
 
 
@@ -12,7 +12,7 @@ class CellVariable(VariableTracker):
     a real cell not read yet. A cell read from a real closure is not writable (STORE_DEREF to
     it would be a side effect)."""
 
-    def __init__(self, contents=None, *, lazy=None, writable=True, root_name=None):
+    def __init__(self, contents=None, *, lazy=None, writable=True, root_name=None, frame_name=None):
         super().__init__(None)
         self.contents = contents
         self.lazy = lazy
@@ -21,6 +21,9 @@ class CellVariable(VariableTracker):
         # real cell (side_effects.py), since code after a graph break reads it there. (No real
         # function can close over it while the root is traced: only trackers share it.)
         self.root_name = root_name
+        # The traced frame's own cell or free variable of that name: after the graph it is that
+        # very cell of the frame (FrameCellOutput), whoever closes over it.
+        self.frame_name = frame_name if frame_name is not None else root_name
 
     def load(self, tx):
         if self.contents is None and self.lazy is not None:
@@ -38,13 +41,14 @@ class CellVariable(VariableTracker):
         self.contents = value
 
     def reconstruct(self, outputs):
-        """The cell itself, for a function made again over it (functions.py). A real cell read
-        from a closure is loaded again by its source; one the trace made in an inlined frame (a
-        frame gone after the graph) is made again holding what it holds at the end of the trace,
-        once, so functions sharing it in the trace share it after. The root frame's own cells
-        are the frame's (FunctionOutput names them), not rebuilt here."""
-        if self.root_name is not None:
-            unsupported(f"the frame's own cell {self.root_name!r} as a value")
+        """The cell itself, for a function made again over it (functions.py). The frame's own
+        cells and free variables are the frame's very cells (stores the trace made to them are
+        replayed first: rebuild.py); a real cell read from a closure is loaded again by its
+        source; one the trace made in an inlined frame (a frame gone after the graph) is made
+        again holding what it holds at the end of the trace, once, so functions sharing it in
+        the trace share it after, and a store through one after the graph is seen by all."""
+        if self.frame_name is not None:
+            return FrameCellOutput(self.frame_name)
         if self.lazy is not None:
             source = self.lazy[1]
             if not isinstance(source, AttrSource) or source.name != "cell_contents":

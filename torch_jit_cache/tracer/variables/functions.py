@@ -256,27 +256,24 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.wrapped_by, self.wrapped_names, self.wrapped_updated = wrapped, tuple(names), tuple(updated)
 
     def reconstruct(self, outputs):
-        """Made again from its code, once. Made by the root frame, it closes over the frame's own
-        cells (the very cells, shared with the rest of the frame: FunctionOutput). Made in an
-        inlined call, whose frame is gone after the graph, it is made over its module's globals
-        and its cells made again (cells.py: one new cell per cell of the trace, holding what the
-        cell holds at the end of the trace; a real closure's cell loaded again)."""
-        names = tuple(getattr(c, "root_name", None) for c in self._cells)
-        if not self.in_root:
-            if any(n is not None for n in names):
-                unsupported(f"{self} closes over the traced frame's own cells and over an inlined frame's")
-            module = _module_of(self.f_globals)
-            if module is None:
-                unsupported(f"{self}: made in an inlined call over globals that are no module's")
-        elif None in names:
-            unsupported(f"{self} closes over a cell that is not the frame's own")
+        """Made again from its code, once. Made by the root frame over its cells only, it closes
+        over the frame's very cells (own or free variables: FunctionOutput). Otherwise (made in an
+        inlined call, or closing over a cell an inlined call made) it is made over its module's
+        globals and its cells as cells.py makes them again: the frame's very cells, one new cell
+        per cell of an inlined frame holding what it holds at the end of the trace, shared by
+        every function closing over it, a real closure's cell loaded again."""
+        names = tuple(c.frame_name for c in self._cells)
+        as_frame = self.in_root and None not in names
+        module = None if as_frame else _module_of(self.f_globals)
+        if not as_frame and module is None:
+            unsupported(f"{self}: closes over an inlined call's cells, over globals that are no module's")
 
         def make():
             defaults = TupleOutput(tuple(outputs.rebuild(d) for d in self._defaults)) if self._defaults else None
             kwdefaults = DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self._kwdefaults.items())) \
                 if self._kwdefaults else None
             annotations = outputs.rebuild(self.annotations) if self.annotations is not None else None
-            if self.in_root:
+            if as_frame:
                 return FunctionOutput(self.code, names, defaults, kwdefaults, annotations)
             closure = TupleOutput(tuple(outputs.rebuild(c) for c in self._cells)) if self._cells else None
             return CallOutput(ConstantOutput(function_of),

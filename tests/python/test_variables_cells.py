@@ -1,0 +1,185 @@
+"""Cells as values after the graph (tracer/variables/cells.py): a function the trace made that
+leaves it (returned, or held across a graph break) closes over the very cells eager's would. A
+function made by the frame over its free variables closes over the frame's real cells; one made in
+an inlined call over the frame's cells and the inlined call's own cells gets the frame's real
+cells and one new cell per inlined cell, shared by every function closing over it, so a nonlocal
+store through one after the call is seen by the others. Compared with eager: the functions' results
+and the cells' contents after calls; no fallback; nothing kept alive."""
+import contextlib
+import io
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _compiled(fn):
+    """fn compiled; its calls must not fall back to eager."""
+    counter = CompileCounter()
+    return tjc.compile(fn, backend=counter), counter
+
+
+def _no_fallback(before):
+    assert tjc.stats()["fallbacks"] == before
+
+
+def _frame_over_free_variables():
+    """A frame with a free variable `out` it shares with its maker: the nested function it returns
+    closes over `out` (a cell not the frame's own) and over its own cell `c`."""
+    out = None
+
+    def fn(a, b):
+        c = a + b
+
+        def inner(f=7.0):
+            nonlocal out
+            out = a + b * 10
+            return c * f
+        return inner
+    return fn, lambda: out
+
+
+def test_a_function_closing_over_the_frames_free_variable_is_returned_and_writes_its_cell():
+    (eager_fn, eager_out), (fn, out) = _frame_over_free_variables(), _frame_over_free_variables()
+    compiled, counter = _compiled(fn)
+    before = tjc.stats()["fallbacks"]
+    a, b = torch.randn(3), torch.randn(3)
+    want, got = eager_fn(a, b), compiled(a, b)
+    _no_fallback(before)
+    assert counter.frame_count == 1
+    torch.testing.assert_close(got(1.5), want(1.5))
+    torch.testing.assert_close(out(), eager_out())   # the nonlocal store reached the maker's cell
+    cell = dict(zip(got.__code__.co_freevars, got.__closure__))["out"]
+    assert cell is fn.__closure__[0]   # the frame's very cell
+
+
+def _make_counter(start):
+    n = start
+
+    def bump(by=1):
+        nonlocal n
+        n = n + by
+        return n
+
+    def read():
+        return n
+    return bump, read
+
+
+def _over_frame_and_inlined_cells(w):
+    def f(x):
+        y = x + 1
+
+        def maker():   # inlined: `deep` closes over f's cell y, maker's cell z and f's free w
+            z = y * 2
+
+            def deep():
+                return y + z + w
+            return deep
+        d = maker()
+        y = y + 100       # written after `deep` was made: eager's deep sees it
+        return d
+    return f
+
+
+def test_a_function_made_in_an_inlined_call_over_the_frames_and_its_own_cells():
+    fn = _over_frame_and_inlined_cells(5.0)
+    compiled, counter = _compiled(fn)
+    before = tjc.stats()["fallbacks"]
+    x = torch.randn(3)
+    got, want = compiled(x), fn(x)
+    _no_fallback(before)
+    assert counter.frame_count == 1
+    torch.testing.assert_close(got(), want())
+
+
+def _two_counters(x):
+    bump, read = _make_counter(x)
+    other_bump, _ = _make_counter(x * 0)
+    bump(2)
+    return bump, read, other_bump
+
+
+def test_two_closures_share_an_inlined_cell_and_a_store_after_the_call_is_seen_by_both():
+    compiled, counter = _compiled(_two_counters)
+    before = tjc.stats()["fallbacks"]
+    x = torch.randn(3)
+    (bump, read, other), (e_bump, e_read, e_other) = compiled(x), _two_counters(x)
+    _no_fallback(before)
+    assert counter.frame_count == 1
+    assert bump.__closure__[0] is read.__closure__[0]
+    assert bump.__closure__[0] is not other.__closure__[0]
+    torch.testing.assert_close(read(), e_read())
+    for fn, e_fn in ((bump, e_bump), (other, e_other), (bump, e_bump)):
+        torch.testing.assert_close(fn(5), e_fn(5))
+    torch.testing.assert_close(read(), e_read())
+
+
+def _held_across_a_break(x):
+    bump, read = _make_counter(x)
+    bump(1)            # traced: a store to the inlined call's cell, then both are held at the break
+    print("break")
+    return read() * 2, bump
+
+
+def test_closures_over_inlined_cells_held_at_a_graph_break():
+    compiled, counter = _compiled(_held_across_a_break)
+    before = tjc.stats()["fallbacks"]
+    x = torch.randn(3)
+    with contextlib.redirect_stdout(io.StringIO()):
+        (got, bump), (want, e_bump) = compiled(x), _held_across_a_break(x)
+    _no_fallback(before)
+    assert counter.frame_count == 2
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(bump(3), e_bump(3))
+
+
+def test_returned_closures_and_their_cells_keep_nothing_alive(no_gc):
+    fn = _frame_over_free_variables()[0]
+    compiled, _ = _compiled(fn)
+    two, _ = _compiled(_two_counters)
+    a = torch.randn(3)
+    inner, counters = compiled(a, a * 2), two(a * 3)
+    c = dict(zip(inner.__code__.co_freevars, inner.__closure__))["c"].cell_contents
+    c, bumped = weakref.ref(c), weakref.ref(counters[1]())
+    del inner, counters
+    assert c() is None and bumped() is None
+
+
+def _inlined_closure_over_the_frames_cell_at_a_break(x):
+    y = x + 1
+
+    def maker():
+        def deep(v):
+            nonlocal y
+            y = y + v
+            return y
+        return deep
+    d = maker()
+    d(5)              # traced: a store to the frame's own cell through the inlined call's function
+    print("break")
+    r = d(1)
+    y = y * 10        # after the break: the resume function's cell is the one `d` closes over
+    return r, d, y
+
+
+def test_a_function_made_in_an_inlined_call_held_at_a_break_shares_the_frames_cell():
+    compiled, counter = _compiled(_inlined_closure_over_the_frames_cell_at_a_break)
+    before = tjc.stats()["fallbacks"]
+    x = torch.randn(3)
+    with contextlib.redirect_stdout(io.StringIO()):
+        got, want = compiled(x), _inlined_closure_over_the_frames_cell_at_a_break(x)
+    _no_fallback(before)
+    # Before the break, d's store to the frame's cell is traced. After it, d is a real function and
+    # its nonlocal store is a break of its own (the real cell is not modelled as the frame's):
+    # the resume function's graph and d's own.
+    assert counter.frame_count == 3
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got[2], want[2])
+    torch.testing.assert_close(got[1](3), want[1](3))
