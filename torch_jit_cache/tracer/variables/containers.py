@@ -20,8 +20,8 @@ from ...process_lived import holdable_key
 from ...sources import ItemSource
 from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
                              TupleOutput)
-from .base import (MethodVariable, TracedIndexError, TracedKeyError, VariableTracker, is_static_type, traced,
-                   unsupported)
+from .base import (MethodVariable, TracedIndexError, TracedKeyError, TracedRaise, VariableTracker, is_static_type,
+                   traced, unsupported)
 from .constant import ConstantVariable, is_constant_value
 
 
@@ -224,8 +224,7 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
-            # Python raises TypeError: the call breaks, and raises it as written.
-            unsupported(f"list.{name} called with {len(args)} args and {list(kwargs)}")
+            arity_error(list, name, args, kwargs)
         if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
             if name == "pop" and (not self.items or args and not
                                   -len(self.items) <= _index(args[0]) < len(self.items)):
@@ -369,8 +368,7 @@ class DictVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
-            # Python raises TypeError: the call breaks, and raises it as written.
-            unsupported(f"dict.{name} called with {len(args)} args and {list(kwargs)}")
+            arity_error(dict, name, args, kwargs)
         if name in DictViewVariable.KINDS and not args and not kwargs:
             return DictViewVariable(self, name)
         if name == "get":
@@ -434,6 +432,21 @@ class DictVariable(VariableTracker):
             item.require_guardable(what, name)
 
 
+def arity_error(base: type, name: str, args: list, kwargs: dict):
+    """Raise, as traced code raising it, the TypeError that `base.name` called with these many
+    arguments raises: the very message of CPython's own check, which runs before the method reads
+    an argument, so placeholders stand for the arguments. Where that call raises anything but a
+    TypeError about the arguments (one a placeholder's value caused) the trace breaks instead."""
+    try:
+        getattr(base(), name)(*[None] * len(args), **dict.fromkeys(kwargs))
+    except TypeError as error:
+        if "argument" in str(error):
+            raise traced(TracedRaise, f"TypeError: {error}", TypeError, [ConstantVariable(str(error))]) from None
+    except Exception:   # noqa: BLE001, S110 - any other outcome is not an arity error
+        pass
+    unsupported(f"{base.__name__}.{name} called with {len(args)} args and {list(kwargs)}")
+
+
 def dict_equal(a: DictVariable, b: DictVariable):
     """`a == b` for two dict trackers, or None where the trace cannot tell: computed on real dicts
     of the trackers' classes (so two OrderedDicts compare their order too, as OrderedDict.__eq__
@@ -443,7 +456,7 @@ def dict_equal(a: DictVariable, b: DictVariable):
         if not all(v.is_python_constant() for v in d.items.values()):
             return None
         items = {k: v.as_python_constant() for k, v in d.items.items()}
-        dicts.append(d.python_type()(items) if d.python_type() is collections.OrderedDict else items)
+        dicts.append(collections.OrderedDict(items) if issubclass(d.python_type(), collections.OrderedDict) else items)
     return dicts[0] == dicts[1]
 
 
