@@ -32,9 +32,31 @@ class OrderedWithMethod(collections.OrderedDict):
         return next(iter(self))
 
 
-class SetItemDict(dict):   # its own __setitem__: not a plain subclass
+class SetItemDict(dict):   # its own __setitem__, reaching dict's through super()
     def __setitem__(self, key, value):
         super().__setitem__(key, value * 2)
+
+
+INIT_CALLS = []
+
+
+class ScaledOrdered(collections.OrderedDict):   # its own __init__, __getitem__ and attributes
+    def __init__(self, *args, scale=1, **kwargs):
+        INIT_CALLS.append(scale)
+        super().__init__(*args, **kwargs)
+        self.scale = scale
+
+    def __getitem__(self, key):
+        return super().__getitem__(key) * self.scale
+
+    def __delitem__(self, key):
+        self.deleted = key
+        super().__delitem__(key)
+
+
+class LenDict(dict):   # a special method the dict model would skip: still a break
+    def __len__(self):
+        return 7
 
 
 def _same(got, want):
@@ -137,11 +159,48 @@ def _own_setitem(x):
     return x * d["a"], d
 
 
-def test_a_subclass_with_its_own_setitem_is_still_right():
+def test_its_own_setitem_runs_and_reaches_dict_through_super():
     x = torch.randn(3)
     calls = CompiledCalls(_own_setitem)
     for _ in range(2):
         _same(calls(x), _own_setitem(x))
+    calls.check(graphs=1)
+
+
+def _own_init_and_getitem(x):
+    d = ScaledOrdered([("a", x)], scale=3, b=2)
+    d["c"] = 1
+    del d["b"]
+    d.note = "kept"
+    return d["a"] + d["c"], d, d.scale
+
+
+def test_its_own_init_getitem_and_attributes_are_traced_and_made_again_without_init():
+    x = torch.randn(3)
+    calls = CompiledCalls(_own_init_and_getitem)
+    for _ in range(2):
+        del INIT_CALLS[:]
+        want = _own_init_and_getitem(x)
+        assert INIT_CALLS == [3]
+        del INIT_CALLS[:]
+        got = calls(x)
+        _same(got, want)
+        assert vars(got[1]) == {"scale": 3, "deleted": "b", "note": "kept"}
+        # __init__'s effect once per call, as eager: the made-again object is not initialised again.
+        assert INIT_CALLS == [3]
+    calls.check(graphs=1)
+
+
+def _own_len(x):
+    d = LenDict(a=1)
+    return x * len(d), d
+
+
+def test_a_subclass_with_another_special_method_stays_right():
+    x = torch.randn(3)
+    calls = CompiledCalls(_own_len)
+    for _ in range(2):
+        _same(calls(x), _own_len(x))
 
 
 def _user_dict(x):

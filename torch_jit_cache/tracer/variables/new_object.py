@@ -48,7 +48,7 @@ from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
-from .dict_subclasses import construct as construct_dict, plain_dict_subclass
+from .dict_subclasses import construct as construct_dict, dict_subclass_refusal
 from .namedtuples import construct_namedtuple, is_namedtuple_class, plain_namedtuple_subclass
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
@@ -154,7 +154,7 @@ class UserClassVariable(ClassVariable):
             return ExceptionVariable(cls, args, cls_source=self.source)
         if plain_subclass(cls) or plain_subclass(cls, frozenset):   # a set tracker of that class
             return construct_set(tx, self, args, kwargs)
-        if plain_dict_subclass(cls) and self.can_build():   # a dict tracker of that class
+        if dict_subclass_refusal(cls) is None and self.can_build():   # a dict tracker of that class
             return construct_dict(tx, self, args, kwargs)
         obj = self._allocate(tx, args, kwargs)
         if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
