@@ -240,3 +240,26 @@ def test_a_method_called_with_the_wrong_arguments_raises_eager_type_error_in_the
     for _ in range(2):
         _same(calls(x), _wrong_arity(x))
     calls.check(graphs=1)
+
+
+def _missing_key(x):
+    d = {"a": 1}
+    caught = []
+    for call in (lambda: d.pop("b"), lambda: d.__delitem__("c"), lambda: d.pop(2)):
+        try:
+            call()
+        except KeyError as error:
+            caught.append(error.args)
+    try:
+        del d["z"]
+    except KeyError as error:
+        caught.append(error.args)
+    return x + d.pop("a"), caught, d
+
+
+def test_pop_and_del_of_a_missing_key_raise_eager_key_error_in_the_trace():
+    x = torch.randn(3)
+    calls = CompiledCalls(_missing_key)
+    for _ in range(2):
+        _same(calls(x), _missing_key(x))
+    calls.check(graphs=1)

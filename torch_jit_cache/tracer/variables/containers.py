@@ -354,7 +354,7 @@ class DictVariable(VariableTracker):
     def delitem(self, tx, key):
         k = _index(key)
         if k not in self.items:
-            unsupported(f"KeyError {k!r}")
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
         self.mutating(tx)
         del self.items[k]
 
@@ -398,7 +398,7 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
-            unsupported(f"KeyError {k!r}")
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [args[0]])
         if name == "setdefault":
             k = _index(args[0])
             if k in self.items:
