@@ -40,7 +40,7 @@ class SetItemDict(dict):   # its own __setitem__, reaching dict's through super(
 INIT_CALLS = []
 
 
-class ScaledOrdered(collections.OrderedDict):   # its own __init__, __getitem__ and attributes
+class ScaledDict(dict):   # its own __init__, __getitem__, __delitem__ and attributes
     def __init__(self, *args, scale=1, **kwargs):
         INIT_CALLS.append(scale)
         super().__init__(*args, **kwargs)
@@ -57,6 +57,11 @@ class ScaledOrdered(collections.OrderedDict):   # its own __init__, __getitem__ 
 class LenDict(dict):   # a special method the dict model would skip: still a break
     def __len__(self):
         return 7
+
+
+class DoublingOrdered(collections.OrderedDict):   # OrderedDict's update and copy call this one
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value * 2)
 
 
 def _same(got, want):
@@ -168,7 +173,7 @@ def test_its_own_setitem_runs_and_reaches_dict_through_super():
 
 
 def _own_init_and_getitem(x):
-    d = ScaledOrdered([("a", x)], scale=3, b=2)
+    d = ScaledDict([("a", x)], scale=3, b=2)
     d["c"] = 1
     del d["b"]
     d.note = "kept"
@@ -201,6 +206,19 @@ def test_a_subclass_with_another_special_method_stays_right():
     calls = CompiledCalls(_own_len)
     for _ in range(2):
         _same(calls(x), _own_len(x))
+
+
+def _ordered_own_setitem(x):
+    d = DoublingOrdered(a=1)
+    d.update(b=2)
+    return x * d["a"], d, d.copy(), d.pop("b")
+
+
+def test_an_ordered_dict_subclass_with_its_own_setitem_stays_right():
+    x = torch.randn(3)
+    calls = CompiledCalls(_ordered_own_setitem)
+    for _ in range(2):
+        _same(calls(x), _ordered_own_setitem(x))
 
 
 def _user_dict(x):

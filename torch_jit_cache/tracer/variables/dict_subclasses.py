@@ -34,6 +34,7 @@ def _keyword_only(method: str, args: list, kwargs: dict, name: str, default):
 # `d[k]`, `d[k] = v`, `del d[k]` (dataclass's __init__ calls __post_init__ by name). Any other
 # special method would be skipped by a path the dict model takes (len, iteration, ==): refused.
 _ROUTED = frozenset({"__init__", "__getitem__", "__setitem__", "__delitem__", "__post_init__"})
+_ITEM_METHODS = frozenset({"__getitem__", "__setitem__", "__delitem__"})
 
 
 def dict_subclass_refusal(cls) -> str | None:
@@ -58,6 +59,10 @@ def dict_subclass_refusal(cls) -> str | None:
                 return f"{klass.__name__}.{name} is a {type(value).__name__}"
             if name.startswith("__") and name.endswith("__") and name not in _ROUTED:
                 return f"{klass.__name__} defines {name}"
+            if builtin is collections.OrderedDict and name in _ITEM_METHODS:
+                # OrderedDict's own __init__, update, pop, setdefault and copy go through these
+                # on a subclass (dict's never do); the model would skip them.
+                return f"{klass.__name__} defines {name} over OrderedDict's"
     return None
 
 
