@@ -138,6 +138,17 @@ def built_dict(cls, items, default_factory=None):
     return cls(items)
 
 
+def rebuilt_dict_object(cls, base, items, attrs):
+    """An instance of a dict or OrderedDict subclass the trace built, made again after the graph
+    without running its class's __init__ or __setitem__ again: `cls.__new__(cls)`, its items
+    stored through `base`'s own __setitem__ in order, then its instance __dict__."""
+    obj = cls.__new__(cls)
+    for key, value in items.items():
+        base.__setitem__(obj, key, value)
+    obj.__dict__.update(attrs)
+    return obj
+
+
 def bound_method(function, instance):
     """`function` bound to `instance`: a method the trace held (a super() method, a class's
     function read through an object), made again after the graph by CallOutput."""

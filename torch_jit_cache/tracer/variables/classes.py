@@ -242,6 +242,9 @@ class SuperVariable(VariableTracker):
             owner = tx.wrap(objtype, class_source)
             bind = None if isinstance(raw, (staticmethod, classmethod)) else self.obj
             return _class_member(tx, owner, raw, AttrSource(klass, name), bind)
+        from .dict_subclasses import base_dict_method   # imports this module's importers
+        if (method := base_dict_method(self.obj, mro[i], name)) is not None:
+            return method
         if object_hook_name(raw) == "__init__" or object_hook_name(raw) is not None and (
                 hasattr(self.obj, "generic_getattr") or hasattr(self.obj, "object_getattr")):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py

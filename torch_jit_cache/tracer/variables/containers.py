@@ -25,18 +25,6 @@ from .base import (MethodVariable, TracedIndexError, TracedKeyError, TracedRaise
 from .constant import ConstantVariable, is_constant_value
 
 
-def _refused_call(cls, name: str, args: list, kwargs: dict) -> TracedRaise:
-    """Python's TypeError for `cls.name` called with as many positional arguments and these
-    keywords (a count or a keyword it does not take), to be raised in the trace: the method of a
-    fresh empty `cls` is called with that shape, which Python refuses before it reads any argument."""
-    try:
-        getattr(cls(), name)(*[None] * len(args), **dict.fromkeys(kwargs))
-    except TypeError as e:
-        if len(e.args) == 1 and isinstance(e.args[0], str):
-            return traced(TracedRaise, f"TypeError: {e}", TypeError, [ConstantVariable(e.args[0])])
-    unsupported(f"{cls.__name__}.{name} called with {len(args)} args and {list(kwargs)}")
-
-
 def _index_error(message: str) -> TracedRaise:
     return traced(TracedIndexError, f"IndexError: {message}", IndexError, [ConstantVariable(message)])
 
@@ -242,7 +230,7 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
-            raise _refused_call(list, name, args, kwargs)
+            arity_error(list, name, args, kwargs)
         if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
             if name == "pop" and not self.items:
                 raise _index_error("pop from empty list")
@@ -374,7 +362,7 @@ class DictVariable(VariableTracker):
     def delitem(self, tx, key):
         k = _index(key)
         if k not in self.items:
-            unsupported(f"KeyError {k!r}")
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
         self.mutating(tx)
         del self.items[k]
 
@@ -388,7 +376,7 @@ class DictVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
-            raise _refused_call(dict, name, args, kwargs)
+            arity_error(dict, name, args, kwargs)
         if name in DictViewVariable.KINDS and not args and not kwargs:
             return DictViewVariable(self, name)
         if name == "get":
@@ -418,7 +406,7 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
-            unsupported(f"KeyError {k!r}")
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [args[0]])
         if name == "setdefault":
             k = _index(args[0])
             if k in self.items:
@@ -452,6 +440,21 @@ class DictVariable(VariableTracker):
             item.require_guardable(what, name)
 
 
+def arity_error(base: type, name: str, args: list, kwargs: dict):
+    """Raise, as traced code raising it, the TypeError that `base.name` called with these many
+    arguments raises: the very message of CPython's own check, which runs before the method reads
+    an argument, so placeholders stand for the arguments. Where that call raises anything but a
+    TypeError about the arguments (one a placeholder's value caused) the trace breaks instead."""
+    try:
+        getattr(base(), name)(*[None] * len(args), **dict.fromkeys(kwargs))
+    except TypeError as error:
+        if "argument" in str(error):
+            raise traced(TracedRaise, f"TypeError: {error}", TypeError, [ConstantVariable(str(error))]) from None
+    except Exception:   # noqa: BLE001, S110 - any other outcome is not an arity error
+        pass
+    unsupported(f"{base.__name__}.{name} called with {len(args)} args and {list(kwargs)}")
+
+
 def dict_equal(a: DictVariable, b: DictVariable):
     """`a == b` for two dict trackers, or None where the trace cannot tell: computed on real dicts
     of the trackers' classes (so two OrderedDicts compare their order too, as OrderedDict.__eq__
@@ -461,7 +464,7 @@ def dict_equal(a: DictVariable, b: DictVariable):
         if not all(v.is_python_constant() for v in d.items.values()):
             return None
         items = {k: v.as_python_constant() for k, v in d.items.items()}
-        dicts.append(d.python_type()(items) if d.python_type() is collections.OrderedDict else items)
+        dicts.append(collections.OrderedDict(items) if issubclass(d.python_type(), collections.OrderedDict) else items)
     return dicts[0] == dicts[1]
 
 

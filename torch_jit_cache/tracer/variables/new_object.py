@@ -48,6 +48,7 @@ from ...trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
+from .dict_subclasses import construct as construct_dict, dict_subclass_refusal
 from .namedtuples import construct_namedtuple, is_namedtuple_class, plain_namedtuple_subclass
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
@@ -153,6 +154,8 @@ class UserClassVariable(ClassVariable):
             return ExceptionVariable(cls, args, cls_source=self.source)
         if plain_subclass(cls) or plain_subclass(cls, frozenset):   # a set tracker of that class
             return construct_set(tx, self, args, kwargs)
+        if dict_subclass_refusal(cls) is None and self.can_build():   # a dict tracker of that class
+            return construct_dict(tx, self, args, kwargs)
         obj = self._allocate(tx, args, kwargs)
         if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
             return obj
@@ -299,6 +302,12 @@ class NewObjectVariable(VariableTracker):
         if not isinstance(type_lookup(self.cls, "__getitem__"), types.FunctionType):
             unsupported(f"subscript of a {self.cls.__name__} (its __getitem__ is not a Python function)")
         return tx.call(UserMethodVariable(self._class_attr(tx, "__getitem__"), self), [key], {})
+
+    def setitem(self, tx, key, value) -> None:
+        tx.call(UserMethodVariable(self.type_method(tx, "__setitem__"), self), [key, value], {})
+
+    def delitem(self, tx, key) -> None:
+        tx.call(UserMethodVariable(self.type_method(tx, "__delitem__"), self), [key], {})
 
     def get_iter(self, tx):
         it = sequence_iterator(tx, self)   # Sequence's __iter__ (user_object.py)
