@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
-from torch_jit_cache.testing.hf_models import log_api_usage_once  # noqa: E402
+from torch_jit_cache.testing.stochastic_depth import log_api_usage_once  # noqa: E402
 
 from context_helpers import check_graphs_and_breaks  # noqa: E402
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .hf_models import StochasticDepth
+from .stochastic_depth import StochasticDepth
 
 WIDTHS = (16, 32, 64, 128)
 BLOCKS_PER_STAGE = 3

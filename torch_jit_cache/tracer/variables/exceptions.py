@@ -150,8 +150,7 @@ class ExceptionVariable(VariableTracker):
             return tx.wrap(self.cls, self.cls_source)
         if self.cls.__module__ != "builtins":
             unsupported(f"type() of a {self.cls.__name__}, whose class has no source")
-        from .classes import ClassVariable   # classes.py imports the trackers this module builds on
-        return ClassVariable(self.cls)
+        return tx.wrap_constant(self.cls)   # a builtin class: its ClassVariable
 
     def var_setattr(self, tx, name, value):
         # Links only: the object is the trace's own (a store needs no replay), and one holding a
