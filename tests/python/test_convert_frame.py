@@ -19,11 +19,11 @@ def helper(i):
 
 
 def outer(x):
-    # itertools.starmap() is a C function calling Python that the tracer does not model (map()
-    # is traced now), inside a try block, where no graph break can be made: this frame falls back,
-    # so every call of `helper` is a frame of its own that the runtime intercepts.
+    # itertools.groupby() is a C function calling Python that the tracer does not model (map() and
+    # starmap() are traced now), inside a try block, where no graph break can be made: this frame
+    # falls back, so every call of `helper` is a frame of its own that the runtime intercepts.
     try:
-        return x + sum(itertools.starmap(helper, zip(range(300))))
+        return x + len(list(itertools.groupby(range(300), key=helper)))
     finally:
         pass
 
@@ -119,8 +119,8 @@ def test_fallback_frame_with_only_python_below_it_runs_at_eager_speed():
         return (i * 7) % 13
 
     def work(x):
-        try:   # starmap inside a try block: the frame falls back
-            return x + sum(itertools.starmap(probe, zip(range(3))))
+        try:   # groupby inside a try block: the frame falls back
+            return x + len(list(itertools.groupby(range(3), key=probe)))
         finally:
             pass
 
@@ -140,7 +140,7 @@ def layer(x):
 
 def wrapper(x):
     try:   # no graph break is made inside a try block
-        return list(itertools.starmap(layer, [(x,)]))[0]  # falls back; the layer below it compiles
+        return next(itertools.groupby([x], key=layer))[0]  # falls back; the layer below it compiles
     finally:
         pass
 
