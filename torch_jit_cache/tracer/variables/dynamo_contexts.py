@@ -16,26 +16,39 @@ trace), arguments that are not constants.
 from __future__ import annotations
 
 import functools
-
-import torch._dynamo
+import sys
 
 from ...trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 
-# The factories, with the check on the arguments each takes (positional, after the bound ones).
-_FACTORIES = {
-    torch._dynamo.error_on_graph_break: lambda args: len(args) == 1 and type(args[0]) is bool,
+# The factories by name in torch._dynamo, with the check on the arguments each takes (positional,
+# after the bound ones).
+_FACTORY_ARGS = {
+    "error_on_graph_break": lambda args: len(args) == 1 and type(args[0]) is bool,
 }
+
+
+def _factories() -> dict:
+    """{factory: its argument check} for the factories torch._dynamo has, if it is imported.
+
+    Never imports it: a value can only be one of its functions once the user's code has imported
+    it, and importing it here would run its module code with the user's frames on the stack (an
+    import of torch._dynamo keeps the frames it was imported from alive, and with them whatever
+    they hold: the user's model)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return {}
+    return {getattr(dynamo, name): check for name, check in _FACTORY_ARGS.items() if hasattr(dynamo, name)}
 
 
 def is_dynamo_only(value) -> bool:
     # By identity: a value's own __hash__/__eq__ (a user object's) never runs.
-    return any(value is factory for factory in _FACTORIES)
+    return any(value is factory for factory in _factories())
 
 
 def dynamo_context_class(value, source=None):
-    """The tracker for a factory of `_FACTORIES`, or for the constant `functools.partial(factory,
+    """The tracker for a factory of `_factories()`, or for the constant `functools.partial(factory,
     *args)` a resume function's prologue enters a block again with; else None."""
     if isinstance(value, functools.partial) and not value.keywords and is_dynamo_only(value.func):
         return DynamoOnlyFactoryVariable(value.func, source, value.args)
@@ -64,7 +77,7 @@ class DynamoOnlyFactoryVariable(VariableTracker):
         if kwargs or not all(a.is_python_constant() for a in args):
             unsupported(f"{self.fn.__name__} with arguments that are not positional constants")
         values = (*self.bound, *(a.as_python_constant() for a in args))
-        if not _FACTORIES[self.fn](values):
+        if not _factories()[self.fn](values):
             unsupported(f"{self.fn.__name__}{values!r}: arguments it does not take")
         return DynamoOnlyContextVariable(self.fn, values)
 
