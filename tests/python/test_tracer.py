@@ -522,6 +522,7 @@ class _CallsScripted(nn.Module):
         return self.fast_cos(x) + _scripted_cos(x, 3.0)
 
 
+@pytest.mark.usefixtures("fresh_caches")   # it reads tjc.stats()
 def test_a_torch_callable_its_qualified_name_does_not_reach_is_called_itself():
     # fx writes a callable of a torch module by its qualified name; a ScriptFunction's is the class
     # torch.jit.ScriptFunction, so the graph called the class (TypeError: No constructor defined).
