@@ -74,10 +74,12 @@ _Point = collections.namedtuple("_Point", "a b")
 
 # value, tracker class, the first guards added (at L['x'] unless named)
 KINDS = [
-    (3, "ConstantVariable", ["TYPE_MATCH", "EQUALS_MATCH"]),
-    (True, "ConstantVariable", ["TYPE_MATCH", "EQUALS_MATCH"]),
-    ("s", "ConstantVariable", ["TYPE_MATCH", "EQUALS_MATCH"]),
-    (None, "ConstantVariable", ["TYPE_MATCH", "EQUALS_MATCH"]),
+    # A frame argument's scalar: its value is guarded when the trace first reads it (constant.py),
+    # so one only passed on to a resume function does not recompile per value.
+    (3, "ConstantVariable", ["TYPE_MATCH"]),
+    (True, "ConstantVariable", ["TYPE_MATCH"]),
+    ("s", "ConstantVariable", ["TYPE_MATCH"]),
+    (None, "ConstantVariable", ["TYPE_MATCH"]),
     (torch.float32, "ConstantVariable", ["ID_MATCH"]),
     (torch.device("cpu"), "ConstantVariable", ["TYPE_MATCH", "L['x'].type EQUALS_MATCH", "L['x'].index EQUALS_MATCH"]),
     (nn.Linear(2, 2), "NNModuleVariable", ["TYPE_MATCH", "L['x'].training EQUALS_MATCH"]),  # ID_MATCH: lazily
