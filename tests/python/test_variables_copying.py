@@ -167,6 +167,20 @@ def _copy_new_object(x):
     return d.seq_len(), c is d
 
 
+def _twice_as_eager(fn, holds):
+    """fn(x) returns (a tensor, an object, its copy): two compiled calls match eager's, `holds(got)`
+    each time, in one graph."""
+    x = torch.randn(3)
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        got, want = calls(x), fn(x)
+        same_exactly(got[0], want[0])
+        same_object(got[1], want[1])
+        same_object(got[2], want[2])
+        assert holds(got)
+    calls.check(graphs=1)
+
+
 def test_deepcopy_of_an_object_built_in_the_trace_without_tensors():
     # NewCache's layers start with keys=None: a copy before any tensor is stored is constants only.
     def fn(x):
@@ -175,15 +189,7 @@ def test_deepcopy_of_an_object_built_in_the_trace_without_tensors():
         d = copy.deepcopy(c)
         d.layers.append(NewLayer())
         return x + len(c.layers), d, c
-    x = torch.randn(3)
-    calls = CompiledCalls(fn)
-    for _ in range(2):
-        got, want = calls(x), fn(x)
-        same_exactly(got[0], want[0])
-        same_object(got[1], want[1])
-        same_object(got[2], want[2])
-        assert got[1].layers[0] is not got[2].layers[0]
-    calls.check(graphs=1)
+    _twice_as_eager(fn, lambda got: got[1].layers[0] is not got[2].layers[0])
 
 
 class OwnDeepcopy:
@@ -262,16 +268,7 @@ def _copy_built_hooked(cls):
 
 
 def test_deepcopy_of_a_built_object_with_its_own_getattribute_follows_the_hook():
-    fn = _copy_built_hooked(Renamed)
-    x = torch.randn(3)
-    calls = CompiledCalls(fn)
-    for _ in range(2):
-        got, want = calls(x), fn(x)
-        same_exactly(got[0], want[0])
-        same_object(got[1], want[1])
-        same_object(got[2], want[2])
-        assert got[1].names == ["a"] and got[2].names == ["a", "b"]
-    calls.check(graphs=1)
+    _twice_as_eager(_copy_built_hooked(Renamed), lambda got: got[1].names == ["a"] and got[2].names == ["a", "b"])
 
 
 def test_deepcopy_of_a_built_object_whose_hook_answers_deepcopy_breaks_as_eager():
