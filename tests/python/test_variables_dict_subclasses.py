@@ -90,12 +90,17 @@ def _plain_subclass(x):
     return z * sd["x"], sd, isinstance(sd, SimpleDict), type(sd) is SimpleDict, sd.copy(), list(sd.values())
 
 
-def test_a_plain_dict_subclass_built_in_the_trace_is_one_graph_and_made_again_as_its_class():
+def _twice_in_one_graph(fn):
+    """Two compiled calls of fn(x) match eager's (values, types, state), from one graph."""
     x = torch.randn(3)
-    calls = CompiledCalls(_plain_subclass)
+    calls = CompiledCalls(fn)
     for _ in range(2):
-        _same(calls(x), _plain_subclass(x))
+        _same(calls(x), fn(x))
     calls.check(graphs=1)
+
+
+def test_a_plain_dict_subclass_built_in_the_trace_is_one_graph_and_made_again_as_its_class():
+    _twice_in_one_graph(_plain_subclass)
 
 
 def _own_method(x):
@@ -165,11 +170,7 @@ def _own_setitem(x):
 
 
 def test_its_own_setitem_runs_and_reaches_dict_through_super():
-    x = torch.randn(3)
-    calls = CompiledCalls(_own_setitem)
-    for _ in range(2):
-        _same(calls(x), _own_setitem(x))
-    calls.check(graphs=1)
+    _twice_in_one_graph(_own_setitem)
 
 
 def _own_init_and_getitem(x):
@@ -253,11 +254,7 @@ def _wrong_arity(x):
 
 
 def test_a_method_called_with_the_wrong_arguments_raises_eager_type_error_in_the_trace():
-    x = torch.randn(3)
-    calls = CompiledCalls(_wrong_arity)
-    for _ in range(2):
-        _same(calls(x), _wrong_arity(x))
-    calls.check(graphs=1)
+    _twice_in_one_graph(_wrong_arity)
 
 
 def _missing_key(x):
@@ -276,8 +273,4 @@ def _missing_key(x):
 
 
 def test_pop_and_del_of_a_missing_key_raise_eager_key_error_in_the_trace():
-    x = torch.randn(3)
-    calls = CompiledCalls(_missing_key)
-    for _ in range(2):
-        _same(calls(x), _missing_key(x))
-    calls.check(graphs=1)
+    _twice_in_one_graph(_missing_key)
