@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import _imp
 import dataclasses
-import types
 import weakref
 
 from . import codegen, counters, disk_cache, graph_break, log, proxies, runtime, stance, trace_rules
@@ -21,10 +20,6 @@ from .fast_sources import SourceRewriter
 from .sources import LocalSource, Source, load_source, unreachable_root
 from .trace_result import (BreakOutput, FloatSymbolGuard, GuardKind, GuardSpec, SourceOutput, Unsupported,
                            drop_tracebacks, has_tensor_work, walk)
-
-
-def describe(code: types.CodeType) -> str:
-    return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
 
 
 def _output_sources(spec):
@@ -126,7 +121,7 @@ class FrameCompiler:
             rule = trace_rules.lookup(code, frame.f_globals)
             if rule.action is trace_rules.Action.SKIP:
                 if log.enabled("skips"):
-                    log.log("skips", f"not tracing {describe(code)}: {rule.reason}")
+                    log.log("skips", f"not tracing {log.describe_code(code)}: {rule.reason}")
                 return runtime.SKIP
         if self._thrashing(code, entries):
             return runtime.SKIP
@@ -138,7 +133,7 @@ class FrameCompiler:
             counters.count("recompiles")
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
-                log.log("recompiles", f"recompiling {describe(code)}; guard failures:\n{reasons}")
+                log.log("recompiles", f"recompiling {log.describe_code(code)}; guard failures:\n{reasons}")
         run = _Stages()
         try:
             # KeyboardInterrupt and SystemExit pass through (_compile): the user's call ends as
@@ -159,7 +154,7 @@ class FrameCompiler:
         if isinstance(reason, DynamicMarkError):
             raise reason   # the user's mark_dynamic cannot be honoured: theirs to fix
         if self.observer is not None and isinstance(reason, str):
-            self.observer(FrameReport(describe(code), None, 0, "", None, reason))
+            self.observer(FrameReport(log.describe_code(code), None, 0, "", None, reason))
         if not isinstance(reason, str):
             return reason  # the GuardedCode, or SKIP for a trace without tensor work
         # Raised or logged here, after the failure's handler has ended: the failure's traceback
@@ -167,11 +162,11 @@ class FrameCompiler:
         # FullGraphError raised inside the handler would carry it as __context__.
         counters.count("unsupported")
         if self.fullgraph:
-            raise FullGraphError(f"fullgraph=True: cannot compile {describe(code)}: {reason}")
+            raise FullGraphError(f"fullgraph=True: cannot compile {log.describe_code(code)}: {reason}")
         log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, reason),
-                      f"torch_jit_cache: running {describe(code)} uncompiled: {reason}")
+                      f"torch_jit_cache: running {log.describe_code(code)} uncompiled: {reason}")
         if log.enabled("fallbacks"):  # every fallback, where the warning above shows the first
-            log.log("fallbacks", f"{describe(code)}: {reason}")
+            log.log("fallbacks", f"{log.describe_code(code)}: {reason}")
         # The frames it calls are still intercepted (a model's layers under a wrapper that falls
         # back), until two runs show that nothing below it compiles or hits: then they run
         # uncompiled with it and the hook off, at eager speed (runtime.SKIP_TREE_IF_QUIET).
@@ -189,7 +184,7 @@ class FrameCompiler:
         if not entries:
             return None
         failure = entries[0].explain(frame)
-        raise stance.RecompileError(f"set_stance('fail_on_recompile'): {describe(code)} would compile again "
+        raise stance.RecompileError(f"set_stance('fail_on_recompile'): {log.describe_code(code)} would compile again "
                                     f"({len(entries)} entr{'y' if len(entries) == 1 else 'ies'} cached; the first "
                                     f"failed: {failure})")
 
@@ -212,9 +207,9 @@ class FrameCompiler:
                   "it guards by identity died (one made anew per call)")
         counters.count("unsupported")
         log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, "thrashing"),
-                      f"torch_jit_cache: running {describe(code)} uncompiled: {reason}")
+                      f"torch_jit_cache: running {log.describe_code(code)} uncompiled: {reason}")
         if self.observer is not None:
-            self.observer(FrameReport(describe(code), None, 0, "", None, reason))
+            self.observer(FrameReport(log.describe_code(code), None, 0, "", None, reason))
         return True
 
     def _compile(self, frame, entries, run):
@@ -266,7 +261,14 @@ class FrameCompiler:
             new_code = run("codegen", _transformed_code, frame, compiled, rewritten.graph_inputs, result)
             guards = run("guard building", _bound_guards, code, rewritten.guards, resolve, shape_guards)
             guarded = run("cache entry", runtime.GuardedCode, new_code, guards)
-            disk_cache.store(self, frame, result, rewritten, shape_guards)   # never raises
+            # A frame's first cut, with no graph before it, at a call that failed inside (the
+            # compile() target's decorator wrapper calling forward) splits no graph: nothing
+            # compiled ran before it, and the callee is compiled on its own and counts its own
+            # break. Not counted twice, as torch.compile does not; still logged. (In a resume
+            # function the cut comes after the previous graph, so it is one.)
+            made = counters.MadeEntry(has_graph, traced.break_reason if cut else None,
+                                      cut and (has_graph or not traced.in_callee or graph_break.is_resume_code(code)))
+            disk_cache.store(self, frame, result, rewritten, shape_guards, made)   # never raises
         except (DynamicMarkError, FloatSymbolGuard) as e:
             e.__traceback__ = None
             return e
@@ -277,30 +279,19 @@ class FrameCompiler:
         finally:
             if traced is not None:
                 tracer.release_shape_state(traced.result)
-        break_reason, in_callee = traced.break_reason, traced.in_callee
-        counters.count("graphs", has_graph)
-        # A frame's first cut, with no graph before it, at a call that failed inside (the compile()
-        # target's decorator wrapper calling forward) splits no graph: nothing compiled ran before
-        # it, and the callee is compiled on its own and counts its own break. Not counted twice,
-        # as torch.compile does not; still logged. (In a resume function the cut comes after the
-        # previous graph, so it is one.)
-        counted_break = cut and (has_graph or not in_callee or graph_break.is_resume_code(code))
-        if counted_break:
-            counters.count("graph_breaks")
-        if cut:
-            log.log_once("graph_breaks", (code.co_filename, break_reason),
-                         f"graph break in {describe(code)}: {break_reason}")
+        counters.count("graphs_traced", has_graph)
+        counters.count_entry(code, made)
         if log.enabled("graph") and has_graph:
-            log.log("graph", f"{describe(code)}\n{result.graph.print_readable(print_output=False)}")
+            log.log("graph", f"{log.describe_code(code)}\n{result.graph.print_readable(print_output=False)}")
         if log.enabled("guards"):
-            log.log("guards", f"{describe(code)}\n{guards}")
+            log.log("guards", f"{log.describe_code(code)}\n{guards}")
         if log.enabled("bytecode"):
-            log.log("bytecode", f"{describe(code)}\n{codegen.format_code(new_code)}")
+            log.log("bytecode", f"{log.describe_code(code)}\n{codegen.format_code(new_code)}")
         if self.observer is not None:
             ops = [_op_name(n) for n in result.graph.graph.nodes
                    if n.op not in ("placeholder", "output", "get_attr")] if has_graph else []
-            self.observer(FrameReport(describe(code), result.graph if has_graph else None,
-                                      len(ops), str(guards), break_reason if counted_break else None, None,
+            self.observer(FrameReport(log.describe_code(code), result.graph if has_graph else None,
+                                      len(ops), str(guards), made.break_reason if made.counted_break else None, None,
                                       tuple(ops)))
         return guarded
 
@@ -342,7 +333,6 @@ class FrameCompiler:
     def compile_graph(self, gm, example_inputs, *, unbacked: bool = False):
         """This compiler's backend on `gm` (a traced graph, or one loaded from the disk cache, whose
         forward is marked skip), run with interception off; `gm` is unlinked from its graph after."""
-        from . import backends
         from .backends import sharing
 
         pieces = self._ddp_pieces(gm, example_inputs)
@@ -413,7 +403,7 @@ class FrameCompiler:
         """
         code = frame.f_code
         if log.enabled("fallbacks"):
-            log.log("fallbacks", f"running {describe(code)} uncompiled: its trace does no tensor work")
+            log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: its trace does no tensor work")
         if code is not self.target_code and not entries:
             disk_cache.store_skip(self, code)   # never raises
             return runtime.SKIP

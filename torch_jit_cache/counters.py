@@ -14,12 +14,17 @@ snapshot may be counted in the next one.
 """
 from __future__ import annotations
 
-from . import runtime
+import dataclasses
+
+from . import log, runtime
 
 # The compile pipeline's counters (convert_frame bumps them through count()).
 PIPELINE = {
-    "graphs": 0,        # graphs compiled (a frame split by graph breaks compiles several)
-    "graph_breaks": 0,  # graph breaks made (a cut inside a callee counts once)
+    # graphs in the entries made, traced or loaded from the disk cache (a frame split by graph
+    # breaks has several): a program counts the same whether it traced or loaded (count_entry)
+    "graphs": 0,
+    "graphs_traced": 0,  # of those, the graphs traced in this process
+    "graph_breaks": 0,  # graph breaks in the entries made, traced or loaded (a cut inside a callee counts once)
     "recompiles": 0,    # misses of a code that already had live entries
     "unsupported": 0,   # frames that run uncompiled because they could not be compiled (or thrash)
     # graphs that used the backend's callable of an identical earlier graph (backends/sharing.py)
@@ -36,6 +41,25 @@ def count(name: str, n: int = 1) -> None:
     PIPELINE[name] += n
 
 
+@dataclasses.dataclass(frozen=True)
+class MadeEntry:
+    """What stats() counts of an entry made for a frame, stored with it in the disk cache so that
+    loading it counts what tracing it did: whether it calls a graph, and the break it was cut at
+    (None: none), which counts as a graph break where `counted_break`."""
+    has_graph: bool
+    break_reason: str | None
+    counted_break: bool
+
+
+def count_entry(code, made: MadeEntry) -> None:
+    """Count an entry made for `code`, traced or loaded, and log its break once."""
+    PIPELINE["graphs"] += made.has_graph
+    PIPELINE["graph_breaks"] += made.counted_break
+    if made.break_reason is not None:
+        log.log_once("graph_breaks", (code.co_filename, made.break_reason),
+                     f"graph break in {log.describe_code(code)}: {made.break_reason}")
+
+
 def reset() -> None:
     """Zero every counter stats() reports (the runtime's and the pipeline's)."""
     runtime.reset_stats()
@@ -49,6 +73,7 @@ def snapshot() -> dict:
     out = dict(runtime.stats())
     out["fallbacks"] += PIPELINE["unsupported"]
     out["graphs"] = PIPELINE["graphs"]
+    out["graphs_traced"] = PIPELINE["graphs_traced"]
     out["graph_breaks"] = PIPELINE["graph_breaks"]
     out["recompiles"] = PIPELINE["recompiles"]
     out["shared_backend_compiles"] = PIPELINE["shared_backend_compiles"]

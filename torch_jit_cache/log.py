@@ -50,6 +50,11 @@ def warn_once(key, message: str) -> None:
     logger.warning("%s", message)
 
 
+def describe_code(code) -> str:
+    """How messages name a code object: its qualified name, file and first line."""
+    return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
+
+
 def log_once(topic: str, key, message: str) -> None:
     """`log(topic, message)` once per (topic, key), until reset()."""
     if not enabled(topic) or (topic, key) in _SEEN:

@@ -97,10 +97,10 @@ def _entries(cache):
 def test_second_process_loads_without_tracing(script, tmp_path, backend):
     cache = tmp_path / "cache"
     first, _ = run(script, cache, BACKEND=backend)
-    assert (first["graphs"], first["disk_cache_stores"], first["disk_cache_hits"]) == (1, 1, 0)
+    assert (first["graphs_traced"], first["disk_cache_stores"], first["disk_cache_hits"]) == (1, 1, 0)
     assert len(_entries(cache)) == 1
     second, err = run(script, cache, BACKEND=backend)
-    assert (second["graphs"], second["disk_cache_stores"], second["disk_cache_hits"]) == (0, 0, 1), err
+    assert (second["graphs_traced"], second["disk_cache_stores"], second["disk_cache_hits"]) == (0, 0, 1), err
     assert "ignoring cache file" not in err
 
 
@@ -110,11 +110,11 @@ def test_a_module_is_stored_and_loaded_with_other_weights(script, tmp_path):
     # (the child compares with eager); one in eval mode fails the `training` guard and compiles.
     cache = tmp_path / "cache"
     first, _ = run(script, cache, MODULE=1)
-    assert (first["graphs"], first["disk_cache_stores"]) == (2, 2)
+    assert (first["graphs_traced"], first["disk_cache_stores"]) == (2, 2)
     second, _ = run(script, cache, MODULE=1, SEED=1)
-    assert (second["graphs"], second["disk_cache_hits"]) == (0, 2)
+    assert (second["graphs_traced"], second["disk_cache_hits"]) == (0, 2)
     evaluating, _ = run(script, cache, MODULE=1, EVAL=1)
-    assert (evaluating["graphs"], evaluating["disk_cache_hits"], evaluating["disk_cache_stores"]) == (1, 1, 1)
+    assert (evaluating["graphs_traced"], evaluating["disk_cache_hits"], evaluating["disk_cache_stores"]) == (1, 1, 1)
 
 
 @pytest.mark.parametrize("change", [{"N": 5}, {"DTYPE": "float64"}, {"SCALE": 3}])
@@ -122,10 +122,10 @@ def test_failing_guard_recompiles(script, tmp_path, change):
     cache = tmp_path / "cache"
     run(script, cache)
     changed, _ = run(script, cache, **change)   # the child checks its result against eager
-    assert (changed["graphs"], changed["disk_cache_hits"], changed["disk_cache_stores"]) == (1, 0, 1)
+    assert (changed["graphs_traced"], changed["disk_cache_hits"], changed["disk_cache_stores"]) == (1, 0, 1)
     assert len(_entries(cache)) == 2
     again, _ = run(script, cache, **change)
-    assert (again["graphs"], again["disk_cache_hits"]) == (0, 1)
+    assert (again["graphs_traced"], again["disk_cache_hits"]) == (0, 1)
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
@@ -142,11 +142,11 @@ def test_corrupt_file_warns_once_and_recompiles(script, tmp_path, damage):
         data = b"not a cache file"
     entry.write_bytes(data)
     second, err = run(script, cache)
-    assert (second["graphs"], second["disk_cache_hits"]) == (1, 0)
+    assert (second["graphs_traced"], second["disk_cache_hits"]) == (1, 0)
     assert err.count("ignoring cache file") == 1, err
     if damage == "flip":   # the bad file was removed and a good one stored: the next run loads
         third, err = run(script, cache)
-        assert (third["graphs"], third["disk_cache_hits"]) == (0, 1) and "ignoring" not in err, err
+        assert (third["graphs_traced"], third["disk_cache_hits"]) == (0, 1) and "ignoring" not in err, err
 
 
 def _rewrite_entry(path, change):
@@ -164,7 +164,7 @@ def test_stale_version_in_file_is_ignored(script, tmp_path):
     (entry,) = _entries(cache)
     _rewrite_entry(entry, lambda e: e.update(versions=(*e["versions"][:3], "0.0.0-old", e["versions"][4])))
     second, err = run(script, cache)
-    assert (second["graphs"], second["disk_cache_hits"]) == (1, 0)
+    assert (second["graphs_traced"], second["disk_cache_hits"]) == (1, 0)
     assert err.count("ignoring cache file") == 1 and "stale" in err, err
 
 
@@ -172,7 +172,7 @@ def test_other_package_version_does_not_find_entries(script, tmp_path):
     cache = tmp_path / "cache"
     run(script, cache)
     second, err = run(script, cache, STALE_VERSION=1)
-    assert (second["graphs"], second["disk_cache_hits"], second["disk_cache_stores"]) == (1, 0, 1)
+    assert (second["graphs_traced"], second["disk_cache_hits"], second["disk_cache_stores"]) == (1, 0, 1)
 
 
 def test_edited_source_file_makes_entry_stale(script, tmp_path):
@@ -182,7 +182,7 @@ def test_edited_source_file_makes_entry_stale(script, tmp_path):
     run(script, cache)
     script.write_text(CHILD + "\n# edited\n")
     second, err = run(script, cache)
-    assert (second["graphs"], second["disk_cache_hits"]) == (1, 0)
+    assert (second["graphs_traced"], second["disk_cache_hits"]) == (1, 0)
     assert "changed since it was stored" in err
 
 
@@ -191,17 +191,17 @@ def test_concurrent_writers(script, tmp_path):
     procs = [_run(script, cache) for _ in range(2)]
     for p in procs:
         stats, err = _result(p)
-        assert stats["graphs"] + stats["disk_cache_hits"] == 1
+        assert stats["graphs_traced"] + stats["disk_cache_hits"] == 1
     assert not list(cache.rglob(".tmp-*"))
     third, err = run(script, cache)
-    assert (third["graphs"], third["disk_cache_hits"]) == (0, 1)
+    assert (third["graphs_traced"], third["disk_cache_hits"]) == (0, 1)
     assert "ignoring cache file" not in err
 
 
 def test_disabled_by_env_writes_nothing(script, tmp_path):
     cache = tmp_path / "cache"
     stats, _ = run(script, cache, TJC_DISABLE_DISK_CACHE=1)
-    assert (stats["graphs"], stats["disk_cache_stores"]) == (1, 0)
+    assert (stats["graphs_traced"], stats["disk_cache_stores"]) == (1, 0)
     assert not cache.exists()
 
 
@@ -236,7 +236,7 @@ def test_loaded_entry_frees_its_graph(disk_cache_on, tmp_path, monkeypatch, back
     compiled = tjc.compile(_scaled, backend=backend)
     assert torch.equal(compiled(x, y), _scaled(x, y))
     stats = tjc.stats()
-    assert (stats["graphs"], stats["disk_cache_hits"]) == (0, 1)
+    assert (stats["graphs_traced"], stats["disk_cache_hits"]) == (0, 1)
     graph = entries.last_loaded
     assert graph() is not None
     del compiled
@@ -266,7 +266,7 @@ def test_reassigned_function_is_not_rebound(disk_cache_on, tmp_path, monkeypatch
     monkeypatch.setitem(globals(), "_helper", impostor)
     assert torch.equal(tjc.compile(_uses_helper)(x), torch.sin(x) + 1)
     stats = tjc.stats()
-    assert (stats["graphs"], stats["disk_cache_hits"]) == (1, 0)
+    assert (stats["graphs_traced"], stats["disk_cache_hits"]) == (1, 0)
 
 
 @pytest.mark.usefixtures("fresh_caches")
@@ -328,9 +328,9 @@ def test_varied_functions_load_and_match_eager(tmp_path, backend):
     script.write_text(VARIED)
     cache = tmp_path / "cache"
     first, _ = run(script, cache, BACKEND=backend)
-    assert (first["graphs"], first["disk_cache_stores"]) == (9, 9)
+    assert (first["graphs_traced"], first["disk_cache_stores"]) == (9, 9)
     second, err = run(script, cache, BACKEND=backend)
-    assert (second["graphs"], second["disk_cache_hits"], second["fallbacks"]) == (0, 9, 0), err
+    assert (second["graphs_traced"], second["disk_cache_hits"], second["fallbacks"]) == (0, 9, 0), err
 
 
 REGIONAL = '''
@@ -366,10 +366,10 @@ def test_blocks_compiled_one_by_one_trace_once_and_the_next_process_loads_it(tmp
     path.write_text(REGIONAL)
     cache = tmp_path / "cache"
     first, _ = run(path, cache)
-    assert (first["graphs"], first["disk_cache_stores"], first["disk_cache_hits"]) == (1, 1, 0)
+    assert (first["graphs_traced"], first["disk_cache_stores"], first["disk_cache_hits"]) == (1, 1, 0)
     assert (first["hits"], first["shared_backend_compiles"]) == (3, 0)
     second, _ = run(path, cache)
-    assert (second["graphs"], second["disk_cache_hits"], second["hits"]) == (0, 1, 3)
+    assert (second["graphs_traced"], second["disk_cache_hits"], second["hits"]) == (0, 1, 3)
 
 
 SKIPPED_CHILD = '''
@@ -397,7 +397,7 @@ def test_a_code_traced_to_no_tensor_work_is_skipped_untraced_by_the_next_process
     script = tmp_path / "skipped.py"
     script.write_text(SKIPPED_CHILD)
     first, err = run(script, tmp_path / "cache", TJC_LOG="fallbacks")
-    assert (first["graphs"], first["disk_cache_skips"]) == (2, 0) and "no tensor work" in err, err
+    assert (first["graphs_traced"], first["disk_cache_skips"]) == (2, 0) and "no tensor work" in err, err
     second, err = run(script, tmp_path / "cache", TJC_LOG="fallbacks")
-    assert (second["graphs"], second["disk_cache_hits"], second["disk_cache_skips"]) == (0, 2, 1), err
+    assert (second["graphs_traced"], second["disk_cache_hits"], second["disk_cache_skips"]) == (0, 2, 1), err
     assert "no tensor work" not in err   # nothing traced

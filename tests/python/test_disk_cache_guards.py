@@ -87,11 +87,11 @@ def test_a_second_process_gives_eager_answers(tmp_path, bit):
     cache = tmp_path / "cache"
     first = _child(script, cache, bit)
     assert first["ok"], first
-    assert (first["graphs"], first["disk_cache_stores"], first["disk_cache_hits"]) == (2, 2, 0), first
+    assert (first["graphs_traced"], first["disk_cache_stores"], first["disk_cache_hits"]) == (2, 2, 0), first
     second = _child(script, cache, bit)
     assert second["ok"], second
     # Both entries load, each for its own tensor.
-    assert (second["graphs"], second["disk_cache_hits"]) == (0, 2), second
+    assert (second["graphs_traced"], second["disk_cache_hits"]) == (0, 2), second
 
 
 @pytest.mark.usefixtures("fresh_caches")
@@ -103,7 +103,7 @@ def test_a_recompile_in_the_same_process_does_not_load_the_other_entry(disk_cach
     assert tjc.stats()["disk_cache_stores"] == 1
     x = flagged(bit)
     assert torch.equal(c(x), f(x))
-    assert (tjc.stats()["graphs"], tjc.stats()["disk_cache_hits"]) == (2, 0)
+    assert (tjc.stats()["graphs_traced"], tjc.stats()["disk_cache_hits"]) == (2, 0)
 
 
 @pytest.mark.usefixtures("fresh_caches")
@@ -118,10 +118,10 @@ def test_an_entry_stored_in_inference_mode_does_not_load_under_no_grad(disk_cach
     assert tjc.stats()["disk_cache_stores"] == 1
     with torch.no_grad():
         assert torch.equal(c(x), inference_f(x))
-    assert (tjc.stats()["graphs"], tjc.stats()["disk_cache_hits"]) == (2, 0)
+    assert (tjc.stats()["graphs_traced"], tjc.stats()["disk_cache_hits"]) == (2, 0)
     # The stored state is the one the leaf had when compiled: under inference_mode again, it loads.
     tjc.reset()
     c = tjc.compile(inference_f)
     with torch.inference_mode():
         assert torch.equal(c(x), inference_f(x))
-    assert (tjc.stats()["graphs"], tjc.stats()["disk_cache_hits"]) == (0, 1)
+    assert (tjc.stats()["graphs_traced"], tjc.stats()["disk_cache_hits"]) == (0, 1)

@@ -91,7 +91,7 @@ def test_a_process_whose_package_changed_stores_and_loads_nothing(disk_cache_on,
     tjc.reset()
     monkeypatch.setattr(keys, "_IMPORTED_AT_NS", 0)   # as if every file were edited since
     assert torch.equal(tjc.compile(_scaled)(x), _scaled(x))
-    assert (tjc.stats()["disk_cache_hits"], tjc.stats()["disk_cache_stores"], tjc.stats()["graphs"]) == (0, 0, 1)
+    assert (tjc.stats()["disk_cache_hits"], tjc.stats()["disk_cache_stores"], tjc.stats()["graphs_traced"]) == (0, 0, 1)
 
 
 def _run(script, package_parent, cache):
@@ -114,13 +114,13 @@ def test_an_edited_package_does_not_load_what_its_older_code_stored(tmp_path):
     cache = tmp_path / "cache"
     first = _run(script, copy.parent, cache)
     assert first["package"].startswith(str(copy)), first["package"]
-    assert (first["graphs"], first["disk_cache_stores"]) == (1, 1)
+    assert (first["graphs_traced"], first["disk_cache_stores"]) == (1, 1)
     second = _run(script, copy.parent, cache)
-    assert (second["graphs"], second["disk_cache_hits"]) == (0, 1)   # unchanged code loads
+    assert (second["graphs_traced"], second["disk_cache_hits"]) == (0, 1)   # unchanged code loads
     with open(copy / "codegen.py", "a") as f:
         f.write("\n# edited\n")
     edited = _run(script, copy.parent, cache)
-    assert (edited["graphs"], edited["disk_cache_hits"], edited["disk_cache_stores"]) == (1, 0, 1)
+    assert (edited["graphs_traced"], edited["disk_cache_hits"], edited["disk_cache_stores"]) == (1, 0, 1)
 
 
 def _f(x):

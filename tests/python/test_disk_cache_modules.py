@@ -122,9 +122,9 @@ def test_module_state_is_stored_and_loaded(script, tmp_path, case, backend):
     # updates BatchNorm's running statistics in place (the child compares them with eager's).
     cache = tmp_path / "cache"
     cold, err = run(script, cache, CASE=case, BACKEND=backend)
-    assert (cold["graphs"], cold["disk_cache_stores"]) == (1, 1), err
+    assert (cold["graphs_traced"], cold["disk_cache_stores"]) == (1, 1), err
     warm, err = run(script, cache, CASE=case, BACKEND=backend, SEED=1)   # other weights
-    assert (warm["graphs"], warm["disk_cache_hits"]) == (0, 1), err
+    assert (warm["graphs_traced"], warm["disk_cache_hits"]) == (0, 1), err
 
 
 def test_one_module_under_two_names_is_a_guarded_fact(script, tmp_path):
@@ -135,10 +135,10 @@ def test_one_module_under_two_names_is_a_guarded_fact(script, tmp_path):
     shared, _ = run(script, cache, CASE="resnet_train", SHARED_BN=1)
     assert shared["disk_cache_stores"] == 1
     distinct, err = run(script, cache, CASE="resnet_train")
-    assert (distinct["graphs"], distinct["disk_cache_hits"]) == (1, 0), err
+    assert (distinct["graphs_traced"], distinct["disk_cache_hits"]) == (1, 0), err
     assert "reach two objects; the stored entry's were one" in err
     again, err = run(script, cache, CASE="resnet_train", SHARED_BN=1)
-    assert (again["graphs"], again["disk_cache_hits"]) == (0, 1), err
+    assert (again["graphs_traced"], again["disk_cache_hits"]) == (0, 1), err
 
 
 class _Recurrent(torch.nn.Module):
@@ -162,7 +162,7 @@ def test_a_loaded_graph_does_not_keep_the_module_alive(disk_cache_on, tmp_path, 
         model = _Recurrent().eval()
         compiled = tjc.compile(model)
         assert torch.equal(compiled(x), model(x))
-    assert (tjc.stats()["graphs"], tjc.stats()["disk_cache_hits"]) == (0, 1)
+    assert (tjc.stats()["graphs_traced"], tjc.stats()["disk_cache_hits"]) == (0, 1)
     graph, alive = entries.last_loaded, weakref.ref(model)
     assert graph() is not None
     del compiled, model
@@ -193,14 +193,14 @@ def test_a_symbolic_entry_loads_for_exactly_the_sizes_it_accepts(tmp_path, backe
     script.write_text(DYNAMIC)
     cache = tmp_path / "cache"
     cold, err = run(script, cache, BACKEND=backend, SHAPES="[[[4, 3], 4], [[8, 3], 8]]")
-    assert (cold["graphs"], cold["disk_cache_stores"]) == (2, 2), err
+    assert (cold["graphs_traced"], cold["disk_cache_stores"]) == (2, 2), err
     warm, err = run(script, cache, BACKEND=backend, SHAPES="[[[5, 3], 5], [[9, 3], 12]]")
-    assert (warm["graphs"], warm["disk_cache_hits"], warm["hits"]) == (0, 1, 1), err
+    assert (warm["graphs_traced"], warm["disk_cache_hits"], warm["hits"]) == (0, 1, 1), err
     one, err = run(script, cache, BACKEND=backend, SHAPES="[[[1, 3], 1]]")
-    assert (one["graphs"], one["disk_cache_hits"]) == (1, 0), err
+    assert (one["graphs_traced"], one["disk_cache_hits"]) == (1, 0), err
     assert "L['x'].size()[0]: 1 < min" in err
     three_d, err = run(script, cache, BACKEND=backend, SHAPES="[[[6, 3, 2], 6]]")
-    assert (three_d["graphs"], three_d["disk_cache_hits"]) == (1, 0), err
+    assert (three_d["graphs_traced"], three_d["disk_cache_hits"]) == (1, 0), err
 
 
 DECORATED = '''
@@ -260,9 +260,9 @@ def test_decorated_methods_and_properties_are_named_through_what_wraps_them(tmp_
     script.write_text(DECORATED)
     cache = tmp_path / "cache"
     cold, err = run(script, cache)
-    assert (cold["graphs"], cold["disk_cache_stores"]) == (1, 1), err
+    assert (cold["graphs_traced"], cold["disk_cache_stores"]) == (1, 1), err
     warm, err = run(script, cache)
-    assert (warm["graphs"], warm["disk_cache_hits"]) == (0, 1), err
+    assert (warm["graphs_traced"], warm["disk_cache_hits"]) == (0, 1), err
 
 
 NESTED = '''
@@ -292,8 +292,8 @@ def test_a_nested_function_is_stored_by_its_code_and_contents(tmp_path):
     script.write_text(NESTED)
     cache = tmp_path / "cache"
     cold, err = run(script, cache, K=3)
-    assert (cold["graphs"], cold["disk_cache_stores"]) == (1, 1), err
+    assert (cold["graphs_traced"], cold["disk_cache_stores"]) == (1, 1), err
     warm, err = run(script, cache, K=3)
-    assert (warm["graphs"], warm["disk_cache_hits"]) == (0, 1), err
+    assert (warm["graphs_traced"], warm["disk_cache_hits"]) == (0, 1), err
     other, err = run(script, cache, K=4)
-    assert (other["graphs"], other["disk_cache_hits"]) == (1, 0), err
+    assert (other["graphs_traced"], other["disk_cache_hits"]) == (1, 0), err

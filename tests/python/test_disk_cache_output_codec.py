@@ -189,6 +189,7 @@ def test_a_function_a_factory_made_is_named_by_its_name():
 def test_an_entry_whose_graph_input_is_computed_is_not_stored():
     # A ComputedSource (FSDP2's local shard) holds a function that pickle would store by name,
     # unchecked: refused wherever an entry would hold it.
+    from torch_jit_cache import counters
     from torch_jit_cache.disk_cache import entries
     from torch_jit_cache.trace_result import TraceResult
     computed = ComputedSource(LocalSource("p"), _local_function)
@@ -197,4 +198,4 @@ def test_an_entry_whose_graph_input_is_computed_is_not_stored():
     compiler = types.SimpleNamespace(backend="eager", backend_patches=())
     frame = types.SimpleNamespace(f_code=FRAME)
     with pytest.raises(NotStored, match="ComputedSource"):
-        entries._entry(compiler, frame, result, rewritten, None)
+        entries._entry(compiler, frame, result, rewritten, None, counters.MadeEntry(False, None, False))

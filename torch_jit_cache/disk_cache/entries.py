@@ -30,7 +30,7 @@ def enabled() -> bool:
     return config.disk_cache and bool(config.cache_dir)
 
 
-def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
+def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
     if compiler.backend not in BACKENDS:
         raise NotStored(f"backend {compiler.backend!r} is not one of {', '.join(BACKENDS)} by name")
     if not modes.plain(compiler.backend_patches):
@@ -75,6 +75,8 @@ def _entry(compiler, frame, result, rewritten, shape_guards) -> dict:
         "submodules": submodules,
         "static_inputs": graph_codec.static_record(result.graph),
         "files": digests,
+        # What stats() counted of the trace, counted again on load (counters.MadeEntry).
+        "made": (made.has_graph, made.break_reason, made.counted_break),
     }
 
 
@@ -95,10 +97,10 @@ def store_skip(compiler, code) -> None:
         _write(directory, SKIP_MARKER, b"")
     except Exception as e:  # noqa: BLE001 - a marker that cannot be written is no marker
         if log.enabled("disk_cache"):
-            log.log("disk_cache", f"not storing the skip of {_describe(code)}: {type(e).__name__}: {e}")
+            log.log("disk_cache", f"not storing the skip of {log.describe_code(code)}: {type(e).__name__}: {e}")
         return
     if log.enabled("disk_cache"):
-        log.log("disk_cache", f"stored: {_describe(code)} is skipped (no tensor work)")
+        log.log("disk_cache", f"stored: {log.describe_code(code)} is skipped (no tensor work)")
 
 
 def _skipped(directory: str, code) -> bool:
@@ -107,7 +109,7 @@ def _skipped(directory: str, code) -> bool:
     if found:
         counters.count("disk_cache_skips")
         if log.enabled("disk_cache"):
-            log.log("disk_cache", f"skipping {_describe(code)} untraced: an earlier process found no tensor work")
+            log.log("disk_cache", f"skipping {log.describe_code(code)} untraced: an earlier process found no tensor work")
     return found
 
 
@@ -126,13 +128,14 @@ def _write(directory: str, name: str, data: bytes) -> str:
     return path
 
 
-def store(compiler, frame, result, rewritten, shape_guards) -> None:
-    """Write the entry just compiled for `frame`, when it can be stored; never raises."""
+def store(compiler, frame, result, rewritten, shape_guards, made) -> None:
+    """Write the entry just compiled for `frame` (`made`: what stats() counted of it), when it can
+    be stored; never raises."""
     if not enabled():
         return
     code = frame.f_code
     try:
-        entry = _entry(compiler, frame, result, rewritten, shape_guards)
+        entry = _entry(compiler, frame, result, rewritten, shape_guards, made)
         try:
             payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
             # Unpickling must not need anything of this process's (a class only defined here).
@@ -145,13 +148,13 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
         for old in stored[MAX_ENTRIES - 1:]:   # room for this one: the least recently used go
             _remove(old)
             if log.enabled("disk_cache"):
-                log.log("disk_cache", f"{_describe(code)}: {MAX_ENTRIES} entries stored, removed {old}")
+                log.log("disk_cache", f"{log.describe_code(code)}: {MAX_ENTRIES} entries stored, removed {old}")
         digest = hashlib.sha256(payload).digest()
         path = _write(directory, digest.hex()[:24] + ".entry", MAGIC + digest + payload)
         _mark_used(path, stored)
     except NotStored as e:
         if log.enabled("disk_cache"):
-            log.log("disk_cache", f"not storing {_describe(code)}: {e}")
+            log.log("disk_cache", f"not storing {log.describe_code(code)}: {e}")
         return
     except OSError as e:   # a cache that cannot be written is no cache, not a failure
         log.warn_once(("disk_cache_store", config.cache_dir, type(e).__name__),
@@ -159,18 +162,14 @@ def store(compiler, frame, result, rewritten, shape_guards) -> None:
         return
     except Exception as e:  # noqa: BLE001 - what the encoders did not foresee: not stored, logged
         if log.enabled("disk_cache"):
-            log.log("disk_cache", f"not storing {_describe(code)}: {type(e).__name__}: {e}")
+            log.log("disk_cache", f"not storing {log.describe_code(code)}: {type(e).__name__}: {e}")
         return
     counters.count("disk_cache_stores")
     if log.enabled("disk_cache"):
-        log.log("disk_cache", f"stored {_describe(code)} in {directory}")
+        log.log("disk_cache", f"stored {log.describe_code(code)} in {directory}")
 
 
 # --- load -------------------------------------------------------------------------------------
-
-def _describe(code) -> str:
-    return f"'{code.co_qualname}' ({code.co_filename}:{code.co_firstlineno})"
-
 
 def _read(path: str):
     """The entry in `path`, or None with one warning for a corrupt or stale file."""
@@ -218,7 +217,7 @@ def load(compiler, frame, resolve, skippable: bool = False):
         return _load(compiler, frame, resolve, directory)
     except Exception as e:  # noqa: BLE001 - an unusable cache is no cache (torch missing, say)
         if log.enabled("disk_cache"):
-            log.log("disk_cache", f"not loading {_describe(frame.f_code)}: {type(e).__name__}: {e}")
+            log.log("disk_cache", f"not loading {log.describe_code(frame.f_code)}: {type(e).__name__}: {e}")
         return None
 
 
@@ -241,16 +240,17 @@ def _load(compiler, frame, resolve, directory: str):
             guarded = _load_entry(compiler, frame, entry, resolve)
         except Mismatch as e:
             if log.enabled("disk_cache"):
-                log.log("disk_cache", f"{_describe(code)}: {name} does not apply: {e}")
+                log.log("disk_cache", f"{log.describe_code(code)}: {name} does not apply: {e}")
             continue
         except Exception as e:  # noqa: BLE001 - see _read
             log.warn_once(("disk_cache_read", path), f"torch_jit_cache: ignoring cache file {path}: "
                                                      f"{type(e).__name__}: {e}")
             continue
         counters.count("disk_cache_hits")
+        counters.count_entry(code, counters.MadeEntry(*entry["made"]))
         _mark_used(path, paths)
         if log.enabled("disk_cache"):
-            log.log("disk_cache", f"loaded {_describe(code)} from {path}")
+            log.log("disk_cache", f"loaded {log.describe_code(code)} from {path}")
         return guarded
     return None
 

@@ -40,8 +40,8 @@ import types
 from .. import __version__
 from ..config import config
 
-FORMAT = 4   # 3: guards stored by their kind's codec (TENSOR_MATCH by its leaf's state); 4: outputs,
-             # side effects and graph breaks as data (output_codec)
+FORMAT = 5   # 3: guards stored by their kind's codec (TENSOR_MATCH by its leaf's state); 4: outputs,
+             # side effects and graph breaks as data (output_codec); 5: what stats() counted ("made")
 
 # The package's root folder (torch_jit_cache/).
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

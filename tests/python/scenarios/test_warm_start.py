@@ -80,12 +80,12 @@ def test_zoo_cold_then_warm_matches_eager_and_loads(tmp_path):
         assert cold[name]["bad"] == [], (name, cold[name])
         assert warm[name]["bad"] == [], (name, warm[name])
     assert list(_default_folder(tmp_path).rglob("*.entry")), "nothing stored in the default folder"
-    report = {n: (warm[n]["seen"]["disk_cache_hits"], warm[n]["seen"]["graphs"], cold[n]["first_call_s"],
+    report = {n: (warm[n]["seen"]["disk_cache_hits"], warm[n]["seen"]["graphs_traced"], cold[n]["first_call_s"],
                   warm[n]["first_call_s"]) for n in names}
     for name in names:
         loads, traces = WARM_LOADS[name]
         seen = warm[name]["seen"]
-        assert seen["disk_cache_hits"] >= loads and seen["graphs"] <= traces, \
+        assert seen["disk_cache_hits"] >= loads and seen["graphs_traced"] <= traces, \
             f"{name}: warm (loads, traces, cold s, warm s) {report[name]}, ratchet {WARM_LOADS[name]}; all: {report}"
 
 
@@ -145,4 +145,4 @@ def test_a_recompile_loads_a_stored_entry_only_when_its_guards_pass(disk_cache_o
     tjc.reset()   # a fresh compile of the same function, on what was stored: it loads
     compiled = tjc.compile(_branchy)
     assert torch.equal(compiled(x), _branchy(x))
-    assert (tjc.stats()["disk_cache_hits"], tjc.stats()["graphs"]) == (1, 0)
+    assert (tjc.stats()["disk_cache_hits"], tjc.stats()["graphs_traced"]) == (1, 0)

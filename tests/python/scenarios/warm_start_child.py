@@ -29,7 +29,7 @@ from torch_jit_cache.testing import models as zoo
 
 # The dimension that is the batch in each model's inputs (0 where not named).
 BATCH_DIM = {"lstm_lm": 1, "transformer_lm": 1}
-COUNTED = ("graphs", "disk_cache_stores", "disk_cache_hits", "fallbacks")
+COUNTED = ("graphs", "graphs_traced", "disk_cache_stores", "disk_cache_hits", "fallbacks")
 
 
 def _counts(before):
