@@ -273,6 +273,8 @@ class FrameCompiler:
             e.__traceback__ = None
             return e
         except (Unsupported, backends.BackendCompilerFailed, driver.EveryBreak) as e:  # these name their stage
+            if isinstance(e, Unsupported) and e.leaves_without_tensor_work and skippable:
+                return self._raises_without_graph(code, _failure_text(e, str(e)))
             return _failure_text(e, str(e))
         except Exception as e:  # noqa: BLE001 - see the docstring: no failure reaches the user
             return _failure_text(e, f"{run.current} failed: {type(e).__name__}: {e}")
@@ -384,6 +386,18 @@ class FrameCompiler:
             return compile_piece(gm, example_inputs)
         counters.count("ddp_pieces", max(pieces.values()) + 1)
         return ddp_split.compile_split(gm, example_inputs, pieces, compile_piece)
+
+    def _raises_without_graph(self, code, what: str):
+        """A frame the trace followed to an exception that leaves it (a re-raise the trace cannot
+        cut at: the state there holds the exception), with no tensor work before it: run as
+        written, it does everything the trace saw, as a frame without tensor work does; skipped
+        as _no_graph skips one (never the compile() target, nor a code with entries: those fall
+        back, the exception named)."""
+        if log.enabled("fallbacks"):
+            log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: it raises, with no tensor work "
+                                 f"before ({what})")
+        disk_cache.store_skip(self, code)   # never raises
+        return runtime.SKIP
 
     def _no_graph(self, frame, entries, result, resolve):
         """A trace with no tensor work: its frame runs the original code, never a graph.

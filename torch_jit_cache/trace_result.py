@@ -377,6 +377,10 @@ class Unsupported(Exception):
         self.break_at = None
         # Set when a translator of an inlined call located it (raised inside a callee).
         self.in_callee = False
+        # Set by the root translator: an exception the trace models leaves the frame (no try
+        # block of it catches it) and the trace did no tensor work before it. The frame, run as
+        # written, does all the trace saw: it is a frame without tensor work (convert_frame.py).
+        self.leaves_without_tensor_work = False
         where = f"{filename}:{lineno}" + (f" ({instruction})" if instruction else "")
         super().__init__(f"{reason} at {where}")
 

@@ -360,3 +360,69 @@ def test_a_meta_path_finder_run_under_the_import_lock_is_not_traced(tmp_path):
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "RESULT [2.0, 2.0] True 0" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+# -- a frame that the trace follows to an exception leaving it --------------------------------------
+def _reraise_after_handling(flag):
+    # The exception leaves by a bare raise from its except block (RERAISE): no graph break can be
+    # made there, since the state at that point holds the exception itself.
+    try:
+        raise TypeError(f"outer {flag}")
+    except TypeError:
+        try:
+            raise KeyError("inner")
+        except KeyError:
+            pass
+        raise
+
+
+def _reraise_after_tensor_work(x):
+    y = x * 2
+    try:
+        raise ValueError(float(y.sum()))
+    except ValueError:
+        raise
+
+
+def _calls_reraising_helpers(x, helper, arg, log):
+    # The frame does no tensor work: it runs as written, so the helper is a frame of its own.
+    try:
+        helper(arg)
+    except (TypeError, ValueError) as e:
+        log.append(str(e))
+    return x
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_a_helper_whose_trace_ends_in_a_reraise_without_tensor_work_is_no_fallback(flag):
+    # Before: the helper's trace ended in the RERAISE and fell back ("TypeError('outer 0') at
+    # RERAISE"), counted as a fallback each time it was traced. It does all the trace saw when run as
+    # written: it is a frame without tensor work, skipped as such.
+    compiled = tjc.compile(_calls_reraising_helpers)
+    x = torch.ones(3)
+    eager_log, log = [], []
+    expected = _calls_reraising_helpers(x, _reraise_after_handling, flag, eager_log)
+    before = tjc.stats()["fallbacks"]
+    for _ in range(2):
+        assert torch.equal(compiled(x, _reraise_after_handling, flag, log), expected)
+    assert log == eager_log * 2 == [f"outer {flag}"] * 2
+    assert tjc.stats()["fallbacks"] == before
+
+
+def test_a_helper_that_reraises_after_tensor_work_still_falls_back_with_eager_results():
+    compiled = tjc.compile(_calls_reraising_helpers)
+    x = torch.ones(3)
+    eager_log, log = [], []
+    expected = _calls_reraising_helpers(x, _reraise_after_tensor_work, x, eager_log)
+    before = tjc.stats()["fallbacks"]
+    assert torch.equal(compiled(x, _reraise_after_tensor_work, x, log), expected)
+    assert log == eager_log == ["6.0"]
+    assert tjc.stats()["fallbacks"] > before   # the graph before the re-raise cannot be cut off
+
+
+def test_the_compile_target_whose_trace_ends_in_a_reraise_raises_as_eager():
+    compiled = tjc.compile(_reraise_after_handling)
+    for flag in (0, 1):
+        with pytest.raises(TypeError, match=f"outer {flag}") as info:
+            compiled(flag)
+        assert isinstance(info.value.__context__, KeyError) is False   # the inner one was handled

@@ -215,6 +215,10 @@ class OutputGraph:
         self.example_inputs.append(value)
         return node
 
+    def has_tensor_work(self) -> bool:
+        """Whether the graph so far computes anything (trace_result.has_tensor_work's test)."""
+        return any(node.op not in ("placeholder", "output") for node in self.graph.nodes)
+
     def create_node(self, op: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
         self._switch_graph_inference(self.inference_blocks)   # first: it sets grad mode too
         self._switch_graph_grad_mode(self.grad_mode)

@@ -365,11 +365,14 @@ class InstructionTranslator:
             # Sequence mixins) only where no try or with block of the code it crossed would have
             # caught it first.
             caught_here = isinstance(e, TracedRaise) and inst.handler is not None
+            leaves = (self.depth == 0 and isinstance(e, TracedRaise) and not caught_here
+                      and raised_value(e) is not None and not self.output.has_tensor_work())
             kind = type(e) if isinstance(e, TracedRaise) and not caught_here else Unsupported
             if isinstance(e, TraceBudgetExceeded):
                 kind = TraceBudgetExceeded
             if e.lineno and not caught_here:  # raised in an inlined call: keep the innermost place
                 e.in_callee = e.in_callee or self.depth > 0
+                e.leaves_without_tensor_work = leaves
                 raise e
             located = kind(e.reason, filename=e.filename if e.lineno else self.code.co_filename,
                            lineno=e.lineno or inst.lineno,
@@ -378,6 +381,7 @@ class InstructionTranslator:
             if isinstance(located, TracedRaise):   # what a try block of a caller catches
                 located.value, located.made_of, located.fresh = e.value, e.made_of, e.fresh
             located.in_callee = self.depth > 0
+            located.leaves_without_tensor_work = leaves
             raise located from e.__cause__
         finally:
             # The exception's traceback holds this frame: dropping our names for it breaks the
