@@ -37,7 +37,7 @@ from . import builtins as builtin_rules
 from . import dynamo_contexts
 from . import (constant, containers, contexts, exceptions, frame_iterators, functions, namedtuples, new_object,
                nn_module, numpy_values, opaque, open_object, partials, pure, ranges, sets, signatures, symbolic,
-               tensor, user_object, weakrefs)
+               state_readers, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
@@ -104,6 +104,9 @@ WRAP_RULES = (
     WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, partials.wrap_partial),
     WrapRule("method", lambda v, s: isinstance(v, types.MethodType), functions.wrap_method),
     WrapRule("pure function", lambda v, s: pure.is_pure(v), functions.wrap_pure_function),
+    # sys.get_int_max_str_digits & co: called, the value is read and guarded through the source
+    WrapRule("interpreter-state reader", lambda v, s: s is not None and state_readers.is_state_reader(v),
+             state_readers.wrap_state_reader),
     WrapRule("sys.exc_info", lambda v, s: _is_handled_exception_function(v),
              exceptions.wrap_handled_exception_function),
     WrapRule("class", lambda v, s: isinstance(v, type), new_object.wrap_class),
