@@ -23,6 +23,8 @@ from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, Gua
 from .base import (MethodVariable, TracedIndexError, TracedKeyError, TracedRaise, VariableTracker, is_static_type,
                    traced, unsupported)
 from .constant import ConstantVariable, is_constant_value
+from .sequence_checks import (CHECKED_ON_STAND_IN, check_comparing_call, is_iterable, items_equal, raise_not_found,
+                              raise_stand_in_error)
 
 
 def _index_error(message: str) -> TracedRaise:
@@ -106,14 +108,17 @@ class BaseListVariable(VariableTracker):
 
     def getitem(self, tx, key):
         k = _index(key)
-        if isinstance(k, slice):
+        if isinstance(k, slice) and k.step != 0:
             return type(self)(self.items[k])
         if isinstance(k, int) and -len(self.items) <= k < len(self.items):
             return self.items[k]
         if isinstance(k, int) and self.kind in (list, tuple):   # the items are exact (guarded lengths)
             message = f"{self.kind.__name__} index out of range"
             raise traced(TracedIndexError, f"IndexError: {message}", IndexError, [ConstantVariable(message)])
-        unsupported(f"index {k!r} into a {self.kind.__name__} of length {len(self.items)}")
+        reason = f"index {k!r} into a {self.kind.__name__} of length {len(self.items)}"
+        if self.kind not in (list, tuple):
+            unsupported(reason)
+        raise_stand_in_error(tx, self.kind, len(self.items), "__getitem__", [key], {}, reason)
 
     def var_getattr(self, tx, name):
         if self.fields and name in self.fields:
@@ -134,23 +139,23 @@ class BaseListVariable(VariableTracker):
         return False
 
     def call_method(self, tx, name, args, kwargs):
-        if name in ("index", "count") and len(args) == 1:
-            # Each item is compared as Python does, by identity first and then `==` (a NaN counts
-            # itself): only constants are compared here; an item of any other kind breaks, as it
-            # may equal anything.
-            target, found = _index(args[0]), []
-            for i, item in enumerate(self.items):
-                if not item.is_python_constant():
-                    unsupported(f"{self.kind.__name__}.{name} over an item that is not a constant ({item})")
-                value = item.as_python_constant()
-                if value is target or value == target:
-                    found.append(i)
+        if name in ("index", "count") and self.kind in (list, tuple):
+            check_comparing_call(tx, self.kind, name, args, kwargs)   # Python's errors on the arguments
+        if name in ("index", "count") and 1 <= len(args) <= (1 if name == "count" else 3) and not kwargs:
+            # Each item is compared as Python does, `item == value` after identity (a NaN counts
+            # itself), the items from start to stop for index (clamped as a slice's bounds are).
+            start, stop = [_index(a) for a in args[1:]] + [None] * (3 - len(args))
+            start, stop, _ = slice(start, stop).indices(len(self.items))
+            count = 0
+            for i in range(start, stop):
+                if items_equal(tx, self.items[i], args[0], f"{self.kind.__name__}.{name}"):
+                    count += 1
                     if name == "index":
                         return ConstantVariable(i)
             if name == "index":
-                unsupported(f"{self.kind.__name__}.index of a value not found")
-            return ConstantVariable(len(found))
-        if name == "__getitem__" and len(args) == 1:
+                raise_not_found(tx, self.kind, "index", args[0])
+            return ConstantVariable(count)
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
             return self.getitem(tx, args[0])
         if name == "_replace" and self.fields and self.cls is not None and not args:
             # namedtuple._replace(**changes): a new tuple of the same class; an unknown name
@@ -160,6 +165,8 @@ class BaseListVariable(VariableTracker):
                             f"{sorted(set(kwargs) - set(self.fields))}")
             items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
             return type(self)(items, fields=self.fields, cls=self.cls)
+        if name in CHECKED_ON_STAND_IN and self.kind in (list, tuple) and hasattr(self.kind, name):
+            raise_stand_in_error(tx, self.kind, len(self.items), name, args, kwargs, f"{self.kind.__name__}.{name}")
         unsupported(f"{self.kind.__name__}.{name}")
 
     def require_guardable(self, what, name):
@@ -202,18 +209,22 @@ class ListVariable(BaseListVariable):
         k = _index(key)
         if isinstance(k, slice):
             # The new items are taken whole before the list changes (`a[1:] = a`), as list does.
-            # A size that does not fit an extended slice raises ValueError: that breaks, and the
-            # statement runs as written.
+            # A size that does not fit an extended slice, a step of 0 or a value that is no
+            # iterable raises Python's own error in the trace (sequence_checks.py).
+            if value.is_python_constant() and not is_iterable(value.as_python_constant()) or k.step == 0:
+                raise_stand_in_error(tx, list, len(self.items), "__setitem__", [key, value], {},
+                                     f"list slice assignment of {value}")
             items = list(self.items)
             try:
                 items[k] = value.unpack(tx)
             except (TypeError, ValueError) as e:
-                unsupported(f"list slice assignment raised {e!r}")
+                raise_stand_in_error(tx, list, len(self.items), "__setitem__", [key, value], {},
+                                     f"list slice assignment raised {e!r}")
             self.mutating(tx)
             self.items = items
             return
         if not isinstance(k, int):
-            unsupported(f"list index {k!r}")
+            raise_stand_in_error(tx, list, len(self.items), "__setitem__", [key, value], {}, f"list index {k!r}")
         if not -len(self.items) <= k < len(self.items):
             raise _index_error("list assignment index out of range")
         self.mutating(tx)
@@ -221,8 +232,8 @@ class ListVariable(BaseListVariable):
 
     def delitem(self, tx, key):
         k = _index(key)
-        if not isinstance(k, (slice, int)):
-            unsupported(f"del of list index {k!r}")
+        if not isinstance(k, (slice, int)) or isinstance(k, slice) and k.step == 0:
+            raise_stand_in_error(tx, list, len(self.items), "__delitem__", [key], {}, f"del of list index {k!r}")
         if isinstance(k, int) and not -len(self.items) <= k < len(self.items):
             raise _index_error("list assignment index out of range")
         self.mutating(tx)
@@ -231,6 +242,12 @@ class ListVariable(BaseListVariable):
     def call_method(self, tx, name, args, kwargs):
         if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
             arity_error(list, name, args, kwargs)
+        if name in ("__setitem__", "__delitem__") and len(args) == (2 if name == "__setitem__" else 1) \
+                and not kwargs:
+            (self.setitem if name == "__setitem__" else self.delitem)(tx, *args)
+            return ConstantVariable(None)
+        if name in ("insert", "pop") and args and type(_index(args[0])) is not int:
+            raise_stand_in_error(tx, list, len(self.items), name, args, kwargs, f"list.{name} at {args[0]}")
         if name in ("append", "extend", "insert", "pop", "clear", "reverse"):
             if name == "pop" and not self.items:
                 raise _index_error("pop from empty list")
@@ -281,7 +298,11 @@ class ListVariable(BaseListVariable):
             return ListVariable(self.items)
         if name == "remove":
             # The first item equal to the value goes; items compared as list.index compares them.
-            i = super().call_method(tx, "index", args, kwargs).as_python_constant()
+            for i, item in enumerate(self.items):
+                if items_equal(tx, item, args[0], "list.remove"):
+                    break
+            else:
+                raise_not_found(tx, list, "remove", args[0])
             self.mutating(tx)
             del self.items[i]
             return ConstantVariable(None)
