@@ -149,3 +149,35 @@ def test_remove_by_a_user_eq_changes_the_frames_list():
     got = tjc.compile(_remove_user_item)(torch.zeros(1), xs, AlwaysEqual())
     assert xs == [6, 7] and torch.equal(got, torch.full((1,), 2.0))
     assert tjc.stats()["graph_breaks"] == 0
+
+
+class Shrinks:
+    """Equal to nothing; comparing it empties the list it is asked about."""
+
+    def __init__(self, victim):
+        self.victim = victim
+
+    def __eq__(self, other):
+        self.victim.clear()
+        return False
+
+    def __repr__(self):
+        return "Shrinks()"
+
+
+def _search_a_list_that_shrinks(x, xs):
+    seen = []
+    for name in ("count", "remove"):
+        xs[:] = [1, 2, 3]
+        try:
+            seen.append(getattr(xs, name)(Shrinks(xs)))
+        except ValueError as e:
+            seen.append(str(e))
+        seen.append(len(xs))
+    return x + 1, seen
+
+
+def test_an_eq_that_shrinks_the_list_ends_the_search_as_in_python():
+    # Before the loop re-read the length, the trace indexed past the end: an internal error.
+    got = _run(_search_a_list_that_shrinks, torch.ones(1), [])
+    assert got[1] == [0, 0, "list.remove(x): x not in list", 0]

@@ -146,12 +146,13 @@ class BaseListVariable(VariableTracker):
             # itself), the items from start to stop for index (clamped as a slice's bounds are).
             start, stop = [_index(a) for a in args[1:]] + [None] * (3 - len(args))
             start, stop, _ = slice(start, stop).indices(len(self.items))
-            count = 0
-            for i in range(start, stop):
+            count, i = 0, start
+            while i < min(stop, len(self.items)):   # as CPython: an item's __eq__ may shrink the list
                 if items_equal(tx, self.items[i], args[0], f"{self.kind.__name__}.{name}"):
                     count += 1
                     if name == "index":
                         return ConstantVariable(i)
+                i += 1
             if name == "index":
                 raise_not_found(tx, self.kind, "index", args[0])
             return ConstantVariable(count)
@@ -298,10 +299,10 @@ class ListVariable(BaseListVariable):
             return ListVariable(self.items)
         if name == "remove":
             # The first item equal to the value goes; items compared as list.index compares them.
-            for i, item in enumerate(self.items):
-                if items_equal(tx, item, args[0], "list.remove"):
-                    break
-            else:
+            i = 0
+            while i < len(self.items) and not items_equal(tx, self.items[i], args[0], "list.remove"):
+                i += 1
+            if i >= len(self.items):
                 raise_not_found(tx, list, "remove", args[0])
             self.mutating(tx)
             del self.items[i]

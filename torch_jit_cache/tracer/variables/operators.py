@@ -205,6 +205,9 @@ def _user_compare(tx, symbol: str, a, b):
     return ConstantVariable(same == (symbol == "=="))
 
 
+is_user_object = _is_user_object
+
+
 def _class_of(v):
     return v.python_type() if _is_user_object(v) else None
 

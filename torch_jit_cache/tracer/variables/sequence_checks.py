@@ -100,13 +100,11 @@ def check_comparing_call(tx, kind: type, name: str, args: list, kwargs: dict):
 
 def raise_not_found(tx, kind: type, name: str, value):
     """index or remove found no item equal to `value`: their ValueError, raised in the trace (its
-    message, which shows a constant value's repr, read from the same call on an empty stand-in);
-    a value that is not a constant: a graph break."""
-    if not value.is_python_constant():
-        unsupported(f"{kind.__name__}.{name} of a value not found")
+    message read from the same call on an empty stand-in); list.index of a value that is not a
+    constant, whose message shows the value's repr: a graph break."""
     try:
-        getattr(kind(), name)(value.as_python_constant())
-    except ValueError as error:
+        getattr(kind(), name)(value.as_python_constant() if value.is_python_constant() else _Item())
+    except ValueError as error:   # a message that would show the repr of a non-constant: a break
         _raise_error(tx, error, f"{kind.__name__}.{name}")
     unsupported(f"{kind.__name__}.{name} of a value not found")
 
@@ -133,9 +131,12 @@ def items_equal(tx, item, value, what: str) -> bool:
     if item.is_python_constant() and value.is_python_constant():
         a, b = item.as_python_constant(), value.as_python_constant()
         return a is b or a == b
-    from .operators import compare_op, is_op
+    from .constant import ConstantVariable
+    from .operators import compare_op, is_op, is_user_object
 
-    if is_op(tx, item, value, False).as_python_constant():
+    # A number, string or None is never the very object a user class's instance is.
+    if not any(isinstance(a, ConstantVariable) and is_user_object(b) for a, b in ((item, value), (value, item))) \
+            and is_op(tx, item, value, False).as_python_constant():
         return True
     answer = compare_op(tx, "==", item, value)
     if not answer.is_python_constant():
