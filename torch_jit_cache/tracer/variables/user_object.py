@@ -39,7 +39,7 @@ from ...attribute_lookup import MISSING, Where, instance_dict, lookup, type_look
 from ...process_lived import holdable_key
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
-from . import object_protocol, polyfills
+from . import dict_subclass_reads, object_protocol, polyfills
 from .attribute import has_attribute, read_attribute, type_source
 from .base import TracedAttributeError, TracedIndexError, VariableTracker, catching_raise, unsupported
 from .constant import ConstantVariable
@@ -345,7 +345,15 @@ class DictSubclassVariable(UserObjectVariable):
         found = lookup(self.value, name)
         if found.where is Where.CLASS and name in DICT_READS and found.value is vars(dict)[name]:
             return DictReadVariable(self, name)
+        if found.where is Where.CLASS and name in dict_subclass_reads.VIEWS and found.value is vars(dict)[name]:
+            return dict_subclass_reads.DictViewMethodVariable(self, name)
         return super().plain_getattr(tx, name)
+
+    def type_method(self, tx, name: str):
+        # len() and bool() of the object: dict's own __len__ reads its guarded keys.
+        if name == "__len__" and dict_subclass_reads.keeps_dicts(type(self.value), name):
+            return dict_subclass_reads.DictLenVariable(self)
+        return super().type_method(tx, name)
 
     def getitem(self, tx, key) -> VariableTracker:
         if type_lookup(type(self.value), "__getitem__") is vars(dict)["__getitem__"]:
@@ -354,6 +362,10 @@ class DictSubclassVariable(UserObjectVariable):
 
     def contains(self, tx, item) -> bool:
         if type_lookup(type(self.value), "__contains__") is vars(dict)["__contains__"]:
+            if not dict_subclass_reads.keeps_dicts(type(self.value), "__getitem__") and item.is_python_constant():
+                # `in` reads no value: the guarded keys answer it (read() would guard `d[k]`,
+                # which runs the class's own __getitem__).
+                return item.as_python_constant() in dict_subclass_reads.guarded_keys(tx, self)
             return self.read(tx, item)[0]
         return super().contains(tx, item)
 
