@@ -13,20 +13,23 @@ the tracer does not see:
 - getset descriptors (attributes computed in C) only of the types in PURE_GETSET_TYPES, whose
   getters read the object's own state without side effects (a function's `__name__`, a finfo's
   `max`); another C type's getset may compute anything, so it stays a graph break;
-- a method written in C (`pattern.match`): loaded as a MethodVariable and refused at the call, so
-  the break falls on the CALL, as for an OpaqueVariable (opaque.py).
+- a method written in C (`dq.count`): loaded as a MethodVariable and refused at the call, so
+  the break falls on the CALL, as for an OpaqueVariable (opaque.py); but a compiled regex's search
+  methods on constants run while tracing (regex_values.py).
 Stores are refused unless they are the plain ones user_object.py records (no such object without a
 `__dict__` qualifies). Objects whose class has its own `__getattribute__` or `__getattr__` are not
 open: they stay OpaqueVariables (attribute_lookup.py says which are followed).
 """
 from __future__ import annotations
 
+import re
 import types
 
 import torch
 
 from ...attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
 from ...sources import AttrSource
+from . import regex_values
 from .base import MethodVariable, unsupported
 from .user_object import UserObjectVariable
 
@@ -66,6 +69,8 @@ class OpenObjectVariable(UserObjectVariable):
 
     def call_method(self, tx, name, args, kwargs):
         found = lookup(self.value, name)
+        if type(self.value) is re.Pattern and name in regex_values.PATTERN_METHODS and found.where is Where.CLASS:
+            return regex_values.call_pattern_method(tx, self, name, args, kwargs)
         if found.where is Where.CLASS and isinstance(found.value, _C_METHOD_KINDS):
             unsupported(f"call of {type(self.value).__name__}.{name} (a method written in C)")
         return super().call_method(tx, name, args, kwargs)
