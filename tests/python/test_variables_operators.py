@@ -223,3 +223,23 @@ def test_a_fresh_copy_of_the_operator_module_changes_containers_as_eager():
     got = tjc.compile(_fresh_operator_calls, backend="eager")(*compiled_args)
     torch.testing.assert_close(got[0], expected[0])
     assert got[1:] == expected[1:] and compiled_args[2] == eager_args[2]
+
+
+def _subscripts_out_of_range(x, s, d):
+    seen = []
+    for make in (lambda: s[10], lambda: (1, 2)[5], lambda: d["missing"]):
+        try:
+            make()
+        except LookupError as e:
+            seen.append(type(e).__name__)
+    return x + len(seen), seen
+
+
+def test_a_subscript_of_constants_out_of_range_raises_in_the_trace():
+    # Before: the IndexError of "abc"[10] escaped the tracer as an internal error, and the frame
+    # ran uncompiled (re's parser reads past its string's end and catches the IndexError).
+    x = torch.ones(1)
+    d = {"a": 1}
+    got = tjc.compile(_subscripts_out_of_range)(x, "abc", d)
+    assert got[1] == _subscripts_out_of_range(x, "abc", d)[1] == ["IndexError", "IndexError", "KeyError"]
+    assert tjc.stats()["fallbacks"] == 0 and tjc.stats()["graph_breaks"] == 0

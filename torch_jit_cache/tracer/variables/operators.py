@@ -28,7 +28,7 @@ _INPLACE = {"+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-="
 def _const_fold(tx, fn, *vs):
     try:
         return tx.wrap_constant(fn(*[v.as_python_constant() for v in vs]))
-    except (ArithmeticError, TypeError, ValueError) as e:
+    except (ArithmeticError, LookupError, TypeError, ValueError) as e:
         made = constant_exception(tx, e)   # Python's own error on these constants: eager's too
         if made is None:
             unsupported(f"{getattr(fn, '__name__', fn)} raised {e!r} on constants")
