@@ -181,3 +181,23 @@ def test_an_eq_that_shrinks_the_list_ends_the_search_as_in_python():
     # Before the loop re-read the length, the trace indexed past the end: an internal error.
     got = _run(_search_a_list_that_shrinks, torch.ones(1), [])
     assert got[1] == [0, 0, "list.remove(x): x not in list", 0]
+
+
+def _dict_errors(x, d):
+    seen = []
+    d.update([("p", 1), ("q", 2)])
+    d.update((("r", 3),), s=4)
+    calls = [lambda: {}.popitem(), lambda: d.popitem(42), lambda: d.update({}, {}), lambda: d.pop(),
+             lambda: d.pop("missing"), lambda: d.setdefault()]
+    for call in calls:
+        try:
+            seen.append(call())
+        except (TypeError, KeyError) as e:
+            seen.append((type(e).__name__, str(e)))
+    return x + len(d), seen
+
+
+def test_dict_methods_raise_pythons_errors_and_update_from_pairs():
+    # Before: `update` from pairs, `popitem()` of an empty dict and `popitem(42)` were breaks.
+    got = _run(_dict_errors, torch.ones(1), {"a": 0})
+    assert got[1][0] == ("KeyError", "'popitem(): dictionary is empty'")

@@ -23,8 +23,8 @@ from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, Gua
 from .base import (MethodVariable, TracedIndexError, TracedKeyError, TracedRaise, VariableTracker, is_static_type,
                    traced, unsupported)
 from .constant import ConstantVariable, is_constant_value
-from .sequence_checks import (CHECKED_ON_STAND_IN, check_comparing_call, is_iterable, items_equal, raise_not_found,
-                              raise_stand_in_error)
+from .sequence_checks import (CHECKED_ON_STAND_IN, arity_error, check_comparing_call, is_iterable, items_equal,
+                              raise_not_found, raise_stand_in_error)
 
 
 def _index_error(message: str) -> TracedRaise:
@@ -414,9 +414,12 @@ class DictVariable(VariableTracker):
             return DictVariable(self.items)
         if name == "update":
             other = args[0] if args else None
-            if not isinstance(other, DictVariable) and other is not None or len(args) > 1:
-                unsupported("dict.update from a non-dict")
-            new = dict(other.items) if other is not None else {}
+            if len(args) > 1 or other is not None and not isinstance(other, (DictVariable, BaseListVariable)):
+                raise_stand_in_error(tx, dict, tuple(self.items), name, args, kwargs, "dict.update from a non-dict")
+            # From a dict, or from a list or tuple of (key, value) pairs (dict_items: each pair
+            # unpacked as dict.update does; a pair of another length breaks).
+            new = dict(other.items) if isinstance(other, DictVariable) else dict_items(tx, [other], {}) \
+                if other is not None else {}
             new.update(kwargs)
             self.mutating(tx, keys_change=not new.keys() <= self.items.keys())
             self.items.update(new)
@@ -447,10 +450,14 @@ class DictVariable(VariableTracker):
         if name == "__delitem__":
             self.delitem(tx, args[0])
             return ConstantVariable(None)
+        if self.python_type() is dict and hasattr(dict, name):   # Python's error on these arguments
+            raise_stand_in_error(tx, dict, tuple(self.items), name, args, kwargs, f"dict.{name}")
         unsupported(f"dict.{name}")
 
     def popitem(self, tx, last: bool):
         """dict.popitem (the last item) or OrderedDict.popitem(last=): the (key, value) pair, removed."""
+        if not self.items and self.python_type() is dict:
+            raise_stand_in_error(tx, dict, (), "popitem", [], {}, "popitem() of an empty dict")
         if not self.items:
             unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
         self.mutating(tx)
@@ -460,21 +467,6 @@ class DictVariable(VariableTracker):
     def require_guardable(self, what, name):
         for item in self.items.values():
             item.require_guardable(what, name)
-
-
-def arity_error(base: type, name: str, args: list, kwargs: dict):
-    """Raise, as traced code raising it, the TypeError that `base.name` called with these many
-    arguments raises: the very message of CPython's own check, which runs before the method reads
-    an argument, so placeholders stand for the arguments. Where that call raises anything but a
-    TypeError about the arguments (one a placeholder's value caused) the trace breaks instead."""
-    try:
-        getattr(base(), name)(*[None] * len(args), **dict.fromkeys(kwargs))
-    except TypeError as error:
-        if "argument" in str(error):
-            raise traced(TracedRaise, f"TypeError: {error}", TypeError, [ConstantVariable(str(error))]) from None
-    except Exception:   # noqa: BLE001, S110 - any other outcome is not an arity error
-        pass
-    unsupported(f"{base.__name__}.{name} called with {len(args)} args and {list(kwargs)}")
 
 
 def dict_equal(a: DictVariable, b: DictVariable):
@@ -498,8 +490,10 @@ def dict_items(tx, args, kwargs) -> dict:
             items.update(args[0].items)
         else:
             for pair in args[0].unpack(tx):
-                k, v = pair.unpack(tx)
-                items[k.as_python_constant()] = v
+                kv = pair.unpack(tx)
+                if len(kv) != 2 or not kv[0].is_python_constant():
+                    unsupported(f"dict items from {pair}: not a pair with a constant key")
+                items[kv[0].as_python_constant()] = kv[1]
     items.update(kwargs)
     return items
 

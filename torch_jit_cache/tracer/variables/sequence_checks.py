@@ -1,4 +1,4 @@
-"""CPython's own checks of list and tuple methods, run on a stand-in of the same length.
+"""CPython's own checks of list, tuple and dict methods, run on a stand-in of the same length.
 
 Where the model of a list or tuple method (containers.py) meets arguments it does not take (an
 index that is a str, a slice with step 0, an extended slice given the wrong number of items, a
@@ -15,6 +15,8 @@ length. What that call raises is raised in the trace, as eager raises it (an enc
 Methods that compare items (index, count, remove) are checked on an empty stand-in with a
 placeholder for the value: their checks of the other arguments run before any comparison, and
 the one outcome that needs the items (ValueError: not found) is not taken from the stand-in.
+A dict's stand-in has its keys (exact constants) and placeholder values: `d.popitem()` of an
+empty dict, `d.pop(k)` of a missing key, `d.popitem(1)` raise there as in eager.
 """
 from __future__ import annotations
 
@@ -61,14 +63,19 @@ def _raise_error(tx, error: Exception, what: str):
     raise traced_raise(made) from None
 
 
-def raise_stand_in_error(tx, kind: type, length: int, name: str, args: list, kwargs: dict, reason: str):
-    """`kind.name` on a stand-in of `length` items: what it raises, raised in the trace; where it
-    raises nothing (or an argument has no stand-in value) a graph break with `reason`."""
+def raise_stand_in_error(tx, kind: type, length, name: str, args: list, kwargs: dict, reason: str):
+    """`kind.name` on a stand-in of `length` items (a list or tuple; for a dict, `length` is its
+    keys, which are exact constants, and the values are placeholders): what it raises, raised in
+    the trace; where it raises nothing (or an argument has no stand-in value) a graph break with
+    `reason`."""
     values = [_stand_in_value(a) for a in args]
     keywords = {k: _stand_in_value(v) for k, v in kwargs.items()}
     if any(v is _UNKNOWN for v in [*values, *keywords.values()]):
         unsupported(reason)
-    stand_in = kind(_Item() for _ in range(length))
+    if kind is dict:
+        stand_in = {k: _Item() for k in length}
+    else:
+        stand_in = kind(_Item() for _ in range(length))
     try:
         getattr(stand_in, name)(*values, **keywords)
     except Exception as error:  # noqa: BLE001 - Python's own error on these arguments: what eager raises
@@ -142,3 +149,21 @@ def items_equal(tx, item, value, what: str) -> bool:
     if not answer.is_python_constant():
         unsupported(f"{what} over an item compared to a value that is not a constant ({answer})")
     return bool(answer.as_python_constant())
+
+
+def arity_error(base: type, name: str, args: list, kwargs: dict):
+    """Raise, as traced code raising it, the TypeError that `base.name` called with these many
+    arguments raises: the very message of CPython's own check, which runs before the method reads
+    an argument, so placeholders stand for the arguments. Where that call raises anything but a
+    TypeError about the arguments (one a placeholder's value caused) the trace breaks instead."""
+    from .base import TracedRaise, traced
+    from .constant import ConstantVariable
+
+    try:
+        getattr(base(), name)(*[None] * len(args), **dict.fromkeys(kwargs))
+    except TypeError as error:
+        if "argument" in str(error):
+            raise traced(TracedRaise, f"TypeError: {error}", TypeError, [ConstantVariable(str(error))]) from None
+    except Exception:   # noqa: BLE001, S110 - any other outcome is not an arity error
+        pass
+    unsupported(f"{base.__name__}.{name} called with {len(args)} args and {list(kwargs)}")
