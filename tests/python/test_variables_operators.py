@@ -243,3 +243,18 @@ def test_a_subscript_of_constants_out_of_range_raises_in_the_trace():
     got = tjc.compile(_subscripts_out_of_range)(x, "abc", d)
     assert got[1] == _subscripts_out_of_range(x, "abc", d)[1] == ["IndexError", "IndexError", "KeyError"]
     assert tjc.stats()["fallbacks"] == 0 and tjc.stats()["graph_breaks"] == 0
+
+
+def _identities(x, xs, d):
+    a, b = [], []
+    e = {}
+    c = a
+    return x + 1, [a is b, a is not b, a is c, a is xs, xs is a, e is d, e is {}, d is d, [] is not []]
+
+
+def test_a_list_or_dict_made_in_the_trace_is_no_other_object():
+    # Before: `[] is not []` and `a is b` between two new lists were graph breaks.
+    x, xs, d = torch.ones(1), [1], {"k": 1}
+    got = tjc.compile(_identities)(x, xs, d)
+    assert got[1] == _identities(x, xs, d)[1]
+    assert tjc.stats()["graph_breaks"] == 0 and tjc.stats()["fallbacks"] == 0

@@ -244,8 +244,8 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = False  # an exception the trace made is known to it by that tracker alone
     elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
         same = False
-    elif isinstance(a, SetVariable) and isinstance(b, SetVariable) and None in (a.source, b.source):
-        same = False   # two set trackers, one made in the trace: a new object is no other
+    elif type(a) is type(b) and isinstance(a, (SetVariable, ListVariable, DictVariable)) and None in (a.source, b.source):
+        same = False   # two set, list or dict trackers, one made in the trace: a new object is no other
     elif _both_pinned(tx, a, b):
         same = a.value is b.value
     else:
