@@ -37,7 +37,7 @@ from .namedtuples import construct_namedtuple
 from .partials import make_partial
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
-from .operators import binary_op
+from .operators import binary_op, symbolic_truth
 from .ranges import RangeVariable
 from .sets import SetVariable, constants_of
 from .symbolic import SymNodeVariable
@@ -245,6 +245,10 @@ def _super(tx, args, kwargs):
 
 def _scalar(fn):
     def handler(tx, args, kwargs):
+        if fn is bool and len(args) == 1 and not kwargs:
+            made = symbolic_truth(tx, args[0])
+            if made is not None:
+                return made
         if any(isinstance(a, TensorVariable) for a in args):
             unsupported(f"{fn.__name__}() of a tensor (data-dependent Python value)")
         if len(args) == 1 and not kwargs and getattr(args[0], "user_operators", False):

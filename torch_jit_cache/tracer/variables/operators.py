@@ -18,6 +18,7 @@ from .exceptions import constant_exception, traced_raise
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
+from .value_sizes import Capture
 
 # Operands a unary operator makes a graph node of: tensors, and symbolic sizes (symbolic.py).
 _GRAPH_VALUES = (TensorVariable, SymNodeVariable)
@@ -118,6 +119,25 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")
+
+
+def symbolic_truth(tx, value):
+    """bool() of a symbolic scalar, in the graph: a SymBool is itself, a SymInt or SymFloat is
+    `value != 0` (Python's truth of a number), so no guard specializes it. A tensor is its
+    `.item()` first, where config.capture_scalar_outputs makes that a symbol (else the break that
+    names the switch); `.item()` of a tensor of more than one element raises as bool() does.
+    None where `value` is neither."""
+    if isinstance(value, TensorVariable):
+        if not Capture.current().scalars:
+            return None
+        value = call_op(tx, "item", [value], {}, method=True)
+        if not isinstance(value, SymNodeVariable):   # a constant: its truth
+            return ConstantVariable(bool(value.as_python_constant()))
+    if not isinstance(value, SymNodeVariable):
+        return None
+    if value.python_type() is bool:
+        return value
+    return compare_op(tx, "!=", value, ConstantVariable(0))
 
 
 # -- operators of user objects: their classes' Python dunders, in Python's order ---------------------
