@@ -31,6 +31,7 @@ from .copying import deepcopy
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
+from .tee import tee
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterated_containers, iterator_type)
 from .namedtuples import construct_namedtuple
@@ -378,7 +379,8 @@ _ITERTOOLS = {itertools.repeat: polyfills.repeat_, itertools.count: polyfills.co
               itertools.islice: polyfills.islice_, itertools.accumulate: polyfills.accumulate_,
               itertools.takewhile: polyfills.takewhile_, itertools.dropwhile: polyfills.dropwhile_,
               itertools.filterfalse: polyfills.filterfalse_, itertools.compress: polyfills.compress_,
-              itertools.starmap: polyfills.starmap_, itertools.pairwise: polyfills.pairwise_}
+              itertools.starmap: polyfills.starmap_, itertools.pairwise: polyfills.pairwise_,
+              itertools.groupby: polyfills.groupby_}
 _REMADE_AS = {polyfills.map_: map, polyfills.filter_: filter, polyfills.zip_: zip, polyfills.enumerate_: enumerate,
               polyfills.chain_: itertools.chain, polyfills.chain_from_iterable_: itertools.chain.from_iterable,
               **{fn: cls for cls, fn in _ITERTOOLS.items()}}
@@ -524,7 +526,7 @@ BUILTIN_HANDLERS = {
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
-    **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()},
+    **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()}, itertools.tee: tee,
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
