@@ -25,6 +25,7 @@ graph_break/emit.py's. No torch here: the runtime's torch-free tests use it.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import inspect
@@ -262,8 +263,12 @@ def _advanced_iter(iterable: Any, skip: int):
     return it
 
 
-def _replace_list(target: list, items: list) -> None:
-    """A list the trace mutated gets its final contents; it stays the same object."""
+def _replace_list(target, items: list) -> None:
+    """A list (or deque) the trace mutated gets its final contents; it stays the same object."""
+    if type(target) is collections.deque:   # no slice assignment
+        target.clear()
+        target.extend(items)
+        return
     target[:] = items
 
 

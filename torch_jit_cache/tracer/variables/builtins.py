@@ -28,6 +28,7 @@ from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
 from .copying import deepcopy
+from .deques import build_deque
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
@@ -527,7 +528,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
     **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()}, itertools.tee: tee,
-    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial,
+    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial, collections.deque: build_deque,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
