@@ -12,6 +12,7 @@ from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, dict_equal
+from .iterators import IteratorVariable
 from .ranges import RangeVariable
 from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from .exceptions import constant_exception, traced_raise
@@ -300,6 +301,8 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
         found = item.dict_key(tx) in container.items
     elif hasattr(container, "contains"):
         found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
+    elif isinstance(container, IteratorVariable):
+        found = _iterator_contains(container, item)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
         if not (item.is_python_constant() and container.is_python_constant()):
             unsupported(f"membership test of {item} in {container}")
@@ -307,6 +310,20 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     else:
         unsupported(f"membership test in {container}")
     return ConstantVariable(found != invert)
+
+
+def _iterator_contains(it, item) -> bool:
+    """`item in it` for an iterator: Python takes items until one is `item` or equal to it, and
+    leaves the iterator just past it (exhausted when none is). Only over constants, all checked
+    before any is taken: another item's __eq__ may say anything."""
+    if not item.is_python_constant() or not all(v.is_python_constant() for v in it.rest()):
+        unsupported(f"membership test of {item} in an iterator over values that are not all constants")
+    target = item.as_python_constant()
+    while (v := it.next_item()) is not None:
+        value = v.as_python_constant()
+        if value is target or value == target:
+            return True
+    return False
 
 
 _UNARY = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,
