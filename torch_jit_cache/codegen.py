@@ -415,7 +415,9 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     em = _Emitter(original, lineno, _shared_specs(output_spec, side_effects))
 
     uses_graph = _uses_graph(output_spec) or _uses_graph(tuple(side_effects))
-    calls = compiled_fn is not None and (uses_graph or graph_inputs)
+    # A compiled graph is called even where nothing reads its outputs and it takes no input: its
+    # work may still matter (a random draw advances the generator the rest of the frame draws from).
+    calls = compiled_fn is not None
     result_local = None
     temp = em.temp
     if calls:

@@ -148,6 +148,21 @@ def test_global_generator_draws_as_eager_over_compile_and_recompile():
     assert torch.equal(our_state, eager_state)
 
 
+def _draw_dropped_at_a_break():
+    out = torch.randn(2)     # the graph before the break reads no input and returns nothing ...
+    print("between")         # ... but its draw moves the generator the next draw reads
+    out = torch.randn(2)
+    return out
+
+
+def test_a_graph_whose_only_work_is_a_draw_still_runs():
+    eager, ours, _, _, frames = counted(_draw_dropped_at_a_break, [], [()] * 2, reset=lambda: torch.manual_seed(0))
+    assert same(ours, eager)
+    eager_state, our_state = states_after(_draw_dropped_at_a_break, lambda: torch.manual_seed(0),
+                                          torch.get_rng_state, inputs=[()] * 2)
+    assert torch.equal(our_state, eager_state)
+
+
 class _StateAtCompile(CompileCounter):
     """A backend that also records the global generator's state when each graph reaches it: after
     the trace, before the graph ever ran."""
