@@ -25,6 +25,7 @@ graph_break/emit.py's. No torch here: the runtime's torch-free tests use it.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import inspect
@@ -262,8 +263,12 @@ def _advanced_iter(iterable: Any, skip: int):
     return it
 
 
-def _replace_list(target: list, items: list) -> None:
-    """A list the trace mutated gets its final contents; it stays the same object."""
+def _replace_list(target, items: list) -> None:
+    """A list (or deque) the trace mutated gets its final contents; it stays the same object."""
+    if type(target) is collections.deque:   # no slice assignment
+        target.clear()
+        target.extend(items)
+        return
     target[:] = items
 
 
@@ -410,7 +415,9 @@ def build_transformed_code(original: types.CodeType, compiled_fn: Callable | Non
     em = _Emitter(original, lineno, _shared_specs(output_spec, side_effects))
 
     uses_graph = _uses_graph(output_spec) or _uses_graph(tuple(side_effects))
-    calls = compiled_fn is not None and (uses_graph or graph_inputs)
+    # A compiled graph is called even where nothing reads its outputs and it takes no input: its
+    # work may still matter (a random draw advances the generator the rest of the frame draws from).
+    calls = compiled_fn is not None
     result_local = None
     temp = em.temp
     if calls:

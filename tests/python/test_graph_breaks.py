@@ -161,21 +161,21 @@ def _uses_opaque(x, obj, dq):
     a = x + 1
     same = obj is None          # decided by the type guard, no break
     s = obj.scale()             # the break: a call on an opaque value
-    c = dq.count(1)             # the break: a method of a deque
+    c = dq.count(1)             # the break: a C method of an array
     return a * s + c + same
 
 
 def test_opaque_values_break_where_used_and_their_type_is_guarded():
-    import collections
+    import array
     x = torch.randn(3)
     # graphs: before the first break, and after the second (nothing between them is tensor work)
-    check_graphs_and_breaks(_uses_opaque, x, _Opaque(2.0), collections.deque([1, 1]), graphs=2, breaks=2)
+    check_graphs_and_breaks(_uses_opaque, x, _Opaque(2.0), array.array("i", [1, 1]), graphs=2, breaks=2)
     compiled = tjc.compile(_uses_opaque, backend="eager")
-    torch.testing.assert_close(compiled(x, _Opaque(3.0), collections.deque([1])), (x + 1) * 3 + 1)
-    # Another type in the same place misses the guard: a tuple's count, not a deque's.
+    torch.testing.assert_close(compiled(x, _Opaque(3.0), array.array("i", [1])), (x + 1) * 3 + 1)
+    # Another type in the same place misses the guard: a tuple's count, not an array's.
     torch.testing.assert_close(compiled(x, _Opaque(3.0), (1, 1, 1)), (x + 1) * 3 + 3)
     with pytest.raises(AttributeError):   # as eager raises: None has no scale
-        compiled(x, None, collections.deque())
+        compiled(x, None, array.array("i"))
 
 
 class _Descriptor(property):

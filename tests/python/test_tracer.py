@@ -492,7 +492,7 @@ def test_every_opcode_the_decoder_produces_for_this_module_has_a_handler_or_a_re
     from torch_jit_cache.tracer.handlers import DISPATCH
 
     not_traced = {"GET_LEN", "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
-                  "JUMP_IF_NOT_EXC_MATCH", "CLEANUP_THROW", "END_SEND", "SEND"}
+                  "JUMP_IF_NOT_EXC_MATCH", "CLEANUP_THROW"}
     # This module's functions, and the helpers that trace and run them (context_helpers.py).
     namespaces = (globals(), vars(context_helpers))
     codes, todo = set(), [v.__code__ for ns in namespaces for v in ns.values() if isinstance(v, pytypes.FunctionType)]

@@ -321,3 +321,48 @@ def test_torch_check_on_an_unbacked_value_is_an_assert_in_the_graph(capture):
         fn(x, torch.tensor(9))
     with pytest.raises(RuntimeError):
         compiled(x, torch.tensor(9))
+
+
+# -- bool() of a data-dependent value: a SymBool in the graph, never a guard on the data ------------
+
+def _truth_of_item(x, c):
+    return bool(c.item()), x * 2
+
+
+@pytest.mark.parametrize("values", [
+    [torch.tensor([4]), torch.tensor([0]), torch.tensor([-1])],          # SymInt: != 0
+    [torch.tensor([0.5]), torch.tensor([0.0]), torch.tensor([-0.0])],    # SymFloat
+    [torch.tensor([True]), torch.tensor([False])],                       # SymBool: itself
+])
+def test_bool_of_an_item_is_one_graph_for_every_value(capture, values):
+    cnt = CompileCounter()
+    compiled = tjc.compile(_truth_of_item, backend=cnt)
+    x = torch.arange(3.0)
+    for c in values:
+        got, want = compiled(x, c), _truth_of_item(x, c)
+        assert type(got[0]) is bool and got[0] == want[0], (c, got[0], want[0])
+        torch.testing.assert_close(got[1], want[1])
+    assert cnt.frame_count == 1, "the truth is computed by the graph, not guarded per value"
+    assert tjc.explain(_truth_of_item)(x, values[0]).graph_break_count == 0
+
+
+def test_bool_of_a_tensor_is_its_item(capture):
+    def fn(x):
+        return bool(x), bool((x == 0).all())
+
+    compiled = tjc.compile(fn, backend="eager")
+    for x in [torch.tensor(3), torch.tensor(0.0), torch.tensor([[1]]), torch.zeros(1)]:
+        assert compiled(x) == fn(x)
+    assert tjc.explain(fn)(torch.tensor(2)).graph_break_count == 0
+    # More than one element: bool() raises as eager does.
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        compiled(torch.tensor([1, 2]))
+
+
+def test_bool_of_a_tensor_still_breaks_with_the_switch_off():
+    def fn(x):
+        return bool(x)
+
+    explanation = tjc.explain(fn)(torch.tensor(1))
+    assert explanation.graph_break_count == 1
+    assert tjc.compile(fn)(torch.tensor(0)) is False

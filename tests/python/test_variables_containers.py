@@ -688,3 +688,46 @@ def test_hasattr_on_a_tuple_whose_instances_have_a_dict_matches_eager():
     packed = TripleWithDict(torch.ones(2), torch.ones(2), torch.ones(2))
     packed.missing = 1   # an attribute of its own: hasattr answers True in eager
     torch.testing.assert_close(tjc.compile(_fields_and_hasattr)(packed), _fields_and_hasattr(packed))
+
+
+Couple = collections.namedtuple("Couple", ["first", "second"])
+
+
+@pytest.mark.parametrize("value, star", [
+    ((torch.zeros(2), torch.ones(2)), False),
+    ([torch.zeros(2), torch.ones(2)], False),
+    (Couple(torch.zeros(2), torch.ones(2)), True),
+])
+def test_the_class_of_a_container_rebuilds_one_of_its_kind(value, star):
+    # `x.__class__(...)` makes a new container of x's own type (a namedtuple class called with
+    # its fields), as eager does, in one graph.
+    def fn(x):
+        items = [v + 1 for v in x]
+        return x.__class__(*items) if star else x.__class__(items)
+
+    got = run_both(fn, value)
+    assert type(got) is type(value)
+    assert tjc.explain(fn)(value).graph_break_count == 0
+
+
+def test_the_class_of_a_container_follows_the_argument_type():
+    # The class read through `__class__` is the argument's, guarded: another type recompiles.
+    cnt = CompileCounter()
+
+    def fn(x):
+        return x.__class__, x[0] * 2
+
+    compiled = tjc.compile(fn, backend=cnt)
+    for value in [(torch.ones(1),), [torch.ones(1)], Couple(torch.ones(1), 2), (torch.ones(1),)]:
+        got, want = compiled(value), fn(value)
+        assert got[0] is want[0]
+        torch.testing.assert_close(got[1], want[1])
+    assert cnt.frame_count == 3
+
+
+def test_the_class_of_a_dict_is_dict():
+    def fn(d):
+        return d.__class__(a=d["a"] + 1), d.__class__ is dict
+
+    run_both(fn, {"a": torch.ones(2)})
+    assert tjc.explain(fn)({"a": torch.ones(2)}).graph_break_count == 0

@@ -152,3 +152,54 @@ def test_a_huge_range_iterator_breaks_instead_of_making_its_items():
         torch.testing.assert_close(compiled(torch.zeros(2), compiled_it), _add_next(torch.zeros(2), eager_it))
     assert next(compiled_it) == next(eager_it) == 2
     assert tjc.stats()["graph_breaks"] - before >= 1
+
+
+# -- a tuple iterator over tensors and other objects -----------------------------------------------
+
+_TENSORS = (torch.ones(2), torch.full((2,), 2.0), torch.full((2,), 3.0))
+
+
+def test_a_tuple_iterator_over_tensors_yields_them_as_graph_inputs():
+    def fn(x, it):
+        first = next(it)
+        return x * first + sum(tuple(it))   # the rest drained: the caller's iterator ends exhausted
+
+    frames, breaks = _run_both(fn, lambda: iter(_TENSORS), torch.ones(2), calls=1,
+                               rest=lambda it: [t.tolist() for t in it])
+    assert (frames, breaks) == (1, 0)
+
+
+def test_a_tuple_iterator_over_tensors_follows_its_position_and_items():
+    # The items still to come are read through the iterator each call (new tensors: the same
+    # graph), its position is guarded (another position recompiles), and a non-tensor item in a
+    # tensor's place fails the item's guard.
+    def fn(x, it):
+        return x + next(it) * 2, it
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    for make, skip in [(lambda: iter(_TENSORS), 0), (lambda: iter(tuple(t + 1 for t in _TENSORS)), 0),
+                       (lambda: iter(_TENSORS), 1), (lambda: iter((_TENSORS[0], 5)), 0), (lambda: iter((5, 6)), 0)]:
+        eager_it, compiled_it = make(), make()
+        for _ in range(skip):
+            next(eager_it), next(compiled_it)
+        want, got = fn(torch.ones(2), eager_it), compiled(torch.ones(2), compiled_it)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] is compiled_it
+        assert [str(v) for v in compiled_it] == [str(v) for v in eager_it]
+    assert cnt.frame_count == 4   # the new tensors share the first graph; the other three recompile
+
+
+def test_the_entry_keeps_no_item_of_a_tuple_iterator_alive():
+    import weakref
+
+    def fn(x, it):
+        return x + next(it)
+
+    compiled = tjc.compile(fn)
+    item = torch.ones(2)
+    it = iter((item, torch.zeros(2)))
+    compiled(torch.ones(2), it)
+    ref = weakref.ref(item)
+    del item, it
+    assert ref() is None

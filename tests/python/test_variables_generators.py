@@ -173,3 +173,70 @@ def test_a_generator_left_unexhausted_does_not_move_a_later_break():
     rep = tjc.explain(fn)(x)
     assert rep.graph_break_count == 1 and rep.fallbacks == []
     assert len(rep.ops_per_graph[0]) == 2
+
+
+# -- yield from ------------------------------------------------------------------------------------
+
+def _delegating(x):
+    log = []
+
+    def inner():
+        log.append("inner starts")
+        yield x
+        yield x * 2
+        return x * 3
+
+    def finished():
+        return 5
+        yield
+
+    def outer():
+        got = yield from inner()           # a generator: its return value is the expression's
+        log.append("inner returned")
+        yield got
+        yield from (x + i for i in range(2))
+        yield from [x - 1, x - 2]          # any iterable: None when exhausted
+        done = finished()
+        for _ in done:
+            pass
+        again = yield from done            # a generator finished earlier gives None
+        log.append(again is None)
+
+    g = outer()
+    first = next(g)
+    log.append("consumer")
+    return (first, *g, x * len(log) + (log[-1] is True))
+
+
+def _delegating_in_a_loop(x):
+    def one():
+        yield 1
+
+    def many():
+        for _ in range(4):
+            yield from one()
+
+    return x + sum(many())
+
+
+@pytest.mark.parametrize("fn", [_delegating, _delegating_in_a_loop])
+def test_yield_from_is_traced_lazily(fn):
+    assert eager_and_compiled(fn, leaves((3,))) == (1, 0)
+
+
+def test_yield_from_passes_an_exception_to_the_delegating_generator():
+    # Equal to eager (a generator's exception caught around a yield still breaks, as with a for loop).
+    def fn(x):
+        def inner():
+            yield x
+            raise KeyError("k")
+
+        def outer():
+            try:
+                yield from inner()
+            except KeyError:
+                yield x * 10
+
+        return tuple(outer())
+
+    eager_and_compiled(fn, leaves((2,)))

@@ -13,6 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
 from context_helpers import CompiledCalls  # noqa: E402
 
 
@@ -124,3 +127,36 @@ def test_zip_of_nothing_yields_nothing():
     compiled = CompiledCalls(_empty_zips)
     _same(compiled(x, []), _empty_zips(x, []))
     compiled.check(graphs=1, breaks=0)
+
+
+# -- `in` over an iterator: consumes it up to the item found ----------------------------------------
+
+def _membership_in_iterators(x, l):
+    it = iter(["a", "b", "c"])
+    next(it)
+    found_a = "a" in it              # not among the rest: the iterator ends exhausted
+    lst = iter(l)
+    found_3 = 3 in lst               # stops just past the 3
+    rest = list(lst)
+    ranged = iter(range(10))
+    return x + found_a + found_3 * 2 + len(rest) * 4 + (5.0 in ranged) * 8 + next(ranged) * 16
+
+
+def test_membership_in_an_iterator_consumes_it_as_eager():
+    cnt = CompileCounter()
+    compiled = tjc.compile(_membership_in_iterators, backend=cnt)
+    for l in ([1, 2, 3, 4, 5], [3], [7, 8]):
+        x = torch.zeros(1)
+        torch.testing.assert_close(compiled(x, list(l)), _membership_in_iterators(x, list(l)))
+    assert tjc.explain(_membership_in_iterators)(torch.zeros(1), [1, 3]).graph_break_count == 0
+
+
+def test_membership_over_items_that_are_not_constants_breaks_before_taking_any():
+    def fn(x, it):
+        return x + (2 in it), next(it)
+
+    items = (torch.ones(1), 2, 3)
+    eager_it, compiled_it = iter(items), iter(items)
+    want, got = fn(torch.zeros(1), eager_it), tjc.compile(fn)(torch.zeros(1), compiled_it)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1] == 3 and list(compiled_it) == list(eager_it) == []

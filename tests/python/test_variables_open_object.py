@@ -126,13 +126,13 @@ def test_typing_helpers_are_not_taken_for_torch_functions():
 
 
 def test_c_methods_and_unlisted_getsets_still_break_and_match_eager():
-    import collections
+    import array
     import re
 
-    def fn(x, dq, pattern):
-        y = x + dq.count(1)                     # a C method: the break is at the call
+    def fn(x, arr, pattern):
+        y = x + arr.count(1)                    # a C method: the break is at the call
         return y * (pattern.pattern == "a+")    # re.Pattern.pattern: a member, read
-    check_graphs_and_breaks(fn, torch.randn(3), collections.deque([1, 1]), re.compile("a+"), graphs=1, breaks=1)
+    check_graphs_and_breaks(fn, torch.randn(3), array.array("i", [1, 1]), re.compile("a+"), graphs=1, breaks=1)
 
     def closed(x, f):
         return x + (f.closed is False)          # a getset of io.StringIO: not in the pure table

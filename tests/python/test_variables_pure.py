@@ -142,8 +142,10 @@ def test_the_table():
     sqrt.__module__ = "math"   # claims math's name: not math.sqrt
     assert is_pure(math.sqrt) and is_pure(operator.add) and is_pure(str.upper) and is_pure("a".upper)
     assert is_pure(int.from_bytes) and is_pure(keyword.iskeyword) and is_pure(struct.pack) and is_pure(abs)
+    # T.__new__ of a pure type is listed; fold() takes it only with T itself as the class.
+    assert is_pure(tuple.__new__) and is_pure(int.__new__)
     for fn in (sqrt, print, id, hash, len, open, list.append, [].append, {}.get, set().add, bytearray().extend,
-               dict.fromkeys, tuple.__new__, str.__init__, __import__("time").time, __import__("random").random,
+               dict.fromkeys, list.__new__, object.__new__, str.__init__, __import__("time").time, __import__("random").random,
                __import__("os").getcwd):
         assert not is_pure(fn), fn
     assert hash_is_per_process("abc") and hash_is_per_process((1, b"x")) and not hash_is_per_process((1, 2.5, None))
@@ -202,3 +204,33 @@ def test_unary_functions_against_cpython(fn, a):
         return x + 1, _outcome(fn, a)
 
     assert _same(tjc.compile(f)(torch.ones(1))[1], f(torch.ones(1))[1])
+
+
+# -- T.__new__(T, ...) of a pure type ----------------------------------------------------------------
+
+def _made_by_new(x):
+    return (x + 1, bool.__new__(bool), bool.__new__(bool, 3), int.__new__(int), int.__new__(int, "12"),
+            float.__new__(float, "2.5"), str.__new__(str, 7), tuple.__new__(tuple, [1, 2]))
+
+
+def test_new_of_a_pure_type_with_its_own_class_folds():
+    got, want = tjc.compile(_made_by_new)(torch.ones(1)), _made_by_new(torch.ones(1))
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:] and [type(v) for v in got] == [type(v) for v in want]
+    assert tjc.explain(_made_by_new)(torch.ones(1)).graph_break_count == 0
+
+
+class _Count(int):
+    pass
+
+
+def test_new_of_a_pure_type_for_a_subclass_breaks_and_matches_eager():
+    # int.__new__(Sub, 5) makes a Sub: no constant. The call runs as written at the break (the
+    # function is made again from its builtin type), and nothing falls back.
+    def fn(x):
+        return int.__new__(_Count, 5), x + 1
+
+    got = tjc.compile(fn)(torch.ones(1))
+    assert type(got[0]) is _Count and got[0] == 5
+    explanation = tjc.explain(fn)(torch.ones(1))
+    assert explanation.graph_break_count == 1 and tjc.stats()["fallbacks"] == 0

@@ -64,3 +64,20 @@ def test_the_size_is_a_graph_node_under_dynamic_shapes():
     (graph,) = graphs
     ops = [n.target for n in graph.graph.nodes if n.op in ("call_method", "call_function")]
     assert "size" in ops, "the size is computed by the graph, not a constant"
+
+
+def _truth_of_size(x):
+    return bool(x.size(0) - 4), bool(x.size(0) / 4 - 1.0), x * 2
+
+
+def test_bool_of_a_size_is_computed_by_the_graph():
+    # bool() of a SymInt or SymFloat is `value != 0` in the graph: no guard on the size, so both
+    # truths come from one graph.
+    cnt = CompileCounter()
+    compiled = tjc.compile(_truth_of_size, backend=cnt, dynamic=True)
+    for n in [5, 4, 7, 4]:
+        x = torch.randn(n)
+        got, want = compiled(x), _truth_of_size(x)
+        assert got[:2] == want[:2] and all(type(v) is bool for v in got[:2])
+        torch.testing.assert_close(got[2], want[2])
+    assert cnt.frame_count == 1

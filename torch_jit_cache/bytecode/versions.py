@@ -32,19 +32,22 @@ class VersionFacts:
     # 3.12+: LOAD_FAST trusts the compiler that the local is bound (an unbound one crashes the
     # interpreter); LOAD_FAST_CHECK raises UnboundLocalError. 3.11's LOAD_FAST checks.
     load_fast_unchecked: bool
+    # `yield from`'s SEND, once its iterator is exhausted: 3.11 replaces the iterator with the
+    # return value; 3.12+ pushes the return value over the iterator, which END_SEND then removes.
+    send_keeps_receiver: bool
 
 
 VERSIONS = {
     (3, 11): VersionFacts(null_before_callable=True, precall=True, load_attr_method_flag=False,
                           for_iter_skips=(), load_fast_of_cell_is_load_closure=False,
-                          set_function_attribute=False, load_fast_unchecked=False),
+                          set_function_attribute=False, load_fast_unchecked=False, send_keeps_receiver=False),
     (3, 12): VersionFacts(null_before_callable=True, precall=False, load_attr_method_flag=True,
                           for_iter_skips=("END_FOR",), load_fast_of_cell_is_load_closure=False,
-                          set_function_attribute=False, load_fast_unchecked=True),
+                          set_function_attribute=False, load_fast_unchecked=True, send_keeps_receiver=True),
     (3, 13): VersionFacts(null_before_callable=False, precall=False, load_attr_method_flag=True,
                           for_iter_skips=("END_FOR", "POP_TOP"),
                           load_fast_of_cell_is_load_closure=True, set_function_attribute=True,
-                          load_fast_unchecked=True),
+                          load_fast_unchecked=True, send_keeps_receiver=True),
 }
 PYTHON = sys.version_info[:2]
 FACTS = VERSIONS.get(PYTHON)

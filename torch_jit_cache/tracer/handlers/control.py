@@ -5,6 +5,7 @@ their handlers are exceptions.py's.
 A condition must be a Python value known while tracing; a branch on a tensor raises Unsupported
 (from TensorVariable.truthy). Loops unroll: FOR_ITER over an IteratorVariable of known items.
 """
+from ...bytecode.versions import FACTS
 from ..variables import ConstantVariable, IteratorVariable
 from ..variables.iterators import iterate
 from ..variables.contexts import (AutocastVariable, GradModeVariable, InferenceModeVariable, context_object,
@@ -116,6 +117,43 @@ def yield_value(tx, inst):
     # next() and for loops drive a traced generator) is what the yield expression gives.
     tx.yield_value(tx.pop())
     tx.push(ConstantVariable(None))
+
+
+# `yield from it` in a traced generator (only next() and for loops drive one, so the value sent in
+# is always None): GET_YIELD_FROM_ITER takes iter(it), a generator being its own; each SEND takes
+# the next item of it, which YIELD_VALUE hands out, until it is exhausted, when the value of the
+# `yield from` expression is what it returned (a generator's return value; None for an iterator).
+@handler("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(tx, inst):
+    get_iter(tx, inst)
+
+
+@handler("SEND")
+def send(tx, inst):
+    sent, receiver = tx.pop(), tx.stack[-1]
+    if not _is_none(sent):
+        unsupported(f"send() of {sent} into a yield from")
+    if not isinstance(receiver, (IteratorVariable, GeneratorVariable)):
+        unsupported(f"yield from {receiver}")
+    finished_before = isinstance(receiver, GeneratorVariable) and receiver.done
+    item = receiver.next_item()
+    if item is not None:
+        tx.push(item)
+        return
+    # A generator that returned just now gives its return value; one finished earlier, None.
+    returned = receiver.child.result if isinstance(receiver, GeneratorVariable) and not finished_before \
+        else ConstantVariable(None)
+    if not FACTS.send_keeps_receiver:
+        tx.pop()
+    tx.push(returned)
+    tx.jump_to(inst.target)
+
+
+@handler("END_SEND")
+def end_send(tx, inst):
+    returned = tx.pop()
+    tx.pop()   # the exhausted iterator
+    tx.push(returned)
 
 
 @handler("RETURN_VALUE")

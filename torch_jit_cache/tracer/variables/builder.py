@@ -23,6 +23,7 @@ modules (torch.relu, math.pi): only the module itself is guarded.
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import inspect
 import os
@@ -35,7 +36,7 @@ import torch.nn as nn
 
 from . import builtins as builtin_rules
 from . import dynamo_contexts
-from . import (constant, containers, contexts, exceptions, frame_iterators, functions, namedtuples, new_object,
+from . import (constant, containers, contexts, deques, exceptions, frame_iterators, functions, namedtuples, new_object,
                nn_module, numpy_values, opaque, open_object, partials, pure, ranges, sets, signatures, symbolic,
                state_readers, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
@@ -86,6 +87,7 @@ WRAP_RULES = (
     WrapRule("module", lambda v, s: isinstance(v, nn.Module), nn_module.wrap_module),
     WrapRule("sequence", _is_sequence, containers.wrap_sequence),
     WrapRule("dict", lambda v, s: type(v) is dict, containers.wrap_dict),
+    WrapRule("deque", lambda v, s: type(v) is collections.deque, deques.wrap_deque),
     WrapRule("range", lambda v, s: type(v) is range, ranges.wrap_range),
     WrapRule("frozenset", lambda v, s: type(v) is frozenset, sets.wrap_frozenset),
     WrapRule("set", lambda v, s: s is not None and sets.plain_subclass(type(v)), sets.wrap_set),

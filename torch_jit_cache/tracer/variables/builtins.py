@@ -28,16 +28,18 @@ from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
 from .copying import deepcopy
+from .deques import build_deque
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from .generators import GeneratorVariable
+from .tee import tee
 from .iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                         iterate, iterated_containers, iterator_type)
 from .namedtuples import construct_namedtuple
 from .partials import make_partial
 from .new_object import NewObjectVariable
 from .nn_module import NNModuleVariable
-from .operators import binary_op
+from .operators import binary_op, symbolic_truth
 from .ranges import RangeVariable
 from .sets import SetVariable, constants_of
 from .symbolic import SymNodeVariable
@@ -245,6 +247,10 @@ def _super(tx, args, kwargs):
 
 def _scalar(fn):
     def handler(tx, args, kwargs):
+        if fn is bool and len(args) == 1 and not kwargs:
+            made = symbolic_truth(tx, args[0])
+            if made is not None:
+                return made
         if any(isinstance(a, TensorVariable) for a in args):
             unsupported(f"{fn.__name__}() of a tensor (data-dependent Python value)")
         if len(args) == 1 and not kwargs and getattr(args[0], "user_operators", False):
@@ -374,7 +380,8 @@ _ITERTOOLS = {itertools.repeat: polyfills.repeat_, itertools.count: polyfills.co
               itertools.islice: polyfills.islice_, itertools.accumulate: polyfills.accumulate_,
               itertools.takewhile: polyfills.takewhile_, itertools.dropwhile: polyfills.dropwhile_,
               itertools.filterfalse: polyfills.filterfalse_, itertools.compress: polyfills.compress_,
-              itertools.starmap: polyfills.starmap_, itertools.pairwise: polyfills.pairwise_}
+              itertools.starmap: polyfills.starmap_, itertools.pairwise: polyfills.pairwise_,
+              itertools.groupby: polyfills.groupby_}
 _REMADE_AS = {polyfills.map_: map, polyfills.filter_: filter, polyfills.zip_: zip, polyfills.enumerate_: enumerate,
               polyfills.chain_: itertools.chain, polyfills.chain_from_iterable_: itertools.chain.from_iterable,
               **{fn: cls for cls, fn in _ITERTOOLS.items()}}
@@ -520,8 +527,8 @@ BUILTIN_HANDLERS = {
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     itertools.product: _polyfill(polyfills.product_, itertools.product),
-    **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()},
-    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial,
+    **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()}, itertools.tee: tee,
+    functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial, collections.deque: build_deque,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,

@@ -194,6 +194,12 @@ def call_super(tx, args, kwargs):
     return SuperVariable(cls.as_python_constant(), obj, cls)
 
 
+def _plain_class_value(raw) -> bool:
+    """A class attribute that super() hands out as it is: no descriptor (its type has no __get__),
+    such as a number or a string, read through the class that holds it and guarded by value there."""
+    return not hasattr(type(raw), "__get__")
+
+
 class SuperVariable(VariableTracker):
     """super(cls, obj): attribute reads search type(obj).__mro__ after cls. type(obj) is pinned by
     obj's type guard, so the class holding the member is found by position in that MRO and read
@@ -264,6 +270,8 @@ class SuperVariable(VariableTracker):
             # class's function, read through its place in the MRO (builder.py makes it
             # nn_module.BuiltinModuleMethodVariable: a leaf's forward is its op).
             return _bound(tx.wrap(raw, AttrSource(klass, name)), self.obj)
+        if _plain_class_value(raw):
+            return tx.wrap(raw, AttrSource(klass, name))
         unsupported(f"super().{name}: a {type(raw).__name__} of {mro[i].__name__}")
 
     def _class_getattr(self, tx, name):
@@ -284,6 +292,8 @@ class SuperVariable(VariableTracker):
         if isinstance(raw, (types.FunctionType, staticmethod, classmethod)) or \
                 object_hook_name(raw) == "__new__":
             return _class_member(tx, self.obj, raw, source, None)
+        if _plain_class_value(raw):
+            return tx.wrap(raw, source)
         unsupported(f"super().{name} of a class: a {type(raw).__name__} of {mro[found].__name__}")
 
     def __repr__(self):

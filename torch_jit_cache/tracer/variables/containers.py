@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import collections
 
+from ...attribute_lookup import type_lookup
 from ...process_lived import holdable_key
-from ...sources import ItemSource
+from ...sources import AttrSource, ItemSource
 from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
                              TupleOutput)
 from .base import (MethodVariable, TracedIndexError, TracedKeyError, TracedRaise, VariableTracker, is_static_type,
@@ -53,6 +54,19 @@ def is_key_constant(value) -> bool:
 def key_tracker(tx, key):
     """The tracker of a dict's key (its iteration, keys(), items(), popitem())."""
     return ConstantVariable(key) if is_constant_value(key) else tx.wrap(key, None)
+
+
+def class_of(tx, container):
+    """`x.__class__` of a list, tuple or dict tracker: its exact type (pinned by TYPE_MATCH where it
+    was read from the frame, the very class it was built of otherwise), as `type(x)` answers it;
+    none of these classes overrides `__class__`. A namedtuple's class calls as the class does."""
+    cls = container.python_type()
+    if type_lookup(cls, "__class__") is not vars(object)["__class__"]:
+        unsupported(f"{cls.__name__}.__class__, which its class overrides")
+    # A class of the frame's value is read through it (a namedtuple class is built from its
+    # source); a builtin type is the builtin itself.
+    source = AttrSource(container.source, "__class__") if container.source is not None else None
+    return tx.wrap(cls, None if is_static_type(cls) else source)
 
 
 def _reloaded(container):
@@ -125,6 +139,8 @@ class BaseListVariable(VariableTracker):
             return self.items[self.fields.index(name)]
         if name == "_fields" and self.fields and type(getattr(self.cls, "_fields", None)) is tuple:
             return tx.wrap_constant(self.cls._fields)   # the names namedtuple() gave the class
+        if name == "__class__":
+            return class_of(tx, self)
         return MethodVariable(self, name)
 
     def has_attribute(self, tx, name: str) -> bool:
@@ -389,6 +405,8 @@ class DictVariable(VariableTracker):
         del self.items[k]
 
     def var_getattr(self, tx, name):
+        if name == "__class__":
+            return class_of(tx, self)
         return MethodVariable(self, name)
 
     # How many positional arguments each method traced here takes, where it takes no keyword

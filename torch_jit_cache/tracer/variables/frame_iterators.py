@@ -16,9 +16,11 @@ An itertools.count is read through its `__repr__()` (`count(5, 2)`: the one view
 Python version deprecates, exact for ints and floats) and yields start, start + step, ... without
 end (CountVariable).
 
-Only iterators whose sequence is a constant value are modelled (a range, str, bytes, or a tuple of
-constants: SEQUENCE_GUARDS); a list iterator sees its list change and is left to the general
-rules. Two sources that are one iterator would each advance it: they are pinned distinct (a call
+Only iterators over an immutable sequence are modelled (a range, str, bytes or tuple:
+SEQUENCE_GUARDS); a list iterator sees its list change and is left to the general rules. A tuple
+of constants is guarded by value; a tuple of other items (tensors, objects) by its type and
+length, each item still to come wrapped through `L['it'].__reduce__()[1][0][i]` and guarded
+as any value read through a source. Two sources that are one iterator would each advance it: they are pinned distinct (a call
 where they alias recompiles), and the same object reached twice is refused.
 """
 from __future__ import annotations
@@ -145,8 +147,9 @@ def wrap_frame_iterator(tx, value, source, g):
     reduced = value.__reduce__()
     seq, index = reduced[1][0], (reduced[2] if len(reduced) > 2 else None)
     guard_seq = SEQUENCE_GUARDS.get(type(seq))
-    if guard_seq is None or type(seq) is tuple and not all(is_constant_value(v) for v in seq):
+    if guard_seq is None:
         return None
+    held = type(seq) is tuple and not all(is_constant_value(v) for v in seq)
     if not g.enabled:
         unsupported(f"a {type(value).__name__} read without guards")
     out = tx.output
@@ -154,14 +157,22 @@ def wrap_frame_iterator(tx, value, source, g):
     g(GuardKind.TYPE_MATCH, type(value))
     state = MethodCallSource(source, "__reduce__")
     g(GuardKind.LENGTH, len(reduced), state)
-    for s, kind, v in guard_seq(seq, ItemSource(ItemSource(state, 1), 0)):
-        g(kind, v, s)
+    seq_source = ItemSource(ItemSource(state, 1), 0)
+    if held:   # a tuple of other objects: its length, and each item still to come through its index
+        g(GuardKind.TYPE_MATCH, tuple, seq_source)
+        g(GuardKind.LENGTH, len(seq), seq_source)
+    else:
+        for s, kind, v in guard_seq(seq, seq_source):
+            g(kind, v, s)
     if len(reduced) > 2:
         g(GuardKind.EQUALS_MATCH, index, ItemSource(state, 2))
     rest = seq[index or 0:]   # a range stays a range: nothing is made before the length is known
     if len(rest) > _MAX_ITEMS:
         return None   # read as any other object: a break where it is used
-    items = [ConstantVariable(v) for v in rest]
+    if held:
+        items = [tx.wrap(v, ItemSource(seq_source, i), g.enabled) for i, v in enumerate(rest, start=index or 0)]
+    else:
+        items = [ConstantVariable(v) for v in rest]
     vt = FrameIteratorVariable(items, source, type(value), value)
     out.side_effects.advance_iterator(vt)
     return vt

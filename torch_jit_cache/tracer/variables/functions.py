@@ -14,10 +14,10 @@ import types
 from ...proxies import is_allowed_in_graph
 from ...sources import AttrSource, GlobalSource, ItemSource
 from ...trace_rules import functorch_transform
-from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
+from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
                              TupleOutput, bound_method, function_of)
 from . import function_attributes
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, VariableTracker, is_static_type, unsupported
 from .constant import ConstantVariable
 from .cells import CellVariable
 from .containers import DictVariable, TupleVariable
@@ -483,6 +483,16 @@ class PureFunctionVariable(CallableVariable):
             if of_operator_module(self.fn):   # operator.iconcat on a list: would change a copy
                 unsupported(f"operator.{self.fn.__name__} on a list, dict, set or bytearray")
         return fold(tx, self.fn, args, kwargs)
+
+    def reconstruct(self, outputs):
+        # A method of a builtin type read with no source (`int.__new__`, `str.upper` off the
+        # builtin's name): the type's attribute again, the very object for a descriptor.
+        owner = getattr(self.fn, "__self__", None)
+        owner = owner if isinstance(owner, type) else getattr(self.fn, "__objclass__", None)
+        name = getattr(self.fn, "__name__", None)
+        if self.source is None and is_static_type(owner) and name and getattr(owner, name, None) == self.fn:
+            return AttrOutput(ConstantOutput(owner), name)
+        return super().reconstruct(outputs)
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------

@@ -10,6 +10,8 @@ time (`next_item`, `yields_lazily`): list.extend consumes one item by item, as P
 """
 from __future__ import annotations
 
+import collections
+
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
                              call_with, reversed_at)
 from .base import VariableTracker, unsupported
@@ -277,7 +279,7 @@ def iterated_containers(values):
     for v in values:
         if isinstance(v, DictViewVariable):
             yield v.mapping
-        elif isinstance(v, (ListVariable, DictVariable, SetVariable)):
+        elif isinstance(v, (ListVariable, DictVariable, SetVariable)) or getattr(v, "watched_while_iterated", False):
             yield v
         elif isinstance(v, IteratorVariable):
             yield from v.watched
@@ -287,6 +289,7 @@ def iterated_containers(values):
 # `reversed(x)` return): isinstance(it, type(iter([]))) and friends answer as eager.
 _ITERATOR_TYPES = {tuple: type(iter(())), list: type(iter([])), dict: type(iter({})), range: type(iter(range(0))),
                    set: type(iter(set())), frozenset: type(iter(frozenset())),
+                   collections.deque: type(iter(collections.deque())),
                    **{view: type(iter(view_of)) for view_of in ({}.keys(), {}.values(), {}.items())
                       for view in (type(view_of),)}}
 REVERSED_TYPES = {tuple: type(reversed(())), list: type(reversed([])), range: type(reversed(range(0))),

@@ -12,12 +12,14 @@ from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, dict_equal
+from .iterators import IteratorVariable
 from .ranges import RangeVariable
 from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from .exceptions import constant_exception, traced_raise
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
+from .value_sizes import Capture
 
 # Operands a unary operator makes a graph node of: tensors, and symbolic sizes (symbolic.py).
 _GRAPH_VALUES = (TensorVariable, SymNodeVariable)
@@ -118,6 +120,25 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")
+
+
+def symbolic_truth(tx, value):
+    """bool() of a symbolic scalar, in the graph: a SymBool is itself, a SymInt or SymFloat is
+    `value != 0` (Python's truth of a number), so no guard specializes it. A tensor is its
+    `.item()` first, where config.capture_scalar_outputs makes that a symbol (else the break that
+    names the switch); `.item()` of a tensor of more than one element raises as bool() does.
+    None where `value` is neither."""
+    if isinstance(value, TensorVariable):
+        if not Capture.current().scalars:
+            return None
+        value = call_op(tx, "item", [value], {}, method=True)
+        if not isinstance(value, SymNodeVariable):   # a constant: its truth
+            return ConstantVariable(bool(value.as_python_constant()))
+    if not isinstance(value, SymNodeVariable):
+        return None
+    if value.python_type() is bool:
+        return value
+    return compare_op(tx, "!=", value, ConstantVariable(0))
 
 
 # -- operators of user objects: their classes' Python dunders, in Python's order ---------------------
@@ -283,6 +304,8 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
         found = item.dict_key(tx) in container.items
     elif hasattr(container, "contains"):
         found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
+    elif isinstance(container, IteratorVariable):
+        found = _iterator_contains(container, item)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
         if not (item.is_python_constant() and container.is_python_constant()):
             unsupported(f"membership test of {item} in {container}")
@@ -290,6 +313,20 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     else:
         unsupported(f"membership test in {container}")
     return ConstantVariable(found != invert)
+
+
+def _iterator_contains(it, item) -> bool:
+    """`item in it` for an iterator: Python takes items until one is `item` or equal to it, and
+    leaves the iterator just past it (exhausted when none is). Only over constants, all checked
+    before any is taken: another item's __eq__ may say anything."""
+    if not item.is_python_constant() or not all(v.is_python_constant() for v in it.rest()):
+        unsupported(f"membership test of {item} in an iterator over values that are not all constants")
+    target = item.as_python_constant()
+    while (v := it.next_item()) is not None:
+        value = v.as_python_constant()
+        if value is target or value == target:
+            return True
+    return False
 
 
 _UNARY = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,

@@ -252,3 +252,60 @@ def pairwise_(iterable):
             yield previous, item
             previous = item
         return
+
+
+def groupby_(iterable, key=None):
+    # itertools.groupby: (key, group) for each run of items whose keys are equal (`is`, then ==).
+    # All groups read one shared iterator: `state` holds the item read last and its key
+    # (`pending`: a key was computed; `unread`: its item was not handed out yet), and the number
+    # of the group handed out last: once the next group is asked for, an older group yields
+    # nothing more, as CPython's does; advancing skips what is left of the current one.
+    state = {"it": iter(iterable), "item": None, "key": None, "pending": False, "unread": False, "group": 0}
+
+    def advance():
+        for item in state["it"]:
+            state["key"] = item if key is None else key(item)
+            state["item"], state["pending"], state["unread"] = item, True, True
+            return True
+        return False
+
+    def group(target, number):
+        while state["group"] == number:
+            if not state["unread"] and not advance():
+                return
+            if not (state["key"] is target or state["key"] == target):
+                return
+            state["unread"] = False
+            yield state["item"]
+
+    target, started = None, False
+    while True:
+        state["group"] += 1   # asked for the next group: the one handed out last ends
+        while not (state["pending"] and (not started or not (state["key"] is target or state["key"] == target))):
+            if not advance():
+                return
+        target, started = state["key"], True
+        yield target, group(target, state["group"])
+
+
+def tee_(iterable, n=2):
+    # itertools.tee: n iterators over one input, each item read once from it and kept for the
+    # iterators that have not yet passed it (one list per iterator).
+    copies = range(n)   # TypeError for an n that is not an int, as tee's own
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    it = iter(iterable)
+    pending = [[] for _ in copies]
+
+    def one(mine):
+        while True:
+            if not mine:
+                for item in it:
+                    for waiting in pending:
+                        waiting.append(item)
+                    break
+                else:
+                    return
+            yield mine.pop(0)
+
+    return tuple([one(mine) for mine in pending])

@@ -22,7 +22,8 @@ What is pure, and why each row is:
   slice (`str.upper`, `int.from_bytes`, `"a,b".split`, `frozenset(...).__contains__`, which is
   what `keyword.iskeyword` is): these types are immutable, so their methods read only their
   arguments; NOT_PURE_METHODS (`__new__`, `__init__`, `__getattribute__`, ...) make, change or
-  read other objects and are left out. Mutable builtin types (list, dict, set, bytearray) have trackers of their own.
+  read other objects and are left out, except `T.__new__(T, ...)` of a pure type T itself
+  (`int.__new__(int, 42)`, `bool.__new__(bool)`: T(...) by another name). Mutable builtin types (list, dict, set, bytearray) have trackers of their own.
 Not pure, so never here: id() and hash() of a str or bytes (differ per process: a graph stored
 on disk would carry another process's value; builtins.py folds hash() only where it does not),
 anything reading a clock, a random generator, the environment, a file or interpreter state
@@ -65,6 +66,8 @@ def is_pure(fn) -> bool:
     if not isinstance(fn, _C_CALLABLES):
         return False
     owner = getattr(fn, "__self__", None)
+    if getattr(fn, "__name__", None) == "__new__" and owner in PURE_TYPES and getattr(owner, "__new__", None) == fn:
+        return True   # int.__new__(int, 42): fold() checks that the class given is that very type
     if not isinstance(owner, types.ModuleType) and getattr(fn, "__name__", None) in NOT_PURE_METHODS:
         return False
     if owner is None or isinstance(owner, types.ModuleType):
@@ -93,6 +96,10 @@ def fold(tx, fn, args, kwargs):
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
     if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
         unsupported(f"{name}() on values that are not Python constants")
+    if getattr(fn, "__name__", None) == "__new__" and not (args and args[0].as_python_constant() is fn.__self__):
+        # T.__new__(T, ...) makes a T from constants, as T(...) does; of another class (a
+        # subclass of T) it makes an object of that class: not a constant.
+        unsupported(f"{name}() of a class other than {fn.__self__.__name__}")
     try:
         result = fn(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
     except Exception as e:  # noqa: BLE001 - Python's own error on these constants: what eager raises

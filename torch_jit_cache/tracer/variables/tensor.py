@@ -191,6 +191,11 @@ class TensorVariable(VariableTracker):
             unsupported(f"tensor.{name}(): a property no guard checks")
         if name == "storage_offset" and not args and not kwargs:
             return self._storage_offset(tx)
+        if name == "new_tensor" and len(args) == 1:
+            from .tensor_from_scalars import from_symbolic_scalars   # it builds on call_op, below
+            made = from_symbolic_scalars(tx, call_op, args[0], kwargs, like=self)
+            if made is not None:
+                return made
         return call_op(tx, name, [self, *args], kwargs, method=True)
 
     def _storage_offset(self, tx):
@@ -265,6 +270,11 @@ class TorchFunctionVariable(CallableVariable):
             return _symbolic_check(tx, self.fn, args[0])
         if self.fn in TENSOR_FROM_ARRAY and args and isinstance(args[0], NumpyArrayVariable):
             return call_op(tx, torch.tensor, *tensor_from_array(tx, self.fn, args, kwargs))
+        if self.fn in (torch.tensor, torch.as_tensor) and len(args) == 1:
+            from .tensor_from_scalars import from_symbolic_scalars   # it builds on call_op, below
+            made = from_symbolic_scalars(tx, call_op, args[0], kwargs)
+            if made is not None:
+                return made
         if is_tensor_method(self.fn) and args and isinstance(args[0], TensorVariable):
             # torch.Tensor.add_(x, y) is x.add_(y): the method, with what the tracer knows of
             # methods (in-place updates, size reads, properties no guard checks).
