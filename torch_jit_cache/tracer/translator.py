@@ -26,6 +26,7 @@ from .variables.base import TracedRaise, unsupported
 from .variables.contexts import accepts_exception
 from .variables.exceptions import chain_context, raised_value
 from .variables.generators import GeneratorVariable
+from .variables.numpy_tensors import call_numpy_function, has_numpy_tensor, numpy_function_of
 from .variables.object_protocol import InstanceDictView
 
 MAX_INLINE_DEPTH = 32
@@ -218,6 +219,10 @@ class InstructionTranslator:
     def call(self, fn, args: list, kwargs: dict):
         if fn is self.NULL:
             unsupported("call of NULL (tracer bug)")
+        if has_numpy_tensor(args, kwargs):   # numpy on arrays traced as tensors (numpy_tensors.py)
+            value = numpy_function_of(self, fn)
+            if value is not None:
+                return call_numpy_function(self, value, list(args), dict(kwargs))
         return fn.call_function(self, list(args), dict(kwargs))
 
     def inline_call(self, fn, args: list, kwargs: dict):

@@ -191,6 +191,10 @@ class TensorVariable(VariableTracker):
             unsupported(f"tensor.{name}(): a property no guard checks")
         if name == "storage_offset" and not args and not kwargs:
             return self._storage_offset(tx)
+        if name == "numpy" and not args and set(kwargs) <= {"force"} and \
+                all(v.is_python_constant() for v in kwargs.values()):
+            from .numpy_tensors import from_tensor
+            return from_tensor(tx, self, bool(kwargs["force"].as_python_constant()) if kwargs else False)
         return call_op(tx, name, [self, *args], kwargs, method=True)
 
     def _storage_offset(self, tx):
@@ -263,6 +267,9 @@ class TorchFunctionVariable(CallableVariable):
             return args[1]  # a type hint for TorchScript; in Python it returns its value as is
         if self.fn in _CHECKS and args:
             return _symbolic_check(tx, self.fn, args[0])
+        if self.fn in TENSOR_FROM_ARRAY and args and type(args[0]).__name__ == "NumpyNdarrayVariable":
+            from .numpy_tensors import tensor_of
+            return tensor_of(tx, self.fn, args, kwargs)
         if self.fn in TENSOR_FROM_ARRAY and args and isinstance(args[0], NumpyArrayVariable):
             return call_op(tx, torch.tensor, *tensor_from_array(tx, self.fn, args, kwargs))
         if is_tensor_method(self.fn) and args and isinstance(args[0], TensorVariable):
