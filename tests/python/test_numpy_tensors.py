@@ -140,15 +140,41 @@ def test_where_torch_numpy_differs_from_numpy_the_call_breaks():
     check(f, a, whole=False)
 
 
-def test_what_changes_an_array_runs_as_eager():
-    def bump(a, b):
-        a += b
-        return a
+def bump(a, b):
+    a += b
+    a[0:1] *= 2          # a view of a, updated in place: a changes too
+    return a
+
+
+def bump_through_tensor(t):
+    arr = t.numpy()
+    arr -= 1             # t's memory: t changes, as in eager
+    return t * 2
+
+
+def bump_int_by_float(a):
+    a += 0.5             # numpy refuses the cast (same_kind): eager raises, and so does the compiled call
+    return a
+
+
+def test_in_place_operators_change_the_very_array():
     a, b = np.arange(3.0), np.ones(3)
     expected = bump(a.copy(), b)
-    got_a = a.copy()
-    got = tjc.compile(bump, backend="eager")(got_a, b)
-    assert got is got_a and np.array_equal(got, expected)
+    mine = a.copy()
+    assert explain_counts(bump, a.copy(), b)[1:] == (0, [])
+    got = tjc.compile(bump, backend="eager")(mine, b)
+    assert got is mine and np.array_equal(mine, expected)
+    t_eager, t_mine = torch.arange(3.0), torch.arange(3.0)
+    expected = bump_through_tensor(t_eager)
+    _same(tjc.compile(bump_through_tensor, backend="eager")(t_mine), expected)
+    assert torch.equal(t_mine, t_eager)
+
+
+def test_an_in_place_cast_numpy_refuses_raises_as_in_eager():
+    with pytest.raises(Exception) as eager:
+        bump_int_by_float(np.arange(3))
+    with pytest.raises(type(eager.value)):
+        tjc.compile(bump_int_by_float, backend="eager")(np.arange(3))
 
 
 def test_read_only_and_unsupported_dtypes_stay_as_eager():
@@ -173,3 +199,32 @@ def test_the_cache_does_not_keep_the_array_alive():
         assert ref() is None
     finally:
         gc.enable()
+
+
+def assign_items(a, b):
+    a[0] = 7             # a number into a row: broadcast, as numpy does
+    a[1, 1:] = b[0, :2]  # an array into a view
+    a[-1, 0] = 2.9       # a float into an int array: cast, as numpy's assignment casts
+    return a.sum(axis=1)
+
+
+def test_item_assignment_with_basic_keys_changes_the_very_array():
+    a, b = np.arange(9).reshape(3, 3), np.full((2, 3), -1)
+    expected_a = a.copy()
+    expected = assign_items(expected_a, b)
+    assert explain_counts(assign_items, a.copy(), b)[1:] == (0, [])
+    mine = a.copy()
+    _same(tjc.compile(assign_items, backend="eager")(mine, b), expected)
+    assert np.array_equal(mine, expected_a)
+
+
+def test_item_assignment_with_a_mask_runs_as_eager():
+    def masked(a):
+        a[a > 2] = 0
+        return a
+    a = np.arange(5.0)
+    graphs, breaks, fallbacks = explain_counts(masked, a.copy())
+    assert breaks >= 1 or fallbacks
+    mine = a.copy()
+    tjc.compile(masked, backend="eager")(mine)
+    assert np.array_equal(mine, masked(a.copy()))

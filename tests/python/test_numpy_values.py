@@ -168,3 +168,19 @@ def test_a_numpy_call_that_writes_into_an_array_runs_as_eager():
     x = torch.randn(3)
     assert explain_counts(out_by_position, x)[1] >= 1
     check(out_by_position, x, counts=None)
+
+
+def add_remainder(x, a, b):
+    return x + (a % b), np.stack([np.ones([2, a % 3 + 1])], axis=0).shape
+
+
+def test_a_numpy_number_from_the_frame_is_a_guarded_constant():
+    # np.int64 arguments are constants of the trace (one graph), guarded by type and by item():
+    # another value, or another numpy type, compiles again and stays eager's.
+    x = torch.randn(3)
+    assert explain_counts(add_remainder, x, 4096, np.int64(8)) == (1, 0, [])
+    cnt = CompileCounter()
+    compiled = tjc.compile(add_remainder, backend=cnt)
+    for b in (np.int64(8), np.int64(8), np.int64(9), np.int32(9)):
+        _same(compiled(x, 4096, b), add_remainder(x, 4096, b))
+    assert cnt.frame_count == 3

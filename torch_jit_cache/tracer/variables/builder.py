@@ -17,7 +17,8 @@ when one tensor is reached through a second source; torch.dtype, torch.layout an
 torch.memory_format by identity (held strongly), torch.device by value (its type and index);
 members of plain Enum classes by identity (constant.is_enum_member); sets and frozensets of
 constants by type and their items in iteration order (SET_ITEMS: sets.wrap_set, wrap_frozenset);
-numpy arrays by type, `dtype.str`, shape, strides and `flags.writeable` (numpy_tensors.py).
+numpy arrays by type, `dtype.str`, shape, strides and `flags.writeable` (numpy_tensors.py); numpy
+numbers by type and `item()` (numpy_values.py).
 `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -80,6 +81,8 @@ WRAP_RULES = (
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    WrapRule("numpy number", lambda v, s: s is not None and numpy_values.is_frame_numpy_number(v),
+             numpy_values.wrap_numpy_number),
     # a numpy array: the tensor torch.as_tensor makes of it, traced through torch._numpy
     WrapRule("numpy array", lambda v, s: s is not None and numpy_tensors.is_frame_array(v),
              numpy_tensors.wrap_frame_array),

@@ -148,6 +148,24 @@ class NumpyNdarrayVariable(VariableTracker):
     def getitem(self, tx, key):
         return numpy_call(tx, operator.getitem, "getitem", [self, key], {})
 
+    def setitem(self, tx, key, value):
+        """`a[key] = value` with a basic key (ints, slices, None, Ellipsis): numpy's assignment on
+        the stand-ins decides whether it is allowed; the graph copies `value` into the view
+        `a[key]` (copy_ broadcasts and casts as numpy's assignment does)."""
+        if self.scalar or not key.is_python_constant() or not _basic_key(key.as_python_constant()):
+            unsupported("item assignment on a numpy array with an index that is not basic (ints, slices)")
+        if not isinstance(value, NumpyNdarrayVariable) and not (
+                value.is_python_constant() and type(value.as_python_constant()) in (bool, int, float)):
+            unsupported(f"item assignment of {value} into a numpy array")
+        _run_numpy(operator.setitem, "item assignment", [self.standin, _standin(key), _standin(value)], {})
+        view = self.getitem(tx, key)
+        if view.scalar:   # a[i] of a 1-d array: numpy's getitem gives a number; the graph wants a view
+            view = numpy_call(tx, lambda a, k: a[k][...], "getitem", [self, key], {})
+        if isinstance(value, NumpyNdarrayVariable):
+            call_op(tx, "copy_", [view.tensor, value.tensor], {}, method=True)
+        else:
+            call_op(tx, "fill_", [view.tensor, value], {}, method=True)
+
     def reconstruct(self, outputs):
         if self.source is not None:   # the frame's own array, only read
             return SourceOutput(self.source)
@@ -157,6 +175,12 @@ class NumpyNdarrayVariable(VariableTracker):
 
     def __repr__(self):
         return f"NumpyNdarrayVariable({self.standin.dtype}{list(getattr(self.standin, 'shape', ()))})"
+
+
+def _basic_key(key) -> bool:
+    if type(key) is tuple:
+        return all(_basic_key(k) for k in key)
+    return key is None or key is Ellipsis or type(key) in (int, slice)   # a bool is a mask
 
 
 # -- the call: traced through torch._numpy, checked against numpy on stand-ins --------------------
@@ -282,16 +306,47 @@ def _any_tnp(a, k) -> bool:
     return any(isinstance(x, tnp.ndarray) for x in pytree.tree_leaves((a, k)))
 
 
-_INPLACE = {"+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="}
+_INPLACE = {"+=", "&=", "//=", "<<=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^=", "@="}
+_INPLACE_OPERATORS = {
+    "+=": operator.iadd, "&=": operator.iand, "//=": operator.ifloordiv, "<<=": operator.ilshift, "*=": operator.imul,
+    "%=": operator.imod, "|=": operator.ior, "**=": operator.ipow, ">>=": operator.irshift, "-=": operator.isub,
+    "/=": operator.itruediv, "^=": operator.ixor, "@=": operator.imatmul,
+}
+BINARY_OPERATORS_OUT_OF_PLACE = {
+    "+=": operator.add, "&=": operator.and_, "//=": operator.floordiv, "<<=": operator.lshift, "*=": operator.mul,
+    "%=": operator.mod, "|=": operator.or_, "**=": operator.pow, ">>=": operator.rshift, "-=": operator.sub,
+    "/=": operator.truediv, "^=": operator.xor, "@=": operator.matmul,
+}
 
 
 def binary(tx, symbol: str, fn, a, b) -> VariableTracker:
     """`a symbol b` where an operand is an array traced as a tensor."""
-    if symbol in _INPLACE:
-        unsupported(f"operator {symbol} with a numpy array (it changes an operand)")
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        if symbol in _INPLACE:
+            unsupported(f"operator {symbol} between a numpy array and a tensor (it changes an operand)")
         return _with_tensor(tx, symbol, fn, a, b)
+    if symbol in _INPLACE:
+        return _inplace(tx, symbol, fn, a, b)
     return numpy_call(tx, fn, f"operator {symbol}", [a, b], {})
+
+
+def _inplace(tx, symbol, fn, a, b) -> VariableTracker:
+    """`a op= b` on an array: numpy computes `a op b` and casts it into `a` (same_kind casting); the
+    graph does the same, `a op b` then `copy_` into a's tensor, and `a` stays the very array (its
+    memory: the frame's array, or the tensor `t.numpy()` shares, changes as in eager). numpy's own
+    in-place call on the stand-ins decides whether it is allowed (a cast it refuses raises: a break)."""
+    if not isinstance(a, NumpyNdarrayVariable) or a.scalar:
+        unsupported(f"operator {symbol} on {a}")   # a number: rebinds the name to a new value
+    before = a.standin
+    real = _run_numpy(_INPLACE_OPERATORS[symbol], f"operator {symbol}", [before, _standin(b)], {})
+    if real is not before:
+        unsupported(f"operator {symbol}: numpy did not update the array in place")
+    out_of_place = numpy_call(tx, BINARY_OPERATORS_OUT_OF_PLACE[symbol], f"operator {symbol}", [a, b], {})
+    if not isinstance(out_of_place, NumpyNdarrayVariable) or \
+            tuple(out_of_place.tensor.example.shape) != tuple(a.tensor.example.shape):
+        unsupported(f"operator {symbol}: the result does not fit the array")
+    a.tensor = call_op(tx, "copy_", [a.tensor, out_of_place.tensor], {}, method=True)
+    return a
 
 
 def _with_tensor(tx, symbol, fn, a, b) -> VariableTracker:
