@@ -21,7 +21,8 @@ owns it. What the trace relies on:
   takes it as the Python number it holds (the dtype rules are a Python scalar's: checked in
   test_numpy_values.py); np.bool_ and any other use as a torch argument break.
 
-numpy on tensors (`x.numpy()`, `np.sin(t)`) is not traced: the call breaks (docs/graph_breaks.md).
+numpy on arrays the frame holds and on `t.numpy()` is traced through torch._numpy instead
+(numpy_tensors.py): a numpy call with such an array among its arguments goes there.
 """
 from __future__ import annotations
 
