@@ -28,6 +28,7 @@ from ..output_graph import mark_side_effect
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
+from . import tensor_attributes
 from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
 from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
@@ -128,6 +129,9 @@ class TensorVariable(VariableTracker):
         return is_symbolic(tuple(self.example.shape))
 
     def var_getattr(self, tx, name):
+        found = tensor_attributes.load(tx, self, name)
+        if found is not None:
+            return found
         if name == "shape":
             if self.has_symbolic_shape():
                 return call_op(tx, "size", [self], {}, method=True)
@@ -146,6 +150,9 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
+
+    def var_setattr(self, tx, name, value):
+        tensor_attributes.store(tx, self, name, value)
 
     def _grad(self, tx):
         """x.grad. Of a tensor read from the frame: the value found at its source `x.grad`, a tensor
@@ -169,6 +176,8 @@ class TensorVariable(VariableTracker):
         (the exact type), and its instance __dict__ (a tensor may carry Python attributes), whose
         keys are guarded for a tensor read from the frame and empty for one the graph makes (the
         trace stores no attribute on a tensor). transformers asks `hasattr(x, "jax")`."""
+        if tensor_attributes.stored(tx, self, name):
+            return True
         ref = self.real if self.real is not None else self.example
         found = lookup(ref, name)
         if found.where is Where.CLASS:
