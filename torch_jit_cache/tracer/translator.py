@@ -390,7 +390,17 @@ class InstructionTranslator:
             e = located = None
 
     @staticmethod
-    def root_cells(code, f_locals) -> list:
-        return [CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False, frame_name=name)
-                if name in f_locals else CellVariable(writable=False, frame_name=name)
-                for name in code.co_freevars]
+    def root_cells(code, f_locals, output=None, closure=None) -> list:
+        """The root frame's free variables; with its `closure`, each the one tracker of its real
+        cell in the trace (a store to it is replayed into that cell: cells.py)."""
+        cells = []
+        for i, name in enumerate(code.co_freevars):
+            real = closure[i] if closure is not None and len(closure) == len(code.co_freevars) else None
+
+            def make(name=name, real=real):
+                if name in f_locals:
+                    return CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False,
+                                        frame_name=name, real=real)
+                return CellVariable(writable=False, frame_name=name, real=real)
+            cells.append(make() if real is None or output is None else output.side_effects.real_cell(real, None, make))
+        return cells

@@ -19,7 +19,7 @@ from ...trace_result import (CallOutput, ConstantOutput, DictOutput, FunctionOut
 from . import function_attributes
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
-from .cells import CellVariable
+from .cells import CellVariable, real_cell
 from .containers import DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .exceptions import TracebackVariable
@@ -175,13 +175,8 @@ class UserFunctionVariable(BaseFunctionVariable):
             base = AttrSource(self.source, "__closure__") if self.source is not None else None
             self._cells = []
             for i, cell in enumerate(self.fn.__closure__ or ()):
-                try:
-                    value = cell.cell_contents
-                except ValueError:
-                    self._cells.append(CellVariable(writable=False))
-                    continue
-                src = AttrSource(ItemSource(base, i), "cell_contents") if base else None
-                self._cells.append(CellVariable(lazy=(value, src), writable=False))
+                where = ItemSource(base, i) if base is not None else None
+                self._cells.append(real_cell(tx, cell, where, lambda i=i, cell=cell: _real_cell_tracker(base, i, cell)))
         return self._cells
 
     def var_getattr(self, tx, name):
@@ -483,6 +478,17 @@ class PureFunctionVariable(CallableVariable):
             if of_operator_module(self.fn):   # operator.iconcat on a list: would change a copy
                 unsupported(f"operator.{self.fn.__name__} on a list, dict, set or bytearray")
         return fold(tx, self.fn, args, kwargs)
+
+
+def _real_cell_tracker(base, i, cell):
+    """The tracker of cell `i` of a real function's closure (`base`: the closure's source, or None)."""
+    where = ItemSource(base, i) if base is not None else None
+    try:
+        value = cell.cell_contents
+    except ValueError:
+        return CellVariable(writable=False, real=cell, cell_source=where)
+    src = AttrSource(where, "cell_contents") if where is not None else None
+    return CellVariable(lazy=(value, src), writable=False, real=cell, cell_source=where)
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
