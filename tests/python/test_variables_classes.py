@@ -4,6 +4,7 @@ The contract: a functools.cached_property read from its class is the descriptor 
 __get__ with no instance returns it), also from a fresh import of functools; compared with eager.
 """
 import functools
+import sys
 
 import pytest
 from test.support import import_helper
@@ -11,7 +12,8 @@ from test.support import import_helper
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
-from context_helpers import compiled_like_eager  # noqa: E402
+import torch_jit_cache as tjc  # noqa: E402
+from context_helpers import compiled_like_eager, explain_counts  # noqa: E402
 
 # functools as its Python source alone, as CPython's own tests import it: another cached_property class.
 _fresh_functools = import_helper.import_fresh_module("functools", blocked=["_functools"])
@@ -36,3 +38,39 @@ def _reads_the_descriptor(x):
 
 def test_a_cached_property_read_from_its_class_is_the_descriptor_itself():
     compiled_like_eager(_reads_the_descriptor, torch.randn(2))
+
+
+# -- calling a class object: a builtin type given by type(), a struct sequence ---------------------
+def _same_kind_of_sequence(seq):
+    a, b = seq
+    return type(seq)([a * 2, b - 1, a + b])
+
+
+def _named_result(x, y):
+    r = torch.return_types.max((x * 2, y))
+    return r, r.values + 1, r.indices, tuple(torch.return_types.qr((x, y)))
+
+
+@pytest.mark.parametrize("fn,args", [
+    (_same_kind_of_sequence, ([torch.ones(2), torch.zeros(2)],)),
+    (_same_kind_of_sequence, ((torch.ones(2), torch.zeros(2)),)),
+    (_named_result, (torch.randn(3), torch.randn(3))),
+], ids=["list", "tuple", "structseq"])
+def test_a_class_object_called_builds_what_eager_builds(fn, args):
+    assert explain_counts(fn, *args) == (1, 0, [])
+    got, want = tjc.compile(fn, backend="eager")(*args), fn(*args)
+    assert type(got) is type(want)
+    if fn is _named_result:
+        assert type(got[0]) is type(want[0])
+        got, want = [got[0][0], got[0][1], got[1], got[2], *got[3]], [want[0][0], want[0][1], want[1], want[2], *want[3]]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+def test_a_struct_sequence_python_cannot_make_raises_as_in_eager():
+    def f(x):
+        return type(sys.flags)((1,) * sys.flags.n_sequence_fields), x
+    with pytest.raises(TypeError):
+        f(torch.ones(1))
+    with pytest.raises(TypeError):
+        tjc.compile(f, backend="eager")(torch.ones(1))

@@ -357,8 +357,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         hint = capture.hint("capture_scalar_outputs") if name in _SCALAR_OUTPUTS else \
             capture.hint("capture_dynamic_output_shape_ops") if name in _DYNAMIC_OUTPUT_SHAPES else ""
         unsupported(f"data-dependent or side-effecting tensor operation {name}(){hint}")
-    fx_args = tuple(a.as_fx_arg() for a in args)
-    fx_kwargs = {k: v.as_fx_arg() for k, v in kwargs.items()}
+    fx_args = tuple(_fx_dtype(a.as_fx_arg()) for a in args)
+    fx_kwargs = {k: _fx_dtype(v.as_fx_arg()) for k, v in kwargs.items()}
     ex_args = [a.as_example() for a in args]
     ex_kwargs = {k: v.as_example() for k, v in kwargs.items()}
     subscript = name in ("getitem", "__getitem__", "setitem", "__setitem__")
@@ -409,6 +409,15 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     if result is None:
         return ConstantVariable(None)
     return wrap_op_result(tx, node, result)
+
+
+# A Python number type where torch takes a dtype (`x.to(float)`): the dtype torch's argument parser
+# makes of it, which FX can write in a graph's code (a bare `bool` it cannot).
+_TYPE_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
+def _fx_dtype(arg):
+    return _TYPE_DTYPES[arg] if type(arg) is type and arg in _TYPE_DTYPES else arg
 
 
 def _mutates_attribute_tensor(out, mutated) -> bool:
