@@ -3,6 +3,7 @@
 The contract: a functools.cached_property read from its class is the descriptor itself (its
 __get__ with no instance returns it), also from a fresh import of functools; compared with eager.
 """
+import collections.abc
 import functools
 import sys
 
@@ -74,3 +75,35 @@ def test_a_struct_sequence_python_cannot_make_raises_as_in_eager():
         f(torch.ones(1))
     with pytest.raises(TypeError):
         tjc.compile(f, backend="eager")(torch.ones(1))
+
+
+_MAPPING_FLAG = 1 << 6   # Py_TPFLAGS_MAPPING
+
+
+class _MappingModule(torch.nn.ModuleDict, collections.abc.MutableMapping):
+    def __hash__(self):
+        return id(self)
+
+
+def _by_flags(x, cls):
+    return x + 1 if cls.__flags__ & _MAPPING_FLAG else x - 1
+
+
+def _by_type_flags(x, obj):
+    # a class known from a guarded type: its sizes are constants (its __flags__, which change,
+    # are a break without a source)
+    return x * 2 if type(obj).__dictoffset__ else x + 1, type(obj).__basicsize__
+
+
+def test_numbers_of_a_types_c_struct_are_read_through_its_source_and_guarded():
+    x = torch.randn(2)
+    assert explain_counts(_by_flags, x, _MappingModule) == (1, 0, [])
+    compiled = tjc.compile(_by_flags, backend="eager")
+    for cls in (_MappingModule, torch.nn.Linear, _MappingModule):   # another class: recompiles
+        torch.testing.assert_close(compiled(x, cls), _by_flags(x, cls))
+    assert explain_counts(_by_type_flags, x, {"a": 1}) == (1, 0, [])
+    compiled = tjc.compile(_by_type_flags, backend="eager")
+    for obj in ({"a": 1}, [1], _MappingModule()):
+        got, want = compiled(x, obj), _by_type_flags(x, obj)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]

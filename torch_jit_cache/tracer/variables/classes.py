@@ -85,17 +85,22 @@ def _bound(fn, obj):
 
 # type's own descriptors that read the class's state without side effects: `__module__` (from its
 # __dict__), `__mro__`, `__bases__`, `__base__`. (`__dict__` is a new mappingproxy at each read.)
-_TYPE_MEMBERS = frozenset({"__module__", "__mro__", "__bases__", "__base__"})
+_TYPE_MEMBERS = frozenset({"__module__", "__mro__", "__bases__", "__base__",
+                           # numbers type's C struct holds (`cls.__flags__ & TPFLAGS_MAPPING`)
+                           "__flags__", "__basicsize__", "__itemsize__", "__dictoffset__", "__weakrefoffset__"})
+# Of those, what never changes after the class is made (its __flags__ do: the abstract bit, the
+# type cache's version-tag bit), a constant for a class known from a guarded type.
+_FIXED_SIZES = frozenset({"__basicsize__", "__itemsize__", "__dictoffset__", "__weakrefoffset__"})
 
 
 def _type_member(tx, var, name):
     """`cls.name` for one of _TYPE_MEMBERS: through the class's source, guarded by value (the
     classes of `__mro__` by identity); without a source (a class known from a guarded type) the
-    module name is a constant, and the rest is refused."""
+    module name and _FIXED_SIZES are constants, and the rest is refused."""
     value = getattr(var.value, name)
     if var.source is not None:
         return tx.wrap(value, AttrSource(var.source, name))
-    if type(value) is str:
+    if type(value) is str or name in _FIXED_SIZES:   # fixed when the class was made
         return ConstantVariable(value)
     unsupported(f"attribute {name!r} of class {var.value.__name__}, which has no source")
 
