@@ -298,3 +298,32 @@ def test_a_function_whose_cell_the_trace_stored_to_is_freed():
     ref = weakref.ref(keep)
     del keep, read, compiled
     assert ref() is None
+
+
+def _shadowing_maker():
+    x = torch.zeros(1)
+    y = x
+
+    def inner_scope():
+        x = y            # another cell of the same name
+
+        def put(v):
+            nonlocal x
+            x = v
+        return put, lambda: x
+    put, get = inner_scope()
+
+    def root(t):
+        put(t * 2)       # inner_scope's x
+        return t + x     # the maker's x: eager reads the other cell
+    return root, get
+
+
+def test_a_store_to_a_cell_named_like_a_free_variable_of_the_frame_stays_eager():
+    root, get = _shadowing_maker()
+    eager_root, eager_get = _shadowing_maker()
+    compiled = tjc.compile(root, backend="eager")
+    t = torch.ones(1)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(t), eager_root(t))
+        torch.testing.assert_close(get(), eager_get())

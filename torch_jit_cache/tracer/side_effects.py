@@ -70,6 +70,22 @@ def _unsupported(reason: str):
     raise Unsupported(reason)
 
 
+def _distinct_cells(a, b, pin: bool, add_guard=None) -> bool:
+    """Whether real cells `a` and `b` (distinct objects now) stay distinct at later calls: cells of
+    variables of different names are (a cell is made for one variable of one scope; a closure put
+    together by hand with types.FunctionType is the exception no guard sees); cells of one name are
+    pinned DISTINCT_FROM through their sources where both have one (`pin`), else not known."""
+    if a.cell_name != b.cell_name:
+        return True
+    if a.cell_source is None or b.cell_source is None or add_guard is None:
+        return False
+    if pin:
+        first, second = sorted((a.cell_source, b.cell_source), key=str)
+        if first != second:
+            add_guard(first, GuardKind.DISTINCT_FROM, second)
+    return True
+
+
 class SideEffects:
     """Mutable per-trace state; the GIL is the only lock (one trace runs at a time per thread)."""
 
@@ -295,6 +311,10 @@ class SideEffects:
     def stored_real_cell(self, tracker) -> None:
         if getattr(tracker, "unpinned", False):
             _unsupported("store to a closure cell reached by two paths whose identity no guard can pin")
+        for other in self._cells.values():
+            if other is not tracker and not _distinct_cells(tracker, other, pin=False, add_guard=self._add_guard):
+                _unsupported(f"store to closure cell {tracker.cell_name!r}, which another cell of that name "
+                             "the trace reaches may be at a later call")
         if tracker not in self._stored_cells:
             self._stored_cells.append(tracker)
 
@@ -302,13 +322,8 @@ class SideEffects:
         """A real cell is read: every other real cell the trace stored to must be another cell at
         each later call too (DISTINCT_FROM), or the read is refused."""
         for other in self._stored_cells:
-            if other is tracker:
-                continue
-            if other.cell_source is None or tracker.cell_source is None or self._add_guard is None:
+            if other is not tracker and not _distinct_cells(tracker, other, pin=True, add_guard=self._add_guard):
                 _unsupported("a closure cell read after a store to another cell that may be it at a later call")
-            a, b = sorted((tracker.cell_source, other.cell_source), key=str)
-            if a != b:
-                self._add_guard(a, GuardKind.DISTINCT_FROM, b)
 
     def mutate_container(self, tracker, kind: EffectKind) -> None:
         """A list (SET_LIST) or dict (SET_DICT) read from the frame is about to be mutated; its

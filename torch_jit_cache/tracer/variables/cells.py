@@ -15,13 +15,14 @@ class CellVariable(VariableTracker):
     cell after the graph. A real cell whose object the trace does not hold is not writable."""
 
     def __init__(self, contents=None, *, lazy=None, writable=True, root_name=None, frame_name=None, real=None,
-                 cell_source=None):
+                 cell_source=None, cell_name=None):
         super().__init__(None)
         self.contents = contents
         self.lazy = lazy
         self.writable = writable
         self.real, self.cell_source = real, cell_source   # a real function's cell: `fn.__closure__[i]`
         self.unpinned = False
+        self.cell_name = cell_name if cell_name is not None else frame_name   # its variable's name
         # One of the root frame's own cells: a store to it is a side effect, replayed into the
         # real cell (side_effects.py), since code after a graph break reads it there. (No real
         # function can close over it while the root is traced: only trackers share it.)

@@ -176,7 +176,9 @@ class UserFunctionVariable(BaseFunctionVariable):
             self._cells = []
             for i, cell in enumerate(self.fn.__closure__ or ()):
                 where = ItemSource(base, i) if base is not None else None
-                self._cells.append(real_cell(tx, cell, where, lambda i=i, cell=cell: _real_cell_tracker(base, i, cell)))
+                name = self.fn.__code__.co_freevars[i]
+                self._cells.append(real_cell(tx, cell, where,
+                                             lambda i=i, cell=cell, name=name: _real_cell_tracker(base, i, cell, name)))
         return self._cells
 
     def var_getattr(self, tx, name):
@@ -480,15 +482,16 @@ class PureFunctionVariable(CallableVariable):
         return fold(tx, self.fn, args, kwargs)
 
 
-def _real_cell_tracker(base, i, cell):
-    """The tracker of cell `i` of a real function's closure (`base`: the closure's source, or None)."""
+def _real_cell_tracker(base, i, cell, name):
+    """The tracker of cell `i` (variable `name`) of a real function's closure (`base`: the
+    closure's source, or None)."""
     where = ItemSource(base, i) if base is not None else None
     try:
         value = cell.cell_contents
     except ValueError:
-        return CellVariable(writable=False, real=cell, cell_source=where)
+        return CellVariable(writable=False, real=cell, cell_source=where, cell_name=name)
     src = AttrSource(where, "cell_contents") if where is not None else None
-    return CellVariable(lazy=(value, src), writable=False, real=cell, cell_source=where)
+    return CellVariable(lazy=(value, src), writable=False, real=cell, cell_source=where, cell_name=name)
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------

@@ -420,7 +420,8 @@ _MAX_STANDIN_BYTES = 1 << 26   # the trace copies a frame array as its stand-in
 def is_frame_array(value) -> bool:
     np = _np()
     return np is not None and type(value) is np.ndarray and value.dtype.str in _TORCH_DTYPES and \
-        value.nbytes <= _MAX_STANDIN_BYTES and value.flags.writeable and all(s >= 0 and s % value.itemsize == 0 for s in value.strides)
+        value.nbytes <= _MAX_STANDIN_BYTES and value.flags.writeable and \
+        all(s >= 0 and s % value.itemsize == 0 for s in value.strides)
 
 
 def wrap_frame_array(tx, value, source, g):
