@@ -1,7 +1,7 @@
 """numpy in traced code (tracer/variables/numpy_values.py): numpy calls on constants run while
 tracing, arrays the trace made reach the graph through torch.from_numpy / torch.tensor as constant
 tensors, numpy numbers meet tensors in binary operators. Arrays stay right (each call makes its
-own; a mutation or a view breaks), and numpy on tensors breaks cleanly."""
+own; a mutation or a view breaks). numpy on tensors: test_numpy_tensors.py."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -101,10 +101,6 @@ def view_of_an_array(x):
     return x + torch.from_numpy(b), a
 
 
-def numpy_on_a_tensor(x):
-    return torch.from_numpy(np.sin(x.numpy())) + 1
-
-
 def numpy_scalar_as_torch_argument(x):
     return x + torch.full((2,), np.float64(1.5)), torch.tensor(np.float64(2.0))
 
@@ -113,7 +109,7 @@ def numpy_bool_with_tensor(x):
     return x * np.bool_(True)
 
 
-@pytest.mark.parametrize("fn", [shares_memory, mutated, updated_in_place, view_of_an_array, numpy_on_a_tensor,
+@pytest.mark.parametrize("fn", [shares_memory, mutated, updated_in_place, view_of_an_array,
                                 numpy_scalar_as_torch_argument, numpy_bool_with_tensor],
                          ids=lambda f: f.__name__)
 def test_what_the_trace_cannot_keep_runs_as_eager(fn):
@@ -172,3 +168,19 @@ def test_a_numpy_call_that_writes_into_an_array_runs_as_eager():
     x = torch.randn(3)
     assert explain_counts(out_by_position, x)[1] >= 1
     check(out_by_position, x, counts=None)
+
+
+def add_remainder(x, a, b):
+    return x + (a % b), np.stack([np.ones([2, a % 3 + 1])], axis=0).shape
+
+
+def test_a_numpy_number_from_the_frame_is_a_guarded_constant():
+    # np.int64 arguments are constants of the trace (one graph), guarded by type and by item():
+    # another value, or another numpy type, compiles again and stays eager's.
+    x = torch.randn(3)
+    assert explain_counts(add_remainder, x, 4096, np.int64(8)) == (1, 0, [])
+    cnt = CompileCounter()
+    compiled = tjc.compile(add_remainder, backend=cnt)
+    for b in (np.int64(8), np.int64(8), np.int64(9), np.int32(9)):
+        _same(compiled(x, 4096, b), add_remainder(x, 4096, b))
+    assert cnt.frame_count == 3

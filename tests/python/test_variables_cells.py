@@ -183,3 +183,147 @@ def test_a_function_made_in_an_inlined_call_held_at_a_break_shares_the_frames_ce
     torch.testing.assert_close(got[0], want[0])
     torch.testing.assert_close(got[2], want[2])
     torch.testing.assert_close(got[1](3), want[1](3))
+
+
+# -- stores to real cells: the root frame's free variables and real functions' closures ---------
+def _breaks_and_fallbacks(fn, *args):
+    rep = tjc.explain(fn)(*args)
+    return rep.graph_break_count, rep.fallbacks
+
+
+def _store_maker():
+    result = None
+
+    def keep(a):
+        nonlocal result
+        result = a * 2 + 1
+    return keep, lambda: result
+
+
+def test_a_store_to_the_frames_free_variable_is_replayed_into_its_cell():
+    keep, read = _store_maker()
+    assert _breaks_and_fallbacks(keep, torch.ones(2)) == (0, [])
+    keep, read = _store_maker()
+    x = torch.randn(3)
+    assert tjc.compile(keep, backend="eager")(x) is None
+    torch.testing.assert_close(read(), x * 2 + 1)
+
+
+def _counter_maker():
+    total = 0.5
+    scale = torch.ones(2)
+
+    def bump():
+        nonlocal total, scale
+        before = scale + 1
+        total += 1
+        scale = scale * 3
+        return total, scale, before
+
+    def outer():
+        return bump()     # `bump` read from outer's closure, inlined: its cells are real cells
+    return outer, lambda: (total, scale)
+
+
+def test_a_store_to_an_inlined_functions_cell_is_replayed_into_that_cell():
+    outer, read = _counter_maker()
+    assert _breaks_and_fallbacks(outer) == (0, [])
+    outer, read = _counter_maker()
+    eager_outer, eager_read = _counter_maker()
+    compiled = tjc.compile(outer, backend="eager")
+    for _ in range(3):
+        got, want = compiled(), eager_outer()
+        assert got[0] == want[0]
+        torch.testing.assert_close(got[1], want[1])
+        torch.testing.assert_close(got[2], want[2])
+    assert read()[0] == eager_read()[0] == 3.5
+    torch.testing.assert_close(read()[1], eager_read()[1])
+
+
+def _sharing_maker():
+    x = torch.zeros(2)
+
+    def step():
+        nonlocal x
+        x = x + 1
+
+    def root(h, t):
+        h()
+        return t + x      # eager: sees h's store when h closes over this very cell
+    return root, step
+
+
+def test_a_free_variable_read_after_a_store_to_a_cell_it_may_be_stays_eager():
+    root, own_step = _sharing_maker()
+    _, other_step = _sharing_maker()
+    eager_root, eager_own = _sharing_maker()
+    _, eager_other = _sharing_maker()
+    compiled = tjc.compile(root, backend="eager")
+    t = torch.ones(2)
+    for mine, eager in ((other_step, eager_other), (own_step, eager_own), (other_step, eager_other)):
+        torch.testing.assert_close(compiled(mine, t), eager_root(eager, t))
+
+
+def _pair_maker(shared):
+    n = torch.zeros(1)
+    m = torch.zeros(1)
+
+    def put():
+        nonlocal n
+        n = n + 5
+
+    def get_own():
+        return n
+
+    def get_other():
+        return m
+    return put, (get_own if shared else get_other)
+
+
+def test_two_paths_to_one_cell_are_pinned_by_identity():
+    def use(put, get, t):
+        put()
+        return get() + t
+    compiled = tjc.compile(use, backend=CompileCounter())
+    t = torch.ones(1)
+    for shared in (True, False, True):
+        mine, eager = _pair_maker(shared), _pair_maker(shared)
+        torch.testing.assert_close(compiled(*mine, t), use(*eager, t))
+
+
+def test_a_function_whose_cell_the_trace_stored_to_is_freed():
+    keep, read = _store_maker()
+    compiled = tjc.compile(keep, backend="eager")
+    compiled(torch.ones(2))
+    ref = weakref.ref(keep)
+    del keep, read, compiled
+    assert ref() is None
+
+
+def _shadowing_maker():
+    x = torch.zeros(1)
+    y = x
+
+    def inner_scope():
+        x = y            # another cell of the same name
+
+        def put(v):
+            nonlocal x
+            x = v
+        return put, lambda: x
+    put, get = inner_scope()
+
+    def root(t):
+        put(t * 2)       # inner_scope's x
+        return t + x     # the maker's x: eager reads the other cell
+    return root, get
+
+
+def test_a_store_to_a_cell_named_like_a_free_variable_of_the_frame_stays_eager():
+    root, get = _shadowing_maker()
+    eager_root, eager_get = _shadowing_maker()
+    compiled = tjc.compile(root, backend="eager")
+    t = torch.ones(1)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(t), eager_root(t))
+        torch.testing.assert_close(get(), eager_get())

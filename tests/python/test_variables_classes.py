@@ -3,7 +3,9 @@
 The contract: a functools.cached_property read from its class is the descriptor itself (its
 __get__ with no instance returns it), also from a fresh import of functools; compared with eager.
 """
+import collections.abc
 import functools
+import sys
 
 import pytest
 from test.support import import_helper
@@ -14,7 +16,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import compiled_like_eager  # noqa: E402
+from context_helpers import compiled_like_eager, explain_counts  # noqa: E402
 
 # functools as its Python source alone, as CPython's own tests import it: another cached_property class.
 _fresh_functools = import_helper.import_fresh_module("functools", blocked=["_functools"])
@@ -75,3 +77,72 @@ def test_super_reads_a_plain_class_value_guarded_by_value():
         _Base.scale = 4
     assert cnt.frame_count == 2
     assert tjc.explain(method)(x).graph_break_count == 0
+
+
+# -- calling a class object: a builtin type given by type(), a struct sequence ---------------------
+def _same_kind_of_sequence(seq):
+    a, b = seq
+    return type(seq)([a * 2, b - 1, a + b])
+
+
+def _named_result(x, y):
+    r = torch.return_types.max((x * 2, y))
+    return r, r.values + 1, r.indices, tuple(torch.return_types.qr((x, y)))
+
+
+@pytest.mark.parametrize("fn,args", [
+    (_same_kind_of_sequence, ([torch.ones(2), torch.zeros(2)],)),
+    (_same_kind_of_sequence, ((torch.ones(2), torch.zeros(2)),)),
+    (_named_result, (torch.randn(3), torch.randn(3))),
+], ids=["list", "tuple", "structseq"])
+def test_a_class_object_called_builds_what_eager_builds(fn, args):
+    assert explain_counts(fn, *args) == (1, 0, [])
+    got, want = tjc.compile(fn, backend="eager")(*args), fn(*args)
+    assert type(got) is type(want)
+    if fn is _named_result:
+        assert type(got[0]) is type(want[0])
+        flat = lambda r: [r[0][0], r[0][1], r[1], r[2], *r[3]]  # noqa: E731
+        got, want = flat(got), flat(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+def test_a_struct_sequence_python_cannot_make_raises_as_in_eager():
+    def f(x):
+        return type(sys.flags)((1,) * sys.flags.n_sequence_fields), x
+    with pytest.raises(TypeError):
+        f(torch.ones(1))
+    with pytest.raises(TypeError):
+        tjc.compile(f, backend="eager")(torch.ones(1))
+
+
+_MAPPING_FLAG = 1 << 6   # Py_TPFLAGS_MAPPING
+
+
+class _MappingModule(torch.nn.ModuleDict, collections.abc.MutableMapping):
+    def __hash__(self):
+        return id(self)
+
+
+def _by_flags(x, cls):
+    return x + 1 if cls.__flags__ & _MAPPING_FLAG else x - 1
+
+
+def _by_type_flags(x, obj):
+    # a class known from a guarded type: its sizes are constants (its __flags__, which change,
+    # are a break without a source)
+    return x * 2 if type(obj).__dictoffset__ else x + 1, type(obj).__basicsize__
+
+
+def test_numbers_of_a_types_c_struct_are_read_through_its_source_and_guarded():
+    x = torch.randn(2)
+    assert explain_counts(_by_flags, x, _MappingModule) == (1, 0, [])
+    compiled = tjc.compile(_by_flags, backend="eager")
+    for cls in (_MappingModule, torch.nn.Linear, _MappingModule):   # another class: recompiles
+        torch.testing.assert_close(compiled(x, cls), _by_flags(x, cls))
+    assert explain_counts(_by_type_flags, x, {"a": 1}) == (1, 0, [])
+    compiled = tjc.compile(_by_type_flags, backend="eager")
+    for obj in ({"a": 1}, [1], _MappingModule()):
+        got, want = compiled(x, obj), _by_type_flags(x, obj)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]

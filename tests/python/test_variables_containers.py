@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import assert_same  # noqa: E402
+from context_helpers import assert_same, explain_counts  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
@@ -731,3 +731,50 @@ def test_the_class_of_a_dict_is_dict():
 
     run_both(fn, {"a": torch.ones(2)})
     assert tjc.explain(fn)({"a": torch.ones(2)}).graph_break_count == 0
+
+
+# -- attributes stored on instances of a namedtuple's subclass (which have a __dict__) -------------
+class _Pair(typing.NamedTuple):
+    a: object
+    b: object
+
+
+class _TaggedPair(_Pair):
+    pass
+
+
+def _tag_frame_pair(pair, x):
+    pair.note = x * 2
+    return pair, pair.note + 1, hasattr(pair, "note")
+
+
+def _tag_built_pair(x):
+    pair = _TaggedPair(x, x + 1)
+    pair.note = x - 1
+    return pair
+
+
+def test_an_attribute_stored_on_a_namedtuple_subclass_instance_is_replayed():
+    x = torch.randn(2)
+    pair = _TaggedPair(torch.ones(1), 2)
+    assert explain_counts(_tag_frame_pair, pair, x) == (1, 0, [])
+    pair = _TaggedPair(torch.ones(1), 2)
+    got, plus, has = tjc.compile(_tag_frame_pair, backend="eager")(pair, x)
+    assert got is pair and has
+    torch.testing.assert_close(pair.note, x * 2)
+    torch.testing.assert_close(plus, x * 2 + 1)
+    assert explain_counts(_tag_built_pair, x) == (1, 0, [])
+    built = tjc.compile(_tag_built_pair, backend="eager")(x)
+    assert type(built) is _TaggedPair
+    torch.testing.assert_close(built.note, x - 1)
+    torch.testing.assert_close(built.b, x + 1)
+
+
+def test_a_store_to_a_namedtuple_field_raises_as_in_eager():
+    def set_field(pair):
+        pair.a = 1
+        return pair
+    with pytest.raises(AttributeError):
+        set_field(_TaggedPair(1, 2))
+    with pytest.raises(AttributeError):
+        tjc.compile(set_field, backend="eager")(_TaggedPair(1, 2))

@@ -168,3 +168,19 @@ def test_a_tensor_subclass_input_runs_as_written(backend):
     got.sum().backward()
     assert torch.equal(base.grad, torch.full((3,), 2.0))
     assert tjc.stats()["graphs"] == 0
+
+
+def _python_types_as_dtypes(x):
+    return (x * 5).to(bool).to(float).to(int) + 8, torch.full((2,), 3, dtype=float), x.sum(dtype=complex)
+
+
+def test_a_python_number_type_where_torch_takes_a_dtype_is_that_dtype_in_the_graph():
+    # torch reads bool, int, float and complex as torch.bool, int64, float64 and complex128; the
+    # graph's code spells them so (before: FX wrote `<class 'bool'>`, and the frame ran as written).
+    from context_helpers import explain_counts
+    x = torch.randn(5)
+    assert explain_counts(_python_types_as_dtypes, x) == (1, 0, [])
+    got, want = tjc.compile(_python_types_as_dtypes, backend="eager")(x), _python_types_as_dtypes(x)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w)

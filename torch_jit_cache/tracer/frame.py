@@ -106,6 +106,6 @@ def _free(code, f_locals, closure) -> dict:
 def root_translator(code, f_locals, f_globals, f_builtins, closure, plan=None, **options):
     """A fresh OutputGraph and the root frame's translator over it."""
     output = OutputGraph(f_globals, f_builtins, plan)
-    cells = InstructionTranslator.root_cells(code, _free(code, f_locals, closure))
+    cells = InstructionTranslator.root_cells(code, _free(code, f_locals, closure), output, closure)
     return output, InstructionTranslator(code, output, f_globals, raw_args=_root_args(code, f_locals),
                                          free_cells=cells, **options)

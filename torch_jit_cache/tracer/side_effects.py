@@ -70,6 +70,22 @@ def _unsupported(reason: str):
     raise Unsupported(reason)
 
 
+def _distinct_cells(a, b, pin: bool, add_guard=None) -> bool:
+    """Whether real cells `a` and `b` (distinct objects now) stay distinct at later calls: cells of
+    variables of different names are (a cell is made for one variable of one scope; a closure put
+    together by hand with types.FunctionType is the exception no guard sees); cells of one name are
+    pinned DISTINCT_FROM through their sources where both have one (`pin`), else not known."""
+    if a.cell_name != b.cell_name:
+        return True
+    if a.cell_source is None or b.cell_source is None or add_guard is None:
+        return False
+    if pin:
+        first, second = sorted((a.cell_source, b.cell_source), key=str)
+        if first != second:
+            add_guard(first, GuardKind.DISTINCT_FROM, second)
+    return True
+
+
 class SideEffects:
     """Mutable per-trace state; the GIL is the only lock (one trace runs at a time per thread)."""
 
@@ -96,9 +112,14 @@ class SideEffects:
         self._storers: dict = {}
         self._mutated: dict = {}          # container type -> the trackers of mutated containers
         self._keepalive: list = []        # the objects whose ids key the dicts above
+        # Real closure cells (the root frame's free variables, real functions' closures): one
+        # tracker per cell object, and those the trace stored to (variables/cells.py).
+        self._cells: dict = {}            # id(cell) -> tracker
+        self._stored_cells: list = []
         # Sources of objects made anew for each call (the root frame's **kwargs dict): they alias
         # nothing else the trace reaches, so their mutation needs no aliasing check.
         self._fresh: set = set()
+        self._free_cells: set = set()     # root free variables stored (SET_CELL always replayed)
 
     def __bool__(self) -> bool:
         return bool(self._log)
@@ -259,9 +280,50 @@ class SideEffects:
         self._globals[name] = _Gone.DELETED
         self._log.append((EffectKind.DEL_GLOBAL, None, name, None))
 
-    def store_cell(self, name: str, value) -> None:
-        """A store to one of the root frame's own cells."""
+    def store_cell(self, name: str, value, free: bool = False) -> None:
+        """A store to one of the root frame's own cells, or (`free`) to a free variable of it: a
+        cell that outlives the frame, so its store is always replayed."""
+        if free:
+            self._free_cells.add(name)
         self._log.append((EffectKind.SET_CELL, None, name, value))
+
+    # -- real closure cells -----------------------------------------------------------------------
+    def real_cell(self, cell, where, make):
+        """The one tracker of real cell object `cell`, reached at `where` (the cell's source, or
+        None): made by `make()` the first time. A second path to it is pinned to the first
+        (ALIAS_OF), or, where one has no source, marks the cell unpinned (a store is refused)."""
+        found = self._cells.get(id(cell))
+        if found is None:
+            found = self._cells[id(cell)] = make()
+            self._keepalive.append(cell)
+            return found
+        if where != found.cell_source:
+            if where is None or found.cell_source is None or self._add_guard is None:
+                if found in self._stored_cells:
+                    _unsupported("a closure cell the trace stored to, reached again by a path whose identity "
+                                 "no guard can pin")
+                found.unpinned = True
+            else:
+                a, b = sorted((where, found.cell_source), key=str)
+                self._add_guard(a, GuardKind.ALIAS_OF, b)
+        return found
+
+    def stored_real_cell(self, tracker) -> None:
+        if getattr(tracker, "unpinned", False):
+            _unsupported("store to a closure cell reached by two paths whose identity no guard can pin")
+        for other in self._cells.values():
+            if other is not tracker and not _distinct_cells(tracker, other, pin=False, add_guard=self._add_guard):
+                _unsupported(f"store to closure cell {tracker.cell_name!r}, which another cell of that name "
+                             "the trace reaches may be at a later call")
+        if tracker not in self._stored_cells:
+            self._stored_cells.append(tracker)
+
+    def reading_real_cell(self, tracker) -> None:
+        """A real cell is read: every other real cell the trace stored to must be another cell at
+        each later call too (DISTINCT_FROM), or the read is refused."""
+        for other in self._stored_cells:
+            if other is not tracker and not _distinct_cells(tracker, other, pin=True, add_guard=self._add_guard):
+                _unsupported("a closure cell read after a store to another cell that may be it at a later call")
 
     def mutate_container(self, tracker, kind: EffectKind) -> None:
         """A list (SET_LIST) or dict (SET_DICT) read from the frame is about to be mutated; its
@@ -298,7 +360,8 @@ class SideEffects:
         `cells`: the own cells whose stores are kept (True: all, False: none)."""
         out = []
         for kind, target, name, value in self._log:
-            if kind is EffectKind.SET_CELL and not (cells is True or cells and name in cells):
+            if kind is EffectKind.SET_CELL and name not in self._free_cells and \
+                    not (cells is True or cells and name in cells):
                 continue
             if kind is EffectKind.ADVANCE_ITER:
                 if target.steps:
@@ -327,3 +390,5 @@ class SideEffects:
         self._mutated.clear()
         self._fresh.clear()
         self._keepalive.clear()
+        self._cells.clear()
+        self._stored_cells.clear()

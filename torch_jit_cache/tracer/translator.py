@@ -26,6 +26,7 @@ from .variables.base import TracedRaise, unsupported
 from .variables.contexts import accepts_exception
 from .variables.exceptions import chain_context, raised_value
 from .variables.generators import GeneratorVariable
+from .variables.numpy_tensors import call_numpy_function, has_numpy_tensor, numpy_function_of
 from .variables.object_protocol import InstanceDictView
 
 MAX_INLINE_DEPTH = 32
@@ -218,6 +219,10 @@ class InstructionTranslator:
     def call(self, fn, args: list, kwargs: dict):
         if fn is self.NULL:
             unsupported("call of NULL (tracer bug)")
+        if has_numpy_tensor(args, kwargs):   # numpy on arrays traced as tensors (numpy_tensors.py)
+            value = numpy_function_of(self, fn)
+            if value is not None:
+                return call_numpy_function(self, value, list(args), dict(kwargs))
         return fn.call_function(self, list(args), dict(kwargs))
 
     def inline_call(self, fn, args: list, kwargs: dict):
@@ -389,7 +394,17 @@ class InstructionTranslator:
             e = located = None
 
     @staticmethod
-    def root_cells(code, f_locals) -> list:
-        return [CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False, frame_name=name)
-                if name in f_locals else CellVariable(writable=False, frame_name=name)
-                for name in code.co_freevars]
+    def root_cells(code, f_locals, output=None, closure=None) -> list:
+        """The root frame's free variables; with its `closure`, each the one tracker of its real
+        cell in the trace (a store to it is replayed into that cell: cells.py)."""
+        cells = []
+        for i, name in enumerate(code.co_freevars):
+            real = closure[i] if closure is not None and len(closure) == len(code.co_freevars) else None
+
+            def make(name=name, real=real):
+                if name in f_locals:
+                    return CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False,
+                                        frame_name=name, real=real)
+                return CellVariable(writable=False, frame_name=name, real=real)
+            cells.append(make() if real is None or output is None else output.side_effects.real_cell(real, None, make))
+        return cells

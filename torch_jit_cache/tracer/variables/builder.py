@@ -16,7 +16,9 @@ attribute lookup (open_object.py; their attributes and items are guarded where r
 when one tensor is reached through a second source; torch.dtype, torch.layout and
 torch.memory_format by identity (held strongly), torch.device by value (its type and index);
 members of plain Enum classes by identity (constant.is_enum_member); sets and frozensets of
-constants by type and their items in iteration order (SET_ITEMS: sets.wrap_set, wrap_frozenset).
+constants by type and their items in iteration order (SET_ITEMS: sets.wrap_set, wrap_frozenset);
+numpy arrays by type, `dtype.str`, shape, strides and `flags.writeable` (numpy_tensors.py); numpy
+numbers by type and `item()` (numpy_values.py).
 `guard=False` is for attributes of trusted
 modules (torch.relu, math.pi): only the module itself is guarded.
 """
@@ -37,8 +39,8 @@ import torch.nn as nn
 from . import builtins as builtin_rules
 from . import dynamo_contexts
 from . import (constant, containers, contexts, deques, exceptions, frame_iterators, functions, namedtuples, new_object,
-               nn_module, numpy_values, opaque, open_object, partials, pure, ranges, sets, signatures, symbolic,
-               state_readers, tensor, user_object, weakrefs)
+               nn_module, numpy_tensors, numpy_values, opaque, open_object, partials, pure, ranges, sets, signatures,
+               state_readers, symbolic, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
@@ -80,6 +82,11 @@ WRAP_RULES = (
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    WrapRule("numpy number", lambda v, s: s is not None and numpy_values.is_frame_numpy_number(v),
+             numpy_values.wrap_numpy_number),
+    # a numpy array: the tensor torch.as_tensor makes of it, traced through torch._numpy
+    WrapRule("numpy array", lambda v, s: s is not None and numpy_tensors.is_frame_array(v),
+             numpy_tensors.wrap_frame_array),
     WrapRule("type alias", lambda v, s: constant.is_type_alias(v), constant.wrap_type_alias),
     WrapRule("enum member", lambda v, s: constant.is_enum_member(v), constant.wrap_enum_member),
     WrapRule("torch singleton", lambda v, s: isinstance(v, constant.TORCH_SINGLETONS), constant.wrap_torch_singleton),

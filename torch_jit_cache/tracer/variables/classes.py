@@ -85,17 +85,22 @@ def _bound(fn, obj):
 
 # type's own descriptors that read the class's state without side effects: `__module__` (from its
 # __dict__), `__mro__`, `__bases__`, `__base__`. (`__dict__` is a new mappingproxy at each read.)
-_TYPE_MEMBERS = frozenset({"__module__", "__mro__", "__bases__", "__base__"})
+_TYPE_MEMBERS = frozenset({"__module__", "__mro__", "__bases__", "__base__",
+                           # numbers type's C struct holds (`cls.__flags__ & TPFLAGS_MAPPING`)
+                           "__flags__", "__basicsize__", "__itemsize__", "__dictoffset__", "__weakrefoffset__"})
+# Of those, what never changes after the class is made (its __flags__ do: the abstract bit, the
+# type cache's version-tag bit), a constant for a class known from a guarded type.
+_FIXED_SIZES = frozenset({"__basicsize__", "__itemsize__", "__dictoffset__", "__weakrefoffset__"})
 
 
 def _type_member(tx, var, name):
     """`cls.name` for one of _TYPE_MEMBERS: through the class's source, guarded by value (the
     classes of `__mro__` by identity); without a source (a class known from a guarded type) the
-    module name is a constant, and the rest is refused."""
+    module name and _FIXED_SIZES are constants, and the rest is refused."""
     value = getattr(var.value, name)
     if var.source is not None:
         return tx.wrap(value, AttrSource(var.source, name))
-    if type(value) is str:
+    if type(value) is str or name in _FIXED_SIZES:   # fixed when the class was made
         return ConstantVariable(value)
     unsupported(f"attribute {name!r} of class {var.value.__name__}, which has no source")
 
@@ -155,6 +160,11 @@ class ClassVariable(ConstantVariable):
         built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (built_modules.py)
         if built is not None:
             return built
+        from .builtins import BUILTIN_HANDLERS, BuiltinVariable
+        if any(self.value is b for b in BUILTIN_HANDLERS):   # type(seq)([...]): the builtin's own model
+            return BuiltinVariable(self.value, self.source).call_function(tx, args, kwargs)
+        if is_structseq(self.value):
+            return _structseq(self.value, args, kwargs)
         return super().call_function(tx, args, kwargs)
 
     def __repr__(self):
@@ -167,6 +177,27 @@ def enum_lookup_class(cls) -> bool:
     return isinstance(cls, type) and type(cls) is enum.EnumType and issubclass(cls, enum.Enum) and \
         type_lookup(cls, "_missing_") is vars(enum.Enum)["_missing_"] and \
         all(is_enum_member(m) for m in cls.__members__.values())
+
+
+def is_structseq(cls) -> bool:
+    """A C struct sequence type (torch.return_types.max, os.stat_result) whose fields are all
+    named and all in the sequence: built from one sequence of exactly that many items."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and \
+        isinstance(getattr(cls, "n_sequence_fields", None), int) and \
+        getattr(cls, "n_fields", None) == cls.n_sequence_fields and getattr(cls, "n_unnamed_fields", 1) == 0
+
+
+def _structseq(cls, args, kwargs):
+    from .containers import BaseListVariable, TupleVariable
+    if kwargs or len(args) != 1 or not isinstance(args[0], BaseListVariable) or \
+            len(args[0].items) != cls.n_sequence_fields:
+        unsupported(f"{cls.__qualname__}() called with other than one sequence of {cls.n_sequence_fields} items")
+    try:   # some refuse to be made from Python (sys.flags): eager raises at the call
+        cls((None,) * cls.n_sequence_fields)
+    except Exception as e:  # noqa: BLE001
+        unsupported(f"{cls.__qualname__}() raised {type(e).__name__}: {e}")
+    fields = getattr(cls, "__match_args__", None)
+    return TupleVariable(list(args[0].items), fields=list(fields) if fields else None, cls=cls)
 
 
 def _foldable_class(value) -> bool:

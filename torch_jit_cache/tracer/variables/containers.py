@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections
 
-from ...attribute_lookup import type_lookup
+from ...attribute_lookup import MISSING, type_lookup
 from ...process_lived import holdable_key
 from ...sources import AttrSource, ItemSource
 from ...trace_result import (AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind, ListOutput, SourceOutput,
@@ -137,17 +137,34 @@ class BaseListVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if self.fields and name in self.fields:
             return self.items[self.fields.index(name)]
+        effects = tx.output.side_effects
+        if effects.has_attr_effect(self, self, name) and not effects.attr_deleted(self, name):
+            return effects.attr(self, self, name)   # stored earlier in the trace (var_setattr)
         if name == "_fields" and self.fields and type(getattr(self.cls, "_fields", None)) is tuple:
             return tx.wrap_constant(self.cls._fields)   # the names namedtuple() gave the class
         if name == "__class__":
             return class_of(tx, self)
         return MethodVariable(self, name)
 
+    def var_setattr(self, tx, name, value):
+        """`t.name = value` on an instance of a tuple subclass with a __dict__ (a namedtuple's
+        subclass), for a name its class does not define: a store to the instance __dict__,
+        replayed after the graph on the very tuple (the frame's, or the one rebuilt), and read
+        back in the trace. Anything else is refused (a field or class attribute raises in eager)."""
+        cls = self.python_type()
+        if self.kind is not tuple or not cls.__dictoffset__ or type_lookup(cls, name) is not MISSING:
+            unsupported(f"STORE_ATTR {name} on {self} (a side effect that cannot be replayed)")
+        tx.output.side_effects.store_attr(self, self, name, value, by_identity=True)
+
     def has_attribute(self, tx, name: str) -> bool:
         """hasattr(t, name): one of its fields, or what its class has (the class is pinned by
         TYPE_MATCH where the tuple was read, or is the one the trace built it of). Instances of a
-        class with a __dict__ may carry attributes of their own: refused."""
+        class with a __dict__ may carry attributes of their own: refused, but for those the trace
+        stored."""
         cls = self.python_type()
+        effects = tx.output.side_effects
+        if effects.has_attr_effect(self, self, name):
+            return not effects.attr_deleted(self, name)
         if self.fields and name in self.fields or hasattr(cls, name):
             return True
         if cls.__dictoffset__:

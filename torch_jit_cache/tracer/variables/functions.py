@@ -19,7 +19,7 @@ from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput,
 from . import function_attributes
 from .base import CallableVariable, VariableTracker, is_static_type, unsupported
 from .constant import ConstantVariable
-from .cells import CellVariable
+from .cells import CellVariable, real_cell
 from .containers import DictVariable, TupleVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .exceptions import TracebackVariable
@@ -175,13 +175,10 @@ class UserFunctionVariable(BaseFunctionVariable):
             base = AttrSource(self.source, "__closure__") if self.source is not None else None
             self._cells = []
             for i, cell in enumerate(self.fn.__closure__ or ()):
-                try:
-                    value = cell.cell_contents
-                except ValueError:
-                    self._cells.append(CellVariable(writable=False))
-                    continue
-                src = AttrSource(ItemSource(base, i), "cell_contents") if base else None
-                self._cells.append(CellVariable(lazy=(value, src), writable=False))
+                where = ItemSource(base, i) if base is not None else None
+                name = self.fn.__code__.co_freevars[i]
+                self._cells.append(real_cell(tx, cell, where,
+                                             lambda i=i, cell=cell, name=name: _real_cell_tracker(base, i, cell, name)))
         return self._cells
 
     def var_getattr(self, tx, name):
@@ -493,6 +490,18 @@ class PureFunctionVariable(CallableVariable):
         if self.source is None and is_static_type(owner) and name and getattr(owner, name, None) == self.fn:
             return AttrOutput(ConstantOutput(owner), name)
         return super().reconstruct(outputs)
+
+
+def _real_cell_tracker(base, i, cell, name):
+    """The tracker of cell `i` (variable `name`) of a real function's closure (`base`: the
+    closure's source, or None)."""
+    where = ItemSource(base, i) if base is not None else None
+    try:
+        value = cell.cell_contents
+    except ValueError:
+        return CellVariable(writable=False, real=cell, cell_source=where, cell_name=name)
+    src = AttrSource(where, "cell_contents") if where is not None else None
+    return CellVariable(lazy=(value, src), writable=False, real=cell, cell_source=where, cell_name=name)
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------

@@ -21,7 +21,8 @@ owns it. What the trace relies on:
   takes it as the Python number it holds (the dtype rules are a Python scalar's: checked in
   test_numpy_values.py); np.bool_ and any other use as a torch argument break.
 
-numpy on tensors (`x.numpy()`, `np.sin(t)`) is not traced: the call breaks (docs/graph_breaks.md).
+numpy on arrays the frame holds and on `t.numpy()` is traced through torch._numpy instead
+(numpy_tensors.py): a numpy call with such an array among its arguments goes there.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import sys
 
 import torch
 
+from ...sources import MethodCallSource
 from ...trace_result import CallOutput, ConstantOutput, GuardKind
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, is_numpy_scalar
@@ -72,9 +74,12 @@ def is_numpy_callable(value) -> bool:
 
 
 def _value(v):
-    """The Python (or numpy) value of an argument tracker: a constant, or an array the trace made."""
+    """The Python (or numpy) value of an argument tracker: a constant, an array the trace made, or a
+    list or tuple of those (`np.stack([a, b])`)."""
     if isinstance(v, NumpyArrayVariable):
         return v.value
+    if getattr(v, "items", None) is not None and v.python_type() in (list, tuple) and isinstance(v.items, list):
+        return v.python_type()(_value(i) for i in v.items)
     if v.is_python_constant():
         return v.as_python_constant()
     unsupported(f"a numpy call on {v} (numpy is traced on constants and arrays the trace made only)")
@@ -212,6 +217,20 @@ def numpy_number_as_python(v: VariableTracker) -> VariableTracker:
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
+def is_frame_numpy_number(value) -> bool:
+    """A numpy number or np.bool_ whose `item()` is a Python bool, int or float (what EQUALS_MATCH
+    holds)."""
+    return is_numpy_scalar(value) and type(value.item()) in (bool, int, float)
+
+
+def wrap_numpy_number(tx, value, source, g):
+    """A numpy number read from the frame: a constant (it is immutable), guarded by its exact type
+    and by its value as `item()` gives it."""
+    g(GuardKind.TYPE_MATCH, type(value))
+    g(GuardKind.EQUALS_MATCH, value.item(), MethodCallSource(source, "item"))
+    return ConstantVariable(value, source)
+
+
 def wrap_numpy_callable(tx, value, source, g):
     g(GuardKind.ID_MATCH, value)
     return NumpyFunctionVariable(value, source)

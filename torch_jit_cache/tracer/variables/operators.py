@@ -15,6 +15,8 @@ from .containers import BaseListVariable, DictVariable, ListVariable, dict_equal
 from .iterators import IteratorVariable
 from .ranges import RangeVariable
 from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
+from . import numpy_tensors
+from .numpy_tensors import NumpyNdarrayVariable
 from .exceptions import constant_exception, traced_raise
 from .sets import SetVariable
 from .symbolic import SymNodeVariable
@@ -41,6 +43,8 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
     base = symbol.rstrip("=") if symbol in _INPLACE else symbol
     if isinstance(a, SetVariable) and symbol in ("|=", "&=", "-=", "^="):
         return a.inplace(tx, symbol, b)
+    if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
+        return numpy_tensors.binary(tx, symbol, BINARY_OPERATORS[base], a, b)
     if isinstance(a, NumpyArrayVariable) or isinstance(b, NumpyArrayVariable):
         if symbol in _INPLACE and isinstance(a, NumpyArrayVariable):
             unsupported(f"operator {symbol} on a numpy array (it changes the array)")
@@ -102,6 +106,8 @@ def _tuple_kept(a, b, symbol: str):
 
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
+    if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
+        return numpy_tensors.binary(tx, symbol, fn, a, b)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return call_op(tx, fn, [a, b], {})
     if isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable):
@@ -337,6 +343,8 @@ def unary_op(tx, opname: str, a) -> VariableTracker:
     if opname == "UNARY_NOT":
         return ConstantVariable(not a.truthy(tx))
     fn = _UNARY[opname]
+    if isinstance(a, NumpyNdarrayVariable):
+        return numpy_tensors.unary(tx, fn, a)
     if isinstance(a, _GRAPH_VALUES):
         return call_op(tx, fn, [a], {})
     if a.is_python_constant():

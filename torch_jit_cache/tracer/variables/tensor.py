@@ -28,6 +28,7 @@ from ..output_graph import mark_side_effect
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
+from . import tensor_attributes
 from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
 from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
@@ -128,6 +129,9 @@ class TensorVariable(VariableTracker):
         return is_symbolic(tuple(self.example.shape))
 
     def var_getattr(self, tx, name):
+        found = tensor_attributes.load(tx, self, name)
+        if found is not None:
+            return found
         if name == "shape":
             if self.has_symbolic_shape():
                 return call_op(tx, "size", [self], {}, method=True)
@@ -146,6 +150,9 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
+
+    def var_setattr(self, tx, name, value):
+        tensor_attributes.store(tx, self, name, value)
 
     def _grad(self, tx):
         """x.grad. Of a tensor read from the frame: the value found at its source `x.grad`, a tensor
@@ -169,6 +176,8 @@ class TensorVariable(VariableTracker):
         (the exact type), and its instance __dict__ (a tensor may carry Python attributes), whose
         keys are guarded for a tensor read from the frame and empty for one the graph makes (the
         trace stores no attribute on a tensor). transformers asks `hasattr(x, "jax")`."""
+        if tensor_attributes.stored(tx, self, name):
+            return True
         ref = self.real if self.real is not None else self.example
         found = lookup(ref, name)
         if found.where is Where.CLASS:
@@ -196,6 +205,10 @@ class TensorVariable(VariableTracker):
             made = from_symbolic_scalars(tx, call_op, args[0], kwargs, like=self)
             if made is not None:
                 return made
+        if name == "numpy" and not args and set(kwargs) <= {"force"} and \
+                all(v.is_python_constant() for v in kwargs.values()):
+            from .numpy_tensors import from_tensor
+            return from_tensor(tx, self, bool(kwargs["force"].as_python_constant()) if kwargs else False)
         return call_op(tx, name, [self, *args], kwargs, method=True)
 
     def _storage_offset(self, tx):
@@ -268,6 +281,9 @@ class TorchFunctionVariable(CallableVariable):
             return args[1]  # a type hint for TorchScript; in Python it returns its value as is
         if self.fn in _CHECKS and args:
             return _symbolic_check(tx, self.fn, args[0])
+        if self.fn in TENSOR_FROM_ARRAY and args and type(args[0]).__name__ == "NumpyNdarrayVariable":
+            from .numpy_tensors import tensor_of
+            return tensor_of(tx, self.fn, args, kwargs)
         if self.fn in TENSOR_FROM_ARRAY and args and isinstance(args[0], NumpyArrayVariable):
             return call_op(tx, torch.tensor, *tensor_from_array(tx, self.fn, args, kwargs))
         if self.fn in (torch.tensor, torch.as_tensor) and len(args) == 1:
@@ -351,8 +367,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         hint = capture.hint("capture_scalar_outputs") if name in _SCALAR_OUTPUTS else \
             capture.hint("capture_dynamic_output_shape_ops") if name in _DYNAMIC_OUTPUT_SHAPES else ""
         unsupported(f"data-dependent or side-effecting tensor operation {name}(){hint}")
-    fx_args = tuple(a.as_fx_arg() for a in args)
-    fx_kwargs = {k: v.as_fx_arg() for k, v in kwargs.items()}
+    fx_args = tuple(_fx_dtype(a.as_fx_arg()) for a in args)
+    fx_kwargs = {k: _fx_dtype(v.as_fx_arg()) for k, v in kwargs.items()}
     ex_args = [a.as_example() for a in args]
     ex_kwargs = {k: v.as_example() for k, v in kwargs.items()}
     subscript = name in ("getitem", "__getitem__", "setitem", "__setitem__")
@@ -403,6 +419,15 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
     if result is None:
         return ConstantVariable(None)
     return wrap_op_result(tx, node, result)
+
+
+# A Python number type where torch takes a dtype (`x.to(float)`): the dtype torch's argument parser
+# makes of it, which FX can write in a graph's code (a bare `bool` it cannot).
+_TYPE_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
+def _fx_dtype(arg):
+    return _TYPE_DTYPES[arg] if type(arg) is type and arg in _TYPE_DTYPES else arg
 
 
 def _mutates_attribute_tensor(out, mutated) -> bool:
