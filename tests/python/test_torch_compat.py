@@ -17,6 +17,9 @@ from torch_jit_cache import torch_compat
 from torch_jit_cache.torch_compat import NATIVE, ROWS
 
 ROOT = Path(__file__).resolve().parents[2]
+# Tests that read source files or run a child interpreter: a reference count in this process would
+# measure nothing (scripts/hunt_leaks.py and `pytest --refleaks` run them once).
+READS_SOURCES = pytest.mark.no_refleaks
 
 # Underscore attributes the scan finds that are the package's own, not torch's (a name torch's
 # Module or Tensor happens to have too).
@@ -32,6 +35,7 @@ def _covering(name: str) -> list:
     return [row for row in ROWS if row.name == name or row.name.startswith(name + ".")]
 
 
+@READS_SOURCES
 def test_rows_are_unique_and_their_users_exist():
     names = [row.name for row in ROWS]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
@@ -44,6 +48,7 @@ def test_rows_are_unique_and_their_users_exist():
         assert torch_compat._minor(row.releases[0]) <= torch_compat._minor(row.releases[1]), row
 
 
+@READS_SOURCES
 def test_the_package_reaches_no_unlisted_private_name():
     unlisted, wrong_users = [], []
     for name, users in sorted(scan.dotted_names().items()):
@@ -58,6 +63,7 @@ def test_the_package_reaches_no_unlisted_private_name():
     assert not wrong_users, "torch_compat.ROWS users to add:\n  " + "\n  ".join(wrong_users)
 
 
+@READS_SOURCES
 def test_the_scan_finds_what_it_must():
     # The scan is what makes the list complete: it must see imports, attribute chains from an
     # imported alias, getattr with a constant, and dotted strings.
@@ -113,6 +119,7 @@ def test_the_installed_torch_is_one_the_rows_know():
     assert lowest <= torch_compat._minor(torch.__version__) <= highest, (torch.__version__, lowest, highest)
 
 
+@READS_SOURCES
 def test_native_names_csrc_uses_are_listed():
     listed = {row.name for row in NATIVE}
     used = set()
@@ -126,6 +133,7 @@ def test_native_names_csrc_uses_are_listed():
     assert used <= listed, f"add to torch_compat.NATIVE: {sorted(used - listed)}"
 
 
+@READS_SOURCES
 def test_the_compat_module_imports_without_torch():
     blocker = (
         "import sys\n"

@@ -9,10 +9,13 @@ torch.fx.experimental or torch.fx.passes (torch documents neither as stable). Re
   - a string that is a whole dotted torch name (`sys.modules.get("torch._dynamo")`);
   - an attribute (or a string naming one) starting with one underscore that torch.nn.Module or
     torch.Tensor has: `m._parameters`, `t._version` (needs torch; the others need none).
+
+The scans are cached: the package's source does not change while a test process runs.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -64,6 +67,7 @@ def _module_of(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
 def dotted_names() -> dict[str, set[str]]:
     """{private dotted torch name: the package modules that reach it}."""
     found: dict[str, set[str]] = defaultdict(set)
@@ -110,6 +114,7 @@ def dotted_names() -> dict[str, set[str]]:
     return kept
 
 
+@functools.cache
 def underscore_attributes() -> dict[str, set[str]]:
     """{`_name`: the package modules that read it as an attribute or name it in a string}."""
     found: dict[str, set[str]] = defaultdict(set)
