@@ -21,6 +21,10 @@ GPU machine has: scripts/gpu_check.sh runs the same core subset and this test th
 releases it serves as (first, last) minor versions; a row that is not for every release names the
 branch (a function below) that picks the one the installed torch has.
 
+What 2.11 needs beyond the tested range: torch._opaque_base (2.14's torch._custom_class_base), and
+the Python dispatcher around fake ops (enable_python_dispatcher's row); every other row reads the
+same on 2.11 by torch's sources, which gpu_check.sh's run of test_torch_compat.py confirms or refutes.
+
 Torch-free: importing this module imports no torch; only `resolve` and the branch functions do.
 """
 from __future__ import annotations
@@ -106,7 +110,8 @@ ROWS: tuple[Row, ...] = (
     _r("torch.utils._python_dispatch.TorchDispatchMode", "tracer.variables.value_sizes"),
     _r("torch.utils._pytree.tree_map_only", "tracer.variables.opaque_calls"),
     _r("torch.utils._sympy.functions", "shape_guards"),
-    _r("torch._dispatch.python.enable_python_dispatcher", _FAKE),
+    _r("torch._dispatch.python.enable_python_dispatcher", _FAKE,
+       note="around every fake op: 2.11 needs it for ops on symbolic sizes (a matmul asks numel())"),
     # --- isinstance checks torch writes in Python (instance_checks.py) ------------------------------
     _r("torch.nn.parameter._BufferMeta", "tracer.variables.instance_checks"),
     _r("torch.nn.parameter._ParameterMeta", "tracer.variables.instance_checks"),
