@@ -17,3 +17,20 @@ if ((SANITIZE)); then
   PY_ENV=(env "LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
           "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
 fi
+
+# The core subset that runs on a torch other than the set-up's 2.13.0: scripts/test.sh's torch 2.14
+# stage (2.14.1) and scripts/gpu_check.sh (the GPU machine's 2.11). What each file stands for: the model
+# zoo, compile's surface, dynamic shapes, graph breaks, fake tensors, the disk cache, the distributed
+# pair (two gloo ranks), and the list of private torch names with the pin check (first: the quickest
+# answer on a new torch, and the one a run cut short must still give).
+TORCH_CORE_TESTS=(
+  tests/python/test_torch_compat.py
+  tests/python/test_import.py
+  tests/python/scenarios/test_model_zoo.py
+  tests/python/test_compile.py
+  tests/python/test_dynamic.py
+  tests/python/test_graph_breaks.py
+  tests/python/test_fake_shapes.py
+  tests/python/test_disk_cache.py
+  tests/python/test_variables_distributed.py
+)

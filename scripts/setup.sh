@@ -32,6 +32,8 @@
 #   6. build/transformers-5.17: an older transformers (requirements-transformers-5.17.txt, --no-deps,
 #      --target) that tests/python/scenarios/test_transformers_versions.py puts first on its child
 #      processes' PYTHONPATH, beside .venv's pinned one. Not with --demo; redone when the file changes.
+#   7. .venv-torch2.14: 3.11 with torch==2.14.1, the newest torch pyproject.toml declares, and _C/_C_torch
+#      built for it outside the package folder (see the step). Not with --demo; TJC_SKIP_TORCH214=1 skips it.
 #
 # Environment:
 #   TJC_SKIP_APT=1            skip step 1 (the packages are installed some other way)
@@ -39,6 +41,7 @@
 #   TJC_BUILD_TYPE, TJC_SANITIZE, TJC_JOBS, TJC_BUILD_TESTS   passed on to setup.py (see README.md)
 #   TJC_ALLOW_TORCH_DOWNLOAD=1  3.11 too takes torch==2.13.0 from the registry, not the wheel on disk
 #   TJC_SKIP_SPACE_CHECK=1    install a registry torch without checking free disk space first
+#   TJC_SKIP_TORCH214=1       skip step 7 (.venv-torch2.14)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -69,7 +72,7 @@ else
   export TJC_BUILD_TESTS=${TJC_BUILD_TESTS:-ON}
   APT_PACKAGES=(libabsl-dev libgtest-dev python3.11-dbg python3.11-dev)
 fi
-STEPS=$(( DEMO ? 5 : 6 ))
+STEPS=$(( DEMO ? 5 : 7 ))
 
 # Per-Python data: where torch comes from. Every Python gets requirements-dev.txt (torch==2.13.0, numpy,
 # transformers, the build and test tools); only torch's source differs:
@@ -404,6 +407,55 @@ if ((!DEMO)); then
       "import transformers, sys; sys.exit(transformers.__version__ != '5.17.0')") ||
       die "$target: installed, but transformers 5.17.0 does not import from it"
     echo "$want" >"$target/.tjc-requirements.sha256"
+  fi
+fi
+# --- 7. torch 2.14 ----------------------------------------------------------------------------------
+# .venv-torch2.14: Python 3.11 with torch==2.14.1 (the newest release of the range pyproject.toml declares;
+# on this kind of machine pip takes its CUDA build from disk, ~5.4 GB installed, it runs on the CPU) and
+# the rest of requirements-dev.txt, for scripts/test.sh's torch 2.14 stage. torch is asked for exactly, in
+# the same pip call as the rest, so nothing can move it. _C and _C_torch are built for it in their own
+# CMake folder, build/py311-release-torch2.14 (_C_torch compiles against torch's headers and links its
+# libraries: a module built for 2.13 must not be loaded by 2.14), and land in build/torch2.14/lib, never
+# in torch_jit_cache/: their file names are the in-tree 3.11 modules' (cpython-311), which stay 2.13's.
+# The stage runs on a copy of the package with them in place. Redone only when the requirement files
+# change (a stamp); the build is Ninja's, quick when nothing changed.
+TORCH214_PIN=torch==2.14.1
+TORCH214_VENV=.venv-torch2.14
+if ((!DEMO)); then
+  step 7 $STEPS "torch 2.14 ($TORCH214_VENV)"
+  if [[ ${TJC_SKIP_TORCH214:-0} == 1 || " ${PYTHONS[*]} " != *" 3.11 "* ]]; then
+    say "$TORCH214_VENV: skipped (TJC_SKIP_TORCH214=1, or 3.11 is not set up in this run)"
+  else
+    python=$TORCH214_VENV/bin/python
+    want=$({ cat requirements-runtime.txt "$REQUIREMENTS"; echo "$TORCH214_PIN"; } | sha256sum | cut -d' ' -f1)
+    check="import torch, numpy, transformers, pybind11, bytecode, pytest, hypothesis, cmake, ninja
+assert torch.__version__.split('+')[0] == '${TORCH214_PIN#torch==}', torch.__version__"
+    if [[ -x $python && -f $TORCH214_VENV/.tjc-requirements.sha256 &&
+          $(<"$TORCH214_VENV/.tjc-requirements.sha256") == "$want" ]] && "$python" -c "$check" 2>/dev/null; then
+      say "$TORCH214_VENV: up to date ($TORCH214_PIN)"
+    else
+      if [[ ! -x $python ]]; then
+        base=$(find_python 3.11) || die "no Python 3.11 found for $TORCH214_VENV"
+        say "$TORCH214_VENV: creating with $base"
+        "$base" -m venv "$TORCH214_VENV"
+      fi
+      if ! "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${TORCH214_PIN#torch==}')" 2>/dev/null &&
+         [[ ${TJC_SKIP_SPACE_CHECK:-0} != 1 ]] && (($(free_mb "$ROOT") < REGISTRY_VENV_MB + BUILD_MB)); then
+        die "$TORCH214_VENV: $TORCH214_PIN needs about $(((REGISTRY_VENV_MB + BUILD_MB) / 1000)) GB, $ROOT's filesystem has $(($(free_mb "$ROOT") / 1000)) GB free (TJC_SKIP_TORCH214=1 skips this venv)"
+      fi
+      say "$TORCH214_VENV: installing $TORCH214_PIN (a wheel only) and requirements-dev.txt's other pins"
+      "$python" -m pip install --quiet --progress-bar off --only-binary torch "$TORCH214_PIN" \
+        -r requirements-runtime.txt -r <(grep -vE '^(torch==|-r )' "$REQUIREMENTS") ||
+        die "$TORCH214_VENV: pip install failed (see above)"
+      "$python" -c "$check" || die "$TORCH214_VENV: installed, but the imports or the torch version are wrong"
+      echo "$want" >"$TORCH214_VENV/.tjc-requirements.sha256"
+    fi
+    say "$TORCH214_VENV: building _C/_C_torch against torch 2.14 (build/py311-release-torch2.14 -> build/torch2.14/lib)"
+    PATH="$ROOT/$TORCH214_VENV/bin:$PATH" TJC_BUILD_DIR="$ROOT/build/py311-release-torch2.14" TJC_BUILD_TYPE=Release \
+      TJC_SANITIZE=OFF TJC_BUILD_TESTS=OFF "$python" setup.py --quiet build_ext --build-lib build/torch2.14/lib ||
+      die "$TORCH214_VENV: the build against torch 2.14 failed (see above)"
+    ls build/torch2.14/lib/torch_jit_cache/_C_torch.cpython-311-*.so >/dev/null 2>&1 ||
+      die "$TORCH214_VENV: built, but no _C_torch in build/torch2.14/lib/torch_jit_cache"
   fi
 fi
 say "done: ${PYTHONS[*]}$( ((DEMO)) && echo ' (demo set-up)')"

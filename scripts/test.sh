@@ -13,6 +13,7 @@
 #                        runtime (_C, runtime, guards, codegen) imports and works without torch; the
 #                        pytest stages prove it with torch blocked (tests/python/test_torch_free.py).
 #                        Skipped where setup.sh could not make .venv-dbg (no python3.11-dbg).
+#   pytest torch 2.14    the core subset on torch 2.14.1 (.venv-torch2.14; see torch214_stage)
 #   asan 3.11            a Debug build with AddressSanitizer + UBSan: the C++ tests and the 3.11 Python
 #                        tests; any sanitizer report fails (TJC_SANITIZER_STAGE=0 skips it)
 # After set-up and the C++ tests, the stages run in two lanes at once (the machine has 2 cores and a
@@ -196,6 +197,33 @@ install_stage() {
   fi
 }
 
+# --- torch 2.14.1 ----------------------------------------------------------------------------------
+# The one stage on the newest torch pyproject.toml declares (torch>=2.13,<2.15; every other stage has
+# 2.13.0): TORCH_CORE_TESTS (scripts/common.sh: the model zoo, compile, dynamic shapes, graph breaks,
+# fake tensors, the disk cache, the distributed pair, and test_torch_compat.py, which resolves every
+# private torch name the package reads) in .venv-torch2.14, with _C/_C_torch built for 2.14.1
+# (scripts/setup.sh step 7). Those modules have the in-tree 3.11 modules' names, so the stage runs in
+# build/torch2.14/tree, a fresh copy of the checkout with them in place: no other stage's
+# modules are touched, and it runs beside any stage.
+torch214_stage() {
+  local tree=build/torch2.14/tree modules=build/py311-release-torch2.14/modules
+  if [[ ! -x .venv-torch2.14/bin/python ]] || ! compgen -G "$modules/_C_torch.cpython-311-*.so" >/dev/null ||
+     ((SANITIZE)); then
+    say "pytest torch 2.14: skipped: no .venv-torch2.14 with _C_torch built for it (TJC_SKIP_TORCH214=1?)"
+    record "pytest torch 2.14" SKIP "no .venv-torch2.14" 0
+    return 0
+  fi
+  rm -rf "$tree" && mkdir -p "$tree"
+  # Everything a test may read from the checkout (README.md, csrc/, the requirement files); not the
+  # build folders, venvs or .upstream.
+  find . -mindepth 1 -maxdepth 1 ! -name build ! -name '.venv*' ! -name .upstream ! -name .git \
+    -exec cp -r {} "$tree/" \;
+  rm -f "$tree"/torch_jit_cache/*.so && cp "$modules"/_C*.cpython-311-*.so "$tree/torch_jit_cache/"
+  run_stage "pytest torch 2.14" "$RESULTS/pytest-torch214.xml" required \
+    env -C "$tree" "$ROOT/.venv-torch2.14/bin/python" -m pytest "${TORCH_CORE_TESTS[@]}" \
+    --junitxml="$RESULTS/pytest-torch214.xml" "${PYTEST_ARGS[@]}"
+}
+
 # --- hunt-leaks under the debug interpreter ----------------------------------------------------------
 hunt_leaks_stage() {
   if [[ -x .venv-dbg/bin/python ]] &&
@@ -265,6 +293,7 @@ lane_later() {
   hunt_leaks_stage
   pytest_stages "${LATER[@]}"
   install_stage
+  torch214_stage
 }
 if ((LANES > 1)); then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

@@ -48,7 +48,8 @@ def test_runtime_declares_its_dependencies():
     declared = requires("torch_jit_cache")
     assert any(r.startswith("bytecode") for r in declared), declared
     torch_reqs = [r for r in declared if r.startswith("torch") and not r.startswith("torch_")]
-    assert torch_reqs and all("==2.13.0" in r and "extra" in r for r in torch_reqs), declared
+    # The tested range (torch_compat.TESTED), never a pin that would replace the user's torch.
+    assert torch_reqs and all(">=2.13" in r and "<2.15" in r and "extra" in r for r in torch_reqs), declared
 
 
 def test_refleaks_plugin_is_discovered(request):

@@ -44,21 +44,23 @@ def _known_checks() -> dict:
     answer needs the object itself}. Imported here, once, so that this module imports without torch."""
     try:
         import torch
-        from torch._opaque_base import OpaqueBase, OpaqueBaseMeta
         from torch.autograd.variable import VariableMeta
         from torch.nn.parameter import _BufferMeta, _ParameterMeta
+
+        from ...torch_compat import custom_class_base
+        CustomClassBase, CustomClassBaseMeta = custom_class_base()
     except ImportError:
         return {}
 
     def opaque(t, cls):
         # torch.Generator's metaclass: type's check, then a FakeScriptObject wrapping an instance
-        # (made only by export's fake script objects); OpaqueBase itself asks a registry.
+        # (made only by export's fake script objects); CustomClassBase itself asks a registry.
         from torch._library.fake_class_registry import FakeScriptObject
-        return None if cls is OpaqueBase or issubclass(t, FakeScriptObject) else issubclass(t, cls)
+        return None if cls is CustomClassBase or issubclass(t, FakeScriptObject) else issubclass(t, cls)
 
     return {_ParameterMeta.__instancecheck__: issubclass, _BufferMeta.__instancecheck__: issubclass,
             VariableMeta.__instancecheck__: lambda t, cls: issubclass(t, torch.Tensor),
-            OpaqueBaseMeta.__instancecheck__: opaque}
+            CustomClassBaseMeta.__instancecheck__: opaque}
 
 
 KNOWN_CHECKS = _known_checks()
