@@ -279,7 +279,7 @@ def _open() -> None:
     torch = sys.modules.get("torch")
     _file.write(json.dumps({
         "v": VERSION, "type": "process", "pid": _pid, "rank": int(rank) if rank and rank.isdigit() else None,
-        "world_size": os.environ.get("WORLD_SIZE"), "host": socket.gethostname(), "argv": sys.argv,
+        "world_size": os.environ.get("WORLD_SIZE"), "host": socket.gethostname(), "argv": sys.argv, "cwd": os.getcwd(),
         "python": sys.version.split()[0], "torch": getattr(torch, "__version__", None),
         "start_unix": _start_time, "time": _now(),
     }, default=str) + "\n")

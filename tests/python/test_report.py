@@ -82,7 +82,7 @@ def sample(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trace")
     env = {**os.environ, "TJC_TRACE_DIR": str(folder), "PYTHONPATH": ROOT}
     run = subprocess.run([sys.executable, "-m", "torch_jit_cache.testing.report_sample"], env=env, check=True,
-                         timeout=600, capture_output=True, text=True)
+                         timeout=600, capture_output=True, text=True, cwd=ROOT)
     page = folder / "report.html"
     subprocess.run([sys.executable, "-m", "torch_jit_cache.report", str(folder), "-o", str(page)], env=env,
                    check=True, timeout=120)
@@ -95,7 +95,8 @@ def _sample_lines():
     def line(fn, text):
         lines, first = inspect.getsourcelines(fn)
         return first + next(i for i, s in enumerate(lines) if text in s)
-    return (report_sample.__file__, line(report_sample.Block.forward, "report_progress(h)"),
+    # The page shows paths relative to the folder the program ran in (ROOT, the sample's cwd).
+    return (os.path.relpath(report_sample.__file__, ROOT), line(report_sample.Block.forward, "report_progress(h)"),
             line(report_sample.report_progress, "print("))
 
 
@@ -261,3 +262,15 @@ def test_the_command_line(tmp_path, capsys):
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     with pytest.raises(SystemExit):
         report.main([str(tmp_path / "missing")])
+
+
+def test_paths_under_the_working_folder_are_shown_relative(tmp_path):
+    compile_record = _compile(1, "f", frame={"name": "f", "file": "/home/u/proj/train.py", "line": 3},
+                              **{"break": {"text": "print() at /home/u/proj/train.py:5 (CALL 1)",
+                                           "reason": "print()", "file": "/home/u/proj/train.py", "line": 5}})
+    _write(tmp_path, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1, "cwd": "/home/u/proj"},
+                                              compile_record, _compile(2, "g", frame={"name": "g", "file": "/lib/m.py",
+                                                                                      "line": 1})])
+    doc = parse(report.render(report.load(str(tmp_path))))
+    assert [w.text() for w in doc.find_all("div", cls="where")][-2:] == ["train.py:3", "/lib/m.py:1"]
+    assert "graph break: print() at train.py:5" in doc.find_all("div", cls="break")[0].text()

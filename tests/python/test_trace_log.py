@@ -83,6 +83,7 @@ def test_a_compile_record_holds_frame_stages_graph_guards_break_and_resume(trace
     torch.testing.assert_close(f(x, 1), with_break(x, 1))
     first = records(trace_dir)[0]
     assert first["type"] == "process" and first["pid"] == os.getpid() and first["v"] == trace_log.VERSION
+    assert first["cwd"] == os.getcwd() and first["argv"] == sys.argv
     compiles = records(trace_dir, "compile")
     main = next(c for c in compiles if c["frame"]["name"] == "with_break")
     assert main["frame"] == {"name": "with_break", "file": __file__, "line": with_break.__code__.co_firstlineno}

@@ -11,7 +11,7 @@ CSS = """
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
        background: var(--bg); }
-header { padding: 14px 22px; background: #1d2330; color: #fff; display: flex; gap: 18px; align-items: center;
+header { padding: 12px 20px; background: #1d2330; color: #fff; display: flex; gap: 12px; align-items: center;
          flex-wrap: wrap; }
 header h1 { font-size: 18px; margin: 0; font-weight: 600; }
 header .meta { color: #c3cad8; font-size: 13px; }

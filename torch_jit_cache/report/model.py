@@ -72,6 +72,12 @@ class Process:
         who = f"rank {rank}" if rank is not None else "process"
         return f"{who} (pid {self.info.get('pid', '?')})"
 
+    def short(self, text) -> str:
+        """`text` with the process's working folder left out of the paths in it (as a user ran it)."""
+        cwd = self.info.get("cwd")
+        text = "" if text is None else str(text)
+        return text.replace(cwd.rstrip("/") + "/", "") if cwd and cwd != "/" else text
+
     def compile_by_id(self, cid):
         return next((c for c in self.compiles if c.get("id") == cid), None)
 

@@ -35,7 +35,7 @@ def render(procs: list, title: str = "") -> str:
         f"<title>torch_jit_cache compile report{': ' + esc(title) if title else ''}</title>"
         f"<style>{assets.CSS}</style></head>\n<body>\n"
         "<header><h1>torch_jit_cache compile report</h1>"
-        f"<span class='meta'>{esc(title)} &middot; {len(procs)} process{'es' if len(procs) != 1 else ''} &middot; "
+        f"<span class='meta'>{len(procs)} process{'es' if len(procs) != 1 else ''} &middot; "
         f"{n_frames} frames &middot; made {esc(when)}</span>"
         "<input id='filter' type='search' placeholder='filter frames by name' aria-label='filter frames'>"
         "<span class='meta' id='shown'></span>"
@@ -52,7 +52,7 @@ def _process(proc: Process, index: int) -> str:
     where = " &middot; ".join(esc(x) for x in (
         info.get("host"), f"Python {info.get('python')}" if info.get("python") else None,
         f"torch {info.get('torch')}" if info.get("torch") else None) if x)
-    argv = " ".join(info.get("argv") or [])
+    argv = proc.short(" ".join(info.get("argv") or []))
     parts = [f"<section class='proc' id='{pid}'>",
              f"<div class='card'><h2>{esc(proc.label)}</h2><div class='where'>{where}</div>"
              f"<div class='where'>{esc(argv)}</div>",
@@ -120,11 +120,11 @@ def _timeline(proc: Process, pid: str) -> str:
 
 
 def _events(proc: Process) -> str:
-    items = [f"<li>cache limit: {esc(r.get('message'))}</li>" for r in proc.cache_limits]
+    items = [f"<li>cache limit: {esc(proc.short(r.get('message')))}</li>" for r in proc.cache_limits]
     items += [f"<li>fallback: <code>{esc((r.get('frame') or {}).get('name'))}</code>: "
-              f"<span class='reason'>{esc(r.get('reason'))}</span></li>" for r in proc.fallbacks]
+              f"<span class='reason'>{esc(proc.short(r.get('reason')))}</span></li>" for r in proc.fallbacks]
     items += [f"<li>fallback: <code>{esc((c.get('frame') or {}).get('name'))}</code> ran uncompiled: "
-              f"<span class='reason'>{esc(c.get('reason'))}</span></li>"
+              f"<span class='reason'>{esc(proc.short(c.get('reason')))}</span></li>"
               for c in proc.compiles if c.get("result") in ("fallback", "error")]
     if not items:
         return ""
@@ -141,8 +141,8 @@ def _frame(proc: Process, frame: Frame, pid: str, n: int) -> str:
     if frame.fallbacks or any(c.get("result") == "fallback" for c in frame.compiles):
         badges += "<span class='badge bad'>fallback</span>"
     parts = [f"<div class='card frame' id='{pid}-f{n}' data-name='{esc(frame.name)}'>",
-             f"<h3>{esc(frame.name)}{badges}</h3><div class='where'>{esc(frame.file)}:{esc(frame.line)}</div>",
-             _source(frame, breaks)]
+             f"<h3>{esc(frame.name)}{badges}</h3><div class='where'>{esc(proc.short(frame.file))}:{esc(frame.line)}</div>",
+             _source(proc, frame, breaks)]
     failed = _failures_by_entry(frame)
     parts += [_compile(proc, c, pid, failed.get(c.get("id"), [])) for c in frame.compiles]
     parts += [f"<div class='compile'><span class='reason'>ran uncompiled: {esc(r.get('reason'))}</span></div>"
@@ -151,18 +151,18 @@ def _frame(proc: Process, frame: Frame, pid: str, n: int) -> str:
     return "".join(parts)
 
 
-def _source(frame: Frame, breaks: dict) -> str:
+def _source(proc: Process, frame: Frame, breaks: dict) -> str:
     if frame.source is None:
         if not breaks:
             return ""
-        items = "".join(f"<li>line {esc(line)}: <span class='reason'>{esc(text)}</span> {_ids(ids)}</li>"
+        items = "".join(f"<li>line {esc(line)}: <span class='reason'>{esc(proc.short(text))}</span> {_ids(ids)}</li>"
                         for line, found in sorted(breaks.items()) for text, ids in found.items())
         return f"<ul class='breaks'>{items}</ul>"
     rows = []
     for i, text in enumerate(frame.source):
         line = frame.line + i
         found = breaks.get(line)
-        why = "<br>".join(f"{esc(t)} {_ids(ids)}" for t, ids in found.items()) if found else ""
+        why = "<br>".join(f"{esc(proc.short(t))} {_ids(ids)}" for t, ids in found.items()) if found else ""
         cls = " class='brk'" if found else ""
         rows.append(f"<tr{cls} data-line='{line}'><td class='n'>{line}</td><td>{esc(text)}</td>"
                     f"<td class='why'>{why}</td></tr>")
@@ -198,10 +198,10 @@ def _compile(proc: Process, c: dict, pid: str, failed_here: list) -> str:
             items.append(f"<li>{ref} failed: <code class='failed-guard'>{esc(f.get('guard'))}</code></li>")
         parts.append(f"<ul class='failures'>{''.join(items)}</ul>")
     if c.get("reason"):
-        parts.append(f"<div class='reason'>runs uncompiled: {esc(c['reason'])}</div>")
+        parts.append(f"<div class='reason'>runs uncompiled: {esc(proc.short(c['reason']))}</div>")
     brk = c.get("break")
     if brk:
-        where = f" at {esc(brk.get('file'))}:{esc(brk.get('line'))}" if brk.get("file") else ""
+        where = f" at {esc(proc.short(brk.get('file')))}:{esc(brk.get('line'))}" if brk.get("file") else ""
         cut = f" (frame cut at line {esc(brk.get('frame_line'))})" if brk.get("frame_line") else ""
         parts.append(f"<div class='break'>graph break: <span class='reason'>{esc(brk.get('reason'))}</span>"
                      f"{where}{cut}</div>")
