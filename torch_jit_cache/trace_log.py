@@ -10,7 +10,8 @@ Contracts:
 - Each record is one JSON object on one line with `"v": VERSION` and `"type"`; a compile is written as
   one record when it ends, so a process killed mid-compile leaves every line before it whole.
 - The file is opened on the first record; a forked child opens its own (the pid is checked per write).
-- The trace holds names, source text, graph code and guard text, never the user's values.
+- The trace holds names, source text, graph code and guard text (with the constants guards compare,
+  as TJC_LOG=guards prints them), never tensor data and never references to the user's objects.
 
 Imports: the standard library only (config, counters, convert_frame and disk_cache import this module;
 counters hands its snapshot over with `set_stats_source`).

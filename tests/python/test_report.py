@@ -128,7 +128,10 @@ def test_the_page_names_the_frame_its_break_the_failed_guard_and_the_graph(sampl
     code = compiles[0].find_all("details", cls="graph")[0]
     assert "relu" in code.find_all("pre")[0].text() and "ops" in code.find_all("summary")[0].text()
     names = [f.attrs["data-name"] for f in doc.find_all("div", cls="frame")]
-    assert names[:1] == ["Block.forward"] and "loss_fn" in names and "Block.forward.<resume at line %d>" % cut_line in names
+    assert names[:1] == ["Block.forward"] and "loss_fn" in names
+    assert f"Block.forward.<resume at line {cut_line}>" in names
+    (resumed,) = doc.find_all("div", cls="frame", data_name=f"Block.forward.<resume at line {cut_line}>")
+    assert "#" + resumed.attrs["id"] in [a.attrs.get("href") for a in compiles[0].find_all("a")]
 
 
 @pytest.mark.torch

@@ -87,7 +87,7 @@ class Process:
             "frames": len(self.frames),
             "compiles": len(self.compiles),
             "graphs": sum(1 for c in self.compiles if c.get("graph")),
-            "graph_breaks": sum(1 for c in self.compiles if (c.get("break") or {}).get("counted", True) and c.get("break")),
+            "graph_breaks": sum(1 for c in self.compiles if c.get("break") and c["break"].get("counted", True)),
             "recompiles": sum(1 for c in self.compiles if c.get("trigger", {}).get("kind") == "recompile"),
             "fallbacks": sum(1 for c in self.compiles if c.get("result") == "fallback") + len(self.fallbacks),
             "cache_limit_hits": len(self.cache_limits),

@@ -141,7 +141,8 @@ def _frame(proc: Process, frame: Frame, pid: str, n: int) -> str:
     if frame.fallbacks or any(c.get("result") == "fallback" for c in frame.compiles):
         badges += "<span class='badge bad'>fallback</span>"
     parts = [f"<div class='card frame' id='{pid}-f{n}' data-name='{esc(frame.name)}'>",
-             f"<h3>{esc(frame.name)}{badges}</h3><div class='where'>{esc(proc.short(frame.file))}:{esc(frame.line)}</div>",
+             f"<h3>{esc(frame.name)}{badges}</h3>",
+             f"<div class='where'>{esc(proc.short(frame.file))}:{esc(frame.line)}</div>",
              _source(proc, frame, breaks)]
     failed = _failures_by_entry(frame)
     parts += [_compile(proc, c, pid, failed.get(c.get("id"), [])) for c in frame.compiles]
@@ -206,8 +207,12 @@ def _compile(proc: Process, c: dict, pid: str, failed_here: list) -> str:
         parts.append(f"<div class='break'>graph break: <span class='reason'>{esc(brk.get('reason'))}</span>"
                      f"{where}{cut}</div>")
     if c.get("resume"):
-        parts.append("<div class='stagesline'>resume functions: " +
-                     ", ".join(f"<code>{esc(r)}</code>" for r in c["resume"]) + "</div>")
+        # Linked to the resume function's own frame (same file), where it was compiled.
+        frames = {(f.name, f.file): i for i, f in enumerate(proc.frames.values())}
+        file = (c.get("frame") or {}).get("file")
+        parts.append("<div class='stagesline'>resume functions: " + ", ".join(
+            f"<a href='#{pid}-f{frames[(r, file)]}'><code>{esc(r)}</code></a>" if (r, file) in frames else
+            f"<code>{esc(r)}</code>" for r in c["resume"]) + "</div>")
     for event in c.get("disk_cache") or ():
         parts.append(f"<div class='stagesline'>disk cache {esc(event.get('action'))}: {esc(event.get('detail'))}</div>")
     if c.get("stages"):
