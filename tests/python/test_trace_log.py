@@ -204,3 +204,18 @@ def test_each_process_writes_its_file_with_the_final_stats(tmp_path):
     assert lines[0]["type"] == "process" and lines[0]["rank"] == 3
     assert lines[-1]["type"] == "stats"
     assert lines[-1]["stats"]["graphs"] == 1 and lines[-1]["stats"]["hits"] == 1
+
+
+def test_cache_hits_never_reach_the_trace_while_it_is_on(trace_dir, monkeypatch):
+    """The hit path is C++: with tracing on, hits call no hook (and no Python) of the trace."""
+    f = tjc.compile(with_break)
+    x = torch.randn(4)
+    f(x, 1)
+    called = []
+    for name in ("begin", "end", "timed", "traced", "entry_made", "resume_functions", "disk_cache", "fallback"):
+        monkeypatch.setattr(trace_log, name, lambda *args, name=name: called.append(name))
+    hits = tjc.stats()["hits"]
+    for _ in range(1000):
+        f(x, 1)
+    assert tjc.stats()["hits"] - hits == 2000   # the frame and its resume function, each call
+    assert called == []
