@@ -7,8 +7,8 @@
 #                                  (3.11 + torch), one Release build of _C/_C_torch without the C++
 #                                  test binary, the package installed in .venv
 #
-#   1. Debian packages: abseil, GoogleTest, python3.11-dbg, python3.11-dev (only the missing ones;
-#      --demo: abseil alone).
+#   1. Debian packages: abseil, GoogleTest, python3.11-dbg, python3.11-dev, chromium (headless, for
+#      test_report.py's browser test of the compile report) (only the missing ones; --demo: abseil alone).
 #   2. Virtual environments from pyenv's Pythons, each with torch==2.13.0 and requirements-dev.txt:
 #        .venv        3.11   torch: the CPU wheel on disk (pip's find-links, --no-index)
 #        .venv-3.12   3.12   torch: the registry's build (CUDA libraries included, ~5 GB installed,
@@ -70,7 +70,7 @@ if ((DEMO)); then
 else
   PYTHONS=(${TJC_PYTHONS:-3.11 3.12 3.13})
   export TJC_BUILD_TESTS=${TJC_BUILD_TESTS:-ON}
-  APT_PACKAGES=(libabsl-dev libgtest-dev python3.11-dbg python3.11-dev)
+  APT_PACKAGES=(libabsl-dev libgtest-dev python3.11-dbg python3.11-dev chromium)
 fi
 STEPS=$(( DEMO ? 5 : 7 ))
 

@@ -78,6 +78,10 @@ class Config:
     # TJC_CACHE_DIR moves it (default: $XDG_CACHE_HOME/torch_jit_cache, else ~/.cache/torch_jit_cache).
     disk_cache: bool = dataclasses.field(default_factory=lambda: not _env_bool("TJC_DISABLE_DISK_CACHE", False))
     cache_dir: str = dataclasses.field(default_factory=lambda: _default_cache_dir())
+    # The structured trace (trace_log.py, docs/compile.md "Structured trace"): every process writes
+    # one JSON-lines file of its compiles into this folder; "" (default) writes nothing.
+    # TJC_TRACE_DIR sets it; `python -m torch_jit_cache.report DIR` renders the folder as one page.
+    trace_dir: str = dataclasses.field(default_factory=lambda: os.environ.get("TJC_TRACE_DIR", ""))
     # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks,dynamic (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(
@@ -95,8 +99,8 @@ class Config:
                 raise ValueError(f"config.{name} must be an int >= 1, got {value!r}")
         elif name in _BOOLS and type(value) is not bool:
             raise TypeError(f"config.{name} must be True or False, got {type(value).__name__} {value!r}")
-        elif name == "cache_dir" and not isinstance(value, (str, os.PathLike)):
-            raise TypeError(f"config.cache_dir must be a path, got {type(value).__name__} {value!r}")
+        elif name in ("cache_dir", "trace_dir") and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"config.{name} must be a path, got {type(value).__name__} {value!r}")
         elif name == "log":
             if not isinstance(value, (set, frozenset)) or not all(isinstance(t, str) for t in value):
                 raise TypeError(f"config.log must be a set of topic names, got {value!r}")
@@ -106,6 +110,10 @@ class Config:
         if name == "cache_limit":
             _C._set_cache_limit(value)
         super().__setattr__(name, value)
+        if name == "trace_dir":
+            from . import trace_log
+
+            trace_log.configure(value)
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Config))

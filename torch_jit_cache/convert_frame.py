@@ -12,7 +12,7 @@ import _imp
 import dataclasses
 import weakref
 
-from . import codegen, counters, disk_cache, graph_break, log, proxies, runtime, stance, trace_rules
+from . import codegen, counters, disk_cache, graph_break, log, proxies, runtime, stance, trace_log, trace_rules
 from .config import config
 from .dynamic import DynamicMarkError, DynamicPolicy
 from .guards import build_guards
@@ -134,6 +134,7 @@ class FrameCompiler:
             if log.enabled("recompiles"):
                 reasons = "\n".join(f"    - {e.explain(frame)}" for e in entries)
                 log.log("recompiles", f"recompiling {log.describe_code(code)}; guard failures:\n{reasons}")
+        trace_log.begin(code, frame, entries)
         run = _Stages()
         try:
             # KeyboardInterrupt and SystemExit pass through (_compile): the user's call ends as
@@ -145,10 +146,14 @@ class FrameCompiler:
                 self._dynamic.refuse_floats(code, str(reason))
                 run = _Stages()
                 reason = self._compile(frame, entries, run)
+        except BaseException as e:
+            trace_log.end(e)
+            raise
         finally:
             if run.reached("trace"):   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
                 from .tracer.fake_shapes import forget_shape_envs
                 forget_shape_envs()
+        trace_log.end(reason)
         if isinstance(reason, runtime.GuardedCode):   # an entry: from now on its death counts
             self._evicted_returns.setdefault(code, 0)
         if isinstance(reason, DynamicMarkError):
@@ -206,6 +211,7 @@ class FrameCompiler:
         reason = (f"compiled {returns + 1} times: each time its entry was evicted because an object "
                   "it guards by identity died (one made anew per call)")
         counters.count("unsupported")
+        trace_log.fallback(code, reason)
         log.warn_once((code.co_filename, code.co_firstlineno, code.co_qualname, "thrashing"),
                       f"torch_jit_cache: running {log.describe_code(code)} uncompiled: {reason}")
         if self.observer is not None:
@@ -228,7 +234,8 @@ class FrameCompiler:
         # an earlier process traced to no tensor work and skipped (_no_graph) is skipped again,
         # untraced, where _no_graph would skip it.
         skippable = not entries and code is not self.target_code
-        loaded = disk_cache.load(self, frame, resolve, skippable)   # never raises; None: trace as usual
+        loaded = trace_log.timed("disk cache load", disk_cache.load, self, frame, resolve,
+                                 skippable)   # never raises; None: trace as usual
         if loaded is not None:
             return loaded
         from . import backends, tracer  # torch is imported only when a frame is compiled
@@ -268,7 +275,9 @@ class FrameCompiler:
             # function the cut comes after the previous graph, so it is one.)
             made = counters.MadeEntry(has_graph, traced.break_reason if cut else None,
                                       cut and (has_graph or not traced.in_callee or graph_break.is_resume_code(code)))
-            disk_cache.store(self, frame, result, rewritten, shape_guards, made)   # never raises
+            trace_log.traced(result, traced, has_graph, _op_name)
+            trace_log.timed("disk cache store", disk_cache.store, self, frame, result, rewritten, shape_guards,
+                            made)   # never raises
         except (DynamicMarkError, FloatSymbolGuard) as e:
             e.__traceback__ = None
             return e
@@ -477,7 +486,7 @@ class _Stages:
     def __call__(self, name: str, stage, *args):
         self.current = name
         self._ran.append(name)
-        return stage(*args)
+        return trace_log.timed(name, stage, *args)
 
     def reached(self, name: str) -> bool:
         return name in self._ran
@@ -568,6 +577,7 @@ def _transformed_code(frame, compiled, graph_inputs, result):
     code = frame.f_code
     resume_fns = graph_break.resume_functions(code, frame.f_globals, result.output, config.max_resume_depth) \
         if isinstance(result.output, BreakOutput) else ()
+    trace_log.resume_functions(resume_fns)
     return codegen.build_transformed_code(code, compiled, graph_inputs, result.output, resume_fns,
                                           result.side_effects)
 

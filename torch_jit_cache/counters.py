@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import log, runtime
+from . import log, runtime, trace_log
 
 # The compile pipeline's counters (convert_frame bumps them through count()).
 PIPELINE = {
@@ -55,6 +55,7 @@ def count_entry(code, made: MadeEntry) -> None:
     """Count an entry made for `code`, traced or loaded, and log its break once."""
     PIPELINE["graphs"] += made.has_graph
     PIPELINE["graph_breaks"] += made.counted_break
+    trace_log.entry_made(made)
     if made.break_reason is not None:
         log.log_once("graph_breaks", (code.co_filename, made.break_reason),
                      f"graph break in {log.describe_code(code)}: {made.break_reason}")
@@ -82,3 +83,6 @@ def snapshot() -> dict:
     out["disk_cache_skips"] = PIPELINE["disk_cache_skips"]
     out["ddp_pieces"] = PIPELINE["ddp_pieces"]
     return out
+
+
+trace_log.set_stats_source(snapshot)   # the trace's last record: the final counters

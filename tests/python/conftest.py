@@ -33,6 +33,7 @@ import pytest
 # first; config.disk_cache is set below for where the package was imported before.
 os.environ["TJC_DISABLE_DISK_CACHE"] = "1"
 os.environ.pop("TJC_CACHE_DIR", None)
+os.environ.pop("TJC_TRACE_DIR", None)   # the structured trace too: test_trace_log.py turns it on where it tests it
 
 from torch_jit_cache.config import config as _config  # noqa: E402 - after the environment is set
 from torch_jit_cache.testing import pytest_plugin  # noqa: E402
@@ -40,6 +41,7 @@ from torch_jit_cache.testing import pytest_plugin  # noqa: E402
 # Where the package is installed, pytest imports it through the plugin's entry point before this
 # file runs, so config has read the environment already: the setting itself is turned off too.
 _config.disk_cache = False
+_config.trace_dir = ""
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 

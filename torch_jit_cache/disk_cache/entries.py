@@ -9,7 +9,7 @@ import tempfile
 import time
 import weakref
 
-from .. import codegen, counters, graph_break, log, proxies, runtime
+from .. import codegen, counters, graph_break, log, proxies, runtime, trace_log
 from ..backends import modes
 from ..config import config
 from ..sources import Source
@@ -108,6 +108,7 @@ def _skipped(directory: str, code) -> bool:
     found = os.path.exists(os.path.join(directory, SKIP_MARKER))
     if found:
         counters.count("disk_cache_skips")
+        trace_log.disk_cache("skip", "an earlier process found no tensor work")
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"skipping {log.describe_code(code)} untraced: an earlier process found no tensor work")
     return found
@@ -153,6 +154,7 @@ def store(compiler, frame, result, rewritten, shape_guards, made) -> None:
         path = _write(directory, digest.hex()[:24] + ".entry", MAGIC + digest + payload)
         _mark_used(path, stored)
     except NotStored as e:
+        trace_log.disk_cache("not stored", e)
         if log.enabled("disk_cache"):
             log.log("disk_cache", f"not storing {log.describe_code(code)}: {e}")
         return
@@ -165,6 +167,7 @@ def store(compiler, frame, result, rewritten, shape_guards, made) -> None:
             log.log("disk_cache", f"not storing {log.describe_code(code)}: {type(e).__name__}: {e}")
         return
     counters.count("disk_cache_stores")
+    trace_log.disk_cache("store", path)
     if log.enabled("disk_cache"):
         log.log("disk_cache", f"stored {log.describe_code(code)} in {directory}")
 
@@ -247,6 +250,7 @@ def _load(compiler, frame, resolve, directory: str):
                                                      f"{type(e).__name__}: {e}")
             continue
         counters.count("disk_cache_hits")
+        trace_log.disk_cache("load", path)
         counters.count_entry(code, counters.MadeEntry(*entry["made"]))
         _mark_used(path, paths)
         if log.enabled("disk_cache"):
