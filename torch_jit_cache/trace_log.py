@@ -56,7 +56,7 @@ _WHERE = re.compile(r" at (?P<file>.+):(?P<line>\d+)(?: \((?P<instr>[^()]*)\))?$
 
 def configure(directory) -> None:
     """Trace into `directory` from now on ("" or None: off). config.trace_dir calls this."""
-    global _on, _dir, _file
+    global _on, _dir
     directory = os.fspath(directory) if directory else ""
     with _lock:
         if _file is not None and directory != _dir:
@@ -256,7 +256,6 @@ def _source(code) -> None:
 
 
 def _write(record: dict) -> None:
-    global _file, _pid
     record = {"v": VERSION, **record}
     text = json.dumps(record, default=str) + "\n"
     with _lock:

@@ -137,7 +137,7 @@ def _frame(proc: Process, frame: Frame, pid: str, n: int) -> str:
     if frame.recompiles:
         badges += f"<span class='badge bad'>{frame.recompiles} recompile{'s' if frame.recompiles != 1 else ''}</span>"
     if breaks:
-        badges += f"<span class='badge brk'>graph break</span>"
+        badges += "<span class='badge brk'>graph break</span>"
     if frame.fallbacks or any(c.get("result") == "fallback" for c in frame.compiles):
         badges += "<span class='badge bad'>fallback</span>"
     parts = [f"<div class='card frame' id='{pid}-f{n}' data-name='{esc(frame.name)}'>",

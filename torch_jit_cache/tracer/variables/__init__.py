@@ -4,7 +4,8 @@ from .builder import wrap, wrap_constant
 from .builtins import BuiltinVariable
 from .constant import ConstantVariable
 from .cells import CellVariable
-from .containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
+from .containers import ListVariable, TupleVariable
+from .dicts import DictVariable, DictViewVariable
 from .functions import (NestedFunctionVariable, PythonModuleVariable, UserFunctionVariable,
                         UserMethodVariable)
 from .iterators import IteratorVariable

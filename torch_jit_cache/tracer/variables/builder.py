@@ -38,9 +38,9 @@ import torch.nn as nn
 
 from . import builtins as builtin_rules
 from . import dynamo_contexts
-from . import (constant, containers, contexts, deques, exceptions, frame_iterators, functions, namedtuples, new_object,
-               nn_module, numpy_tensors, numpy_values, opaque, open_object, partials, pure, ranges, sets, signatures,
-               state_readers, symbolic, tensor, user_object, weakrefs)
+from . import (constant, containers, contexts, deques, dicts, exceptions, frame_iterators, functions, namedtuples,
+               new_object, nn_module, numpy_tensors, numpy_values, opaque, open_object, partials, pure, ranges, sets,
+               signatures, state_readers, symbolic, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
@@ -93,7 +93,7 @@ WRAP_RULES = (
     WrapRule("device", lambda v, s: type(v) is torch.device, constant.wrap_device),
     WrapRule("module", lambda v, s: isinstance(v, nn.Module), nn_module.wrap_module),
     WrapRule("sequence", _is_sequence, containers.wrap_sequence),
-    WrapRule("dict", lambda v, s: type(v) is dict, containers.wrap_dict),
+    WrapRule("dict", lambda v, s: type(v) is dict, dicts.wrap_dict),
     WrapRule("deque", lambda v, s: type(v) is collections.deque, deques.wrap_deque),
     WrapRule("range", lambda v, s: type(v) is range, ranges.wrap_range),
     WrapRule("frozenset", lambda v, s: type(v) is frozenset, sets.wrap_frozenset),

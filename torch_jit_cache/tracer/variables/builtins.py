@@ -21,9 +21,10 @@ from ...trace_result import GuardKind
 from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure
 from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
-from .classes import ClassVariable, call_super
+from .classes import ClassVariable, call_super, register_builtin_model
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, TupleVariable, dict_items, sort_order
+from .containers import BaseListVariable, ListVariable, TupleVariable, sort_order
+from .dicts import DictVariable, dict_items
 from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
@@ -571,6 +572,13 @@ assert builtins.len is len
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
 def is_handled_builtin(value) -> bool:
     return any(value is b for b in BUILTIN_HANDLERS)
+
+
+def _call_builtin_class(tx, cls, source, args, kwargs):
+    return BuiltinVariable(cls, source).call_function(tx, args, kwargs) if is_handled_builtin(cls) else None
+
+
+register_builtin_model(_call_builtin_class)
 
 
 def wrap_builtin(tx, value, source, g):

@@ -105,6 +105,18 @@ def _type_member(tx, var, name):
     unsupported(f"attribute {name!r} of class {var.value.__name__}, which has no source")
 
 
+# How a builtin type that builtins.py models (list, tuple, dict, ...) is called when the trace
+# holds it as a class (`type(seq)([...])`): builtins.py, which imports this module, registers its
+# model here at import, so this module needs no import of it.
+_BUILTIN_MODELS = []
+
+
+def register_builtin_model(call) -> None:
+    """`call(tx, cls, source, args, kwargs)`: the tracker of `cls(*args, **kwargs)`, or None where
+    `cls` is not a builtin that `call` models."""
+    _BUILTIN_MODELS.append(call)
+
+
 class ClassVariable(ConstantVariable):
     """A class read from the frame (guarded by identity) or given by type(obj). A constant for
     isinstance and `is`; its attributes are read from its MRO as `Class.name` returns them, each
@@ -160,9 +172,10 @@ class ClassVariable(ConstantVariable):
         built = build_module(tx, self, args, kwargs)   # nn.Softmax(dim=1) and friends (built_modules.py)
         if built is not None:
             return built
-        from .builtins import BUILTIN_HANDLERS, BuiltinVariable
-        if any(self.value is b for b in BUILTIN_HANDLERS):   # type(seq)([...]): the builtin's own model
-            return BuiltinVariable(self.value, self.source).call_function(tx, args, kwargs)
+        for call in _BUILTIN_MODELS:   # type(seq)([...]): the builtin's own model
+            made = call(tx, self.value, self.source, args, kwargs)
+            if made is not None:
+                return made
         if is_structseq(self.value):
             return _structseq(self.value, args, kwargs)
         return super().call_function(tx, args, kwargs)

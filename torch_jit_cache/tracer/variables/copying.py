@@ -42,7 +42,8 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import TracedAttributeError, VariableTracker, catching_raise, unsupported
 from .constant import ConstantVariable, SAFE_TYPES, is_immutable_torch_value
-from .containers import DictVariable, ListVariable, TupleVariable
+from .containers import ListVariable, TupleVariable
+from .dicts import DictVariable
 from .functions import UserFunctionVariable
 from .new_object import NewObjectVariable, ObjectMethodVariable, UserClassVariable, refusal
 from .object_hooks import InstanceDictVariable

@@ -5,7 +5,7 @@ and `k in d` where the class keeps dict's own method for it.
 They read the dict part of the object: its keys, pinned by DICT_KEYS on the object's source (keys
 that are constants, as for a plain dict: containers.is_key_constant), and for values and items
 each value through `d[k]` (ItemSource), which the guard reads with the class's __getitem__, so
-only where the class keeps dict's own. A view is a containers.DictViewVariable over a read-only
+only where the class keeps dict's own. A view is a dicts.DictViewVariable over a read-only
 picture of the dict that carries the object's source: after the graph it is made again as the
 method called on the very object (`obj.keys()`), a live view as eager's is. Anything that writes
 the object stays a graph break (user_object.py).
@@ -17,7 +17,8 @@ from ...sources import ItemSource
 from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import DictVariable, DictViewVariable, is_key_constant
+from .containers import is_key_constant
+from .dicts import DictVariable, DictViewVariable
 
 VIEWS = ("keys", "values", "items")
 

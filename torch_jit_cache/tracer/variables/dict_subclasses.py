@@ -10,7 +10,8 @@ from ...attribute_lookup import type_lookup
 from ...trace_result import CallOutput, ConstantOutput, DictOutput, SourceOutput, built_dict, rebuilt_dict_object
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import DictVariable, _index, arity_error, dict_items
+from .containers import constant_index, arity_error
+from .dicts import DictVariable, dict_items
 from .functions import UserMethodVariable
 
 # What a class statement puts in every class's __dict__ (sets.py's list, and __init_subclass__'s
@@ -135,7 +136,7 @@ class BuiltDictSubclassVariable(DictVariable):
 
     def model_getitem(self, tx, key):
         """The base class's own `d[key]` (what super().__getitem__ reaches)."""
-        k = _index(key)
+        k = constant_index(key)
         if k not in self.items and self.default_factory is not None:
             # defaultdict.__missing__: the factory's value, stored under the key, then returned.
             value = tx.call(self.default_factory, [], {})
@@ -180,7 +181,7 @@ class BuiltDictSubclassVariable(DictVariable):
             last = _keyword_only(name, args[1:] if name == "move_to_end" else args, kwargs, "last", True)
             if name == "popitem":
                 return self.popitem(tx, last)
-            k = _index(args[0]) if args else unsupported("OrderedDict.move_to_end without a key")
+            k = constant_index(args[0]) if args else unsupported("OrderedDict.move_to_end without a key")
             if k not in self.items:
                 unsupported(f"KeyError {k!r} (OrderedDict.move_to_end)")
             self.mutating(tx)

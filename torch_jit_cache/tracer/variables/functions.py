@@ -20,7 +20,8 @@ from . import function_attributes
 from .base import CallableVariable, VariableTracker, is_static_type, unsupported
 from .constant import ConstantVariable
 from .cells import CellVariable, real_cell
-from .containers import DictVariable, TupleVariable
+from .containers import TupleVariable
+from .dicts import DictVariable
 from .contexts import call_decorated, decorated_grad_mode
 from .exceptions import TracebackVariable
 from .opaque_calls import call_opaque_function

@@ -16,7 +16,8 @@ from ...trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput,
                              call_with, reversed_at)
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
+from .containers import ListVariable, TupleVariable
+from .dicts import DictVariable, DictViewVariable
 from .ranges import RangeVariable
 from .sets import SetVariable
 

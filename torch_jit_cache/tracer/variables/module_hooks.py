@@ -18,7 +18,8 @@ from ...trace_result import GuardKind
 from . import fsdp2
 from .base import unsupported
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, TupleVariable
+from .containers import BaseListVariable, TupleVariable
+from .dicts import DictVariable
 
 # The hook dicts nn.Module.__call__ consults: on the instance, and module-global ones in
 # torch.nn.modules.module.

@@ -27,7 +27,7 @@ from ...attribute_lookup import has_generic_getattribute
 from ...trace_result import AttrOutput, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import DictVariable
+from .dicts import DictVariable
 
 # object's hooks by name: what calling each does to an object that has the generic operation.
 OBJECT_HOOKS = {name: vars(object)[name] for name in ("__getattribute__", "__setattr__", "__delattr__")}

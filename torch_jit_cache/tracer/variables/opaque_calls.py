@@ -33,7 +33,8 @@ from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind
 from .base import unsupported
 from .constant import ConstantVariable
-from .containers import DictVariable, ListVariable, TupleVariable
+from .containers import ListVariable, TupleVariable
+from .dicts import DictVariable
 from .module_hooks import guard_no_hooks, has_hooks
 from .tensor import TensorVariable
 

@@ -11,7 +11,8 @@ from ...attribute_lookup import MISSING, type_lookup
 from ...trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, dict_equal
+from .containers import BaseListVariable, ListVariable
+from .dicts import DictVariable, dict_equal
 from .iterators import IteratorVariable
 from .ranges import RangeVariable
 from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python

@@ -15,7 +15,8 @@ import functools
 from ...sources import AttrSource
 from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
 from .base import VariableTracker, unsupported
-from .containers import DictVariable, TupleVariable
+from .containers import TupleVariable
+from .dicts import DictVariable
 
 PARTS = ("func", "args", "keywords")
 

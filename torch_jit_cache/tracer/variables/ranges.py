@@ -6,7 +6,7 @@ from ...sources import AttrSource
 from ...trace_result import ConstantOutput, GuardKind
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
-from .containers import _index
+from .containers import constant_index
 
 
 class RangeVariable(VariableTracker):
@@ -29,7 +29,7 @@ class RangeVariable(VariableTracker):
         return bool(self.value)
 
     def getitem(self, tx, key):
-        r = self.value[_index(key)]
+        r = self.value[constant_index(key)]
         return RangeVariable(r) if isinstance(r, range) else ConstantVariable(r)
 
     def reconstruct(self, outputs):

@@ -19,7 +19,6 @@ import re
 from ...sources import AttrSource
 from ...trace_result import GuardKind
 from .base import MethodVariable, VariableTracker, unsupported
-from .constant import ConstantVariable
 
 PATTERN_METHODS = frozenset({"search", "match", "fullmatch", "findall", "split", "sub", "subn"})
 MATCH_READS = frozenset({"group", "groups", "groupdict", "span", "start", "end", "expand", "__getitem__"})

@@ -39,15 +39,14 @@ _UNKNOWN = object()
 def _stand_in_value(tracker):
     """The value an argument tracker stands for in the stand-in call: its constant, a list of
     placeholders for a list or tuple tracker (its items are never read by these checks), or
-    _UNKNOWN."""
-    from .containers import BaseListVariable
-
+    _UNKNOWN. A list or tuple tracker is one whose class says `kind` list or tuple
+    (containers.BaseListVariable, which imports this module)."""
     if tracker.is_python_constant():
         try:
             return tracker.as_python_constant()
         except Exception:  # noqa: BLE001 - a tracker that cannot be made a value: no check
             return _UNKNOWN
-    if isinstance(tracker, BaseListVariable):
+    if getattr(type(tracker), "kind", None) in (list, tuple):
         return tracker.kind(_Item() for _ in tracker.items)
     return _UNKNOWN
 
