@@ -104,6 +104,11 @@ class VariableTracker:
     def python_type(self):
         unsupported(f"type of {self} is unknown")
 
+    # Whether the object's class, where it is not a static type, is one the tracker only takes
+    # when it defines none of its own methods (sets.plain_subclass): its C methods are its static
+    # base's, so their attributes are answered as for that base's.
+    methods_of_static_base = False
+
     def is_python_constant(self) -> bool:
         try:
             self.as_python_constant()
@@ -291,7 +296,7 @@ class MethodVariable(VariableTracker):
             cls = self.obj.python_type()
         except Unsupported:
             return None
-        if not is_static_type(cls):
+        if not is_static_type(cls) and not self.obj.methods_of_static_base:
             return None
         for klass in cls.__mro__:
             found = vars(klass).get(self.name)

@@ -15,7 +15,7 @@ from .containers import BaseListVariable, DictVariable, ListVariable, dict_equal
 from .ranges import RangeVariable
 from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from .exceptions import constant_exception, traced_raise
-from .sets import SetVariable
+from .sets import SetVariable, refused_operator
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
 
@@ -77,6 +77,8 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         return _user_binary(tx, symbol, base, a, b)
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        refused_operator(symbol, a, b)   # raises where Python does
     unsupported(f"operator {symbol} on {a} and {b}")
 
 
@@ -115,6 +117,10 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return ConstantVariable(equal == (symbol == "=="))
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        answer = refused_operator(symbol, a, b)
+        if answer is not None:
+            return answer
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")

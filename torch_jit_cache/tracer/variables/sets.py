@@ -35,7 +35,8 @@ import types
 
 from ...guards import has_leaf
 from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
-from .base import MethodVariable, TracedKeyError, VariableTracker, is_static_type, traced, unsupported
+from .base import (MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
+                   unsupported)
 from .constant import ConstantVariable, is_constant_value
 
 # Whether this build of the guard tree has the SET_ITEMS leaf (an older _C lacks it: the set stays
@@ -62,12 +63,57 @@ def is_key_constant(value, depth: int = 0) -> bool:
 
 def _operand(v, what: str):
     """The other side of a set operation: a set tracker, or any constant (an iterable of
-    unhashable items makes the operation raise, which is refused where it is called)."""
+    unhashable items makes the operation raise, which is raised in the trace where it is called),
+    or a _Refused stand-in for an object the operation refuses by its type alone."""
     if isinstance(v, SetVariable):
         return v.ordered()
-    if not v.is_python_constant():
+    if v.is_python_constant():
+        return v.as_python_constant()
+    refused = _refused_type(v)
+    if refused is None:
         unsupported(f"{what} with {v}")
-    return v.as_python_constant()
+    return _Refused(refused)
+
+
+# Types whose instances no set operator takes and whose own reflected operator (`__ror__`, ...)
+# refuses a set, and which are not iterable where marked False: a set operation with one of them
+# raises TypeError from the operand's type alone, whatever its value (a function, a generator the
+# operator never starts, a dict or list that holds trackers).
+_REFUSING_TYPES = {types.FunctionType: False, types.BuiltinFunctionType: False, types.MethodType: False,
+                   types.GeneratorType: True, list: True, dict: True, tuple: True}
+
+
+def _refused_type(v):
+    try:
+        cls = v.python_type()
+    except Unsupported:
+        return None
+    return cls if cls in _REFUSING_TYPES else None
+
+
+class _Refused:
+    """An operand known by its type only (_REFUSING_TYPES): what Python's error names."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+
+def _python_error(error: Exception, what: str):
+    """Raise in the trace the TypeError Python raised on the trace's own values (the frame's code
+    may catch it); another error is a break."""
+    if type(error) is TypeError:
+        raise traced(TracedRaise, f"TypeError: {error}", TypeError, [ConstantVariable(str(error))]) from None
+    unsupported(f"{what} raised {error!r}")
+
+
+def _refusal(symbol: str, left: type, right: _Refused):
+    """The TypeError of `left-instance symbol right` for a refused operand, or None where it is
+    iterable and `symbol` names a method, which then iterates it (not modelled here)."""
+    if symbol.isidentifier():   # a method: it iterates its argument
+        if _REFUSING_TYPES[right.cls]:
+            return None
+        return TypeError(f"'{right.cls.__name__}' object is not iterable")
+    return TypeError(f"unsupported operand type(s) for {symbol}: '{left.__name__}' and '{right.cls.__name__}'")
 
 
 # In-place operators and methods that change the set, by the out-of-place operation they apply,
@@ -85,6 +131,7 @@ _PURE = ("union", "intersection", "difference", "symmetric_difference", "issubse
 
 class SetVariable(VariableTracker):
     guarded_by_type = True   # read from the frame: side_effects.py checks its aliasing
+    methods_of_static_base = True   # set, frozenset or a plain subclass (plain_subclass)
 
     def __init__(self, items=(), source=None, order=None, cls=set, cls_var=None):
         super().__init__(source)
@@ -132,7 +179,8 @@ class SetVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         base = frozenset if self.frozen else set
-        if not isinstance(vars(base).get(name), (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        if name != "__init__" and \
+                not isinstance(vars(base).get(name), (types.MethodDescriptorType, types.WrapperDescriptorType)):
             unsupported(f"attribute {name!r} of {self}")
         return MethodVariable(self, name)
 
@@ -151,28 +199,71 @@ class SetVariable(VariableTracker):
         tx.output.side_effects.call_set_method(self, name, tx.wrap_constant(snapshot))
         self.order = None
 
+    def real(self):
+        """A real set of the tracker's class and items, on which Python computes an operation and
+        its error: a plain subclass (plain_subclass) behaves as its base, and Python's messages
+        name the subclass."""
+        return self.cls(self.ordered())
+
     def inplace(self, tx, symbol, other):
         """`s |= t` and friends change s itself (every name bound to it sees the change)."""
         value = _operand(other, f"set {symbol}")
         fn, method = _INPLACE[symbol]
+        if isinstance(value, _Refused):
+            _python_error(_refusal(symbol, self.cls, value), f"set {symbol}")
         if self.frozen:   # frozenset has no in-place operator: `a op b`, rebound
             try:
                 return tx.wrap_constant(fn(self.as_python_constant(), value))
-            except TypeError as e:
-                unsupported(f"frozenset {symbol} raised {e!r}")
-        try:
-            new = set(fn(self.items, value))
+            except TypeError:
+                pass
+        else:
+            try:
+                new = set(fn(self.items, value))
+            except TypeError:
+                pass
+            else:
+                self._mutating(tx, method, [value])
+                self.items = new
+                return self
+        try:   # Python's own error, with the in-place operator's message
+            getattr(operator, method)(self.real(), value)
         except TypeError as e:
-            unsupported(f"set {symbol} raised {e!r}")
-        self._mutating(tx, method, [value])
-        self.items = new
-        return self
+            _python_error(e, f"set {symbol}")
+        unsupported(f"set {symbol} with {other}")
+
+    def _init(self, tx, values):
+        """`s.__init__(iterable)`: set's __init__ empties the set and fills it again (frozenset's,
+        object's, does nothing). Run on a real copy, so that its errors are Python's: a wrong
+        number of arguments changes nothing, an item it cannot take leaves what was done so far."""
+        real = self.real()
+        try:
+            real.__init__(*values)
+        except TypeError as e:
+            error = e
+        else:
+            error = None
+        if set(real) != self.items:
+            if error is not None and real:
+                unsupported(f"{self}.__init__ raised {error!r} part-way")
+            self._mutating(tx, "clear" if error is not None else "__init__", [] if error is not None else values)
+            self.items = set(real)
+        if error is not None:
+            _python_error(error, "set.__init__")
+        return ConstantVariable(None)
 
     def call_method(self, tx, name, args, kwargs):
         if kwargs:
             unsupported(f"set.{name} with keyword arguments")
         values = constants_of(args, f"set.{name}") if name in _ONE_ITEM \
             else [_operand(a, f"set.{name}") for a in args]
+        refused = next((v for v in values if isinstance(v, _Refused)), None)
+        if refused is not None:
+            error = _refusal(name, self.cls, refused) if name in _UPDATES or name in _PURE else None
+            if error is None:
+                unsupported(f"set.{name} with {refused.cls.__name__}")
+            _python_error(error, f"set.{name}")
+        if name == "__init__":
+            return self._init(tx, values)
         try:
             if name in _ONE_ITEM and len(values) == 1:
                 if name == "remove" and values[0] not in self.items:
@@ -186,7 +277,12 @@ class SetVariable(VariableTracker):
                 return ConstantVariable(None)
             if name in _UPDATES:
                 new = set(self.items)
-                _UPDATES[name](new, *values)
+                try:
+                    _UPDATES[name](new, *values)
+                except TypeError as e:
+                    if new != self.items:   # it raised part-way: eager's set keeps what it did so far
+                        unsupported(f"set.{name} raised {e!r} after changing the set")
+                    raise
                 self._mutating(tx, name, values)
                 self.items = new
                 return ConstantVariable(None)
@@ -196,13 +292,41 @@ class SetVariable(VariableTracker):
                     unsupported(f"set.{name} of {args}")
                 return tx.wrap_constant(result)
         except TypeError as e:
-            unsupported(f"set.{name} raised {e!r}")
+            _python_error(e, f"set.{name}")
         unsupported(f"set.{name}")   # pop() (an arbitrary item), and anything else
 
     def __repr__(self):
         where = f" from {self.source}" if self.source is not None else ""
         kind = "" if self.cls is set else f"{self.cls.__name__}, "
         return f"SetVariable({kind}{self.items!r}{where})"
+
+
+def refused_operator(symbol: str, a, b):
+    """`a symbol b` (a binary operator or a comparison) where one side is a set tracker and the
+    other an operand the set refuses by its type (_REFUSING_TYPES): Python's TypeError, raised in
+    the trace, or for == and != the answer of identity (neither side's __eq__ takes the other).
+    None where this is not such a case."""
+    sides = []
+    for v in (a, b):
+        if isinstance(v, SetVariable):
+            sides.append(v.cls)
+        elif v.is_python_constant():
+            return None   # folded on the real values by the caller
+        else:
+            refused = _refused_type(v)
+            if refused is None:
+                return None
+            sides.append(refused)
+    if not any(isinstance(v, SetVariable) for v in (a, b)) or all(isinstance(v, SetVariable) for v in (a, b)):
+        return None
+    if symbol in ("==", "!="):
+        return ConstantVariable(symbol == "!=")
+    left, right = (t.__name__ for t in sides)
+    if symbol in ("<", "<=", ">", ">="):
+        message = f"'{symbol}' not supported between instances of '{left}' and '{right}'"
+    else:
+        message = f"unsupported operand type(s) for {symbol}: '{left}' and '{right}'"
+    _python_error(TypeError(message), f"operator {symbol}")
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------

@@ -1,0 +1,217 @@
+"""tracer/variables/sets.py: what sets do besides their algebra, through the public API.
+
+The contract: Python's own errors of set operations (an operand a set refuses, an item that is not
+iterable or hashable, a wrong number of arguments) are raised in the trace, so a `try` or an
+`assertRaises` of the frame catches them there, with eager's message and with the set left as
+eager leaves it; `s.__init__(...)` refills a set; a frozenset constant's methods fold; a plain
+subclass of frozenset read from the frame is traced as set's are, and its C methods answer
+`__name__` as eager. Each compares with eager (results and the sets' items in order) and counts
+graphs and breaks."""
+import operator
+import sys
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
+
+from context_helpers import explain_counts  # noqa: E402
+
+
+def _run_both(fn, make_args, calls=2):
+    """fn eagerly and compiled (`calls` times), each on fresh arguments: results (an exception as
+    its type and args) and every set argument's items in iteration order must agree."""
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    runs = []
+    for f in [fn] + [compiled] * calls:
+        args = make_args()
+        try:
+            out = f(*args)
+        except Exception as e:   # noqa: BLE001 - eager's exception is part of what must agree
+            out = (type(e), e.args)
+        if isinstance(out, torch.Tensor):
+            out = out.tolist()
+        elif isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
+            out = (out[0].tolist(), *out[1:])
+        runs.append((out, [list(a) for a in args if isinstance(a, (set, frozenset))]))
+    for got in runs[1:]:
+        assert got == runs[0]
+    return cnt
+
+
+def _one_graph(fn, *args):
+    assert explain_counts(fn, *args)[:3] == (1, 0, [])
+
+
+# -- errors raised in the trace ---------------------------------------------------------------------
+
+def _operators_refused(x, s, other):
+    caught = []
+    for attempt in (lambda: s | other, lambda: other & s, lambda: s - other, lambda: s < other,
+                    lambda: other >= s):
+        try:
+            attempt()
+        except TypeError as e:
+            caught.append(str(e))
+    return x + len(caught), caught, s == other, s != other
+
+
+def _in_place_refused(x, s, other):
+    try:
+        s |= other
+    except TypeError as e:
+        x = x + 1
+        message = str(e)
+    s ^= {7}
+    return x, message
+
+
+def _methods_refused(x, s, other):
+    messages = []
+    for name in ("union", "update", "intersection_update", "isdisjoint"):
+        try:
+            getattr(s, name)(other)
+        except TypeError as e:
+            messages.append(str(e))
+    return x + len(messages), messages
+
+
+@pytest.mark.parametrize("other", [19, operator.add, {1: 2}, (2, 4)], ids=["int", "builtin", "dict", "tuple"])
+@pytest.mark.parametrize("fn", [_operators_refused, _in_place_refused, _methods_refused])
+def test_a_set_operation_python_refuses_raises_in_the_trace(fn, other):
+    cnt = _run_both(fn, lambda: (torch.ones(2), {1, 2, 3}, other))
+    _one_graph(fn, torch.ones(2), {1, 2, 3}, other)
+    assert cnt.frame_count == 1
+
+
+def _function_operand(x, s):
+    def helper():
+        return 1
+    try:
+        s -= helper
+    except TypeError:
+        x = x * 2
+    return x, s - {1}, s == helper
+
+
+def test_an_operand_known_only_by_its_type_is_refused_by_it():
+    # A function made in the trace has no constant value; `s -= f` still raises TypeError.
+    _run_both(_function_operand, lambda: (torch.ones(2), {1, 2}))
+    _one_graph(_function_operand, torch.ones(2), {1, 2})
+
+
+def _update_stops_part_way(x, s):
+    try:
+        s.update([5, [6]])   # adds 5, then fails on the list: eager's set keeps the 5
+    except TypeError:
+        x = x + 1
+    return x, sorted(s)
+
+
+def test_an_update_that_raises_part_way_leaves_the_set_as_eager():
+    _run_both(_update_stops_part_way, lambda: (torch.ones(2), {1, 2}))
+
+
+def _unhashable_member(x, s):
+    try:
+        s.__contains__([[]])
+    except TypeError:
+        x = x + 1
+    return x
+
+
+def test_an_unhashable_item_raises_typeerror_in_the_trace():
+    _run_both(_unhashable_member, lambda: (torch.ones(2), {1}))
+    _one_graph(_unhashable_member, torch.ones(2), {1})
+
+
+# -- __init__ ---------------------------------------------------------------------------------------
+
+def _refill(x, s):
+    s.__init__("abc")
+    n = len(s)
+    try:
+        s.__init__(s, 2)     # too many arguments: nothing changes
+    except TypeError:
+        n += 10
+    try:
+        s.__init__(5)        # emptied first, then 5 is not iterable
+    except TypeError:
+        n += 100
+    return x + n, sorted(s)
+
+
+def _refill_built(x):
+    s = set()
+    s.__init__([3, 4])
+    return x + len(s), sorted(s)
+
+
+class _Tags(set):
+    pass
+
+
+def test_init_refills_a_set_as_eager():
+    for make in (lambda: (torch.ones(2), {1, 2}), lambda: (torch.ones(2), _Tags([1]))):
+        _run_both(_refill, make)
+        _one_graph(_refill, *make())
+    _run_both(_refill_built, lambda: (torch.ones(2),))
+
+
+def _init_name(x, s):
+    return x + 1, s.__init__.__name__, s.union.__qualname__
+
+
+def test_c_method_attributes_of_a_plain_subclass_answer_as_eager():
+    _run_both(_init_name, lambda: (torch.ones(2), _Tags([1])))
+    _one_graph(_init_name, torch.ones(2), _Tags([1]))
+
+
+# -- frozensets ---------------------------------------------------------------------------------------
+
+class _Frozen(frozenset):
+    pass
+
+
+def _frozen_methods(x, f):
+    n = len(f.intersection("abc")) + len(f.union("xy")) + f.__contains__("a") + len(f.copy())
+    n += f.issubset("abcdef") + f.isdisjoint({"q"}) + len(f.difference({"a"}) ^ {"z"})
+    f.__init__("zzz")   # object's __init__: nothing changes
+    return x + n, f == frozenset("abcd"), f != {"a"}, len(f), "b" in f, sorted(f)
+
+
+@pytest.mark.parametrize("cls", [frozenset, _Frozen], ids=["frozenset", "subclass"])
+def test_frozenset_methods_fold(cls):
+    cnt = _run_both(_frozen_methods, lambda: (torch.ones(2), cls("abcd")))
+    _one_graph(_frozen_methods, torch.ones(2), cls("abcd"))
+    assert cnt.frame_count == 1
+
+
+def _frozen_weigh(x, f):
+    return x * len(f) + ("a" in f)
+
+
+def test_a_frozenset_subclass_is_guarded_by_its_class_and_items():
+    cnt = CompileCounter()
+    compiled = tjc.compile(_frozen_weigh, backend=cnt)
+    x = torch.ones(2)
+    for f in (_Frozen("ab"), _Frozen("bcd"), frozenset("ab"), _Frozen("ab")):
+        torch.testing.assert_close(compiled(x, f), _frozen_weigh(x, f))
+    assert cnt.frame_count == 3
+
+
+def test_the_cache_holds_no_frozenset_subclass_alive():
+    f = _Frozen("ab")
+    ref = weakref.ref(f)
+    compiled = tjc.compile(_frozen_weigh)
+    for _ in range(3):
+        compiled(torch.ones(2), f)
+    before = sys.getrefcount(f)
+    compiled(torch.ones(2), f)
+    assert sys.getrefcount(f) == before
+    del f
+    assert ref() is None
