@@ -215,3 +215,59 @@ def test_the_cache_holds_no_frozenset_subclass_alive():
     assert sys.getrefcount(f) == before
     del f
     assert ref() is None
+
+
+# -- sets holding a library's functions ----------------------------------------------------------------
+
+def _weigh_functions(x, s):
+    n = 0
+    for item in s:   # in the set's own order, which follows the functions' hashes
+        n = n * 3 + (1 if callable(item) else 2)
+    if torch.sin in s:
+        x = x.sin()
+    both = s | {operator.add}
+    return x + n + len(both) + (operator.add in s), s - {1}, both
+
+
+def test_a_set_of_library_functions_is_traced_and_guarded_by_its_items():
+    x = torch.ones(2)
+    first = {1, torch.sin, operator.add, "a"}
+    _one_graph(_weigh_functions, x, set(first))
+    cnt = _run_both(_weigh_functions, lambda: (x, set(first)))
+    assert cnt.frame_count == 1
+    cnt = CompileCounter()
+    compiled = tjc.compile(_weigh_functions, backend=cnt)
+    for s in (set(first), {1, torch.cos, "a"}, set(first), {torch.cos, 1, "a", operator.add}):
+        got, want = compiled(x, set(s)), _weigh_functions(x, set(s))
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:]
+    assert cnt.frame_count == 3   # another function, or another order, compiles again
+
+
+def _user_function():
+    return 1
+
+
+def test_a_set_of_user_functions_stays_opaque_and_matches_eager():
+    # A user's function may die (a guard must not hold it) and its hash is its address: the set
+    # stays opaque and breaks where used.
+    def fn(x, s):
+        return x + (_user_function in s)
+    _run_both(fn, lambda: (torch.ones(2), {_user_function, 2}))
+    assert explain_counts(fn, torch.ones(2), {_user_function, 2})[1] >= 1
+
+
+def test_a_dict_keyed_by_library_c_functions_is_traced():
+    table = {operator.add: 1, len: 2, torch.sin: 3}
+
+    def fn(x, d):
+        return x * sum(d.values()) + d[operator.add], list(d)
+
+    _one_graph(fn, torch.ones(2), dict(table))
+    cnt = _run_both(fn, lambda: (torch.ones(2), dict(table)))
+    assert cnt.frame_count == 1
+    compiled = tjc.compile(fn)
+    other = {operator.mul: 5, operator.add: 7}
+    got, want = compiled(torch.ones(2), other), fn(torch.ones(2), other)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]

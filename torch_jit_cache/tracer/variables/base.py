@@ -15,6 +15,7 @@ import types
 import torch
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
+from ...process_lived import holdable_key
 from ...sources import AttrSource
 from ...trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
 
@@ -230,7 +231,9 @@ class CallableVariable(VariableTracker):
     def reconstruct(self, outputs):
         if self.source is not None:
             return SourceOutput(self.source)
-        if is_static_type(self.fn):   # a dict's key (containers.key_tracker): the type itself
+        if is_static_type(self.fn) or holdable_key(self.fn):
+            # A dict's key or a set's item (containers.key_tracker, sets.item_tracker): the type, or
+            # the library function, itself; it lives as long as the process.
             return ConstantOutput(self.fn)
         return super().reconstruct(outputs)
 

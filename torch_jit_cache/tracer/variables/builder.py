@@ -180,7 +180,7 @@ def wrap_constant(value) -> VariableTracker:
         return TupleVariable([wrap_constant(v) for v in value])
     if isinstance(value, list):
         return ListVariable([wrap_constant(v) for v in value])
-    if type(value) is set and all(is_constant_value(v) for v in value):
+    if type(value) is set and all(sets.is_set_item(v) for v in value):
         return SetVariable(value)
     if is_constant_value(value):
         return ConstantVariable(value)

@@ -34,6 +34,7 @@ import operator
 import types
 
 from ...guards import has_leaf
+from ...process_lived import holdable_key
 from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
 from .base import (MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
                    unsupported)
@@ -45,20 +46,38 @@ HAS_SET_ITEMS = has_leaf("set_items")
 
 
 def constants_of(items, what: str) -> list:
+    """The values of trackers that may be a set tracker's items (is_set_item), else a break."""
     if not all(i.is_python_constant() for i in items):
         unsupported(f"{what} of values that are not Python constants")
     values = [i.as_python_constant() for i in items]
-    if not all(is_constant_value(v) for v in values):
+    if not all(is_set_item(v) for v in values):
         unsupported(f"{what} of values that are not hashable constants")
     return values
 
 
+def is_set_item(value) -> bool:
+    """What a set tracker may hold: hashable constants, and objects that live as long as the
+    process and hash by identity (is_key_constant), whose hash is the same for the whole process."""
+    return is_constant_value(value) or is_key_constant(value)
+
+
 def is_key_constant(value, depth: int = 0) -> bool:
     """What a guard may hold (value_rules.h is_key_constant): int, float, bool, str, bytes, None,
-    static types and tuples of them."""
+    static types, objects that live as long as the process and hash and compare by identity
+    (process_lived.holdable_key: a library's functions, `operator.add`, `torch.sin`; vouched for to
+    the guard tree there) and tuples of them. Hashing one runs no user code, and its hash, so its
+    place in a set, is the same for the whole process."""
     if value is None or type(value) in (int, float, bool, str, bytes) or is_static_type(value):
         return True
-    return type(value) is tuple and depth < 16 and all(is_key_constant(v, depth + 1) for v in value)
+    if type(value) is tuple:
+        return depth < 16 and all(is_key_constant(v, depth + 1) for v in value)
+    return holdable_key(value)
+
+
+def item_tracker(tx, value):
+    """The tracker of a set's item: a constant, or a library object (is_key_constant) as the
+    builder wraps it with no source (it lives for the process: nothing to guard)."""
+    return ConstantVariable(value) if is_constant_value(value) else tx.wrap(value, None)
 
 
 def _operand(v, what: str):
@@ -171,8 +190,8 @@ class SetVariable(VariableTracker):
             if self.order is None:
                 unsupported(f"iteration over {self.source} after the trace changed it (its order "
                             "depends on the set's table, which the trace does not model)")
-            return [ConstantVariable(v) for v in self.order]
-        return [ConstantVariable(v) for v in self.items]
+            return [item_tracker(tx, v) for v in self.order]
+        return [item_tracker(tx, v) for v in self.items]
 
     def truthy(self, tx):
         return bool(self.items)
