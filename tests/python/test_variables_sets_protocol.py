@@ -7,6 +7,7 @@ eager leaves it; `s.__init__(...)` refills a set; a frozenset constant's methods
 subclass of frozenset read from the frame is traced as set's are, and its C methods answer
 `__name__` as eager. Each compares with eager (results and the sets' items in order) and counts
 graphs and breaks."""
+import copy
 import operator
 import sys
 import weakref
@@ -271,3 +272,81 @@ def test_a_dict_keyed_by_library_c_functions_is_traced():
     got, want = compiled(torch.ones(2), other), fn(torch.ones(2), other)
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1]
+
+
+# -- deepcopy and pop ------------------------------------------------------------------------------------
+
+def _deep_copied(x, s):
+    dup = copy.deepcopy(s)
+    dup.add("new")
+    return x + len(dup), list(dup), dup is s
+
+
+@pytest.mark.parametrize("make", [lambda: {"a", 1, (2, "b"), None}, lambda: set(), lambda: {operator.add, 0}],
+                         ids=["constants", "empty", "library-function"])
+def test_deepcopy_of_a_set_is_a_new_set_in_eagers_order(make):
+    cnt = _run_both(_deep_copied, lambda: (torch.ones(2), make()))
+    _one_graph(_deep_copied, torch.ones(2), make())
+    assert cnt.frame_count == 1
+
+
+def _deep_copy_after_change(x, s):
+    s.add(99)
+    return x + len(copy.deepcopy(s))
+
+
+def test_deepcopy_of_a_set_the_trace_changed_breaks_and_matches_eager():
+    _run_both(_deep_copy_after_change, lambda: (torch.ones(2), {1, 9}))
+    assert explain_counts(_deep_copy_after_change, torch.ones(2), {1, 9})[1] == 1
+
+
+def _pop_single(x, s):
+    got = s.pop()
+    t = {1, 1.0, True}      # one item, the first written
+    first = t.pop()
+    try:
+        s.pop()
+    except KeyError as e:
+        x = x + len(e.args)
+    return x + 1, got, type(first), s
+
+
+def test_pop_of_a_set_of_one_item_is_traced_and_replayed():
+    cnt = _run_both(_pop_single, lambda: (torch.ones(2), {"only"}))
+    _one_graph(_pop_single, torch.ones(2), {"only"})
+    assert cnt.frame_count == 1
+
+
+def _pop_many(x, s):
+    return x + len(str(s.pop())), s
+
+
+def test_pop_of_a_set_of_several_items_breaks_and_matches_eager():
+    _run_both(_pop_many, lambda: (torch.ones(2), {"a", "bb", "ccc"}))
+    assert explain_counts(_pop_many, torch.ones(2), {"a", "bb", "ccc"})[1] == 1
+
+
+def _gen():
+    yield 1
+
+
+def _compare_with_generator(x, s, g):
+    n = (s == g) + 2 * (g != s)
+    try:
+        s <= g
+    except TypeError:
+        n += 4
+    try:
+        s ^= g
+    except TypeError:
+        n += 8
+    return x + n
+
+
+def test_a_generator_from_the_frame_is_refused_by_its_type_without_being_started():
+    cnt = _run_both(_compare_with_generator, lambda: (torch.ones(2), {1, 2}, _gen()))
+    _one_graph(_compare_with_generator, torch.ones(2), {1, 2}, _gen())
+    assert cnt.frame_count == 1
+    g = _gen()
+    tjc.compile(_compare_with_generator)(torch.ones(2), {1}, g)
+    assert next(g) == 1   # never started by the trace

@@ -73,12 +73,12 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 a.items[:] = a.items * b.as_python_constant()
                 return a
             return type(a)(a.items * b.as_python_constant())
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        refused_operator(symbol, a, b)   # raises where Python does, for an operand the set refuses
     if _is_user_object(a) or _is_user_object(b):
         return _user_binary(tx, symbol, base, a, b)
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
-    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
-        refused_operator(symbol, a, b)   # raises where Python does
     unsupported(f"operator {symbol} on {a} and {b}")
 
 
@@ -109,6 +109,10 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return call_op(tx, fn, [a, b], {})
         if symbol in ("==", "!=") and (_is_none(a) or _is_none(b)):
             return ConstantVariable(symbol == "!=")
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        answer = refused_operator(symbol, a, b)   # a set against an object of a type it refuses
+        if answer is not None:
+            return answer
     if _is_user_object(a) or _is_user_object(b):
         return _user_compare(tx, symbol, a, b)
     if symbol in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):
@@ -117,10 +121,6 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return ConstantVariable(equal == (symbol == "=="))
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
-    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
-        answer = refused_operator(symbol, a, b)
-        if answer is not None:
-            return answer
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     unsupported(f"comparison {symbol} between {a} and {b}")

@@ -283,6 +283,14 @@ class SetVariable(VariableTracker):
             _python_error(error, f"set.{name}")
         if name == "__init__":
             return self._init(tx, values)
+        if name == "pop" and not values and len(self.items) <= 1 and not self.frozen:
+            # Which item pop() takes depends on the table's layout and the set's own search finger,
+            # which the trace does not model, unless there is at most one to take.
+            if not self.items:
+                raise traced(TracedKeyError, "KeyError: pop from an empty set", KeyError,
+                             [ConstantVariable("pop from an empty set")])
+            self._mutating(tx, name, values)
+            return item_tracker(tx, self.items.pop())
         try:
             if name in _ONE_ITEM and len(values) == 1:
                 if name == "remove" and values[0] not in self.items:
@@ -312,7 +320,7 @@ class SetVariable(VariableTracker):
                 return tx.wrap_constant(result)
         except TypeError as e:
             _python_error(e, f"set.{name}")
-        unsupported(f"set.{name}")   # pop() (an arbitrary item), and anything else
+        unsupported(f"set.{name}")   # pop() of one of several items, and anything else
 
     def __repr__(self):
         where = f" from {self.source}" if self.source is not None else ""
