@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
+import torch_jit_cache as tjc  # noqa: E402
 from context_helpers import CompiledCalls  # noqa: E402
 
 
@@ -124,3 +125,24 @@ def test_zip_of_nothing_yields_nothing():
     compiled = CompiledCalls(_empty_zips)
     _same(compiled(x, []), _empty_zips(x, []))
     compiled.check(graphs=1, breaks=0)
+
+
+def _iterate_a_number(x, n):
+    caught = []
+    for value in (n, None, 2.5):
+        try:
+            for _ in value:
+                x = x + 100
+        except TypeError as e:
+            caught.append(str(e))
+    return x + len(caught), caught
+
+
+def test_iterating_a_number_raises_typeerror_in_the_trace():
+    x = torch.randn(2)
+    expected = _iterate_a_number(x, 3)
+    got = tjc.compile(_iterate_a_number)(x, 3)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1]
+    report = tjc.explain(_iterate_a_number)(x, 3)
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])

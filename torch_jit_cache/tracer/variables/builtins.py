@@ -546,6 +546,8 @@ class BuiltinVariable(CallableVariable):
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
             return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
+        if self.fn is dict and name == "fromkeys":
+            return PolyfillVariable(polyfills.dict_fromkeys_)
         if isinstance(self.fn, type) and pure.is_pure(getattr(self.fn, name, None)):
             return PureFunctionVariable(getattr(self.fn, name))   # str.upper, int.from_bytes
         if isinstance(self.fn, type):
