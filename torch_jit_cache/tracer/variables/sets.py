@@ -80,12 +80,12 @@ def item_tracker(tx, value):
     return ConstantVariable(value) if is_constant_value(value) else tx.wrap(value, None)
 
 
-def _operand(v, what: str):
+def _operand(v, what: str, order_matters: bool = True):
     """The other side of a set operation: a set tracker, or any constant (an iterable of
     unhashable items makes the operation raise, which is raised in the trace where it is called),
     or a _Refused stand-in for an object the operation refuses by its type alone."""
     if isinstance(v, SetVariable):
-        return v.ordered()
+        return v.ordered(order_matters)
     if v.is_python_constant():
         return v.as_python_constant()
     refused = _refused_type(v)
@@ -143,6 +143,7 @@ _UPDATES = {"update": set.update, "intersection_update": set.intersection_update
             "difference_update": set.difference_update,
             "symmetric_difference_update": set.symmetric_difference_update}
 _ONE_ITEM = ("add", "discard", "remove")
+
 _PURE = ("union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
          "isdisjoint", "copy", "__contains__", "__len__", "__eq__", "__ne__", "__le__", "__lt__",
          "__ge__", "__gt__", "__or__", "__and__", "__sub__", "__xor__")
@@ -152,9 +153,12 @@ class SetVariable(VariableTracker):
     guarded_by_type = True   # read from the frame: side_effects.py checks its aliasing
     methods_of_static_base = True   # set, frozenset or a plain subclass (plain_subclass)
 
-    def __init__(self, items=(), source=None, order=None, cls=set, cls_var=None):
+    def __init__(self, items=(), source=None, order=None, cls=set, cls_var=None, order_known=True):
         super().__init__(source)
         self.items = set(items)
+        # False for a set computed from a frame set whose order the trace no longer knows: its
+        # items are exact, its iteration order is not.
+        self.order_known = order_known
         # The frame's set's iteration order while the trace has not changed it; None otherwise.
         self.order = order
         # set, or a plain subclass of set or frozenset (plain_subclass): read from the frame, or
@@ -166,17 +170,47 @@ class SetVariable(VariableTracker):
         return self.cls
 
     def as_python_constant(self):
-        # A copy (folding an operation never changes this set), of the base type: an operator on
-        # a subclass instance makes a set or frozenset, as CPython's do.
-        return frozenset(self.ordered()) if self.frozen else self.ordered()
+        # A copy (folding an operation never changes this set), of the tracker's own class: an
+        # operator or method folded on it answers as on eager's object (a subclass instance's
+        # repr names the subclass; its operators and copy() make a set or frozenset).
+        return self.real()
 
-    def ordered(self) -> set:
-        """A copy of the items; built in the frame's order where that is known."""
-        return set(self.order) if self.order is not None else set(self.items)
+    def ordered(self, order_matters: bool = True) -> set:
+        """A copy of the items; built in the frame's order where that is known. A frame set the
+        trace changed has no known order: what depends on it (its text, a set made from it,
+        iterating one) breaks, unless `order_matters` is False (a count, a membership, a
+        comparison)."""
+        if self.order is not None:
+            return set(self.order)
+        if order_matters and not self.knows_order():
+            unsupported(f"the order of {self} (made or changed from a set whose order depends on "
+                        "its table, which the trace does not model)")
+        return set(self.items)
+
+    def knows_order(self) -> bool:
+        return self.order is not None or (self.source is None and self.order_known)
+
+    def length(self, tx) -> int:
+        return len(self.items)
+
+    def contains(self, tx, item) -> bool:
+        """`item in s`, which needs no order. A set item is looked up as the frozenset of its
+        items, as set.__contains__ does; an unhashable one raises TypeError in the trace."""
+        if not item.is_python_constant():
+            unsupported(f"membership test of {item} in {self}")
+        value = item.as_python_constant()
+        if type(value) is set:
+            value = frozenset(value)
+        try:
+            return value in self.items
+        except TypeError as e:
+            _python_error(e, "in")
 
     def reconstruct(self, outputs):
         if self.source is not None:   # the frame's own set, changed by the replay where changed
             return SourceOutput(self.source)
+        if not self.order_known:   # a new set's order is that of its additions, which eager's is not
+            unsupported(f"{self}, whose order the trace does not know, held past the graph")
         if self.cls_var is not None:   # cls(items), the class loaded from its own source
             if self.cls_var.source is None:
                 unsupported(f"{self} of a class with no source, held past the graph")
@@ -186,6 +220,8 @@ class SetVariable(VariableTracker):
         return outputs.once(self, lambda: ConstantOutput(set(self.items)))
 
     def unpack(self, tx):
+        if not self.order_known:
+            self.ordered()   # refused: its order is not known
         if self.source is not None:
             if self.order is None:
                 unsupported(f"iteration over {self.source} after the trace changed it (its order "
@@ -218,11 +254,24 @@ class SetVariable(VariableTracker):
         tx.output.side_effects.call_set_method(self, name, tx.wrap_constant(snapshot))
         self.order = None
 
-    def real(self):
+    def operate(self, tx, symbol: str, other, reflected: bool):
+        """`self symbol other` (or `other symbol self`) for a binary set operator, where the other
+        side is a set tracker or a constant: computed on the items, a set of unknown order where
+        a side's order is unknown. None where the other side is neither."""
+        if not (isinstance(other, SetVariable) or other.is_python_constant()):
+            return None
+        mine, theirs = self.real(order_matters=False), _operand(other, f"operator {symbol}", False)
+        try:
+            result = OPERATORS[symbol](theirs, mine) if reflected else OPERATORS[symbol](mine, theirs)
+        except TypeError as e:
+            _python_error(e, f"operator {symbol}")
+        return _result(tx, result, [self, other])
+
+    def real(self, order_matters: bool = True):
         """A real set of the tracker's class and items, on which Python computes an operation and
         its error: a plain subclass (plain_subclass) behaves as its base, and Python's messages
         name the subclass."""
-        return self.cls(self.ordered())
+        return self.cls(self.ordered(order_matters))
 
     def inplace(self, tx, symbol, other):
         """`s |= t` and friends change s itself (every name bound to it sees the change)."""
@@ -254,7 +303,7 @@ class SetVariable(VariableTracker):
         """`s.__init__(iterable)`: set's __init__ empties the set and fills it again (frozenset's,
         object's, does nothing). Run on a real copy, so that its errors are Python's: a wrong
         number of arguments changes nothing, an item it cannot take leaves what was done so far."""
-        real = self.real()
+        real = self.real(order_matters=False)   # emptied first: its order does not matter
         try:
             real.__init__(*values)
         except TypeError as e:
@@ -273,8 +322,11 @@ class SetVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if kwargs:
             unsupported(f"set.{name} with keyword arguments")
+        # A pure method's result is computed on the items (_result says whether its order is
+        # known); `s.__init__(a, b)` refuses its arguments before it reads them.
+        order_free = name in _PURE or name == "__init__" and len(args) != 1
         values = constants_of(args, f"set.{name}") if name in _ONE_ITEM \
-            else [_operand(a, f"set.{name}") for a in args]
+            else [_operand(a, f"set.{name}", not order_free) for a in args]
         refused = next((v for v in values if isinstance(v, _Refused)), None)
         if refused is not None:
             error = _refusal(name, self.cls, refused) if name in _UPDATES or name in _PURE else None
@@ -314,10 +366,10 @@ class SetVariable(VariableTracker):
                 self.items = new
                 return ConstantVariable(None)
             if name in _PURE:
-                result = getattr(self.as_python_constant(), name)(*values)
+                result = getattr(self.real(order_matters=False), name)(*values)
                 if result is NotImplemented:
                     unsupported(f"set.{name} of {args}")
-                return tx.wrap_constant(result)
+                return _result(tx, result, [self, *args])
         except TypeError as e:
             _python_error(e, f"set.{name}")
         unsupported(f"set.{name}")   # pop() of one of several items, and anything else
@@ -326,6 +378,25 @@ class SetVariable(VariableTracker):
         where = f" from {self.source}" if self.source is not None else ""
         kind = "" if self.cls is set else f"{self.cls.__name__}, "
         return f"SetVariable({kind}{self.items!r}{where})"
+
+
+def compare(symbol: str, a, b):
+    """`a symbol b` between two sets (trackers, or a set or frozenset constant): the answer needs
+    no iteration order, so a frame set the trace changed compares too. None where a side is not
+    a set."""
+    sides = []
+    for v in (a, b):
+        if isinstance(v, SetVariable):
+            sides.append(v.real(order_matters=False))
+        elif v.is_python_constant() and isinstance(v.as_python_constant(), (set, frozenset)):
+            sides.append(v.as_python_constant())
+        else:
+            return None
+    return ConstantVariable(COMPARISONS[symbol](*sides))
+
+
+COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+               ">=": operator.ge}
 
 
 def refused_operator(symbol: str, a, b):
@@ -354,6 +425,20 @@ def refused_operator(symbol: str, a, b):
     else:
         message = f"unsupported operand type(s) for {symbol}: '{left}' and '{right}'"
     _python_error(TypeError(message), f"operator {symbol}")
+
+
+OPERATORS = {"|": operator.or_, "&": operator.and_, "-": operator.sub, "^": operator.xor}
+
+
+def _result(tx, result, operands):
+    """The tracker of what a set operation returned: a set computed from a set whose order is not
+    known has items the trace knows and an order it does not."""
+    if isinstance(result, (set, frozenset)) and \
+            not all(v.knows_order() for v in operands if isinstance(v, SetVariable)):
+        if not all(is_set_item(v) for v in result):
+            unsupported("a set operation made a set of items the trace does not hold")
+        return SetVariable(result, cls=type(result), order_known=False)
+    return tx.wrap_constant(result)
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
