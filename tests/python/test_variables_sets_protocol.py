@@ -392,3 +392,22 @@ def test_iterating_a_set_made_from_a_changed_frame_set_breaks_and_matches_eager(
     _run_both(_iterate_derived, lambda: (torch.zeros(1), {1, 9, 17, 25}))
     _, breaks, fallbacks = explain_counts(_iterate_derived, torch.zeros(1), {1, 9, 17, 25})
     assert breaks >= 1 or fallbacks
+
+
+class _Copied(set):
+    pass
+
+
+class _FrozenCopied(frozenset):
+    pass
+
+
+def test_a_subclass_copied_before_is_still_plain():
+    # copy and pickle cache `__slotnames__` in the class's __dict__; it adds no behaviour.
+    copy.deepcopy(_Copied([1]))
+    copy.copy(_FrozenCopied([1]))
+    assert "__slotnames__" in vars(_Copied) and "__slotnames__" in vars(_FrozenCopied)
+    cnt = _run_both(_init_name, lambda: (torch.ones(2), _Copied([1])))
+    _one_graph(_init_name, torch.ones(2), _Copied([1]))
+    _one_graph(_frozen_methods, torch.ones(2), _FrozenCopied("abcd"))
+    assert cnt.frame_count == 1

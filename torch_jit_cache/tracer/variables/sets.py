@@ -452,8 +452,10 @@ def _items_in_order(value):
 
 # What a class statement puts in a class's __dict__ on its own: a subclass of set with no more
 # than these behaves as set does.
+# `__slotnames__` is copyreg's cache of the class's slot names, written into the class by the
+# first copy or pickle of an instance: an empty list for a class without __slots__.
 _BOOKKEEPING = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
-                          "__firstlineno__", "__static_attributes__"})
+                          "__firstlineno__", "__static_attributes__", "__slotnames__"})
 
 
 def plain_subclass(cls, base=set) -> bool:
@@ -465,7 +467,9 @@ def plain_subclass(cls, base=set) -> bool:
         return True
     if type(cls) is not type or not issubclass(cls, base):
         return False
-    return all(klass is base or klass is object or set(vars(klass)) <= _BOOKKEEPING for klass in cls.__mro__)
+    return all(klass is base or klass is object or
+               set(vars(klass)) <= _BOOKKEEPING and vars(klass).get("__slotnames__") in (None, [])
+               for klass in cls.__mro__)
 
 
 def construct(tx, cls_var, args, kwargs):
