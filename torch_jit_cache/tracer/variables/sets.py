@@ -18,8 +18,15 @@ change its iteration order is no longer known (it depends on the table's layout,
 does not model): iterating it, pop() and anything that needs its order break the graph there, after
 the replay. Returned or held at a break it is the frame's own object (its source).
 
-A set of other objects (user objects, tensors, functions) stays opaque: identity guards on each
-item would not fix its iteration order, which follows their hashes.
+Its items may be key constants or objects that live as long as the process and hash by identity
+(a library's functions: is_key_constant), whose hashes, so whose places, are fixed for the process.
+A set of other objects (user objects, tensors, a user's functions) stays opaque: identity guards
+on each item would not fix its iteration order, which follows their hashes, and would keep them.
+
+A frame set the trace changed, and a set an operation makes from one, know their items but not
+their order (`ordered()` refuses where the order matters; `order_known`): counts, membership and
+comparisons answer, what needs the order breaks. Python's errors of set operations (an operand a
+set refuses by its type, an unhashable item, a wrong number of arguments) are raised in the trace.
 
 A frozenset of key constants read from the frame is a constant guarded the same way (type and
 items in order); a frozenset built here is a constant.
