@@ -411,3 +411,24 @@ def test_a_subclass_copied_before_is_still_plain():
     _one_graph(_init_name, torch.ones(2), _Copied([1]))
     _one_graph(_frozen_methods, torch.ones(2), _FrozenCopied("abcd"))
     assert cnt.frame_count == 1
+
+
+def _grown_in_trace(x):
+    s = {2}
+    s.update((41, 49))     # 41, 49 and 33 share slots with each other: where each lands depends
+    s = s | {1}            # on the table's history, kept by changing the set in place
+    s.difference_update((1,))
+    s.update((33, 41))
+    order = []
+    for item in s:
+        order.append(item)
+        x = x * 2 + item
+    return x, order
+
+
+def test_a_set_built_in_the_trace_iterates_in_eagers_order_after_updates():
+    # Before, each update replaced the tracker's set by an updated copy, whose table (so order)
+    # was the copy's: the loop ran in another order than eager's.
+    cnt = _run_both(_grown_in_trace, lambda: (torch.zeros(1),))
+    _one_graph(_grown_in_trace, torch.zeros(1))
+    assert cnt.frame_count == 1

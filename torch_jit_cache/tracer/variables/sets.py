@@ -293,12 +293,12 @@ class SetVariable(VariableTracker):
                 pass
         else:
             try:
-                new = set(fn(self.items, value))
+                fn(self.items, value)   # out of place: raises where Python refuses, changes nothing
             except TypeError:
                 pass
             else:
                 self._mutating(tx, method, [value])
-                self.items = new
+                getattr(self.items, method)(value)   # in place: the table changes as eager's does
                 return self
         try:   # Python's own error, with the in-place operator's message
             getattr(operator, method)(self.real(), value)
@@ -321,7 +321,10 @@ class SetVariable(VariableTracker):
             if error is not None and real:
                 unsupported(f"{self}.__init__ raised {error!r} part-way")
             self._mutating(tx, "clear" if error is not None else "__init__", [] if error is not None else values)
-            self.items = set(real)
+            if error is None:
+                set.__init__(self.items, *values)   # in place: the table changes as eager's does
+            else:
+                self.items.clear()
         if error is not None:
             _python_error(error, "set.__init__")
         return ConstantVariable(None)
@@ -370,7 +373,7 @@ class SetVariable(VariableTracker):
                         unsupported(f"set.{name} raised {e!r} after changing the set")
                     raise
                 self._mutating(tx, name, values)
-                self.items = new
+                _UPDATES[name](self.items, *values)   # in place: the table changes as eager's does
                 return ConstantVariable(None)
             if name in _PURE:
                 result = getattr(self.real(order_matters=False), name)(*values)
