@@ -432,3 +432,19 @@ def test_a_set_built_in_the_trace_iterates_in_eagers_order_after_updates():
     cnt = _run_both(_grown_in_trace, lambda: (torch.zeros(1),))
     _one_graph(_grown_in_trace, torch.zeros(1))
     assert cnt.frame_count == 1
+
+
+def _texts_in_own_order(x, items):
+    s = set(items)
+    s.update((41, 49))
+    t = s | {1}
+    t.discard(2)
+    return x + 1, repr(s), str(t), list(t)
+
+
+def test_the_text_of_a_set_follows_its_own_order():
+    # Before, repr() was folded on a copy of the items, and `s | {1}` was kept as a copy of the
+    # result: with colliding items both could come out in another order than eager's.
+    cnt = _run_both(_texts_in_own_order, lambda: (torch.ones(1), (9, 17, 2, 33)))
+    _one_graph(_texts_in_own_order, torch.ones(1), (9, 17, 2, 33))
+    assert cnt.frame_count == 1

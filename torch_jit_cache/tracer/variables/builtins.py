@@ -293,6 +293,8 @@ def _text(fn, otherwise=_scalar):
     def handler(tx, args, kwargs):
         if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVariable):
             return ConstantVariable(fn(args[0].example()))
+        if len(args) == 1 and not kwargs and isinstance(args[0], SetVariable):
+            return ConstantVariable(args[0].text())   # in its own order (sets.py)
         return otherwise(fn)(tx, args, kwargs)
     return handler
 

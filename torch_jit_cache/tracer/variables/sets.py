@@ -197,6 +197,17 @@ class SetVariable(VariableTracker):
     def knows_order(self) -> bool:
         return self.order is not None or (self.source is None and self.order_known)
 
+    def text(self) -> str:
+        """repr() and str() of the set, written from its items in the order iterating it gives (as
+        set's repr does), not from a copy, whose table may order colliding items otherwise."""
+        if not self.knows_order():
+            self.ordered()   # refused: its order is not known
+        items = list(self.order) if self.order is not None else list(self.items)
+        inner = ", ".join(repr(v) for v in items)
+        if self.cls is set:
+            return "{" + inner + "}" if items else "set()"
+        return f"{self.cls.__name__}({{{inner}}})" if items else f"{self.cls.__name__}()"
+
     def length(self, tx) -> int:
         return len(self.items)
 
@@ -448,6 +459,10 @@ def _result(tx, result, operands):
         if not all(is_set_item(v) for v in result):
             unsupported("a set operation made a set of items the trace does not hold")
         return SetVariable(result, cls=type(result), order_known=False)
+    if type(result) is set and all(is_set_item(v) for v in result):
+        made = SetVariable()
+        made.items = result   # the very set the operation made: its table, so its order, is eager's
+        return made
     return tx.wrap_constant(result)
 
 
