@@ -12,9 +12,11 @@ the objects this module vouches for:
     qualified name (typing.Union, typing.Literal, collections.abc.Sequence, a module-level
     function). A module stays in sys.modules for the process, and so does what it names.
 
-`holdable_key(value)` is the rule for dict keys (DICT_KEYS and item() accessors hold their keys):
-a library singleton whose class hashes and compares by identity (object's or type's __hash__ and
-__eq__), so that a guard comparing keys runs no code and means the very object. It registers the
+`holdable_key(value)` is the rule for dict keys and set items (DICT_KEYS, SET_ITEMS and item()
+accessors hold them): a library singleton whose class hashes and compares by identity (object's or
+type's __hash__ and __eq__), or a library's C function bound to a module or a static type (its
+hash and == are those of what it is bound to and of its C function), so that a guard comparing
+keys runs no code and means the very object. It registers the
 object with the C++ registry (`_C.vouch_process_lived`, csrc/guards/process_lived.h), which is
 how the guard tree learns that it may hold it. huggingface_hub's strict dataclasses look their
 validators up in such a dict ({typing.Union: ..., collections.abc.Sequence: ..., list: ...}).
@@ -46,12 +48,33 @@ def holdable_key(value) -> bool:
     """Whether a guard may hold `value` as a dict key, compared by identity: a library singleton
     whose hash and == are identity's. Registers it with the C++ guard tree when so."""
     cls = type(value)
-    if cls.__hash__ not in _IDENTITY_HASHES or cls.__eq__ not in _IDENTITY_EQUALS:
+    if cls is types.BuiltinFunctionType:
+        if not _library_builtin(value):
+            return False
+    elif cls.__hash__ not in _IDENTITY_HASHES or cls.__eq__ not in _IDENTITY_EQUALS:
         return False
-    if not _library_singleton(value):
+    elif not _library_singleton(value):
         return False
     _C.vouch_process_lived(value)
     return True
+
+
+def _library_builtin(value) -> bool:
+    # A C function of a library module (`operator.add`, `torch.sin`, `len`): it hashes and compares
+    # by the identity of what it is bound to (a module or a static type, here) and of its C
+    # function, so no code runs, and it is found again under its module's name for it.
+    bound = value.__self__
+    if not (bound is None or isinstance(bound, types.ModuleType) or
+            isinstance(bound, type) and not bound.__flags__ & _HEAPTYPE):
+        return False
+    module, name = getattr(value, "__module__", None), value.__name__
+    if not is_library_module(module):
+        return False
+    found = sys.modules.get(module)
+    return found is not None and vars(found).get(name) is value
+
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
 
 
 def _library_native(value) -> bool:

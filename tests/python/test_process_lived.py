@@ -3,6 +3,8 @@ the process. Library singletons (typing's special forms, ABCs, module-level func
 standard library or an installed package) qualify; nothing a user made does, whatever it claims
 to be; dict keys must also hash and compare by identity, and are registered with the guard tree."""
 import collections
+import math
+import operator
 import collections.abc
 import enum
 import os
@@ -64,3 +66,21 @@ def test_library_modules():
     assert not process_lived.is_library_module(__name__)
     assert not process_lived.is_library_module("__main__")
     assert not process_lived.is_library_module(None)
+
+
+@pytest.mark.parametrize("value", [len, operator.add, math.sqrt, None],
+                         ids=["len", "operator.add", "math.sqrt", "torch.sin"])
+def test_library_c_functions_are_holdable_keys(value):
+    # A C function bound to a module or a static type hashes and compares by what it is bound to
+    # and its C function: no code runs, and the module keeps it for the process.
+    if value is None:
+        torch = pytest.importorskip("torch")
+        value = torch.sin
+    assert process_lived.holdable_key(value)
+    assert _C.is_process_lived(value)
+
+
+def test_c_methods_bound_to_an_object_are_not_holdable_keys():
+    items = []
+    assert not process_lived.holdable_key(items.append)
+    assert not process_lived.holdable_key({}.get)

@@ -160,3 +160,24 @@ def test_membership_over_items_that_are_not_constants_breaks_before_taking_any()
     want, got = fn(torch.zeros(1), eager_it), tjc.compile(fn)(torch.zeros(1), compiled_it)
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1] == 3 and list(compiled_it) == list(eager_it) == []
+
+
+def _iterate_a_number(x, n):
+    caught = []
+    for value in (n, None, 2.5):
+        try:
+            for _ in value:
+                x = x + 100
+        except TypeError as e:
+            caught.append(str(e))
+    return x + len(caught), caught
+
+
+def test_iterating_a_number_raises_typeerror_in_the_trace():
+    x = torch.randn(2)
+    expected = _iterate_a_number(x, 3)
+    got = tjc.compile(_iterate_a_number)(x, 3)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1]
+    report = tjc.explain(_iterate_a_number)(x, 3)
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])

@@ -238,3 +238,24 @@ def test_tee_of_a_tee_still_breaks_and_matches_eager():
         return (*list(b), *list(a), *list(c))
 
     assert eager_and_compiled(fn, leaves((2,)))[1] >= 1
+
+
+def _fromkeys(x):
+    d = dict.fromkeys("abca")
+    e = dict.fromkeys([3, 1], x)     # every key maps to the one value
+    make = dict.fromkeys
+    try:
+        dict.fromkeys(7)
+    except TypeError:
+        x = x + 1
+    return x * len(d) + e[1] + len(make("xy", 0)), list(d), e[3] is e[1]
+
+
+def test_dict_fromkeys_is_traced_as_python_makes_it():
+    x = torch.randn(3)
+    expected = _fromkeys(x)
+    got = tjc.compile(_fromkeys)(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    report = tjc.explain(_fromkeys)(x)
+    assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])

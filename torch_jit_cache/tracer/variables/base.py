@@ -15,6 +15,7 @@ import types
 import torch
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
+from ...process_lived import holdable_key
 from ...sources import AttrSource
 from ...trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
 
@@ -103,6 +104,11 @@ class VariableTracker:
     # -- what the value is ----------------------------------------------------------------------
     def python_type(self):
         unsupported(f"type of {self} is unknown")
+
+    # Whether the object's class, where it is not a static type, is one the tracker only takes
+    # when it defines none of its own methods (sets.plain_subclass): its C methods are its static
+    # base's, so their attributes are answered as for that base's.
+    methods_of_static_base = False
 
     def is_python_constant(self) -> bool:
         try:
@@ -225,7 +231,9 @@ class CallableVariable(VariableTracker):
     def reconstruct(self, outputs):
         if self.source is not None:
             return SourceOutput(self.source)
-        if is_static_type(self.fn):   # a dict's key (containers.key_tracker): the type itself
+        if is_static_type(self.fn) or holdable_key(self.fn):
+            # A dict's key or a set's item (containers.key_tracker, sets.item_tracker): the type, or
+            # the library function, itself; it lives as long as the process.
             return ConstantOutput(self.fn)
         return super().reconstruct(outputs)
 
@@ -291,7 +299,7 @@ class MethodVariable(VariableTracker):
             cls = self.obj.python_type()
         except Unsupported:
             return None
-        if not is_static_type(cls):
+        if not is_static_type(cls) and not self.obj.methods_of_static_base:
             return None
         for klass in cls.__mro__:
             found = vars(klass).get(self.name)

@@ -97,7 +97,8 @@ WRAP_RULES = (
     WrapRule("deque", lambda v, s: type(v) is collections.deque, deques.wrap_deque),
     WrapRule("range", lambda v, s: type(v) is range, ranges.wrap_range),
     WrapRule("frozenset", lambda v, s: type(v) is frozenset, sets.wrap_frozenset),
-    WrapRule("set", lambda v, s: s is not None and sets.plain_subclass(type(v)), sets.wrap_set),
+    WrapRule("set", lambda v, s: s is not None and (sets.plain_subclass(type(v)) or sets.plain_subclass(type(v), frozenset)),
+             sets.wrap_set),
     WrapRule("python module", lambda v, s: isinstance(v, types.ModuleType), functions.wrap_python_module),
     WrapRule("numpy callable", lambda v, s: numpy_values.is_numpy_callable(v), numpy_values.wrap_numpy_callable),
     WrapRule("builtin", lambda v, s: builtin_rules.is_handled_builtin(v), builtin_rules.wrap_builtin),
@@ -191,7 +192,7 @@ def wrap_constant(value) -> VariableTracker:
         return TupleVariable([wrap_constant(v) for v in value])
     if isinstance(value, list):
         return ListVariable([wrap_constant(v) for v in value])
-    if type(value) is set and all(is_constant_value(v) for v in value):
+    if type(value) is set and all(sets.is_set_item(v) for v in value):
         return SetVariable(value)
     if is_constant_value(value):
         return ConstantVariable(value)

@@ -300,6 +300,8 @@ def _text(fn, otherwise=_scalar):
     def handler(tx, args, kwargs):
         if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVariable):
             return ConstantVariable(fn(args[0].example()))
+        if len(args) == 1 and not kwargs and isinstance(args[0], SetVariable):
+            return ConstantVariable(args[0].text())   # in its own order (sets.py)
         return otherwise(fn)(tx, args, kwargs)
     return handler
 
@@ -554,6 +556,8 @@ class BuiltinVariable(CallableVariable):
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
             return PolyfillVariable(polyfills.chain_from_iterable_, kind=itertools.chain)
+        if self.fn is dict and name == "fromkeys":
+            return PolyfillVariable(polyfills.dict_fromkeys_)
         if isinstance(self.fn, type) and pure.is_pure(getattr(self.fn, name, None)):
             return PureFunctionVariable(getattr(self.fn, name))   # str.upper, int.from_bytes
         if isinstance(self.fn, type):

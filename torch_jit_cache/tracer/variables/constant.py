@@ -18,6 +18,15 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
 SAFE_TYPES = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
 
+# The methods of a frozenset constant that are functions of its items and their arguments'
+# values, folded on the real frozenset (`__init__` is object's, which does nothing to it). Not
+# `__hash__`: a frozenset of strings hashes differently per process (pure.hash_is_per_process).
+FROZENSET_METHODS = frozenset({
+    "union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
+    "isdisjoint", "copy", "__contains__", "__len__", "__eq__", "__ne__", "__le__", "__lt__", "__ge__",
+    "__gt__", "__or__", "__and__", "__sub__", "__xor__", "__ror__", "__rand__", "__rsub__", "__rxor__",
+    "__init__"})
+
 
 # The stand-in functions and classes class_statements.py makes for a class made in the trace:
 # refused by builder.wrap, and by a constant's rebuild (a trace-time class must never reach the caller).
@@ -98,6 +107,8 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
+        if type(self.value) is frozenset and name in FROZENSET_METHODS:
+            return MethodVariable(self, name)
         if isinstance(self.value, SAFE_TYPES) or is_immutable_torch_value(self.value):
             try:
                 attr = getattr(self.value, name)
@@ -135,6 +146,8 @@ class ConstantVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         """`'a,b'.split(',')` and friends: a method of an immutable value, evaluated when every
         argument is a constant."""
+        if type(self.value) is frozenset and name in FROZENSET_METHODS:
+            return tx.fold(getattr(self.value, name), args, kwargs)
         if not (isinstance(self.value, SAFE_TYPES) or is_immutable_torch_value(self.value)) or \
                 not callable(getattr(self.value, name, None)):
             return super().call_method(tx, name, args, kwargs)

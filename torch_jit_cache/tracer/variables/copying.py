@@ -35,6 +35,7 @@ class's __getattribute__, traced (a config the trace deep-copied once, copied ag
 from __future__ import annotations
 
 import copyreg
+import types
 
 from ...attribute_lookup import (MISSING, has_generic_getattribute, instance_dict, resolved_name,
                                  type_lookup)
@@ -47,6 +48,7 @@ from .dicts import DictVariable
 from .functions import UserFunctionVariable
 from .new_object import NewObjectVariable, ObjectMethodVariable, UserClassVariable, refusal
 from .object_hooks import InstanceDictVariable
+from .sets import SetVariable
 from .user_object import UserObjectVariable
 
 # The copy protocol deepcopy follows for a plain object: object's own, all the way.
@@ -67,6 +69,28 @@ def deepcopy(tx, args, kwargs):
             memo is not None and not (isinstance(memo, ConstantVariable) and memo.value is None):
         unsupported("copy.deepcopy with a memo or other arguments")
     return _Copier(tx).copy(args[0])
+
+
+def _atomic(value) -> bool:
+    """A value deepcopy returns as it is: numbers, strings, None, classes, functions, and tuples
+    of them (a tuple whose items all copy to themselves is its own copy)."""
+    if type(value) in SAFE_TYPES or isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return True
+    return type(value) is tuple and all(_atomic(v) for v in value)
+
+
+def _copy_set(x):
+    """deepcopy of a set: set.__reduce__ gives its items in iteration order, and deepcopy makes a
+    new set of their copies in that order. Items that deepcopy returns as they are (_atomic) make a
+    set built in the trace, whose order is that of the same additions; a frame set the trace
+    changed has no known order (sets.py), and other items (a frozenset is copied to a new one)
+    break."""
+    if x.source is not None and x.order is None:
+        unsupported(f"copy.deepcopy of {x.source} after the trace changed it (its order is not known)")
+    items = list(x.order) if x.order is not None else list(x.items)
+    if not all(_atomic(v) for v in items):
+        unsupported(f"copy.deepcopy of {x}: an item deepcopy would copy")
+    return SetVariable(items)
 
 
 def _protocol_refusal(cls: type) -> str | None:
@@ -135,6 +159,8 @@ class _Copier:
             return y
         if type(x) is UserObjectVariable:
             return self._copy_frame_object(x, real)
+        if isinstance(x, SetVariable) and x.cls is set:
+            return self._done(x, real, _copy_set(x))
         unsupported(f"copy.deepcopy of {x}")
 
     def _hooked_protocol_refusal(self, x) -> str | None:

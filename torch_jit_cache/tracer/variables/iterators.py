@@ -14,7 +14,7 @@ import collections
 
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
                              call_with, reversed_at)
-from .base import VariableTracker, unsupported
+from .base import TracedRaise, VariableTracker, traced, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
@@ -318,4 +318,11 @@ def iterate(tx, obj) -> IteratorVariable:
     read now, watched (IteratorVariable)."""
     if isinstance(obj, ListVariable):
         return ListIteratorVariable(obj)
+    if isinstance(obj, ConstantVariable) and type(obj.value) in _NOT_ITERABLE:   # `for k in 7`
+        message = f"'{type(obj.value).__name__}' object is not iterable"
+        raise traced(TracedRaise, f"TypeError: {message}", TypeError, [ConstantVariable(message)])
     return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
+
+
+# Constants whose type has neither __iter__ nor __getitem__: iter() of one raises TypeError.
+_NOT_ITERABLE = (int, float, bool, complex, type(None))

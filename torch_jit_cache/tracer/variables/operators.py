@@ -19,7 +19,7 @@ from .numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from . import numpy_tensors
 from .numpy_tensors import NumpyNdarrayVariable
 from .exceptions import constant_exception, traced_raise
-from .sets import SetVariable
+from .sets import OPERATORS as SET_OPERATORS, SetVariable, compare as set_compare, refused_operator
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable, call_op
 from .value_sizes import Capture
@@ -80,6 +80,12 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 a.items[:] = a.items * b.as_python_constant()
                 return a
             return type(a)(a.items * b.as_python_constant())
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        refused_operator(symbol, a, b)   # raises where Python does, for an operand the set refuses
+        if symbol in SET_OPERATORS:
+            made = a.operate(tx, symbol, b, False) if isinstance(a, SetVariable) else b.operate(tx, symbol, a, True)
+            if made is not None:
+                return made
     if _is_user_object(a) or _is_user_object(b):
         return _user_binary(tx, symbol, base, a, b)
     if a.is_python_constant() and b.is_python_constant():
@@ -116,6 +122,13 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return call_op(tx, fn, [a, b], {})
         if symbol in ("==", "!=") and (_is_none(a) or _is_none(b)):
             return ConstantVariable(symbol == "!=")
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        # Two sets (no order needed), or a set against an object of a type it refuses.
+        answer = set_compare(symbol, a, b)
+        if answer is None:
+            answer = refused_operator(symbol, a, b)
+        if answer is not None:
+            return answer
     if _is_user_object(a) or _is_user_object(b):
         return _user_compare(tx, symbol, a, b)
     if symbol in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):

@@ -32,6 +32,14 @@ def chain_from_iterable_(iterables):
             yield item
 
 
+def dict_fromkeys_(iterable, value=None):
+    # dict.fromkeys: each key in the iterable's order, all mapped to the one value.
+    result = {}
+    for key in iterable:
+        result[key] = value
+    return result
+
+
 def product_(*iterables, repeat=1):
     # Like itertools.product, every input is read to the end before the first item.
     pools = [tuple(pool) for pool in iterables] * repeat
