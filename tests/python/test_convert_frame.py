@@ -1,5 +1,7 @@
 """convert_frame: what the cache-miss callback decides for frames that do no tensor work (they run
 their original code, never an entry per value, never a cache-limit warning)."""
+import bisect
+import functools
 import itertools
 import warnings
 import weakref
@@ -19,11 +21,12 @@ def helper(i):
 
 
 def outer(x):
-    # itertools.groupby() is a C function calling Python that the tracer does not model (map() and
-    # starmap() are traced now), inside a try block, where no graph break can be made: this frame
-    # falls back, so every call of `helper` is a frame of its own that the runtime intercepts.
+    # bisect with a key is a C function calling Python that the tracer does not model (map(),
+    # starmap() and groupby() are traced now), inside a try block, where no graph break can be
+    # made: this frame falls back, so every call of `helper` is a frame of its own that the
+    # runtime intercepts.
     try:
-        return x + len(list(itertools.groupby(range(300), key=helper)))
+        return x + bisect.bisect_left(range(300), 400, key=helper)
     finally:
         pass
 
@@ -140,7 +143,7 @@ def layer(x):
 
 def wrapper(x):
     try:   # no graph break is made inside a try block
-        return next(itertools.groupby([x], key=layer))[0]  # falls back; the layer below it compiles
+        return functools.lru_cache(None)(layer)(x)  # falls back; the layer below it compiles
     finally:
         pass
 
