@@ -287,6 +287,9 @@ release_modules() {  # back to the release modules for whoever uses the tree nex
 }
 
 # --- the lanes --------------------------------------------------------------------------------------
+# A new stage is a function that records one stage (run_stage or record), a case line below, a row
+# in BUDGET, and its name in LANE_A or LANE_B. A stage that imports the in-tree 3.11 package goes in
+# LANE_A before the sanitizer stages; the lanes' budgets should stay about equal.
 stage() {  # stage NAME: runs the stage of that name (the lanes below list them in their order)
   case $1 in
     "pytest "*) pytest_stage "${1#pytest }" ;;
@@ -333,6 +336,12 @@ for version in "${PYTHONS[@]}"; do
 done
 if has_python 3.11 && ((!SANITIZE)); then LANE_B+=("install check 3.11"); fi
 
+lane_budget() {  # lane_budget STAGE...: the sum of their budgets
+  local name sum=0
+  for name; do sum=$((sum + ${BUDGET[$name]:-0})); done
+  echo "$sum"
+}
+say "time plan: $((SECONDS - START)) s so far; lane A $(lane_budget "${LANE_A[@]}") s and lane B $(lane_budget "${LANE_B[@]}") s at budget; target ${TARGET} s, limit ${LIMIT} s"
 if ((LANES > 1)); then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
   say "two lanes at once: A (${LANE_A[*]}) and B (${LANE_B[*]})"
@@ -343,8 +352,8 @@ if ((LANES > 1)); then
   wait "$pid_a" || true
   wait "$pid_b" || true
 else
-  (LANE=2-lane-A; run_lane A "${LANE_A[@]}")
-  (LANE=3-lane-B; run_lane B "${LANE_B[@]}")
+  # One lane: its time left is both lanes' stages.
+  (LANE=2-lane-A; run_lane "A then B" "${LANE_A[@]}" "${LANE_B[@]}")
 fi
 
 finish
