@@ -99,16 +99,23 @@ record() {
 
 # run_stage NAME XML KIND COMMAND...: runs COMMAND with a time limit; KIND says how pytest's exit 5
 # (no tests collected) counts: "required" (a failure) or "optional" (a warning).
+# time_left NAME: prints the seconds stage NAME may run (what is left of LIMIT, at most
+# STAGE_TIMEOUT); fails, with the stage recorded as not run, when nothing is left.
+time_left() {
+  local limit=$((LIMIT - (SECONDS - START)))
+  ((limit > STAGE_TIMEOUT)) && limit=$STAGE_TIMEOUT
+  if ((limit <= 0)); then
+    say "$1: not run, the run's time limit (${LIMIT}s) has passed" >&2
+    record "$1" TIMEOUT "not run" 0
+    return 1
+  fi
+  echo "$limit"
+}
+
 run_stage() {
   local name=$1 xml=$2 kind=$3 rc=0 status counts passed failed skipped t0=$SECONDS limit
   shift 3
-  limit=$((LIMIT - (SECONDS - START)))
-  ((limit > STAGE_TIMEOUT)) && limit=$STAGE_TIMEOUT
-  if ((limit <= 0)); then
-    say "$name: not run, the run's time limit (${LIMIT}s) has passed"
-    record "$name" TIMEOUT "not run" 0
-    return 0
-  fi
+  limit=$(time_left "$name") || return 0
   say "$name: $(printf '%q ' "$@")"
   rm -f "$xml"
   # The stage's output goes to the lane as it comes and to a log; a failed stage's last lines are
@@ -260,8 +267,10 @@ hunt_leaks_stage() {
 # copied back after the last. TJC_SANITIZER_STAGE=0 leaves them out.
 ASAN_BUILT=0
 asan_build_stage() {
-  local t0=$SECONDS
-  if TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 TJC_BUILD_TYPE=Debug TJC_SANITIZE=ON bash scripts/setup.sh; then
+  local t0=$SECONDS limit
+  limit=$(time_left "asan build 3.11") || return 0
+  if TJC_SKIP_APT=1 TJC_SKIP_DBG=1 TJC_PYTHONS=3.11 TJC_BUILD_TYPE=Debug TJC_SANITIZE=ON \
+     timeout --kill-after=30 "$limit" bash scripts/setup.sh; then
     ASAN_BUILT=1
     record "asan build 3.11" PASS "" $((SECONDS - t0))
   else
