@@ -66,15 +66,16 @@ LIMIT=${TJC_TEST_LIMIT:-${TJC_TEST_DEADLINE:-2700}}
 TARGET=2400
 
 # The time plan: seconds per stage on CI's 2 cores (two lanes at once after set-up) for a machine whose
-# compiler cache is cold, with room below TARGET: set-up 800 + C++ tests 45 + the longer lane (A 1090
-# and a torch-version stage of about 200; B 1250) = 2135 s. Where ccache holds the builds (CI's machine, after any run of the set-up there)
+# compiler cache is cold, below TARGET: set-up 800 + C++ tests 45 + the longer lane (A 1280 and a
+# torch-version stage of about 200; B 1250) = 2325 s. pytest 3.11 is the tiers measured on 3.11 on a
+# quiet machine (core 97 s, versions 143 s, once 438 s). Where ccache holds the builds (CI's machine, after any run of the set-up there)
 # set-up, the sanitizer build and the install check take far less (docs/ci.md has the measurements).
 # A stage of no row has no budget (0).
 declare -A BUDGET=(
   [setup]=800
   ["gtest py3.11"]=15 ["gtest py3.12"]=15 ["gtest py3.13"]=15
-  ["pytest 3.11"]=520
-  ["asan build 3.11"]=420 ["asan gtest 3.11"]=30 ["asan pytest 3.11"]=120
+  ["pytest 3.11"]=650
+  ["asan build 3.11"]=420 ["asan gtest 3.11"]=30 ["asan pytest 3.11"]=180
   ["hunt-leaks 3.11-dbg"]=400
   ["pytest 3.12"]=320 ["pytest 3.13"]=250
   ["install check 3.11"]=280
