@@ -33,6 +33,30 @@ def torch_cmake_prefix() -> str | None:
     return torch.utils.cmake_prefix_path
 
 
+def ccache_settings() -> tuple[list[str], dict[str, str]]:
+    """CMake arguments and environment that put ccache in front of the compiler, when TJC_CCACHE
+    names a ccache binary, or is 1 for the one on PATH (scripts/setup.sh and check_install.sh set
+    it; a user's own `pip install` compiles without it unless asked).
+
+    base_dir is the checkout: every path under it (the sources, the build folders, the venvs'
+    pybind11 and torch headers) reaches the compiler relative to the build folder, so two clones in
+    other folders, with venvs of the same names, share one cache. hash_dir off: the Debug build's
+    -g would otherwise put the build folder's absolute path into every key. The sloppiness is what
+    ccache asks for with precompiled headers, and lets a fresh clone's new file times hit."""
+    launcher = os.environ.get("TJC_CCACHE", "")
+    if launcher.lower() in ("1", "on", "yes", "auto"):
+        launcher = shutil.which("ccache") or ""
+    if launcher.lower() in ("", "0", "off", "no"):
+        return [], {}
+    env = {
+        "CCACHE_BASEDIR": str(ROOT),
+        "CCACHE_NOHASHDIR": "1",
+        "CCACHE_SLOPPINESS": "pch_defines,time_macros,include_file_mtime,include_file_ctime",
+    }
+    env = {k: os.environ.get(k, v) for k, v in env.items()}
+    return [f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}"], env
+
+
 class CMakeExtension(Extension):
     """A module CMake builds. Every module is declared so that `build_ext --inplace` and editable
     installs copy it next to the package; one CMake run (for the first) builds them all."""
@@ -70,6 +94,10 @@ class CMakeBuild(build_ext):
         ]
         # Anything else CMake should be told, e.g. where a carried abseil lies (scripts/gpu_check.sh):
         # split as a shell would, after the arguments above, so it can override them.
+        ccache_args, ccache_env = ccache_settings()
+        # Always passed: a build folder configured with ccache once keeps the launcher in its cache
+        # otherwise.
+        args += ccache_args or ["-DCMAKE_CXX_COMPILER_LAUNCHER="]
         args += shlex.split(os.environ.get("TJC_CMAKE_ARGS", ""))
         prefix = torch_cmake_prefix()
         if prefix:
@@ -78,7 +106,7 @@ class CMakeBuild(build_ext):
             args += ["-DTJC_WITH_TORCH=OFF"]
         subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir), *args])
         jobs = os.environ.get("TJC_JOBS", str(os.cpu_count() or 2))
-        subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+        subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs], env={**os.environ, **ccache_env})
         for module in self.extensions:
             target = Path(self.get_ext_fullpath(module.name)).resolve()
             built = modules_dir / target.name

@@ -2,18 +2,22 @@
 # Checks that torch_jit_cache installs into a user's own virtual environment, as the README says:
 #
 #   1. a "user" venv that already has torch==2.13.0 (from the wheel on disk) and the build tools:
-#      `pip install --no-build-isolation <checkout>` builds and installs the package;
-#   2. the same venv: `pip wheel --no-build-isolation --no-deps <checkout>` makes a wheel;
-#   3. a fresh venv with torch==2.13.0: the wheel installs (its declared dependencies from the
+#      `pip wheel --no-build-isolation --no-deps <checkout>` builds the package into a wheel (the
+#      build `pip install --no-build-isolation <checkout>` runs: pip builds a wheel and installs it);
+#   2. the same venv: that wheel installs, with the `test` extra;
+#   3. a fresh venv with torch==2.13.0: the same wheel installs (its declared dependencies from the
 #      registry, with the `test` extra for pytest);
 #   4. in each venv, from an empty folder: tests/install/test_installed_package.py under
 #      `python -m pytest --refleaks` (the installed package is imported, compiles and hits, _C_torch
 #      is there, the dependencies are declared, the pytest11 plugin is discovered).
+# One build serves both installs (it used to be built twice, once per command).
 #
 #   bash scripts/check_install.sh [JUNIT_XML]
 #
 # The venvs, the wheel and the CMake build folder live in build/install-check/ (the venvs are made
-# anew each run, so their headers are new and the build is a full one: about 3 minutes on 2 cores);
+# anew each run, so their headers are new and the build is a full one: about 3 minutes on 2 cores,
+# seconds where ccache holds it: the paths under the checkout reach ccache relative, so another
+# clone's or an earlier run's install check hits);
 # the smoke tests run in a temporary folder outside the checkout. Needs what scripts/setup.sh --demo sets up (.venv
 # for the Python, abseil for the build).
 set -euo pipefail
@@ -21,6 +25,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 XML=${1:-}
 WORK=$ROOT/build/install-check
+source scripts/common.sh
+find_ccache
 T0=$SECONDS
 say() { printf '[install-check %3ss] %s\n' $((SECONDS - T0)) "$*"; }
 die() { printf '[install-check] error: %s\n' "$*" >&2; exit 1; }
@@ -60,18 +66,16 @@ say "user venv: $TORCH_PIN from the wheel on disk, then ${BUILD_PINS[*]}"
 new_venv "$WORK/user-venv"
 "$WORK/user-venv/bin/python" -m pip install --quiet --progress-bar off "${BUILD_PINS[@]}"
 
-# One build folder for both builds below (same interpreter, same venv path): the wheel reuses it.
 export TJC_BUILD_DIR=$WORK/build TJC_BUILD_TESTS=OFF
-say "user venv: pip install --no-build-isolation $ROOT (a first build takes a few minutes)"
-PATH="$WORK/user-venv/bin:$PATH" "$WORK/user-venv/bin/python" -m pip install --quiet --progress-bar off \
-  --no-build-isolation "$ROOT[test]"
-smoke "$WORK/user-venv" user-venv
-
-say "user venv: pip wheel --no-build-isolation --no-deps $ROOT"
+say "user venv: pip wheel --no-build-isolation --no-deps $ROOT (ccache: ${TJC_CCACHE:-none})"
 PATH="$WORK/user-venv/bin:$PATH" "$WORK/user-venv/bin/python" -m pip wheel --quiet --progress-bar off \
   --no-build-isolation --no-deps -w "$WORK/wheelhouse" "$ROOT"
 wheel=$(ls "$WORK"/wheelhouse/torch_jit_cache-*.whl) || die "pip wheel made no wheel"
 say "wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
+
+say "user venv: pip install the wheel, with the test extra"
+"$WORK/user-venv/bin/python" -m pip install --quiet --progress-bar off "$wheel[test]"
+smoke "$WORK/user-venv" user-venv
 
 say "fresh venv: $TORCH_PIN from the wheel on disk, then the wheel with its dependencies"
 new_venv "$WORK/fresh-venv"
@@ -90,4 +94,4 @@ ET.ElementTree(root).write(sys.argv[1])
 PY
 fi
 rm -rf "$WORK/user-venv" "$WORK/fresh-venv"  # about 2 GB; kept only when a step failed, to look into
-say "passed: pip install from the checkout and from a wheel"
+say "passed: the checkout's wheel built in a user's venv, installed there and in a fresh one"

