@@ -80,6 +80,23 @@ def eager_and_compiled(fn, inputs, *, backend=None, calls=2, grad=True, grad_tol
     return cnt.frame_count, tjc.stats()["graph_breaks"] - before
 
 
+def runs_on_fresh_arguments(fn, make_args, calls=2):
+    """fn eagerly, then compiled `calls` times, each on fresh arguments from make_args(): the
+    CompileCounter and, per run (eager's first), (result, args), an exception standing as its
+    (type, args): what it raised is part of what must agree."""
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    runs = []
+    for f in [fn] + [compiled] * calls:
+        args = make_args()
+        try:
+            out = f(*args)
+        except Exception as e:   # noqa: BLE001 - see the docstring
+            out = (type(e), e.args)
+        runs.append((out, args))
+    return cnt, runs
+
+
 def assert_break_frees_everything(fn, inputs: list):
     """Compile `fn` (which breaks once), call it on `inputs`, then drop everything: the entry's
     resume function, its code and the inputs must be freed (run it under the `no_gc` fixture).

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import eager_and_compiled, explain_counts, leaves  # noqa: E402
+from context_helpers import eager_and_compiled, explain_counts, leaves, runs_on_fresh_arguments  # noqa: E402
 
 
 # -- sets -----------------------------------------------------------------------------------------
@@ -138,16 +138,8 @@ def _ordered(*items):
 def _run_both(fn, make_args, calls=2):
     """fn eagerly and compiled (`calls` times), each on fresh arguments from make_args(): the results
     and, for each set argument, its items in iteration order after the call, must agree."""
-    cnt = CompileCounter()
-    compiled = tjc.compile(fn, backend=cnt)
-    runs = []
-    for f in [fn] + [compiled] * calls:
-        args = make_args()
-        try:
-            out = f(*args)
-        except Exception as e:   # noqa: BLE001 - eager's exception is part of what must agree
-            out = (type(e), e.args)
-        runs.append((out, [list(a) for a in args if isinstance(a, set)], args))
+    cnt, made = runs_on_fresh_arguments(fn, make_args, calls)
+    runs = [(out, [list(a) for a in args if isinstance(a, set)], args) for out, args in made]
     expected, state, _ = runs[0]
     for out, got_state, args in runs[1:]:
         if isinstance(expected, torch.Tensor):

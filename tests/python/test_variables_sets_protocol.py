@@ -19,21 +19,15 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import explain_counts  # noqa: E402
+from context_helpers import explain_counts, runs_on_fresh_arguments  # noqa: E402
 
 
 def _run_both(fn, make_args, calls=2):
     """fn eagerly and compiled (`calls` times), each on fresh arguments: results (an exception as
     its type and args) and every set argument's items in iteration order must agree."""
-    cnt = CompileCounter()
-    compiled = tjc.compile(fn, backend=cnt)
+    cnt, made = runs_on_fresh_arguments(fn, make_args, calls)
     runs = []
-    for f in [fn] + [compiled] * calls:
-        args = make_args()
-        try:
-            out = f(*args)
-        except Exception as e:   # noqa: BLE001 - eager's exception is part of what must agree
-            out = (type(e), e.args)
+    for out, args in made:
         if isinstance(out, torch.Tensor):
             out = out.tolist()
         elif isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
