@@ -11,6 +11,9 @@ op's result) is refused: the graph's output need not be that object.
 
 A frame tensor's own `__dict__` entries (a function set on a parameter, `t.add_one = fn`) are read
 through their source `x.name` and guarded by what they are, as any attribute of the frame.
+
+tensor.py calls this module with its tracker `t`; `type(t)` is the tensor tracker's class here
+(this module sits below tensor.py and does not import it).
 """
 from __future__ import annotations
 
@@ -22,18 +25,16 @@ from .constant import ConstantVariable
 
 
 def _is_frame_alias(tx, t) -> bool:
-    from .tensor import TensorVariable
-    return t.source is None and any(isinstance(v, TensorVariable) and v.source is not None and
+    return t.source is None and any(isinstance(v, type(t)) and v.source is not None and
                                     v.example is t.example for v in list(tx.output.by_source.values()))
 
 
 def store(tx, t, name: str, value) -> None:
-    from .tensor import TensorVariable
     if name != "grad" and hasattr(torch.Tensor, name):
         unsupported(f"STORE_ATTR {name} on a tensor (an attribute its class defines)")
     if name == "grad":
         ok = isinstance(value, ConstantVariable) and value.value is None or \
-            isinstance(value, TensorVariable) and value.example.shape == t.example.shape and \
+            isinstance(value, type(t)) and value.example.shape == t.example.shape and \
             value.example.dtype == t.example.dtype and value.example.device == t.example.device
         if not ok:
             unsupported("x.grad = a value its setter may refuse")
