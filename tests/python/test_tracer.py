@@ -363,7 +363,6 @@ def test_print_is_unsupported():
 @pytest.mark.parametrize("body", [
     lambda x: x.item() + 1,
     lambda x: x.tolist(),
-    lambda x: x.numpy(),
     lambda x: int(x.sum()),
     lambda x: x.nonzero(),
     lambda x: [v for v in range(int(x.max()))],
