@@ -12,7 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -226,54 +228,62 @@ def _compile(cid, name, **more):
     return record
 
 
-def test_processes_are_shown_side_by_side_in_rank_order(tmp_path):
-    _write(tmp_path, "tjc_trace.rank1.pid20.jsonl",
+@pytest.fixture
+def folder():
+    # A TemporaryDirectory, not pytest's tmp_path: pytest keeps per-test bookkeeping for each
+    # tmp_path it makes (30 references a run under scripts/hunt_leaks.py).
+    with tempfile.TemporaryDirectory() as name:
+        yield Path(name)
+
+
+def test_processes_are_shown_side_by_side_in_rank_order(folder):
+    _write(folder, "tjc_trace.rank1.pid20.jsonl",
            [{"v": 1, "type": "process", "pid": 20, "rank": 1}, _compile(1, "on_rank_one")])
-    _write(tmp_path, "tjc_trace.rank0.pid10.jsonl",
+    _write(folder, "tjc_trace.rank0.pid10.jsonl",
            [{"v": 1, "type": "process", "pid": 10, "rank": 0}, _compile(1, "on_rank_zero")])
-    doc = parse(report.render(report.load(str(tmp_path))))
+    doc = parse(report.render(report.load(str(folder))))
     procs = doc.find_all("section", cls="proc")
     assert [p.find_all("h2")[0].text() for p in procs] == ["rank 0 (pid 10)", "rank 1 (pid 20)"]
     assert "repeat(2," in doc.find_all("main")[0].attrs["style"]
     assert [f.attrs["data-name"] for f in procs[1].find_all("div", cls="frame")] == ["on_rank_one"]
 
 
-def test_unreadable_and_newer_lines_are_skipped_and_counted(tmp_path):
-    _write(tmp_path, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1}, _compile(1, "f"),
+def test_unreadable_and_newer_lines_are_skipped_and_counted(folder):
+    _write(folder, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1}, _compile(1, "f"),
                                               {"v": 99, "type": "compile", "id": 2}])
-    with open(tmp_path / "tjc_trace.pid1.jsonl", "a") as f:
+    with open(folder / "tjc_trace.pid1.jsonl", "a") as f:
         f.write('{"v": 1, "type": "comp')   # a process killed mid-write
-    (proc,) = report.load(str(tmp_path))
+    (proc,) = report.load(str(folder))
     assert proc.skipped == 2 and [c["id"] for c in proc.compiles] == [1] and proc.stats is None
     text = parse(report.render([proc])).text()
     assert "2 unreadable or newer-format lines skipped" in text and "No final counters" in text
 
 
-def test_every_value_from_the_trace_is_escaped(tmp_path):
+def test_every_value_from_the_trace_is_escaped(folder):
     evil = "<script>alert(1)</script>"
-    _write(tmp_path, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1, "argv": [evil]},
+    _write(folder, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1, "argv": [evil]},
                                               _compile(1, evil, guards=evil, reason=evil, result="fallback")])
-    page = report.render(report.load(str(tmp_path)))
+    page = report.render(report.load(str(folder)))
     assert page.count("<script>") == 1 and "&lt;script&gt;alert(1)" in page
 
 
-def test_the_command_line(tmp_path, capsys):
-    assert report.main([str(tmp_path), "-o", str(tmp_path / "r.html")]) == 1   # no trace files
-    _write(tmp_path, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1}, _compile(1, "f")])
-    assert report.main([str(tmp_path), "-o", str(tmp_path / "r.html")]) == 0
+def test_the_command_line(folder, capsys):
+    assert report.main([str(folder), "-o", str(folder / "r.html")]) == 1   # no trace files
+    _write(folder, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1}, _compile(1, "f")])
+    assert report.main([str(folder), "-o", str(folder / "r.html")]) == 0
     assert "1 process, 1 frames" in capsys.readouterr().out
-    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert (folder / "r.html").read_text().startswith("<!DOCTYPE html>")
     with pytest.raises(SystemExit):
-        report.main([str(tmp_path / "missing")])
+        report.main([str(folder / "missing")])
 
 
-def test_paths_under_the_working_folder_are_shown_relative(tmp_path):
+def test_paths_under_the_working_folder_are_shown_relative(folder):
     compile_record = _compile(1, "f", frame={"name": "f", "file": "/home/u/proj/train.py", "line": 3},
                               **{"break": {"text": "print() at /home/u/proj/train.py:5 (CALL 1)",
                                            "reason": "print()", "file": "/home/u/proj/train.py", "line": 5}})
-    _write(tmp_path, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1, "cwd": "/home/u/proj"},
+    _write(folder, "tjc_trace.pid1.jsonl", [{"v": 1, "type": "process", "pid": 1, "cwd": "/home/u/proj"},
                                               compile_record, _compile(2, "g", frame={"name": "g", "file": "/lib/m.py",
                                                                                       "line": 1})])
-    doc = parse(report.render(report.load(str(tmp_path))))
+    doc = parse(report.render(report.load(str(folder))))
     assert [w.text() for w in doc.find_all("div", cls="where")][-2:] == ["train.py:3", "/lib/m.py:1"]
     assert "graph break: print() at train.py:5" in doc.find_all("div", cls="break")[0].text()
