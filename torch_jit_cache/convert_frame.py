@@ -60,6 +60,11 @@ def _op_name(node) -> str:
     return str(target)   # call_method: the method's name; call_module: the submodule's path
 
 
+def _graph_ops(gm) -> tuple:
+    """The names of the operations a traced graph runs (explain's op list, the structured trace's)."""
+    return tuple(_op_name(n) for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr"))
+
+
 class FullGraphError(RuntimeError):
     """fullgraph=True and the tracer could not capture the whole frame."""
 
@@ -275,7 +280,7 @@ class FrameCompiler:
             # function the cut comes after the previous graph, so it is one.)
             made = counters.MadeEntry(has_graph, traced.break_reason if cut else None,
                                       cut and (has_graph or not traced.in_callee or graph_break.is_resume_code(code)))
-            trace_log.traced(result, traced, has_graph, _op_name)
+            trace_log.traced(result, traced, _graph_ops(result.graph) if has_graph and trace_log.enabled() else None)
             trace_log.timed("disk cache store", disk_cache.store, self, frame, result, rewritten, shape_guards,
                             made)   # never raises
         except (DynamicMarkError, FloatSymbolGuard) as e:
@@ -299,11 +304,10 @@ class FrameCompiler:
         if log.enabled("bytecode"):
             log.log("bytecode", f"{log.describe_code(code)}\n{codegen.format_code(new_code)}")
         if self.observer is not None:
-            ops = [_op_name(n) for n in result.graph.graph.nodes
-                   if n.op not in ("placeholder", "output", "get_attr")] if has_graph else []
+            ops = _graph_ops(result.graph) if has_graph else ()
             self.observer(FrameReport(log.describe_code(code), result.graph if has_graph else None,
                                       len(ops), str(guards), made.break_reason if made.counted_break else None, None,
-                                      tuple(ops)))
+                                      ops))
         return guarded
 
     def _pins_modules(self, code, entries) -> bool:
@@ -402,9 +406,13 @@ class FrameCompiler:
         written, it does everything the trace saw, as a frame without tensor work does; skipped
         as _no_graph skips one (never the compile() target, nor a code with entries: those fall
         back, the exception named)."""
+        return self._skip_untraced(code, f"it raises, with no tensor work before ({what})")
+
+    def _skip_untraced(self, code, why: str):
+        """SKIP for `code` (never traced again, in this process or, through the disk cache, a later
+        one), logged with `why`."""
         if log.enabled("fallbacks"):
-            log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: it raises, with no tensor work "
-                                 f"before ({what})")
+            log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: {why}")
         disk_cache.store_skip(self, code)   # never raises
         return runtime.SKIP
 
@@ -425,11 +433,10 @@ class FrameCompiler:
         them with RUN_ORIGINAL would trace every call again: 3.5 ms for a two-int `add`.)
         """
         code = frame.f_code
+        if code is not self.target_code and not entries:
+            return self._skip_untraced(code, "its trace does no tensor work")
         if log.enabled("fallbacks"):
             log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: its trace does no tensor work")
-        if code is not self.target_code and not entries:
-            disk_cache.store_skip(self, code)   # never raises
-            return runtime.SKIP
         specs = [g for g in result.guards if not _is_number_value_guard(g)]
         # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.
         guards = build_guards(specs, global_state=False, resolve=resolve)

@@ -115,17 +115,15 @@ def timed(name: str, stage, *args):
         record["stages"].append([name, round(time.perf_counter() - t, 6)])
 
 
-def traced(result, traced_frame, has_graph: bool, op_name) -> None:
-    """The trace the entry comes from: the graph's code and ops (`op_name(node)`), the break the
-    frame was cut at, with the line of the frame where it is cut."""
+def traced(result, traced_frame, ops) -> None:
+    """The trace the entry comes from: the graph's code and `ops` (its operations' names; None: no
+    graph), the break the frame was cut at, with the line of the frame where it is cut."""
     record = getattr(_local, "compile", None) if _on else None
     if record is None:
         return
     try:
-        if has_graph:
-            gm = result.graph
-            ops = [op_name(n) for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
-            record["graph"] = {"code": gm.code.strip("\n"), "op_count": len(ops), "ops": ops}
+        if ops is not None:
+            record["graph"] = {"code": result.graph.code.strip("\n"), "op_count": len(ops), "ops": list(ops)}
         if traced_frame.cut and traced_frame.break_reason:
             brk = _break(traced_frame.break_reason)
             brk["frame_line"] = getattr(getattr(result.output.plan, "instr", None), "lineno", None)
