@@ -12,7 +12,7 @@ import torch
 
 from ...sources import AttrSource, LocalSource
 from ...trace_result import ConstantOutput, GuardKind, SourceOutput
-from .base import MethodVariable, VariableTracker, unsupported
+from .base import MethodVariable, TracedRaise, VariableTracker, traced, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
@@ -275,3 +275,10 @@ def wrap_device(tx, value, source, g):
     g(GuardKind.EQUALS_MATCH, value.type, AttrSource(source, "type"))
     g(GuardKind.EQUALS_MATCH, value.index, AttrSource(source, "index"))
     return ConstantVariable(value, source)
+
+
+def raise_of_message(kind: type, exc_type: type, message) -> TracedRaise:
+    """A `kind` raise (base.TRACED_RAISES) of `exc_type(message)`, the message a constant: what
+    Python raises on values the trace knows (`raise raise_of_message(...)` where it is made)."""
+    message = str(message)
+    return traced(kind, f"{exc_type.__name__}: {message}", exc_type, [ConstantVariable(message)])

@@ -18,15 +18,15 @@ from ...attribute_lookup import MISSING, type_lookup
 from ...process_lived import holdable_key
 from ...sources import AttrSource, ItemSource
 from ...trace_result import EffectKind, GuardKind, ListOutput, SourceOutput, TupleOutput
-from .base import (MethodVariable, TracedIndexError, TracedRaise, VariableTracker, is_static_type, traced,
+from .base import (MethodVariable, TracedIndexError, TracedRaise, VariableTracker, is_static_type,
                    unsupported)
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, raise_of_message
 from .sequence_checks import (CHECKED_ON_STAND_IN, arity_error, check_comparing_call, is_iterable, items_equal,
                               raise_not_found, raise_stand_in_error)
 
 
 def _index_error(message: str) -> TracedRaise:
-    return traced(TracedIndexError, f"IndexError: {message}", IndexError, [ConstantVariable(message)])
+    return raise_of_message(TracedIndexError, IndexError, message)
 
 
 def constant_index(key: VariableTracker):
@@ -124,8 +124,7 @@ class BaseListVariable(VariableTracker):
         if isinstance(k, int) and -len(self.items) <= k < len(self.items):
             return self.items[k]
         if isinstance(k, int) and self.kind in (list, tuple):   # the items are exact (guarded lengths)
-            message = f"{self.kind.__name__} index out of range"
-            raise traced(TracedIndexError, f"IndexError: {message}", IndexError, [ConstantVariable(message)])
+            raise _index_error(f"{self.kind.__name__} index out of range")
         reason = f"index {k!r} into a {self.kind.__name__} of length {len(self.items)}"
         if self.kind not in (list, tuple):
             unsupported(reason)

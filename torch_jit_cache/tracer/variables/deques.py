@@ -19,14 +19,10 @@ import collections
 
 from ...sources import AttrSource, ItemSource
 from ...trace_result import CallOutput, ConstantOutput, EffectKind, GuardKind, ListOutput, SourceOutput
-from .base import MethodVariable, TracedIndexError, TracedRaise, VariableTracker, traced, unsupported
-from .constant import ConstantVariable
+from .base import MethodVariable, TracedIndexError, TracedRaise, VariableTracker, unsupported
+from .constant import ConstantVariable, raise_of_message
 
 _DEQUE_ITERATOR = type(iter(collections.deque()))
-
-
-def _error(kind, exc_type, message):
-    return traced(kind, f"{exc_type.__name__}: {message}", exc_type, [ConstantVariable(message)])
 
 
 class DequeVariable(VariableTracker):
@@ -63,7 +59,7 @@ class DequeVariable(VariableTracker):
         if type(index) is not int:
             unsupported(f"deque index {key}")
         if not -len(self.items) <= index < len(self.items):
-            raise _error(TracedIndexError, IndexError, "deque index out of range")
+            raise raise_of_message(TracedIndexError, IndexError, "deque index out of range")
         return self.items[index]
 
     def _constant_items(self, what: str) -> list:
@@ -109,7 +105,7 @@ class DequeVariable(VariableTracker):
 
     def _pop(self, tx, left: bool):
         if not self.items:
-            raise _error(TracedIndexError, IndexError, "pop from an empty deque")
+            raise raise_of_message(TracedIndexError, IndexError, "pop from an empty deque")
         self.mutating(tx)
         return self.items.pop(0 if left else -1)
 
@@ -139,7 +135,7 @@ class DequeVariable(VariableTracker):
         if type(i) is not int:
             unsupported(f"deque.insert at {index}")
         if self.maxlen is not None and len(self.items) >= self.maxlen:
-            raise _error(TracedIndexError, IndexError, "deque already at its maximum size")
+            raise raise_of_message(TracedIndexError, IndexError, "deque already at its maximum size")
         self.mutating(tx)
         self.items.insert(i, item)
 
@@ -151,7 +147,7 @@ class DequeVariable(VariableTracker):
             if item is target or item == target:
                 return i
         message = f"{target!r} is not in deque"
-        raise _error(TracedRaise, ValueError, message)
+        raise raise_of_message(TracedRaise, ValueError, message)
 
     def _remove(self, tx, value):
         i = self._find(tx, value, "remove")

@@ -14,8 +14,8 @@ import collections
 
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
                              call_with, reversed_at)
-from .base import TracedRaise, VariableTracker, traced, unsupported
-from .constant import ConstantVariable
+from .base import TracedRaise, VariableTracker, unsupported
+from .constant import ConstantVariable, raise_of_message
 from .containers import ListVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
 from .ranges import RangeVariable
@@ -319,8 +319,7 @@ def iterate(tx, obj) -> IteratorVariable:
     if isinstance(obj, ListVariable):
         return ListIteratorVariable(obj)
     if isinstance(obj, ConstantVariable) and type(obj.value) in _NOT_ITERABLE:   # `for k in 7`
-        message = f"'{type(obj.value).__name__}' object is not iterable"
-        raise traced(TracedRaise, f"TypeError: {message}", TypeError, [ConstantVariable(message)])
+        raise raise_of_message(TracedRaise, TypeError, f"'{type(obj.value).__name__}' object is not iterable")
     return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
 
 

@@ -20,7 +20,8 @@ empty dict, `d.pop(k)` of a missing key, `d.popitem(1)` raise there as in eager.
 """
 from __future__ import annotations
 
-from .base import unsupported
+from .base import TracedRaise, unsupported
+from .constant import raise_of_message
 
 _MARK = "<stand-in item>"
 
@@ -155,14 +156,11 @@ def arity_error(base: type, name: str, args: list, kwargs: dict):
     arguments raises: the very message of CPython's own check, which runs before the method reads
     an argument, so placeholders stand for the arguments. Where that call raises anything but a
     TypeError about the arguments (one a placeholder's value caused) the trace breaks instead."""
-    from .base import TracedRaise, traced
-    from .constant import ConstantVariable
-
     try:
         getattr(base(), name)(*[None] * len(args), **dict.fromkeys(kwargs))
     except TypeError as error:
         if "argument" in str(error):
-            raise traced(TracedRaise, f"TypeError: {error}", TypeError, [ConstantVariable(str(error))]) from None
+            raise raise_of_message(TracedRaise, TypeError, error) from None
     except Exception:   # noqa: BLE001, S110 - any other outcome is not an arity error
         pass
     unsupported(f"{base.__name__}.{name} called with {len(args)} args and {list(kwargs)}")

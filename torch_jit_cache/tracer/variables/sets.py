@@ -45,7 +45,7 @@ from ...process_lived import holdable_key
 from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
 from .base import (MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
                    unsupported)
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, raise_of_message
 
 # Whether this build of the guard tree has the SET_ITEMS leaf (an older _C lacks it: the set stays
 # opaque there, as before).
@@ -128,7 +128,7 @@ def _python_error(error: Exception, what: str):
     """Raise in the trace the TypeError Python raised on the trace's own values (the frame's code
     may catch it); another error is a break."""
     if type(error) is TypeError:
-        raise traced(TracedRaise, f"TypeError: {error}", TypeError, [ConstantVariable(str(error))]) from None
+        raise raise_of_message(TracedRaise, TypeError, error) from None
     unsupported(f"{what} raised {error!r}")
 
 
