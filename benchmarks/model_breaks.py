@@ -54,7 +54,7 @@ def main():
     rows = []
     for name in names:
         if not hf_models.available(name):
-            print(f"{name}: skipped (needs transformers)")
+            print(f"{name}: skipped (needs {hf_models.NEEDS[name]})")
             continue
         rows.append(_counts(name))
     head = f"{'model':18} {'tjc graphs/breaks':>18} {'uncompiled':>10} {'torch.compile':>14}"

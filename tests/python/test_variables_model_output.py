@@ -112,3 +112,29 @@ def test_a_replaced_override_recompiles():
     finally:
         Pair.to_tuple = original
     assert_same(compiled(x), _reads_through_the_override(x))
+
+
+# -- diffusers' BaseOutput: the same model (MODEL_OUTPUT_BASES) -------------------------------------
+
+def _denoiser_output_class():
+    from diffusers.utils.outputs import BaseOutput   # requirements-dev.txt installs diffusers
+
+    @dataclasses.dataclass
+    class DenoiserOut(BaseOutput):
+        sample: Optional[torch.Tensor] = None
+        residual: Optional[torch.Tensor] = None
+
+    return DenoiserOut
+
+
+def test_a_diffusers_base_output_built_in_the_trace_is_eagers():
+    # Failed before: "construction of DenoiserOut in the trace: it derives from the builtin
+    # OrderedDict" (a graph break, the frame's rest run as written).
+    DenoiserOut = _denoiser_output_class()
+
+    def builds(x):
+        out = DenoiserOut(sample=x * 2)
+        return out, out[0] + out["sample"] + out.sample, list(out.keys())
+
+    got = compiled_like_eager(builds, torch.randn(2, 3))
+    assert type(got[0]) is DenoiserOut and list(got[0].keys()) == ["sample"]

@@ -486,6 +486,36 @@ def test_inspect_signature_parameters_of_functions_and_methods():
     torch.testing.assert_close(tjc.compile(m)(x, y), m(x, y))
 
 
+def accepted_kwargs(processor, kwargs):
+    names = set(inspect.signature(processor.__call__).parameters.keys())
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+class Processor:
+    def __call__(self, x, scale=1.0):
+        return x * scale
+
+
+class AttentionLike(torch.nn.Module):
+    """diffusers' Attention.forward: the processor's keyword arguments filtered by its signature."""
+
+    def __init__(self):
+        super().__init__()
+        self.processor = Processor()
+
+    def forward(self, x, **kwargs):
+        return self.processor(x, **accepted_kwargs(self.processor, kwargs))
+
+
+def test_inspect_signature_parameters_keys():
+    # Failed before: "attribute 'keys' of ParameterNamesVariable", the frame run as written.
+    m, x = AttentionLike(), torch.randn(3)
+    rep = tjc.explain(m)(x)
+    assert (rep.graph_count, rep.graph_break_count, rep.fallbacks) == (1, 0, []), str(rep)
+    kwargs = dict(scale=3.0, unknown=1)
+    torch.testing.assert_close(tjc.compile(m)(x, **kwargs), m(x, **kwargs))
+
+
 def test_inspect_signature_follows_wrapped_set_later():
     def two(a, b):
         return a + b

@@ -12,7 +12,9 @@ read dataclasses.Field objects from closures); CLIP returns a ModelOutput subcla
 `to_tuple`; DistilBERT and ViT with labels store `config.problem_type` in their loss; ConvNeXt's
 stochastic depth (torchvision.ops.stochastic_depth, written here after its public original since
 torchvision is not a dependency) logs its use through the function's `__module__`, `__class__`
-and `__name__`. The HuggingFace ones need `transformers` (`available()`). Needs torch.
+and `__name__`; diffusers' UNet2DConditionModel reads `inspect.signature(processor).parameters.keys()`
+in every attention layer and returns a BaseOutput (diffusers' own OrderedDict-and-dataclass output).
+The HuggingFace ones need `transformers`, the UNet `diffusers` (`available()`). Needs torch.
 """
 from __future__ import annotations
 
@@ -117,6 +119,19 @@ def _convnext_blocks():
     return Case(model, Inputs(args=(_randn(2, 3, 16, 16),)), train=True)
 
 
+# ---- diffusers' UNet (Stable Diffusion's denoiser), tiny ------------------------------------------
+
+def _unet(train: bool):
+    import diffusers
+
+    model = diffusers.UNet2DConditionModel(
+        sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(16, 32),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=16, attention_head_dim=4, norm_num_groups=8)
+    inputs = Inputs(args=(_randn(2, 4, 8, 8), torch.tensor([10, 20]), _randn(2, 5, 16, seed=3)))
+    return Case(model, inputs, train=train)
+
+
 BREAK_MODELS: dict[str, Callable[[], Case]] = {
     "bart_model": _bart_model,
     "whisper": lambda: _whisper(False),
@@ -125,15 +140,20 @@ BREAK_MODELS: dict[str, Callable[[], Case]] = {
     "distilbert_train": _distilbert_train,
     "vit_train": _vit_train,
     "convnext_blocks": _convnext_blocks,
+    "unet": lambda: _unet(False),
+    "unet_train": lambda: _unet(True),
 }
-HUGGINGFACE = ("bart_model", "whisper", "whisper_train", "clip", "distilbert_train", "vit_train")
+# The package each model needs beyond torch (requirements-dev.txt installs them).
+NEEDS = {**dict.fromkeys(("bart_model", "whisper", "whisper_train", "clip", "distilbert_train", "vit_train"),
+                         "transformers"),
+         "unet": "diffusers", "unet_train": "diffusers"}
 
 
 def available(name: str) -> bool:
-    if name not in HUGGINGFACE:
+    if name not in NEEDS:
         return True
     try:
-        import transformers  # noqa: F401
+        __import__(NEEDS[name])
     except ImportError:
         return False
     return True

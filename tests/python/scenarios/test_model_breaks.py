@@ -16,7 +16,7 @@ import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import hf_models  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 
-NAMES = [pytest.param(n, marks=pytest.mark.skipif(not hf_models.available(n), reason="needs transformers"))
+NAMES = [pytest.param(n, marks=pytest.mark.skipif(not hf_models.available(n), reason=f"needs {hf_models.NEEDS.get(n)}"))
          for n in hf_models.BREAK_MODELS]
 
 # Breaks tjc still makes where torch.compile makes none (at most this many), and why. The test
@@ -78,7 +78,7 @@ def test_no_more_graph_breaks_than_torch_compile(name):
             (theirs.graph_count, theirs.graph_break_count, []), str(ours)
 
 
-@pytest.mark.parametrize("name", ["clip", "convnext_blocks", "bart_model"])
+@pytest.mark.parametrize("name", ["clip", "convnext_blocks", "bart_model", "unet"])
 def test_a_dropped_compiled_model_is_freed(name):
     import gc
 

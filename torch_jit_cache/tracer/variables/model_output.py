@@ -1,7 +1,9 @@
-"""ModelOutputVariable: a HuggingFace ModelOutput that the trace constructs.
+"""ModelOutputVariable: a HuggingFace ModelOutput (or diffusers BaseOutput) that the trace constructs.
 
 transformers.utils.generic.ModelOutput is an OrderedDict subclass that every model output
-dataclass derives from (`BaseModelOutputWithPast(last_hidden_state=h, past_key_values=cache)`).
+dataclass derives from (`BaseModelOutputWithPast(last_hidden_state=h, past_key_values=cache)`);
+diffusers.utils.outputs.BaseOutput (`UNet2DConditionOutput(sample=h)`) is its copy in diffusers,
+with the same semantics for everything modelled here (MODEL_OUTPUT_BASES).
 Its state is in two places: the dataclass fields, as instance attributes, and the OrderedDict's
 items, which hold the non-None fields in field order (its __post_init__ puts them there; its
 __setattr__ on a field also stores the item when the value is not None; its __setitem__ also sets
@@ -23,11 +25,12 @@ refused (a field stored None, or stored out of order, after construction). Calli
 after the graph runs nothing the trace skipped that eager code would see differently:
 __post_init__ only checks the fields and registers the class with torch's pytree once.
 
-Which classes: a dataclass deriving from a class named ModelOutput in transformers.utils.generic
-(matched by name: this package never imports transformers), whose __init__ is the one dataclass
+Which classes: a dataclass deriving from a class of MODEL_OUTPUT_BASES (matched by module and
+name: this package never imports transformers or diffusers), whose __init__ is the one dataclass
 generated, whose other fields default to None (ModelOutput's own rule), and that overrides none of
 the methods modelled here but those of _OVERRIDABLE. ModelOutput's special case for a lone
-non-tensor first field (a dict or an iterator of pairs spread into fields) is refused.
+non-tensor first field (a dict or an iterator of pairs spread into fields; BaseOutput's: a dict) is
+refused.
 
 Methods written in Python that this file does not model (CLIPOutput's own `to_tuple`, a helper a
 subclass adds) are traced as Python with the object as `self`, read from the class through its
@@ -58,9 +61,18 @@ _MODELLED = ("__post_init__", "__setattr__", "__setitem__", "__getitem__", "to_t
 _OVERRIDABLE = ("to_tuple",)
 
 
+# The OrderedDict-and-dataclass output bases whose methods behave as this file models them, as
+# (module, class name). diffusers' BaseOutput differs from ModelOutput only where this file refuses
+# anyway: its __post_init__ spreads a lone dict first field (refused in construct()).
+MODEL_OUTPUT_BASES = frozenset({
+    ("transformers.utils.generic", "ModelOutput"),
+    ("diffusers.utils.outputs", "BaseOutput"),
+})
+
+
 def _model_output_base(cls: type):
     for klass in cls.__mro__:
-        if klass.__name__ == "ModelOutput" and klass.__module__ == "transformers.utils.generic":
+        if (klass.__module__, klass.__name__) in MODEL_OUTPUT_BASES:
             return klass
     return None
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import inspect
 import types
 
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from .base import CallableVariable, VariableTracker, unsupported
+from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 
@@ -64,7 +65,8 @@ class SignatureVariable(VariableTracker):
 
 class ParameterNamesVariable(VariableTracker):
     """Signature.parameters (a mappingproxy of name -> Parameter), for len(), `in`, iteration
-    (its names) and truth; a Parameter itself is not modelled."""
+    (its names), truth and `.keys()`; a Parameter itself is not modelled, so neither are
+    `.values()`, `.items()` nor `[name]`."""
 
     def __init__(self, names: tuple):
         super().__init__(None)
@@ -84,6 +86,29 @@ class ParameterNamesVariable(VariableTracker):
 
     def truthy(self, tx) -> bool:
         return bool(self.names)
+
+    def var_getattr(self, tx, name):
+        if name == "keys":
+            return MethodVariable(self, name)
+        unsupported(f"attribute {name!r} of inspect.Signature.parameters")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "keys" and not args and not kwargs:
+            return ParameterKeysVariable(self.names)
+        unsupported(f"inspect.Signature.parameters.{name}()")
+
+
+class ParameterKeysVariable(ParameterNamesVariable):
+    """`Signature.parameters.keys()`: its names as the OrderedDict's keys view, read as the mapping
+    is (len, `in`, iteration, truth: diffusers' `set(inspect.signature(f).parameters.keys())`). It
+    is not rebuilt after the graph: a view of a mapping the trace never held would not be the
+    caller's."""
+
+    def python_type(self):
+        return type(collections.OrderedDict().keys())
+
+    def var_getattr(self, tx, name):
+        unsupported(f"attribute {name!r} of inspect.Signature.parameters.keys()")
 
 
 def wrap_signature(tx, value, source, g):
