@@ -91,6 +91,7 @@ TIER_OF: dict[str, str] = {
     "test_ordered_dict.py": "versions",
     "test_output_identity.py": "versions",
     "test_output_identity_codegen.py": "versions",
+    "test_parametrized_modules.py": "versions",
     "test_python_constructs.py": "versions",
     "test_refleaks.py": "versions",
     "test_side_effects.py": "versions",

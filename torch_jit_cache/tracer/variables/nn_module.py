@@ -42,6 +42,7 @@ from .functions import UserFunctionVariable
 from .module_hooks import call_with_hooks
 from .object_protocol import module_getattr
 from .opaque_calls import call_opaque_module
+from .parametrized_modules import PARAMETRIZATION_MODULES, parametrized_original
 from .tensor import TensorVariable, call_op, call_torch
 
 
@@ -163,9 +164,13 @@ def builtin_forward_refusal(m: nn.Module, owner: type | None = None) -> str | No
     """Why the function of torch.nn class `owner` (default: m's class; not in LEAF_MODULES) is not
     inlined with module `m`, or None."""
     owner = type(m) if owner is None else owner
+    original = parametrized_original(owner)
+    if original is not None and not original.__module__.startswith("torch."):
+        return None   # a user's module class, parametrized: traced as that user module is
+    owner = original or owner
     if owner is nn.Module:   # nn.Module.train(self), __setattr__, register_buffer: its own state
         return "a method of nn.Module itself"
-    if not owner.__module__.startswith(_LAYER_LIBRARY):
+    if not owner.__module__.startswith(_LAYER_LIBRARY) and owner.__module__ not in PARAMETRIZATION_MODULES:
         return f"{owner.__module__} is not torch.nn's layer library"
     if isinstance(m, _NOT_INLINED_BASES):
         return "a recurrent module"
