@@ -1,5 +1,6 @@
 """state_readers.py: C functions that read the interpreter's settings, called in the trace, read
 and guarded through their source (sys.get_int_max_str_digits(), sys.getrecursionlimit())."""
+import functools
 import sys
 
 import pytest
@@ -94,3 +95,65 @@ def test_only_the_modules_own_functions_are_readers():
     assert is_state_reader(sys.get_int_max_str_digits) and is_state_reader(sys.getrecursionlimit)
     assert not is_state_reader(get_int_max_str_digits)
     assert not is_state_reader(sys.setrecursionlimit) and not is_state_reader(len)
+
+
+# -- functions wrapped by functools.lru_cache, called without arguments --------------------------
+
+_flag_reads = []
+
+
+@functools.lru_cache(maxsize=None)
+def _feature_available():
+    _flag_reads.append(1)   # the body runs once per cache fill, as eager's calls run it
+    return _FEATURE["on"]
+
+
+_FEATURE = {"on": True}
+
+
+def _gated(x):
+    if _feature_available():
+        return x * 2
+    return x - 1
+
+
+def test_a_cached_no_argument_function_is_a_guarded_constant_of_the_graph():
+    # Failed before: a graph break at the call ("its __call__ is not a Python function").
+    _feature_available.cache_clear()
+    _flag_reads.clear()
+    compiled = tjc.compile(_gated)
+    x = torch.ones(2)
+    for _ in range(3):
+        assert torch.equal(compiled(x), _gated(x))
+    stats = tjc.stats()
+    assert (stats["graph_breaks"], stats["fallbacks"], stats["recompiles"]) == (0, 0, 0)
+    assert len(_flag_reads) == 1   # the cache filled once, while tracing; never by the guards since
+    _FEATURE["on"] = False         # the cache still answers True: eager and compiled both
+    assert torch.equal(compiled(x), x * 2) and torch.equal(_gated(x), x * 2)
+    _feature_available.cache_clear()   # now the next call reads False: the guard sees it
+    try:
+        assert torch.equal(compiled(x), x - 1)
+        assert torch.equal(_gated(x), x - 1)
+        assert tjc.stats()["recompiles"] == 1
+    finally:
+        _FEATURE["on"] = True
+        _feature_available.cache_clear()
+
+
+@functools.lru_cache(maxsize=None)
+def _failing():
+    raise RuntimeError("no backend")
+
+
+def _calls_failing(x):
+    try:
+        _failing()
+    except RuntimeError:
+        return x + 1
+    return x
+
+
+def test_a_cached_function_that_raises_runs_as_written():
+    compiled = tjc.compile(_calls_failing)
+    x = torch.ones(2)
+    assert torch.equal(compiled(x), _calls_failing(x))

@@ -9,7 +9,8 @@ tests/python/scenarios/test_model_breaks.py compare tjc.compile with torch.compi
 Each is a pattern of the Python object model a real model reaches in its forward: BART and Whisper
 deep-copy their config and write it through huggingface_hub's strict-dataclass validators (which
 read dataclasses.Field objects from closures); CLIP returns a ModelOutput subclass that overrides
-`to_tuple`; DistilBERT and ViT with labels store `config.problem_type` in their loss; ConvNeXt's
+`to_tuple`; Wav2Vec2's positional convolution is weight-normed with torch.nn.utils.parametrize and
+its encoder asks the lru_cache'd `is_torch_distributed_available()`; DistilBERT and ViT with labels store `config.problem_type` in their loss; ConvNeXt's
 stochastic depth (torchvision.ops.stochastic_depth, written here after its public original since
 torchvision is not a dependency) logs its use through the function's `__module__`, `__class__`
 and `__name__`; diffusers' UNet2DConditionModel reads `inspect.signature(processor).parameters.keys()`
@@ -75,6 +76,15 @@ def _clip():
                                                                    return_loss=True)), train=True)
 
 
+def _wav2vec2():
+    import transformers
+
+    config = transformers.Wav2Vec2Config(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=64, conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                         num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2)
+    return Case(transformers.Wav2Vec2Model(config), Inputs(kwargs=dict(input_values=_randn(1, 400))), train=False)
+
+
 def _distilbert_train():
     import transformers
 
@@ -137,6 +147,7 @@ BREAK_MODELS: dict[str, Callable[[], Case]] = {
     "whisper": lambda: _whisper(False),
     "whisper_train": lambda: _whisper(True),
     "clip": _clip,
+    "wav2vec2": _wav2vec2,
     "distilbert_train": _distilbert_train,
     "vit_train": _vit_train,
     "convnext_blocks": _convnext_blocks,
@@ -144,7 +155,7 @@ BREAK_MODELS: dict[str, Callable[[], Case]] = {
     "unet_train": lambda: _unet(True),
 }
 # The package each model needs beyond torch (requirements-dev.txt installs them).
-NEEDS = {**dict.fromkeys(("bart_model", "whisper", "whisper_train", "clip", "distilbert_train", "vit_train"),
+NEEDS = {**dict.fromkeys(("bart_model", "whisper", "whisper_train", "clip", "wav2vec2", "distilbert_train", "vit_train"),
                          "transformers"),
          "unet": "diffusers", "unet_train": "diffusers"}
 
