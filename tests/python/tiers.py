@@ -65,6 +65,7 @@ TIER_OF: dict[str, str] = {
     "test_attribute_lookup.py": "versions",
     "test_attribute_protocol.py": "versions",
     "test_autocast_contexts.py": "versions",
+    "test_autograd_functions.py": "versions",
     "test_builtin_module_subclass.py": "versions",
     "test_bytecode_analysis.py": "versions",
     "test_bytecode_emitter.py": "versions",

@@ -21,6 +21,7 @@ from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lo
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
 from .attribute import type_source
+from .autograd_functions import AutogradFunctionApplyVariable, is_function_apply
 from .base import VariableTracker, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
@@ -45,6 +46,8 @@ def _class_member(tx, owner_var, raw, source, bind_to):
         return fn if bind_to is None else _bound(fn, bind_to)
     if isinstance(raw, staticmethod) and isinstance(raw.__func__, types.FunctionType):
         return tx.wrap(raw.__func__, source)
+    if bind_to is None and is_function_apply(raw, owner_var.value):   # Fn.apply (autograd_functions.py)
+        return AutogradFunctionApplyVariable(owner_var.value, owner_var.source)
     if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
         return _bound(tx.wrap(raw.__func__, AttrSource(source, "__func__")), owner_var)
     if object_hook_name(raw) is not None:   # object.__setattr__ and friends (object_hooks.py)
