@@ -307,3 +307,30 @@ def test_hooks_see_the_very_args_a_pre_hook_returned():
     m.fc.register_forward_pre_hook(lambda mod, a, k: ([a[0] * 2], k), with_kwargs=True)   # a list
     m.fc.register_forward_hook(lambda mod, a, out: out * 3 if isinstance(a, list) else out)
     compiled_like_eager(m, torch.randn(2, 4))
+
+
+class Weighted(nn.Module):
+    """Reformer's AxialPositionEmbeddings: a ParameterList iterated, indexed, measured."""
+
+    def __init__(self, n=3):
+        super().__init__()
+        self.weights = nn.ParameterList([nn.Parameter(torch.randn(4)) for _ in range(n)])
+
+    def forward(self, x):
+        scaled = [x * w for w in self.weights]
+        return sum(scaled) + self.weights[-1] * len(self.weights) + (1 if self.weights else 0)
+
+
+def test_a_parameter_list_is_unrolled_with_its_parameters_as_graph_inputs():
+    # Failed before: "iteration over module ParameterList", a break and the list run as written.
+    torch.manual_seed(0)
+    m, x = Weighted(), torch.randn(4)
+    compiled_like_eager(m, x)
+    compiled = tjc.compile(m, backend="eager")
+    torch.autograd.grad(compiled(x).sum(), list(m.weights))   # each parameter reaches the graph
+    with torch.no_grad():
+        m.weights[0].add_(1)   # read at call time: no recompile
+    torch.testing.assert_close(compiled(x), m(x))
+    m.weights.append(nn.Parameter(torch.randn(4)))   # one more: guarded by length and keys
+    torch.testing.assert_close(compiled(x), m(x))
+    assert tjc.stats()["recompiles"] == 1

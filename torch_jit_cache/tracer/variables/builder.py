@@ -38,9 +38,9 @@ import torch.nn as nn
 
 from . import builtins as builtin_rules
 from . import dynamo_contexts
-from . import (constant, containers, contexts, deques, dicts, exceptions, frame_iterators, functions, namedtuples,
-               new_object, nn_module, numpy_tensors, numpy_values, opaque, open_object, partials, pure, ranges, sets,
-               signatures, state_readers, symbolic, tensor, user_object, weakrefs)
+from . import (builtin_module_methods, constant, containers, contexts, deques, dicts, exceptions, frame_iterators,
+               functions, namedtuples, new_object, nn_module, numpy_tensors, numpy_values, opaque, open_object,
+               partials, pure, ranges, sets, signatures, state_readers, symbolic, tensor, user_object, weakrefs)
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
@@ -106,7 +106,7 @@ WRAP_RULES = (
     WrapRule("autocast object", _always, contexts.refuse_autocast),
     # torch.distributed: collectives are captured, the rest breaks before it runs (distributed.py)
     WrapRule("distributed", _always, lambda tx, v, s, g: wrap_distributed(tx, v, s, g.enabled)),
-    WrapRule("built-in module method", _always, nn_module.wrap_builtin_module_method),
+    WrapRule("built-in module method", _always, builtin_module_methods.wrap_builtin_module_method),
     WrapRule("dynamo-only context", lambda v, s: dynamo_contexts.is_dynamo_only(v), dynamo_contexts.wrap_dynamo_only),
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
     WrapRule("inspect.signature", lambda v, s: v is inspect.signature, signatures.wrap_signature),

@@ -315,7 +315,7 @@ class SuperVariable(VariableTracker):
                 issubclass(mro[i], torch.nn.Module) and mro[i].__module__.startswith("torch.nn"):
             # super().forward(x) in a subclass of nn.Embedding, nn.Linear, ...: the built-in
             # class's function, read through its place in the MRO (builder.py makes it
-            # nn_module.BuiltinModuleMethodVariable: a leaf's forward is its op).
+            # builtin_module_methods.BuiltinModuleMethodVariable: a leaf's forward is its op).
             return _bound(tx.wrap(raw, AttrSource(klass, name)), self.obj)
         if _plain_class_value(raw):
             return tx.wrap(raw, AttrSource(klass, name))

@@ -19,7 +19,6 @@ submodule, and nn.Module's own state (training, the hook dicts, forward) are ref
 from __future__ import annotations
 
 import inspect
-import sys
 import types
 
 import torch
@@ -33,7 +32,7 @@ from ...proxies import builtin_opaque_reason, is_allowed_in_graph
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
+from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .module_list_slices import ModuleListSliceVariable
@@ -101,7 +100,7 @@ def _embedding(tx, mv, m, x):
                m.scale_grad_by_freq, m.sparse)
 
 
-class _Settings:
+class LeafSettings:
     """A leaf module's settings (p, eps, stride, dim, ...) as the leaf functions read them.
 
     Each read goes through the module's tracker, so the value is guarded where it lives
@@ -118,7 +117,7 @@ class _Settings:
         return v.example if isinstance(v, TensorVariable) else v.as_python_constant()
 
 
-_LEAF_ARITY = {nn.GRUCell: 2}  # positional arguments a leaf accepts (default 1)
+LEAF_ARITY = {nn.GRUCell: 2}  # positional arguments a leaf accepts (default 1)
 
 LEAF_MODULES = {
     nn.Linear: _linear,
@@ -181,6 +180,12 @@ def builtin_forward_refusal(m: nn.Module, owner: type | None = None) -> str | No
 
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
+def is_parameter_list(m) -> bool:
+    """An nn.ParameterList whose class keeps ParameterList's own item protocol."""
+    return isinstance(m, nn.ParameterList) and all(
+        type_lookup(type(m), name) is vars(nn.ParameterList)[name] for name in ("__iter__", "__getitem__", "__len__"))
 # nn.Module's generator methods traced by their result (NNModuleVariable._members): the stores
 # each walk reads, whose keys are guarded on every module visited.
 _MEMBER_STORES = {"named_parameters": ("_modules", "_parameters"), "named_buffers": ("_modules", "_buffers"),
@@ -297,6 +302,13 @@ class NNModuleVariable(VariableTracker):
 
     # -- containers -----------------------------------------------------------------------------
     def _children(self, tx):
+        if is_parameter_list(self.module):
+            # ParameterList holds its items in _parameters under "0", "1", ... (its __getitem__
+            # reads `getattr(self, str(i))`); each is read, and guarded, as that attribute.
+            tx.output.add_guard(self.source, GuardKind.LENGTH, len(self.module))
+            tx.output.add_guard(ItemSource(AttrSource(self.source, "__dict__"), "_parameters"),
+                                GuardKind.DICT_KEYS, tuple(self.module._parameters))
+            return [(str(i), self.var_getattr(tx, str(i))) for i in range(len(self.module))]
         if not isinstance(self.module, _CONTAINERS):
             unsupported(f"iteration over module {type(self.module).__name__}")
         tx.output.add_guard(self.source, GuardKind.LENGTH, len(self.module))
@@ -329,7 +341,7 @@ class NNModuleVariable(VariableTracker):
         if type_lookup(cls, "__bool__") is MISSING:
             if length is MISSING:
                 return True
-            if any(length is vars(c).get("__len__") for c in _CONTAINERS):
+            if any(length is vars(c).get("__len__") for c in (*_CONTAINERS, nn.ParameterList)):
                 return bool(self._children(tx))
         unsupported(f"truth value of module {cls.__name__} (it defines __bool__ or __len__)")
 
@@ -400,6 +412,8 @@ class NNModuleVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES:
             return self._members(tx, name, args, kwargs)
+        if name == "__len__" and is_parameter_list(self.module):
+            return ConstantVariable(len(self._children(tx)))
         if isinstance(self.module, _CONTAINERS):
             if name == "__len__":
                 return ConstantVariable(len(self._children(tx)))
@@ -495,9 +509,9 @@ class NNModuleVariable(VariableTracker):
             return call_opaque_module(tx, self, args, kwargs, why)
         leaf = LEAF_MODULES.get(cls)
         if leaf is not None:
-            if kwargs or not 1 <= len(args) <= _LEAF_ARITY.get(cls, 1):
+            if kwargs or not 1 <= len(args) <= LEAF_ARITY.get(cls, 1):
                 unsupported(f"{cls.__name__} called with {len(args)} args and {list(kwargs)}")
-            return leaf(tx, self, _Settings(tx, self), *args)
+            return leaf(tx, self, LeafSettings(tx, self), *args)
         if cls.__module__.startswith("torch.nn"):
             why = builtin_forward_refusal(m)
             if why is not None:
@@ -514,55 +528,6 @@ class NNModuleVariable(VariableTracker):
     def identity_object(self):
         self.require_identity()
         return self.module
-
-
-def builtin_module_owner(fn) -> type | None:
-    """The torch.nn module class whose own __dict__ holds the function `fn` (`nn.Embedding.forward`,
-    `nn.Conv1d._conv_forward`), else None. Such a function is reached from a subclass's
-    `super().forward(x)` or as `nn.Embedding.forward(self, x)`: it is a method of the module, never
-    a torch function to put in the graph by name (its module path names no such function, and the
-    parameters it reads would be hidden from the backend, so they would get no gradient)."""
-    if not isinstance(fn, types.FunctionType) or not (fn.__module__ or "").startswith("torch.nn"):
-        return None
-    owner_path, _, name = fn.__qualname__.rpartition(".")
-    owner = sys.modules.get(fn.__module__)
-    for part in owner_path.split(".") if owner_path else ():
-        owner = getattr(owner, part, None)
-    if isinstance(owner, type) and issubclass(owner, nn.Module) and vars(owner).get(name) is fn:
-        return owner
-    return None
-
-
-class BuiltinModuleMethodVariable(CallableVariable):
-    """A function of a built-in module class (builtin_module_owner), read through a source that the
-    builder guards by identity. Calling a leaf module's `forward` with a module of that class (or a
-    subclass: `super().forward(x)`) is that leaf's op, exactly as calling a plain instance is
-    (LEAF_MODULES: the parameters are graph inputs, read through the module's source). Any other
-    function of the class, called with a module of it, is inlined (builtin_forward_refusal says
-    which modules are not: a graph break where it is called, with its name)."""
-
-    def __init__(self, fn, owner: type, source=None):
-        super().__init__(fn, source)
-        self.owner = owner
-
-    def call_function(self, tx, args, kwargs):
-        cls, name = self.owner, self.fn.__name__
-        leaf = LEAF_MODULES.get(cls) if name == "forward" else None
-        if not args or not isinstance(args[0], NNModuleVariable) or not isinstance(args[0].module, cls):
-            unsupported(f"{cls.__name__}.{name} called with {args[0] if args else 'no arguments'}")
-        if leaf is None:
-            # Outside the leaf table: inlined as the module's own forward is (builtin_forward_refusal).
-            why = builtin_forward_refusal(args[0].module, cls)
-            if why is not None:
-                unsupported(f"{cls.__name__}.{name} of built-in module {cls.__name__} is not traced: {why}")
-            return tx.call(UserFunctionVariable(self.fn, self.source), args, kwargs)
-        mv, rest = args[0], args[1:]
-        if kwargs or not 1 <= len(rest) <= _LEAF_ARITY.get(cls, 1):
-            unsupported(f"{cls.__name__}.forward called with {len(rest)} args and {list(kwargs)}")
-        return leaf(tx, mv, _Settings(tx, mv), *rest)
-
-    def __repr__(self):
-        return f"BuiltinModuleMethodVariable({self.fn.__qualname__})"
 
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
@@ -582,12 +547,3 @@ def wrap_module(tx, value, source, g):
     if tx.output.modules_by_identity:
         mv.require_identity()
     return mv
-
-
-def wrap_builtin_module_method(tx, value, source, g):
-    """nn.Embedding.forward (super().forward(x)): a method, not a torch op."""
-    owner = builtin_module_owner(value)
-    if owner is None:
-        return None
-    g(GuardKind.ID_MATCH, value)
-    return BuiltinModuleMethodVariable(value, owner, source)
