@@ -111,7 +111,7 @@ class Config:
             _C._set_cache_limit(value)
         super().__setattr__(name, value)
         if name == "trace_dir":
-            from . import trace_log
+            from .runtime import trace_log
 
             trace_log.configure(value)
 

@@ -83,12 +83,12 @@ def _has_dynamo_mark(attribute: str, mark: str) -> Callable:
 
 _OG, _TENSOR, _FAKE = "tracer.output_graph", "tracer.variables.tensor", "tracer.fake_shapes"
 _DIST, _FSDP, _HOOKS = "tracer.variables.distributed", "tracer.variables.fsdp2", "tracer.variables.module_hooks"
-_NN, _WRAP, _BACK = "tracer.variables.nn_module", "module_wrapper", "backends"
+_NN, _WRAP, _BACK = "tracer.variables.nn_module", "frontend.module_wrapper", "backends"
 _SYM = "torch.fx.experimental.symbolic_shapes."
 
 ROWS: tuple[Row, ...] = (
     # --- torch._C: grad/inference mode, the tensor base class, API-usage logging -------------------
-    _r("torch._C.TensorBase", _TENSOR, "process_lived", "trace_rules",
+    _r("torch._C.TensorBase", _TENSOR, "guard.process_lived", "frontend.trace_rules",
        note="the C tensor type whose methods are torch's own (trace rules, identity guards)"),
     _r("torch._C._InferenceMode", _OG),
     _r("torch._C._log_api_usage_once", "testing.stochastic_depth", _TENSOR),
@@ -112,7 +112,7 @@ ROWS: tuple[Row, ...] = (
     _r("torch.utils._pytree.tree_leaves", "tracer.variables.numpy_tensors"),
     _r("torch._numpy.ndarray", "tracer.variables.numpy_tensors",
        note="torch's numpy layer: a numpy array traced as a tensor runs its calls"),
-    _r("torch.utils._sympy.functions", "shape_guards"),
+    _r("torch.utils._sympy.functions", "guard.shape_guards"),
     _r("torch._dispatch.python.enable_python_dispatcher", _FAKE,
        note="around every fake op: 2.11 needs it for ops on symbolic sizes (a matmul asks numel())"),
     # --- isinstance checks torch writes in Python (instance_checks.py) ------------------------------
@@ -129,22 +129,22 @@ ROWS: tuple[Row, ...] = (
     _r("torch._custom_class_base.CustomClassBaseMeta", "torch_compat", releases=("2.14", "2.14"),
        note="custom_class_base()"),
     # --- fake tensors and symbolic shapes (every trace) ---------------------------------------------
-    _r("torch._subclasses.fake_tensor.FakeTensorMode", "disk_cache.entries", _FAKE),
+    _r("torch._subclasses.fake_tensor.FakeTensorMode", "pipeline.disk_cache.entries", _FAKE),
     _r("torch._subclasses.fake_tensor.DataDependentOutputException", "tracer.variables.opaque_calls"),
     _r("torch._subclasses.fake_tensor.DynamicOutputShapeException", "tracer.variables.opaque_calls"),
     _r("torch._guards.Source", _FAKE, note="subclassed: its fields are read as cached properties"),
     _r("torch._guards.GuardSource.LOCAL", _FAKE),
     _r("torch._guards.detect_fake_mode", _BACK),
-    _r(_SYM + "ShapeEnv", "disk_cache.entries", _FAKE),
-    _r(_SYM + "StatelessSymbolicContext", "disk_cache.entries", _FAKE),
-    _r(_SYM + "DimDynamic.DYNAMIC", "disk_cache.entries", _FAKE),
-    _r(_SYM + "DimDynamic.STATIC", "disk_cache.entries", _FAKE),
+    _r(_SYM + "ShapeEnv", "pipeline.disk_cache.entries", _FAKE),
+    _r(_SYM + "StatelessSymbolicContext", "pipeline.disk_cache.entries", _FAKE),
+    _r(_SYM + "DimDynamic.DYNAMIC", "pipeline.disk_cache.entries", _FAKE),
+    _r(_SYM + "DimDynamic.STATIC", "pipeline.disk_cache.entries", _FAKE),
     _r(_SYM + "DimDynamic.INFER_STRIDE", _FAKE),
     _r(_SYM + "GuardOnDataDependentSymNode", "tracer.variables.opaque_calls", "tracer.variables.symbolic"),
     _r(_SYM + "compute_unbacked_bindings", _FAKE),
     _r(_SYM + "constrain_range", _FAKE),
     _r(_SYM + "has_free_unbacked_symbols", _FAKE),
-    _r("torch.fx.experimental._config.get_hash", "disk_cache.keys"),
+    _r("torch.fx.experimental._config.get_hash", "pipeline.disk_cache.keys"),
     _r("torch.fx.passes.runtime_assert.insert_deferred_runtime_asserts", _FAKE),
     _r("torch.fx.passes.fake_tensor_prop.FakeTensorProp", _BACK),
     _r("torch.fx.passes.split_module.split_module", "backends.ddp_split"),
@@ -158,8 +158,8 @@ ROWS: tuple[Row, ...] = (
     _r("torch._functorch.compilers.nop", _BACK),
     _r("torch._functorch.config.get_hash", "backends.sharing"),
     _r("torch._functorch.config.patch", _BACK),
-    _r("torch._functorch", "trace_rules", note="a module-name prefix: code never intercepted"),
-    _r("torch._higher_order_ops", "trace_rules", note="a module-name prefix: code never intercepted"),
+    _r("torch._functorch", "frontend.trace_rules", note="a module-name prefix: code never intercepted"),
+    _r("torch._higher_order_ops", "frontend.trace_rules", note="a module-name prefix: code never intercepted"),
     _r("torch._inductor.compile_fx.compile_fx", _BACK),
     _r("torch._inductor.list_mode_options", "backends.modes"),
     _r("torch._inductor.config.get_config_copy", "backends.modes"),
@@ -168,18 +168,18 @@ ROWS: tuple[Row, ...] = (
     _r("torch._inductor.config.patch", _BACK),
     _r("torch._inductor.config.freezing", "backends.sharing"),
     _r("torch._inductor.config.triton.cudagraphs", "backends.static_inputs"),
-    _r("torch._inductor.runtime.cache_dir_utils.cache_dir", "trace_rules",
+    _r("torch._inductor.runtime.cache_dir_utils.cache_dir", "frontend.trace_rules",
        note="looked up in sys.modules only"),
     # --- torch._dynamo, read only where the user's code imported it -------------------------------------
     _r("torch._dynamo.is_compiling", _TENSOR),
     _r("torch._dynamo.external_utils.is_compiling", _TENSOR),
     _r("torch._dynamo.error_on_graph_break", "tracer.variables.dynamo_contexts"),
-    _r("torch.Tensor._dynamo_dynamic_indices", "dynamic",
+    _r("torch.Tensor._dynamo_dynamic_indices", "frontend.dynamic",
        check=_has_dynamo_mark("_dynamo_dynamic_indices", "mark_dynamic"),
        note="set by torch._dynamo.mark_dynamic; honoured as our own marks"),
-    _r("torch.Tensor._dynamo_weak_dynamic_indices", "dynamic",
+    _r("torch.Tensor._dynamo_weak_dynamic_indices", "frontend.dynamic",
        check=_has_dynamo_mark("_dynamo_weak_dynamic_indices", "maybe_mark_dynamic")),
-    _r("torch.Tensor._dynamo_static_indices", "dynamic",
+    _r("torch.Tensor._dynamo_static_indices", "frontend.dynamic",
        check=_has_dynamo_mark("_dynamo_static_indices", "mark_static")),
     _r("torch.Tensor._dynamo_static_input_type", "backends.static_inputs",
        check=lambda torch: _marked_static_address(torch)),
@@ -199,12 +199,12 @@ ROWS: tuple[Row, ...] = (
     _r("torch.distributed.fsdp._fully_shard._fsdp_state", _FSDP),
     _r("torch.nn.parallel.distributed.DistributedDataParallel._get_active_ddp_module", "backends.ddp_split"),
     # --- nn.Module's and Tensor's underscore members ---------------------------------------------------
-    _r("torch.nn.Module._parameters", "disk_cache.graph_codec", "fast_sources", "tracer.variables.built_modules",
+    _r("torch.nn.Module._parameters", "pipeline.disk_cache.graph_codec", "guard.fast_sources", "tracer.variables.built_modules",
        _FSDP, _NN, "tracer.variables.opaque_calls",
        check=lambda torch: hasattr(torch.nn.Module(), "_parameters")),
-    _r("torch.nn.Module._buffers", "disk_cache.graph_codec", "fast_sources", "tracer.variables.built_modules",
+    _r("torch.nn.Module._buffers", "pipeline.disk_cache.graph_codec", "guard.fast_sources", "tracer.variables.built_modules",
        _NN, "tracer.variables.opaque_calls", check=lambda torch: hasattr(torch.nn.Module(), "_buffers")),
-    _r("torch.nn.Module._modules", "disk_cache.graph_codec", "fast_sources", _NN, "tracer.variables.opaque_calls",
+    _r("torch.nn.Module._modules", "pipeline.disk_cache.graph_codec", "guard.fast_sources", _NN, "tracer.variables.opaque_calls",
        check=lambda torch: hasattr(torch.nn.Module(), "_modules")),
     *(_r(f"torch.nn.Module.{name}", _FSDP, _HOOKS, check=lambda torch, n=name: hasattr(torch.nn.Module(), n))
       for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")),
@@ -219,8 +219,8 @@ ROWS: tuple[Row, ...] = (
     *(_r(f"torch.nn.Module.{name}", _WRAP, note="overridden by the compiled module's class")
       for name in ("_apply", "_call_impl", "_get_name", "_load_from_state_dict", "_save_to_state_dict",
                    "_replicate_for_data_parallel")),
-    _r("torch.nn.RNNBase._flat_weights", "proxies", check=lambda torch: hasattr(torch.nn.LSTM(1, 1), "_flat_weights")),
-    _r("torch.nn.RNNBase._flat_weight_refs", "proxies",
+    _r("torch.nn.RNNBase._flat_weights", "frontend.proxies", check=lambda torch: hasattr(torch.nn.LSTM(1, 1), "_flat_weights")),
+    _r("torch.nn.RNNBase._flat_weight_refs", "frontend.proxies",
        check=lambda torch: hasattr(torch.nn.LSTM(1, 1), "_flat_weight_refs")),
     _r("torch.Tensor._cdata", "backends.sharing", "backends.static_inputs", _TENSOR),
     _r("torch.Tensor._is_view", _TENSOR),

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import proxies  # noqa: E402
+from torch_jit_cache.frontend import proxies  # noqa: E402
 from torch_jit_cache.testing import CompileCounterWithBackend  # noqa: E402
 
 from context_helpers import Recording  # noqa: E402

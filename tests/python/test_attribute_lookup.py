@@ -20,8 +20,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.attribute_lookup import Where, lookup  # noqa: E402
-from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
+from torch_jit_cache.guard.attribute_lookup import Where, lookup  # noqa: E402
+from torch_jit_cache.pipeline.convert_frame import FullGraphError  # noqa: E402
 
 
 

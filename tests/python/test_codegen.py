@@ -11,12 +11,13 @@ import bytecode
 import pytest
 
 import torch_jit_cache as tjc
-from torch_jit_cache import codegen, runtime
-from torch_jit_cache.codegen import CodegenError, build_transformed_code, format_code
-from torch_jit_cache.sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource,
-                                     LocalSource)
-from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, EffectKind, GraphOutput, ListOutput,
-                                          SideEffect, SourceOutput, TupleOutput)
+from torch_jit_cache.pipeline import codegen
+from torch_jit_cache import runtime
+from torch_jit_cache.pipeline.codegen import CodegenError, build_transformed_code, format_code
+from torch_jit_cache.guard.sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource,
+                                           LocalSource)
+from torch_jit_cache.guard.trace_result import (ConstantOutput, DictOutput, EffectKind, GraphOutput, ListOutput,
+                                                SideEffect, SourceOutput, TupleOutput)
 
 SCALE = 7
 
@@ -474,7 +475,7 @@ def test_format_code_is_stable_text():
 def test_importing_codegen_backends_and_testing_does_not_import_torch():
     import subprocess
 
-    script = ("import sys, torch_jit_cache.codegen, torch_jit_cache.backends, torch_jit_cache.testing; "
+    script = ("import sys, torch_jit_cache.pipeline.codegen, torch_jit_cache.backends, torch_jit_cache.testing; "
               "assert 'torch' not in sys.modules, 'torch was imported'")
     repo = __import__("pathlib").Path(__file__).resolve().parents[2]   # this checkout's package
     subprocess.run([sys.executable, "-c", script], check=True, cwd=repo)

@@ -3,7 +3,8 @@ the cache limit (config.py, csrc/common/runtime_state.h)."""
 import pytest
 
 import torch_jit_cache as tjc
-from torch_jit_cache import _C, counters, runtime
+from torch_jit_cache import _C, runtime
+from torch_jit_cache.runtime import counters
 
 
 def test_pipeline_counters_merge_into_the_users_view():

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.disk_cache import entries  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import entries  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,7 +27,7 @@ import torch
 import torch_jit_cache as tjc
 
 if os.environ.get("STALE_VERSION"):
-    import torch_jit_cache.disk_cache.keys as dc
+    import torch_jit_cache.pipeline.disk_cache.keys as dc
     dc.__version__ = "0.0.0-stale"
 
 SCALE = float(os.environ.get("SCALE", "2"))

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from torch_jit_cache.disk_cache import keys  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import keys  # noqa: E402
 
 PACKAGE = keys.PACKAGE_ROOT
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.dynamic import DynamicMarkError  # noqa: E402
+from torch_jit_cache.frontend.dynamic import DynamicMarkError  # noqa: E402
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 

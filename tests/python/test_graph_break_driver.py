@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_jit_cache.dynamic import DynamicPolicy  # noqa: E402
+from torch_jit_cache.frontend.dynamic import DynamicPolicy  # noqa: E402
 from torch_jit_cache.graph_break import driver  # noqa: E402
-from torch_jit_cache.trace_result import BreakOutput, Unsupported  # noqa: E402
+from torch_jit_cache.guard.trace_result import BreakOutput, Unsupported  # noqa: E402
 
 PACKAGE = pathlib.Path(driver.__file__).resolve().parents[1]
 

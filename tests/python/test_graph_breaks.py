@@ -19,7 +19,7 @@ np = pytest.importorskip("numpy")   # with torch; the torch-free debug venv (hun
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import graph_break  # noqa: E402
-from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
+from torch_jit_cache.pipeline.convert_frame import FullGraphError  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 from context_helpers import check_graphs_and_breaks, run_counting_breaks  # noqa: E402

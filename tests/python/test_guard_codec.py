@@ -18,12 +18,13 @@ pytestmark = pytest.mark.torch
 from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
 
 import guard_codec_helpers as helpers  # noqa: E402
-from torch_jit_cache import _C, guards  # noqa: E402
-from torch_jit_cache.disk_cache import keys  # noqa: E402
-from torch_jit_cache.disk_cache.guard_codec import Codec, StoreContext  # noqa: E402
-from torch_jit_cache.disk_cache.names import Mismatch, NotStored  # noqa: E402
-from torch_jit_cache.sources import LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import GuardKind, GuardSpec  # noqa: E402
+from torch_jit_cache import _C
+from torch_jit_cache.guard import tree as guards  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import keys  # noqa: E402
+from torch_jit_cache.guard.guard_codec import Codec, StoreContext  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache.names import Mismatch, NotStored  # noqa: E402
+from torch_jit_cache.guard.sources import LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec  # noqa: E402
 
 X, Y = LocalSource("x"), LocalSource("y")
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

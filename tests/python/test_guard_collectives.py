@@ -16,7 +16,7 @@ import torch.distributed as dist  # noqa: E402
 from torch_jit_cache.testing.ranks import free_ports, run_ranks, scenario  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import guard_collectives  # noqa: E402
+from torch_jit_cache.runtime import guard_collectives  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 

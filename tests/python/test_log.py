@@ -11,7 +11,7 @@ import pytest
 
 
 import torch_jit_cache as tjc
-from torch_jit_cache import log
+from torch_jit_cache.runtime import log
 from torch_jit_cache.config import config
 
 

@@ -14,7 +14,8 @@ import weakref
 
 import pytest
 
-from torch_jit_cache import _C, process_lived
+from torch_jit_cache import _C
+from torch_jit_cache.guard import process_lived
 
 
 class UserKey:

@@ -16,11 +16,11 @@ torch = pytest.importorskip("torch")
 from torch.utils._sympy import functions as tf  # noqa: E402
 
 from torch_jit_cache import _C  # noqa: E402
-from torch_jit_cache.guards import GuardBuilder, build_guards  # noqa: E402
-from torch_jit_cache.shape_guards import (  # noqa: E402
-    ShapeGuards, SymbolBinding, UnsupportedShapeGuard, compile_expr, operands)
-from torch_jit_cache.sources import AttrSource, LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import GuardKind, GuardSpec  # noqa: E402
+from torch_jit_cache.guard.tree import GuardBuilder, build_guards  # noqa: E402
+from torch_jit_cache.guard.shape_guards import (  # noqa: E402
+          ShapeGuards, SymbolBinding, UnsupportedShapeGuard, compile_expr, operands)
+from torch_jit_cache.guard.sources import AttrSource, LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import stance  # noqa: E402
+from torch_jit_cache.frontend import stance  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]

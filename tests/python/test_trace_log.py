@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import trace_log  # noqa: E402
+from torch_jit_cache.runtime import trace_log  # noqa: E402
 from torch_jit_cache.config import config  # noqa: E402
 
 pytestmark = pytest.mark.torch

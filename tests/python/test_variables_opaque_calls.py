@@ -17,7 +17,8 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import proxies, runtime  # noqa: E402
+from torch_jit_cache.frontend import proxies
+from torch_jit_cache import runtime  # noqa: E402
 from torch_jit_cache.testing import CompileCounterWithBackend  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 

@@ -23,7 +23,7 @@ from bytecode import CellVar, FreeVar, Instr
 from .versions import FACTS
 
 if TYPE_CHECKING:
-    from ..sources import Source
+    from ..guard.sources import Source
 
 __all__ = ["CodegenError", "Emitter", "argument_names", "attr_arg", "emitted_jump", "temps", "CLOSURE_FLAG",
            "DEFAULTS_FLAG", "KWDEFAULTS_FLAG", "ANNOTATIONS_FLAG"]

@@ -24,8 +24,8 @@ import torch
 
 from .. import tracer
 from ..bytecode.analysis import BreakRefused
-from ..trace_result import (BreakOutput, FloatSymbolGuard, TraceBudgetExceeded, TraceResult, Unsupported,
-                            drop_tracebacks)
+from ..guard.trace_result import (BreakOutput, FloatSymbolGuard, TraceBudgetExceeded, TraceResult, Unsupported,
+                                  drop_tracebacks)
 from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak
 from .passing import PassingOver
 from .plan import plan_break

@@ -11,7 +11,7 @@ import json
 import os
 import re
 
-from ..trace_log import VERSION
+from ..runtime.trace_log import VERSION
 
 
 @dataclasses.dataclass

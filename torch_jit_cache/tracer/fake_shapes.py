@@ -38,9 +38,9 @@ import threading
 
 import torch
 
-from ..dynamic import DynamicMarkError
-from ..sources import Source
-from ..trace_result import FloatSymbolGuard, Unsupported
+from ..frontend.dynamic import DynamicMarkError
+from ..guard.sources import Source
+from ..guard.trace_result import FloatSymbolGuard, Unsupported
 
 
 def _torch_source(source: Source):
@@ -261,7 +261,7 @@ class FakeShapes:
         TENSOR_MATCH leaves to it: guards.py)."""
         import sympy
 
-        from ..shape_guards import ShapeGuards, SymbolBinding
+        from ..guard.shape_guards import ShapeGuards, SymbolBinding
 
         env = self.shape_env
         bindings: dict = {}          # symbol -> SymbolBinding

@@ -19,8 +19,8 @@ import torch.fx
 
 from ..config import config
 from ..backends import static_inputs, tracing_for_eager
-from ..sources import Source
-from ..trace_result import GuardKind, GuardSpec, TraceBudgetExceeded, Unsupported
+from ..guard.sources import Source
+from ..guard.trace_result import GuardKind, GuardSpec, TraceBudgetExceeded, Unsupported
 from .side_effects import SideEffects
 
 # In-place operators emitted as call_function nodes: registering them keeps dead-code elimination

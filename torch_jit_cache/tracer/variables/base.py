@@ -15,9 +15,9 @@ import types
 import torch
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
-from ...process_lived import holdable_key
-from ...sources import AttrSource
-from ...trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
+from ...guard.process_lived import holdable_key
+from ...guard.sources import AttrSource
+from ...guard.trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
 

@@ -10,8 +10,8 @@ import weakref
 
 import torch
 
-from ...sources import AttrSource, LocalSource
-from ...trace_result import ConstantOutput, GuardKind, SourceOutput
+from ...guard.sources import AttrSource, LocalSource
+from ...guard.trace_result import ConstantOutput, GuardKind, SourceOutput
 from .base import MethodVariable, TracedRaise, VariableTracker, traced, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)

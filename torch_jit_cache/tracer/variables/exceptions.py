@@ -23,9 +23,9 @@ from __future__ import annotations
 import sys
 import types
 
-from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
-from ...trace_result import Unsupported
+from ...guard.sources import AttrSource
+from ...guard.trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
+from ...guard.trace_result import Unsupported
 from .base import TRACED_RAISES, TracedRaise, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable

@@ -47,8 +47,8 @@ import itertools
 import torch
 
 from ... import backends
-from ...sources import AttrSource, ComputedSource, ItemSource
-from ...trace_result import GuardKind
+from ...guard.sources import AttrSource, ComputedSource, ItemSource
+from ...guard.trace_result import GuardKind
 from .base import unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable

@@ -11,11 +11,11 @@ import sys
 import traceback
 import types
 
-from ...proxies import is_allowed_in_graph
-from ...sources import AttrSource, GlobalSource, ItemSource
-from ...trace_rules import functorch_transform
-from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
-                             TupleOutput, bound_method, function_of)
+from ...frontend.proxies import is_allowed_in_graph
+from ...guard.sources import AttrSource, GlobalSource, ItemSource
+from ...frontend.trace_rules import functorch_transform
+from ...guard.trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
+                                   TupleOutput, bound_method, function_of)
 from . import function_attributes
 from .base import CallableVariable, VariableTracker, is_static_type, unsupported
 from .constant import ConstantVariable

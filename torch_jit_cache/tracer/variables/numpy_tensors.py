@@ -31,8 +31,8 @@ import warnings
 import torch
 import torch.utils._pytree as pytree
 
-from ...sources import AttrSource, ComputedSource
-from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
+from ...guard.sources import AttrSource, ComputedSource
+from ...guard.trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListVariable, TupleVariable

@@ -28,9 +28,9 @@ import torch.nn as nn
 from torch.utils._pytree import tree_map_only
 
 from ...backends import tracing_for_eager
-from ...proxies import DERIVED_ATTRIBUTES, builtin_opaque_reason, function_proxy, module_proxy, preserving_derived_state
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind
+from ...frontend.proxies import DERIVED_ATTRIBUTES, builtin_opaque_reason, function_proxy, module_proxy, preserving_derived_state
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind
 from .base import unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable

@@ -27,8 +27,8 @@ import types
 
 import torch
 
-from ...attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
-from ...sources import AttrSource
+from ...guard.attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
+from ...guard.sources import AttrSource
 from . import regex_values
 from .base import MethodVariable, unsupported
 from .user_object import UserObjectVariable

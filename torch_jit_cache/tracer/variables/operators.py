@@ -7,8 +7,8 @@ from __future__ import annotations
 import operator
 import types
 
-from ...attribute_lookup import MISSING, type_lookup
-from ...trace_result import GuardKind
+from ...guard.attribute_lookup import MISSING, type_lookup
+from ...guard.trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, ListVariable

@@ -19,11 +19,11 @@ import types
 import torch
 
 from ...backends import static_inputs
-from ...attribute_lookup import Where, lookup
-from ...shape_guards import SymbolBinding
-from ...sources import AttrSource
-from ...trace_result import GuardKind, Unsupported
-from ...trace_rules import functorch_transform, torch_callable_effect
+from ...guard.attribute_lookup import Where, lookup
+from ...guard.shape_guards import SymbolBinding
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind, Unsupported
+from ...frontend.trace_rules import functorch_transform, torch_callable_effect
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable

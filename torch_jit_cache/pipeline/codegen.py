@@ -37,16 +37,16 @@ from typing import Any, Callable, Sequence
 import bytecode
 from bytecode import CellVar, FreeVar, Instr
 
-from . import runtime
-from .bytecode.emitter import (ANNOTATIONS_FLAG, CLOSURE_FLAG, DEFAULTS_FLAG, KWDEFAULTS_FLAG, CodegenError, Emitter,
-                               argument_names)
-from .bytecode.versions import FACTS, PYTHON, VERSIONS
-from .graph_break.emit import emit_break
-from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
-                           EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
-                           ObjectOutput,
-                           SourceOutput, SuperOutput, TupleOutput, call_with, parts, replay_set_method, walk)
+from .. import runtime
+from ..bytecode.emitter import (ANNOTATIONS_FLAG, CLOSURE_FLAG, DEFAULTS_FLAG, KWDEFAULTS_FLAG, CodegenError, Emitter,
+                                argument_names)
+from ..bytecode.versions import FACTS, PYTHON, VERSIONS
+from ..graph_break.emit import emit_break
+from ..guard.sources import Source
+from ..guard.trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
+                                  EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
+                                  ObjectOutput,
+                                  SourceOutput, SuperOutput, TupleOutput, call_with, parts, replay_set_method, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError", "argument_names"]
 

@@ -26,9 +26,9 @@ import math
 import sys
 import types
 
-from ..trace_result import GuardKind
-from .keys import code_digest_hex
-from .names import Mismatch, NotStored, is_constant, name_of, rebind
+from .trace_result import GuardKind
+from ..pipeline.disk_cache.keys import code_digest_hex
+from ..pipeline.disk_cache.names import Mismatch, NotStored, is_constant, name_of, rebind
 
 
 @dataclasses.dataclass

@@ -2,7 +2,7 @@
 marks of its placeholders."""
 from __future__ import annotations
 
-from ..backends import static_inputs
+from ...backends import static_inputs
 from .names import NotStored, is_constant, name_of, rebind
 
 # call_module: a module called opaquely, through the proxy the graph holds (proxies.py), made again

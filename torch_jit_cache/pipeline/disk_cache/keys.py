@@ -37,8 +37,8 @@ import sys
 import time
 import types
 
-from .. import __version__
-from ..config import config
+from ...version import __version__
+from ...config import config
 
 FORMAT = 5   # 3: guards stored by their kind's codec (TENSOR_MATCH by its leaf's state); 4: outputs,
              # side effects and graph breaks as data (output_codec); 5: what stats() counted ("made")
@@ -153,7 +153,7 @@ def global_state() -> dict:
     """The state a GLOBAL_STATE leaf made now compares with, read by the leaf itself (csrc
     GlobalStateFacts): the entry's guard tree is built on load, where it records the state of that
     moment, so the state the graph was compiled under is compared with it first."""
-    from .. import _C
+    from ... import _C
     return _C.global_state_state()
 
 

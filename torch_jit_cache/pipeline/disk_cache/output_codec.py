@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 import types
 
-from ..graph_break import plan_break
-from ..sources import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput,
-                            EffectKind, EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
-                            ModeSwitch, ObjectOutput, SideEffect, SourceOutput, SuperOutput, TupleOutput)
+from ...graph_break import plan_break
+from ...guard.sources import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource
+from ...guard.trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput,
+                                   EffectKind, EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
+                                   ModeSwitch, ObjectOutput, SideEffect, SourceOutput, SuperOutput, TupleOutput)
 from .names import NAME_TAGS, Mismatch, NotStored, is_constant, name_of, rebind
 
 # Sources whose fields are names and constants alone (a ComputedSource holds a function).

@@ -52,7 +52,7 @@ import weakref
 
 from torch import nn
 
-from . import _C
+from .. import _C
 
 # compile()'s options that a copy is made with, read back from the FrameCompiler.
 _OPTIONS = ("backend", "fullgraph", "dynamic", "cache_limit", "mode", "options")

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import log, runtime, trace_log
+from . import log, trace_log
+from .. import runtime
 
 # The compile pipeline's counters (convert_frame bumps them through count()).
 PIPELINE = {

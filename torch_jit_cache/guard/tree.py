@@ -19,8 +19,9 @@ import dataclasses
 import weakref
 from typing import Callable
 
-from . import _C, process_lived, runtime, shape_guards as _shape_guards
-from .disk_cache.guard_codec import CONSTANT, NOTHING, OBJECT, SOURCE, TENSOR, Codec, StoreContext
+from .. import _C, runtime
+from . import process_lived, shape_guards as _shape_guards
+from .guard_codec import CONSTANT, NOTHING, OBJECT, SOURCE, TENSOR, Codec, StoreContext
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
 

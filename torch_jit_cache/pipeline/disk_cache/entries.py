@@ -9,12 +9,16 @@ import tempfile
 import time
 import weakref
 
-from .. import codegen, counters, graph_break, log, proxies, runtime, trace_log
-from ..backends import modes
-from ..config import config
-from ..sources import Source
-from ..trace_result import BreakOutput, GuardKind, has_tensor_work
-from . import guard_codec, graph_codec, keys, output_codec
+from .. import codegen
+from ...runtime import counters, log, trace_log
+from ... import graph_break, runtime
+from ...frontend import proxies
+from ...backends import modes
+from ...config import config
+from ...guard.sources import Source
+from ...guard.trace_result import BreakOutput, GuardKind, has_tensor_work
+from ...guard import guard_codec
+from . import graph_codec, keys, output_codec
 from .names import Mismatch, NotStored
 
 MAGIC = b"TJCDISK1"
@@ -38,7 +42,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
     files = {frame.f_code.co_filename}
     outputs = output_codec.encode(result.output, result.side_effects, frame.f_code, files)
     import torch
-    from ..backends import has_symbolic_sizes
+    from ...backends import has_symbolic_sizes
     for t in result.example_inputs:
         if not isinstance(t, torch.Tensor):
             raise NotStored(f"a {type(t).__name__} graph input (a symbolic int)")
@@ -49,7 +53,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
     for source in [*rewritten.graph_inputs, *(s for g in rewritten.guards for s in (g.source, g.value)
                                               if isinstance(s, Source))]:
         output_codec.check_source(source)
-    from ..guards import encode_guard
+    from ...guard.tree import encode_guard
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     dynamic = shape_guards.dynamic_dims() if shape_guards is not None else {}
     context = guard_codec.StoreContext(files, identities, dynamic)
@@ -294,7 +298,7 @@ def _remove(path: str) -> None:
 
 def _load_entry(compiler, frame, entry, resolve):
     global last_loaded
-    from ..guards import build_guards, decode_guard
+    from ...guard.tree import build_guards, decode_guard
 
     if entry["global_state"] != keys.global_state():
         raise Mismatch("torch's global state differs")

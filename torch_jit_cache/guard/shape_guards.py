@@ -220,7 +220,7 @@ def compile_expr(expr, symbol_index: Mapping[Any, int]) -> tuple[tuple[str, int]
             emit(kind, pops=2)
 
     walk(expr)
-    from . import _C
+    from .. import _C
 
     if depth[1] > _C._shape_program_max_depth:
         raise UnsupportedShapeGuard(f"shape guard too deeply nested ({depth[1]} > {_C._shape_program_max_depth}): {expr}")
