@@ -33,7 +33,7 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
     `dynamic`: None (default), shapes start static and a dimension whose size changes between
     compiles is traced as a symbol from then on; True, every dimension of the tensors the frame
     is called with is a symbol from the first compile; False, shapes are always static (each new
-    size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (dynamic.py) refine it.
+    size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (frontend/dynamic.py) refine it.
 
     `mode` ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs") or
     `options` (inductor config names to values), not both, with backend="inductor": as
@@ -210,7 +210,7 @@ def disable(fn):
 def reset():
     """Restore a fresh process's state for everything the compiler decides from: drop every cache
     entry and what each compile() call remembers per code (automatic-dynamic sizes, skip and
-    run-only decisions), zero every counter, turn guard collectives off (process_state.py lists
+    run-only decisions), zero every counter, turn guard collectives off (runtime/process_state.py lists
     what is dropped and what is kept: the user's settings and the disk cache). Safe while compiled
     frames run."""
     process_state.reset()
@@ -218,7 +218,7 @@ def reset():
 
 def stats() -> dict:
     """hits, misses, compiles, recompiles, evictions, fallbacks, graphs, graph_breaks, ...
-    (each counter's meaning: torch_jit_cache/counters.py)."""
+    (each counter's meaning: torch_jit_cache/runtime/counters.py)."""
     return counters.snapshot()
 
 

@@ -2,7 +2,7 @@
 //
 // Python objects share ownership of their C++ node (std::shared_ptr holders): asking twice for a
 // source returns the same Python object while it lives, and a child's wrapper keeps its subtree
-// alive after the root's wrapper is gone (seeds 002, 003). C++ statuses become Python exceptions
+// alive after the root's wrapper is gone. C++ statuses become Python exceptions
 // here: TypeError statuses (guard_errors.h) as TypeError, the rest through throw_if_error.
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>

@@ -1,4 +1,4 @@
-"""attribute_lookup.py and the tracer's attribute reads: Python's order, on random class layouts.
+"""guard/attribute_lookup.py and the tracer's attribute reads: Python's order, on random class layouts.
 
 The property test builds a class pair (Base, Sub) where the name `a` may be defined, with colliding
 definitions, as a class value, method, property, staticmethod, classmethod, __slots__ member, data

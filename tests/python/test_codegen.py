@@ -1,4 +1,4 @@
-"""codegen.py by round trips: build the transformed code, run it through the real runtime, and
+"""pipeline/codegen.py by round trips: build the transformed code, run it through the real runtime, and
 compare what it returns with the structure the output spec describes.
 
 Torch-free (a plain Python callable stands in for the compiled graph): runs on 3.11, 3.12, 3.13.
@@ -263,7 +263,7 @@ def test_a_spec_reached_twice_is_one_object_and_equal_specs_are_two():
     def f(x):
         return x
 
-    shared = ListOutput((GraphOutput(0),))   # one list reached three times (trace_result.py)
+    shared = ListOutput((GraphOutput(0),))   # one list reached three times (guard/trace_result.py)
     spec = TupleOutput((shared, DictOutput((("l", shared),)), shared,
                         ListOutput((GraphOutput(0),)), ListOutput((GraphOutput(0),))))
     code = build(f, Recorder(), [LocalSource("x")], spec)

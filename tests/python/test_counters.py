@@ -1,4 +1,4 @@
-"""counters.py: the one home of the counters tjc.stats() reports, and the one default and ranking of
+"""runtime/counters.py: the one home of the counters tjc.stats() reports, and the one default and ranking of
 the cache limit (config.py, csrc/common/runtime_state.h)."""
 import pytest
 

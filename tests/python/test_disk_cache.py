@@ -1,4 +1,4 @@
-"""The on-disk cache (torch_jit_cache/disk_cache/): one process stores, a later one loads untraced.
+"""The on-disk cache (torch_jit_cache/pipeline/disk_cache/): one process stores, a later one loads untraced.
 
 Each test runs child processes on one script (the key includes the script's path and code) with
 TJC_CACHE_DIR in the test's temporary folder; conftest.py keeps the cache off everywhere else.

@@ -1,6 +1,6 @@
 """The on-disk cache with what real models make: graph breaks and their resume functions, side
 effects, HuggingFace-style wrappers returning ModelOutputs, several entries per code
-(torch_jit_cache/disk_cache/output_codec.py).
+(torch_jit_cache/pipeline/disk_cache/output_codec.py).
 
 A cold child process compiles a list of scenarios and stores their entries; a warm one, sharing
 the cache folder, must load them all without a trace and give eager's results, and a warm one

@@ -1,7 +1,7 @@
-"""Output specs and side effects as stored (torch_jit_cache/disk_cache/output_codec.py): decoded
+"""Output specs and side effects as stored (torch_jit_cache/pipeline/disk_cache/output_codec.py): decoded
 specs equal the encoded ones and keep their identities; what cannot be stored exactly is refused;
-names re-bound on load reach the very objects they named (disk_cache/names.py), and a code guarded
-by its content loads only for that content (disk_cache/guard_codec.py)."""
+names re-bound on load reach the very objects they named (pipeline/disk_cache/names.py), and a code guarded
+by its content loads only for that content (pipeline/disk_cache/guard_codec.py)."""
 import collections
 import functools
 import pickle
@@ -162,8 +162,7 @@ def test_a_code_guarded_by_content_loads_only_for_that_content():
     # C['func'].__code__ (a decorated function held by its wrapper's closure, guarded by its code):
     # stored as the code's file, qualname, first line and digest; on load the frame's code there
     # must be such a code, which the loaded guard then holds.
-    from torch_jit_cache.guard.guard_codec import StoreContext
-    from torch_jit_cache.guard.tree import decode_guard, encode_guard
+    from torch_jit_cache.pipeline.disk_cache.guard_codec import StoreContext, decode_guard, encode_guard
     from torch_jit_cache.guard.sources import ClosureSource
     from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec
     source = AttrSource(ClosureSource("func"), "__code__")

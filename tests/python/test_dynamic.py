@@ -1,4 +1,4 @@
-"""Dynamic shapes (dynamic.py, tracer/fake_shapes.py): automatic dynamic after a size-caused
+"""Dynamic shapes (frontend/dynamic.py, tracer/fake_shapes.py): automatic dynamic after a size-caused
 recompile, compile(dynamic=True/False), mark_dynamic / maybe_mark_dynamic / mark_static, int
 arguments that change per call, symbolic sizes through the trace, and what the traces leave alive.
 

@@ -452,7 +452,7 @@ def test_graph_breaks_are_logged_once(caplog, monkeypatch):
 
     compiled = tjc.compile(fn, backend="eager")
     # The level is set here: an earlier test's caplog.at_level puts back the level the logger had
-    # before log.py's first handler set INFO, which would hide the INFO records from this test.
+    # before runtime/log.py's first handler set INFO, which would hide the INFO records from this test.
     with caplog.at_level("INFO", logger="torch_jit_cache"):
         for _ in range(3):
             compiled(torch.randn(2))

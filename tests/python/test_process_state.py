@@ -1,4 +1,4 @@
-"""tjc.reset() restores a fresh process's state (torch_jit_cache/process_state.py): the same programs
+"""tjc.reset() restores a fresh process's state (torch_jit_cache/runtime/process_state.py): the same programs
 compiled in rounds separated by reset() make the same counters, graphs and guards in every round
 and in a fresh process, with the disk cache off and on; every counter starts from zero; and every
 mutable container of the package is, after a compile and reset(), as a fresh process has it, or

@@ -1,4 +1,4 @@
-"""SYMBOLIC_SHAPES (shape_guards.py -> csrc/guards/shape_guards.h) and TENSOR_MATCH with dynamic dims.
+"""SYMBOLIC_SHAPES (guard/shape_guards.py -> csrc/guards/shape_guards.h) and TENSOR_MATCH with dynamic dims.
 
 Trees are built with GuardBuilder from real tensors and ints and checked against mappings of
 locals. The hypothesis tests compare the C++ verdict of random expressions with sympy's own

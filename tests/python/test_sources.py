@@ -1,4 +1,4 @@
-"""sources.py: every kind of Source means the same thing in each of its homes.
+"""guard/sources.py: every kind of Source means the same thing in each of its homes.
 
 For a table of example sources over a toy frame, the value from `load`, the value the emitted
 bytecode returns when the runtime runs it, and the value the C++ guard accessor reads (in mapping

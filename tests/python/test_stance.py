@@ -1,4 +1,4 @@
-"""tjc.set_stance (stance.py): force_eager, eager_on_recompile, fail_on_recompile, as a call, a
+"""tjc.set_stance (frontend/stance.py): force_eager, eager_on_recompile, fail_on_recompile, as a call, a
 context manager and a decorator; bad stances; what a stance keeps alive."""
 import weakref
 

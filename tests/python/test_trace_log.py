@@ -1,4 +1,4 @@
-"""trace_log.py: TJC_TRACE_DIR's structured trace, record by record.
+"""runtime/trace_log.py: TJC_TRACE_DIR's structured trace, record by record.
 
 Contracts tested: off by default (no file, no record, hooks pass through); one JSON-lines file per
 process, opened on the first record, starting with a "process" record and ending with the final

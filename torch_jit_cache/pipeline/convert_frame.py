@@ -87,7 +87,7 @@ class FrameCompiler:
     cache_owner: object = dataclasses.field(init=False, repr=False, compare=False)
     # explain(): called with a FrameReport for every frame compiled or run uncompiled.
     observer: object = dataclasses.field(default=None, repr=False, compare=False)
-    # Symbolic sizes (dynamic.py): None, automatic after a size-caused recompile; True, every
+    # Symbolic sizes (frontend/dynamic.py): None, automatic after a size-caused recompile; True, every
     # dimension of the frame's argument tensors from the first compile; False, never.
     dynamic: object = None
     _dynamic: object = dataclasses.field(init=False, repr=False, compare=False)
@@ -365,7 +365,7 @@ class FrameCompiler:
             gm.graph.owning_module = None
             return compiled
         # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
-        # what the swap leaves in their derived state is put back (proxies.py).
+        # what the swap leaves in their derived state is put back (frontend/proxies.py).
         with proxies.preserving_derived_state(gm.modules()):
             compiled = self._compile_whole_or_split(gm, example_inputs, pieces)
         # What the backend made (AOT-autograd's generated wrappers, whose code carries no
@@ -374,7 +374,7 @@ class FrameCompiler:
         compiled = runtime.without_interception(compiled)
         sharing.remember(key, compiled)
         # fx links the graph back to its GraphModule, a cycle only the collector frees; the
-        # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
+        # GraphModule holds the proxies of opaquely called modules (frontend/proxies.py) and with
         # them the modules' parameters, which must go when the entry does, by reference
         # counting, never by the collector. Nothing needs the link once the backend is done.
         gm.graph.owning_module = None
@@ -535,7 +535,7 @@ def _module_local_identities(frame, guards) -> list:
 @dataclasses.dataclass(frozen=True)
 class _RewrittenSources:
     """The trace's graph inputs, guards and shape guards, through nn.Module attributes rewritten
-    to read the modules' dicts instead (fast_sources.py)."""
+    to read the modules' dicts instead (guard/fast_sources.py)."""
     rewriter: SourceRewriter
     graph_inputs: list
     guards: list
@@ -583,7 +583,7 @@ def _shape_guards_after_backend(result, rewriter):
 
 def _transformed_code(frame, compiled, graph_inputs, result):
     """The code the entry runs: the graph call, the side effects, the return or the break with its
-    resume functions (codegen.py, graph_break/)."""
+    resume functions (pipeline/codegen.py, graph_break/)."""
     code = frame.f_code
     resume_fns = graph_break.resume_functions(code, frame.f_globals, result.output, config.max_resume_depth) \
         if isinstance(result.output, BreakOutput) else ()

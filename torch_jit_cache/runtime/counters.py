@@ -30,7 +30,7 @@ PIPELINE = {
     "unsupported": 0,   # frames that run uncompiled because they could not be compiled (or thrash)
     # graphs that used the backend's callable of an identical earlier graph (backends/sharing.py)
     "shared_backend_compiles": 0,
-    "disk_cache_hits": 0,    # entries loaded from the on-disk cache, untraced (disk_cache/)
+    "disk_cache_hits": 0,    # entries loaded from the on-disk cache, untraced (pipeline/disk_cache/)
     "disk_cache_stores": 0,  # entries written to the on-disk cache
     "disk_cache_skips": 0,   # codes skipped untraced: an earlier process found no tensor work
     "ddp_pieces": 0,    # pieces that graphs compiled under a DDP forward were cut into (backends/ddp_split.py)

@@ -17,8 +17,7 @@ from ...backends import modes
 from ...config import config
 from ...guard.sources import Source
 from ...guard.trace_result import BreakOutput, GuardKind, has_tensor_work
-from ...guard import guard_codec
-from . import graph_codec, keys, output_codec
+from . import guard_codec, graph_codec, keys, output_codec
 from .names import Mismatch, NotStored
 
 MAGIC = b"TJCDISK1"
@@ -53,11 +52,10 @@ def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
     for source in [*rewritten.graph_inputs, *(s for g in rewritten.guards for s in (g.source, g.value)
                                               if isinstance(s, Source))]:
         output_codec.check_source(source)
-    from ...guard.tree import encode_guard
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     dynamic = shape_guards.dynamic_dims() if shape_guards is not None else {}
     context = guard_codec.StoreContext(files, identities, dynamic)
-    guards = [encode_guard(g, context) for g in rewritten.guards]
+    guards = [guard_codec.encode_guard(g, context) for g in rewritten.guards]
     # A break with no tensor work before it calls no graph (convert_frame: compiled is None).
     graph = graph_codec.graph_record(result.graph, files) if has_tensor_work(result.graph) else None
     submodules = graph_codec.submodule_sources(result.graph, identities) if graph is not None else {}
@@ -71,7 +69,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
         "global_state": keys.global_state(),
         "guards": guards,
         "graph_inputs": list(rewritten.graph_inputs),
-        # As the live entry's (shape_guards.py): sympy over sources, pickled as they are; TENSOR_MATCH
+        # As the live entry's (guard/shape_guards.py): sympy over sources, pickled as they are; TENSOR_MATCH
         # leaves the dims they read to them.
         "shape_guards": shape_guards,
         "outputs": outputs,
@@ -298,11 +296,11 @@ def _remove(path: str) -> None:
 
 def _load_entry(compiler, frame, entry, resolve):
     global last_loaded
-    from ...guard.tree import build_guards, decode_guard
+    from ...guard.tree import build_guards
 
     if entry["global_state"] != keys.global_state():
         raise Mismatch("torch's global state differs")
-    specs = [decode_guard(record, resolve) for record in entry["guards"]]
+    specs = [guard_codec.decode_guard(record, resolve) for record in entry["guards"]]
     guard_codec.check_bound_groups(entry["guards"], specs)
     shape_guards = entry["shape_guards"]
     guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)

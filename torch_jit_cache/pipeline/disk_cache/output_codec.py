@@ -1,10 +1,10 @@
 """Output specs and side effects as data: what the transformed code rebuilds and replays after the
-graph (trace_result.py), stored so that `decode` gives specs codegen turns into the same code.
+graph (guard/trace_result.py), stored so that `decode` gives specs codegen turns into the same code.
 
 Stored as a table of records, each spec once, children before parents, referred to by position:
 a spec object reached from several places (the returned value, a side effect, the stack at a
 break) is one object again after decoding, and two equal spec objects stay two
-(trace_result.py: identity of spec objects is identity of the objects they rebuild).
+(guard/trace_result.py: identity of spec objects is identity of the objects they rebuild).
 
 Nothing is pickled by reference: a class, function, module or dtype a spec holds is stored as the
 name that reaches it (names.name_of) and re-bound on load (names.rebind, the check guards use);

@@ -247,7 +247,7 @@ def wrap_type_alias(tx, value, source, g):
 
 
 def wrap_torch_singleton(tx, value, source, g):
-    g(GuardKind.ID_MATCH, value)   # held strongly: guards.py
+    g(GuardKind.ID_MATCH, value)   # held strongly: guard/tree.py
     return ConstantVariable(value, source)
 
 

@@ -94,7 +94,7 @@ class BaseListVariable(VariableTracker):
         return self.cls if self.cls is not None else self.kind
 
     def reconstruct(self, outputs):
-        # One spec per tracker (trace_result.py): reached twice, it is one object after the graph.
+        # One spec per tracker (guard/trace_result.py): reached twice, it is one object after the graph.
         return outputs.once(self, lambda: self._spec(tuple(outputs.rebuild(item) for item in self.items)))
 
     def _spec(self, items: tuple):

@@ -128,7 +128,7 @@ class UserFunctionVariable(BaseFunctionVariable):
     def call_function(self, tx, args, kwargs):
         if is_allowed_in_graph(self.fn):   # tjc.allow_in_graph: one opaque node (opaque_calls.py)
             return call_opaque_function(tx, self, args, kwargs)
-        transform = functorch_transform(self.fn)   # torch.vmap's wrapper: runs as written (trace_rules.py)
+        transform = functorch_transform(self.fn)   # torch.vmap's wrapper: runs as written (frontend/trace_rules.py)
         if transform is not None:
             unsupported(transform)
         decorated = decorated_grad_mode(self.fn)   # @torch.no_grad(): its function, under the mode

@@ -2,7 +2,7 @@
 
 Who: the built-in modules of proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the
 Transformer family) and what the user marked with tjc.allow_in_graph. The node calls a proxy
-(proxies.py), never the user's object: a module becomes a `call_module` of a submodule of the
+(frontend/proxies.py), never the user's object: a module becomes a `call_module` of a submodule of the
 GraphModule (so AOTAutograd sees its parameters as the graph's own and differentiates them), a
 function a `call_function` of a function proxy.
 

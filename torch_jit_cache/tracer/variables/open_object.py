@@ -18,7 +18,7 @@ the tracer does not see:
   methods on constants run while tracing (regex_values.py).
 Stores are refused unless they are the plain ones user_object.py records (no such object without a
 `__dict__` qualifies). Objects whose class has its own `__getattribute__` or `__getattr__` are not
-open: they stay OpaqueVariables (attribute_lookup.py says which are followed).
+open: they stay OpaqueVariables (guard/attribute_lookup.py says which are followed).
 """
 from __future__ import annotations
 
