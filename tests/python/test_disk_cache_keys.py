@@ -68,10 +68,10 @@ def test_a_file_modified_after_the_import_leaves_no_digest(tmp_path):
     edited = tmp_path / "edited"
     shutil.copytree(copy, edited)
     imported = time.time_ns()
-    with open(edited / "pipeline" / "pipeline/codegen.py", "a") as f:
+    with open(edited / "pipeline" / "codegen.py", "a") as f:
         f.write("\n# edited while a process runs\n")
     # a second later (the kernel stamps files from a clock coarser than time.time_ns())
-    os.utime(edited / "pipeline" / "pipeline/codegen.py", ns=(imported + 10**9, imported + 10**9))
+    os.utime(edited / "pipeline" / "codegen.py", ns=(imported + 10**9, imported + 10**9))
     assert keys.package_digest(str(copy), imported) == keys.package_digest(PACKAGE)
     assert keys.package_digest(str(edited), imported) is None
     assert keys.package_digest(str(edited)) not in (None, keys.package_digest(PACKAGE))
@@ -117,7 +117,7 @@ def test_an_edited_package_does_not_load_what_its_older_code_stored(tmp_path):
     assert (first["graphs_traced"], first["disk_cache_stores"]) == (1, 1)
     second = _run(script, copy.parent, cache)
     assert (second["graphs_traced"], second["disk_cache_hits"]) == (0, 1)   # unchanged code loads
-    with open(copy / "pipeline" / "pipeline/codegen.py", "a") as f:
+    with open(copy / "pipeline" / "codegen.py", "a") as f:
         f.write("\n# edited\n")
     edited = _run(script, copy.parent, cache)
     assert (edited["graphs_traced"], edited["disk_cache_hits"], edited["disk_cache_stores"]) == (1, 0, 1)

@@ -189,7 +189,7 @@ def test_a_symbolic_entry_loads_for_exactly_the_sizes_it_accepts(tmp_path, backe
     # x.size(0) // 2 <= y.size(0)). A later process loads the dynamic one for sizes 5 and 9 (no
     # trace), the backend compiling it where x and y have one size (5, 5) and then running it where
     # they do not (9, 12); size 1 (0/1 specialization) and a 3-d x are outside its guards, and trace.
-    script = tmp_path / "frontend/dynamic.py"
+    script = tmp_path / "dynamic.py"
     script.write_text(DYNAMIC)
     cache = tmp_path / "cache"
     cold, err = run(script, cache, BACKEND=backend, SHAPES="[[[4, 3], 4], [[8, 3], 8]]")
