@@ -40,7 +40,9 @@ sys.meta_path.insert(0, BlockTorch())
 # same argument is a hit run from C++, a call with another type misses again.
 RUNTIME_CYCLE = """
 import torch_jit_cache
-from torch_jit_cache import _C, codegen, guards, runtime
+from torch_jit_cache import _C, runtime
+from torch_jit_cache.guard import tree as guards
+from torch_jit_cache.pipeline import codegen
 from torch_jit_cache.guard.sources import LocalSource
 from torch_jit_cache.guard.trace_result import ConstantOutput, GuardKind, GuardSpec
 
