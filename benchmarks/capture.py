@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the in-place build in the checkout
 # The programs live beside the tests that check them, outside the package (whose own code is never
-# traced: trace_rules.py); outputs are compared as those tests compare them (context_helpers).
+# traced: frontend/trace_rules.py); outputs are compared as those tests compare them (context_helpers).
 _TESTS = Path(__file__).resolve().parent.parent / "tests" / "python"
 sys.path[:0] = [str(_TESTS), str(_TESTS / "scenarios")]
 import torch  # noqa: E402

@@ -211,8 +211,8 @@ class Case:
     def _tjc_callable(self):
         if self._tjc is None:
             from torch_jit_cache.api import _compiled, _target_code
-            from torch_jit_cache.convert_frame import FrameCompiler
-            from torch_jit_cache.explanation import ExplainOutput
+            from torch_jit_cache.pipeline.convert_frame import FrameCompiler
+            from torch_jit_cache.frontend.explanation import ExplainOutput
 
             # What tjc.compile(fn, backend="eager", fullgraph=False) makes, with explain()'s observer
             # kept for the case's life: the break and fallback reasons of every frame it compiles.

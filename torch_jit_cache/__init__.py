@@ -5,7 +5,7 @@ is the face of the C++ runtime for JIT authors (no torch needed).
 """
 import sys
 
-__version__ = "0.1.0"  # kept equal to pyproject.toml's version; _C is checked against it below
+from .version import __version__  # _C is checked against it below
 
 if not ((3, 11) <= sys.version_info[:2] <= (3, 13)):
     raise ImportError(
@@ -29,10 +29,10 @@ if _C.__version__ != __version__ or tuple(_C.python_version) != sys.version_info
 from . import runtime  # noqa: E402
 from .config import config  # noqa: E402  (the settings instance, e.g. config.cache_limit)
 from .api import cache_entries, compile, compile_, disable, explain, reset, stats  # noqa: E402
-from .dynamic import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: E402
-from .guard_collectives import set_enable_guard_collectives  # noqa: E402
-from .proxies import allow_in_graph  # noqa: E402
-from .stance import RecompileError, set_stance  # noqa: E402
+from .frontend.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: E402
+from .runtime.guard_collectives import set_enable_guard_collectives  # noqa: E402
+from .frontend.proxies import allow_in_graph  # noqa: E402
+from .frontend.stance import RecompileError, set_stance  # noqa: E402
 
 __all__ = ["CompiledModule", "RecompileError", "allow_in_graph", "cache_entries", "compile", "compile_", "config",
            "disable", "explain", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "reset", "runtime",
@@ -43,7 +43,7 @@ def __getattr__(name):
     # CompiledModule subclasses torch.nn.Module: imported on first use, so that importing this
     # package needs no torch.
     if name == "CompiledModule":
-        from .module_wrapper import CompiledModule
+        from .frontend.module_wrapper import CompiledModule
 
         return CompiledModule
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

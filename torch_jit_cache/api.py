@@ -17,9 +17,11 @@ import types
 import warnings
 import weakref
 
-from . import _C, counters, process_state, runtime, trace_rules
+from . import _C, runtime
+from .runtime import counters, process_state
+from .frontend import trace_rules
 from .backends import modes
-from .convert_frame import FrameCompiler
+from .pipeline.convert_frame import FrameCompiler
 
 _WRAPPED = "_torch_jit_cache_original"
 
@@ -31,7 +33,7 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
     `dynamic`: None (default), shapes start static and a dimension whose size changes between
     compiles is traced as a symbol from then on; True, every dimension of the tensors the frame
     is called with is a symbol from the first compile; False, shapes are always static (each new
-    size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (dynamic.py) refine it.
+    size compiles anew). mark_dynamic / maybe_mark_dynamic / mark_static (frontend/dynamic.py) refine it.
 
     `mode` ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs") or
     `options` (inductor config names to values), not both, with backend="inductor": as
@@ -57,7 +59,7 @@ def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, 
     module_type = _module_type()
     if module_type is None or not isinstance(module, module_type):
         raise TypeError(f"torch_jit_cache.compile_ needs an nn.Module, got {type(module).__name__}")
-    from . import module_wrapper
+    from .frontend import module_wrapper
 
     module_wrapper.compile_in_place(module, _module_compiler(module, backend, fullgraph, dynamic, cache_limit, mode,
                                                              options))
@@ -112,7 +114,7 @@ def explain(fn, *, backend="eager"):
     graphs, graph count, ops per graph, each graph break with its reason and place, the frames that
     ran uncompiled, and the guards. It compiles under its own cache, dropped when it returns."""
     _check_backend(backend)
-    from .explanation import ExplainOutput
+    from .frontend.explanation import ExplainOutput
 
     def run(*args, **kwargs):
         report = ExplainOutput()
@@ -150,7 +152,7 @@ def _compiled(fn, callback):
     """`fn` (a function, method or module) run under `callback`, the compile() call's compiler."""
     module_type = _module_type()
     if module_type is not None and isinstance(fn, module_type):
-        from . import module_wrapper
+        from .frontend import module_wrapper
 
         return module_wrapper.wrap(fn, callback, rebuild_compiled_module)
     if not callable(fn):
@@ -179,7 +181,7 @@ def rebuild_compiled_module(module, options):
 def _target_code(fn):
     module_type = _module_type()
     if module_type is not None and isinstance(fn, module_type):
-        from . import module_wrapper
+        from .frontend import module_wrapper
 
         forward = type(module_wrapper.unwrap(fn)).forward
         if trace_rules.is_wrapper_forward(forward):
@@ -208,7 +210,7 @@ def disable(fn):
 def reset():
     """Restore a fresh process's state for everything the compiler decides from: drop every cache
     entry and what each compile() call remembers per code (automatic-dynamic sizes, skip and
-    run-only decisions), zero every counter, turn guard collectives off (process_state.py lists
+    run-only decisions), zero every counter, turn guard collectives off (runtime/process_state.py lists
     what is dropped and what is kept: the user's settings and the disk cache). Safe while compiled
     frames run."""
     process_state.reset()
@@ -216,14 +218,14 @@ def reset():
 
 def stats() -> dict:
     """hits, misses, compiles, recompiles, evictions, fallbacks, graphs, graph_breaks, ...
-    (each counter's meaning: torch_jit_cache/counters.py)."""
+    (each counter's meaning: torch_jit_cache/runtime/counters.py)."""
     return counters.snapshot()
 
 
 def _code_target(fn_or_wrapper):
     module_type = _module_type()
     if module_type is not None and isinstance(fn_or_wrapper, module_type):
-        from . import module_wrapper
+        from .frontend import module_wrapper
 
         return type(module_wrapper.unwrap(fn_or_wrapper)).forward
     return getattr(fn_or_wrapper, _WRAPPED, fn_or_wrapper)
@@ -234,7 +236,7 @@ def cache_entries(fn_or_wrapper):
     place (that compile() call's own), or of a function or code object (every compile's)."""
     module_type = _module_type()
     if module_type is not None and isinstance(fn_or_wrapper, module_type):
-        from . import module_wrapper
+        from .frontend import module_wrapper
 
         callback = module_wrapper.compiler_of(fn_or_wrapper)
     else:

@@ -73,12 +73,12 @@ class Config:
         default_factory=lambda: _env_bool("TJC_CAPTURE_SCALAR_OUTPUTS", False))
     capture_dynamic_output_shape_ops: bool = dataclasses.field(
         default_factory=lambda: _env_bool("TJC_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", False))
-    # The on-disk cache (disk_cache/, docs/cache.md "On-disk cache"): compiled entries stored in
+    # The on-disk cache (pipeline/disk_cache/, docs/cache.md "On-disk cache"): compiled entries stored in
     # cache_dir and loaded by later processes without tracing. TJC_DISABLE_DISK_CACHE=1 turns it off;
     # TJC_CACHE_DIR moves it (default: $XDG_CACHE_HOME/torch_jit_cache, else ~/.cache/torch_jit_cache).
     disk_cache: bool = dataclasses.field(default_factory=lambda: not _env_bool("TJC_DISABLE_DISK_CACHE", False))
     cache_dir: str = dataclasses.field(default_factory=lambda: _default_cache_dir())
-    # The structured trace (trace_log.py, docs/compile.md "Structured trace"): every process writes
+    # The structured trace (runtime/trace_log.py, docs/compile.md "Structured trace"): every process writes
     # one JSON-lines file of its compiles into this folder; "" (default) writes nothing.
     # TJC_TRACE_DIR sets it; `python -m torch_jit_cache.report DIR` renders the folder as one page.
     trace_dir: str = dataclasses.field(default_factory=lambda: os.environ.get("TJC_TRACE_DIR", ""))
@@ -111,7 +111,7 @@ class Config:
             _C._set_cache_limit(value)
         super().__setattr__(name, value)
         if name == "trace_dir":
-            from . import trace_log
+            from .runtime import trace_log
 
             trace_log.configure(value)
 

@@ -2,7 +2,7 @@
 //
 // Python objects share ownership of their C++ node (std::shared_ptr holders): asking twice for a
 // source returns the same Python object while it lives, and a child's wrapper keeps its subtree
-// alive after the root's wrapper is gone (seeds 002, 003). C++ statuses become Python exceptions
+// alive after the root's wrapper is gone. C++ statuses become Python exceptions
 // here: TypeError statuses (guard_errors.h) as TypeError, the rest through throw_if_error.
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -334,7 +334,7 @@ a frame) and an optional globals dict.)doc");
            py::arg("bindings"), py::arg("num_symbols"), py::arg("ranges"), py::arg("exprs"),
            "SYMBOLIC_SHAPES: bindings [(node, 'size'|'stride'|'storage_offset'|'int', dim, symbol)], "
            "ranges [(symbol, min or None, max or None)], exprs [[(op, operand), ...]] (postfix programs, "
-           "torch_jit_cache.shape_guards.compile_expr). Checked after the tree passed; holds no object.")
+           "torch_jit_cache.guard.shape_guards.compile_expr). Checked after the tree passed; holds no object.")
       .def("check",
            [](RootGuardManager& self, py::handle frame_or_mapping, py::handle globals) {
              PythonView view = make_view(frame_or_mapping, globals);
@@ -384,7 +384,7 @@ a frame) and an optional globals dict.)doc");
   m.def(
       "vouch_process_lived", [](py::handle obj) { vouch_process_lived(obj.ptr()); }, py::arg("obj"),
       "Registers obj as living as long as the process: guards may then hold it as a dict key, compared "
-      "by identity. Held for good; only torch_jit_cache.process_lived decides what qualifies.");
+      "by identity. Held for good; only torch_jit_cache.guard.process_lived decides what qualifies.");
   m.def(
       "is_process_lived", [](py::handle obj) { return is_process_lived(obj.ptr()); }, py::arg("obj"),
       "Whether obj was registered with vouch_process_lived.");

@@ -318,7 +318,7 @@ void init_runtime(py::module_& m) {
   });
   m.def("_cache_limit", []() { return runtime_state().cache_limit; });
   m.def("_set_force_eager", [](bool on) { runtime_state().force_eager = on; },
-        "set_stance('force_eager') (stance.py): compiled calls run their function uncompiled.");
+        "set_stance('force_eager') (frontend/stance.py): compiled calls run their function uncompiled.");
   m.def("_force_eager", []() { return runtime_state().force_eager; });
   m.def("_set_testing_copy_free_vars_on_entry", [](bool on) { runtime_state().testing_copy_free_vars_on_entry = on; },
         "Test support: make the hook fill every intercepted frame's free-variable slots first, as "

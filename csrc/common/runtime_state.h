@@ -10,7 +10,7 @@
 // lifetime, made on first use. Stateless tables (accessor and leaf kinds) are constants.
 //
 // reset() (`_C.reset` and `_C.reset_stats`, bindings/runtime_bindings.cpp; the Python half of the
-// list is torch_jit_cache/process_state.py): each member says "reset:" what it does with it. Beyond
+// list is torch_jit_cache/runtime/process_state.py): each member says "reset:" what it does with it. Beyond
 // this struct it clears every ExtraState's entries and per-owner decisions, keeping a code's
 // disable() and set_cache_limit (the user's).
 //
@@ -36,7 +36,7 @@ struct TorchPyApi;
 inline constexpr int kDefaultCacheLimit = 8;
 
 // Counters of the runtime (runtime.stats()); tjc.stats() adds the compile pipeline's
-// (torch_jit_cache/counters.py).
+// (torch_jit_cache/runtime/counters.py).
 struct RuntimeStats {
   uint64_t hits = 0;        // a cached entry's guards passed and its code ran
   uint64_t misses = 0;      // no entry passed (the callback was asked, or the code is run-only)
@@ -54,7 +54,7 @@ struct RuntimeState {
   RuntimeStats stats;  // reset: zeroed
   // The process-wide cache limit (config.cache_limit pushes it here); >= 1. reset: kept (a setting).
   int cache_limit = kDefaultCacheLimit;
-  // tjc.set_stance("force_eager") (torch_jit_cache/stance.py): every CompiledFunction call runs its
+  // tjc.set_stance("force_eager") (torch_jit_cache/frontend/stance.py): every CompiledFunction call runs its
   // function with interception off, as if it had never been compiled; caches are kept.
   // reset: kept (the user's stance).
   bool force_eager = false;

@@ -62,7 +62,7 @@ struct AccessorSpec {
   Operand operand;
   FrameSlot slot;
   // Source text: `prefix`, the parent's text (kParent only), `infix`, the operand (a name as is, a
-  // key as its repr), `suffix`. Matches sources.py's Source.name(): L['x'], x.fc, x[2], type(x).
+  // key as its repr), `suffix`. Matches guard/sources.py's Source.name(): L['x'], x.fc, x[2], type(x).
   const char* prefix;
   const char* infix;
   const char* suffix;

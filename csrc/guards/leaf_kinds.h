@@ -5,7 +5,7 @@
 // the one binding GuardNode.add_leaf(kind, value, ...) plus the named builder methods
 // (node.type_match(cls), ...), which the bindings generate from the rows. Adding a kind: its
 // LeafKind, class and make_* factory (leaf_guards.{h,cpp}), a row here, a case in make_leaf, and its
-// row in torch_jit_cache/guards.py (the Python table; a test checks the two agree).
+// row in torch_jit_cache/guard/tree.py (the Python table; a test checks the two agree).
 //
 // GLOBAL_STATE is a leaf of the root (RootGuardManager::add_global_state), not a row: the table
 // holds the kinds that check a node's value. DICT_TAGS is not a leaf (it changes how a node's

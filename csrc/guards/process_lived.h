@@ -1,7 +1,7 @@
 // Objects that live as long as the process, as Python vouches for them: the guard tree may hold
 // them as dict keys (DICT_KEYS, item() accessors) and compares them by identity.
 //
-// Which objects qualify is decided in Python, in one place (torch_jit_cache/process_lived.py: a
+// Which objects qualify is decided in Python, in one place (torch_jit_cache/guard/process_lived.py: a
 // typing special form, an ABC, a named module-level object of the standard library or an
 // installed package, whose hash and == are identity's); C++ cannot tell them from user objects.
 // Python registers each one here before it builds a guard that holds it. The registry holds a

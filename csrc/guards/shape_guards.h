@@ -8,7 +8,7 @@
 // or the value itself, an exact int. It holds NO user object: values are fetched anew on each
 // check. A symbol bound twice (one size seen through two sources) reads both, and they must agree.
 // Expressions are ShapePrograms: flat postfix code over int64, compiled in Python
-// (torch_jit_cache/shape_guards.py) from sympy. Booleans are 0 / 1.
+// (torch_jit_cache/guard/shape_guards.py) from sympy. Booleans are 0 / 1.
 //
 // Expression semantics (Python's, on int64, every failure a verdict): shape_program.h.
 //

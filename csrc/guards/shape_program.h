@@ -1,5 +1,5 @@
 // ShapeProgram: one boolean SYMBOLIC_SHAPES expression (`Eq(s0, s1)`, `Ne(Mod(s1, 2), 0)`) as flat
-// postfix code over int64, compiled in Python (torch_jit_cache/shape_guards.py) from sympy and
+// postfix code over int64, compiled in Python (torch_jit_cache/guard/shape_guards.py) from sympy and
 // checked by ShapeGuards (shape_guards.h). Booleans are 0 / 1.
 //
 // Semantics: Python's. Floor division and modulo round toward -inf; an intermediate that does not
@@ -47,7 +47,7 @@ enum class ShapeOp : uint8_t {
   kWhere,      // c, a, b -> a if c else b
 };
 
-// One row per op, in enum order: its Python name (what shape_guards.py emits), how many values it
+// One row per op, in enum order: its Python name (what guard/shape_guards.py emits), how many values it
 // pops (it pushes one), and how it prints.
 struct ShapeOpSpec {
   ShapeOp op;

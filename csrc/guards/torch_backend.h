@@ -31,7 +31,7 @@ namespace tjc {
 // What one TENSOR_MATCH compares, read from the leaf itself: check() accepts exactly the tensors
 // whose type is `type` and whose facts equal these (a kAnyDim entry matching any size / stride).
 // The on-disk cache stores it, and loads a guard only for a tensor whose leaf has the same state,
-// so that a stored guard checks what the live one checks (torch_jit_cache/disk_cache/guard_codec.py).
+// so that a stored guard checks what the live one checks (torch_jit_cache/pipeline/disk_cache/guard_codec.py).
 // Both backends give equal states for equal tensors under equal thread-local state.
 struct TensorMatchState {
   PyTypeObject* type = nullptr;  // borrowed: the exact type; nullptr once a weakly held one died

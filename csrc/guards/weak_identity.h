@@ -14,7 +14,7 @@
 // types are held strongly instead: they never die and holding them costs nothing. So are objects
 // Python vouches for as living as long as the process (`hold`): torch.dtype, torch.layout and
 // torch.memory_format are singletons in torch's own tables and cannot be weakly referenced; C++
-// cannot tell them from other objects, Python decides (guards.py).
+// cannot tell them from other objects, Python decides (guard/tree.py).
 //
 // Threads: created, checked and destroyed under the GIL.
 #pragma once

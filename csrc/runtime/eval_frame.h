@@ -28,8 +28,8 @@ namespace tjc {
 // the interpreter finalizes is ended by CPython (3.11-3.13) with pthread_exit, which unwinds the
 // thread's C stack as a forced unwind (abi::__forced_unwind). Every Python frame the thread
 // entered while the hook was installed has this function on that stack, and a forced unwind that
-// reaches a noexcept frame calls std::terminate: the process aborted at exit ("terminate called
-// without an active exception") whenever a daemon thread was started inside a compiled call
+// reaches a noexcept frame calls std::terminate: the process would abort at exit ("terminate called
+// without an active exception") whenever a daemon thread is started inside a compiled call
 // (tests/python/test_compile_threads.py). Nothing between here and the evaluator catches it with
 // `catch (...)`; the guard checks are still noexcept, so a daemon thread ended while one of its
 // guards runs Python code would still abort, a far narrower window.

@@ -1,6 +1,6 @@
 // The guard-complete hook: a process-wide Python callable asked after the cache lookup of a code
 // that has entries, so that the ranks of an SPMD program agree on hits (guard collectives,
-// torch_jit_cache/guard_collectives.py). torch.compile's `set_guard_complete_hook` is the model.
+// torch_jit_cache/runtime/guard_collectives.py). torch.compile's `set_guard_complete_hook` is the model.
 //
 // Contract: `hook(hit: bool) -> bool`, called once per intercepted frame entry, after the lookup,
 // when the frame's code has at least one live entry of the frame's owner: never for a code seen the

@@ -19,10 +19,10 @@ import torch
 
 import torch_jit_cache as tjc
 from torch_jit_cache import graph_break
-from torch_jit_cache.sources import load_source
+from torch_jit_cache.guard.sources import load_source
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend
-from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
-                                          TupleOutput)
+from torch_jit_cache.guard.trace_result import (ConstantOutput, DictOutput, GraphOutput, ListOutput, SourceOutput,
+                                                TupleOutput)
 from torch_jit_cache.tracer import trace
 
 

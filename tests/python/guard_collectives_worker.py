@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 import torch_jit_cache as tjc
-from torch_jit_cache import guard_collectives
+from torch_jit_cache.runtime import guard_collectives
 from torch_jit_cache.testing import CompileCounterWithBackend
 
 GROUP_TIMEOUT_S = 20

@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.config import config  # noqa: E402
-from torch_jit_cache.guards import build_guards  # noqa: E402
-from torch_jit_cache.sources import AttrSource, LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import GuardKind, GuardSpec  # noqa: E402
+from torch_jit_cache.guard.tree import build_guards  # noqa: E402
+from torch_jit_cache.guard.sources import AttrSource, LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec  # noqa: E402
 
 from context_helpers import CompiledCalls, same_exactly  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""tjc.allow_in_graph (proxies.py): a marked function or nn.Module class is called as one node of the
+"""tjc.allow_in_graph (frontend/proxies.py): a marked function or nn.Module class is called as one node of the
 graph (run on fake tensors while tracing), outputs and gradients equal to eager; a marked function
 that reads tensor values is a graph break run once per call; tied weights are copied once; marks are
 weak. What cannot be called opaquely (module state that cannot be guarded, a module passed as an
@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import proxies  # noqa: E402
+from torch_jit_cache.frontend import proxies  # noqa: E402
 from torch_jit_cache.testing import CompileCounterWithBackend  # noqa: E402
 
 from context_helpers import Recording  # noqa: E402

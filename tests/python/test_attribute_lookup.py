@@ -1,4 +1,4 @@
-"""attribute_lookup.py and the tracer's attribute reads: Python's order, on random class layouts.
+"""guard/attribute_lookup.py and the tracer's attribute reads: Python's order, on random class layouts.
 
 The property test builds a class pair (Base, Sub) where the name `a` may be defined, with colliding
 definitions, as a class value, method, property, staticmethod, classmethod, __slots__ member, data
@@ -20,8 +20,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.attribute_lookup import Where, lookup  # noqa: E402
-from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
+from torch_jit_cache.guard.attribute_lookup import Where, lookup  # noqa: E402
+from torch_jit_cache.pipeline.convert_frame import FullGraphError  # noqa: E402
 
 
 

@@ -369,7 +369,7 @@ def test_pretrained_config_store_in_a_compiled_function_equals_eager():
     # __setattr__ (huggingface_hub's @strict validator, then the attribute_map renaming and
     # object's store) is traced whole. The validator reads a dict keyed by typing forms
     # (huggingface_hub.dataclasses._BASIC_TYPE_VALIDATORS), keys that live for the process
-    # (process_lived.py); the store is replayed after the graph, and the state after is eager's.
+    # (guard/process_lived.py); the store is replayed after the graph, and the state after is eager's.
     def fn(config, x):
         y = x * config.hidden_size
         if config.problem_type is None:

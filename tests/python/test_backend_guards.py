@@ -1,6 +1,6 @@
 """Backend specialisations are guards.
 
-convert_frame.py builds an entry's shape guards from the trace's ShapeEnv after the backend
+pipeline/convert_frame.py builds an entry's shape guards from the trace's ShapeEnv after the backend
 compiled: a backend that compiles symbolically may specialise a size while it compiles (inductor
 fixes a convolution's channel count), adding a replacement or a guard to the ShapeEnv. Before, the
 guards were taken when the trace ended, and the entry compiled for 96 channels was reused for 240

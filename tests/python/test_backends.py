@@ -220,9 +220,10 @@ def test_compile_counter_with_backend_compiles_with_it():
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_compiled_graph_runs_from_transformed_code(backend):
-    from torch_jit_cache import codegen, runtime
-    from torch_jit_cache.sources import AttrSource, LocalSource
-    from torch_jit_cache.trace_result import GraphOutput, SourceOutput, TupleOutput
+    from torch_jit_cache.pipeline import codegen
+    from torch_jit_cache import runtime
+    from torch_jit_cache.guard.sources import AttrSource, LocalSource
+    from torch_jit_cache.guard.trace_result import GraphOutput, SourceOutput, TupleOutput
 
     lin = torch.nn.Linear(3, 2)
 

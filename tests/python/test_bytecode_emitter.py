@@ -84,7 +84,7 @@ def test_only_the_emitter_spells_the_versions_call_sequence():
     """The facts that shape a call (NULL placement, PRECALL) are read where calls are emitted and
     nowhere else in code that writes bytecode: codegen, graph_break/ and the resume builder emit
     their calls through Emitter."""
-    writers = [PACKAGE / "codegen.py", *sorted((PACKAGE / "graph_break").glob("*.py")),
+    writers = [PACKAGE / "pipeline" / "codegen.py", *sorted((PACKAGE / "graph_break").glob("*.py")),
                PACKAGE / "bytecode" / "resume.py"]
     readers = [str(p.relative_to(PACKAGE)) for p in writers
                if re.search(r"FACTS\.(precall|null_before_callable|load_attr_method_flag)", p.read_text())

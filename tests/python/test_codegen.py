@@ -1,4 +1,4 @@
-"""codegen.py by round trips: build the transformed code, run it through the real runtime, and
+"""pipeline/codegen.py by round trips: build the transformed code, run it through the real runtime, and
 compare what it returns with the structure the output spec describes.
 
 Torch-free (a plain Python callable stands in for the compiled graph): runs on 3.11, 3.12, 3.13.
@@ -11,12 +11,13 @@ import bytecode
 import pytest
 
 import torch_jit_cache as tjc
-from torch_jit_cache import codegen, runtime
-from torch_jit_cache.codegen import CodegenError, build_transformed_code, format_code
-from torch_jit_cache.sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource,
-                                     LocalSource)
-from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, EffectKind, GraphOutput, ListOutput,
-                                          SideEffect, SourceOutput, TupleOutput)
+from torch_jit_cache.pipeline import codegen
+from torch_jit_cache import runtime
+from torch_jit_cache.pipeline.codegen import CodegenError, build_transformed_code, format_code
+from torch_jit_cache.guard.sources import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource,
+                                           LocalSource)
+from torch_jit_cache.guard.trace_result import (ConstantOutput, DictOutput, EffectKind, GraphOutput, ListOutput,
+                                                SideEffect, SourceOutput, TupleOutput)
 
 SCALE = 7
 
@@ -262,7 +263,7 @@ def test_a_spec_reached_twice_is_one_object_and_equal_specs_are_two():
     def f(x):
         return x
 
-    shared = ListOutput((GraphOutput(0),))   # one list reached three times (trace_result.py)
+    shared = ListOutput((GraphOutput(0),))   # one list reached three times (guard/trace_result.py)
     spec = TupleOutput((shared, DictOutput((("l", shared),)), shared,
                         ListOutput((GraphOutput(0),)), ListOutput((GraphOutput(0),))))
     code = build(f, Recorder(), [LocalSource("x")], spec)
@@ -474,7 +475,7 @@ def test_format_code_is_stable_text():
 def test_importing_codegen_backends_and_testing_does_not_import_torch():
     import subprocess
 
-    script = ("import sys, torch_jit_cache.codegen, torch_jit_cache.backends, torch_jit_cache.testing; "
+    script = ("import sys, torch_jit_cache.pipeline.codegen, torch_jit_cache.backends, torch_jit_cache.testing; "
               "assert 'torch' not in sys.modules, 'torch was imported'")
     repo = __import__("pathlib").Path(__file__).resolve().parents[2]   # this checkout's package
     subprocess.run([sys.executable, "-c", script], check=True, cwd=repo)

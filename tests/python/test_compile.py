@@ -429,8 +429,8 @@ def test_a_source_the_frame_cannot_reach_falls_back_instead_of_raising(caplog):
     """Every load and guard must start from the frame; a trace whose output names a global the
     function's module lacks (here: injected) runs uncompiled rather than raising NameError."""
     from torch_jit_cache import tracer
-    from torch_jit_cache.sources import GlobalSource
-    from torch_jit_cache.trace_result import SourceOutput, TupleOutput
+    from torch_jit_cache.guard.sources import GlobalSource
+    from torch_jit_cache.guard.trace_result import SourceOutput, TupleOutput
 
     real = tracer.trace
 

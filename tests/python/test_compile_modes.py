@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import disk_cache  # noqa: E402
-from torch_jit_cache.convert_frame import FrameCompiler  # noqa: E402
+from torch_jit_cache.pipeline import disk_cache  # noqa: E402
+from torch_jit_cache.pipeline.convert_frame import FrameCompiler  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 

@@ -72,7 +72,7 @@ def test_disable_keeps_a_function_uncompiled():
 
 
 def test_tjc_log_prints_graph_guards_bytecode_and_recompiles(capsys):
-    from torch_jit_cache import log
+    from torch_jit_cache.runtime import log
 
     def f(x):
         return x.sin() + 1
@@ -95,7 +95,7 @@ def test_tjc_log_prints_graph_guards_bytecode_and_recompiles(capsys):
 
 
 def test_tjc_log_fallbacks_prints_every_fallback_with_its_reason(capsys):
-    from torch_jit_cache import log
+    from torch_jit_cache.runtime import log
 
     # Inside try blocks, where no graph break is made: both fall back.
     def first(x):
@@ -149,7 +149,7 @@ def test_a_raising_backend_runs_eagerly_and_raises_only_under_fullgraph():
     opt = tjc.compile(lambda x: x + 1, backend=bad_backend)
     assert same(opt(x), x + 1)
     opt = tjc.compile(lambda x: x + 2, backend=bad_backend, fullgraph=True)
-    with pytest.raises(tjc.convert_frame.FullGraphError, match="backend exploded"):
+    with pytest.raises(tjc.pipeline.convert_frame.FullGraphError, match="backend exploded"):
         opt(x)
 
 

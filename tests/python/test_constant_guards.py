@@ -1,6 +1,6 @@
 """torch's immutable constants read from the frame are guarded by identity or value.
 
-tracer/variables/builder.py + guards.py: a torch.dtype, torch.layout or torch.memory_format cannot
+tracer/variables/builder.py + guard/tree.py: a torch.dtype, torch.layout or torch.memory_format cannot
 be weakly referenced, so ID_MATCH holds it strongly (it lives as long as the process); a
 torch.device is made anew by each torch.device(...) call and is guarded by value. Before, building
 the guard failed ("ID_MATCH needs a weakrefable object, got dtype") and the frame ran uncompiled

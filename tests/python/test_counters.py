@@ -1,9 +1,10 @@
-"""counters.py: the one home of the counters tjc.stats() reports, and the one default and ranking of
+"""runtime/counters.py: the one home of the counters tjc.stats() reports, and the one default and ranking of
 the cache limit (config.py, csrc/common/runtime_state.h)."""
 import pytest
 
 import torch_jit_cache as tjc
-from torch_jit_cache import _C, counters, runtime
+from torch_jit_cache import _C, runtime
+from torch_jit_cache.runtime import counters
 
 
 def test_pipeline_counters_merge_into_the_users_view():

@@ -11,7 +11,7 @@ nn = torch.nn
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import backends  # noqa: E402
 from torch_jit_cache.backends import ddp_split  # noqa: E402
-from torch_jit_cache.sources import FrameValues  # noqa: E402
+from torch_jit_cache.guard.sources import FrameValues  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("seeded_fresh_caches")]
 

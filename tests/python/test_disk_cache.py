@@ -1,4 +1,4 @@
-"""The on-disk cache (torch_jit_cache/disk_cache/): one process stores, a later one loads untraced.
+"""The on-disk cache (torch_jit_cache/pipeline/disk_cache/): one process stores, a later one loads untraced.
 
 Each test runs child processes on one script (the key includes the script's path and code) with
 TJC_CACHE_DIR in the test's temporary folder; conftest.py keeps the cache off everywhere else.
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.disk_cache import entries  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import entries  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,7 +27,7 @@ import torch
 import torch_jit_cache as tjc
 
 if os.environ.get("STALE_VERSION"):
-    import torch_jit_cache.disk_cache.keys as dc
+    import torch_jit_cache.pipeline.disk_cache.keys as dc
     dc.__version__ = "0.0.0-stale"
 
 SCALE = float(os.environ.get("SCALE", "2"))

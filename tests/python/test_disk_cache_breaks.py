@@ -1,6 +1,6 @@
 """The on-disk cache with what real models make: graph breaks and their resume functions, side
 effects, HuggingFace-style wrappers returning ModelOutputs, several entries per code
-(torch_jit_cache/disk_cache/output_codec.py).
+(torch_jit_cache/pipeline/disk_cache/output_codec.py).
 
 A cold child process compiles a list of scenarios and stores their entries; a warm one, sharing
 the cache folder, must load them all without a trace and give eager's results, and a warm one
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import graph_break  # noqa: E402
-from torch_jit_cache.disk_cache import keys  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import keys  # noqa: E402
 
 from test_disk_cache import run  # noqa: E402
 
@@ -374,7 +374,7 @@ def test_a_loaded_resume_entry_dies_with_its_parent(disk_cache_on, tmp_path, mon
     # In one process: compile (stores), reset, call again: both entries load; dropping the
     # compiled function frees the loaded graphs by reference counting.
     import weakref
-    from torch_jit_cache.disk_cache import entries
+    from torch_jit_cache.pipeline.disk_cache import entries
     x = torch.randn(3)
     tjc.compile(_two_on_one_line)(x)
     assert tjc.stats()["disk_cache_stores"] == 3
@@ -400,7 +400,7 @@ def _doubled(x):
 def test_a_full_key_keeps_the_most_recently_used_entries(disk_cache_on, tmp_path, monkeypatch):
     # One code serves every model it is called for (transformers' output wrappers): a full key
     # drops its least recently used entry for a new one, and a load counts as a use.
-    from torch_jit_cache.disk_cache import entries
+    from torch_jit_cache.pipeline.disk_cache import entries
     monkeypatch.setattr(entries, "MAX_ENTRIES", 2)
     inputs = {dt: torch.ones(3, dtype=dt) for dt in (torch.float32, torch.float64, torch.float16)}
 

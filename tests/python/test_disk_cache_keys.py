@@ -1,4 +1,4 @@
-"""The on-disk cache's keys (torch_jit_cache/disk_cache/keys.py): an entry is found only by the code
+"""The on-disk cache's keys (torch_jit_cache/pipeline/disk_cache/keys.py): an entry is found only by the code
 and the settings that made it. The end-to-end check runs child processes on a copy of the package in
 a temporary folder, as an editable install that is then edited."""
 import json
@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from torch_jit_cache.disk_cache import keys  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import keys  # noqa: E402
 
 PACKAGE = keys.PACKAGE_ROOT
 
@@ -39,7 +39,7 @@ def test_package_digest_covers_every_python_file_and_the_extension(tmp_path):
     copy = _copy_package(tmp_path)
     digest = keys.package_digest(str(copy))
     assert digest == keys.package_digest(PACKAGE)   # content, not where it lies or its mtimes
-    for name in ("disk_cache/keys.py", "tracer/__init__.py"):
+    for name in ("pipeline/disk_cache/keys.py", "tracer/__init__.py"):
         edited = tmp_path / f"edited-{name.replace('/', '-')}"
         shutil.copytree(copy, edited)
         with open(edited / name, "a") as f:
@@ -68,10 +68,10 @@ def test_a_file_modified_after_the_import_leaves_no_digest(tmp_path):
     edited = tmp_path / "edited"
     shutil.copytree(copy, edited)
     imported = time.time_ns()
-    with open(edited / "codegen.py", "a") as f:
+    with open(edited / "pipeline" / "codegen.py", "a") as f:
         f.write("\n# edited while a process runs\n")
     # a second later (the kernel stamps files from a clock coarser than time.time_ns())
-    os.utime(edited / "codegen.py", ns=(imported + 10**9, imported + 10**9))
+    os.utime(edited / "pipeline" / "codegen.py", ns=(imported + 10**9, imported + 10**9))
     assert keys.package_digest(str(copy), imported) == keys.package_digest(PACKAGE)
     assert keys.package_digest(str(edited), imported) is None
     assert keys.package_digest(str(edited)) not in (None, keys.package_digest(PACKAGE))
@@ -117,7 +117,7 @@ def test_an_edited_package_does_not_load_what_its_older_code_stored(tmp_path):
     assert (first["graphs_traced"], first["disk_cache_stores"]) == (1, 1)
     second = _run(script, copy.parent, cache)
     assert (second["graphs_traced"], second["disk_cache_hits"]) == (0, 1)   # unchanged code loads
-    with open(copy / "codegen.py", "a") as f:
+    with open(copy / "pipeline" / "codegen.py", "a") as f:
         f.write("\n# edited\n")
     edited = _run(script, copy.parent, cache)
     assert (edited["graphs_traced"], edited["disk_cache_hits"], edited["disk_cache_stores"]) == (1, 0, 1)

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.disk_cache import entries  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import entries  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,7 +1,7 @@
-"""Output specs and side effects as stored (torch_jit_cache/disk_cache/output_codec.py): decoded
+"""Output specs and side effects as stored (torch_jit_cache/pipeline/disk_cache/output_codec.py): decoded
 specs equal the encoded ones and keep their identities; what cannot be stored exactly is refused;
-names re-bound on load reach the very objects they named (disk_cache/names.py), and a code guarded
-by its content loads only for that content (disk_cache/guard_codec.py)."""
+names re-bound on load reach the very objects they named (pipeline/disk_cache/names.py), and a code guarded
+by its content loads only for that content (pipeline/disk_cache/guard_codec.py)."""
 import collections
 import functools
 import pickle
@@ -12,13 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from torch_jit_cache.disk_cache import names, output_codec  # noqa: E402
-from torch_jit_cache.disk_cache.names import Mismatch, NotStored  # noqa: E402
-from torch_jit_cache.sources import AttrSource, ComputedSource, ItemSource, LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,  # noqa: E402
-                                          FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
-                                          SideEffect, SourceOutput, SuperOutput, TupleOutput, built_dict,
-                                          call_with, cell_of, reversed_at)
+from torch_jit_cache.pipeline.disk_cache import names, output_codec  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache.names import Mismatch, NotStored  # noqa: E402
+from torch_jit_cache.guard.sources import AttrSource, ComputedSource, ItemSource, LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,  # noqa: E402
+                                                FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput, ObjectOutput,
+                                                SideEffect, SourceOutput, SuperOutput, TupleOutput, built_dict,
+                                                call_with, cell_of, reversed_at)
 
 
 def _frame(k):
@@ -162,10 +162,9 @@ def test_a_code_guarded_by_content_loads_only_for_that_content():
     # C['func'].__code__ (a decorated function held by its wrapper's closure, guarded by its code):
     # stored as the code's file, qualname, first line and digest; on load the frame's code there
     # must be such a code, which the loaded guard then holds.
-    from torch_jit_cache.disk_cache.guard_codec import StoreContext
-    from torch_jit_cache.guards import decode_guard, encode_guard
-    from torch_jit_cache.sources import ClosureSource
-    from torch_jit_cache.trace_result import GuardKind, GuardSpec
+    from torch_jit_cache.pipeline.disk_cache.guard_codec import StoreContext, decode_guard, encode_guard
+    from torch_jit_cache.guard.sources import ClosureSource
+    from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec
     source = AttrSource(ClosureSource("func"), "__code__")
     context = StoreContext(set())
     record = encode_guard(GuardSpec(source, GuardKind.ID_MATCH, INNER), context)
@@ -189,9 +188,9 @@ def test_a_function_a_factory_made_is_named_by_its_name():
 def test_an_entry_whose_graph_input_is_computed_is_not_stored():
     # A ComputedSource (FSDP2's local shard) holds a function that pickle would store by name,
     # unchecked: refused wherever an entry would hold it.
-    from torch_jit_cache import counters
-    from torch_jit_cache.disk_cache import entries
-    from torch_jit_cache.trace_result import TraceResult
+    from torch_jit_cache.runtime import counters
+    from torch_jit_cache.pipeline.disk_cache import entries
+    from torch_jit_cache.guard.trace_result import TraceResult
     computed = ComputedSource(LocalSource("p"), _local_function)
     result = TraceResult(graph=None, graph_inputs=[computed], example_inputs=[], output=GraphOutput(0), guards=[])
     rewritten = types.SimpleNamespace(graph_inputs=[computed], guards=[])

@@ -1,4 +1,4 @@
-"""Dynamic shapes (dynamic.py, tracer/fake_shapes.py): automatic dynamic after a size-caused
+"""Dynamic shapes (frontend/dynamic.py, tracer/fake_shapes.py): automatic dynamic after a size-caused
 recompile, compile(dynamic=True/False), mark_dynamic / maybe_mark_dynamic / mark_static, int
 arguments that change per call, symbolic sizes through the trace, and what the traces leave alive.
 
@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.dynamic import DynamicMarkError  # noqa: E402
+from torch_jit_cache.frontend.dynamic import DynamicMarkError  # noqa: E402
 from torch_jit_cache.testing import CompileCounter, CompileCounterWithBackend  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Error paths of compiled frames (graph_break.py, codegen.py): an exception leaving a compiled
+"""Error paths of compiled frames (graph_break.py, pipeline/codegen.py): an exception leaving a compiled
 frame frees what eager frees, at once, with the collector off (an exception that reaches itself
 through its traceback would keep every frame's locals alive until gc.collect()).
 
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
+from torch_jit_cache.pipeline.convert_frame import FullGraphError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
-from torch_jit_cache.sources import LocalSource  # noqa: E402
+from torch_jit_cache.guard.sources import LocalSource  # noqa: E402
 from torch_jit_cache.tracer.fake_shapes import FakeShapes  # noqa: E402
 
 

@@ -3,8 +3,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_jit_cache.fast_sources import SourceRewriter  # noqa: E402
-from torch_jit_cache.sources import AttrSource, LocalSource, load_source  # noqa: E402
+from torch_jit_cache.guard.fast_sources import SourceRewriter  # noqa: E402
+from torch_jit_cache.guard.sources import AttrSource, LocalSource, load_source  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -127,7 +127,8 @@ def _fresh_function(tmp_path, name):
 
 def _inject(monkeypatch, step, exc):
     """Make `step` of FrameCompiler raise `exc` (returns the backend to compile with)."""
-    from torch_jit_cache import codegen, convert_frame, fast_sources
+    from torch_jit_cache.pipeline import codegen, convert_frame
+    from torch_jit_cache.guard import fast_sources
     from torch_jit_cache import tracer as tracer_pkg
     from torch_jit_cache.tracer import output_graph
 
@@ -206,7 +207,7 @@ def test_a_failing_compile_step_runs_the_frame_uncompiled_and_logs_why(step, tmp
 @pytest.mark.parametrize("step", FAULT_STEPS)
 def test_a_failing_compile_step_under_fullgraph_raises_full_graph_error(step, tmp_path, no_gc):
     torch = _torch()
-    from torch_jit_cache.convert_frame import FullGraphError
+    from torch_jit_cache.pipeline.convert_frame import FullGraphError
 
     fn = _fresh_function(tmp_path, "fullgraph")
     x = torch.ones(3)

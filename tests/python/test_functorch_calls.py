@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.trace_rules import functorch_transform  # noqa: E402
+from torch_jit_cache.frontend.trace_rules import functorch_transform  # noqa: E402
 from torch_jit_cache.tracer.variables.tensor import is_torch_callable  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]

@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_jit_cache.dynamic import DynamicPolicy  # noqa: E402
+from torch_jit_cache.frontend.dynamic import DynamicPolicy  # noqa: E402
 from torch_jit_cache.graph_break import driver  # noqa: E402
-from torch_jit_cache.trace_result import BreakOutput, Unsupported  # noqa: E402
+from torch_jit_cache.guard.trace_result import BreakOutput, Unsupported  # noqa: E402
 
 PACKAGE = pathlib.Path(driver.__file__).resolve().parents[1]
 
@@ -112,11 +112,11 @@ def _calls(path: pathlib.Path) -> set:
 
 
 def test_only_the_driver_traces_again():
-    """One loop re-runs the trace: no module but the driver calls the tracer's entry points (made
-    in tracer/frame.py) or plans a cut (convert_frame and the tracer's face used to, each with a
-    loop). The disk cache's output codec is the one other caller of plan_break, and traces nothing:
-    a stored break keeps its instruction's index, and the plan is a function of the code and it."""
-    allowed = {"disk_cache/output_codec.py": {"plan_break"}}
+    """One loop re-runs the trace: no module but the driver calls the tracer's entry points (made in
+    tracer/frame.py) or plans a cut. The disk cache's output codec is the one other caller of
+    plan_break, and traces nothing: a stored break keeps its instruction's index, and the plan is a
+    function of the code and it."""
+    allowed = {"pipeline/disk_cache/output_codec.py": {"plan_break"}}
     callers = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                      if p.name not in ("driver.py", "frame.py") and
                      ({"trace", "root_translator", "plan_break", "list_breaks"} & _calls(p)) -

@@ -19,7 +19,7 @@ np = pytest.importorskip("numpy")   # with torch; the torch-free debug venv (hun
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache import graph_break  # noqa: E402
-from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
+from torch_jit_cache.pipeline.convert_frame import FullGraphError  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 from context_helpers import check_graphs_and_breaks, run_counting_breaks  # noqa: E402
@@ -452,7 +452,7 @@ def test_graph_breaks_are_logged_once(caplog, monkeypatch):
 
     compiled = tjc.compile(fn, backend="eager")
     # The level is set here: an earlier test's caplog.at_level puts back the level the logger had
-    # before log.py's first handler set INFO, which would hide the INFO records from this test.
+    # before runtime/log.py's first handler set INFO, which would hide the INFO records from this test.
     with caplog.at_level("INFO", logger="torch_jit_cache"):
         for _ in range(3):
             compiled(torch.randn(2))

@@ -1,4 +1,4 @@
-"""Each guard kind's stored form (disk_cache/guard_codec.py, named by the kind's row in
+"""Each guard kind's stored form (pipeline/disk_cache/guard_codec.py, named by the kind's row in
 guards.GUARD_KINDS): the guard decoded from the stored record accepts exactly the values the live
 guard accepts.
 
@@ -18,12 +18,14 @@ pytestmark = pytest.mark.torch
 from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
 
 import guard_codec_helpers as helpers  # noqa: E402
-from torch_jit_cache import _C, guards  # noqa: E402
-from torch_jit_cache.disk_cache import keys  # noqa: E402
-from torch_jit_cache.disk_cache.guard_codec import Codec, StoreContext  # noqa: E402
-from torch_jit_cache.disk_cache.names import Mismatch, NotStored  # noqa: E402
-from torch_jit_cache.sources import LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import GuardKind, GuardSpec  # noqa: E402
+from torch_jit_cache import _C
+from torch_jit_cache.guard import tree as guards  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache import keys  # noqa: E402
+from torch_jit_cache.pipeline.disk_cache.guard_codec import (CODECS, Codec, StoreContext, decode_guard,  # noqa: E402
+                                                             encode_guard)
+from torch_jit_cache.pipeline.disk_cache.names import Mismatch, NotStored  # noqa: E402
+from torch_jit_cache.guard.sources import LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec  # noqa: E402
 
 X, Y = LocalSource("x"), LocalSource("y")
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -39,7 +41,7 @@ def _tree(spec, frame):
 
 def _stored(spec, context=None):
     """The record as a later process reads it."""
-    record = guards.encode_guard(spec, context or StoreContext(set()))
+    record = encode_guard(spec, context or StoreContext(set()))
     return pickle.loads(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
 
 
@@ -53,7 +55,7 @@ def assert_exact(spec, store_frame, load_frame, others=(), *, context=None, stor
         record = _stored(spec, context)
     with load_mode():
         try:
-            decoded_spec = guards.decode_guard(record, _resolve(load_frame))
+            decoded_spec = decode_guard(record, _resolve(load_frame))
         except Mismatch:
             assert not live.check(load_frame), (spec, load_frame)
             return False
@@ -68,8 +70,9 @@ def assert_exact(spec, store_frame, load_frame, others=(), *, context=None, stor
 def test_every_guard_kind_has_a_codec_with_both_directions():
     assert set(guards.GUARD_KINDS) == set(GuardKind)
     for kind, rule in guards.GUARD_KINDS.items():
-        assert isinstance(rule.codec, Codec), kind
-        assert type(rule.codec).encode is not Codec.encode and type(rule.codec).decode is not Codec.decode, kind
+        assert isinstance(CODECS[rule.codec], Codec), kind
+        codec = type(CODECS[rule.codec])
+        assert codec.encode is not Codec.encode and codec.decode is not Codec.decode, kind
 
 
 # One value of each kind and a frame it holds for (relations: two locals).
@@ -104,7 +107,7 @@ def test_every_kind_round_trips_to_the_same_guard(kind):
         pytest.skip("DICT_TAGS is not available on this Python")
     spec = GuardSpec(X, kind, value)
     live = _tree(spec, frame)
-    decoded = _tree(guards.decode_guard(_stored(spec), _resolve(frame)), frame)
+    decoded = _tree(decode_guard(_stored(spec), _resolve(frame)), frame)
     assert str(decoded) == str(live)
     assert live.check(frame) and decoded.check(frame)
 
@@ -192,10 +195,10 @@ def test_a_stored_tensor_does_not_load_for_one_the_live_guard_rejects(plain, mak
     live = _tree(GuardSpec(X, GuardKind.TENSOR_MATCH, plain), {"x": plain})
     record = _stored(GuardSpec(X, GuardKind.TENSOR_MATCH, plain))
     if live.check({"x": other}):
-        assert guards.decode_guard(record, _resolve({"x": other})).value is other
+        assert decode_guard(record, _resolve({"x": other})).value is other
     else:
         with pytest.raises(Mismatch):
-            guards.decode_guard(record, _resolve({"x": other}))
+            decode_guard(record, _resolve({"x": other}))
 
 
 def test_an_inference_tensor_does_not_load_an_entry_stored_for_a_normal_one():
@@ -204,7 +207,7 @@ def test_an_inference_tensor_does_not_load_an_entry_stored_for_a_normal_one():
         inference = torch.zeros(2)
     record = _stored(GuardSpec(X, GuardKind.TENSOR_MATCH, plain))
     with pytest.raises(Mismatch, match="dispatch_keys"):
-        guards.decode_guard(record, _resolve({"x": inference}))
+        decode_guard(record, _resolve({"x": inference}))
 
 
 def test_dynamic_dims_are_stored_as_the_leaf_leaves_them():
@@ -212,9 +215,9 @@ def test_dynamic_dims_are_stored_as_the_leaf_leaves_them():
     context = StoreContext(set(), dynamic={X: ((0,), ())})
     record = _stored(GuardSpec(X, GuardKind.TENSOR_MATCH, a), context)
     assert record[2]["sizes"] == (None, 3) and record[2]["strides"] == (3, 1)
-    assert guards.decode_guard(record, _resolve({"x": torch.zeros(7, 3)[:4]})).kind is GuardKind.TENSOR_MATCH
+    assert decode_guard(record, _resolve({"x": torch.zeros(7, 3)[:4]})).kind is GuardKind.TENSOR_MATCH
     with pytest.raises(Mismatch):
-        guards.decode_guard(record, _resolve({"x": torch.zeros(4, 2)}))
+        decode_guard(record, _resolve({"x": torch.zeros(4, 2)}))
 
 
 @PROPERTY

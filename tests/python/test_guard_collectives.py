@@ -1,4 +1,4 @@
-"""Guard collectives (torch_jit_cache/guard_collectives.py): with them on, a miss on one rank makes
+"""Guard collectives (torch_jit_cache/runtime/guard_collectives.py): with them on, a miss on one rank makes
 every rank recompile at the same call; off, only the rank that missed recompiles.
 
 Two processes join a gloo group over 127.0.0.1 and run guard_collectives_worker.py: a compiled
@@ -16,7 +16,7 @@ import torch.distributed as dist  # noqa: E402
 from torch_jit_cache.testing.ranks import free_ports, run_ranks, scenario  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import guard_collectives  # noqa: E402
+from torch_jit_cache.runtime import guard_collectives  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 

@@ -3,9 +3,10 @@ csrc/guards/leaf_kinds.h) agree, and the one binding GuardNode.add_leaf adds eve
 name, refusing an unknown kind with a Python exception."""
 import pytest
 
-from torch_jit_cache import _C, guards, runtime
-from torch_jit_cache.sources import LocalSource
-from torch_jit_cache.trace_result import GuardKind, GuardSpec
+from torch_jit_cache import _C, runtime
+from torch_jit_cache.guard import tree as guards
+from torch_jit_cache.guard.sources import LocalSource
+from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec
 
 # An operand each leaf kind accepts, and a value of `x` that passes it (tensor_match needs torch).
 OPERANDS = {

@@ -280,7 +280,7 @@ def test_dict_keys_and_items_by_static_types():
 
 def test_dict_keys_and_items_by_objects_vouched_for_as_living_for_the_process():
     # huggingface_hub's table of validators: keys a guard may hold only once Python vouched for
-    # them (torch_jit_cache.process_lived); compared by identity.
+    # them (torch_jit_cache.guard.process_lived); compared by identity.
     import collections.abc
     import typing
     g = GuardManager()

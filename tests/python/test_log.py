@@ -1,4 +1,4 @@
-"""log.py: TJC_LOG's topics, printed through the `torch_jit_cache` logger.
+"""runtime/log.py: TJC_LOG's topics, printed through the `torch_jit_cache` logger.
 
 The contract: a topic prints only while config.log names it (or "all"); `enabled(topic)` answers
 that, so callers skip formatting when it is off; log_once / warn_once say a thing once per key
@@ -11,7 +11,7 @@ import pytest
 
 
 import torch_jit_cache as tjc
-from torch_jit_cache import log
+from torch_jit_cache.runtime import log
 from torch_jit_cache.config import config
 
 

@@ -1,4 +1,4 @@
-"""A compiled module is the nn.Module it wraps (module_wrapper.py): registered as a child,
+"""A compiled module is the nn.Module it wraps (frontend/module_wrapper.py): registered as a child,
 its parameters, state_dict keys, modes, dtype and hooks are the wrapped module's, methods that
 return self return the compiled module, copies compile on their own cache, compile_() compiles in
 place, dropping either frees everything without the cycle collector, a compiled child trains as

@@ -1,4 +1,4 @@
-"""A compiled module inside what calls it (module_wrapper.py): blocks compiled with compile() or
+"""A compiled module inside what calls it (frontend/module_wrapper.py): blocks compiled with compile() or
 compile_() and then a model compiled whole inline as the modules they wrap (one graph, no break,
 gradients equal eager's, each block still runs alone on its own cache), and the whole's trace is
 guarded on the block (another block, a hook, a new `_compiled_call_impl`); DistributedDataParallel

@@ -1,4 +1,4 @@
-"""Object identity after the graph (trace_result.py, "Identity is the identity of spec objects"):
+"""Object identity after the graph (guard/trace_result.py, "Identity is the identity of spec objects"):
 an object the trace built and the frame reaches twice (returned twice, stored by a side effect
 and returned, two locals or a local and a stack slot at a graph break) is one object after the
 compiled call, as in eager, and a mutation through one place shows through the other; two objects

@@ -1,4 +1,4 @@
-"""How object identity after the graph is made (trace_result.py, codegen.py): the transformed code
+"""How object identity after the graph is made (guard/trace_result.py, pipeline/codegen.py): the transformed code
 builds an object the frame reaches twice once, into a temporary, and needs no temporary for one
 reached once; the objects built once hold nothing after the call; an iterator over a list that is
 live at a graph break sees the list's later changes, as in eager. The identities themselves, scenario
@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import codegen  # noqa: E402
+from torch_jit_cache.pipeline import codegen  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 

@@ -1,4 +1,4 @@
-"""torch_jit_cache/process_lived.py: which objects a guard may hold because they live as long as
+"""torch_jit_cache/guard/process_lived.py: which objects a guard may hold because they live as long as
 the process. Library singletons (typing's special forms, ABCs, module-level functions of the
 standard library or an installed package) qualify; nothing a user made does, whatever it claims
 to be; dict keys must also hash and compare by identity, and are registered with the guard tree."""
@@ -14,7 +14,8 @@ import weakref
 
 import pytest
 
-from torch_jit_cache import _C, process_lived
+from torch_jit_cache import _C
+from torch_jit_cache.guard import process_lived
 
 
 class UserKey:

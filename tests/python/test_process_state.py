@@ -1,4 +1,4 @@
-"""tjc.reset() restores a fresh process's state (torch_jit_cache/process_state.py): the same programs
+"""tjc.reset() restores a fresh process's state (torch_jit_cache/runtime/process_state.py): the same programs
 compiled in rounds separated by reset() make the same counters, graphs and guards in every round
 and in a fresh process, with the disk cache off and on; every counter starts from zero; and every
 mutable container of the package is, after a compile and reset(), as a fresh process has it, or
@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import process_state  # noqa: E402
+from torch_jit_cache.runtime import process_state  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

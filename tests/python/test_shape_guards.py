@@ -1,4 +1,4 @@
-"""SYMBOLIC_SHAPES (shape_guards.py -> csrc/guards/shape_guards.h) and TENSOR_MATCH with dynamic dims.
+"""SYMBOLIC_SHAPES (guard/shape_guards.py -> csrc/guards/shape_guards.h) and TENSOR_MATCH with dynamic dims.
 
 Trees are built with GuardBuilder from real tensors and ints and checked against mappings of
 locals. The hypothesis tests compare the C++ verdict of random expressions with sympy's own
@@ -16,11 +16,11 @@ torch = pytest.importorskip("torch")
 from torch.utils._sympy import functions as tf  # noqa: E402
 
 from torch_jit_cache import _C  # noqa: E402
-from torch_jit_cache.guards import GuardBuilder, build_guards  # noqa: E402
-from torch_jit_cache.shape_guards import (  # noqa: E402
-    ShapeGuards, SymbolBinding, UnsupportedShapeGuard, compile_expr, operands)
-from torch_jit_cache.sources import AttrSource, LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import GuardKind, GuardSpec  # noqa: E402
+from torch_jit_cache.guard.tree import GuardBuilder, build_guards  # noqa: E402
+from torch_jit_cache.guard.shape_guards import (  # noqa: E402
+          ShapeGuards, SymbolBinding, UnsupportedShapeGuard, compile_expr, operands)
+from torch_jit_cache.guard.sources import AttrSource, LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import GuardKind, GuardSpec  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -1,4 +1,4 @@
-"""sources.py: every kind of Source means the same thing in each of its homes.
+"""guard/sources.py: every kind of Source means the same thing in each of its homes.
 
 For a table of example sources over a toy frame, the value from `load`, the value the emitted
 bytecode returns when the runtime runs it, and the value the C++ guard accessor reads (in mapping
@@ -12,12 +12,14 @@ import types
 
 import pytest
 
-from torch_jit_cache import codegen, runtime, sources
-from torch_jit_cache.guards import GuardBuilder
-from torch_jit_cache.sources import (AttrSource, BuiltinSource, ChainedSource, ClosureSource, ComputedSource,
-                                     FrameValues, GlobalSource, InstanceDictSource, ItemSource, LocalSource,
-                                     MethodCallSource, RootSource, Source, TypeSource)
-from torch_jit_cache.trace_result import SourceOutput
+from torch_jit_cache.pipeline import codegen
+from torch_jit_cache import runtime
+from torch_jit_cache.guard import sources
+from torch_jit_cache.guard.tree import GuardBuilder
+from torch_jit_cache.guard.sources import (AttrSource, BuiltinSource, ChainedSource, ClosureSource, ComputedSource,
+                                           FrameValues, GlobalSource, InstanceDictSource, ItemSource, LocalSource,
+                                           MethodCallSource, RootSource, Source, TypeSource)
+from torch_jit_cache.guard.trace_result import SourceOutput
 
 pytestmark = pytest.mark.usefixtures("fresh_runtime")
 

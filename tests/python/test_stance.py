@@ -1,4 +1,4 @@
-"""tjc.set_stance (stance.py): force_eager, eager_on_recompile, fail_on_recompile, as a call, a
+"""tjc.set_stance (frontend/stance.py): force_eager, eager_on_recompile, fail_on_recompile, as a call, a
 context manager and a decorator; bad stances; what a stance keeps alive."""
 import weakref
 
@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import stance  # noqa: E402
+from torch_jit_cache.frontend import stance  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]

@@ -40,9 +40,11 @@ sys.meta_path.insert(0, BlockTorch())
 # same argument is a hit run from C++, a call with another type misses again.
 RUNTIME_CYCLE = """
 import torch_jit_cache
-from torch_jit_cache import _C, codegen, guards, runtime
-from torch_jit_cache.sources import LocalSource
-from torch_jit_cache.trace_result import ConstantOutput, GuardKind, GuardSpec
+from torch_jit_cache import _C, runtime
+from torch_jit_cache.guard import tree as guards
+from torch_jit_cache.pipeline import codegen
+from torch_jit_cache.guard.sources import LocalSource
+from torch_jit_cache.guard.trace_result import ConstantOutput, GuardKind, GuardSpec
 
 def f(x):
     return x + 1
@@ -80,8 +82,8 @@ def run_blocked(script: str) -> str:
 
 def test_runtime_modules_import_without_torch():
     run_blocked("import torch_jit_cache, torch_jit_cache._C, torch_jit_cache.runtime, "
-                "torch_jit_cache.guards, torch_jit_cache.codegen, torch_jit_cache.sources, "
-                "torch_jit_cache.trace_result, torch_jit_cache.config, torch_jit_cache.testing\n")
+                "torch_jit_cache.guard.tree, torch_jit_cache.pipeline.codegen, torch_jit_cache.guard.sources, "
+                "torch_jit_cache.guard.trace_result, torch_jit_cache.config, torch_jit_cache.testing\n")
 
 
 def test_runtime_guards_and_codegen_work_without_torch():

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
 import torch_jit_cache.tracer as tracer_pkg  # noqa: E402
-from torch_jit_cache.convert_frame import FullGraphError  # noqa: E402
+from torch_jit_cache.pipeline.convert_frame import FullGraphError  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -1,4 +1,4 @@
-"""trace_log.py: TJC_TRACE_DIR's structured trace, record by record.
+"""runtime/trace_log.py: TJC_TRACE_DIR's structured trace, record by record.
 
 Contracts tested: off by default (no file, no record, hooks pass through); one JSON-lines file per
 process, opened on the first record, starting with a "process" record and ending with the final
@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import trace_log  # noqa: E402
+from torch_jit_cache.runtime import trace_log  # noqa: E402
 from torch_jit_cache.config import config  # noqa: E402
 
 pytestmark = pytest.mark.torch

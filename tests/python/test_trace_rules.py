@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from torch_jit_cache import trace_rules
-from torch_jit_cache.trace_rules import Action
+from torch_jit_cache.frontend import trace_rules
+from torch_jit_cache.frontend.trace_rules import Action
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
@@ -26,7 +26,7 @@ import torch_jit_cache as tjc  # noqa: E402
     ("torch._functorch.aot_autograd", "torch"),
     ("functorch.compile", "torch"),
     ("torchgen.model", "torch"),
-    ("torch_jit_cache.guards", "torch_jit_cache"),
+    ("torch_jit_cache.guard.tree", "torch_jit_cache"),
     ("numpy.linalg", "numpy"),
     ("triton.runtime.jit", "triton"),
     ("typing_extensions", "typing_extensions"),

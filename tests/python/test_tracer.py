@@ -14,9 +14,9 @@ pytestmark = pytest.mark.torch
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from torch_jit_cache.sources import ClosureSource, GlobalSource, ItemSource, LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import (ConstantOutput, DictOutput, GuardKind, TupleOutput,  # noqa: E402
-                                          Unsupported)
+from torch_jit_cache.guard.sources import ClosureSource, GlobalSource, ItemSource, LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import (ConstantOutput, DictOutput, GuardKind, TupleOutput,  # noqa: E402
+                                                Unsupported)
 
 from context_helpers import check_trace, do_trace, guard_kinds, rand, run_compiled  # noqa: E402
 
@@ -375,7 +375,7 @@ def test_data_dependent_values_are_unsupported(body):
 def test_side_effects_are_recorded_not_applied():
     """Stores and container mutations become SideEffect specs (replayed by codegen); the trace
     leaves the real objects alone (tests/python/test_side_effects.py runs them end to end)."""
-    from torch_jit_cache.trace_result import EffectKind
+    from torch_jit_cache.guard.trace_result import EffectKind
 
     class Counter(nn.Module):
         def forward(self, x):

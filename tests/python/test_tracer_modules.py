@@ -14,8 +14,8 @@ pytestmark = pytest.mark.torch
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from torch_jit_cache.sources import AttrSource, GlobalSource, ItemSource, LocalSource, load_source  # noqa: E402
-from torch_jit_cache.trace_result import GuardKind, SourceOutput, Unsupported  # noqa: E402
+from torch_jit_cache.guard.sources import AttrSource, GlobalSource, ItemSource, LocalSource, load_source  # noqa: E402
+from torch_jit_cache.guard.trace_result import GuardKind, SourceOutput, Unsupported  # noqa: E402
 
 from context_helpers import check_trace, do_trace, guard_kinds, rand, run_compiled  # noqa: E402
 

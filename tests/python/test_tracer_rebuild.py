@@ -344,7 +344,8 @@ def test_a_partial_made_of_an_argument_follows_it_between_calls():
 @pytest.mark.parametrize("kind", ["list_iterator", "enumerate", "zip", "map", "generator"])
 def test_a_call_with_positional_arguments_is_made_by_the_transformed_code_itself(kind):
     # No helper frame between the transformed code and the builtin (measured: about 3 us a call).
-    from torch_jit_cache import codegen, trace_result
+    from torch_jit_cache.pipeline import codegen
+    from torch_jit_cache.guard import trace_result
     make, _ = KINDS[kind]
     compiled = tjc.compile(_returning(make), backend="eager")
     compiled(torch.randn(3))

@@ -17,8 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.sources import LocalSource  # noqa: E402
-from torch_jit_cache.trace_result import Unsupported  # noqa: E402
+from torch_jit_cache.guard.sources import LocalSource  # noqa: E402
+from torch_jit_cache.guard.trace_result import Unsupported  # noqa: E402
 from torch_jit_cache.tracer.variables import builder  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -1,4 +1,4 @@
-"""Opaque calls (proxies.py, tracer/variables/opaque_calls.py): built-in modules the tracer does not
+"""Opaque calls (frontend/proxies.py, tracer/variables/opaque_calls.py): built-in modules the tracer does not
 trace (LSTM, GRU, MultiheadAttention, the Transformer family) and what tjc.allow_in_graph marks are
 called as one node of the graph, through a proxy that shares the module's __dict__.
 
@@ -17,7 +17,8 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache import proxies, runtime  # noqa: E402
+from torch_jit_cache.frontend import proxies
+from torch_jit_cache import runtime  # noqa: E402
 from torch_jit_cache.testing import CompileCounterWithBackend  # noqa: E402
 from torch_jit_cache.testing import models as zoo  # noqa: E402
 

@@ -1,12 +1,12 @@
 """Emitting bytecode: the primitives every generated code object is written with.
 
 An `Emitter` appends `bytecode.Instr`s for one code object that runs in a frame of `original` (the
-transformed code, codegen.py) or continues it (a resume function's prologue, resume.py). Every
+transformed code, pipeline/codegen.py) or continues it (a resume function's prologue, resume.py). Every
 version difference in what it emits is read from versions.FACTS, here only: where NULL goes in a
 call, PRECALL, LOAD_ATTR's method flag, how a closure's cells are loaded, MAKE_FUNCTION's parts.
 A caller says what to call or load; it never spells a version's instruction sequence itself.
 
-Sources (sources.py) load themselves through the `load_*` primitives (`Source.emit_load`).
+Sources (guard/sources.py) load themselves through the `load_*` primitives (`Source.emit_load`).
 
 No torch here: codegen and the runtime's torch-free tests import this module.
 """
@@ -23,7 +23,7 @@ from bytecode import CellVar, FreeVar, Instr
 from .versions import FACTS
 
 if TYPE_CHECKING:
-    from ..sources import Source
+    from ..guard.sources import Source
 
 __all__ = ["CodegenError", "Emitter", "argument_names", "attr_arg", "emitted_jump", "temps", "CLOSURE_FLAG",
            "DEFAULTS_FLAG", "KWDEFAULTS_FLAG", "ANNOTATIONS_FLAG"]
@@ -104,7 +104,7 @@ class Emitter:
     def const(self, value: Any) -> None:
         self.emit("LOAD_CONST", value)
 
-    # -- sources: each Source kind's emit_load (sources.py) uses these primitives ---------------
+    # -- sources: each Source kind's emit_load (guard/sources.py) uses these primitives ---------------
     def load_source(self, source: Source) -> None:
         source.emit_load(self)
 

@@ -3,7 +3,7 @@
     trace_frame(frame, plan, dynamic, fullgraph) -> Traced
 
 reads top to bottom as the attempts it makes, each one trace of the root frame (tracer.trace):
-1. the frame as it is (`plan`: symbolic sizes where dynamic.py chose them);
+1. the frame as it is (`plan`: symbolic sizes where frontend/dynamic.py chose them);
 2. where that trace failed at an instruction the frame can be cut at (plan.py), the frame again,
    stopped there (state.py `Cut`): a trace never resumes another's state, since the first may have
    added nodes and guards past the break (an inlined call that failed half-way);
@@ -24,8 +24,8 @@ import torch
 
 from .. import tracer
 from ..bytecode.analysis import BreakRefused
-from ..trace_result import (BreakOutput, FloatSymbolGuard, TraceBudgetExceeded, TraceResult, Unsupported,
-                            drop_tracebacks)
+from ..guard.trace_result import (BreakOutput, FloatSymbolGuard, TraceBudgetExceeded, TraceResult, Unsupported,
+                                  drop_tracebacks)
 from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak
 from .passing import PassingOver
 from .plan import plan_break
@@ -69,7 +69,7 @@ def trace_frame(frame, plan, dynamic, fullgraph: bool) -> Traced:
     try:
         traced = _trace_cut(frame, plan, fullgraph, rng)
     except FloatSymbolGuard:
-        raise   # floats become constants, the tensors' sizes stay symbolic (convert_frame.py)
+        raise   # floats become constants, the tensors' sizes stay symbolic (pipeline/convert_frame.py)
     except TraceBudgetExceeded:
         raise   # a static trace runs the same loop: the frame runs uncompiled
     except Unsupported as e:

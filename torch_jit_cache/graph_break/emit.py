@@ -25,7 +25,7 @@ import bytecode
 from bytecode import Instr, TryBegin, TryEnd
 
 from ..bytecode.emitter import CodegenError, Emitter, emitted_jump
-from ..trace_result import BreakOutput, ContextSwitch, EnteredContext
+from ..guard.trace_result import BreakOutput, ContextSwitch, EnteredContext
 from .resume import stack_args
 
 __all__ = ["emit_break", "Switches"]

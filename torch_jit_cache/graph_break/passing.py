@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..bytecode.analysis import COND_JUMPS, stack_effect
 from ..bytecode.instructions import next_raw
-from ..trace_result import Unsupported
+from ..guard.trace_result import Unsupported
 
 __all__ = ["PassingOver", "UNKNOWN"]
 

@@ -17,7 +17,7 @@ import weakref
 
 from ..bytecode.analysis import BreakRefused
 from ..bytecode.resume import ITER, NULL, VALUE, build_resume_code
-from ..trace_result import BreakOutput, EnteredContext
+from ..guard.trace_result import BreakOutput, EnteredContext
 
 __all__ = ["is_resume_code", "stack_args", "resume_function", "resume_functions"]
 

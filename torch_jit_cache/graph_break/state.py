@@ -13,8 +13,8 @@ import dataclasses
 
 import torch
 
-from ..sources import LocalSource
-from ..trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, Unsupported
+from ..guard.sources import LocalSource
+from ..guard.trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, Unsupported
 from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak, Rebuilder
 from ..tracer.variables import IteratorVariable
 from ..tracer.variables.contexts import (AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable,

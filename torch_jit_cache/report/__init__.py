@@ -1,5 +1,5 @@
 """The compile report: `python -m torch_jit_cache.report DIR [-o report.html]` renders the structured
-trace a run wrote with TJC_TRACE_DIR=DIR (trace_log.py) as one self-contained HTML page.
+trace a run wrote with TJC_TRACE_DIR=DIR (runtime/trace_log.py) as one self-contained HTML page.
 
     load(DIR) -> [Process]        model.py: the trace files read into processes, frames, compiles
     render([Process]) -> str      page.py: the page (inline CSS and JS, nothing fetched)

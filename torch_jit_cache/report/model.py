@@ -1,4 +1,4 @@
-"""A trace folder (trace_log.py's files) read into processes, frames and compiles for the page.
+"""A trace folder (runtime/trace_log.py's files) read into processes, frames and compiles for the page.
 
 Reading is lenient: a line that is not JSON (the last line of a process killed mid-write), a record
 of a type this version does not know, or a record written by a newer format version is skipped and
@@ -11,7 +11,7 @@ import json
 import os
 import re
 
-from ..trace_log import VERSION
+from ..runtime.trace_log import VERSION
 
 
 @dataclasses.dataclass

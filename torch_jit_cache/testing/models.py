@@ -163,7 +163,7 @@ def _nanogpt():
 
 class KVCache(nn.Module):
     """One layer's keys and values for positions 0..max_seq-1, as buffers written in place at the
-    positions a step decodes: the buffer mutation that CUDA graphs must see as static (issue 24).
+    positions a step decodes: the buffer mutation that CUDA graphs must see as static.
     The keys go in with index_copy_, the values with an index assignment (index_put_), so both
     spellings users write are covered."""
 

@@ -10,7 +10,7 @@ at a graph break is graph_break/driver.py's, through `trace`.
 """
 from __future__ import annotations
 
-from ..trace_result import Unsupported
+from ..guard.trace_result import Unsupported
 from .frame import final_shape_guards, release_shape_state, root_translator, trace
 
 __all__ = ["trace", "root_translator", "final_shape_guards", "release_shape_state", "Unsupported"]

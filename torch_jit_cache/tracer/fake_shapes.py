@@ -5,15 +5,15 @@ frame is converted once (`fakeify`) into a fake tensor with the real one's sizes
 offset, dtype, device, conj/neg bits, requires_grad and view relations (two views of one base
 become views of one fake base), and no data; every example op, factory and opaque call runs under
 the mode (`FakeShapes.running()`), so tracing costs no device memory for the model's weights and
-draws no random numbers. A trace whose frame has a dynamic dimension (dynamic.py decides which)
+draws no random numbers. A trace whose frame has a dynamic dimension (frontend/dynamic.py decides which)
 gives each such dimension a symbol; every other tensor (parameters included) is converted with
 static sizes, and a static trace has the same ShapeEnv, with no symbol in it until the trace makes
 one from data (`.item()` under capture_scalar_outputs). Whatever the traced code asks of a symbolic size (a branch on
 `T > block_size`, `range(T)`, a view that needs `C % n_head == 0`) is recorded by the ShapeEnv as a
 guard, exactly as under torch.compile. `guards()` turns that state into a ShapeGuards value over our
 Sources: which source each symbol is read from (a size, a stride, a storage offset), the symbols'
-ranges and the boolean expressions; shape_guards.py compiles them into the C++ SYMBOLIC_SHAPES
-leaf; TENSOR_MATCH keeps checking the sizes and strides no symbol reads (guards.py).
+ranges and the boolean expressions; guard/shape_guards.py compiles them into the C++ SYMBOLIC_SHAPES
+leaf; TENSOR_MATCH keeps checking the sizes and strides no symbol reads (guard/tree.py).
 
 Data-dependent values (config.capture_scalar_outputs / capture_dynamic_output_shape_ops): `.item()`,
 nonzero and the like make *unbacked* symbols (u0, u1) in the ShapeEnv. They are not inputs: no
@@ -38,9 +38,9 @@ import threading
 
 import torch
 
-from ..dynamic import DynamicMarkError
-from ..sources import Source
-from ..trace_result import FloatSymbolGuard, Unsupported
+from ..frontend.dynamic import DynamicMarkError
+from ..guard.sources import Source
+from ..guard.trace_result import FloatSymbolGuard, Unsupported
 
 
 def _torch_source(source: Source):
@@ -258,10 +258,10 @@ class FakeShapes:
 
     def guards(self):
         """The ShapeGuards for the trace's state (the dims its symbols read are the ones
-        TENSOR_MATCH leaves to it: guards.py)."""
+        TENSOR_MATCH leaves to it: guard/tree.py)."""
         import sympy
 
-        from ..shape_guards import ShapeGuards, SymbolBinding
+        from ..guard.shape_guards import ShapeGuards, SymbolBinding
 
         env = self.shape_env
         bindings: dict = {}          # symbol -> SymbolBinding
@@ -327,7 +327,7 @@ def forget_shape_envs() -> None:
     every instance and keyed by the instance (`ShapeEnv._maybe_evaluate_static`, ...), so a trace's
     ShapeEnv, and through its symbols the frames that made it, would stay alive in them after the
     trace; nothing of ours needs them afterwards. Called when a compile with symbolic sizes ends
-    (convert_frame.py). Only caching is lost for a ShapeEnv still in use elsewhere."""
+    (pipeline/convert_frame.py). Only caching is lost for a ShapeEnv still in use elsewhere."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     for attr in vars(ShapeEnv).values():

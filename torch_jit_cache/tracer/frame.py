@@ -7,8 +7,8 @@ driver's (graph_break/driver.py), which calls `trace` for each attempt.
 """
 from __future__ import annotations
 
-from ..shape_guards import pinning
-from ..trace_result import TraceResult, Unsupported
+from ..guard.shape_guards import pinning
+from ..guard.trace_result import TraceResult, Unsupported
 from .output_graph import OutputGraph
 from .rebuild import GraphOutputs, return_state
 from .translator import InstructionTranslator

@@ -19,8 +19,8 @@ import torch.fx
 
 from ..config import config
 from ..backends import static_inputs, tracing_for_eager
-from ..sources import Source
-from ..trace_result import GuardKind, GuardSpec, TraceBudgetExceeded, Unsupported
+from ..guard.sources import Source
+from ..guard.trace_result import GuardKind, GuardSpec, TraceBudgetExceeded, Unsupported
 from .side_effects import SideEffects
 
 # In-place operators emitted as call_function nodes: registering them keeps dead-code elimination
@@ -98,7 +98,7 @@ class OutputGraph:
         # Instructions this trace may still interpret, over the root frame and every call it
         # inlines (translator.py `run`; config.trace_budget).
         self.step_budget = self.steps_left = config.trace_budget
-        # Dynamic shapes (dynamic.py, fake_shapes.py): the plan says which tensor dims are symbols
+        # Dynamic shapes (frontend/dynamic.py, fake_shapes.py): the plan says which tensor dims are symbols
         # (and records the sizes this trace reads); `fake_shapes` is the trace's fake mode and
         # ShapeEnv, which every trace has: the examples are fake tensors, never the user's data.
         from .fake_shapes import FakeShapes
@@ -159,7 +159,7 @@ class OutputGraph:
         self._graph_inference: list = []
         self.entered_inference = False
         # Modules the graph calls opaquely (tracer/variables/opaque_calls.py): submodule name ->
-        # proxy (proxies.py), registered on the GraphModule by finish(); `_submodule_names` maps
+        # proxy (frontend/proxies.py), registered on the GraphModule by finish(); `_submodule_names` maps
         # id(original) -> name for the trace (the module is in `keepalive` meanwhile).
         self.submodules: dict[str, object] = {}
         self._submodule_names: dict[int, str] = {}

@@ -10,7 +10,7 @@ raises GeneratorAtBreak, and the graph-break driver moves the cut.
 """
 from __future__ import annotations
 
-from ..trace_result import ConstantOutput, FrameCellOutput, FunctionOutput, GraphOutput, SourceOutput, TupleOutput, Unsupported, walk
+from ..guard.trace_result import ConstantOutput, FrameCellOutput, FunctionOutput, GraphOutput, SourceOutput, TupleOutput, Unsupported, walk
 from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
 from .variables.ranges import RangeVariable
 from .variables.generators import GeneratorVariable

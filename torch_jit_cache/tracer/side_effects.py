@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import enum
 
-from ..trace_result import ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput, SideEffect, Unsupported
+from ..guard.trace_result import ConstantOutput, DictOutput, EffectKind, GuardKind, ListOutput, SideEffect, Unsupported
 
 
 class _Gone(enum.Enum):

@@ -17,8 +17,8 @@ import inspect
 
 from ..bytecode.analysis import is_with_handler
 from ..bytecode.instructions import DecodeError, decode
-from ..sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
-from ..trace_result import TraceBudgetExceeded, Unsupported
+from ..guard.sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
+from ..guard.trace_result import TraceBudgetExceeded, Unsupported
 from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable, ConstantVariable

@@ -79,7 +79,7 @@ TEST_F(LeafGuards, IdMatchHoldsSingletonsStrongly) {
 }
 
 TEST_F(LeafGuards, IdMatchStrongHoldsWhatCannotBeWeaklyReferenced) {
-  // torch.dtype is not weakrefable; Python asks for a strong hold (guards.py). An int stands in.
+  // torch.dtype is not weakrefable; Python asks for a strong hold (guard/tree.py). An int stands in.
   py::object big = py::int_(100000);
   LeafPtr leaf = ok_or_die(make_id_match(big, state, source, IdHold::kStrong));
   EXPECT_EQ(state->weak_watches, 0);

@@ -21,7 +21,7 @@ NAMES = [pytest.param(n, marks=pytest.mark.skipif(not hf_models.available(n), re
 
 # Breaks tjc still makes where torch.compile makes none (at most this many), and why. The test
 # fails if a model gets worse; an entry goes when its gap closes. Every model is at parity now
-# (BART, Whisper, DistilBERT and ViT training closed with process_lived.py's dict keys, the
+# (BART, Whisper, DistilBERT and ViT training closed with guard/process_lived.py's dict keys, the
 # traced deepcopy of a config built in the trace, and the truth value of a function).
 KNOWN_GAPS: dict = {}
 

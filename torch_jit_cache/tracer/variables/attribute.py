@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import types
 
-from ...attribute_lookup import (GENERIC_GETATTRIBUTE, MISSING, TRUSTED_GETATTRIBUTE, Where, generic_lookup,
-                                 instance_dict, is_descriptor, lookup, resolved_name, type_lookup)
-from ...sources import AttrSource, InstanceDictSource, ItemSource, TypeSource
-from ...trace_result import GuardKind
+from ...guard.attribute_lookup import (GENERIC_GETATTRIBUTE, MISSING, TRUSTED_GETATTRIBUTE, Where, generic_lookup,
+                                       instance_dict, is_descriptor, lookup, resolved_name, type_lookup)
+from ...guard.sources import AttrSource, InstanceDictSource, ItemSource, TypeSource
+from ...guard.trace_result import GuardKind
 from .base import TracedAttributeError, traced, unsupported
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable

@@ -26,7 +26,7 @@ import types
 
 import torch
 
-from ...sources import AttrSource
+from ...guard.sources import AttrSource
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, is_constant_value
 from .containers import TupleVariable

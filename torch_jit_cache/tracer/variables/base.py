@@ -15,9 +15,9 @@ import types
 import torch
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
-from ...process_lived import holdable_key
-from ...sources import AttrSource
-from ...trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
+from ...guard.process_lived import holdable_key
+from ...guard.sources import AttrSource
+from ...guard.trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
 
@@ -71,6 +71,27 @@ def traced(kind: type, reason: str, cls: type, args: list) -> TracedRaise:
     raised = kind(reason)
     raised.made_of = (cls, args)
     return raised
+
+
+# Calls a tracker's module makes into a module above it in the one-way import order (a tensor's
+# numpy view; the exception and the `==` a list method's stand-in check needs): the module that
+# implements one registers it under its name at import (`@provides`), the caller looks it up by
+# that name when it runs (`provided`). Importing any tracker module imports the package
+# tracer.variables, whose __init__ imports every provider, so a lookup during a trace finds it.
+_PROVIDED: dict = {}
+
+
+def provides(fn, name: str | None = None):
+    """Register `fn` under `name` (its own name by default) for `provided`; returns `fn`."""
+    name = name or fn.__name__
+    assert _PROVIDED.get(name, fn) is fn, f"two providers of {name}"
+    _PROVIDED[name] = fn
+    return fn
+
+
+def provided(name: str):
+    """The function a module above registered under `name` (`provides`)."""
+    return _PROVIDED[name]
 
 
 # The builtin exception -> its traced raise (handlers/exceptions.py's RAISE_VARARGS).
@@ -165,7 +186,7 @@ class VariableTracker:
     # -- after the graph ------------------------------------------------------------------------
     def reconstruct(self, outputs) -> object:
         """How the transformed code rebuilds this value once the graph has run: an output spec
-        (trace_result.py) made of graph outputs, constants, sources read again at call time, and
+        (guard/trace_result.py) made of graph outputs, constants, sources read again at call time, and
         containers of those. `outputs.graph_output(node)` numbers the graph's outputs; a container
         rebuilds its items with `outputs.rebuild(item)`, so a graph break can decide per item.
 

@@ -15,10 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...attribute_lookup import MISSING, is_data_descriptor, type_lookup
-from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
-from ...proxies import builtin_opaque_reason
+from ...guard.attribute_lookup import MISSING, is_data_descriptor, type_lookup
+from ...guard.sources import AttrSource
+from ...guard.trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
+from ...frontend.proxies import builtin_opaque_reason
 from .base import VariableTracker, unsupported
 from .functions import UserFunctionVariable, UserMethodVariable
 from .module_hooks import guard_no_global_hooks, refuse_global_hooks

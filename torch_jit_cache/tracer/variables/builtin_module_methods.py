@@ -10,7 +10,7 @@ import types
 
 from torch import nn
 
-from ...trace_result import GuardKind
+from ...guard.trace_result import GuardKind
 from .base import CallableVariable, unsupported
 from .functions import UserFunctionVariable
 from .nn_module import LEAF_ARITY, LEAF_MODULES, LeafSettings, NNModuleVariable, builtin_forward_refusal

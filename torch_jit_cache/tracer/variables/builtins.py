@@ -15,9 +15,9 @@ import operator
 import types
 import weakref
 
-from ...attribute_lookup import MISSING, type_lookup
-from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...guard.attribute_lookup import MISSING, type_lookup
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind
 from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure
 from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import weakref
 
-from ...trace_result import GuardKind
+from ...guard.trace_result import GuardKind
 from .base import unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable

@@ -2,8 +2,8 @@
 function's closure read while tracing it."""
 from __future__ import annotations
 
-from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, FrameCellOutput, SourceOutput, cell_of
+from ...guard.sources import AttrSource
+from ...guard.trace_result import CallOutput, ConstantOutput, FrameCellOutput, SourceOutput, cell_of
 from .base import VariableTracker, unsupported
 
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 import abc
 import types
 
-from ...attribute_lookup import MISSING, type_lookup
-from ...sources import AttrSource
+from ...guard.attribute_lookup import MISSING, type_lookup
+from ...guard.sources import AttrSource
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import STAND_INS, ConstantVariable, is_constant_value

@@ -17,9 +17,9 @@ import types
 
 import torch
 
-from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
-from ...sources import AttrSource, ItemSource
-from ...trace_result import SuperOutput
+from ...guard.attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import SuperOutput
 from .attribute import type_source
 from .autograd_functions import AutogradFunctionApplyVariable, is_function_apply
 from .base import VariableTracker, unsupported

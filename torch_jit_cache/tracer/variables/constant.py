@@ -10,8 +10,8 @@ import weakref
 
 import torch
 
-from ...sources import AttrSource, LocalSource
-from ...trace_result import ConstantOutput, GuardKind, SourceOutput
+from ...guard.sources import AttrSource, LocalSource
+from ...guard.trace_result import ConstantOutput, GuardKind, SourceOutput
 from .base import MethodVariable, TracedRaise, VariableTracker, traced, unsupported
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -247,7 +247,7 @@ def wrap_type_alias(tx, value, source, g):
 
 
 def wrap_torch_singleton(tx, value, source, g):
-    g(GuardKind.ID_MATCH, value)   # held strongly: guards.py
+    g(GuardKind.ID_MATCH, value)   # held strongly: guard/tree.py
     return ConstantVariable(value, source)
 
 

@@ -14,10 +14,10 @@ generator item by item (`yields_lazily`), as Python does.
 """
 from __future__ import annotations
 
-from ...attribute_lookup import MISSING, type_lookup
-from ...process_lived import holdable_key
-from ...sources import AttrSource, ItemSource
-from ...trace_result import EffectKind, GuardKind, ListOutput, SourceOutput, TupleOutput
+from ...guard.attribute_lookup import MISSING, type_lookup
+from ...guard.process_lived import holdable_key
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import EffectKind, GuardKind, ListOutput, SourceOutput, TupleOutput
 from .base import (MethodVariable, TracedIndexError, TracedRaise, VariableTracker, is_static_type,
                    unsupported)
 from .constant import ConstantVariable, is_constant_value, raise_of_message
@@ -94,7 +94,7 @@ class BaseListVariable(VariableTracker):
         return self.cls if self.cls is not None else self.kind
 
     def reconstruct(self, outputs):
-        # One spec per tracker (trace_result.py): reached twice, it is one object after the graph.
+        # One spec per tracker (guard/trace_result.py): reached twice, it is one object after the graph.
         return outputs.once(self, lambda: self._spec(tuple(outputs.rebuild(item) for item in self.items)))
 
     def _spec(self, items: tuple):

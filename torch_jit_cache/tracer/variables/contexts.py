@@ -71,9 +71,9 @@ import warnings
 import torch
 import torch.utils._contextlib as _torch_contextlib
 
-from ...attribute_lookup import type_lookup
-from ...sources import AttrSource, ItemSource
-from ...trace_result import EnteredContext, GuardKind, SourceOutput
+from ...guard.attribute_lookup import type_lookup
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .dynamo_contexts import DynamoOnlyExitVariable

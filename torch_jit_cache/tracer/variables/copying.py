@@ -37,10 +37,10 @@ from __future__ import annotations
 import copyreg
 import types
 
-from ...attribute_lookup import (MISSING, has_generic_getattribute, instance_dict, resolved_name,
-                                 type_lookup)
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind
+from ...guard.attribute_lookup import (MISSING, has_generic_getattribute, instance_dict, resolved_name,
+                                       type_lookup)
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind
 from .base import TracedAttributeError, VariableTracker, catching_raise, unsupported
 from .constant import ConstantVariable, SAFE_TYPES, is_immutable_torch_value
 from .containers import ListVariable, TupleVariable

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind, SourceOutput
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .classes import ClassVariable
 from .constant import ConstantVariable

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import collections
 
-from ...sources import AttrSource, ItemSource
-from ...trace_result import CallOutput, ConstantOutput, EffectKind, GuardKind, ListOutput, SourceOutput
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import CallOutput, ConstantOutput, EffectKind, GuardKind, ListOutput, SourceOutput
 from .base import MethodVariable, TracedIndexError, TracedRaise, VariableTracker, unsupported
 from .constant import ConstantVariable, raise_of_message
 

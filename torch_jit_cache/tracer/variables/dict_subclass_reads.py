@@ -12,9 +12,9 @@ the object stays a graph break (user_object.py).
 """
 from __future__ import annotations
 
-from ...attribute_lookup import type_lookup
-from ...sources import ItemSource
-from ...trace_result import GuardKind
+from ...guard.attribute_lookup import type_lookup
+from ...guard.sources import ItemSource
+from ...guard.trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import is_key_constant

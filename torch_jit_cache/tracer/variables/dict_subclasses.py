@@ -6,8 +6,8 @@ from __future__ import annotations
 import collections
 import types
 
-from ...attribute_lookup import type_lookup
-from ...trace_result import CallOutput, ConstantOutput, DictOutput, SourceOutput, built_dict, rebuilt_dict_object
+from ...guard.attribute_lookup import type_lookup
+from ...guard.trace_result import CallOutput, ConstantOutput, DictOutput, SourceOutput, built_dict, rebuilt_dict_object
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import constant_index, arity_error

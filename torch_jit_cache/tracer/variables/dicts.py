@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import collections
 
-from ...sources import ItemSource
-from ...trace_result import AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind
+from ...guard.sources import ItemSource
+from ...guard.trace_result import AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind
 from .base import MethodVariable, TracedKeyError, VariableTracker, traced, unsupported
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, TupleVariable, class_of, constant_index, is_key_constant, key_tracker,

@@ -38,8 +38,8 @@ import sys
 
 import torch
 
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind, SourceOutput
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind, SourceOutput
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, VariableTracker, unsupported
 from .constant import ConstantVariable

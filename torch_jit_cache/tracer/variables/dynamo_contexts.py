@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from ...trace_result import EnteredContext, GuardKind, SourceOutput
+from ...guard.trace_result import EnteredContext, GuardKind, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import sys
 import types
 
-from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
-from ...trace_result import Unsupported
-from .base import TRACED_RAISES, TracedRaise, VariableTracker, unsupported
+from ...guard.sources import AttrSource
+from ...guard.trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
+from ...guard.trace_result import Unsupported
+from .base import TRACED_RAISES, TracedRaise, VariableTracker, provides, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable
 
@@ -373,6 +373,7 @@ def chain_context(exc: ExceptionVariable, handled) -> None:
     exc.context = handled
 
 
+@provides
 def traced_raise(exc: ExceptionVariable, reason: str | None = None, reraise: bool = False) -> TracedRaise:
     """The tracer's exception for raising `exc`: the TRACED_RAISES kind a modelled catcher expects
     where its class is one of theirs (a subclass counts, as `except KeyError` catches it).
@@ -389,6 +390,7 @@ def traced_raise(exc: ExceptionVariable, reason: str | None = None, reraise: boo
     return raised
 
 
+@provides
 def constant_exception(tx, error: BaseException) -> ExceptionVariable | None:
     """`error`, raised by Python on constants (a fold: int("x")), as a tracker, where it is a
     modelled class with constant args; else None."""

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import itertools
 
-from ...sources import AttrSource, ItemSource, MethodCallSource
-from ...trace_result import GuardKind, SourceOutput
+from ...guard.sources import AttrSource, ItemSource, MethodCallSource
+from ...guard.trace_result import GuardKind, SourceOutput
 from .base import unsupported
 from .constant import ConstantVariable, is_constant_value
 from .iterators import IteratorVariable

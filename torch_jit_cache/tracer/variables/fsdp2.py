@@ -4,8 +4,8 @@
 in eager runs FSDP2's pre-forward hook (all-gather the block's parameters, swap them into the
 block), the block's forward, then its post-forward hook (free them again); in the backward FSDP2
 reduce-scatters the gradients to each rank's shard. The hooks are torch's own code, which the
-tracer never follows, so each block call used to be a graph break (3 graphs and 2 breaks for two
-blocks). Here the block's call is traced as what the hooks amount to, in the graph:
+tracer never follows: called as they are, each block call would be a graph break (3 graphs and 2
+breaks for two blocks). Here the block's call is traced as what the hooks amount to, in the graph:
 
     local  = sharded_param.to_local()             # each rank's rows (dim 0), outside the graph,
                                                   # its gradient averaged over the ranks (FSDP2's
@@ -47,8 +47,8 @@ import itertools
 import torch
 
 from ... import backends
-from ...sources import AttrSource, ComputedSource, ItemSource
-from ...trace_result import GuardKind
+from ...guard.sources import AttrSource, ComputedSource, ItemSource
+from ...guard.trace_result import GuardKind
 from .base import unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-from ...sources import AttrSource
+from ...guard.sources import AttrSource
 from .base import TracedAttributeError, traced, unsupported
 from .constant import ConstantVariable
 

@@ -11,11 +11,11 @@ import sys
 import traceback
 import types
 
-from ...proxies import is_allowed_in_graph
-from ...sources import AttrSource, GlobalSource, ItemSource
-from ...trace_rules import functorch_transform
-from ...trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
-                             TupleOutput, bound_method, function_of)
+from ...frontend.proxies import is_allowed_in_graph
+from ...guard.sources import AttrSource, GlobalSource, ItemSource
+from ...frontend.trace_rules import functorch_transform
+from ...guard.trace_result import (AttrOutput, CallOutput, ConstantOutput, DictOutput, FunctionOutput, GuardKind, SourceOutput,
+                                   TupleOutput, bound_method, function_of)
 from . import function_attributes
 from .base import CallableVariable, VariableTracker, is_static_type, unsupported
 from .constant import ConstantVariable
@@ -128,7 +128,7 @@ class UserFunctionVariable(BaseFunctionVariable):
     def call_function(self, tx, args, kwargs):
         if is_allowed_in_graph(self.fn):   # tjc.allow_in_graph: one opaque node (opaque_calls.py)
             return call_opaque_function(tx, self, args, kwargs)
-        transform = functorch_transform(self.fn)   # torch.vmap's wrapper: runs as written (trace_rules.py)
+        transform = functorch_transform(self.fn)   # torch.vmap's wrapper: runs as written (frontend/trace_rules.py)
         if transform is not None:
             unsupported(transform)
         decorated = decorated_grad_mode(self.fn)   # @torch.no_grad(): its function, under the mode

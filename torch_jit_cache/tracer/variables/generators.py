@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import types
 
-from ...trace_result import CallOutput, ConstantOutput, DictOutput, TupleOutput, Unsupported, call_with
+from ...guard.trace_result import CallOutput, ConstantOutput, DictOutput, TupleOutput, Unsupported, call_with
 from .base import TracedRaise, VariableTracker, unsupported
 
 

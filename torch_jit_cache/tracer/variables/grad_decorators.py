@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 
-from ...trace_result import CallOutput, ConstantOutput
+from ...guard.trace_result import CallOutput, ConstantOutput
 from .base import VariableTracker
 
 

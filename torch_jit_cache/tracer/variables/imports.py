@@ -21,8 +21,8 @@ import importlib.util
 import sys
 import types
 
-from ...sources import AttrSource, BuiltinSource, ItemSource
-from ...trace_result import GuardKind, Unsupported
+from ...guard.sources import AttrSource, BuiltinSource, ItemSource
+from ...guard.trace_result import GuardKind, Unsupported
 from .base import unsupported
 from .functions import PythonModuleVariable, is_trusted_module
 

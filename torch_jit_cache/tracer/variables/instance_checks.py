@@ -28,8 +28,8 @@ from __future__ import annotations
 import abc
 import types
 
-from ...attribute_lookup import type_lookup
-from ...sources import AttrSource
+from ...guard.attribute_lookup import type_lookup
+from ...guard.sources import AttrSource
 from .base import CallableVariable, unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import collections
 
-from ...trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
-                             call_with, reversed_at)
+from ...guard.trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
+                                   call_with, reversed_at)
 from .base import TracedRaise, VariableTracker, unsupported
 from .constant import ConstantVariable, raise_of_message
 from .containers import ListVariable, TupleVariable

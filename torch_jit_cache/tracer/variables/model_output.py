@@ -42,9 +42,9 @@ from __future__ import annotations
 import dataclasses
 import types
 
-from ...attribute_lookup import type_lookup
-from ...sources import AttrSource
-from ...trace_result import CallOutput, SourceOutput
+from ...guard.attribute_lookup import type_lookup
+from ...guard.sources import AttrSource
+from ...guard.trace_result import CallOutput, SourceOutput
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind
 from . import fsdp2
 from .base import unsupported
 from .constant import ConstantVariable

@@ -7,8 +7,8 @@ from __future__ import annotations
 import inspect
 import types
 
-from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind
 from .base import unsupported
 from .constant import ConstantVariable
 from .containers import TupleVariable

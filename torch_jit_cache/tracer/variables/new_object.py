@@ -42,9 +42,9 @@ from __future__ import annotations
 import abc
 import types
 
-from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
-from ...sources import AttrSource
-from ...trace_result import GuardKind, ObjectOutput, SourceOutput
+from ...guard.attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind, ObjectOutput, SourceOutput
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable

@@ -26,11 +26,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ... import runtime
-from ...attribute_lookup import MISSING, Where, lookup, type_lookup
-from ...module_wrapper import CompiledModule, own_compiled_call, unwrap
-from ...proxies import builtin_opaque_reason, is_allowed_in_graph
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind, SourceOutput
+from ...guard.attribute_lookup import MISSING, Where, lookup, type_lookup
+from ...frontend.module_wrapper import CompiledModule, own_compiled_call, unwrap
+from ...frontend.proxies import builtin_opaque_reason, is_allowed_in_graph
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind, SourceOutput
 from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable

@@ -31,9 +31,9 @@ import warnings
 import torch
 import torch.utils._pytree as pytree
 
-from ...sources import AttrSource, ComputedSource
-from ...trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
-from .base import MethodVariable, VariableTracker, unsupported
+from ...guard.sources import AttrSource, ComputedSource
+from ...guard.trace_result import CallOutput, ConstantOutput, GuardKind, SourceOutput
+from .base import MethodVariable, VariableTracker, provides, unsupported
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListVariable, TupleVariable
 from .tensor import TensorVariable, call_op
@@ -372,6 +372,7 @@ def unary(tx, fn, a) -> VariableTracker:
     return numpy_call(tx, fn, getattr(fn, "__name__", "unary"), [a], {})
 
 
+@provides
 def from_tensor(tx, t: TensorVariable, force: bool) -> VariableTracker:
     """`t.numpy(force=...)`: the array that shares t's memory, traced as t."""
     ex = t.example
@@ -393,6 +394,7 @@ def from_tensor(tx, t: TensorVariable, force: bool) -> VariableTracker:
     return NumpyNdarrayVariable(t, standin)
 
 
+@provides
 def tensor_of(tx, fn, args, kwargs) -> VariableTracker:
     """`torch.from_numpy(a)`, `torch.as_tensor(a)`, `torch.asarray(a)`, `torch.tensor(a)` of an array
     traced as a tensor: the tensor itself where eager's shares the array's memory, else a copy."""

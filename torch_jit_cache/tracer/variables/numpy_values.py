@@ -30,8 +30,8 @@ import sys
 
 import torch
 
-from ...sources import MethodCallSource
-from ...trace_result import CallOutput, ConstantOutput, GuardKind
+from ...guard.sources import MethodCallSource
+from ...guard.trace_result import CallOutput, ConstantOutput, GuardKind
 from .base import MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable, is_numpy_scalar
 

@@ -23,8 +23,8 @@ guarded, and stores recorded for replay).
 """
 from __future__ import annotations
 
-from ...attribute_lookup import has_generic_getattribute
-from ...trace_result import AttrOutput, SourceOutput
+from ...guard.attribute_lookup import has_generic_getattribute
+from ...guard.trace_result import AttrOutput, SourceOutput
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .dicts import DictVariable

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import types
 
-from ...attribute_lookup import MISSING, instance_dict, is_data_descriptor, resolved_name, type_lookup
-from ...sources import AttrSource, ItemSource
-from ...trace_result import EffectKind, SourceOutput
+from ...guard.attribute_lookup import MISSING, instance_dict, is_data_descriptor, resolved_name, type_lookup
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import EffectKind, SourceOutput
 from .attribute import (_pin_keys, descriptor_call, dict_source, has_own_getattribute,
                         has_python_descriptor_method, read_attribute, type_source)
 from .base import TracedAttributeError, TracedKeyError, VariableTracker, catching_raise, traced, unsupported

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from ...trace_result import GuardKind, SourceOutput
+from ...guard.trace_result import GuardKind, SourceOutput
 from .base import MethodVariable, VariableTracker, unsupported
 
 # Class attributes whose read through an instance cannot raise (an instance attribute of the same

@@ -2,7 +2,7 @@
 
 Who: the built-in modules of proxies.OPAQUE_BUILTIN_MODULES (LSTM, MultiheadAttention, the
 Transformer family) and what the user marked with tjc.allow_in_graph. The node calls a proxy
-(proxies.py), never the user's object: a module becomes a `call_module` of a submodule of the
+(frontend/proxies.py), never the user's object: a module becomes a `call_module` of a submodule of the
 GraphModule (so AOTAutograd sees its parameters as the graph's own and differentiates them), a
 function a `call_function` of a function proxy.
 
@@ -28,9 +28,9 @@ import torch.nn as nn
 from torch.utils._pytree import tree_map_only
 
 from ...backends import tracing_for_eager
-from ...proxies import DERIVED_ATTRIBUTES, builtin_opaque_reason, function_proxy, module_proxy, preserving_derived_state
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind
+from ...frontend.proxies import DERIVED_ATTRIBUTES, builtin_opaque_reason, function_proxy, module_proxy, preserving_derived_state
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind
 from .base import unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable

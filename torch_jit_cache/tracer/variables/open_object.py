@@ -18,7 +18,7 @@ the tracer does not see:
   methods on constants run while tracing (regex_values.py).
 Stores are refused unless they are the plain ones user_object.py records (no such object without a
 `__dict__` qualifies). Objects whose class has its own `__getattribute__` or `__getattr__` are not
-open: they stay OpaqueVariables (attribute_lookup.py says which are followed).
+open: they stay OpaqueVariables (guard/attribute_lookup.py says which are followed).
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ import types
 
 import torch
 
-from ...attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
-from ...sources import AttrSource
+from ...guard.attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
+from ...guard.sources import AttrSource
 from . import regex_values
 from .base import MethodVariable, unsupported
 from .user_object import UserObjectVariable

@@ -7,9 +7,9 @@ from __future__ import annotations
 import operator
 import types
 
-from ...attribute_lookup import MISSING, type_lookup
-from ...trace_result import GuardKind
-from .base import VariableTracker, unsupported
+from ...guard.attribute_lookup import MISSING, type_lookup
+from ...guard.trace_result import GuardKind
+from .base import VariableTracker, provides, unsupported
 from .constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from .containers import BaseListVariable, ListVariable
 from .dicts import DictVariable, dict_equal
@@ -111,6 +111,7 @@ def _tuple_kept(a, b, symbol: str):
     return None
 
 
+@provides
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
     if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
@@ -175,6 +176,9 @@ _SWAPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 def _is_user_object(v) -> bool:
     """An instance of a user class the trace models (read from the frame or built in the trace)."""
     return getattr(v, "user_operators", False)
+
+
+provides(_is_user_object, "is_user_object")
 
 
 def _python_dunder(tx, v, name: str):
@@ -271,6 +275,7 @@ def _never_a_constant(a, b) -> bool:
                           b.identity_family in ("tensor", "module"))
 
 
+@provides
 def is_op(tx, a, b, invert: bool) -> VariableTracker:
     if a is b:
         same = True

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 
-from ...sources import AttrSource
-from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
+from ...guard.sources import AttrSource
+from ...guard.trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
 from .base import VariableTracker, unsupported
 from .containers import TupleVariable
 from .dicts import DictVariable

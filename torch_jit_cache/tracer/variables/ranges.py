@@ -2,8 +2,8 @@
 and guarded by value); returned or held at a break it is the constant it is."""
 from __future__ import annotations
 
-from ...sources import AttrSource
-from ...trace_result import ConstantOutput, GuardKind
+from ...guard.sources import AttrSource
+from ...guard.trace_result import ConstantOutput, GuardKind
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import constant_index

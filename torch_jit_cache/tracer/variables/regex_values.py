@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind
 from .base import MethodVariable, VariableTracker, unsupported
 
 PATTERN_METHODS = frozenset({"search", "match", "fullmatch", "findall", "split", "sub", "subn"})

@@ -20,7 +20,7 @@ empty dict, `d.pop(k)` of a missing key, `d.popitem(1)` raise there as in eager.
 """
 from __future__ import annotations
 
-from .base import TracedRaise, unsupported
+from .base import TracedRaise, provided, unsupported
 from .constant import raise_of_message
 
 _MARK = "<stand-in item>"
@@ -53,8 +53,7 @@ def _stand_in_value(tracker):
 
 
 def _raise_error(tx, error: Exception, what: str):
-    from .exceptions import constant_exception, traced_raise   # exceptions.py imports containers.py
-
+    constant_exception, traced_raise = provided("constant_exception"), provided("traced_raise")
     if _MARK in str(error):
         unsupported(f"{what} raised {type(error).__name__} naming an item")
     made = constant_exception(tx, error)
@@ -139,7 +138,7 @@ def items_equal(tx, item, value, what: str) -> bool:
         a, b = item.as_python_constant(), value.as_python_constant()
         return a is b or a == b
     from .constant import ConstantVariable
-    from .operators import compare_op, is_op, is_user_object
+    compare_op, is_op, is_user_object = provided("compare_op"), provided("is_op"), provided("is_user_object")
 
     # A number, string or None is never the very object a user class's instance is.
     if not any(isinstance(a, ConstantVariable) and is_user_object(b) for a, b in ((item, value), (value, item))) \

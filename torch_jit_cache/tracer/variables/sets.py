@@ -40,9 +40,9 @@ from __future__ import annotations
 import operator
 import types
 
-from ...guards import has_leaf
-from ...process_lived import holdable_key
-from ...trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
+from ...guard.tree import has_leaf
+from ...guard.process_lived import holdable_key
+from ...guard.trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
 from .base import (MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
                    unsupported)
 from .constant import ConstantVariable, is_constant_value, raise_of_message

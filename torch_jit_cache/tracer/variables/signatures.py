@@ -6,8 +6,8 @@ import collections
 import inspect
 import types
 
-from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind
 from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
 from .constant import ConstantVariable
 from .functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable

@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 import sys
 
-from ...trace_result import GuardKind
-from ...sources import MethodCallSource
+from ...guard.trace_result import GuardKind
+from ...guard.sources import MethodCallSource
 from .base import CallableVariable, unsupported
 
 # Each returns an int, float or str of the interpreter's settings, and reads nothing else.

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from ...sources import AttrSource
-from ...trace_result import GuardKind
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ...trace_result import Unsupported
+from ...guard.trace_result import Unsupported
 from . import polyfills
 from .base import unsupported
 from .functions import UserFunctionVariable

@@ -19,13 +19,13 @@ import types
 import torch
 
 from ...backends import static_inputs
-from ...attribute_lookup import Where, lookup
-from ...shape_guards import SymbolBinding
-from ...sources import AttrSource
-from ...trace_result import GuardKind, Unsupported
-from ...trace_rules import functorch_transform, torch_callable_effect
+from ...guard.attribute_lookup import Where, lookup
+from ...guard.shape_guards import SymbolBinding
+from ...guard.sources import AttrSource
+from ...guard.trace_result import GuardKind, Unsupported
+from ...frontend.trace_rules import functorch_transform, torch_callable_effect
 from ..output_graph import mark_side_effect
-from .base import CallableVariable, MethodVariable, VariableTracker, unsupported
+from .base import CallableVariable, MethodVariable, VariableTracker, provided, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from . import tensor_attributes
@@ -207,8 +207,7 @@ class TensorVariable(VariableTracker):
                 return made
         if name == "numpy" and not args and set(kwargs) <= {"force"} and \
                 all(v.is_python_constant() for v in kwargs.values()):
-            from .numpy_tensors import from_tensor
-            return from_tensor(tx, self, bool(kwargs["force"].as_python_constant()) if kwargs else False)
+            return provided("from_tensor")(tx, self, bool(kwargs["force"].as_python_constant()) if kwargs else False)
         return call_op(tx, name, [self, *args], kwargs, method=True)
 
     def _storage_offset(self, tx):
@@ -282,8 +281,7 @@ class TorchFunctionVariable(CallableVariable):
         if self.fn in _CHECKS and args:
             return _symbolic_check(tx, self.fn, args[0])
         if self.fn in TENSOR_FROM_ARRAY and args and type(args[0]).__name__ == "NumpyNdarrayVariable":
-            from .numpy_tensors import tensor_of
-            return tensor_of(tx, self.fn, args, kwargs)
+            return provided("tensor_of")(tx, self.fn, args, kwargs)
         if self.fn in TENSOR_FROM_ARRAY and args and isinstance(args[0], NumpyArrayVariable):
             return call_op(tx, torch.tensor, *tensor_from_array(tx, self.fn, args, kwargs))
         if self.fn in (torch.tensor, torch.as_tensor) and len(args) == 1:
@@ -584,7 +582,7 @@ def wrap_tensor(tx, value, source, g):
     plan = out.frame_plan
     is_argument = not isinstance(value, torch.nn.Parameter) and source.is_frame_input()
     choices = plan.choose(source, value, is_argument=is_argument) if plan is not None else None
-    # A fake tensor, with symbolic sizes where the plan says (dynamic.py, fake_shapes.py). A
+    # A fake tensor, with symbolic sizes where the plan says (frontend/dynamic.py, fake_shapes.py). A
     # static plan still records the sizes seen (automatic dynamic shapes) but makes no symbol.
     symbolic = plan is not None and plan.symbolic
     example = out.fake_shapes.fakeify(value, source, choices if symbolic else None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ...sources import AttrSource
+from ...guard.sources import AttrSource
 from .base import unsupported
 from .constant import ConstantVariable
 

@@ -35,10 +35,10 @@ import types
 
 import torch
 
-from ...attribute_lookup import MISSING, Where, instance_dict, lookup, type_lookup
-from ...process_lived import holdable_key
-from ...sources import AttrSource, ItemSource
-from ...trace_result import GuardKind, SourceOutput
+from ...guard.attribute_lookup import MISSING, Where, instance_dict, lookup, type_lookup
+from ...guard.process_lived import holdable_key
+from ...guard.sources import AttrSource, ItemSource
+from ...guard.trace_result import GuardKind, SourceOutput
 from . import dict_subclass_reads, object_protocol, polyfills
 from .attribute import has_attribute, read_attribute, type_source
 from .base import TracedAttributeError, TracedIndexError, VariableTracker, catching_raise, unsupported

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import weakref
 
-from ...sources import MethodCallSource
-from ...trace_result import GuardKind, CallOutput, ConstantOutput, DictOutput, TupleOutput, call_with
+from ...guard.sources import MethodCallSource
+from ...guard.trace_result import GuardKind, CallOutput, ConstantOutput, DictOutput, TupleOutput, call_with
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 

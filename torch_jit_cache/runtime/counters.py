@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import log, runtime, trace_log
+from . import log, trace_log
+from .. import runtime
 
 # The compile pipeline's counters (convert_frame bumps them through count()).
 PIPELINE = {
@@ -29,7 +30,7 @@ PIPELINE = {
     "unsupported": 0,   # frames that run uncompiled because they could not be compiled (or thrash)
     # graphs that used the backend's callable of an identical earlier graph (backends/sharing.py)
     "shared_backend_compiles": 0,
-    "disk_cache_hits": 0,    # entries loaded from the on-disk cache, untraced (disk_cache/)
+    "disk_cache_hits": 0,    # entries loaded from the on-disk cache, untraced (pipeline/disk_cache/)
     "disk_cache_stores": 0,  # entries written to the on-disk cache
     "disk_cache_skips": 0,   # codes skipped untraced: an earlier process found no tensor work
     "ddp_pieces": 0,    # pieces that graphs compiled under a DDP forward were cut into (backends/ddp_split.py)

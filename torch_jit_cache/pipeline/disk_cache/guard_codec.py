@@ -1,8 +1,9 @@
 """Guards as data: the stored form of each guard kind's value.
 
-Each row of guards.GUARD_KINDS names one codec here (its `codec`); an entry stores a guard as the
-record (source, kind name, codec.encode(spec, context)) and rebuilds the GuardSpec on load with
-codec.decode(source, encoded, resolve). guards.encode_guard / guards.decode_guard do the lookup.
+Each row of guard.tree.GUARD_KINDS names one codec of CODECS here (its `codec`); an entry stores a
+guard as the record (source, kind name, codec.encode(spec, context)) and rebuilds the GuardSpec on
+load with codec.decode(source, encoded, resolve). encode_guard / decode_guard do the lookup. The
+guard layer names codecs and never imports this module: storing is the pipeline's concern.
 
 The contract, checked for every kind by tests/python/test_guard_codec.py: the guard built from a
 decoded spec accepts exactly the values the live guard accepts. So a codec stores a value only
@@ -26,7 +27,8 @@ import math
 import sys
 import types
 
-from ..trace_result import GuardKind
+from ...guard.trace_result import GuardKind, GuardSpec
+from ...guard.tree import GUARD_KINDS
 from .keys import code_digest_hex
 from .names import Mismatch, NotStored, is_constant, name_of, rebind
 
@@ -233,7 +235,7 @@ def _dynamic_dims(state: dict) -> tuple[list, list]:
 def tensor_state(tensor, dynamic=((), ())) -> dict:
     """The state of the TENSOR_MATCH leaf `tensor` makes here and now, its type by identity
     (csrc TensorMatchState, through _C.tensor_match_state)."""
-    from .. import _C
+    from ... import _C
     return _C.tensor_match_state(tensor, list(dynamic[0]), list(dynamic[1]))
 
 
@@ -283,3 +285,20 @@ class _Source(Codec):
 
 
 NOTHING, CONSTANT, OBJECT, TENSOR, SOURCE = _Nothing(), _Constant(), _Object(), _Tensor(), _Source()
+
+
+CODECS = {codec.name: codec for codec in (NOTHING, CONSTANT, OBJECT, TENSOR, SOURCE)}
+
+
+def encode_guard(spec: GuardSpec, context: StoreContext) -> tuple:
+    """The on-disk record of `spec`: (source, kind name, its kind's encoding of the value);
+    NotStored where that would not be exact."""
+    return (spec.source, spec.kind.name, CODECS[GUARD_KINDS[spec.kind].codec].encode(spec, context))
+
+
+def decode_guard(record, resolve) -> GuardSpec:
+    """The GuardSpec `record` (encode_guard's) stands for in the frame `resolve(source)` reads;
+    Mismatch where the stored guard cannot hold for that frame."""
+    source, kind_name, encoded = record
+    kind = GuardKind[kind_name]
+    return GuardSpec(source, kind, CODECS[GUARD_KINDS[kind].codec].decode(source, encoded, resolve))

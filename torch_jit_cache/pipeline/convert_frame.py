@@ -12,14 +12,17 @@ import _imp
 import dataclasses
 import weakref
 
-from . import codegen, counters, disk_cache, graph_break, log, proxies, runtime, stance, trace_log, trace_rules
-from .config import config
-from .dynamic import DynamicMarkError, DynamicPolicy
-from .guards import build_guards
-from .fast_sources import SourceRewriter
-from .sources import LocalSource, Source, load_source, unreachable_root
-from .trace_result import (BreakOutput, FloatSymbolGuard, GuardKind, GuardSpec, SourceOutput, Unsupported,
-                           drop_tracebacks, has_tensor_work, walk)
+from . import codegen, disk_cache
+from ..runtime import counters, log, trace_log
+from .. import graph_break, runtime
+from ..frontend import proxies, stance, trace_rules
+from ..config import config
+from ..frontend.dynamic import DynamicMarkError, DynamicPolicy
+from ..guard.tree import build_guards
+from ..guard.fast_sources import SourceRewriter
+from ..guard.sources import LocalSource, Source, load_source, unreachable_root
+from ..guard.trace_result import (BreakOutput, FloatSymbolGuard, GuardKind, GuardSpec, SourceOutput, Unsupported,
+                                  drop_tracebacks, has_tensor_work, walk)
 
 
 def _output_sources(spec):
@@ -84,7 +87,7 @@ class FrameCompiler:
     cache_owner: object = dataclasses.field(init=False, repr=False, compare=False)
     # explain(): called with a FrameReport for every frame compiled or run uncompiled.
     observer: object = dataclasses.field(default=None, repr=False, compare=False)
-    # Symbolic sizes (dynamic.py): None, automatic after a size-caused recompile; True, every
+    # Symbolic sizes (frontend/dynamic.py): None, automatic after a size-caused recompile; True, every
     # dimension of the frame's argument tensors from the first compile; False, never.
     dynamic: object = None
     _dynamic: object = dataclasses.field(init=False, repr=False, compare=False)
@@ -156,7 +159,7 @@ class FrameCompiler:
             raise
         finally:
             if run.reached("trace"):   # the trace's ShapeEnv must not outlive it (fake_shapes.py)
-                from .tracer.fake_shapes import forget_shape_envs
+                from ..tracer.fake_shapes import forget_shape_envs
                 forget_shape_envs()
         trace_log.end(reason)
         if isinstance(reason, runtime.GuardedCode):   # an entry: from now on its death counts
@@ -243,8 +246,8 @@ class FrameCompiler:
                                  skippable)   # never raises; None: trace as usual
         if loaded is not None:
             return loaded
-        from . import backends, tracer  # torch is imported only when a frame is compiled
-        from .graph_break import driver
+        from .. import backends, tracer  # torch is imported only when a frame is compiled
+        from ..graph_break import driver
 
         traced = None
         try:
@@ -328,15 +331,15 @@ class FrameCompiler:
 
     def _trace(self, frame, plan):
         """The frame's trace, cut at its first break where it has one (graph_break/driver.py)."""
-        from . import backends
-        from .graph_break import driver
+        from .. import backends
+        from ..graph_break import driver
 
         with backends.tracing_for(self.backend):
             return driver.trace_frame(frame, plan, self._dynamic, self.fullgraph)
 
     def _backend_compile(self, result):
         """The backend's callable for the traced graph, run with interception off."""
-        from . import backends
+        from .. import backends
 
         # The graph's own generated forward (and anything compiled from it) must run as is:
         # marked skip before anything can call it under the hook.
@@ -348,7 +351,7 @@ class FrameCompiler:
     def compile_graph(self, gm, example_inputs, *, unbacked: bool = False):
         """This compiler's backend on `gm` (a traced graph, or one loaded from the disk cache, whose
         forward is marked skip), run with interception off; `gm` is unlinked from its graph after."""
-        from .backends import sharing
+        from ..backends import sharing
 
         pieces = self._ddp_pieces(gm, example_inputs)
         # An identical graph compiled before (the same block, another instance, another compile()
@@ -362,7 +365,7 @@ class FrameCompiler:
             gm.graph.owning_module = None
             return compiled
         # A backend may swap the parameters of opaquely called modules (AOTAutograd does):
-        # what the swap leaves in their derived state is put back (proxies.py).
+        # what the swap leaves in their derived state is put back (frontend/proxies.py).
         with proxies.preserving_derived_state(gm.modules()):
             compiled = self._compile_whole_or_split(gm, example_inputs, pieces)
         # What the backend made (AOT-autograd's generated wrappers, whose code carries no
@@ -371,7 +374,7 @@ class FrameCompiler:
         compiled = runtime.without_interception(compiled)
         sharing.remember(key, compiled)
         # fx links the graph back to its GraphModule, a cycle only the collector frees; the
-        # GraphModule holds the proxies of opaquely called modules (proxies.py) and with
+        # GraphModule holds the proxies of opaquely called modules (frontend/proxies.py) and with
         # them the modules' parameters, which must go when the entry does, by reference
         # counting, never by the collector. Nothing needs the link once the backend is done.
         gm.graph.owning_module = None
@@ -380,16 +383,16 @@ class FrameCompiler:
     def _ddp_pieces(self, gm, example_inputs):
         """Under a DDP forward, where gm is cut at DDP's gradient buckets ({node: piece},
         backends/ddp_split.py); None where it is compiled whole."""
-        from . import backends
-        from .backends import ddp_split
+        from .. import backends
+        from ..backends import ddp_split
 
         cap = None if backends.runs_eagerly(self.backend) else ddp_split.bucket_cap()
         return None if cap is None else ddp_split.partitions(gm, example_inputs, cap)
 
     def _compile_whole_or_split(self, gm, example_inputs, pieces):
         """The backend on gm, or on gm cut into `pieces` (_ddp_pieces)."""
-        from . import backends
-        from .backends import ddp_split
+        from .. import backends
+        from ..backends import ddp_split
 
         def compile_piece(piece, inputs):
             return backends.compile_graph(self.backend, piece, inputs, fallback_to_eager=config.fallback_to_eager,
@@ -532,7 +535,7 @@ def _module_local_identities(frame, guards) -> list:
 @dataclasses.dataclass(frozen=True)
 class _RewrittenSources:
     """The trace's graph inputs, guards and shape guards, through nn.Module attributes rewritten
-    to read the modules' dicts instead (fast_sources.py)."""
+    to read the modules' dicts instead (guard/fast_sources.py)."""
     rewriter: SourceRewriter
     graph_inputs: list
     guards: list
@@ -571,7 +574,7 @@ def _shape_guards_after_backend(result, rewriter):
     the ShapeEnv as it stands now, or the entry would serve sizes the compiled code was not made for
     (a conv compiled for 96 channels run with 240). A binding it added reads a source
     checked before. The ShapeEnv is released once read."""
-    from . import tracer
+    from .. import tracer
 
     shape_guards = _rewrite_shape_guards(tracer.final_shape_guards(result), rewriter)
     tracer.release_shape_state(result)
@@ -580,7 +583,7 @@ def _shape_guards_after_backend(result, rewriter):
 
 def _transformed_code(frame, compiled, graph_inputs, result):
     """The code the entry runs: the graph call, the side effects, the return or the break with its
-    resume functions (codegen.py, graph_break/)."""
+    resume functions (pipeline/codegen.py, graph_break/)."""
     code = frame.f_code
     resume_fns = graph_break.resume_functions(code, frame.f_globals, result.output, config.max_resume_depth) \
         if isinstance(result.output, BreakOutput) else ()

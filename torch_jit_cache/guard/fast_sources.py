@@ -4,7 +4,7 @@
 once per attribute, by the guards and by the transformed code that loads graph inputs. The same
 objects live in the modules' dicts: `L['self'].__dict__['_modules']['layers'].__dict__['_modules']['3']
 .__dict__['_parameters']['weight']` reaches them with C dict lookups only. The rewrite is exact:
-it is applied only where normal attribute lookup would end in those dicts (attribute_lookup.py:
+it is applied only where normal attribute lookup would end in those dicts (guard/attribute_lookup.py:
 the name is not an instance attribute and the class defines nothing of that name), and a guard on the rewritten path
 still fails when the attribute is reassigned (nn.Module.__setattr__ writes the same dicts).
 Instance attributes of modules (`training`, `scale`) are read from `__dict__` directly when the

@@ -3,7 +3,7 @@
 `build_transformed_code(original, compiled_fn, graph_inputs, output_spec)` returns a code object
 that, run in a shadow frame of the original (csrc/cpython/shadow_frame.cpp), loads every graph
 input from the frame by its Source, calls `compiled_fn` with them positionally, and rebuilds the
-original's return value from the output spec (trace_result.py). Side effects the trace recorded
+original's return value from the output spec (guard/trace_result.py). Side effects the trace recorded
 (trace_result.SideEffect, tracer/side_effects.py) are replayed after the call: every target and
 value is loaded into a temporary first, together with what is returned (or the state at a graph
 break), then the effects are applied in program order (`_REPLAY`), then the frame returns (or runs
@@ -37,16 +37,16 @@ from typing import Any, Callable, Sequence
 import bytecode
 from bytecode import CellVar, FreeVar, Instr
 
-from . import runtime
-from .bytecode.emitter import (ANNOTATIONS_FLAG, CLOSURE_FLAG, DEFAULTS_FLAG, KWDEFAULTS_FLAG, CodegenError, Emitter,
-                               argument_names)
-from .bytecode.versions import FACTS, PYTHON, VERSIONS
-from .graph_break.emit import emit_break
-from .sources import Source
-from .trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
-                           EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
-                           ObjectOutput,
-                           SourceOutput, SuperOutput, TupleOutput, call_with, parts, replay_set_method, walk)
+from .. import runtime
+from ..bytecode.emitter import (ANNOTATIONS_FLAG, CLOSURE_FLAG, DEFAULTS_FLAG, KWDEFAULTS_FLAG, CodegenError, Emitter,
+                                argument_names)
+from ..bytecode.versions import FACTS, PYTHON, VERSIONS
+from ..graph_break.emit import emit_break
+from ..guard.sources import Source
+from ..guard.trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, DictOutput, EffectKind,
+                                  EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
+                                  ObjectOutput,
+                                  SourceOutput, SuperOutput, TupleOutput, call_with, parts, replay_set_method, walk)
 
 __all__ = ["build_transformed_code", "format_code", "CodegenError", "argument_names"]
 
@@ -59,7 +59,7 @@ _RESULT_LOCAL = "___tjc_graph_out"
 
 
 class _Emitter(Emitter):
-    """The primitives (bytecode/emitter.py), plus building output specs (trace_result.py) and
+    """The primitives (bytecode/emitter.py), plus building output specs (guard/trace_result.py) and
     every instruction at the function's first line, so tracebacks through the compiled call
     point at the `def`."""
 
@@ -342,7 +342,7 @@ def _apply_effects(em: "_Emitter", loaded: list) -> None:
 
 def _shared_specs(output_spec: Any, side_effects: Sequence) -> set:
     """The ids of the spec objects that `output_spec` and `side_effects` reach more than once
-    (trace_result.py: one spec object per object), each to be built once and loaded again. A spec
+    (guard/trace_result.py: one spec object per object), each to be built once and loaded again. A spec
     reached again is not looked into again: what it is built from is built once with it. Specs
     that load the very object wherever they are built (graph outputs, sources, immutable
     constants) need no temporary and are left out."""

@@ -33,7 +33,7 @@ SPMD program recompile together. An exception it raises reaches the caller; rese
 `eval_frame(callback)` is the context manager most callers want: it sets the callback for the
 duration of a `with` block and restores the previous one on exit, even on error.
 """
-from . import _C
+from .. import _C
 
 GuardManager = _C.GuardManager
 GuardedCode = _C.GuardedCode

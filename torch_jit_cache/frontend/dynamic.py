@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 
-from . import log
+from ..runtime import log
 
 # Attribute names on the tensor: ours, then torch._dynamo's (decorators.mark_dynamic and friends).
 _DYNAMIC = "_tjc_dynamic_dims"          # {dim: (min, max)}

@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+_PACKAGE = __name__.split(".")[0]   # Piece.module is relative to it
+
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
@@ -31,13 +33,13 @@ RESET = (
           "every code's cache entries, every compile() call's decisions per code (skip, run-only at the "
           "cache limit, skip-tree watching, the cache-limit warning), the guard-complete hook (guard "
           "collectives), the runtime's counters", "reset"),
-    Piece("counters", "PIPELINE", "the compile pipeline's counters (graphs, graph_breaks, recompiles, ...)", "reset"),
-    Piece("log", "_SEEN", "warnings and log lines given once", "forget_once"),
+    Piece("runtime.counters", "PIPELINE", "the compile pipeline's counters (graphs, graph_breaks, recompiles, ...)", "reset"),
+    Piece("runtime.log", "_SEEN", "warnings and log lines given once", "forget_once"),
     Piece("backends", "_WARNED_FALLBACK", "backends that warned of falling back to eager", "forget_warnings"),
     Piece("backends.sharing", "_MEMO", "backend callables shared by identical graphs", "clear"),
     Piece("api", "_MODULE_COMPILERS", "the compiler modules of one class share (identical blocks)",
           "forget_module_compilers"),
-    Piece("convert_frame", "_LIVE", "each live compile() call's memory per code: automatic-dynamic sizes, "
+    Piece("pipeline.convert_frame", "_LIVE", "each live compile() call's memory per code: automatic-dynamic sizes, "
           "symbolic traces refused, float symbols refused, entries shared or pinned to their modules, "
           "returns after evictions", "forget_compilers"),
     Piece("tracer.fake_shapes", "ShapeEnv method caches", "torch's ShapeEnv caches of the last trace",
@@ -48,18 +50,18 @@ RESET = (
 
 KEPT = (
     Piece("config", "config", "the user's settings"),
-    Piece("stance", "_current", "the user's set_stance"),
+    Piece("frontend.stance", "_current", "the user's set_stance"),
     Piece("runtime", "ExtraState disabled, cache_limit", "tjc.disable / runtime.set_skip and "
           "runtime.set_cache_limit: the user's, per code"),
-    Piece("proxies", "_ALLOWED", "the user's allow_in_graph marks"),
-    Piece("disk_cache", "TJC_CACHE_DIR files", "the on-disk cache: a later process's as much as this one's "
+    Piece("frontend.proxies", "_ALLOWED", "the user's allow_in_graph marks"),
+    Piece("pipeline.disk_cache", "TJC_CACHE_DIR files", "the on-disk cache: a later process's as much as this one's "
           "(TJC_DISABLE_DISK_CACHE=1 turns it off; deleting config.cache_dir clears it)"),
-    Piece("disk_cache.entries", "last_loaded", "test support: the last graph loaded, weakly"),
-    Piece("disk_cache.keys", "lru caches", "digests of files and folders, fixed for the process"),
+    Piece("pipeline.disk_cache.entries", "last_loaded", "test support: the last graph loaded, weakly"),
+    Piece("pipeline.disk_cache.keys", "lru caches", "digests of files and folders, fixed for the process"),
     Piece("backends", "_REGISTRY", "registered backends"),
-    Piece("guard_collectives", "_groups", "the gloo group guard collectives vote on (making one is a "
+    Piece("runtime.guard_collectives", "_groups", "the gloo group guard collectives vote on (making one is a "
           "collective); the hook that uses it is cleared"),
-    Piece("module_wrapper", "_CLASSES", "the compiled-module class made for a module class"),
+    Piece("frontend.module_wrapper", "_CLASSES", "the compiled-module class made for a module class"),
     Piece("graph_break.resume", "_RESUME_CODES", "which codes are resume codes (each made per entry, "
           "dying with it)"),
     Piece("bytecode.instructions", "_CACHE", "a code's decoded instructions"),
@@ -73,7 +75,7 @@ def reset() -> None:
     """Restore a fresh process's value of every piece in RESET, in order (the C++ caches first:
     evicting entries runs no compile, and what follows forgets what decided them)."""
     for piece in RESET:
-        name = f"{__package__}.{piece.module}"
+        name = f"{_PACKAGE}.{piece.module}"
         module = sys.modules.get(name)
         if module is not None:   # else never imported: its state is a fresh process's
             getattr(module, piece.reset)()

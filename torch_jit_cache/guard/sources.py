@@ -1,8 +1,8 @@
 """Sources: where a value the tracer read came from, relative to the frame.
 
 Every value read from the frame keeps its source, so that (1) each fact the trace relied on becomes
-a guard on that source (guards.py), and (2) the transformed code can load graph inputs from the
-frame at call time (codegen.py). Sources are immutable, hashable and print as users read them:
+a guard on that source (guard/tree.py), and (2) the transformed code can load graph inputs from the
+frame at call time (pipeline/codegen.py). Sources are immutable, hashable and print as users read them:
 `L['x']`, `G['SCALE']`, `C['scale']` (a closure variable), `L['self'].fc1.weight`, `L['xs'][2]`.
 
 Each kind of source is one class, and that class is the one home of what the kind means:

@@ -82,7 +82,7 @@ def file_path():
     return getattr(_file, "name", None)
 
 
-# --- hooks of the compile pipeline (convert_frame.py, counters.py, disk_cache/entries.py) --------
+# --- hooks of the compile pipeline (pipeline/: convert_frame.py, disk_cache/entries.py; runtime/counters.py) ---
 
 def begin(code, frame, entries) -> None:
     """A compile of `code` starts on this thread; `entries`: the live entries it missed (a recompile),

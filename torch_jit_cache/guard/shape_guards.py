@@ -4,12 +4,12 @@ A trace with dynamic shapes leaves, in torch's ShapeEnv, symbols (`s0`, `s1`) th
 tensor dims, strides, storage offsets or int arguments, and boolean facts the trace relied on
 (`Eq(s0, s1)`, `s0 <= 1024`, `Ne(Mod(s1, 2), 0)`) plus a value range per symbol. `ShapeGuards` is
 that, free of the ShapeEnv: which source each symbol reads (`SymbolBinding`), the ranges, and the
-expressions. `GuardBuilder.add_shape_guards` (guards.py) turns it into one SYMBOLIC_SHAPES guard on
+expressions. `GuardBuilder.add_shape_guards` (guard/tree.py) turns it into one SYMBOLIC_SHAPES guard on
 the root, whose expressions are the postfix programs `compile_expr` makes, evaluated in C++ on
 int64 with Python semantics (csrc/guards/shape_program.h): never a Python callable on the hit path.
 
 sympy (and torch's sympy functions) are imported inside the functions that need them, so that
-guards.py, which imports this module, stays importable without torch.
+guard/tree.py, which imports this module, stays importable without torch.
 """
 from __future__ import annotations
 
@@ -220,7 +220,7 @@ def compile_expr(expr, symbol_index: Mapping[Any, int]) -> tuple[tuple[str, int]
             emit(kind, pops=2)
 
     walk(expr)
-    from . import _C
+    from .. import _C
 
     if depth[1] > _C._shape_program_max_depth:
         raise UnsupportedShapeGuard(f"shape guard too deeply nested ({depth[1]} > {_C._shape_program_max_depth}): {expr}")

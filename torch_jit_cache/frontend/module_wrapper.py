@@ -3,7 +3,7 @@
 A CompiledModule IS the nn.Module it wraps, called compiled. It is an instance of a class made once
 per wrapped class, `class Linear(CompiledModule, nn.Linear)` (same name, module and qualname, its
 `__init_subclass__` not run), whose instance `__dict__` is the wrapped module's own dict (the same
-dict object, as proxies.py does). So:
+dict object, as frontend/proxies.py does). So:
 
 - it is an nn.Module and an instance of the wrapped class: `parent.child = compiled` and
   `nn.ModuleList(...)[i] = compiled` register it; `parent.parameters()`, `state_dict()`,
@@ -52,7 +52,7 @@ import weakref
 
 from torch import nn
 
-from . import _C
+from .. import _C
 
 # compile()'s options that a copy is made with, read back from the FrameCompiler.
 _OPTIONS = ("backend", "fullgraph", "dynamic", "cache_limit", "mode", "options")

@@ -211,8 +211,8 @@ def torch_callable_effect(fn):
 # functorch's aliases) run the user's function under a transform: batching levels, nested autograd
 # levels, swapped module state. The tracer models none of it. Run while tracing on the examples,
 # the function's Python effects happened once, at trace time; the wrapper they return, put in the
-# graph as a node, was emitted under the name it copied from the function it wraps
-# (`functools.wraps`: `torch.vmap(torch.sum)` calls itself `torch.sum`), so the graph called the
+# graph as a node, would be emitted under the name it copies from the function it wraps
+# (`functools.wraps`: `torch.vmap(torch.sum)` calls itself `torch.sum`), so the graph would call the
 # unbatched op or a name that does not exist. So a transform and every function it returns run as
 # written, at a graph break before the call. They are recognised by the module their *code* runs
 # in (their globals' `__name__`), which wrapping does not change, never by `__module__`.

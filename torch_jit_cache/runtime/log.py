@@ -11,7 +11,7 @@ set); `enabled(topic)` keeps the formatting work off the path when a topic is of
 import logging
 import sys
 
-from .config import config
+from ..config import config
 
 TOPICS = ("recompiles", "guards", "graph", "bytecode", "fallbacks", "skips", "graph_breaks", "dynamic",
           "disk_cache")

@@ -37,14 +37,17 @@ import sys
 import time
 import types
 
-from .. import __version__
-from ..config import config
+from ...version import __version__
+from ...config import config
 
 FORMAT = 5   # 3: guards stored by their kind's codec (TENSOR_MATCH by its leaf's state); 4: outputs,
              # side effects and graph breaks as data (output_codec); 5: what stats() counted ("made")
 
-# The package's root folder (torch_jit_cache/).
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The package's root folder (torch_jit_cache/): one folder up per dot of this module's name, so
+# that it holds wherever this module sits in the package.
+PACKAGE_ROOT = os.path.abspath(__file__)
+for _ in range(__name__.count(".")):
+    PACKAGE_ROOT = os.path.dirname(PACKAGE_ROOT)
 
 
 # When the package was imported (this module is imported with it; only the tracer's modules wait
@@ -153,7 +156,7 @@ def global_state() -> dict:
     """The state a GLOBAL_STATE leaf made now compares with, read by the leaf itself (csrc
     GlobalStateFacts): the entry's guard tree is built on load, where it records the state of that
     moment, so the state the graph was compiled under is compared with it first."""
-    from .. import _C
+    from ... import _C
     return _C.global_state_state()
 
 

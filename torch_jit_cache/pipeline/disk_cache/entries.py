@@ -9,11 +9,14 @@ import tempfile
 import time
 import weakref
 
-from .. import codegen, counters, graph_break, log, proxies, runtime, trace_log
-from ..backends import modes
-from ..config import config
-from ..sources import Source
-from ..trace_result import BreakOutput, GuardKind, has_tensor_work
+from .. import codegen
+from ...runtime import counters, log, trace_log
+from ... import graph_break, runtime
+from ...frontend import proxies
+from ...backends import modes
+from ...config import config
+from ...guard.sources import Source
+from ...guard.trace_result import BreakOutput, GuardKind, has_tensor_work
 from . import guard_codec, graph_codec, keys, output_codec
 from .names import Mismatch, NotStored
 
@@ -38,7 +41,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
     files = {frame.f_code.co_filename}
     outputs = output_codec.encode(result.output, result.side_effects, frame.f_code, files)
     import torch
-    from ..backends import has_symbolic_sizes
+    from ...backends import has_symbolic_sizes
     for t in result.example_inputs:
         if not isinstance(t, torch.Tensor):
             raise NotStored(f"a {type(t).__name__} graph input (a symbolic int)")
@@ -49,11 +52,10 @@ def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
     for source in [*rewritten.graph_inputs, *(s for g in rewritten.guards for s in (g.source, g.value)
                                               if isinstance(s, Source))]:
         output_codec.check_source(source)
-    from ..guards import encode_guard
     identities = {g.source: g.value for g in rewritten.guards if g.kind is GuardKind.ID_MATCH}
     dynamic = shape_guards.dynamic_dims() if shape_guards is not None else {}
     context = guard_codec.StoreContext(files, identities, dynamic)
-    guards = [encode_guard(g, context) for g in rewritten.guards]
+    guards = [guard_codec.encode_guard(g, context) for g in rewritten.guards]
     # A break with no tensor work before it calls no graph (convert_frame: compiled is None).
     graph = graph_codec.graph_record(result.graph, files) if has_tensor_work(result.graph) else None
     submodules = graph_codec.submodule_sources(result.graph, identities) if graph is not None else {}
@@ -67,7 +69,7 @@ def _entry(compiler, frame, result, rewritten, shape_guards, made) -> dict:
         "global_state": keys.global_state(),
         "guards": guards,
         "graph_inputs": list(rewritten.graph_inputs),
-        # As the live entry's (shape_guards.py): sympy over sources, pickled as they are; TENSOR_MATCH
+        # As the live entry's (guard/shape_guards.py): sympy over sources, pickled as they are; TENSOR_MATCH
         # leaves the dims they read to them.
         "shape_guards": shape_guards,
         "outputs": outputs,
@@ -294,11 +296,11 @@ def _remove(path: str) -> None:
 
 def _load_entry(compiler, frame, entry, resolve):
     global last_loaded
-    from ..guards import build_guards, decode_guard
+    from ...guard.tree import build_guards
 
     if entry["global_state"] != keys.global_state():
         raise Mismatch("torch's global state differs")
-    specs = [decode_guard(record, resolve) for record in entry["guards"]]
+    specs = [guard_codec.decode_guard(record, resolve) for record in entry["guards"]]
     guard_codec.check_bound_groups(entry["guards"], specs)
     shape_guards = entry["shape_guards"]
     guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)

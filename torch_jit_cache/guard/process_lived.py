@@ -31,7 +31,7 @@ import sys
 import sysconfig
 import types
 
-from . import _C
+from .. import _C
 
 # torch's own singletons, by (module, name) of their type so that this module imports without torch.
 _TORCH_SINGLETON_TYPES = {("torch", "dtype"), ("torch", "layout"), ("torch", "memory_format")}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import weakref
 
-from . import runtime
+from .. import runtime
 
 # (the default group, the vote group made for it), both held weakly (torch.distributed holds every
 # group until destroy_process_group), or None until a vote runs with a default group. Nothing here

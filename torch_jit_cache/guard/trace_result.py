@@ -1,7 +1,7 @@
-"""What a trace produces: the contract between the tracer, guards.py and codegen.py.
+"""What a trace produces: the contract between the tracer, guard/tree.py and pipeline/codegen.py.
 
-The tracer (tracer/) fills a TraceResult; guards.py turns its guards into a C++ guard tree;
-codegen.py builds the transformed code that loads `graph_inputs` from the frame, calls the compiled
+The tracer (tracer/) fills a TraceResult; guard/tree.py turns its guards into a C++ guard tree;
+pipeline/codegen.py builds the transformed code that loads `graph_inputs` from the frame, calls the compiled
 graph and rebuilds the return value from `output`.
 """
 from __future__ import annotations
@@ -379,7 +379,7 @@ class Unsupported(Exception):
         self.in_callee = False
         # Set by the root translator: an exception the trace models leaves the frame (no try
         # block of it catches it) and the trace did no tensor work before it. The frame, run as
-        # written, does all the trace saw: it is a frame without tensor work (convert_frame.py).
+        # written, does all the trace saw: it is a frame without tensor work (pipeline/convert_frame.py).
         self.leaves_without_tensor_work = False
         where = f"{filename}:{lineno}" + (f" ({instruction})" if instruction else "")
         super().__init__(f"{reason} at {where}")
@@ -408,7 +408,7 @@ def _caught_in_the_compiler(e: BaseException) -> bool:
 
 
 class FloatSymbolGuard(Unsupported):
-    """A guard on a float argument traced as a symbol (dynamic.py FramePlan.scalar_is_dynamic),
+    """A guard on a float argument traced as a symbol (frontend/dynamic.py FramePlan.scalar_is_dynamic),
     which the C++ shape guard cannot compute: the frame is compiled again with its floats as
     constants, guarded by value, from then on."""
 

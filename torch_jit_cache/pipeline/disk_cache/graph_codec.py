@@ -2,10 +2,10 @@
 marks of its placeholders."""
 from __future__ import annotations
 
-from ..backends import static_inputs
+from ...backends import static_inputs
 from .names import NotStored, is_constant, name_of, rebind
 
-# call_module: a module called opaquely, through the proxy the graph holds (proxies.py), made again
+# call_module: a module called opaquely, through the proxy the graph holds (frontend/proxies.py), made again
 # on load from the frame (submodule_sources). get_attr (a constant tensor held by the graph) is not
 # stored: nothing in the frame reaches it.
 _GRAPH_OPS = frozenset(("placeholder", "call_function", "call_method", "call_module", "output"))

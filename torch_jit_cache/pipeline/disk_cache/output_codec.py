@@ -1,10 +1,10 @@
 """Output specs and side effects as data: what the transformed code rebuilds and replays after the
-graph (trace_result.py), stored so that `decode` gives specs codegen turns into the same code.
+graph (guard/trace_result.py), stored so that `decode` gives specs codegen turns into the same code.
 
 Stored as a table of records, each spec once, children before parents, referred to by position:
 a spec object reached from several places (the returned value, a side effect, the stack at a
 break) is one object again after decoding, and two equal spec objects stay two
-(trace_result.py: identity of spec objects is identity of the objects they rebuild).
+(guard/trace_result.py: identity of spec objects is identity of the objects they rebuild).
 
 Nothing is pickled by reference: a class, function, module or dtype a spec holds is stored as the
 name that reaches it (names.name_of) and re-bound on load (names.rebind, the check guards use);
@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 import types
 
-from ..graph_break import plan_break
-from ..sources import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource
-from ..trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput,
-                            EffectKind, EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
-                            ModeSwitch, ObjectOutput, SideEffect, SourceOutput, SuperOutput, TupleOutput)
+from ...graph_break import plan_break
+from ...guard.sources import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource
+from ...guard.trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput,
+                                   EffectKind, EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
+                                   ModeSwitch, ObjectOutput, SideEffect, SourceOutput, SuperOutput, TupleOutput)
 from .names import NAME_TAGS, Mismatch, NotStored, is_constant, name_of, rebind
 
 # Sources whose fields are names and constants alone (a ComputedSource holds a function).

@@ -7,11 +7,12 @@ entry never keeps a user module alive; its death evicts the entry.
 How each GuardKind enters the tree is data: GUARD_KINDS has one row per kind. A leaf kind names
 its C++ leaf (csrc/guards/leaf_kinds.h, `_C.LEAF_KINDS`), added on the source's node through the
 one binding `GuardNode.add_leaf(name, value, **options)`; the other kinds (relations between two
-sources, DICT_TAGS) name the builder function that adds them. Each row also names the codec of the
-kind's stored form (disk_cache/guard_codec.py): encode_guard / decode_guard turn a GuardSpec into the
-on-disk cache's record and back. Adding a guard kind: its GuardKind, its row here, and for a leaf
-its row in the C++ table (tests/python/test_guard_kinds.py checks that the two tables agree, and
-tests/python/test_guard_codec.py that each kind's decoded guard accepts what the live one accepts).
+sources, DICT_TAGS) name the builder function that adds them. Each row also names, as a string, the
+codec of the kind's stored form (pipeline/disk_cache/guard_codec.py, whose encode_guard /
+decode_guard turn a GuardSpec into the on-disk cache's record and back). Adding a guard kind: its
+GuardKind, its row here, and for a leaf its row in the C++ table (tests/python/test_guard_kinds.py
+checks that the two tables agree, and tests/python/test_guard_codec.py that each kind's decoded
+guard accepts what the live one accepts).
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ import dataclasses
 import weakref
 from typing import Callable
 
-from . import _C, process_lived, runtime, shape_guards as _shape_guards
-from .disk_cache.guard_codec import CONSTANT, NOTHING, OBJECT, SOURCE, TENSOR, Codec, StoreContext
+from .. import _C, runtime
+from . import process_lived, shape_guards as _shape_guards
 from .sources import Source
 from .trace_result import GuardKind, GuardSpec
 
@@ -44,7 +45,7 @@ class GuardBuilder:
         node = self._nodes.get(source)
         if node is not None:
             return node
-        # A RootSource hangs from the root; any other source from its base's node (sources.py).
+        # A RootSource hangs from the root; any other source from its base's node (guard/sources.py).
         parent = self.root if source.base is None else self.node(source.base)
         node = source.guard_node(parent)
         self._nodes[source] = node
@@ -73,7 +74,7 @@ class GuardBuilder:
         return self._dynamic.get(source, ((), ()))
 
     def add_shape_guards(self, shape_guards: "_shape_guards.ShapeGuards") -> None:
-        """One SYMBOLIC_SHAPES guard on the root for `shape_guards` (shape_guards.py), with a node
+        """One SYMBOLIC_SHAPES guard on the root for `shape_guards` (guard/shape_guards.py), with a node
         for each bound source. The dims a symbol reads are left out of those sources' TENSOR_MATCH,
         so call this before adding the TENSOR_MATCH specs (build_guards does). Raises
         UnsupportedShapeGuard (a ValueError) for what cannot be compiled, before changing the tree."""
@@ -111,7 +112,7 @@ def _dict_tags(builder: GuardBuilder, spec: GuardSpec) -> None:
 
 def _id_match_options(builder: GuardBuilder, spec: GuardSpec) -> dict:
     # Held weakly wherever a weak reference can be made; strongly only what cannot be weakly
-    # referenced and lives for the process anyway (process_lived.py: torch.dtype, numpy's ufuncs).
+    # referenced and lives for the process anyway (guard/process_lived.py: torch.dtype, numpy's ufuncs).
     value = spec.value
     return {"strong": True} if not _weakrefable(value) and process_lived.lives_for_the_process(value) else {}
 
@@ -135,9 +136,9 @@ class KindRule:
     value as its operand when `takes_value`, and `options(builder, spec)` as keyword options), or a
     builder function `add(builder, spec)`. `keyed_by_value`: two specs on one source are one guard
     when their values are equal (hashable constants); otherwise when they are the same object
-    (values may be unhashable: tensors, modules). `codec`: the value's stored form
-    (disk_cache/guard_codec.py)."""
-    codec: Codec
+    (values may be unhashable: tensors, modules). `codec`: the name of the value's stored form
+    (a key of pipeline/disk_cache/guard_codec.py's CODECS)."""
+    codec: str
     leaf: str | None = None
     takes_value: bool = True
     options: Callable | None = None
@@ -146,40 +147,26 @@ class KindRule:
 
 
 GUARD_KINDS = {
-    GuardKind.TYPE_MATCH: KindRule(OBJECT, leaf="type_match"),
-    GuardKind.ID_MATCH: KindRule(OBJECT, leaf="id_match", options=_id_match_options),
-    GuardKind.EQUALS_MATCH: KindRule(CONSTANT, leaf="equals_match", keyed_by_value=True),
-    GuardKind.NONE_MATCH: KindRule(NOTHING, leaf="none_match", takes_value=False),
-    GuardKind.NOT_NONE: KindRule(NOTHING, leaf="not_none", takes_value=False),
-    GuardKind.BOOL_MATCH: KindRule(CONSTANT, leaf="bool_match", keyed_by_value=True),
-    GuardKind.LENGTH: KindRule(CONSTANT, leaf="length", keyed_by_value=True),
-    GuardKind.DICT_KEYS: KindRule(CONSTANT, leaf="dict_keys", keyed_by_value=True),
-    GuardKind.SET_ITEMS: KindRule(CONSTANT, leaf="set_items", keyed_by_value=True),
-    GuardKind.TENSOR_MATCH: KindRule(TENSOR, leaf="tensor_match", options=_tensor_match_options),
-    GuardKind.SAME_AS: KindRule(SOURCE, add=_same_as),
-    GuardKind.DISTINCT_FROM: KindRule(SOURCE, add=_identity_relation, keyed_by_value=True),
-    GuardKind.ALIAS_OF: KindRule(SOURCE, add=_identity_relation, keyed_by_value=True),
-    GuardKind.DICT_TAGS: KindRule(NOTHING, add=_dict_tags),
+    GuardKind.TYPE_MATCH: KindRule("object", leaf="type_match"),
+    GuardKind.ID_MATCH: KindRule("object", leaf="id_match", options=_id_match_options),
+    GuardKind.EQUALS_MATCH: KindRule("constant", leaf="equals_match", keyed_by_value=True),
+    GuardKind.NONE_MATCH: KindRule("nothing", leaf="none_match", takes_value=False),
+    GuardKind.NOT_NONE: KindRule("nothing", leaf="not_none", takes_value=False),
+    GuardKind.BOOL_MATCH: KindRule("constant", leaf="bool_match", keyed_by_value=True),
+    GuardKind.LENGTH: KindRule("constant", leaf="length", keyed_by_value=True),
+    GuardKind.DICT_KEYS: KindRule("constant", leaf="dict_keys", keyed_by_value=True),
+    GuardKind.SET_ITEMS: KindRule("constant", leaf="set_items", keyed_by_value=True),
+    GuardKind.TENSOR_MATCH: KindRule("tensor", leaf="tensor_match", options=_tensor_match_options),
+    GuardKind.SAME_AS: KindRule("source", add=_same_as),
+    GuardKind.DISTINCT_FROM: KindRule("source", add=_identity_relation, keyed_by_value=True),
+    GuardKind.ALIAS_OF: KindRule("source", add=_identity_relation, keyed_by_value=True),
+    GuardKind.DICT_TAGS: KindRule("nothing", add=_dict_tags),
 }
 
 
 def has_leaf(name: str) -> bool:
     """Whether this build's guard tree has the C++ leaf `name` (a row of _C.LEAF_KINDS)."""
     return name in _C.LEAF_KINDS
-
-
-def encode_guard(spec: GuardSpec, context: StoreContext) -> tuple:
-    """The on-disk record of `spec`: (source, kind name, its kind's encoding of the value);
-    NotStored where that would not be exact."""
-    return (spec.source, spec.kind.name, GUARD_KINDS[spec.kind].codec.encode(spec, context))
-
-
-def decode_guard(record, resolve) -> GuardSpec:
-    """The GuardSpec `record` (encode_guard's) stands for in the frame `resolve(source)` reads;
-    Mismatch where the stored guard cannot hold for that frame."""
-    source, kind_name, encoded = record
-    kind = GuardKind[kind_name]
-    return GuardSpec(source, kind, GUARD_KINDS[kind].codec.decode(source, encoded, resolve))
 
 
 def build_guards(specs, *, global_state: bool = True, resolve=None, shape_guards=None):

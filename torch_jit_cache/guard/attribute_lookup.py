@@ -12,7 +12,7 @@ object.__getattribute__ looks, in this order:
 So a method defined on a module's class wins over a submodule or parameter of the same name (those
 live in _modules/_parameters, reached only through __getattr__), and an instance attribute wins
 over a method. The tracer (tracer/variables/attribute.py) and the rewriting of module attribute
-paths into dict lookups (fast_sources.py) both decide with `lookup`, so they cannot disagree.
+paths into dict lookups (guard/fast_sources.py) both decide with `lookup`, so they cannot disagree.
 
 A type whose __getattribute__ is written in Python may do anything, so `lookup` says CUSTOM (the
 tracer then traces the hook itself, tracer/variables/object_protocol.py, down to object's order,
@@ -28,7 +28,7 @@ dict's own __getattribute__ is a slot wrapper for the same generic lookup as obj
 (PyObject_GenericGetAttr), so a dict subclass follows object's order (GENERIC_GETATTRIBUTE).
 
 Only the type's MRO is searched, never its metaclass (inspect.getattr_static(cls, name) would find
-`type.mro` for an instance). No torch here: fast_sources.py runs without it.
+`type.mro` for an instance). No torch here: guard/fast_sources.py runs without it.
 """
 from __future__ import annotations
 

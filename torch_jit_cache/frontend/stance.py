@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 
-from . import _C
+from .. import _C
 
 STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
 
