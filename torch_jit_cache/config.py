@@ -95,7 +95,7 @@ class Config:
     # TJC_CACHE_DIR moves it (default: $XDG_CACHE_HOME/torch_jit_cache, else ~/.cache/torch_jit_cache).
     disk_cache: bool = dataclasses.field(default_factory=lambda: not _env_bool("TJC_DISABLE_DISK_CACHE", False))
     cache_dir: str = dataclasses.field(default_factory=lambda: _default_cache_dir())
-    # The structured trace (trace_log.py, docs/compile.md "Structured trace"): every process writes
+    # The structured trace (trace_log.py, docs/compile_report.md): every process writes
     # one JSON-lines file of its compiles into this folder; "" (default) writes nothing.
     # TJC_TRACE_DIR sets it; `python -m torch_jit_cache.report DIR` renders the folder as one page.
     trace_dir: str = dataclasses.field(default_factory=lambda: os.environ.get("TJC_TRACE_DIR", ""))
