@@ -116,7 +116,9 @@ def _compiler(fn, backend, fullgraph, dynamic, cache_limit, mode=None, options=N
 def explain(fn, *, backend="eager"):
     """`explain(fn)(*args, **kwargs)` runs `fn` once, compiled, and returns an ExplainOutput: the
     graphs, graph count, ops per graph, each graph break with its reason and place, the frames that
-    ran uncompiled, and the guards. It compiles under its own cache, dropped when it returns."""
+    ran uncompiled, and the guards. It compiles under its own cache, dropped when it returns.
+    `backend` is "eager" whatever config.default_backend says: like torch._dynamo.explain, it reports
+    graphs and compiles none (an inductor compile would add seconds and change no graph)."""
     _check_backend(backend)
     from .explanation import ExplainOutput
 
