@@ -64,7 +64,7 @@ def measure_program(name) -> dict:
     report = tjc.explain(fn)(*args)
     tjc.reset()
     fn, args = make()
-    got, error = run_twice(tjc.compile(fn), args)
+    got, error = run_twice(tjc.compile(fn, backend="eager"), args)
     row.update(tjc_graphs=report.graph_count, tjc_breaks=report.graph_break_count,
                tjc_uncompiled=len(report.fallbacks),
                tjc_whole=report.graph_count == 1 and report.graph_break_count == 0 and not report.fallbacks,

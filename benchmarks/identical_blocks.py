@@ -53,7 +53,7 @@ for _ in range(rounds):
         expected = model(x)
     tjc.reset(); torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounter()
-    compile_one = (lambda m: tjc.compile(m, dynamic=dynamic)) if compiler == "tjc" else \
+    compile_one = (lambda m: tjc.compile(m, backend="eager", dynamic=dynamic)) if compiler == "tjc" else \
         (lambda m: torch.compile(m, backend=counter, dynamic=dynamic))
     with torch.no_grad():
         t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The compile report's screenshot for the README: runs torch_jit_cache/testing/report_sample.py (a
+"""The compile report's screenshot for docs/compile_report.md: runs torch_jit_cache/testing/report_sample.py (a
 graph break and two recompiles), copied as train.py, with TJC_TRACE_DIR in a child process, renders
 the page with `python -m torch_jit_cache.report`, and has headless Chromium save it as a PNG.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that torch_jit_cache installs into a user's own virtual environment, as the README says:
+# Checks that torch_jit_cache installs into a user's own virtual environment, as docs/usage.md says:
 #
 #   1. a "user" venv that already has torch==2.13.0 (from the wheel on disk) and the build tools:
 #      `pip wheel --no-build-isolation --no-deps <checkout>` builds the package into a wheel (the

@@ -41,7 +41,7 @@
 # Environment:
 #   TJC_SKIP_APT=1            skip step 1 (the packages are installed some other way)
 #   TJC_PYTHONS="3.11 3.12"   set up only these Pythons (default: 3.11 3.12 3.13)
-#   TJC_BUILD_TYPE, TJC_SANITIZE, TJC_JOBS, TJC_BUILD_TESTS   passed on to setup.py (see README.md)
+#   TJC_BUILD_TYPE, TJC_SANITIZE, TJC_JOBS, TJC_BUILD_TESTS   passed on to setup.py (see docs/development.md)
 #   TJC_ALLOW_TORCH_DOWNLOAD=1  3.11 too takes torch==2.13.0 from the registry, not the wheel on disk
 #   TJC_SKIP_SPACE_CHECK=1    install a registry torch without checking free disk space first
 #   TJC_SKIP_TORCH214=1       skip step 7 (.venv-torch2.14)

@@ -21,12 +21,13 @@ from . import _C, runtime
 from .runtime import counters, process_state
 from .frontend import trace_rules
 from .backends import modes
+from .config import DEFAULT_BACKEND, resolve_backend
 from .pipeline.convert_frame import FrameCompiler
 
 _WRAPPED = "_torch_jit_cache_original"
 
 
-def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None, mode=None,
+def compile(fn=None, *, backend=DEFAULT_BACKEND, fullgraph: bool = False, dynamic=None, cache_limit=None, mode=None,
             options=None):
     """Compile a function, method or torch.nn.Module; usable as @compile and @compile(...).
 
@@ -37,7 +38,11 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
 
     `mode` ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs") or
     `options` (inductor config names to values), not both, with backend="inductor": as
-    torch.compile's (backends/modes.py)."""
+    torch.compile's (backends/modes.py).
+
+    `backend`: "inductor" (default, as torch.compile's; config.default_backend replaces the default),
+    "eager", "aot_eager" or a callable(gm, example_inputs)."""
+    backend = resolve_backend(backend)
     if fn is None:   # the decorator form: bad options fail here, not at decoration
         _check_options(fullgraph=fullgraph, dynamic=dynamic, cache_limit=cache_limit)
         _check_backend(backend)
@@ -49,13 +54,14 @@ def compile(fn=None, *, backend="eager", fullgraph: bool = False, dynamic=None, 
     return _compiled(fn, make(fn, backend, fullgraph, dynamic, cache_limit, mode, options))
 
 
-def compile_(module, *, backend="eager", fullgraph: bool = False, dynamic=None, cache_limit=None, mode=None,
+def compile_(module, *, backend=DEFAULT_BACKEND, fullgraph: bool = False, dynamic=None, cache_limit=None, mode=None,
              options=None):
     """Compile an nn.Module in place, as `nn.Module.compile()` does for torch.compile: calling it,
     directly or from its parent, runs its forward compiled (on this call's own cache), so
     `for b in model.layers: tjc.compile_(b)` needs no reassignment. Returns the module. Options as
     for compile(). Copies and pickles of the module are uncompiled (nn.Module drops the compiled
     call from its state, as for torch's); compile(module) gives a compiled module that copies as one."""
+    backend = resolve_backend(backend)
     module_type = _module_type()
     if module_type is None or not isinstance(module, module_type):
         raise TypeError(f"torch_jit_cache.compile_ needs an nn.Module, got {type(module).__name__}")
@@ -112,7 +118,9 @@ def _compiler(fn, backend, fullgraph, dynamic, cache_limit, mode=None, options=N
 def explain(fn, *, backend="eager"):
     """`explain(fn)(*args, **kwargs)` runs `fn` once, compiled, and returns an ExplainOutput: the
     graphs, graph count, ops per graph, each graph break with its reason and place, the frames that
-    ran uncompiled, and the guards. It compiles under its own cache, dropped when it returns."""
+    ran uncompiled, and the guards. It compiles under its own cache, dropped when it returns.
+    `backend` is "eager" whatever config.default_backend says: like torch._dynamo.explain, it reports
+    graphs and compiles none (an inductor compile would add seconds and change no graph)."""
     _check_backend(backend)
     from .frontend.explanation import ExplainOutput
 

@@ -39,6 +39,23 @@ def _default_cache_dir() -> str:
 DEFAULT_TRACE_BUDGET = 1_000_000
 
 
+class _DefaultBackend(str):
+    """The `backend=` default of compile() and compile_(): equal to "inductor", torch.compile's
+    default, which is what their signatures show; compile() tells it from a backend given by name by
+    identity and uses config.default_backend in its place (resolve_backend)."""
+
+    __slots__ = ()
+
+
+DEFAULT_BACKEND = _DefaultBackend("inductor")
+
+
+def resolve_backend(backend):
+    """The backend a compile() call uses: `backend` as given, or config.default_backend where the
+    caller gave none (DEFAULT_BACKEND)."""
+    return config.default_backend if backend is DEFAULT_BACKEND else backend
+
+
 @dataclasses.dataclass
 class Config:
     # Entries per code object; at the limit the code turns run-only (entries keep serving hits,
@@ -78,10 +95,17 @@ class Config:
     # TJC_CACHE_DIR moves it (default: $XDG_CACHE_HOME/torch_jit_cache, else ~/.cache/torch_jit_cache).
     disk_cache: bool = dataclasses.field(default_factory=lambda: not _env_bool("TJC_DISABLE_DISK_CACHE", False))
     cache_dir: str = dataclasses.field(default_factory=lambda: _default_cache_dir())
-    # The structured trace (runtime/trace_log.py, docs/compile.md "Structured trace"): every process writes
+    # The structured trace (runtime/trace_log.py, docs/compile_report.md): every process writes
     # one JSON-lines file of its compiles into this folder; "" (default) writes nothing.
     # TJC_TRACE_DIR sets it; `python -m torch_jit_cache.report DIR` renders the folder as one page.
     trace_dir: str = dataclasses.field(default_factory=lambda: os.environ.get("TJC_TRACE_DIR", ""))
+    # The backend compile() and compile_() use when called without `backend=` (a name or a
+    # callable(gm, example_inputs)); "inductor", as torch.compile's (whose process-wide counterpart
+    # is torch._dynamo.backends.registry.set_default_backend). Read when compile() is called.
+    # TJC_DEFAULT_BACKEND sets it for a process and the processes it starts (the test suite's
+    # conftest.py sets "eager", which compiles in milliseconds where inductor takes seconds).
+    default_backend: object = dataclasses.field(
+        default_factory=lambda: os.environ.get("TJC_DEFAULT_BACKEND") or "inductor")
     # TJC_LOG=recompiles,guards,graph,bytecode,fallbacks,skips,graph_breaks,dynamic (log.TOPICS)
     log: frozenset = dataclasses.field(
         default_factory=lambda: frozenset(
@@ -101,6 +125,9 @@ class Config:
             raise TypeError(f"config.{name} must be True or False, got {type(value).__name__} {value!r}")
         elif name in ("cache_dir", "trace_dir") and not isinstance(value, (str, os.PathLike)):
             raise TypeError(f"config.{name} must be a path, got {type(value).__name__} {value!r}")
+        elif name == "default_backend" and not (isinstance(value, str) or callable(value)):
+            raise TypeError(f"config.default_backend must be a backend name or a callable(gm, example_inputs), "
+                            f"got {type(value).__name__} {value!r}")
         elif name == "log":
             if not isinstance(value, (set, frozenset)) or not all(isinstance(t, str) for t in value):
                 raise TypeError(f"config.log must be a set of topic names, got {value!r}")

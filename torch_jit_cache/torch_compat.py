@@ -176,6 +176,7 @@ ROWS: tuple[Row, ...] = (
     _r("torch._dynamo.is_compiling", _TENSOR),
     _r("torch._dynamo.external_utils.is_compiling", _TENSOR),
     _r("torch._dynamo.error_on_graph_break", "tracer.variables.dynamo_contexts"),
+    _r("torch._dynamo.reset", "demo", note="the demo runs torch.compile beside tjc, each backend from a clean cache"),
     _r("torch.Tensor._dynamo_dynamic_indices", "frontend.dynamic",
        check=_has_dynamo_mark("_dynamo_dynamic_indices", "mark_dynamic"),
        note="set by torch._dynamo.mark_dynamic; honoured as our own marks"),

@@ -23,6 +23,11 @@ import sys
 
 import pytest
 
+# The suite's default backend is "eager" (config.default_backend; a user's is "inductor", as
+# torch.compile's): a compile with no backend argument traces and runs the graph as traced, in
+# milliseconds where inductor takes seconds. Tests that test a backend name it. The user's default
+# runs for real in scenarios/test_warm_start.py (its child processes drop every TJC_* variable).
+#
 # The on-disk cache (docs/cache.md) is off for the suite, and for the processes its tests start
 # (they inherit the environment): no test writes into the user's cache folder, and no test loads
 # what another run stored. test_disk_cache.py and test_disk_cache_keys.py turn it on, in a temporary
@@ -32,6 +37,7 @@ import pytest
 # The environment is set for child processes, and for config where this file imports the package
 # first; config.disk_cache is set below for where the package was imported before.
 os.environ["TJC_DISABLE_DISK_CACHE"] = "1"
+os.environ["TJC_DEFAULT_BACKEND"] = "eager"
 os.environ.pop("TJC_CACHE_DIR", None)
 os.environ.pop("TJC_TRACE_DIR", None)   # the structured trace too: test_trace_log.py turns it on where it tests it
 
@@ -41,6 +47,7 @@ from torch_jit_cache.testing import pytest_plugin  # noqa: E402
 # Where the package is installed, pytest imports it through the plugin's entry point before this
 # file runs, so config has read the environment already: the setting itself is turned off too.
 _config.disk_cache = False
+_config.default_backend = "eager"
 _config.trace_dir = ""
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None

@@ -178,9 +178,62 @@ def test_an_option_of_the_right_type_out_of_range_is_a_value_error():
 @pytest.mark.parametrize("name, value, error", [
     ("cache_limit", "8", TypeError), ("cache_limit", 0, ValueError), ("max_resume_depth", 2.5, TypeError),
     ("fallback_to_eager", "no", TypeError), ("log", "recompiles", TypeError), ("cache_limt", 3, AttributeError),
+    ("default_backend", 42, TypeError),
 ])
 def test_config_settings_are_checked(name, value, error):
     before = dict(vars(tjc.config))
     with pytest.raises(error, match=name):
         setattr(tjc.config, name, value)
     assert dict(vars(tjc.config)) == before
+
+
+# --- the default backend ---
+
+@pytest.mark.parametrize("function", ["compile", "compile_"])
+def test_the_default_backend_is_torch_compiles(function):
+    # As torch.compile's: a user switching from it gets inductor without naming it.
+    import inspect
+
+    assert inspect.signature(getattr(tjc, function)).parameters["backend"].default == "inductor"
+
+
+def test_config_default_backend_is_inductor_without_the_environment_variable(monkeypatch):
+    # The suite sets TJC_DEFAULT_BACKEND=eager (conftest.py); a user's process has none.
+    from torch_jit_cache.config import Config
+
+    monkeypatch.delenv("TJC_DEFAULT_BACKEND", raising=False)
+    assert Config().default_backend == "inductor"
+    monkeypatch.setenv("TJC_DEFAULT_BACKEND", "aot_eager")
+    assert Config().default_backend == "aot_eager"
+
+
+def test_a_compile_without_backend_uses_config_default_backend(monkeypatch):
+    # Read when compile() is called, in every form; a backend given by name, "inductor" included,
+    # is used as given.
+    counter = CompileCounter()
+    monkeypatch.setattr(tjc.config, "default_backend", counter)
+    x, y = rand(3, 4), rand(3, 4)
+    module = torch.nn.Linear(4, 3)   # not the shape of the compiled one: no entry of its cache serves it
+    compiled = [tjc.compile(f_arith), tjc.compile()(f_arith), tjc.compile(torch.nn.Linear(4, 4)),
+                tjc.compile_(module)]
+    assert same(compiled[0](x, y), f_arith(x, y)) and same(compiled[1](x, y), f_arith(x, y))
+    compiled[2](x), compiled[3](x)
+    assert counter.frame_count == 4
+    named = tjc.compile(f_arith, backend="inductor")
+    assert named._torch_jit_cache_callback.backend == "inductor"
+    assert compiled[0]._torch_jit_cache_callback.backend is counter
+    monkeypatch.setattr(tjc.config, "default_backend", "nonexistent")
+    with pytest.raises(Exception, match="nonexistent"):   # an unknown name fails at compile(), as a named one
+        tjc.compile(f_arith)
+
+
+def test_explain_compiles_nothing_by_default(monkeypatch):
+    # explain() runs its graphs as traced whatever config.default_backend says, as
+    # torch._dynamo.explain does (its backend collects the graphs and returns gm.forward).
+    import inspect
+
+    assert inspect.signature(tjc.explain).parameters["backend"].default == "eager"
+    counter = CompileCounter()
+    monkeypatch.setattr(tjc.config, "default_backend", counter)
+    report = tjc.explain(f_arith)(rand(3, 4), rand(3, 4))
+    assert report.graph_count == 1 and counter.frame_count == 0

@@ -1,4 +1,6 @@
 """The README's demo must keep working: it runs the runtime end to end and checks its own results."""
+import re
+
 from torch_jit_cache import demo
 
 
@@ -8,3 +10,6 @@ def test_demo_runs_and_checks_itself(capsys):
     assert "WRONG RESULT" not in out
     assert "evicted=True" in out
     assert "1 entry left" in out
+    for backend in ("eager", "inductor"):   # both backends' numbers, beside torch.compile's
+        for compiler in ("tjc.compile", "torch.compile"):
+            assert re.search(rf"^  {backend} +{re.escape(compiler)} +\d+ ms +[\d.]+ us$", out, re.M), (backend, compiler)

@@ -47,7 +47,7 @@ def test_unsupported_python_message_is_clear():
 
 
 def test_declared_torch_range_is_the_tested_one():
-    # pyproject.toml's [torch] extra, README's "Use it in your project" and torch_compat.TESTED say the
+    # pyproject.toml's [torch] extra, README's first paragraph and torch_compat.TESTED say the
     # same releases; the set-up still pins 2.13.0 (requirements-dev.txt) for every venv but one.
     from torch_jit_cache.torch_compat import TESTED
 

@@ -179,6 +179,7 @@ TIER_OF: dict[str, str] = {
     "test_disk_cache_keys.py": "once",
     "test_disk_cache_modules.py": "once",
     "test_disk_cache_output_codec.py": "once",
+    "test_docs.py": "once",
     "test_guard_codec.py": "once",
     "test_guard_collectives.py": "once",
     "test_import_layers.py": "once",

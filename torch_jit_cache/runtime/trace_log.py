@@ -1,5 +1,5 @@
 """TJC_TRACE_DIR=DIR (or config.trace_dir): a structured trace of every compile, one JSON-lines file
-per process, read by `python -m torch_jit_cache.report DIR` (docs/compile.md, "Structured trace").
+per process, read by `python -m torch_jit_cache.report DIR` (docs/compile_report.md).
 
 Contracts:
 - Off by default. Every hook returns at once when tracing is off: one read of the module flag `_on`.

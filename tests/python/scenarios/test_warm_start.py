@@ -2,12 +2,16 @@
 
 conftest.py turns the disk cache off for the rest of the suite. Here child processes
 (warm_start_child.py) run with the defaults a user gets: no TJC_* variable at all, so the disk cache
-is on, the backend is compile()'s default and the folder is the default one, under XDG_CACHE_HOME,
-which points into the test's temporary folder. A cold process stores and a warm one loads; the warm
-one also calls what the cold one never saw, which every loaded entry must turn down; both compare
-every result with eager, in the same process. The zoo and the differential fuzzer run this way; one
-test in this process shows a recompile finding a stored entry only when its guards pass.
-Whole file: about 50 s of CPU (zoo 35 s, fuzzer 12 s); 80 to 130 s on 2 cores shared with other work.
+is on, the backend is compile()'s default (inductor, as torch.compile's; the suite's own default is
+eager) and the folder is the default one, under XDG_CACHE_HOME, which points into the test's
+temporary folder. A cold process stores and a warm one loads; both compare every result with eager,
+in the same process. A small module compiled with no backend argument runs this way on inductor;
+the zoo and the differential fuzzer name backend="eager" (inductor would compile each of their
+graphs for seconds), and their warm process also calls what the cold one never saw, which every
+loaded entry must turn down. One test in this process shows a recompile finding a stored entry only
+when its guards pass.
+Whole file: about 65 s of CPU (zoo 35 s, fuzzer 12 s, the inductor default 13 s); 100 to 180 s on 2
+cores shared with other work.
 """
 import json
 import os
@@ -87,6 +91,19 @@ def test_zoo_cold_then_warm_matches_eager_and_loads(tmp_path):
         seen = warm[name]["seen"]
         assert seen["disk_cache_hits"] >= loads and seen["graphs_traced"] <= traces, \
             f"{name}: warm (loads, traces, cold s, warm s) {report[name]}, ratchet {WARM_LOADS[name]}; all: {report}"
+
+
+def test_compile_without_backend_is_inductor_stored_then_loaded(tmp_path):
+    # `tjc.compile(model)` as a user writes it: inductor compiles the graph (inductor's own counters
+    # count it, in the cold process and again in the warm one, which compiles the loaded graph), the
+    # cold process stores the entry in the default folder, the warm one loads it and traces nothing.
+    cold, = _child(tmp_path, "default", "cold")
+    warm, = _child(tmp_path, "default", "warm")
+    for r in (cold, warm):
+        assert r["bad"] == [] and r["backend"] == "inductor" and r["inductor_graphs"] >= 1, r
+    assert (cold["seen"]["graphs_traced"], cold["seen"]["disk_cache_stores"]) == (1, 1), cold
+    assert (warm["seen"]["graphs_traced"], warm["seen"]["disk_cache_hits"]) == (0, 1), warm
+    assert list(_default_folder(tmp_path).rglob("*.entry")), "nothing stored in the default folder"
 
 
 @pytest.mark.heavy

@@ -4,6 +4,7 @@ or program; every result is compared with eager in this same process.
 
     python warm_start_child.py zoo cold|warm [names...]
     python warm_start_child.py fuzz cold|warm FOLDER FIRST COUNT [CHANGE...]
+    python warm_start_child.py default cold|warm
 
 zoo: each model compiled with tjc.compile, an eval call under no_grad and a training step (forward,
 zoo.loss_of, backward), against eager on a deep copy: outputs, gradients and buffers. The cold run
@@ -12,7 +13,9 @@ on the same inputs (what the cold run stored), then both on a batch one larger (
 was made for: a loaded entry must turn it down). fuzz: the differential fuzzer's programs, written
 to FOLDER as modules; the warm run takes them in the other order and changes the inputs after the
 first call (CHANGE..., by default every input change of the fuzzer's, in turn) and makes one
-other change of any kind.
+other change of any kind. zoo and fuzz name backend="eager" (inductor would compile each of their
+graphs for seconds); default compiles a small module with no backend argument: the backend a user
+gets, inductor, stored by the cold run and loaded by the warm one.
 """
 import copy
 import json
@@ -79,7 +82,7 @@ def zoo_run(mode, names):
             continue
         model, inputs = zoo.build(name)
         twin = copy.deepcopy(model)
-        compiled = tjc.compile(twin)
+        compiled = tjc.compile(twin, backend="eager")
         seen = [("eval", inputs), ("train", inputs)]
         unseen = [("train", _bigger_batch(name, inputs))]
         phases = {"seen": seen} if mode == "cold" else {"seen": seen[::-1], "unseen": unseen}
@@ -132,10 +135,44 @@ def fuzz_run(mode, folder, first, count, changes):
                                       "disk_cache_hits": outcome.disk_cache_hits}), flush=True)
 
 
+class SmallNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+    def forward(self, x):
+        return torch.softmax(self.body(x) * 0.5, dim=-1)
+
+
+def default_run(mode):
+    """SmallNet compiled as a user compiles it, `tjc.compile(model)`: the backend it got (recorded on
+    the compiled module, and inductor's own count of the graphs it compiled, from its FX graph cache's
+    counters), an eval call against eager, and the disk cache's counts."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model, x = SmallNet().eval(), torch.randn(8, 16)
+    compiled = tjc.compile(model)
+    before = tjc.stats()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        got = compiled(x)
+        seconds = time.perf_counter() - t0
+        expected = model(x)
+    bad = []
+    _compare("outputs", [got], [expected], bad)
+    inductor = sum(counters["inductor"][k] for k in ("fxgraph_cache_miss", "fxgraph_cache_hit", "fxgraph_cache_bypass"))
+    print("RESULT " + json.dumps({"mode": mode, "backend": str(compiled.compile_options["backend"]),
+                                  "inductor_graphs": inductor, "seen": _counts(before),
+                                  "first_call_s": round(seconds, 3), "bad": bad}), flush=True)
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     what, mode = sys.argv[1], sys.argv[2]
     if what == "zoo":
         zoo_run(mode, sys.argv[3:])
+    elif what == "default":
+        default_run(mode)
     else:
         fuzz_run(mode, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6:] or INPUT_CHANGES)
