@@ -1,7 +1,8 @@
 """tracer/variables/classes.py through the public API: attributes read from a class.
 
 The contract: a functools.cached_property read from its class is the descriptor itself (its
-__get__ with no instance returns it), also from a fresh import of functools; compared with eager.
+__get__ with no instance returns it), also from a fresh import of functools; a name missing from a
+builtin class raises AttributeError in the trace (the class cannot gain it); compared with eager.
 """
 import collections.abc
 import functools
@@ -146,3 +147,48 @@ def test_numbers_of_a_types_c_struct_are_read_through_its_source_and_guarded():
         got, want = compiled(x, obj), _by_type_flags(x, obj)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1]
+
+
+def _missing_class_names(x):
+    def cb():
+        return 1
+
+    try:
+        type(cb).__exit__   # contextlib.ExitStack.push's test for a context manager
+        found = True
+    except AttributeError as e:
+        found = str(e)
+    try:
+        int.absent
+    except AttributeError as e:
+        args = e.args
+    return x + 1, found, args, getattr(type(x.shape), "nowhere", 5), hasattr(float, "__exit__")
+
+
+def test_a_name_missing_from_a_builtin_class_raises_attribute_error_in_the_trace():
+    """A builtin class cannot gain attributes: the AttributeError is raised, and caught, in the trace."""
+    compiled_like_eager(_missing_class_names, torch.randn(2))
+
+
+class _Growing:
+    pass
+
+
+def _reads_growing(x):
+    try:
+        return x + _Growing.later
+    except AttributeError:
+        return x - 1
+
+
+def test_a_name_missing_from_a_user_class_is_read_as_eager_after_it_is_set():
+    """A user class may gain the name later: its absence is not a constant of the graph."""
+    compiled = tjc.compile(_reads_growing, backend="eager")
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x), _reads_growing(x))
+    _Growing.later = 2
+    try:
+        torch.testing.assert_close(compiled(x), _reads_growing(x))
+    finally:
+        del _Growing.later
+    torch.testing.assert_close(compiled(x), _reads_growing(x))

@@ -21,7 +21,7 @@ from ...attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lo
 from ...sources import AttrSource, ItemSource
 from ...trace_result import SuperOutput
 from .attribute import type_source
-from .base import VariableTracker, unsupported
+from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
@@ -117,6 +117,18 @@ def register_builtin_model(call) -> None:
     _BUILTIN_MODELS.append(call)
 
 
+_IMMUTABLE_TYPE = 1 << 8   # Py_TPFLAGS_IMMUTABLETYPE: no attribute can be set on the class
+
+
+def _never_gains_attributes(cls) -> bool:
+    """Whether no attribute can ever be added to `cls`, its bases and its metaclass (builtin
+    classes: `function`, `int`), nor found through a metaclass `__getattr__`: a name missing now
+    is missing on every later call, so its absence needs no guard."""
+    meta = type(cls)
+    return (all(k.__flags__ & _IMMUTABLE_TYPE for k in (*cls.__mro__, *meta.__mro__))
+            and type_lookup(meta, "__getattr__") is MISSING_)
+
+
 class ClassVariable(ConstantVariable):
     """A class read from the frame (guarded by identity) or given by type(obj). A constant for
     isinstance and `is`; its attributes are read from its MRO as `Class.name` returns them, each
@@ -141,6 +153,12 @@ class ClassVariable(ConstantVariable):
             unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")
         raw = type_lookup(cls, name)
         if raw is MISSING_:
+            if meta_attr is MISSING_ and _never_gains_attributes(cls):
+                # `type(fn).__exit__`, as contextlib.ExitStack.push tries: AttributeError, which the
+                # frame's own try may catch; such a class can never be given the name.
+                raise traced(TracedAttributeError, f"class {cls.__name__} has no attribute {name!r}",
+                             AttributeError,
+                             [ConstantVariable(f"type object '{cls.__name__}' has no attribute '{name}'")])
             unsupported(f"attribute {name!r} of class {cls.__name__}: not in its MRO")
         if cls in PURE_TYPES and is_pure(getattr(cls, name)):   # bytes.fromhex, complex.conjugate
             return PureFunctionVariable(getattr(cls, name))
