@@ -274,6 +274,11 @@ def _never_a_constant(a, b) -> bool:
 def is_op(tx, a, b, invert: bool) -> VariableTracker:
     if a is b:
         same = True
+    elif getattr(a, "caller_exception", False) or getattr(b, "caller_exception", False):
+        caller, other = (a, b) if getattr(a, "caller_exception", False) else (b, a)
+        same = caller.is_same(other)   # exceptions.CallerExceptionVariable
+        if same is None:
+            unsupported(f"identity test between {a} and {b}: the exception the caller handles is unknown")
     elif a.identity_family is not None and a.identity_family == b.identity_family:
         same = a.identity_object() is b.identity_object()   # both known (base.py)
         if not same and a.identity_family == "tensor" and a.source is not None and b.source is not None:
