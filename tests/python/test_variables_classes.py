@@ -2,11 +2,13 @@
 
 The contract: a functools.cached_property read from its class is the descriptor itself (its
 __get__ with no instance returns it), also from a fresh import of functools; a name missing from a
-builtin class raises AttributeError in the trace (the class cannot gain it); compared with eager.
+builtin class raises AttributeError in the trace (the class cannot gain it); types.MethodType(fn,
+obj) binds in the trace; compared with eager.
 """
 import collections.abc
 import functools
 import sys
+import types
 
 import pytest
 from test.support import import_helper
@@ -192,3 +194,32 @@ def test_a_name_missing_from_a_user_class_is_read_as_eager_after_it_is_set():
     finally:
         del _Growing.later
     torch.testing.assert_close(compiled(x), _reads_growing(x))
+
+
+class _Holder:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def _binds_methods(x, held):
+    def scaled(self, y):
+        return y * self.scale
+
+    made = _Holder(3)
+    bound_made, bound_held = types.MethodType(scaled, made), types.MethodType(scaled, held)
+    return (bound_made(x), bound_held(x), bound_made.__self__ is made, bound_held.__func__ is scaled,
+            bound_held)
+
+
+def test_method_type_binds_a_function_to_an_object_in_the_trace():
+    """types.MethodType(fn, obj), as contextlib.ExitStack binds an __exit__: called in the trace,
+    and made again after the graph where it leaves it."""
+    x, held = torch.randn(2), _Holder(2)
+    expected = _binds_methods(x, held)
+    compiled = tjc.compile(_binds_methods, backend=CompileCounter())
+    before = tjc.stats()
+    got = compiled(x, held)
+    for a, b in zip(got[:4], expected[:4]):
+        assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    assert got[4].__self__ is held and torch.equal(got[4](x), expected[4](x))
+    assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]

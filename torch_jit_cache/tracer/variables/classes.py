@@ -25,7 +25,7 @@ from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
-from .functions import PureFunctionVariable, UserMethodVariable, decorate
+from .functions import BaseFunctionVariable, PureFunctionVariable, UserMethodVariable, decorate
 from .instance_checks import TypeCheckVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .pure import PURE_TYPES, is_pure
@@ -184,6 +184,9 @@ class ClassVariable(ConstantVariable):
         if modelled_class(self.value) and not kwargs:   # IndexError("..."), to be raised
             guard_modelled(tx, self.value, self.source)
             return ExceptionVariable(self.value, args)
+        if self.value is types.MethodType and len(args) == 2 and not kwargs and \
+                isinstance(args[0], BaseFunctionVariable) and not args[1].is_python_constant():
+            return UserMethodVariable(args[0], args[1])   # types.MethodType(fn, obj): fn bound to obj
         decorated = decorate(self.value, args, kwargs)   # @staticmethod in a class body (class_statements.py)
         if decorated is not None:
             return decorated
