@@ -223,3 +223,31 @@ def test_method_type_binds_a_function_to_an_object_in_the_trace():
         assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
     assert got[4].__self__ is held and torch.equal(got[4](x), expected[4](x))
     assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]
+
+
+class _Documented:
+    """The class's own words."""
+
+
+class _Undocumented(_Documented):
+    pass
+
+
+def _reads_docs(x):
+    return (x + 1, _Documented.__doc__, _Undocumented.__doc__, _Documented().__doc__, int.__doc__,
+            functools.partial.__doc__)
+
+
+def test_a_class_docstring_is_read_through_its_source_and_guarded():
+    """type's __doc__ getset: the class's own docstring (not its bases'), guarded by value."""
+    compiled = tjc.compile(_reads_docs, backend=CompileCounter())
+    before = tjc.stats()
+    x = torch.randn(2)
+    try:
+        for doc in ("The class's own words.", "changed", None):
+            _Documented.__doc__ = doc
+            got, expected = compiled(x), _reads_docs(x)
+            assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
+    finally:
+        _Documented.__doc__ = "The class's own words."
+    assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]

@@ -148,6 +148,14 @@ class ClassVariable(ConstantVariable):
         if name in _TYPE_MEMBERS and meta_attr is vars(type).get(name) and \
                 type_lookup(meta, "__getattribute__") is type.__getattribute__:
             return _type_member(tx, self, name)
+        if name == "__doc__" and meta_attr is vars(type)["__doc__"] and \
+                type_lookup(meta, "__getattribute__") is type.__getattribute__ and \
+                type(cls.__doc__) in (str, type(None)):
+            # type's __doc__ getset: the class's own docstring (a str or None), guarded by value.
+            if self.source is not None:
+                return tx.wrap(cls.__doc__, AttrSource(self.source, name))
+            if _never_gains_attributes(cls):
+                return ConstantVariable(cls.__doc__)
         if type_lookup(meta, "__getattribute__") is not type.__getattribute__ or \
                 meta_attr is not MISSING_ and is_data_descriptor(meta_attr):
             unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")
