@@ -386,7 +386,9 @@ def test_the_callers_exception_is_held_in_the_trace_and_read_again_after_the_gra
 
 
 def compares_the_callers_exception_with_none(x):
-    return x + 1 if sys.exc_info()[1] is None else x - 1
+    e = sys.exc_info()[1]
+    equal = e == None  # noqa: E711 - with no break before it: the trace must not answer it
+    return (x + 1 if equal else x - 1), e != None, [e] == [None], e in (None,), e is None  # noqa: E711
 
 
 def test_reading_the_callers_exception_is_a_break_and_runs_as_eager():

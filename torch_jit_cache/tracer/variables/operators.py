@@ -113,6 +113,9 @@ def _tuple_kept(a, b, symbol: str):
 
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
+    if getattr(a, "caller_exception", False) or getattr(b, "caller_exception", False):
+        # exceptions.CallerExceptionVariable: None or an exception, unknown to the trace.
+        unsupported(f"comparison {symbol} between {a} and {b}: the exception the caller handles is unknown")
     if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
         return numpy_tensors.binary(tx, symbol, fn, a, b)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
