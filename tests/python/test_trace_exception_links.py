@@ -360,6 +360,61 @@ def test_sys_exc_info_outside_every_handler_is_the_callers():
     assert_same(exc_info_outside_handlers(torch.ones(2)), compiled(torch.ones(2)))
 
 
+def holds_the_callers_exception(x):
+    handled = sys.exception() if hasattr(sys, "exception") else sys.exc_info()[1]
+    made = ValueError("made here")
+    return x + 1, handled, handled is made, handled is handled, sys.exc_info()[2]
+
+
+def test_the_callers_exception_is_held_in_the_trace_and_read_again_after_the_graph():
+    """Outside every except block of the trace, sys.exception() is whatever the caller handles:
+    held (not read) in the trace, never an exception the trace made, and read again where it
+    leaves it, so one graph serves callers handling an exception and callers handling none."""
+    cnt = CompileCounter()
+    compiled = tjc.compile(holds_the_callers_exception, backend=cnt)
+    before = tjc.stats()
+    for _ in range(2):
+        try:
+            raise KeyError("outer")
+        except KeyError:
+            expected, got = holds_the_callers_exception(torch.ones(2)), compiled(torch.ones(2))
+            assert got[1] is expected[1] and got[4] is expected[4]
+            assert_same(got[0], expected[0]) and got[2:4] == expected[2:4]
+        assert_same(holds_the_callers_exception(torch.ones(2)), compiled(torch.ones(2)))
+    assert cnt.frame_count == 1
+    assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]
+
+
+def compares_the_callers_exception_with_none(x):
+    e = sys.exc_info()[1]
+    equal = e == None  # noqa: E711 - with no break before it: the trace must not answer it
+    return (x + 1 if equal else x - 1), e != None, [e] == [None], e in (None,), e is None  # noqa: E711
+
+
+def test_reading_the_callers_exception_is_a_break_and_runs_as_eager():
+    compiled = tjc.compile(compares_the_callers_exception_with_none, backend="eager")
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        assert_same(compares_the_callers_exception_with_none(torch.ones(2)), compiled(torch.ones(2)))
+    assert_same(compares_the_callers_exception_with_none(torch.ones(2)), compiled(torch.ones(2)))
+
+
+def exit_stack_callbacks(x):
+    import contextlib
+    seen = []
+    with contextlib.ExitStack() as stack:
+        stack.callback(seen.append, 1)
+        stack.push(lambda *exc: seen.append(2))   # no context manager: pushed as a callback
+        y = x * 2
+    return y, seen
+
+
+def test_an_exit_stack_runs_its_callbacks_in_the_trace():
+    """ExitStack.__exit__ keeps the caller's exception for a chain it fixes only if an exit raises."""
+    assert_whole(exit_stack_callbacks, torch.ones(2))
+
+
 def raise_in_grad_mode_blocks(x, flag, which):
     blocks = {"no_grad": torch.no_grad, "enable_grad": torch.enable_grad,
               "inference": torch.inference_mode,

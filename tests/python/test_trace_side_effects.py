@@ -411,6 +411,18 @@ def test_get_num_threads_is_read_at_run_time(restore_torch_globals):
         assert same(compiled(torch.zeros(2)), fn(torch.zeros(2)))
 
 
+def test_profiler_enabled_is_read_at_run_time():
+    """Read while tracing, it was a constant: the graph made outside a profiler block answered
+    False inside one."""
+    def fn(x):
+        return x + 1 if torch.autograd._profiler_enabled() else x - 1
+    compiled = tjc.compile(fn, backend=CompileCounter())
+    assert same(compiled(torch.zeros(2)), fn(torch.zeros(2)))
+    with torch.autograd.profiler.profile():
+        assert same(compiled(torch.zeros(2)), fn(torch.zeros(2)))
+    assert same(compiled(torch.zeros(2)), fn(torch.zeros(2)))
+
+
 def test_set_flush_denormal_runs_at_run_time(restore_torch_globals):
     """Its bool result made it look like a pure function: it ran once while tracing, never again."""
     def fn(x):

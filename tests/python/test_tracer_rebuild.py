@@ -185,6 +185,34 @@ def _run(fn, *args):
     return out
 
 
+def test_objects_rebuilt_from_parts_made_for_the_rebuild_keep_their_own_parts():
+    """An exception is made again from a tuple tracker of its args made for the rebuild alone:
+    each such tracker is its own object, even when an earlier one has died and its id is free
+    (the second exception was made with the first one's args)."""
+    def fn(x):
+        errors = [ValueError("first", 1), KeyError("second"), TypeError("third", 3, 4)]
+        print("break")
+        return x + 1, errors
+
+    x = torch.randn(3)
+    _, errors = _run(fn, x)
+    assert [(type(e), e.args) for e in errors] == [(ValueError, ("first", 1)), (KeyError, ("second",)),
+                                                    (TypeError, ("third", 3, 4))]
+
+
+def test_once_gives_a_tracker_made_for_the_rebuild_alone_its_own_spec():
+    """`once` keys on the tracker's id: a tracker that dies right after (made for one rebuild)
+    must not leave its id free for the next one, which would get the first one's spec."""
+    from torch_jit_cache.tracer.rebuild import once
+
+    class Tracker:
+        pass
+
+    made = {}
+    specs = [once(made, Tracker(), lambda i=i: f"spec {i}") for i in range(20)]
+    assert specs == [f"spec {i}" for i in range(20)]
+
+
 def test_one_iterator_reached_twice_is_one_object_over_the_returned_list():
     def fn(x):
         xs = [x, x + 1, x + 2]

@@ -1,11 +1,14 @@
 """tracer/variables/classes.py through the public API: attributes read from a class.
 
 The contract: a functools.cached_property read from its class is the descriptor itself (its
-__get__ with no instance returns it), also from a fresh import of functools; compared with eager.
+__get__ with no instance returns it), also from a fresh import of functools; a name missing from a
+builtin class raises AttributeError in the trace (the class cannot gain it); types.MethodType(fn,
+obj) binds in the trace; compared with eager.
 """
 import collections.abc
 import functools
 import sys
+import types
 
 import pytest
 from test.support import import_helper
@@ -146,3 +149,105 @@ def test_numbers_of_a_types_c_struct_are_read_through_its_source_and_guarded():
         got, want = compiled(x, obj), _by_type_flags(x, obj)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1]
+
+
+def _missing_class_names(x):
+    def cb():
+        return 1
+
+    try:
+        type(cb).__exit__   # contextlib.ExitStack.push's test for a context manager
+        found = True
+    except AttributeError as e:
+        found = str(e)
+    try:
+        int.absent
+    except AttributeError as e:
+        args = e.args
+    return x + 1, found, args, getattr(type(x.shape), "nowhere", 5), hasattr(float, "__exit__")
+
+
+def test_a_name_missing_from_a_builtin_class_raises_attribute_error_in_the_trace():
+    """A builtin class cannot gain attributes: the AttributeError is raised, and caught, in the trace."""
+    compiled_like_eager(_missing_class_names, torch.randn(2))
+
+
+class _Growing:
+    pass
+
+
+def _reads_growing(x):
+    try:
+        return x + _Growing.later
+    except AttributeError:
+        return x - 1
+
+
+def test_a_name_missing_from_a_user_class_is_read_as_eager_after_it_is_set():
+    """A user class may gain the name later: its absence is not a constant of the graph."""
+    compiled = tjc.compile(_reads_growing, backend="eager")
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x), _reads_growing(x))
+    _Growing.later = 2
+    try:
+        torch.testing.assert_close(compiled(x), _reads_growing(x))
+    finally:
+        del _Growing.later
+    torch.testing.assert_close(compiled(x), _reads_growing(x))
+
+
+class _Holder:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def _binds_methods(x, held):
+    def scaled(self, y):
+        return y * self.scale
+
+    made = _Holder(3)
+    bound_made, bound_held = types.MethodType(scaled, made), types.MethodType(scaled, held)
+    return (bound_made(x), bound_held(x), bound_made.__self__ is made, bound_held.__func__ is scaled,
+            bound_held)
+
+
+def test_method_type_binds_a_function_to_an_object_in_the_trace():
+    """types.MethodType(fn, obj), as contextlib.ExitStack binds an __exit__: called in the trace,
+    and made again after the graph where it leaves it."""
+    x, held = torch.randn(2), _Holder(2)
+    expected = _binds_methods(x, held)
+    compiled = tjc.compile(_binds_methods, backend=CompileCounter())
+    before = tjc.stats()
+    got = compiled(x, held)
+    for a, b in zip(got[:4], expected[:4]):
+        assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    assert got[4].__self__ is held and torch.equal(got[4](x), expected[4](x))
+    assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]
+
+
+class _Documented:
+    """The class's own words."""
+
+
+class _Undocumented(_Documented):
+    pass
+
+
+def _reads_docs(x):
+    return (x + 1, _Documented.__doc__, _Undocumented.__doc__, _Documented().__doc__, int.__doc__,
+            functools.partial.__doc__)
+
+
+def test_a_class_docstring_is_read_through_its_source_and_guarded():
+    """type's __doc__ getset: the class's own docstring (not its bases'), guarded by value."""
+    compiled = tjc.compile(_reads_docs, backend=CompileCounter())
+    before = tjc.stats()
+    x = torch.randn(2)
+    try:
+        for doc in ("The class's own words.", "changed", None):
+            _Documented.__doc__ = doc
+            got, expected = compiled(x), _reads_docs(x)
+            assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
+    finally:
+        _Documented.__doc__ = "The class's own words."
+    assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]

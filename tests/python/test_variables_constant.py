@@ -202,3 +202,17 @@ def test_type_annotations_are_read_as_constants_and_guarded():
         assert cnt.frame_count == 2
     finally:
         _ANNOTATION = typing.Optional[typing.List[int]]
+
+
+def _missing_on_constants(x, n):
+    caught = []
+    for value in (n, "text", 1.5, None):
+        try:
+            value.update({})   # functools.update_wrapper's getattr(wrapper, name).update(...)
+        except AttributeError as e:
+            caught.append(e.args)
+    return x + 1, caught, getattr(n, "absent", "default"), hasattr("s", "nothing")
+
+
+def test_a_name_missing_from_a_builtin_constant_raises_attribute_error_in_the_trace():
+    compiled_like_eager(_missing_on_constants, torch.randn(2), 3)

@@ -3,7 +3,9 @@
 The contract: on a function made in the trace, plain attributes are the trace's own (read, changed,
 deleted there; hasattr answers as eager) and the function made again after the graph carries them;
 on a function read from the frame, a store or delete is replayed on the very function after the
-graph and a read after it sees it. Special names (`__name__`, ...) still break. Each case compares
+graph and a read after it sees it. On a function made in the trace, the function type's own
+descriptors (`__doc__`, `__module__`, `__annotations__`, `__dict__`, ...) answer as CPython's do,
+and names it does not define (`__wrapped__`) live in its `__dict__`. Each case compares
 with eager (results and the function's __dict__ after the call) and counts graphs and breaks.
 """
 import functools
@@ -94,15 +96,104 @@ def _renames(x):
     def f():
         return 1
 
-    f.__name__ = "g"
+    f.__defaults__ = ()
     return x + f()
 
 
-def test_a_store_to_a_special_name_still_breaks():
+def test_a_store_to_a_descriptor_that_changes_calls_still_breaks():
     calls = CompiledCalls(_renames)
     x = torch.randn(2)
     assert same(calls(x), _renames(x))
     assert calls.delta("graph_breaks") == 1
+
+
+def _special_names(x):
+    def f(a: int, b: "text" = 2) -> float:
+        """f's own words"""
+        return a
+
+    def g(y):
+        return y
+
+    before = (f.__doc__, g.__doc__, f.__module__, dict(f.__annotations__), g.__annotations__,
+              f.__annotations__ is f.__annotations__, len(f.__dict__), hasattr(f, "__wrapped__"),
+              hasattr(f, "__doc__"))
+    f.__wrapped__ = g           # not a descriptor of the function type: a __dict__ name
+    f.__dict__["tag"] = x * 2   # the dict is the function's own
+    g.__doc__ = "renamed"
+    g.__name__, g.__qualname__, g.__module__ = "h", "outer.h", "elsewhere"
+    g.__annotations__["y"] = int
+    del f.__dict__["tag"]
+    f.kept = 1
+    return (x + 1, before, f.__wrapped__ is g, sorted(f.__dict__), g.__doc__, g.__name__,
+            g.__qualname__, g.__module__, g.__annotations__, hasattr(f, "tag"), f, g)
+
+
+def test_special_names_of_a_function_made_in_the_trace_answer_as_eager():
+    x = torch.randn(3)
+    expected = _special_names(x)
+    calls = CompiledCalls(_special_names)
+    for _ in range(2):
+        got = calls(x)
+        assert same(got[:-2], expected[:-2])
+        for made, eager in zip(got[-2:], expected[-2:]):   # made again after the graph with them
+            for name in ("__name__", "__qualname__", "__doc__", "__module__", "__annotations__"):
+                assert getattr(made, name) == getattr(eager, name), name
+            assert set(vars(made)) == set(vars(eager))
+        assert got[-2].__wrapped__ is got[-1]
+    calls.check(graphs=1, breaks=0, recompiles=0)
+    ref = weakref.ref(got[-2])
+    del got
+    assert ref() is None
+
+
+def _updates_a_wrapper(x):
+    def f(a: "new"):
+        """f's words"""
+        return a * 2
+
+    f.attr = "kept"
+    f.__wrapped__ = "replaced by update_wrapper"
+
+    def wrapper(b: "old"):
+        return f(b) + 1
+
+    functools.update_wrapper(wrapper, f)   # traced as Python: getattr, setattr, __dict__.update
+    return (wrapper(x), wrapper.__name__, wrapper.__doc__, wrapper.__annotations__, wrapper.attr,
+            wrapper.__wrapped__ is f, wrapper.__qualname__, wrapper)
+
+
+def test_update_wrapper_traced_as_python_gives_the_wrapper_the_names_eager_gives():
+    x = torch.randn(3)
+    expected = _updates_a_wrapper(x)
+    calls = CompiledCalls(_updates_a_wrapper)
+    got = calls(x)
+    assert same(got[:-1], expected[:-1])
+    wrapper = got[-1]
+    assert (wrapper.__name__, wrapper.__doc__, wrapper.__annotations__) == \
+        (expected[-1].__name__, expected[-1].__doc__, expected[-1].__annotations__)
+    assert set(vars(wrapper)) == {"attr", "__wrapped__"} and wrapper.__wrapped__.attr == "kept"
+    calls.check(graphs=1, breaks=0)
+
+
+_MODULE_SOURCE = """
+def module_of(x):
+    def f():
+        pass
+    return x + 1, f.__module__
+"""
+
+
+def test_the_module_name_a_function_reads_from_its_globals_is_guarded():
+    namespace = {"__name__": "first"}
+    exec(_MODULE_SOURCE, namespace)
+    fn = namespace["module_of"]
+    calls = CompiledCalls(fn)
+    x = torch.randn(2)
+    for name in ("first", "second", "first"):
+        namespace["__name__"] = name
+        assert same(calls(x), fn(x))
+    assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
 
 
 

@@ -486,3 +486,46 @@ def test_the_stdlibs_python_partial_and_a_subclass_of_it():
     for _ in range(2):
         assert_same(calls(torch.ones(2)), use(torch.ones(2)))
     assert calls.delta("graph_breaks") == 0 and calls.delta("fallbacks") == 0
+
+
+class _CachedCost:
+    base = 1
+
+    def compute(self):
+        self.base += 1
+        return self.base
+
+    cost = __import__("functools").cached_property(compute)   # a non-data descriptor in Python
+
+
+def _reads_a_cached_property(x):
+    item = _CachedCost()
+    first = item.cost          # computed by the descriptor's __get__, kept in item.__dict__
+    recomputed = item.compute()
+    again = item.cost          # the instance __dict__ wins over a non-data descriptor
+    return x + first, recomputed, again, item
+
+
+def test_a_python_non_data_descriptor_on_an_object_built_in_the_trace_runs_its_get():
+    import sys
+    x = torch.randn(2)
+    expected = _reads_a_cached_property(x)
+    calls = CompiledCalls(_reads_a_cached_property)
+    for _ in range(2):
+        got = calls(x)
+        assert torch.equal(got[0], expected[0]) and got[1:3] == expected[1:3]
+        assert vars(got[3]) == vars(expected[3])
+    if sys.version_info >= (3, 12):   # 3.11's cached_property takes a lock (a C context manager): a break
+        calls.check(graphs=1, breaks=0)
+    original = _CachedCost.__dict__["cost"]
+    try:   # another descriptor in its place: what the trace read of the first is guarded
+        replaced = __import__("functools").cached_property(lambda self: 100)
+        replaced.__set_name__(_CachedCost, "cost")
+        _CachedCost.cost = replaced
+        got, expected = calls(x), _reads_a_cached_property(x)
+        assert torch.equal(got[0], expected[0]) and got[1:3] == expected[1:3]
+    finally:
+        _CachedCost.cost = original
+    ref = weakref.ref(got[3])
+    del got
+    assert ref() is None

@@ -258,3 +258,41 @@ def test_a_list_or_dict_made_in_the_trace_is_no_other_object():
     got = tjc.compile(_identities)(x, xs, d)
     assert got[1] == _identities(x, xs, d)[1]
     assert tjc.stats()["graph_breaks"] == 0 and tjc.stats()["fallbacks"] == 0
+
+
+def _scaled(*args, **kwargs):
+    return args, kwargs
+
+
+class _Valued:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _Valued) and self.v == other.v
+
+
+def _compares_containers(x):
+    p = functools.partial(_scaled, 1, a=10)
+    state = (p.func, p.args, p.keywords, {"attr": []})
+    return (x + 1, state == (_scaled, (1,), {"a": 10}, {"attr": []}),
+            state != (_scaled, (1,), {"a": 11}, {"attr": []}), [_scaled, 1] == [_scaled, 2],
+            {"f": _scaled} == {"f": _scaled}, {"f": _scaled} == {"g": _scaled}, (_scaled, x) == (_scaled, x),
+            (_Valued(1), 2) == (_Valued(1), 2), [_Valued(1)] != [_Valued(2)], (x,) == (x, x))
+
+
+def test_containers_of_trackers_compare_item_by_item_as_cpython():
+    """Tuples, lists and dicts holding functions, tensors or user objects: lengths (keys), then each
+    pair one object or equal by its own ==, without a break."""
+    compiled_like_eager(_compares_containers, torch.randn(2))
+
+
+def _compares_tensor_items(x, y):
+    return x + 1, [x] == [y]
+
+
+def test_a_container_pair_of_distinct_tensors_compares_by_their_values_at_a_break():
+    compiled = tjc.compile(_compares_tensor_items, backend="eager")
+    for y in (torch.ones(1), torch.zeros(1)):
+        got, expected = compiled(torch.ones(1), y), _compares_tensor_items(torch.ones(1), y)
+        assert got[1] == expected[1] and torch.equal(got[0], expected[0])

@@ -178,6 +178,8 @@ GLOBAL_EFFECT_CALLABLES: tuple = (
      "reads or saves the global random generator's state"),
     ("torch", ("get_num_threads", "get_num_interop_threads"), "reads a setting no guard checks"),
     ("torch", ("use_deterministic_algorithms",), "changes a global setting"),
+    # Whether a `torch.autograd.profiler.profile()` block is running: no guard checks it.
+    ("torch.autograd", ("_profiler_enabled",), "reads whether the autograd profiler runs"),
     ("torch.cuda", ("initial_seed", "get_rng_state", "get_rng_state_all"),
      "reads a CUDA random generator's state"),
     ("torch.cuda", ("synchronize", "empty_cache", "ipc_collect", "init"), "acts on the CUDA device"),

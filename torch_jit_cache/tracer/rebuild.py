@@ -44,7 +44,7 @@ class GraphOutputs:
     def __init__(self):
         self.nodes: list = []
         self._index: dict = {}
-        self.made: dict = {}   # id(tracker) -> its spec (`once`); trackers outlive the rebuild
+        self.made: dict = {}   # id(tracker) -> (tracker, its spec) (`once`)
 
     def graph_output(self, node) -> GraphOutput:
         index = self._index.get(node)
@@ -69,11 +69,14 @@ def once(made: dict, v, make):
     and returned, two locals at a break). An object that reaches itself has no spec (refused)."""
     key = id(v)
     if key in made:
-        if made[key] is None:
+        if made[key][1] is None:
             raise Unsupported(f"{v} reaches itself through its attributes")
-        return made[key]
-    made[key] = None
-    made[key] = spec = make()
+        return made[key][1]
+    # The entry holds `v` itself: a tracker made for the rebuild alone (an exception's args tuple)
+    # dies after it, and another such tracker could take its id and be given its spec.
+    made[key] = (v, None)
+    spec = make()
+    made[key] = (v, spec)
     return spec
 
 

@@ -27,6 +27,8 @@ def jump(tx, inst):
 
 
 def _is_none(v):
+    if getattr(v, "caller_exception", False):   # what the caller handles: None or not, unknown
+        unsupported(f"{v} compared with None: the exception the caller handles is unknown")
     return isinstance(v, ConstantVariable) and v.value is None
 
 

@@ -22,11 +22,11 @@ from ...guard.sources import AttrSource, ItemSource
 from ...guard.trace_result import SuperOutput
 from .attribute import type_source
 from .autograd_functions import AutogradFunctionApplyVariable, is_function_apply
-from .base import VariableTracker, unsupported
+from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
-from .functions import PureFunctionVariable, UserMethodVariable, decorate
+from .functions import BaseFunctionVariable, PureFunctionVariable, UserMethodVariable, decorate
 from .instance_checks import TypeCheckVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .pure import PURE_TYPES, is_pure
@@ -120,6 +120,18 @@ def register_builtin_model(call) -> None:
     _BUILTIN_MODELS.append(call)
 
 
+_IMMUTABLE_TYPE = 1 << 8   # Py_TPFLAGS_IMMUTABLETYPE: no attribute can be set on the class
+
+
+def _never_gains_attributes(cls) -> bool:
+    """Whether no attribute can ever be added to `cls`, its bases and its metaclass (builtin
+    classes: `function`, `int`), nor found through a metaclass `__getattr__`: a name missing now
+    is missing on every later call, so its absence needs no guard."""
+    meta = type(cls)
+    return (all(k.__flags__ & _IMMUTABLE_TYPE for k in (*cls.__mro__, *meta.__mro__))
+            and type_lookup(meta, "__getattr__") is MISSING_)
+
+
 class ClassVariable(ConstantVariable):
     """A class read from the frame (guarded by identity) or given by type(obj). A constant for
     isinstance and `is`; its attributes are read from its MRO as `Class.name` returns them, each
@@ -139,11 +151,25 @@ class ClassVariable(ConstantVariable):
         if name in _TYPE_MEMBERS and meta_attr is vars(type).get(name) and \
                 type_lookup(meta, "__getattribute__") is type.__getattribute__:
             return _type_member(tx, self, name)
+        if name == "__doc__" and meta_attr is vars(type)["__doc__"] and \
+                type_lookup(meta, "__getattribute__") is type.__getattribute__ and \
+                type(cls.__doc__) in (str, type(None)):
+            # type's __doc__ getset: the class's own docstring (a str or None), guarded by value.
+            if self.source is not None:
+                return tx.wrap(cls.__doc__, AttrSource(self.source, name))
+            if _never_gains_attributes(cls):
+                return ConstantVariable(cls.__doc__)
         if type_lookup(meta, "__getattribute__") is not type.__getattribute__ or \
                 meta_attr is not MISSING_ and is_data_descriptor(meta_attr):
             unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")
         raw = type_lookup(cls, name)
         if raw is MISSING_:
+            if meta_attr is MISSING_ and _never_gains_attributes(cls):
+                # `type(fn).__exit__`, as contextlib.ExitStack.push tries: AttributeError, which the
+                # frame's own try may catch; such a class can never be given the name.
+                raise traced(TracedAttributeError, f"class {cls.__name__} has no attribute {name!r}",
+                             AttributeError,
+                             [ConstantVariable(f"type object '{cls.__name__}' has no attribute '{name}'")])
             unsupported(f"attribute {name!r} of class {cls.__name__}: not in its MRO")
         if cls in PURE_TYPES and is_pure(getattr(cls, name)):   # bytes.fromhex, complex.conjugate
             return PureFunctionVariable(getattr(cls, name))
@@ -169,6 +195,9 @@ class ClassVariable(ConstantVariable):
         if modelled_class(self.value) and not kwargs:   # IndexError("..."), to be raised
             guard_modelled(tx, self.value, self.source)
             return ExceptionVariable(self.value, args)
+        if self.value is types.MethodType and len(args) == 2 and not kwargs and \
+                isinstance(args[0], BaseFunctionVariable) and not args[1].is_python_constant():
+            return UserMethodVariable(args[0], args[1])   # types.MethodType(fn, obj): fn bound to obj
         decorated = decorate(self.value, args, kwargs)   # @staticmethod in a class body (class_statements.py)
         if decorated is not None:
             return decorated

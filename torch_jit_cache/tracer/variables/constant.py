@@ -12,7 +12,9 @@ import torch
 
 from ...guard.sources import AttrSource, LocalSource
 from ...guard.trace_result import ConstantOutput, GuardKind, SourceOutput
-from .base import MethodVariable, TracedRaise, VariableTracker, traced, unsupported
+from .base import MethodVariable, TracedAttributeError, TracedRaise, VariableTracker, traced, unsupported
+
+_IMMUTABLE_TYPE = 1 << 8   # Py_TPFLAGS_IMMUTABLETYPE: a builtin class, which can gain no attribute
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Methods on constants that are pure and safe to evaluate while tracing.
@@ -113,7 +115,11 @@ class ConstantVariable(VariableTracker):
             try:
                 attr = getattr(self.value, name)
             except AttributeError:
-                unsupported(f"{type(self.value).__name__} has no attribute {name!r}")
+                if not type(self.value).__flags__ & _IMMUTABLE_TYPE:   # its class may gain the name
+                    unsupported(f"{type(self.value).__name__} has no attribute {name!r}")
+                message = f"{type(self.value).__name__!r} object has no attribute {name!r}"
+                raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError,
+                             [ConstantVariable(message)]) from None
             if callable(attr):
                 return MethodVariable(self, name)
             return ConstantVariable(attr)

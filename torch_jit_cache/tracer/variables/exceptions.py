@@ -265,8 +265,8 @@ class TracebackVariable(VariableTracker):
 
 class HandledExceptionFunction(VariableTracker):
     """sys.exc_info or sys.exception (guarded by identity where read): what they return inside an
-    except block of the trace is the exception it handles; outside every one it is the caller's
-    (unknown to the trace: refused)."""
+    except block of the trace is the exception it handles; outside every one it is the caller's,
+    unknown to the trace (CallerExceptionVariable: held and passed on, never read)."""
 
     def __init__(self, fn, source=None):
         super().__init__(source)
@@ -277,13 +277,54 @@ class HandledExceptionFunction(VariableTracker):
             unsupported(f"{self.fn.__name__}() with arguments")
         exc = tx.output.handled_exception
         if exc is None:
-            unsupported(f"sys.{self.fn.__name__}() outside every except block of the trace")
+            # One tracker per part and trace: `sys.exception() is sys.exception()` holds.
+            if getattr(tx.output, "caller_exception", None) is None:
+                tx.output.caller_exception = tuple(CallerExceptionVariable(p) for p in ("type", "value", "traceback"))
+            parts = tx.output.caller_exception
+            return parts[1] if self.fn is sys.exception else TupleVariable(list(parts))
         if self.fn is sys.exc_info:
             return TupleVariable([exc.class_tracker(tx), exc, TracebackVariable(exc)])
         return exc
 
     def __repr__(self):
         return f"HandledExceptionFunction(sys.{self.fn.__name__})"
+
+
+def handled_by_caller(part: str):
+    """sys.exc_info()'s `part` ("type", "value" or "traceback"), called from transformed code."""
+    return sys.exc_info()[("type", "value", "traceback").index(part)]
+
+
+class CallerExceptionVariable(VariableTracker):
+    """sys.exception() outside every except block of the trace: the exception the thread handled
+    when the frame was entered (UNKNOWN_CONTEXT; usually None), which the trace does not know. It
+    may be held and passed on (contextlib.ExitStack.__exit__ keeps it for a chain it fixes only
+    when an exit raises); `is` against itself is True, against an exception the trace made
+    (a new object) False; what reads it (truth, `is None`, attributes) breaks (operators.is_op
+    asks `caller_exception`), and it is read again after the graph where it is live."""
+
+    caller_exception = True
+
+    def __init__(self, part: str = "value"):
+        super().__init__(None)
+        self.part = part   # sys.exc_info()'s "type", "value" (sys.exception()) or "traceback"
+
+    def is_same(self, other):
+        """`self is other`: True, False, or None where the trace does not know."""
+        if other is self:
+            return True
+        if self.part == "value" and isinstance(other, ExceptionVariable):
+            return False
+        return None
+
+    def reconstruct(self, outputs):
+        # Read again where the transformed code runs, outside every except block of its own: the
+        # thread still handles what it handled when the frame was entered.
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(handled_by_caller), ("part",),
+                                                     (ConstantOutput(self.part),)))
+
+    def __repr__(self):
+        return f"CallerExceptionVariable({self.part})"
 
 
 HANDLED_EXCEPTION_FUNCTIONS = (sys.exc_info, sys.exception)   # 3.11+

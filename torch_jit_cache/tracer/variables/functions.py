@@ -246,12 +246,17 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.annotations = annotations
         # functools.wraps(fn) applied to it (builtins.WrapsVariable): fn, and the names it gave.
         self.wrapped_by, self.wrapped_names, self.wrapped_updated = None, (), ()
-        self.attrs = {}   # its __dict__'s plain names (function_attributes.py)
+        self.attrs = {}   # its __dict__'s names (function_attributes.py)
+        self.special = {}   # what the trace stored to the function type's descriptors (__doc__, ...)
+        self.dict_view = None   # `f.__dict__`, once read: a dict tracker over `attrs`
 
     def wrap_names(self, wrapped, names: tuple, updated: tuple = ()) -> None:
         """update_wrapper(self, wrapped, assigned=names, updated=updated): `names` now read from
         `wrapped`, and `__wrapped__` is `wrapped`."""
         self.wrapped_by, self.wrapped_names, self.wrapped_updated = wrapped, tuple(names), tuple(updated)
+        self.attrs.pop("__wrapped__", None)   # update_wrapper sets it last
+        for name in names:
+            self.special.pop(name, None)
 
     def reconstruct(self, outputs):
         """Made again from its code, once. Made by the root frame over its cells only, it closes
@@ -289,12 +294,13 @@ class NestedFunctionVariable(BaseFunctionVariable):
                 return CallOutput(ConstantOutput(function_attributes.rewrap), ("fn", "wrapped", "assigned", "updated"),
                                   (unwrapped(), outputs.rebuild(self.wrapped_by),
                                    ConstantOutput(self.wrapped_names), ConstantOutput(self.wrapped_updated)))
-        if self.attrs:
+        if self.attrs or self.special:
             bare = make
 
             def make():
-                return CallOutput(ConstantOutput(function_attributes.with_attributes), ("fn", "attrs"), (
-                    bare(), DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.attrs.items()))))
+                return CallOutput(ConstantOutput(function_attributes.with_attributes), ("fn", "attrs", "special"), (
+                    bare(), DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.attrs.items())),
+                    DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.special.items()))))
         return outputs.once(self, make)
 
     def set_parts(self, *, defaults=None, kwdefaults=None, cells=None, annotations=None):
@@ -314,8 +320,10 @@ class NestedFunctionVariable(BaseFunctionVariable):
     def var_getattr(self, tx, name):
         # Made here from a constant code object, whose names it keeps until assigned (refused)
         # or given by functools.wraps; plain names are its own __dict__'s.
-        if name in self.attrs:
+        if name in self.attrs and function_attributes.in_dict(name):
             return self.attrs[name]
+        if name in self.special:
+            return self.special[name]
         if self.wrapped_by is not None:
             if name == "__wrapped__":
                 return self.wrapped_by
@@ -329,7 +337,10 @@ class NestedFunctionVariable(BaseFunctionVariable):
             return ConstantVariable(self.code.co_name)
         if name == "__qualname__":
             return ConstantVariable(self.code.co_qualname)
-        if function_attributes.is_plain_name(name):
+        special = function_attributes.nested_special(tx, self, name)
+        if special is not None:
+            return special
+        if function_attributes.only_in_dict(name):
             return function_attributes.nested_get(self, name)
         unsupported(f"attribute {name!r} of function {self.code.co_name} made while tracing")
 

@@ -43,8 +43,9 @@ import abc
 import types
 
 from ...guard.attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
-from ...guard.sources import AttrSource
+from ...guard.sources import AttrSource, ItemSource
 from ...guard.trace_result import GuardKind, ObjectOutput, SourceOutput
+from .attribute import has_python_descriptor_method, type_source
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from .constant import ConstantVariable
@@ -281,8 +282,22 @@ class NewObjectVariable(VariableTracker):
             return self._class_attr(tx, name)   # the function, a bound classmethod, or a value
         if vars(object).get(name) is attr:
             return ObjectMethodVariable(self, name)
+        if has_python_descriptor_method(attr, "__get__") and getattr(self.cls_var, "source", None) is not None:
+            return self._descriptor_get(tx, name, attr)
         unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
                     "(a descriptor)")
+
+    def _descriptor_get(self, tx, name: str, attr):
+        """`obj.name` through a non-data descriptor of its class whose __get__ is Python (a
+        functools.cached_property, which stores in the instance __dict__ that later reads find
+        first): type(d).__get__(d, obj, cls), traced. d is read raw from the class's __dict__
+        where the MRO finds it, and __get__ through d's class, both guarded."""
+        i = next(i for i, klass in enumerate(self.cls.__mro__) if name in vars(klass))
+        mro = ItemSource(AttrSource(self.cls_var.source, "__mro__"), i)
+        d_source = ItemSource(AttrSource(mro, "__dict__"), name)
+        d_var = tx.wrap(attr, d_source)
+        get = tx.wrap(type_lookup(type(attr), "__get__"), AttrSource(type_source(d_source, type(attr)), "__get__"))
+        return tx.call(get, [d_var, self, self.cls_var], {})
 
     def type_method(self, tx, name: str):
         """The function `name` on the class, as an implicit special-method call finds it (never the

@@ -114,6 +114,9 @@ def _tuple_kept(a, b, symbol: str):
 @provides
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
+    if getattr(a, "caller_exception", False) or getattr(b, "caller_exception", False):
+        # exceptions.CallerExceptionVariable: None or an exception, unknown to the trace.
+        unsupported(f"comparison {symbol} between {a} and {b}: the exception the caller handles is unknown")
     if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
         return numpy_tensors.binary(tx, symbol, fn, a, b)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -140,7 +143,47 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
         return _const_fold(tx, fn, a, b)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
+    if symbol in ("==", "!=") and (equal := container_equal(tx, a, b)) is not None:
+        return ConstantVariable(equal == (symbol == "=="))
     unsupported(f"comparison {symbol} between {a} and {b}")
+
+
+def container_equal(tx, a, b):
+    """`a == b` for two tuples, two lists or two dicts (exactly those classes, whose == compares
+    items) holding trackers, as CPython compares them: lengths (keys), then item by item, each
+    pair equal where it is one object or where its own `==` is true (a pair the trace cannot
+    compare breaks). None where `a` and `b` are not such a pair."""
+    kinds = {type(a) if isinstance(a, (BaseListVariable, DictVariable)) else None,
+             type(b) if isinstance(b, (BaseListVariable, DictVariable)) else None}
+    if None in kinds or len(kinds) != 1 or a.python_type() is not b.python_type() or \
+            a.python_type() not in (tuple, list, dict):
+        return None
+    if isinstance(a, DictVariable):
+        if a.items.keys() != b.items.keys():
+            return False
+        pairs = [(a.items[k], b.items[k]) for k in a.items]
+    else:
+        if len(a.items) != len(b.items):
+            return False
+        pairs = list(zip(a.items, b.items))
+    for x, y in pairs:
+        if not _item_equal(tx, x, y):
+            return False
+    return True
+
+
+def _item_equal(tx, x, y) -> bool:
+    """One pair of container items: `x is y or bool(x == y)` (PyObject_RichCompareBool)."""
+    if x is y:
+        return True
+    if x.is_python_constant() and y.is_python_constant():
+        vx, vy = x.as_python_constant(), y.as_python_constant()
+        if vx != vx or vy != vy:   # NaN: equal only as one object, which constants do not say
+            unsupported(f"comparison of {x} and {y}: a NaN is equal only to itself")
+    elif x.identity_family is not None and x.identity_family == y.identity_family and \
+            x.identity_object() is y.identity_object():
+        return True
+    return compare_op(tx, "==", x, y).truthy(tx)
 
 
 def symbolic_truth(tx, value):
@@ -279,6 +322,11 @@ def _never_a_constant(a, b) -> bool:
 def is_op(tx, a, b, invert: bool) -> VariableTracker:
     if a is b:
         same = True
+    elif getattr(a, "caller_exception", False) or getattr(b, "caller_exception", False):
+        caller, other = (a, b) if getattr(a, "caller_exception", False) else (b, a)
+        same = caller.is_same(other)   # exceptions.CallerExceptionVariable
+        if same is None:
+            unsupported(f"identity test between {a} and {b}: the exception the caller handles is unknown")
     elif a.identity_family is not None and a.identity_family == b.identity_family:
         same = a.identity_object() is b.identity_object()   # both known (base.py)
         if not same and a.identity_family == "tensor" and a.source is not None and b.source is not None:
