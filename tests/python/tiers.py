@@ -128,6 +128,7 @@ TIER_OF: dict[str, str] = {
     "test_variables_iterators.py": "versions",
     "test_variables_methods.py": "versions",
     "test_variables_model_output.py": "versions",
+    "test_variables_metaclass_calls.py": "versions",
     "test_variables_new_object.py": "versions",
     "test_variables_new_object_dunder_new.py": "versions",
     "test_variables_nn_module.py": "versions",
