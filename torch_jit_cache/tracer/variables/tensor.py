@@ -389,6 +389,11 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
+    if not method and _out_tensors(kwargs.get("out")):
+        # `out=` given tensors: the op writes them, whatever it returns (`unbind_copy(x, out=ts)`
+        # and a custom op whose schema returns `()` return None), so its node is kept as a side
+        # effect, and reads of those tensors later in the graph see what it wrote.
+        inplace = True
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
@@ -398,8 +403,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return tx.wrap_constant(result)
     out = tx.output
-    mutated = [*args[:1], kwargs.get("out")] if inplace or "out" in kwargs else \
-        _running_stats(target, args, kwargs)
+    mutated = [*args[:1], *(_out_tensors(kwargs.get("out")) or [kwargs.get("out")])] \
+        if inplace or "out" in kwargs else _running_stats(target, args, kwargs)
     if _mutates_attribute_tensor(out, mutated):
         # A graph input read through an object (a module's buffer) mutated in place, directly or
         # through a view: pinned by identity, so another instance whose names alias otherwise does
@@ -428,6 +433,17 @@ _TYPE_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, comple
 
 def _fx_dtype(arg):
     return _TYPE_DTYPES[arg] if type(arg) is type and arg in _TYPE_DTYPES else arg
+
+
+def _out_tensors(out) -> list:
+    """The tensor trackers an `out=` argument names: one tensor, or a list or tuple of them (an
+    empty list where it holds anything else)."""
+    if isinstance(out, TensorVariable):
+        return [out]
+    items = getattr(out, "items", None)
+    if isinstance(items, list) and items and all(isinstance(v, TensorVariable) for v in items):
+        return list(items)
+    return []
 
 
 def _mutates_attribute_tensor(out, mutated) -> bool:
