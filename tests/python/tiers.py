@@ -143,6 +143,7 @@ TIER_OF: dict[str, str] = {
     "test_variables_sequence_checks.py": "versions",
     "test_variables_sets.py": "versions",
     "test_variables_sets_protocol.py": "versions",
+    "test_variables_signatures.py": "versions",
     "test_variables_state_readers.py": "versions",
     "test_variables_symbolic.py": "versions",
     "test_variables_tensor.py": "versions",
