@@ -40,6 +40,7 @@ and loads it again wherever that same spec appears (as for the containers the tr
 """
 from __future__ import annotations
 
+import enum
 import types
 
 from ...attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
@@ -202,6 +203,9 @@ class UserClassVariable(ClassVariable):
         `__call__ = dict`) is called with the arguments alone. Read through `type(cls).__call__`,
         guarded by identity, so a metaclass given another `__call__` later compiles again."""
         meta = type(self.value)
+        if isinstance(meta, enum.EnumType):
+            # enum's own machinery (the member lookup is classes.enum_lookup_class's model).
+            unsupported(f"call of the Enum class {self.value.__qualname__} other than a member lookup")
         if self.source is None:
             unsupported(f"call of {self.value.__qualname__} through its metaclass {meta.__name__}: "
                         "the class has no source")
