@@ -218,3 +218,17 @@ def test_an_op_given_out_tensors_that_returns_none_writes_them_in_the_graph():
     want = _split_into(x, want_outs, want_s)
     assert torch.equal(got, want) and torch.equal(got_s, want_s)
     assert all(torch.equal(g, w) for g, w in zip(got_outs, want_outs))
+
+
+def _overloads(a, b):
+    u = torch.ops.aten.unsqueeze.default(b, 1)
+    return torch.ops.aten.mul.Tensor(a, u), torch.ops.aten.add(a, 1)
+
+
+def test_an_overload_of_an_op_packet_is_a_graph_op():
+    # torch.ops.aten.mul.Tensor: before, reading `.Tensor` / `.default` was a graph break.
+    from context_helpers import explain_counts
+    a, b = torch.randn(2, 3), torch.randn(2)
+    assert explain_counts(_overloads, a, b)[:2] == (1, 0)
+    got, want = tjc.compile(_overloads, backend="eager")(a, b), _overloads(a, b)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))

@@ -305,11 +305,20 @@ class TorchFunctionVariable(CallableVariable):
                         "(it would run while tracing)")
         return call_op(tx, self.fn, args, kwargs)
 
+    def var_getattr(self, tx, name):
+        # torch.ops.aten.mul.Tensor: an overload of an op packet, itself a torch op (held by the packet).
+        if type(self.fn) is _OP_PACKET and self.source is not None and name in self.fn.overloads():
+            return TorchFunctionVariable(getattr(self.fn, name), AttrSource(self.source, name))
+        return super().var_getattr(tx, name)
+
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
 
     def require_guardable(self, what, name):
         pass   # by identity
+
+
+_OP_PACKET = type(torch.ops.aten.mul)
 
 
 def _is_python_callable(v) -> bool:
