@@ -415,3 +415,43 @@ def test_a_hook_written_in_c_breaks_with_eager_result():
         fn(o, torch.ones(2))         # dict.get on a non-dict: eager raises, and so must the compile
     with pytest.raises(TypeError):
         calls(o, torch.ones(2))
+
+
+# -- a name the trace deleted -------------------------------------------------------------------
+
+class Pair:
+    def __init__(self):
+        self.a, self.b = 1.0, 2.0
+
+
+class PairWithDefault(Pair):
+    a = 5.0   # a class attribute answers once the instance's is deleted
+
+
+def _delete_then_ask(obj, x):
+    del obj.a
+    obj.tmp = x + 1
+    del obj.tmp
+    return x + obj.b, hasattr(obj, "a"), getattr(obj, "tmp", 7.0), getattr(obj, "a", -1.0)
+
+
+def _delete_then_read(obj, x):
+    del obj.a
+    try:
+        return obj.a
+    except AttributeError:
+        return x * obj.b
+
+
+def test_a_name_the_trace_deleted_is_missing_for_the_rest_of_the_trace():
+    # hasattr False, getattr's default, AttributeError caught, as in eager: before, any read of
+    # a deleted name was a graph break. A class attribute of that name still answers (a class
+    # that has one is another type: the guard recompiles, and the read there breaks as before).
+    x = torch.randn(3)
+    check(_delete_then_ask, Pair, x)
+    check(_delete_then_read, Pair, x)
+    calls = CompiledCalls(_delete_then_ask)
+    for make in (Pair, PairWithDefault):
+        eager_obj, obj = make(), make()
+        same(calls(obj, x), _delete_then_ask(eager_obj, x))
+        assert state(obj) == state(eager_obj)

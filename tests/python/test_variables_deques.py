@@ -156,3 +156,28 @@ def test_the_entry_keeps_no_deque_or_item_alive():
     refs = weakref.ref(q), weakref.ref(item)
     del q, item
     assert refs[0]() is None and refs[1]() is None
+
+
+def test_index_with_start_and_stop_clips_them_as_cpython():
+    # deque.index(x, start, stop): negative bounds count from the end and stop at 0, the stop at
+    # most the length; a value outside the range raises ValueError in the trace, as in eager.
+    def fn(x, q, lo, hi):
+        found = q.index(3, lo) + q.index(3, lo, hi) * 10
+        try:
+            q.index(1, 1, hi)
+        except ValueError:
+            found += 1000
+        return x + found
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    for lo, hi in ((0, 4), (2, 3), (-3, 100), (-100, -1), (1, -2)):
+        q = collections.deque([1, 2, 3, 4, 3])
+        assert torch.equal(compiled(torch.zeros(1), q, lo, hi), fn(torch.zeros(1), q, lo, hi))
+    assert tjc.stats()["graph_breaks"] == before
+    q = collections.deque([1, 2, 3])
+    with pytest.raises(ValueError):
+        fn(torch.zeros(1), q, 3, 3)
+    with pytest.raises(ValueError):
+        compiled(torch.zeros(1), q, 3, 3)

@@ -296,3 +296,25 @@ def test_a_container_pair_of_distinct_tensors_compares_by_their_values_at_a_brea
     for y in (torch.ones(1), torch.zeros(1)):
         got, expected = compiled(torch.ones(1), y), _compares_tensor_items(torch.ones(1), y)
         assert got[1] == expected[1] and torch.equal(got[0], expected[0])
+
+
+def _membership(x, xs, ys):
+    y = x * 2
+    return x in xs, y in [y, 1], x in (x, 3), "k" in ["j", "k"], 2 in (1, 2.0)
+
+
+def test_membership_in_a_sequence_of_non_constants_is_decided_by_identity_first():
+    # `x in []` holds nothing; an item that is the very tensor is found before any `==` would
+    # run. Before: any tensor in a list was a graph break. A list that grows recompiles (its
+    # length is guarded), and a tensor compared with another item by `==` stays a break.
+    cnt_before = tjc.stats()["graph_breaks"]
+    compiled = tjc.compile(_membership)
+    x = torch.ones(2)
+    for xs in ([], [], [x]):
+        assert compiled(x, xs, ()) == _membership(x, xs, ())
+    assert tjc.stats()["graph_breaks"] == cnt_before and tjc.stats()["fallbacks"] == 0
+    other = torch.zeros(2)
+    with pytest.raises(RuntimeError):
+        _membership(x, [other], ())           # eager: bool() of a 2-item tensor
+    with pytest.raises(RuntimeError):
+        compiled(x, [other], ())

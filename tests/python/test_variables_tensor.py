@@ -184,3 +184,51 @@ def test_a_python_number_type_where_torch_takes_a_dtype_is_that_dtype_in_the_gra
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g, w)
+
+
+def _unbind_into(x, outs):
+    torch.unbind_copy(x * 2, out=outs)
+
+
+def _split_into(x, outs, scratch):
+    torch.split_with_sizes_copy(x, [1, 2], dim=1, out=outs)
+    torch.sum(outs[1], dim=1, out=scratch)   # a later op reads what the first one wrote
+    return scratch + 1
+
+
+def test_an_op_given_out_tensors_that_returns_none_writes_them_in_the_graph():
+    # unbind_copy / split_with_sizes_copy with out= return None: the node is a side effect the
+    # graph keeps (before: a break at each call, "returns None"). Compared with eager, outputs
+    # and the out tensors after the call; a second shape recompiles.
+    from context_helpers import explain_counts
+    x = torch.randn(3, 3)
+    assert explain_counts(_unbind_into, x, tuple(torch.zeros(3) for _ in range(3)))[:2] == (1, 0)
+    compiled = tjc.compile(_unbind_into, backend="eager")
+    for n in (3, 4):
+        x = torch.randn(n, n)
+        got, want = tuple(torch.zeros(n) for _ in range(n)), tuple(torch.zeros(n) for _ in range(n))
+        assert compiled(x, got) is None and _unbind_into(x, want) is None
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+    x = torch.randn(2, 3)
+    assert explain_counts(_split_into, x, [torch.empty(2, 1), torch.empty(2, 2)], torch.empty(2))[:2] == (1, 0)
+    got_outs, want_outs = [torch.empty(2, 1), torch.empty(2, 2)], [torch.empty(2, 1), torch.empty(2, 2)]
+    got_s, want_s = torch.empty(2), torch.empty(2)
+    got = tjc.compile(_split_into, backend="eager")(x, got_outs, got_s)
+    want = _split_into(x, want_outs, want_s)
+    assert torch.equal(got, want) and torch.equal(got_s, want_s)
+    assert all(torch.equal(g, w) for g, w in zip(got_outs, want_outs))
+
+
+def _overloads(a, b):
+    u = torch.ops.aten.unsqueeze.default(b, 1)
+    return torch.ops.aten.mul.Tensor(a, u), torch.ops.aten.add(a, 1)
+
+
+def test_an_overload_of_an_op_packet_is_a_graph_op():
+    # torch.ops.aten.mul.Tensor: before, reading `.Tensor` / `.default` was a graph break.
+    from context_helpers import explain_counts
+    a, b = torch.randn(2, 3), torch.randn(2)
+    assert explain_counts(_overloads, a, b)[:2] == (1, 0)
+    got, want = tjc.compile(_overloads, backend="eager")(a, b), _overloads(a, b)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))

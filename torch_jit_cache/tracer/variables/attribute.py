@@ -46,6 +46,8 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
     if var.source is None:
         unsupported(f"attribute {name!r} of an object with no source")
     renamed = name if generic else resolved_name(obj, name)
+    if renamed is not None and deleted_in_trace(tx, var, obj, renamed):
+        _missing(tx, var, obj, renamed)
     if renamed is not None:
         stored = tx.output.side_effects.attr(var, obj, renamed)
         if stored is not None:   # stored earlier in this trace (refused if deleted)
@@ -122,6 +124,20 @@ def read_attribute(tx, var, obj, name: str, on_getattr=None, *, generic: bool = 
     if where is Where.GETATTR and on_getattr is not None:
         return on_getattr(found.value)
     _missing(tx, var, obj, found.name or name)
+
+
+def deleted_in_trace(tx, var, obj, name: str) -> bool:
+    """Whether `obj.name` is gone for the rest of the trace: its last change in the trace deleted
+    it from the instance __dict__, and nothing else would answer the name (no class attribute, no
+    __getattr__, object's own __getattribute__), so Python raises AttributeError. The class is
+    pinned by the object's type guard, as for any name found missing (`_missing`); a name the
+    class could still answer is left to the read that refuses it (side_effects.attr)."""
+    effects = tx.output.side_effects
+    if not effects.has_attr_effect(var, obj, name) or not effects.attr_deleted(obj, name):
+        return False
+    cls = type(obj)
+    return type_lookup(cls, name) is MISSING and type_lookup(cls, "__getattr__") is MISSING and \
+        not has_own_getattribute(cls)
 
 
 def _missing(tx, var, obj, name: str):
@@ -206,6 +222,8 @@ def has_attribute(tx, var, obj, name: str, stores: tuple = ()) -> bool:
     _buffers, _modules); an attribute added later to any of them fails the guard. (The class is
     pinned by the object's type guard; a class mutated in place is not seen.)
     """
+    if deleted_in_trace(tx, var, obj, name):
+        return False
     if tx.output.side_effects.has_attr_effect(var, obj, name):
         tx.output.side_effects.attr(var, obj, name)   # stored in this trace: present (deleted: refused)
         return True

@@ -188,8 +188,12 @@ class ClassVariable(ConstantVariable):
                 unsupported(f"{self.value.__name__}() raised {e!r}")
         if enum_lookup_class(self.value) and len(args) == 1 and not kwargs and args[0].is_python_constant():
             # Mode(1): the member with that value, a lookup in the class's value map.
+            value = args[0].as_python_constant()
+            if type_lookup(self.value, "_missing_") is not vars(enum.Enum)["_missing_"] and \
+                    _member_of_value(self.value, value) is None:
+                unsupported(f"{self.value.__name__}({value!r}) would run the class's own _missing_")
             try:
-                return ConstantVariable(self.value(args[0].as_python_constant()))
+                return ConstantVariable(self.value(value))
             except ValueError as e:
                 unsupported(f"{self.value.__name__}() raised {e!r}")
         if modelled_class(self.value) and not kwargs:   # IndexError("..."), to be raised
@@ -218,10 +222,21 @@ class ClassVariable(ConstantVariable):
 
 def enum_lookup_class(cls) -> bool:
     """An Enum class whose call with one value is a plain lookup of the member: enum's own
-    metaclass, no _missing_ of the user's, members that are constants (is_enum_member)."""
+    metaclass, members that are constants (is_enum_member). A _missing_ of the user's is admitted
+    only where the value is found without it (the call site checks `_member_of_value`)."""
     return isinstance(cls, type) and type(cls) is enum.EnumType and issubclass(cls, enum.Enum) and \
-        type_lookup(cls, "_missing_") is vars(enum.Enum)["_missing_"] and \
         all(is_enum_member(m) for m in cls.__members__.values())
+
+
+def _member_of_value(cls, value):
+    """The member Enum.__new__ finds before it would ask _missing_: the value itself when it is a
+    member of exactly this class, else the one the value map holds (a hashable value); None."""
+    if type(value) is cls:
+        return value
+    try:
+        return vars(cls)["_value2member_map_"].get(value)
+    except (KeyError, TypeError):   # no map, or an unhashable value (its linear search is not followed)
+        return None
 
 
 def is_structseq(cls) -> bool:
@@ -330,6 +345,8 @@ class SuperVariable(VariableTracker):
         if object_hook_name(raw) == "__init__" or object_hook_name(raw) is not None and (
                 hasattr(self.obj, "generic_getattr") or hasattr(self.obj, "object_getattr")):
             return ObjectHookVariable(object_hook_name(raw), self.obj)   # object_hooks.py
+        if raw is vars(type)["__call__"] and hasattr(self.obj, "type_call"):   # in a metaclass's own __call__
+            return _TypeCall(self.obj)
         if raw is type.__instancecheck__ or raw is type.__subclasscheck__:   # in a metaclass's own check
             return TypeCheckVariable(raw, self.obj)
         if mixin_of(raw) is not None:
@@ -374,6 +391,24 @@ class SuperVariable(VariableTracker):
 
     def __repr__(self):
         return f"SuperVariable({self.cls.__name__}, {self.obj!r})"
+
+
+class _TypeCall(VariableTracker):
+    """super().__call__ inside a metaclass's own `__call__`, bound to a user class tracker
+    (new_object.UserClassVariable): calling it builds the object as type.__call__ does."""
+
+    def __init__(self, cls_var):
+        super().__init__(None)
+        self.cls_var = cls_var
+
+    def python_type(self):
+        return types.MethodWrapperType
+
+    def call_function(self, tx, args, kwargs):
+        return self.cls_var.type_call(tx, args, kwargs)
+
+    def __repr__(self):
+        return f"_TypeCall({self.cls_var!r})"
 
 
 class _ModuleGetattr(VariableTracker):

@@ -139,12 +139,14 @@ class DequeVariable(VariableTracker):
         self.mutating(tx)
         self.items.insert(i, item)
 
-    def _find(self, tx, value, what: str):
+    def _find(self, tx, value, what: str, start=None, stop=None):
         if not value.is_python_constant():
             unsupported(f"deque.{what} of {value}")
         target = value.as_python_constant()
-        for i, item in enumerate(self._constant_items(what)):
-            if item is target or item == target:
+        items = self._constant_items(what)
+        lo, hi = _index_bounds(len(items), start, stop)
+        for i in range(lo, hi):
+            if items[i] is target or items[i] == target:
                 return i
         message = f"{target!r} is not in deque"
         raise raise_of_message(TracedRaise, ValueError, message)
@@ -182,12 +184,30 @@ _METHODS = {
     ("remove", 1): DequeVariable._remove,
     ("count", 1): DequeVariable._count,
     ("index", 1): lambda d, tx, v: ConstantVariable(d._find(tx, v, "index")),
+    ("index", 2): lambda d, tx, v, lo: ConstantVariable(d._find(tx, v, "index", lo)),
+    ("index", 3): lambda d, tx, v, lo, hi: ConstantVariable(d._find(tx, v, "index", lo, hi)),
     ("copy", 0): lambda d, tx: DequeVariable(d.items, d.maxlen),
     ("__copy__", 0): lambda d, tx: DequeVariable(d.items, d.maxlen),
     ("__len__", 0): lambda d, tx: ConstantVariable(len(d.items)),
     ("__getitem__", 1): lambda d, tx, k: d.getitem(tx, k),
     ("__contains__", 1): lambda d, tx, v: ConstantVariable(d.contains(tx, v)),
 }
+
+
+def _index_bounds(n: int, start, stop) -> tuple:
+    """deque.index's search range, clipped as CPython's deque_index clips it: a negative bound
+    counts from the end and stops at 0, the stop at most the length, the start at most the stop.
+    Bounds that are not ints (eager raises TypeError, or takes `__index__`) are a graph break."""
+    bounds = []
+    for bound, default in ((start, 0), (stop, n)):
+        value = default if bound is None else bound.as_python_constant() if bound.is_python_constant() else None
+        if type(value) not in (int, bool):
+            unsupported(f"deque.index with the bound {bound}")
+        if value < 0:
+            value = max(value + n, 0)
+        bounds.append(value)
+    lo, hi = bounds[0], min(bounds[1], n)
+    return min(lo, hi), hi
 
 
 def build_deque(tx, args, kwargs):

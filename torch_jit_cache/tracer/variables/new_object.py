@@ -10,9 +10,10 @@ replayed side effect, live at a graph break) it is rebuilt after the graph as
 (trace_result.ObjectOutput). Nothing the trace reads about it depends on the frame, so it needs no
 guards of its own, and it can alias nothing read from the frame (it is new).
 
-Only classes whose instances that rebuild reproduces exactly are constructed (`refusal`): no
-metaclass but abc.ABCMeta (transformers' cache layers derive from an ABC; an abstract class is
-refused, as object.__new__ refuses it), Python classes only up to `object` (a builtin base's C state
+Only classes whose instances that rebuild reproduces exactly are constructed (`refusal`): any
+metaclass that leaves calls to type.__call__ (abc.ABCMeta: transformers' cache layers derive from
+an ABC; an abstract class is refused, as object.__new__ refuses it; a metaclass's own `__call__`
+is run instead, `_call_through_metaclass`), Python classes only up to `object` (a builtin base's C state
 would be lost), __slots__ (their members tracked in `slots`, read and stored as the member
 descriptors do, set through them by the rebuild; a name outside them needs a __dict__),
 object's __new__ or one written in Python (calling the class inlines it, `object.__new__(cls)` and
@@ -39,11 +40,11 @@ and loads it again wherever that same spec appears (as for the containers the tr
 """
 from __future__ import annotations
 
-import abc
+import enum
 import types
 
 from ...guard.attribute_lookup import MISSING, is_data_descriptor, is_descriptor, type_lookup
-from ...guard.sources import AttrSource, ItemSource
+from ...guard.sources import AttrSource, ItemSource, TypeSource
 from ...guard.trace_result import GuardKind, ObjectOutput, SourceOutput
 from .attribute import has_python_descriptor_method, type_source
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
@@ -60,6 +61,23 @@ from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mi
                           sequence_iterator)
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_IS_ABSTRACT = 1 << 20   # Py_TPFLAGS_IS_ABSTRACT: abstract methods left, object.__new__ refuses it
+_TYPE_CALL = vars(type)["__call__"]
+
+
+def metaclass_call(cls: type):
+    """What calling `cls` runs where its metaclass defines its own `__call__` (found on the
+    metaclass's MRO, as the slot finds it), or None where it is type's: `__new__`, then
+    `__init__` on an instance of the class. Any metaclass that leaves calls to type.__call__ builds
+    objects as plain classes do (its other hooks act on the class, not on its instances)."""
+    found = type_lookup(type(cls), "__call__")
+    return None if found is _TYPE_CALL or found is MISSING else found
+
+
+def is_subtype(sub: type, cls: type) -> bool:
+    """PyType_IsSubtype: what type.__call__ asks of __new__'s result, never a metaclass's own
+    __subclasscheck__ or __instancecheck__ (which would run user code and may answer otherwise)."""
+    return cls in type.__dict__["__mro__"].__get__(sub)
 
 
 def refusal(cls: type, *, init: bool = True, python_new: bool = False, slots: bool = False) -> str | None:
@@ -69,13 +87,10 @@ def refusal(cls: type, *, init: bool = True, python_new: bool = False, slots: bo
     (`object.__new__(cls)`); a copy would run it after the graph, so copying.py refuses it.
     `slots`: __slots__ are admitted, where the object's slots are tracked (NewObjectVariable.slots);
     a copy reads only the __dict__, so copying.py refuses them."""
-    if type(cls) is abc.ABCMeta:
-        # ABCMeta leaves calls to type.__call__; object.__new__ refuses a class with abstract
-        # methods left, which the trace would not see.
-        if cls.__abstractmethods__:
-            return f"it has abstract methods ({', '.join(sorted(cls.__abstractmethods__))})"
-    elif type(cls) is not type:
-        return f"its metaclass is {type(cls).__name__}"
+    if cls.__flags__ & _IS_ABSTRACT:
+        # object.__new__ refuses a class with abstract methods left (ABCMeta's), which the trace
+        # would not see.
+        return f"it has abstract methods ({', '.join(sorted(cls.__abstractmethods__))})"
     for klass in cls.__mro__[:-1]:
         if not klass.__flags__ & _HEAPTYPE:
             return f"it derives from the builtin {klass.__name__}"
@@ -157,8 +172,17 @@ class UserClassVariable(ClassVariable):
             return construct_set(tx, self, args, kwargs)
         if dict_subclass_refusal(cls) is None and self.can_build():   # a dict tracker of that class
             return construct_dict(tx, self, args, kwargs)
+        through_meta = metaclass_call(cls)
+        if through_meta is not None:
+            return self._call_through_metaclass(tx, through_meta, args, kwargs)
+        return self.type_call(tx, args, kwargs)
+
+    def type_call(self, tx, args, kwargs):
+        """type.__call__(cls, ...): what calling the class does where its metaclass leaves the
+        call to type, and what a metaclass's own `__call__` reaches through `super().__call__`."""
+        cls = self.value
         obj = self._allocate(tx, args, kwargs)
-        if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
+        if not (isinstance(obj, NewObjectVariable) and is_subtype(obj.cls, cls)):
             return obj
         # type.__call__: __init__ runs only on an instance of the class, that of type(obj).
         init = type_lookup(obj.cls, "__init__")
@@ -173,6 +197,26 @@ class UserClassVariable(ClassVariable):
         if not (isinstance(result, ConstantVariable) and result.value is None):
             unsupported(f"{cls.__qualname__}.__init__ returned {result}, not None")
         return obj
+
+    def _call_through_metaclass(self, tx, found, args, kwargs):
+        """`cls(...)` where the metaclass has its own `__call__`, run as the slot runs it: a Python
+        function is inlined bound to the class; an object that is no descriptor (TypedDict's
+        `__call__ = dict`) is called with the arguments alone. Read through `type(cls).__call__`,
+        guarded by identity, so a metaclass given another `__call__` later compiles again."""
+        meta = type(self.value)
+        if isinstance(meta, enum.EnumType):
+            # enum's own machinery (the member lookup is classes.enum_lookup_class's model).
+            unsupported(f"call of the Enum class {self.value.__qualname__} other than a member lookup")
+        if self.source is None:
+            unsupported(f"call of {self.value.__qualname__} through its metaclass {meta.__name__}: "
+                        "the class has no source")
+        fn = tx.wrap(found, AttrSource(TypeSource(self.source), "__call__"))
+        if isinstance(found, types.FunctionType):
+            return tx.call(fn, [self, *args], kwargs)
+        if not hasattr(type(found), "__get__"):
+            return tx.call(fn, list(args), kwargs)
+        unsupported(f"call of {self.value.__qualname__} through its metaclass {meta.__name__}: "
+                    f"its __call__ is a {type(found).__name__}")
 
     def _allocate(self, tx, args, kwargs):
         """What `cls.__new__(cls, *args, **kwargs)` returns: a new object where __new__ is
@@ -189,7 +233,7 @@ class UserClassVariable(ClassVariable):
         made = tx.call(self.class_member(tx, "__new__"), [self, *args], kwargs)
         if isinstance(made, NewObjectVariable):
             return made
-        if issubclass(made.python_type(), cls):   # an existing instance: __init__ would run on it
+        if is_subtype(made.python_type(), cls):   # an existing instance: __init__ would run on it
             unsupported(f"{cls.__qualname__}.__new__ returned {made}, an instance not built in the trace")
         return made
 

@@ -379,6 +379,8 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
         found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
     elif isinstance(container, IteratorVariable):
         found = _iterator_contains(container, item)
+    elif isinstance(container, BaseListVariable) and not (item.is_python_constant() and container.is_python_constant()):
+        found = _sequence_contains(item, container)
     elif isinstance(container, (BaseListVariable, RangeVariable)) or container.is_python_constant():
         if not (item.is_python_constant() and container.is_python_constant()):
             unsupported(f"membership test of {item} in {container}")
@@ -386,6 +388,22 @@ def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     else:
         unsupported(f"membership test in {container}")
     return ConstantVariable(found != invert)
+
+
+def _sequence_contains(item, container) -> bool:
+    """`item in seq` for a list or tuple tracker, item by item in order as list_contains compares:
+    an item that is the very tracker is found (identity comes first), two constants compare by
+    value; any other pair would run an `__eq__` (a tensor's is elementwise): a graph break. So an
+    empty sequence, whose length its guard pins, holds nothing."""
+    for v in container.items:
+        if v is item and not item.is_python_constant():   # constants: by their own objects, below
+            return True
+        if not (v.is_python_constant() and item.is_python_constant()):
+            unsupported(f"membership test of {item} in {container}")
+        value, target = v.as_python_constant(), item.as_python_constant()
+        if value is target or value == target:
+            return True
+    return False
 
 
 def _iterator_contains(it, item) -> bool:

@@ -27,6 +27,7 @@ from ...frontend.trace_rules import functorch_transform, torch_callable_effect
 from ..output_graph import mark_side_effect
 from .base import CallableVariable, MethodVariable, VariableTracker, provided, unsupported
 from .constant import ConstantVariable
+from .op_writes import out_tensors, running_stats
 from .containers import ListVariable, TupleVariable
 from . import tensor_attributes
 from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
@@ -302,11 +303,20 @@ class TorchFunctionVariable(CallableVariable):
                         "(it would run while tracing)")
         return call_op(tx, self.fn, args, kwargs)
 
+    def var_getattr(self, tx, name):
+        # torch.ops.aten.mul.Tensor: an overload of an op packet, itself a torch op (held by the packet).
+        if type(self.fn) is _OP_PACKET and self.source is not None and name in self.fn.overloads():
+            return TorchFunctionVariable(getattr(self.fn, name), AttrSource(self.source, name))
+        return super().var_getattr(tx, name)
+
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
 
     def require_guardable(self, what, name):
         pass   # by identity
+
+
+_OP_PACKET = type(torch.ops.aten.mul)
 
 
 def _is_python_callable(v) -> bool:
@@ -387,6 +397,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
+    if not method and out_tensors(kwargs.get("out")):
+        inplace = True   # it writes its out= tensors whatever it returns (op_writes.py)
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
@@ -396,8 +408,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return tx.wrap_constant(result)
     out = tx.output
-    mutated = [*args[:1], kwargs.get("out")] if inplace or "out" in kwargs else \
-        _running_stats(target, args, kwargs)
+    mutated = [*args[:1], *(out_tensors(kwargs.get("out")) or [kwargs.get("out")])] \
+        if inplace or "out" in kwargs else running_stats(target, args, kwargs)
     if _mutates_attribute_tensor(out, mutated):
         # A graph input read through an object (a module's buffer) mutated in place, directly or
         # through a view: pinned by identity, so another instance whose names alias otherwise does
@@ -446,17 +458,6 @@ def _storage_id(t):
         return t.untyped_storage()._cdata
     except Exception:  # noqa: BLE001 - no storage (a sparse or nested tensor): not compared
         return None
-
-
-def _running_stats(target, args, kwargs) -> list:
-    """The running-stat trackers F.batch_norm updates in place (training=True), else []."""
-    if target is not torch.nn.functional.batch_norm:
-        return []
-    training = kwargs.get("training", args[5] if len(args) > 5 else None)
-    if not (isinstance(training, ConstantVariable) and training.value):
-        return []
-    return [kwargs.get(name, args[i] if len(args) > i else None)
-            for i, name in ((1, "running_mean"), (2, "running_var"))]
 
 
 def wrap_op_result(tx, node, value) -> VariableTracker:
