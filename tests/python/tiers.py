@@ -149,6 +149,7 @@ TIER_OF: dict[str, str] = {
     "test_variables_tensor_from_scalars.py": "versions",
     "test_variables_tensor_grad.py": "versions",
     "test_variables_truthiness.py": "versions",
+    "test_variables_user_iterators.py": "versions",
     "test_variables_user_object.py": "versions",
     "test_variables_value_sizes.py": "versions",
     "test_variables_weakrefs.py": "versions",

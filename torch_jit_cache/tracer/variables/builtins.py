@@ -18,7 +18,7 @@ import weakref
 from ...attribute_lookup import MISSING, type_lookup
 from ...sources import AttrSource
 from ...trace_result import GuardKind
-from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure
+from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure, user_iterators
 from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super, register_builtin_model
@@ -93,6 +93,7 @@ def _range(tx, args, kwargs):
 
 
 def _enumerate(tx, args, kwargs):
+    args = [user_iterators.lazily(tx, args[0]), *args[1:]] if args else args
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
         return _polyfill(polyfills.enumerate_, enumerate)(tx, args, kwargs)
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
@@ -115,6 +116,7 @@ def _lazy_child(tx, obj) -> IteratorVariable:
 def _zip(tx, args, kwargs):
     if kwargs:
         unsupported("zip(strict=...)")
+    args = [user_iterators.lazily(tx, a) for a in args]
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
         return _polyfill(polyfills.zip_, zip)(tx, args, kwargs)
     return ZipVariable([_lazy_child(tx, a) for a in args])
@@ -204,28 +206,6 @@ def _sum(tx, args, kwargs):
     for item in args[0].unpack(tx):
         total = binary_op(tx, "+", total, item)
     return total
-
-
-def _iter(tx, args, kwargs):
-    if hasattr(args[0], "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
-        return args[0].get_iter(tx)
-    # Over a list or dict, GET_ITER's iterator: `origin` lets a graph break keep Python's own
-    # iterator over the very container (tracer/rebuild.py, Rebuilder.live_iterator).
-    return args[0] if args[0].yields_lazily else iterate(tx, args[0])
-
-
-def _next(tx, args, kwargs):
-    item = args[0].next_item() if args[0].yields_lazily else None
-    if item is None:
-        if len(args) > 1:
-            return args[1]
-        # Exhausted: StopIteration, with no args (a generator that returned a value gives it as
-        # the args the first time, which is not modelled).
-        if args[0].yields_lazily and not (isinstance(args[0], GeneratorVariable) and not (
-                isinstance(args[0].child.result, ConstantVariable) and args[0].child.result.value is None)):
-            raise traced_raise(ExceptionVariable(StopIteration, []))
-        unsupported("next() on an exhausted or unknown iterator")
-    return item
 
 
 def _type(tx, args, kwargs):
@@ -321,6 +301,7 @@ def _reversed(tx, args, kwargs):
 
 def _all_any(fn):
     def handler(tx, args, kwargs):
+        args = [user_iterators.lazily(tx, args[0])]
         if isinstance(args[0], GeneratorVariable):   # stops at the first decisive item, as Python
             gen = args[0]
             return ConstantVariable(fn(item.truthy(tx) for item in iter(gen.next_item, None)))
@@ -523,8 +504,8 @@ BUILTIN_HANDLERS = {
     min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
     setattr: _setattr, delattr: _delattr,
     int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _text(str),
-    tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
-    next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
+    tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: user_iterators.iter_,
+    next: user_iterators.next_, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _sorted, repr: _text(repr, _user_or_fold), hash: _user_or_fold(hash),
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),

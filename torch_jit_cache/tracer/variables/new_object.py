@@ -53,6 +53,7 @@ from .namedtuples import construct_namedtuple, is_namedtuple_class, plain_namedt
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
+from . import user_iterators
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
 from .sets import construct as construct_set, plain_subclass
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, python_truth, sequence_call,
@@ -310,13 +311,12 @@ class NewObjectVariable(VariableTracker):
         tx.call(UserMethodVariable(self.type_method(tx, "__delitem__"), self), [key], {})
 
     def get_iter(self, tx):
-        it = sequence_iterator(tx, self)   # Sequence's __iter__ (user_object.py)
-        if it is None:
-            unsupported(f"iteration over {self}")
-        return it
+        # Sequence's __iter__ (modelled), else the type's own protocol (user_iterators.py).
+        it = sequence_iterator(tx, self)
+        return it if it is not None else user_iterators.object_iter(tx, self)
 
     def unpack(self, tx):
-        return self.get_iter(tx).unpack(tx)
+        return user_iterators.drain(tx, self.get_iter(tx))
 
     def contains(self, tx, item) -> bool:
         if is_sequence_mixin(self.cls, "__contains__"):

@@ -93,6 +93,43 @@ def sequence_iter_(seq, item):
         i += 1
 
 
+def sequence_iterator_(seq):
+    # Python's own sequence iterator (iter() of an object with __getitem__ and no __iter__):
+    # seq[0], seq[1], ... until seq[i] raises IndexError or StopIteration; exhausted for good then.
+    i = 0
+    while True:
+        try:
+            value = seq[i]
+        except (IndexError, StopIteration):
+            return
+        yield value
+        i += 1
+
+
+def callable_iterator_(fn, sentinel):
+    # iter(fn, sentinel): fn() until it returns the sentinel (identity, then sentinel == value) or
+    # raises StopIteration; exhausted for good then.
+    while True:
+        try:
+            value = fn()
+        except StopIteration:
+            return
+        if value is sentinel or sentinel == value:
+            return
+        yield value
+
+
+def iterator_items_(it):
+    # An iterator's items, one next(it) each, until it raises StopIteration: a user class's
+    # iterator read by a consumer that may stop early (enumerate, zip, any, all).
+    while True:
+        try:
+            value = next(it)
+        except StopIteration:
+            return
+        yield value
+
+
 def sequence_reversed_(seq):
     # collections.abc.Sequence.__reversed__: by __len__, then seq[i] downwards.
     for i in reversed(range(len(seq))):

@@ -39,7 +39,7 @@ from ...attribute_lookup import MISSING, Where, instance_dict, lookup, type_look
 from ...process_lived import holdable_key
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
-from . import dict_subclass_reads, object_protocol, polyfills
+from . import dict_subclass_reads, object_protocol, polyfills, user_iterators
 from .attribute import has_attribute, read_attribute, type_source
 from .base import TracedAttributeError, TracedIndexError, VariableTracker, catching_raise, unsupported
 from .constant import ConstantVariable
@@ -166,13 +166,12 @@ class UserObjectVariable(VariableTracker):
         return has_attribute(tx, self, self.value, name)
 
     def get_iter(self, tx):
+        # Sequence's __iter__ (modelled), else the type's own protocol (user_iterators.py).
         it = sequence_iterator(tx, self)
-        if it is None:
-            unsupported(f"iteration over {self}")
-        return it
+        return it if it is not None else user_iterators.object_iter(tx, self)
 
     def unpack(self, tx):
-        return self.get_iter(tx).unpack(tx)
+        return user_iterators.drain(tx, self.get_iter(tx))
 
     def var_setattr(self, tx, name: str, value) -> None:
         object_protocol.set_attribute(tx, self, name, value)
