@@ -120,8 +120,7 @@ class FrameCompiler:
             # trace would wait on imports in another thread (the tracer's warm-up) that wait on
             # this lock: a deadlock, seen under DataParallel's forward.
             return runtime.SKIP
-        # A resume function exists because its origin was compiled: it is compiled too, wherever
-        # it lives.
+        # A resume function exists because its origin was compiled: it is compiled too, wherever it lives.
         if code is not self.target_code and not graph_break.is_resume_code(code):
             rule = trace_rules.lookup(code, frame.f_globals)
             if rule.action is trace_rules.Action.SKIP:
@@ -163,6 +162,11 @@ class FrameCompiler:
             self._evicted_returns.setdefault(code, 0)
         if isinstance(reason, DynamicMarkError):
             raise reason   # the user's mark_dynamic cannot be honoured: theirs to fix
+        if isinstance(reason, str) and not (self.fullgraph or entries or self._may_cut_without_graph(code)):
+            from .tracer.tensor_presence import has_torch_objects   # torch.compile skips a frame with
+            if not has_torch_objects(frame):                        # nothing torch-related untraced
+                log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: nothing torch-related ({reason})")
+                return runtime.SKIP_TREE_IF_QUIET   # as a fallback runs, not counted as one
         if self.observer is not None and isinstance(reason, str):
             self.observer(FrameReport(log.describe_code(code), None, 0, "", None, reason))
         if not isinstance(reason, str):
@@ -351,9 +355,8 @@ class FrameCompiler:
         from .backends import sharing
 
         pieces = self._ddp_pieces(gm, example_inputs)
-        # An identical graph compiled before (the same block, another instance, another compile()
-        # call that loaded it) and cut alike shares its callable: the backend runs once
-        # (backends/sharing.py says when that is sound).
+        # An identical graph compiled before (the same block, another instance, another compile() call
+        # that loaded it) and cut alike shares its callable: the backend runs once (backends/sharing.py).
         key = sharing.key(self.backend, gm, example_inputs, unbacked=unbacked, patches=self.backend_patches,
                           pieces=pieces)
         compiled = sharing.lookup(key)
