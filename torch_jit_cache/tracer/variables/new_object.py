@@ -55,6 +55,7 @@ from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from . import user_iterators
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
+from .scalar_subclasses import construct as construct_scalar, plain_scalar_base
 from .sets import construct as construct_set, plain_subclass
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, python_truth, sequence_call,
                           sequence_iterator)
@@ -157,6 +158,8 @@ class UserClassVariable(ClassVariable):
             return construct_set(tx, self, args, kwargs)
         if dict_subclass_refusal(cls) is None and self.can_build():   # a dict tracker of that class
             return construct_dict(tx, self, args, kwargs)
+        if plain_scalar_base(cls) is not None:   # `class Digits(int): pass`: a constant of its class
+            return construct_scalar(tx, cls, args, kwargs)
         obj = self._allocate(tx, args, kwargs)
         if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
             return obj
