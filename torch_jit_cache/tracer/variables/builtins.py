@@ -28,6 +28,7 @@ from .dicts import DictVariable, dict_items
 from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
+from .combinatorics import COMBINATORIC_HANDLERS
 from .copying import deepcopy
 from .deques import build_deque
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
@@ -517,7 +518,7 @@ BUILTIN_HANDLERS = {
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
     weakref.ref: make_weakref,
-    **PATH_HANDLERS, **IDENTITY_HANDLERS,
+    **PATH_HANDLERS, **IDENTITY_HANDLERS, **COMBINATORIC_HANDLERS,
 }
 
 
