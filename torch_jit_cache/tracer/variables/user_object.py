@@ -229,7 +229,8 @@ def _checked_truth(name: str, result) -> bool:
         if name == "__bool__":
             if type(value) is bool:
                 return value
-            raise raise_of_message(TracedRaise, TypeError, f"__bool__ should return bool, returned {type(value).__name__}")
+            raise raise_of_message(TracedRaise, TypeError,
+                                   f"__bool__ should return bool, returned {type(value).__name__}")
         if type(value) in (int, bool):
             if value < 0:
                 raise raise_of_message(TracedRaise, ValueError, "__len__() should return >= 0")
