@@ -280,3 +280,27 @@ def test_consumers_that_stop_early_take_only_the_items_they_use():
     assert_same(calls(torch.ones(2), it), expected)
     assert it.n == expected_it.n
     calls.check(graphs=1)
+
+
+class SizedSteps(Steps):
+    """An iterable with a __len__ that counts its calls: list() asks it for a length hint."""
+
+    asked = 0
+
+    def __len__(self):
+        SizedSteps.asked += 1
+        return self.n
+
+
+def read_whole_with_len(x):
+    return x + 1, list(SizedSteps(3)), [v for v in SizedSteps(2)]
+
+
+def test_reading_whole_an_object_with_len_runs_as_eager():
+    # list(obj) asks type(obj).__len__ for a length hint first, which the trace does not run:
+    # refused there, so __len__ runs as many times as in eager.
+    SizedSteps.asked = 0
+    expected = read_whole_with_len(torch.ones(2))
+    eager_asked, SizedSteps.asked = SizedSteps.asked, 0
+    got = tjc.compile(read_whole_with_len, backend="eager")(torch.ones(2))
+    assert got[1:] == expected[1:] and SizedSteps.asked == eager_asked == 1

@@ -319,7 +319,11 @@ class NewObjectVariable(VariableTracker):
         return it if it is not None else user_iterators.object_iter(tx, self)
 
     def unpack(self, tx):
-        return user_iterators.drain(tx, self.get_iter(tx))
+        it = sequence_iterator(tx, self)
+        if it is not None:
+            return it.unpack(tx)
+        user_iterators.refuse_length_hint(self)
+        return user_iterators.drain(tx, user_iterators.object_iter(tx, self))
 
     def contains(self, tx, item) -> bool:
         if is_sequence_mixin(self.cls, "__contains__"):

@@ -142,10 +142,21 @@ def next_or_none(tx, obj):
         return None
 
 
+def refuse_length_hint(obj) -> None:
+    """list(), tuple(), sorted() and str.join ask an object other than a list or tuple for its
+    length first (a hint: its type's __len__, else __length_hint__), which the trace does not run;
+    where the type has either, reading it whole breaks instead."""
+    cls = _cls(obj)
+    for name in ("__len__", "__length_hint__"):
+        if type_lookup(cls, name) is not MISSING:
+            unsupported(f"reading a {cls.__name__} whole (Python would ask its {name} first)")
+
+
 def drain(tx, it) -> list:
     """The items still to come of an iterator (`list(it)`, unpacking), each taken in turn."""
     if not has_python_next(it):
         return it.unpack(tx)
+    refuse_length_hint(it)
     items = []
     while (item := next_or_none(tx, it)) is not None:
         items.append(item)

@@ -172,7 +172,11 @@ class UserObjectVariable(VariableTracker):
         return it if it is not None else user_iterators.object_iter(tx, self)
 
     def unpack(self, tx):
-        return user_iterators.drain(tx, self.get_iter(tx))
+        it = sequence_iterator(tx, self)
+        if it is not None:
+            return it.unpack(tx)
+        user_iterators.refuse_length_hint(self)
+        return user_iterators.drain(tx, user_iterators.object_iter(tx, self))
 
     def var_setattr(self, tx, name: str, value) -> None:
         object_protocol.set_attribute(tx, self, name, value)
