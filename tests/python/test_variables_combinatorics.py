@@ -88,3 +88,30 @@ def returns_started(x):
 def test_one_started_runs_the_frame_as_written():
     got = tjc.compile(returns_started, backend="eager")(torch.ones(2))
     assert list(got[1]) == [("a", "c"), ("b", "c")]
+
+
+class _Raises:
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        raise ZeroDivisionError("first item")
+
+
+def product_reads_when_made(x):
+    items = [1, 2]
+    made = itertools.product(items, "ab", repeat=1)
+    items.append(9)
+    return x + 1, list(made), _error(itertools.product, 3), _raised_by_product(), type(made).__name__
+
+
+def _raised_by_product():
+    try:
+        itertools.product(_Raises())
+    except ZeroDivisionError as e:
+        return str(e)
+    return None
+
+
+def test_product_reads_its_inputs_and_raises_when_made():
+    compiled_like_eager(product_reads_when_made, torch.ones(2))

@@ -358,8 +358,8 @@ def _polyfill(fn, kind: type | None = None):
 
 
 # The builtin a polyfill's generator not started yet is made again as (generators.py): those that
-# take only iter() of their arguments when made. itertools.product reads its inputs whole when
-# made, which a product made again after the graph would read later: not remade.
+# take only iter() of their arguments when made (itertools.product, which reads its inputs whole
+# when made, is combinatorics.py's: made again over the tuples it read).
 # itertools traced through their Python versions, each seen as its own type; made again as themselves.
 _ITERTOOLS = {itertools.repeat: polyfills.repeat_, itertools.count: polyfills.count_, itertools.cycle: polyfills.cycle_,
               itertools.islice: polyfills.islice_, itertools.accumulate: polyfills.accumulate_,
@@ -511,7 +511,6 @@ BUILTIN_HANDLERS = {
     callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
-    itertools.product: _polyfill(polyfills.product_, itertools.product),
     **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()}, itertools.tee: tee,
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial, collections.deque: build_deque,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,

@@ -1,10 +1,10 @@
-"""itertools.combinations, combinations_with_replacement, permutations and zip_longest, traced as
-their Python versions (polyfills.py), each seen as its own type.
+"""itertools.combinations, combinations_with_replacement, permutations, product and zip_longest,
+traced as their Python versions (polyfills.py), each seen as its own type.
 
 What each reads when it is made is read then, as CPython does: the combinatoric ones read their
-input whole into a tuple (so a list changed after, or a generator's effects, fall where eager's
-do), and zip_longest takes iter() of each input; the items are then made one at a time as the
-consumer asks. `r` is checked by the real class on an empty pool, so a bad `r` raises Python's own
+input whole into a tuple, product each of its inputs (so a list changed after, or a generator's
+effects and errors, fall where eager's do), and zip_longest takes iter() of each input; the items
+are then made one at a time as the consumer asks. `r` is checked by the real class on an empty pool, so a bad `r` raises Python's own
 error in the trace. One not started yet is made again after the graph as the class over the rebuilt
 tuple or iterators; one started is refused there, as a started generator is (generators.py).
 """
@@ -73,7 +73,16 @@ def _zip_longest(tx, args, kwargs):
     return _made(tx, polyfills.zip_longest_, itertools.zip_longest, iterators, kwargs)
 
 
+def _product(tx, args, kwargs):
+    # Each input is read whole when the product is made (an error it raises is raised there).
+    if set(kwargs) - {"repeat"}:
+        unsupported("product() with keywords other than repeat")
+    pools = [TupleVariable(list(drain(tx, iter_(tx, [a], {})))) for a in args]
+    return _made(tx, polyfills.product_, itertools.product, pools, kwargs)
+
+
 COMBINATORIC_HANDLERS = {
+    itertools.product: _product,
     itertools.combinations: _combinatoric(itertools.combinations, polyfills.combinations_, True),
     itertools.combinations_with_replacement: _combinatoric(itertools.combinations_with_replacement,
                                                            polyfills.combinations_with_replacement_, True),
