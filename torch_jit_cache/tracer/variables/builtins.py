@@ -5,6 +5,7 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import collections
 import copy
@@ -495,6 +496,18 @@ def _deepcopy(tx, args, kwargs):
     return deepcopy(tx, args, kwargs)
 
 
+def _eval(tx, args, kwargs):
+    # eval() of a constant string that is a literal (`eval(repr(False))`): its value, which no
+    # globals or locals can change (ast.literal_eval reads nothing else); anything else breaks.
+    if kwargs or len(args) != 1 or not (isinstance(args[0], ConstantVariable) and type(args[0].value) is str):
+        unsupported("eval() of other than one constant string")
+    try:
+        value = ast.literal_eval(ast.parse(args[0].value, mode="eval"))
+    except Exception:   # noqa: BLE001 - not a literal: eval would read names, or raise its own error
+        unsupported(f"eval() of {args[0].value[:40]!r}, which is not a literal")
+    return tx.wrap_constant(value)
+
+
 def _callable(tx, args, kwargs):
     # callable(v) is "type(v) has __call__" (a tensor or a number is not callable; a class is).
     return ConstantVariable(type_lookup(args[0].python_type(), "__call__") is not MISSING)
@@ -508,7 +521,7 @@ BUILTIN_HANDLERS = {
     tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: user_iterators.iter_,
     next: user_iterators.next_, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _sorted, repr: _text(repr, _user_or_fold), hash: _user_or_fold(hash),
-    callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
+    callable: _callable, eval: _eval, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()}, itertools.tee: tee,
