@@ -429,3 +429,44 @@ def test_the_compile_target_whose_trace_ends_in_a_reraise_raises_as_eager():
         with pytest.raises(TypeError, match=f"outer {flag}") as info:
             compiled(flag)
         assert isinstance(info.value.__context__, KeyError) is False   # the inner one was handled
+
+
+def _prints_in_a_try(value, log):
+    # print() inside a try block: no graph break can be made there, so a trace of this frame fails.
+    try:
+        print("value", type(value).__name__)
+    except ValueError:
+        pass
+    log.append(type(value).__name__)
+    return value
+
+
+def _calls_in_a_helper(x, value, log):
+    y = x * 2   # the call below breaks in the callee: the helper is a frame of its own
+    _prints_in_a_try(value, log)
+    return y + 1
+
+
+@pytest.mark.parametrize("value, fallbacks", [(3, 0), ([1, "a"], 0), ({"k": (torch.ones(1),)}, 1),
+                                              (torch.ones(2), 1)])
+def test_a_failed_frame_with_nothing_torch_related_is_skipped_not_a_fallback(value, fallbacks, capsys):
+    # torch.compile skips a frame it reaches that holds no tensor, module or array (and names no
+    # torch module) untraced; a frame whose trace fails runs as written either way, and one with
+    # nothing torch-related in it is skipped so, not counted as a fallback (tracer/tensor_presence.py).
+    compiled = tjc.compile(_calls_in_a_helper)
+    x = torch.ones(3)
+    eager_log, log = [], []
+    expected = _calls_in_a_helper(x, value, eager_log)
+    before = tjc.stats()["fallbacks"]
+    for _ in range(2):
+        assert torch.equal(compiled(x, value, log), expected)
+    assert log == eager_log * 2
+    assert tjc.stats()["fallbacks"] - before == fallbacks
+    assert capsys.readouterr().out.count("value") == 3
+
+
+def test_the_compile_target_with_nothing_torch_related_still_reports_its_fallback():
+    before = tjc.stats()["fallbacks"]
+    log = []
+    assert tjc.compile(_prints_in_a_try)(5, log) == 5 and log == ["int"]
+    assert tjc.stats()["fallbacks"] - before == 1

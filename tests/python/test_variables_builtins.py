@@ -164,3 +164,22 @@ def test_isinstance_with_a_class_that_decides_isinstance_itself_answers_as_eager
     for x, tensor_type in [(torch.ones(2), torch.FloatTensor), (torch.ones(2, dtype=torch.float64), torch.FloatTensor),
                            (torch.ones(2, dtype=torch.float64), torch.DoubleTensor), (torch.ones(2), torch.LongTensor)]:
         assert compiled(x, tensor_type)[1:] == fn(x, tensor_type)[1:]
+
+
+def _evals_literals(x):
+    flag = True
+    return x + 1, eval(repr(False)), eval(repr(flag)) is flag, eval("(1, -2.5, 'a', None)"), eval("[3, 4]")
+
+
+def test_eval_of_a_constant_literal_is_its_value():
+    # No name of the frame can change a literal's value: folded, one graph, no break.
+    compiled_like_eager(_evals_literals, torch.ones(2))
+
+
+def _evals_a_name(x):
+    y = 3
+    return x + eval("y")
+
+
+def test_eval_that_reads_names_runs_as_written():
+    torch.testing.assert_close(tjc.compile(_evals_a_name, backend="eager")(torch.ones(2)), _evals_a_name(torch.ones(2)))

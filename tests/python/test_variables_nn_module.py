@@ -334,3 +334,47 @@ def test_a_parameter_list_is_unrolled_with_its_parameters_as_graph_inputs():
     m.weights.append(nn.Parameter(torch.randn(4)))   # one more: guarded by length and keys
     torch.testing.assert_close(compiled(x), m(x))
     assert tjc.stats()["recompiles"] == 1
+
+
+class _FallsBackToAnAlias(nn.Module):
+    """A subclass __getattr__ that defers to nn.Module's and answers a name it lacks."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.full((3,), 2.0))
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "alias":
+                return self.scale
+            raise
+
+    def forward(self, x):
+        return x * self.scale * self.alias
+
+
+def test_nn_module_getattr_raises_attribute_error_in_the_trace():
+    # nn.Module.__getattr__ of a name in none of its stores raises AttributeError in the trace,
+    # where the subclass's except catches it: no break. Registering the name later recompiles.
+    m = _FallsBackToAnAlias()
+    cnt = CompileCounter()
+    compiled = tjc.compile(m, backend=cnt)
+    x = torch.ones(3)
+    torch.testing.assert_close(compiled(x), m(x))
+    assert tjc.explain(m)(x).graph_break_count == 0
+    m._parameters["alias"] = nn.Parameter(torch.full((3,), 5.0))
+    torch.testing.assert_close(compiled(x), m(x))
+    assert cnt.frame_count == 2
+
+
+def _missing_name(x, mod):
+    try:
+        return mod.missing_name
+    except AttributeError as e:
+        return x + 1, str(e)
+
+
+def test_missing_module_attribute_message_is_eager_s():
+    compiled_like_eager(_missing_name, torch.ones(2), nn.Linear(2, 2))

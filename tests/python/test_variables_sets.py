@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.testing import CompileCounter  # noqa: E402
 
-from context_helpers import eager_and_compiled, explain_counts, leaves, runs_on_fresh_arguments  # noqa: E402
+from context_helpers import CompiledCalls, eager_and_compiled, explain_counts, leaves, runs_on_fresh_arguments  # noqa: E402
 
 
 # -- sets -----------------------------------------------------------------------------------------
@@ -413,3 +413,30 @@ def test_sorted_of_a_changed_frame_set_needs_no_order():
     x = torch.zeros(1)
     assert explain_counts(_sorted_after_change, x, {1, 2, 3})[:2] == (1, 0)
     _run_both(_sorted_after_change, lambda: (x, _ordered(9, 1, 2)))
+
+
+_made = [0]
+
+
+def _counted_items():
+    for v in (1, 2, 3):
+        _made[0] += v
+        yield v
+
+
+def _isdisjoint_lazily(x):
+    s = {2, 4, 5}
+    return x + 1, s.isdisjoint(_counted_items()), s.isdisjoint(v for v in (7, 8)), s.isdisjoint(iter([9, 4])), _made[0]
+
+
+def test_isdisjoint_takes_an_iterator_s_items_until_the_first_it_holds():
+    # set.isdisjoint(generator) stops at the first item the set holds: the generator's later
+    # items (and their effects) are never made, as in eager.
+    _made[0] = 0
+    expected = _isdisjoint_lazily(torch.ones(2))
+    _made[0] = 0
+    calls = CompiledCalls(_isdisjoint_lazily)
+    got = calls(torch.ones(2))
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] and expected[-1] == 3
+    calls.check(graphs=1)

@@ -156,3 +156,55 @@ def test_functions_and_bound_methods_are_true():
     for key in ("f", "g"):
         torch.testing.assert_close(compiled(x, key, Holder()), fn(x, key, Holder()))
     compiled.check(graphs=2, breaks=0)
+
+
+class BoolIsNone:
+    __bool__ = None
+
+    def __len__(self):
+        return 3
+
+
+class ReturnsSelf:
+    def __bool__(self):
+        return self
+
+
+class ReturnsInt:
+    def __bool__(self):
+        return 1
+
+
+class LengthIsText:
+    def __len__(self):
+        return "3"
+
+
+class HugeLength:
+    def __len__(self):
+        return 2 ** 70
+
+
+def _truth_error(obj):
+    try:
+        bool(obj)
+    except (TypeError, ValueError, OverflowError) as e:
+        return type(e).__name__, str(e)
+    return None
+
+
+def test_refused_truth_raises_in_the_trace_where_a_try_catches_it():
+    # Python's check of __bool__/__len__ (and a __bool__ set to None) raises in the trace, with
+    # eager's message, and the frame's own `except` catches it: no break, no fallback.
+    def fn(x):
+        errors = [_truth_error(o) for o in (BoolIsNone(), ReturnsSelf(), ReturnsInt(), LengthIsText(),
+                                            HugeLength(), NegativeLength(), NotABool())]
+        return x + 1, errors
+
+    x = torch.randn(2)
+    compiled = CompiledCalls(fn)
+    for _ in range(2):
+        got, expected = compiled(x), fn(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    compiled.check(graphs=1, breaks=0)

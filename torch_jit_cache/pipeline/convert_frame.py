@@ -13,6 +13,7 @@ import dataclasses
 import weakref
 
 from . import codegen, disk_cache
+from .code_counts import CodeCounts
 from ..runtime import counters, log, trace_log
 from .. import graph_break, runtime
 from ..frontend import proxies, stance, trace_rules
@@ -111,8 +112,8 @@ class FrameCompiler:
 
     def forget(self) -> None:
         """Forget what this compiler remembers per code, as a new one would (tjc.reset())."""
-        self._evicted_returns = _IdentityCounts()
-        self._shared_entries = _IdentityCounts()   # per code: traces not pinned to their modules
+        self._evicted_returns = CodeCounts()
+        self._shared_entries = CodeCounts()   # per code: traces not pinned to their modules
         self._dynamic = DynamicPolicy(self.dynamic)
 
     def __call__(self, frame, entries):
@@ -123,8 +124,7 @@ class FrameCompiler:
             # trace would wait on imports in another thread (the tracer's warm-up) that wait on
             # this lock: a deadlock, seen under DataParallel's forward.
             return runtime.SKIP
-        # A resume function exists because its origin was compiled: it is compiled too, wherever
-        # it lives.
+        # A resume function exists because its origin was compiled: it is compiled too, wherever it lives.
         if code is not self.target_code and not graph_break.is_resume_code(code):
             rule = trace_rules.lookup(code, frame.f_globals)
             if rule.action is trace_rules.Action.SKIP:
@@ -166,6 +166,11 @@ class FrameCompiler:
             self._evicted_returns.setdefault(code, 0)
         if isinstance(reason, DynamicMarkError):
             raise reason   # the user's mark_dynamic cannot be honoured: theirs to fix
+        if isinstance(reason, str) and not (self.fullgraph or entries or self._may_cut_without_graph(code)):
+            from ..tracer.tensor_presence import has_torch_objects   # torch.compile skips a frame with
+            if not has_torch_objects(frame):                        # nothing torch-related untraced
+                log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: nothing torch-related ({reason})")
+                return runtime.SKIP_TREE_IF_QUIET   # as a fallback runs, not counted as one
         if self.observer is not None and isinstance(reason, str):
             self.observer(FrameReport(log.describe_code(code), None, 0, "", None, reason))
         if not isinstance(reason, str):
@@ -354,9 +359,8 @@ class FrameCompiler:
         from ..backends import sharing
 
         pieces = self._ddp_pieces(gm, example_inputs)
-        # An identical graph compiled before (the same block, another instance, another compile()
-        # call that loaded it) and cut alike shares its callable: the backend runs once
-        # (backends/sharing.py says when that is sound).
+        # An identical graph compiled before (the same block, another instance, another compile() call
+        # that loaded it) and cut alike shares its callable: the backend runs once (backends/sharing.py).
         key = sharing.key(self.backend, gm, example_inputs, unbacked=unbacked, patches=self.backend_patches,
                           pieces=pieces)
         compiled = sharing.lookup(key)
@@ -455,28 +459,6 @@ def forget_compilers() -> None:
     """Every live compiler forgets its memory per code (tjc.reset())."""
     for compiler in list(_LIVE.values()):
         compiler.forget()
-
-
-class _IdentityCounts:
-    """A count per code object, keyed by identity and held weakly (WeakKeyDictionary keys by
-    equality, and equal code objects are distinct caches)."""
-
-    def __init__(self):
-        self._counts: dict = {}   # id(code) -> [weakref to code, count]
-
-    def get(self, code):
-        item = self._counts.get(id(code))
-        return item[1] if item is not None and item[0]() is code else None
-
-    def setdefault(self, code, value):
-        if self.get(code) is None:
-            key = id(code)
-            self._counts[key] = [weakref.ref(code, lambda _, key=key, d=self._counts: d.pop(key, None)), value]
-        return self.get(code)
-
-    def __setitem__(self, code, value):
-        self.setdefault(code, value)
-        self._counts[id(code)][1] = value
 
 
 def _rewrite_shape_guards(shape_guards, rewriter):

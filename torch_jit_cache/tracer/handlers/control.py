@@ -16,6 +16,7 @@ from ..variables.new_object import NewObjectVariable
 from ..variables.base import unsupported
 from ..variables.exceptions import HandledInfoVariable
 from ..variables.user_object import UserObjectVariable
+from ..variables.user_iterators import has_python_next, next_or_none
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -92,9 +93,12 @@ def get_iter(tx, inst):
 @handler("FOR_ITER")
 def for_iter(tx, inst):
     it = tx.stack[-1]
-    if not isinstance(it, (IteratorVariable, GeneratorVariable)):
+    if has_python_next(it):   # a user class's iterator: its __next__ inlined (user_iterators.py)
+        item = next_or_none(tx, it)
+    elif not isinstance(it, (IteratorVariable, GeneratorVariable)):
         unsupported(f"FOR_ITER over {it}")
-    item = it.next_item()
+    else:
+        item = it.next_item()
     if item is None:  # exhausted: the iterator goes, and the loop's exit follows (instructions.py)
         tx.pop()
         tx.jump_to(inst.target)

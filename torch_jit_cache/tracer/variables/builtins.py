@@ -5,6 +5,7 @@ tensor is its first dimension) or is a graph op (abs). print() and friends raise
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import collections
 import copy
@@ -18,7 +19,7 @@ import weakref
 from ...guard.attribute_lookup import MISSING, type_lookup
 from ...guard.sources import AttrSource
 from ...guard.trace_result import GuardKind
-from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure
+from . import dataclass_fields, function_attributes, instance_checks, polyfills, pure, user_iterators
 from .builtin_calls import refused_call
 from .base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
 from .classes import ClassVariable, call_super, register_builtin_model
@@ -28,6 +29,7 @@ from .dicts import DictVariable, dict_items
 from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
+from .combinatorics import COMBINATORIC_HANDLERS
 from .copying import deepcopy
 from .deques import build_deque
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
@@ -93,6 +95,7 @@ def _range(tx, args, kwargs):
 
 
 def _enumerate(tx, args, kwargs):
+    args = [user_iterators.lazily(tx, args[0]), *args[1:]] if args else args
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
         return _polyfill(polyfills.enumerate_, enumerate)(tx, args, kwargs)
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0)))
@@ -115,6 +118,7 @@ def _lazy_child(tx, obj) -> IteratorVariable:
 def _zip(tx, args, kwargs):
     if kwargs:
         unsupported("zip(strict=...)")
+    args = [user_iterators.lazily(tx, a) for a in args]
     if any(isinstance(a, GeneratorVariable) for a in args):   # lazy, item by item
         return _polyfill(polyfills.zip_, zip)(tx, args, kwargs)
     return ZipVariable([_lazy_child(tx, a) for a in args])
@@ -204,28 +208,6 @@ def _sum(tx, args, kwargs):
     for item in args[0].unpack(tx):
         total = binary_op(tx, "+", total, item)
     return total
-
-
-def _iter(tx, args, kwargs):
-    if hasattr(args[0], "get_iter"):   # a user class's iteration, traced lazily (user_object.py)
-        return args[0].get_iter(tx)
-    # Over a list or dict, GET_ITER's iterator: `origin` lets a graph break keep Python's own
-    # iterator over the very container (tracer/rebuild.py, Rebuilder.live_iterator).
-    return args[0] if args[0].yields_lazily else iterate(tx, args[0])
-
-
-def _next(tx, args, kwargs):
-    item = args[0].next_item() if args[0].yields_lazily else None
-    if item is None:
-        if len(args) > 1:
-            return args[1]
-        # Exhausted: StopIteration, with no args (a generator that returned a value gives it as
-        # the args the first time, which is not modelled).
-        if args[0].yields_lazily and not (isinstance(args[0], GeneratorVariable) and not (
-                isinstance(args[0].child.result, ConstantVariable) and args[0].child.result.value is None)):
-            raise traced_raise(ExceptionVariable(StopIteration, []))
-        unsupported("next() on an exhausted or unknown iterator")
-    return item
 
 
 def _type(tx, args, kwargs):
@@ -321,6 +303,7 @@ def _reversed(tx, args, kwargs):
 
 def _all_any(fn):
     def handler(tx, args, kwargs):
+        args = [user_iterators.lazily(tx, args[0])]
         if isinstance(args[0], GeneratorVariable):   # stops at the first decisive item, as Python
             gen = args[0]
             return ConstantVariable(fn(item.truthy(tx) for item in iter(gen.next_item, None)))
@@ -376,8 +359,8 @@ def _polyfill(fn, kind: type | None = None):
 
 
 # The builtin a polyfill's generator not started yet is made again as (generators.py): those that
-# take only iter() of their arguments when made. itertools.product reads its inputs whole when
-# made, which a product made again after the graph would read later: not remade.
+# take only iter() of their arguments when made (itertools.product, which reads its inputs whole
+# when made, is combinatorics.py's: made again over the tuples it read).
 # itertools traced through their Python versions, each seen as its own type; made again as themselves.
 _ITERTOOLS = {itertools.repeat: polyfills.repeat_, itertools.count: polyfills.count_, itertools.cycle: polyfills.cycle_,
               itertools.islice: polyfills.islice_, itertools.accumulate: polyfills.accumulate_,
@@ -513,6 +496,18 @@ def _deepcopy(tx, args, kwargs):
     return deepcopy(tx, args, kwargs)
 
 
+def _eval(tx, args, kwargs):
+    # eval() of a constant string that is a literal (`eval(repr(False))`): its value, which no
+    # globals or locals can change (ast.literal_eval reads nothing else); anything else breaks.
+    if kwargs or len(args) != 1 or not (isinstance(args[0], ConstantVariable) and type(args[0].value) is str):
+        unsupported("eval() of other than one constant string")
+    try:
+        value = ast.literal_eval(ast.parse(args[0].value, mode="eval"))
+    except Exception:   # noqa: BLE001 - not a literal: eval would read names, or raise its own error
+        unsupported(f"eval() of {args[0].value[:40]!r}, which is not a literal")
+    return tx.wrap_constant(value)
+
+
 def _callable(tx, args, kwargs):
     # callable(v) is "type(v) has __call__" (a tensor or a number is not callable; a class is).
     return ConstantVariable(type_lookup(args[0].python_type(), "__call__") is not MISSING)
@@ -523,20 +518,19 @@ BUILTIN_HANDLERS = {
     min: _minmax(min), max: _minmax(max), abs: _abs, getattr: _getattr, hasattr: _hasattr,
     setattr: _setattr, delattr: _delattr,
     int: _scalar(int), float: _scalar(float), bool: _scalar(bool), str: _text(str),
-    tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: _iter,
-    next: _next, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
+    tuple: _sequence(tuple), list: _sequence(list), dict: _dict, sum: _sum, iter: user_iterators.iter_,
+    next: user_iterators.next_, type: _type, print: _print, reversed: _reversed, all: _all_any(all),
     any: _all_any(any), sorted: _sorted, repr: _text(repr, _user_or_fold), hash: _user_or_fold(hash),
-    callable: _callable, slice: _fold(slice), set: _set, frozenset: _frozenset,
+    callable: _callable, eval: _eval, slice: _fold(slice), set: _set, frozenset: _frozenset,
     map: _polyfill(polyfills.map_, map), filter: _polyfill(polyfills.filter_, filter),
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
-    itertools.product: _polyfill(polyfills.product_, itertools.product),
     **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()}, itertools.tee: tee,
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial, collections.deque: build_deque,
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
     weakref.ref: make_weakref,
-    **PATH_HANDLERS, **IDENTITY_HANDLERS,
+    **PATH_HANDLERS, **IDENTITY_HANDLERS, **COMBINATORIC_HANDLERS,
 }
 
 

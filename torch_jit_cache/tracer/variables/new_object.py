@@ -55,7 +55,9 @@ from .namedtuples import construct_namedtuple, is_namedtuple_class, plain_namedt
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
+from . import user_iterators
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
+from .scalar_subclasses import construct as construct_scalar, plain_scalar_base
 from .sets import construct as construct_set, plain_subclass
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, python_truth, sequence_call,
                           sequence_iterator)
@@ -172,6 +174,8 @@ class UserClassVariable(ClassVariable):
             return construct_set(tx, self, args, kwargs)
         if dict_subclass_refusal(cls) is None and self.can_build():   # a dict tracker of that class
             return construct_dict(tx, self, args, kwargs)
+        if plain_scalar_base(cls) is not None:   # `class Digits(int): pass`: a constant of its class
+            return construct_scalar(tx, cls, args, kwargs)
         through_meta = metaclass_call(cls)
         if through_meta is not None:
             return self._call_through_metaclass(tx, through_meta, args, kwargs)
@@ -369,13 +373,16 @@ class NewObjectVariable(VariableTracker):
         tx.call(UserMethodVariable(self.type_method(tx, "__delitem__"), self), [key], {})
 
     def get_iter(self, tx):
-        it = sequence_iterator(tx, self)   # Sequence's __iter__ (user_object.py)
-        if it is None:
-            unsupported(f"iteration over {self}")
-        return it
+        # Sequence's __iter__ (modelled), else the type's own protocol (user_iterators.py).
+        it = sequence_iterator(tx, self)
+        return it if it is not None else user_iterators.object_iter(tx, self)
 
     def unpack(self, tx):
-        return self.get_iter(tx).unpack(tx)
+        it = sequence_iterator(tx, self)
+        if it is not None:
+            return it.unpack(tx)
+        user_iterators.refuse_length_hint(self)
+        return user_iterators.drain(tx, user_iterators.object_iter(tx, self))
 
     def contains(self, tx, item) -> bool:
         if is_sequence_mixin(self.cls, "__contains__"):

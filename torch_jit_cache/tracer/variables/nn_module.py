@@ -31,8 +31,8 @@ from ...frontend.module_wrapper import CompiledModule, own_compiled_call, unwrap
 from ...frontend.proxies import builtin_opaque_reason, is_allowed_in_graph
 from ...guard.sources import AttrSource, ItemSource
 from ...guard.trace_result import GuardKind, SourceOutput
-from .attribute import delete_attribute, has_attribute, read_attribute, store_attribute
-from .base import MethodVariable, VariableTracker, unsupported
+from .attribute import _pin_keys, delete_attribute, has_attribute, read_attribute, store_attribute
+from .base import MethodVariable, TracedAttributeError, VariableTracker, traced, unsupported
 from .constant import ConstantVariable
 from .containers import ListVariable, TupleVariable
 from .module_list_slices import ModuleListSliceVariable
@@ -298,7 +298,14 @@ class NNModuleVariable(VariableTracker):
         for store in _MODULE_STORES:
             if name in d.get(store, {}):
                 return tx.wrap(d[store][name], self._child_source(name))
-        unsupported(f"AttributeError: module {type(self.module).__name__} has no attribute {name!r}")
+        if self.source is None:
+            unsupported(f"AttributeError: module {type(self.module).__name__} has no attribute {name!r}")
+        # Raised in the trace, where a try catches it (a subclass's __getattr__ that defers to
+        # nn.Module's and answers the names it lacks); its absence is pinned by the keys of the
+        # instance __dict__ and the three stores, so a name registered later compiles again.
+        _pin_keys(tx, self, d, _MODULE_STORES)
+        message = f"'{type(self.module).__name__}' object has no attribute '{name}'"
+        raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError, [ConstantVariable(message)])
 
     # -- containers -----------------------------------------------------------------------------
     def _children(self, tx):

@@ -93,6 +93,43 @@ def sequence_iter_(seq, item):
         i += 1
 
 
+def sequence_iterator_(seq):
+    # Python's own sequence iterator (iter() of an object with __getitem__ and no __iter__):
+    # seq[0], seq[1], ... until seq[i] raises IndexError or StopIteration; exhausted for good then.
+    i = 0
+    while True:
+        try:
+            value = seq[i]
+        except (IndexError, StopIteration):
+            return
+        yield value
+        i += 1
+
+
+def callable_iterator_(fn, sentinel):
+    # iter(fn, sentinel): fn() until it returns the sentinel (identity, then sentinel == value) or
+    # raises StopIteration; exhausted for good then.
+    while True:
+        try:
+            value = fn()
+        except StopIteration:
+            return
+        if value is sentinel or sentinel == value:
+            return
+        yield value
+
+
+def iterator_items_(it):
+    # An iterator's items, one next(it) each, until it raises StopIteration: a user class's
+    # iterator read by a consumer that may stop early (enumerate, zip, any, all).
+    while True:
+        try:
+            value = next(it)
+        except StopIteration:
+            return
+        yield value
+
+
 def sequence_reversed_(seq):
     # collections.abc.Sequence.__reversed__: by __len__, then seq[i] downwards.
     for i in reversed(range(len(seq))):
@@ -317,3 +354,84 @@ def tee_(iterable, n=2):
             yield mine.pop(0)
 
     return tuple([one(mine) for mine in pending])
+
+
+def combinations_(pool, r):
+    # itertools.combinations over its pool, read whole when it was made (a tuple): the r-item
+    # selections of positions, each increasing, in lexicographic order of the positions.
+    n = len(pool)
+    if r > n:
+        return
+    chosen = list(range(r))
+    while True:
+        yield tuple([pool[i] for i in chosen])
+        k = r - 1
+        while k >= 0 and chosen[k] == n - r + k:   # the last position that can still move right
+            k -= 1
+        if k < 0:
+            return
+        chosen[k] += 1
+        for j in range(k + 1, r):
+            chosen[j] = chosen[j - 1] + 1
+
+
+def combinations_with_replacement_(pool, r):
+    # As combinations_, with positions that may repeat: each selection non-decreasing.
+    n = len(pool)
+    if r and not n:
+        return
+    chosen = [0] * r
+    while True:
+        yield tuple([pool[i] for i in chosen])
+        k = r - 1
+        while k >= 0 and chosen[k] == n - 1:
+            k -= 1
+        if k < 0:
+            return
+        step = chosen[k] + 1
+        for j in range(k, r):
+            chosen[j] = step
+
+
+def permutations_(pool, r):
+    # itertools.permutations over its pool (a tuple read whole when made): r distinct positions,
+    # in lexicographic order of the positions, found by counting in base n and keeping the
+    # counts whose digits are all different.
+    n = len(pool)
+    if r > n:
+        return
+    chosen = list(range(r))
+    while True:
+        yield tuple([pool[i] for i in chosen])
+        while True:
+            k = r - 1
+            while k >= 0 and chosen[k] == n - 1:
+                chosen[k] = 0
+                k -= 1
+            if k < 0:
+                return
+            chosen[k] += 1
+            if len(set(chosen)) == r:
+                break
+
+
+def zip_longest_(*iterators, fillvalue=None):
+    # itertools.zip_longest over the iterators it took when made: one item of each per tuple, an
+    # exhausted one giving fillvalue from then on, until all are exhausted.
+    active = len(iterators)
+    finished = [False] * len(iterators)
+    while active:
+        items = []
+        for k in range(len(iterators)):
+            if finished[k]:
+                items.append(fillvalue)
+                continue
+            try:
+                items.append(next(iterators[k]))
+            except StopIteration:
+                finished[k] = True
+                active -= 1
+                if not active:
+                    return
+                items.append(fillvalue)
+        yield tuple(items)

@@ -343,6 +343,13 @@ class SetVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if kwargs:
             unsupported(f"set.{name} with keyword arguments")
+        if name == "isdisjoint" and len(args) == 1 and args[0].yields_lazily:
+            # Over an iterator or generator Python takes one item at a time and stops at the first
+            # the set holds: the rest are never made.
+            while (item := args[0].next_item()) is not None:
+                if constants_of([item], "set.isdisjoint")[0] in self.items:
+                    return ConstantVariable(False)
+            return ConstantVariable(True)
         # A pure method's result is computed on the items (_result says whether its order is
         # known); `s.__init__(a, b)` refuses its arguments before it reads them.
         order_free = name in _PURE or name == "__init__" and len(args) != 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import abc
 import collections.abc
+import sys
 import types
 
 import torch
@@ -39,10 +40,10 @@ from ...guard.attribute_lookup import MISSING, Where, instance_dict, lookup, typ
 from ...guard.process_lived import holdable_key
 from ...guard.sources import AttrSource, ItemSource
 from ...guard.trace_result import GuardKind, SourceOutput
-from . import dict_subclass_reads, object_protocol, polyfills
+from . import dict_subclass_reads, object_protocol, polyfills, user_iterators
 from .attribute import has_attribute, read_attribute, type_source
-from .base import TracedAttributeError, TracedIndexError, VariableTracker, catching_raise, unsupported
-from .constant import ConstantVariable
+from .base import TracedAttributeError, TracedIndexError, TracedRaise, VariableTracker, catching_raise, unsupported
+from .constant import ConstantVariable, raise_of_message
 from .containers import TupleVariable
 from .functions import UserFunctionVariable
 from .operators import getitem
@@ -166,13 +167,16 @@ class UserObjectVariable(VariableTracker):
         return has_attribute(tx, self, self.value, name)
 
     def get_iter(self, tx):
+        # Sequence's __iter__ (modelled), else the type's own protocol (user_iterators.py).
         it = sequence_iterator(tx, self)
-        if it is None:
-            unsupported(f"iteration over {self}")
-        return it
+        return it if it is not None else user_iterators.object_iter(tx, self)
 
     def unpack(self, tx):
-        return self.get_iter(tx).unpack(tx)
+        it = sequence_iterator(tx, self)
+        if it is not None:
+            return it.unpack(tx)
+        user_iterators.refuse_length_hint(self)
+        return user_iterators.drain(tx, user_iterators.object_iter(tx, self))
 
     def var_setattr(self, tx, name: str, value) -> None:
         object_protocol.set_attribute(tx, self, name, value)
@@ -201,26 +205,49 @@ class UserObjectVariable(VariableTracker):
 
 
 # bool(obj): the type's __bool__, then its __len__, and the checks Python makes of their results.
-_TRUTH_METHODS = (("__bool__", lambda r: type(r) is bool),
-                  ("__len__", lambda r: type(r) in (int, bool) and r >= 0))
+_TRUTH_METHODS = ("__bool__", "__len__")
 
 
 def python_truth(tx, obj, cls: type) -> bool:
     """bool(obj) for a user object of class `cls` as Python computes it: the type's __bool__, else
     its __len__ (nonzero), else True. A Python __bool__/__len__ is inlined (`obj.type_method`: read
     on the class and guarded by identity there) and what it reads is guarded where it lives (a
-    list's LENGTH, an attribute's value), so a changed length recompiles. Its result must be a
-    constant of the trace that Python accepts (a bool; an int >= 0): Python checks and raises
-    otherwise, so anything else is refused and the branch runs as written."""
-    for name, valid in _TRUTH_METHODS:
-        if type_lookup(cls, name) is MISSING:
+    list's LENGTH, an attribute's value), so a changed length recompiles. Python checks the result
+    and raises where it refuses it (a __bool__ that gives no bool, a negative __len__), and so does
+    the trace, with Python's message, as it does for a method set to None; a result whose kind the
+    trace does not know is refused and the branch runs as written."""
+    for name in _TRUTH_METHODS:
+        found = type_lookup(cls, name)
+        if found is MISSING:
             continue
+        if found is None:   # `__bool__ = None`: Python calls it
+            raise raise_of_message(TracedRaise, TypeError, "'NoneType' object is not callable")
         result = tx.call(obj.type_method(tx, name), [obj], {})
-        if not isinstance(result, ConstantVariable) or not valid(result.value):
-            unsupported(f"{cls.__name__}.{name} returned {result}, not a constant of the trace "
-                        "that Python accepts")
-        return bool(result.value)
+        return _checked_truth(name, result)
     return True
+
+
+def _checked_truth(name: str, result) -> bool:
+    if isinstance(result, ConstantVariable):
+        value = result.value
+        if name == "__bool__":
+            if type(value) is bool:
+                return value
+            raise raise_of_message(TracedRaise, TypeError,
+                                   f"__bool__ should return bool, returned {type(value).__name__}")
+        if type(value) in (int, bool):
+            if value < 0:
+                raise raise_of_message(TracedRaise, ValueError, "__len__() should return >= 0")
+            if value > sys.maxsize:
+                raise raise_of_message(TracedRaise, OverflowError, "cannot fit 'int' into an index-sized integer")
+            return bool(value)
+        if type(value) in (str, bytes, float, type(None), tuple, complex):
+            raise raise_of_message(TracedRaise, TypeError,
+                                   f"'{type(value).__name__}' object cannot be interpreted as an integer")
+    elif name == "__bool__" and hasattr(result, "type_method"):   # an object of a user class: no bool
+        raise raise_of_message(TracedRaise, TypeError,
+                               f"__bool__ should return bool, returned {result.python_type().__name__}")
+    unsupported(f"{name} returned {result}, not a constant of the trace that Python accepts")
 
 
 # -- collections.abc.Mapping's mixins ------------------------------------------------------------
