@@ -113,6 +113,38 @@ def test_getattr_over_an_internal_dict_is_traced_with_hasattr_and_getattr_defaul
     check(fn, lambda: ConfigHolder(hidden=3, layers=2), torch.ones(3))
 
 
+class ItemsAsAttributes(dict):
+    """A dict whose missing attributes are its items (an attribute-style config)."""
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def test_a_dict_subclass_whose_getattr_reads_its_items_is_traced():
+    def fn(cfg, x):
+        return x * cfg.scale + getattr(cfg, "shift", 0.5) + len(cfg)
+    check(fn, lambda: ItemsAsAttributes(scale=3.0, other=1), torch.ones(3))
+    compiled = CompiledCalls(fn)
+    for cfg in (ItemsAsAttributes(scale=2.0), ItemsAsAttributes(scale=2.0, shift=4.0),
+                ItemsAsAttributes(scale=-1.0, shift=4.0)):   # items change: recompiles, eager's answer
+        same(compiled(cfg, torch.ones(2)), fn(cfg, torch.ones(2)))
+    compiled.check(graphs=3, breaks=0)
+
+
+class ItemsWithMissing(ItemsAsAttributes):
+    def __missing__(self, key):   # a missing item is made, not a KeyError
+        return 7.0
+
+
+def test_a_dict_subclass_with_missing_answers_as_eager():
+    def fn(cfg, x):
+        return x * getattr(cfg, "shift", 0.5)
+    cfg = ItemsWithMissing(scale=1.0)
+    same(tjc.compile(fn, backend="eager")(cfg, torch.ones(2)), fn(cfg, torch.ones(2)))
+
+
 def test_getattr_answers_follow_the_object_and_the_class_between_calls():
     def fn(m, x):
         return x * getattr(m, "hidden", 10)

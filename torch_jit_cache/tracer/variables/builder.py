@@ -77,7 +77,7 @@ WRAP_RULES = (
     # class's own __getattribute__/__getattr__; a user object whose class has them is decided from
     # its type alone, so tracing does not run its hooks (object_protocol.py traces them).
     WrapRule("user object with attribute hooks", lambda v, s: s is not None and user_object.has_attribute_hooks(v),
-             user_object.wrap_by_type(UserObjectVariable)),
+             user_object.wrap_hooked_object),
     WrapRule("tensor", lambda v, s: isinstance(v, torch.Tensor), tensor.wrap_tensor),
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
