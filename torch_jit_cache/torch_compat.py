@@ -142,6 +142,7 @@ ROWS: tuple[Row, ...] = (
     _r(_SYM + "DimDynamic.INFER_STRIDE", _FAKE),
     _r(_SYM + "GuardOnDataDependentSymNode", "tracer.variables.opaque_calls", "tracer.variables.symbolic"),
     _r(_SYM + "compute_unbacked_bindings", _FAKE),
+    _r(_SYM + "free_unbacked_symbols", _FAKE),
     _r(_SYM + "constrain_range", _FAKE),
     _r(_SYM + "has_free_unbacked_symbols", _FAKE),
     _r("torch.fx.experimental._config.get_hash", "disk_cache.keys"),
