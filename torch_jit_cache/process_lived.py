@@ -75,15 +75,20 @@ def _library_builtin(value) -> bool:
 
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
+_C_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType,
+                  types.MemberDescriptorType, types.ClassMethodDescriptorType)
 
 
 def _library_native(value) -> bool:
     # torch's and numpy's objects that cannot be weakly referenced (ID_MATCH holds them strongly).
     cls = type(value)
     torch = sys.modules.get("torch")
-    if cls in (types.MethodDescriptorType, types.WrapperDescriptorType):
-        # A C method of torch's tensor base type (`torch.Tensor.add_`), a static type's member.
-        return torch is not None and value.__objclass__ is torch._C.TensorBase
+    if cls in _C_DESCRIPTORS:
+        # A descriptor written in C of a static type (`torch.Tensor.add_`, `torch.Tensor.shape`,
+        # `str.upper`), found under its name in that type's dict: static types are never freed.
+        owner = value.__objclass__
+        return isinstance(owner, type) and not owner.__flags__ & _HEAPTYPE and \
+            vars(owner).get(value.__name__) is value
     numpy = sys.modules.get("numpy")
     # A numpy function or ufunc: numpy is never unloaded. Only numpy's own objects are looked up in
     # it (numpy.str of the builtin str warns of a future meaning).

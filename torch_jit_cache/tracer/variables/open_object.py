@@ -29,7 +29,7 @@ import torch
 
 from ...attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
 from ...sources import AttrSource
-from . import regex_values
+from . import c_descriptors, regex_values
 from .base import MethodVariable, unsupported
 from .user_object import UserObjectVariable
 
@@ -71,9 +71,16 @@ class OpenObjectVariable(UserObjectVariable):
         found = lookup(self.value, name)
         if type(self.value) is re.Pattern and name in regex_values.PATTERN_METHODS and found.where is Where.CLASS:
             return regex_values.call_pattern_method(tx, self, name, args, kwargs)
+        if name == "__get__" and found.where is Where.CLASS and c_descriptors.is_c_descriptor(self.value):
+            return c_descriptors.call_get_method(tx, self, args, kwargs)
         if found.where is Where.CLASS and isinstance(found.value, _C_METHOD_KINDS):
             unsupported(f"call of {type(self.value).__name__}.{name} (a method written in C)")
         return super().call_method(tx, name, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        if c_descriptors.is_descriptor_get(self.value):
+            return c_descriptors.call_descriptor_get(tx, self, args, kwargs)
+        return super().call_function(tx, args, kwargs)
 
     def bound_method_type(self, name: str):
         found = lookup(self.value, name)

@@ -514,7 +514,7 @@ def is_torch_callable(value) -> bool:
         return False
     objclass = getattr(value, "__objclass__", None)
     if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
-        return True
+        return callable(value)   # a C method; a getset descriptor (`torch.Tensor.shape`) is no function
     mod = getattr(value, "__module__", None) or ""
     return callable(value) and (mod == "torch" or mod.startswith("torch.")) and _reachable_by_name(value, mod)
 
