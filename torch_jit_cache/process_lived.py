@@ -4,9 +4,10 @@ object strongly.
 A cache entry's guard tree must not keep alive what a user created, so it holds by identity only
 weakly (csrc/guards/weak_identity.h) and holds strongly only immutable builtins, static types and
 the objects this module vouches for:
-  - torch's own singletons (torch.dtype, torch.layout, torch.memory_format) and the C methods of
-    torch's tensor base type, numpy's functions and ufuncs: made once per process and kept in
-    their library's tables; none can be weakly referenced;
+  - torch's own singletons (torch.dtype, torch.layout, torch.memory_format), the descriptors
+    written in C of static types (`torch.Tensor.add_`, `torch.Tensor.shape`, `str.upper`: a static
+    type is never freed), numpy's functions and ufuncs: made once per process and kept in their
+    library's tables; none can be weakly referenced;
   - library singletons: an object that the standard library or an installed package (a module
     file under site-packages) defines at module level, found again under its own module and
     qualified name (typing.Union, typing.Literal, collections.abc.Sequence, a module-level

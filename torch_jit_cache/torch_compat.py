@@ -91,6 +91,7 @@ ROWS: tuple[Row, ...] = (
     _r("torch._C.TensorBase", _TENSOR, "process_lived", "trace_rules",
        note="the C tensor type whose methods are torch's own (trace rules, identity guards)"),
     _r("torch._C._InferenceMode", _OG),
+    _r("torch._C._autograd._get_data_attr", _TENSOR, note="x.data as a graph node"),
     _r("torch._C._log_api_usage_once", "testing.stochastic_depth", _TENSOR),
     _r("torch._C._set_grad_enabled", "graph_break.state", _OG),
     _r("torch._check", _TENSOR),

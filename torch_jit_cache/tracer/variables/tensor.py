@@ -145,7 +145,12 @@ class TensorVariable(VariableTracker):
             return call_op(tx, getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             return self._grad(tx)
-        if name in ("data", "grad_fn", "_version"):
+        if name == "data":
+            # x.data: the same storage without autograd and with a version counter of its own (an
+            # in-place change through it is not seen by autograd, unlike detach()'s): torch's own
+            # accessor, as a node
+            return call_op(tx, torch._C._autograd._get_data_attr, [self], {})
+        if name in ("grad_fn", "_version"):
             unsupported(f"tensor attribute .{name}")
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
