@@ -39,7 +39,7 @@ from ...attribute_lookup import MISSING, Where, instance_dict, lookup, type_look
 from ...process_lived import holdable_key
 from ...sources import AttrSource, ItemSource
 from ...trace_result import GuardKind, SourceOutput
-from . import dict_subclass_reads, object_protocol, polyfills
+from . import dict_subclass_reads, lru_cache_calls, object_protocol, polyfills
 from .attribute import has_attribute, read_attribute, type_source
 from .base import (TracedAttributeError, TracedIndexError, TracedKeyError, VariableTracker, catching_raise, traced,
                    unsupported)
@@ -147,6 +147,8 @@ class UserObjectVariable(VariableTracker):
         return tx.wrap(fn, AttrSource(type_source(self.source, type(self.value)), name))
 
     def call_function(self, tx, args, kwargs):
+        if lru_cache_calls.is_lru_wrapper(self.value):
+            return lru_cache_calls.call(tx, self, args, kwargs)
         fn = self.special_method(tx, "__call__")
         if fn is None:
             unsupported(f"call of {self} (its __call__ is not a Python function)")

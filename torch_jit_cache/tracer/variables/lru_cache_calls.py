@@ -1,0 +1,113 @@
+"""A call of a `functools.lru_cache` / `functools.cache` wrapper, traced through the function it
+wraps (`wrapper.__wrapped__`, read through its source and guarded as any function is):
+`is_torch_distributed_available()` in a model's forward, a cached config lookup.
+
+The cache is an optimisation only where the call is pure and its result immutable: eager returns
+the cached result on a hit and runs the function on a miss, the trace runs the function on every
+trace and the graph keeps its result. So the call is traced only where that cannot be told apart:
+- each argument is an immutable constant (what lru_cache hashes: an unhashable one raises
+  TypeError in eager; a tensor or an object would be cached by identity);
+- the function, inlined, adds no node to the graph and records no side effect (a global or
+  attribute store, a container mutated: eager would make it on a miss only);
+- its result is an immutable builtin value (None, bool, int, float, complex, str, bytes, or a
+  tuple or frozenset of them), which no caller can mutate and whose identity nobody relies on.
+Anything else is a graph break at the call, which then runs as written (the cache included).
+The cache itself is never read or filled while tracing, but for one library: typing caches its
+subscriptions (`typing.List[V]`, `typing.Optional[t]`, `Generic[T]` through `_tp_cache`), whose
+functions build an alias from type-like arguments and change nothing else. Such a call runs while
+tracing, through the real wrapper, on arguments that are classes, typing's objects, None, str
+(forward references), numbers (Literal) or tuples of them, each pinned by identity or value where
+the frame reached it; its alias is a constant of the trace, the very object eager's call returns
+from the same cache.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import types
+
+from ...sources import AttrSource
+from ...trace_result import GuardKind
+from .base import unsupported
+from .constant import is_type_alias
+
+LRU_WRAPPER_TYPE = functools._lru_cache_wrapper
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
+
+
+def is_lru_wrapper(value) -> bool:
+    return type(value) is LRU_WRAPPER_TYPE
+
+
+def _immutable(value) -> bool:
+    if type(value) in _IMMUTABLE:
+        return True
+    return type(value) in (tuple, frozenset) and all(_immutable(v) for v in value)
+
+
+def call(tx, wrapper_var, args: list, kwargs: dict):
+    """`wrapper(*args, **kwargs)` of an lru_cache wrapper read from the frame (`wrapper_var`)."""
+    name = getattr(wrapper_var.value, "__qualname__", "?")
+    if wrapper_var.source is None:
+        unsupported(f"call of the lru_cache wrapper {name} without a source")
+    if _typing_function(wrapper_var.value.__wrapped__):
+        return _typing_subscription(tx, wrapper_var.value, args, kwargs)
+    for arg in [*args, *kwargs.values()]:
+        if not arg.is_python_constant() or not _immutable(arg.as_python_constant()):
+            unsupported(f"call of the lru_cache wrapper {name} with {arg}: only immutable constants are "
+                        "traced (eager caches any other argument by its hash)")
+    fn = tx.wrap(wrapper_var.value.__wrapped__, AttrSource(wrapper_var.source, "__wrapped__"))
+    output = tx.output
+    nodes = len(output.graph.nodes)
+    effects = output.side_effects.snapshot()
+    result = tx.call(fn, list(args), dict(kwargs))
+    if len(output.graph.nodes) != nodes or output.side_effects.changed_since(effects):
+        unsupported(f"call of the lru_cache wrapper {name}: the function has tensor work or side effects "
+                    "(eager runs them on a cache miss only)")
+    if not result.is_python_constant() or not _immutable(result.as_python_constant()):
+        unsupported(f"call of the lru_cache wrapper {name} returning {result}: only an immutable value "
+                    "is kept (eager returns the one cached object)")
+    return result
+
+
+def _typing_function(fn) -> bool:
+    typing = sys.modules.get("typing")
+    return isinstance(fn, types.FunctionType) and typing is not None and fn.__globals__ is vars(typing)
+
+
+def _type_like(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_type_like(v) for v in value)
+    return _immutable(value) or isinstance(value, type) or is_type_alias(value) or \
+        type(value).__module__ == "typing"
+
+
+def _real_argument(tx, var):
+    """The value of a type-like argument of a typing subscription, or None where it is not one.
+    A constant tracker's value is guarded where it was read (a class by identity); an object of
+    typing's read from the frame is pinned by identity here."""
+    if var.is_python_constant():
+        value = var.as_python_constant()
+        return (value,) if _type_like(value) else None
+    value = getattr(var, "value", None)
+    if var.source is None or value is None or type(value).__module__ != "typing":
+        return None
+    tx.output.add_guard(var.source, GuardKind.ID_MATCH, value)
+    return (value,)
+
+
+def _typing_subscription(tx, wrapper, args: list, kwargs: dict):
+    values = []
+    for arg in [*args, *kwargs.values()]:
+        found = _real_argument(tx, arg)
+        if found is None:
+            unsupported(f"typing's cached {wrapper.__qualname__} with {arg}, not a type-like value")
+        values.append(found[0])
+    positional, keywords = values[:len(args)], dict(zip(kwargs, values[len(args):]))
+    try:
+        result = wrapper(*positional, **keywords)
+    except Exception as e:  # noqa: BLE001 - eager raises it: the call runs as written
+        unsupported(f"typing's {wrapper.__qualname__} raised {e!r}")
+    if not _type_like(result):
+        unsupported(f"typing's {wrapper.__qualname__} returned a {type(result).__name__}")
+    return tx.wrap_constant(result)
