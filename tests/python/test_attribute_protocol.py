@@ -360,6 +360,32 @@ def test_a_non_data_descriptor_loses_to_the_instance_dict_and_recompiles():
     compiled.check(graphs=2, breaks=0, recompiles=1)
 
 
+class Accumulating:
+    """A data descriptor with only __set__: a read finds the instance's value, else the descriptor."""
+    def __set__(self, obj, value):
+        obj.__dict__["total"] += value
+
+
+class WithSetOnly:
+    total = Accumulating()
+
+
+def test_a_set_only_descriptor_reads_the_instance_value_or_itself():
+    def store_and_read(o, x):
+        o.total = 4                            # Accumulating.__set__
+        return x + o.total                     # the instance's value
+
+    def with_value():
+        o = WithSetOnly()
+        o.__dict__["total"] = 10
+        return o
+    check(store_and_read, with_value, torch.ones(2))
+
+    def read(o, x):
+        return x + 1, o.total is WithSetOnly.total   # no instance value: the descriptor itself
+    check(read, WithSetOnly, torch.ones(2))
+
+
 # -- __slots__ -----------------------------------------------------------------------------------
 
 class Slotted:
