@@ -49,7 +49,7 @@ MISSING = object()
 # their own, the same lookup); types.UnionType's union_getattro is the generic lookup but for the
 # names in _GENERIC_BUT_FOR, which it reads from the type instead (CPython 3.11-3.13,
 # Objects/unionobject.c: cls_attrs).
-_GENERIC_C_TYPES = (collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType,
+_GENERIC_C_TYPES = (tuple, collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType,
                     property, types.MemberDescriptorType, types.GetSetDescriptorType, types.WrapperDescriptorType,
                     types.MethodDescriptorType, types.MethodWrapperType, types.BuiltinFunctionType)
 # (On 3.13 most of them inherit object's slot instead and have no wrapper of their own.)

@@ -22,6 +22,7 @@ open: they stay OpaqueVariables (attribute_lookup.py says which are followed).
 """
 from __future__ import annotations
 
+import collections
 import re
 import types
 
@@ -39,6 +40,9 @@ PURE_GETSET_TYPES = (types.FunctionType, types.CodeType, types.BuiltinFunctionTy
                      types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType,
                      types.MemberDescriptorType, property, torch.finfo, torch.iinfo)
 _NOT_PURE = frozenset({"__dict__", "__annotations__", "__closure__", "__globals__", "__builtins__"})
+
+# A namedtuple's field (`Point.x`): reads the tuple's item at its index, nothing else.
+_TUPLE_FIELD = type(vars(collections.namedtuple("_Pair", "a"))["a"])
 
 # Class attributes that are methods written in C: loaded now, refused when called.
 _C_METHOD_KINDS = (types.MethodDescriptorType, types.BuiltinFunctionType, types.WrapperDescriptorType,
@@ -61,7 +65,8 @@ def pure_getset(descriptor, name: str) -> bool:
 class OpenObjectVariable(UserObjectVariable):
     def var_getattr(self, tx, name: str):
         found = lookup(self.value, name)
-        if found.where is Where.DATA_DESCRIPTOR and pure_getset(found.value, name):
+        if found.where is Where.DATA_DESCRIPTOR and (pure_getset(found.value, name) or
+                                                     type(found.value) is _TUPLE_FIELD):
             return tx.wrap(getattr(self.value, name), AttrSource(self.source, name))
         if found.where is Where.CLASS and isinstance(found.value, _C_METHOD_KINDS):
             return MethodVariable(self, name)
