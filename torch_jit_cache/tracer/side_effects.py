@@ -124,16 +124,6 @@ class SideEffects:
     def __bool__(self) -> bool:
         return bool(self._log)
 
-    def snapshot(self) -> tuple:
-        """What `changed_since` compares with: the log's entries now (held, so none is reused)."""
-        return tuple(self._log), len(self._stored_cells), len(self._globals), len(self._attrs)
-
-    def changed_since(self, snapshot: tuple) -> bool:
-        """Whether an effect was recorded after `snapshot` (an entry added or moved to the end)."""
-        log, cells, globals_, attrs = snapshot
-        return len(self._log) != len(log) or any(a is not b for a, b in zip(self._log, log)) or \
-            (len(self._stored_cells), len(self._globals), len(self._attrs)) != (cells, globals_, attrs)
-
     # -- reads in the same trace ----------------------------------------------------------------
     def attr(self, tracker, obj, name: str):
         """The tracker stored to `obj.name` earlier in the trace, or None if none was; `tracker` is

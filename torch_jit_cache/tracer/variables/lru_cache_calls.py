@@ -1,24 +1,19 @@
-"""A call of a `functools.lru_cache` / `functools.cache` wrapper, traced through the function it
-wraps (`wrapper.__wrapped__`, read through its source and guarded as any function is):
-`is_torch_distributed_available()` in a model's forward, a cached config lookup.
+"""A call of a `functools.lru_cache` / `functools.cache` wrapper in the trace.
 
-The cache is an optimisation only where the call is pure and its result immutable: eager returns
-the cached result on a hit and runs the function on a miss, the trace runs the function on every
-trace and the graph keeps its result. So the call is traced only where that cannot be told apart:
-- each argument is an immutable constant (what lru_cache hashes: an unhashable one raises
-  TypeError in eager; a tensor or an object would be cached by identity);
-- the function, inlined, adds no node to the graph and records no side effect (a global or
-  attribute store, a container mutated: eager would make it on a miss only);
-- its result is an immutable builtin value (None, bool, int, float, complex, str, bytes, or a
-  tuple or frozenset of them), which no caller can mutate and whose identity nobody relies on.
-Anything else is a graph break at the call, which then runs as written (the cache included).
-The cache itself is never read or filled while tracing, but for one library: typing caches its
-subscriptions (`typing.List[V]`, `typing.Optional[t]`, `Generic[T]` through `_tp_cache`), whose
-functions build an alias from type-like arguments and change nothing else. Such a call runs while
-tracing, through the real wrapper, on arguments that are classes, typing's objects, None, str
-(forward references), numbers (Literal) or tuples of them, each pinned by identity or value where
-the frame reached it; its alias is a constant of the trace, the very object eager's call returns
-from the same cache.
+A wrapper's cache is state eager keeps: each call counts a hit or a miss (`cache_info()`), and a
+miss runs the function and fills the cache. A trace that ran `__wrapped__` instead would leave the
+statistics and the cache as no eager run does (tests/python/test_trace_side_effects.py), so a call
+of a user's wrapper is a graph break at the call, which runs the wrapper as written. (Tracing
+through `__wrapped__` where the call is pure would need the compiled code to call the wrapper
+again after the graph, as a replayed effect: not done.)
+
+One library's caches are read while tracing: typing caches its subscriptions (`typing.List[V]`,
+`typing.Optional[t]`, `Generic[T]` through `_tp_cache`), whose functions build an alias from
+type-like arguments and change nothing else. Such a call runs while tracing, through the real
+wrapper, on arguments that are classes, typing's objects, None, str (forward references), numbers
+(Literal) or tuples of them, each pinned by identity or value where the frame reached it; its alias
+is a constant of the trace, the very object eager's call returns from the same cache (typing's
+private cache counts that one call at compile time, no call at run time).
 """
 from __future__ import annotations
 
@@ -26,7 +21,6 @@ import functools
 import sys
 import types
 
-from ...sources import AttrSource
 from ...trace_result import GuardKind
 from .base import unsupported
 from .constant import is_type_alias
@@ -48,26 +42,9 @@ def _immutable(value) -> bool:
 def call(tx, wrapper_var, args: list, kwargs: dict):
     """`wrapper(*args, **kwargs)` of an lru_cache wrapper read from the frame (`wrapper_var`)."""
     name = getattr(wrapper_var.value, "__qualname__", "?")
-    if wrapper_var.source is None:
-        unsupported(f"call of the lru_cache wrapper {name} without a source")
-    if _typing_function(wrapper_var.value.__wrapped__):
+    if wrapper_var.source is not None and _typing_function(wrapper_var.value.__wrapped__):
         return _typing_subscription(tx, wrapper_var.value, args, kwargs)
-    for arg in [*args, *kwargs.values()]:
-        if not arg.is_python_constant() or not _immutable(arg.as_python_constant()):
-            unsupported(f"call of the lru_cache wrapper {name} with {arg}: only immutable constants are "
-                        "traced (eager caches any other argument by its hash)")
-    fn = tx.wrap(wrapper_var.value.__wrapped__, AttrSource(wrapper_var.source, "__wrapped__"))
-    output = tx.output
-    nodes = len(output.graph.nodes)
-    effects = output.side_effects.snapshot()
-    result = tx.call(fn, list(args), dict(kwargs))
-    if len(output.graph.nodes) != nodes or output.side_effects.changed_since(effects):
-        unsupported(f"call of the lru_cache wrapper {name}: the function has tensor work or side effects "
-                    "(eager runs them on a cache miss only)")
-    if not result.is_python_constant() or not _immutable(result.as_python_constant()):
-        unsupported(f"call of the lru_cache wrapper {name} returning {result}: only an immutable value "
-                    "is kept (eager returns the one cached object)")
-    return result
+    unsupported(f"call of the lru_cache wrapper {name} (its cache statistics and contents are eager's)")
 
 
 def _typing_function(fn) -> bool:
