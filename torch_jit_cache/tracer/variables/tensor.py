@@ -145,10 +145,7 @@ class TensorVariable(VariableTracker):
             return call_op(tx, getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             return self._grad(tx)
-        if name == "data":
-            # x.data: the same storage without autograd and with a version counter of its own (an
-            # in-place change through it is not seen by autograd, unlike detach()'s): torch's own
-            # accessor, as a node
+        if name == "data":   # torch's own accessor: no autograd, a version counter of its own
             return call_op(tx, torch._C._autograd._get_data_attr, [self], {})
         if name in ("grad_fn", "_version"):
             unsupported(f"tensor attribute .{name}")
