@@ -113,6 +113,38 @@ def test_getattr_over_an_internal_dict_is_traced_with_hasattr_and_getattr_defaul
     check(fn, lambda: ConfigHolder(hidden=3, layers=2), torch.ones(3))
 
 
+class ItemsAsAttributes(dict):
+    """A dict whose missing attributes are its items (an attribute-style config)."""
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def test_a_dict_subclass_whose_getattr_reads_its_items_is_traced():
+    def fn(cfg, x):
+        return x * cfg.scale + getattr(cfg, "shift", 0.5) + len(cfg)
+    check(fn, lambda: ItemsAsAttributes(scale=3.0, other=1), torch.ones(3))
+    compiled = CompiledCalls(fn)
+    for cfg in (ItemsAsAttributes(scale=2.0), ItemsAsAttributes(scale=2.0, shift=4.0),
+                ItemsAsAttributes(scale=-1.0, shift=4.0)):   # items change: recompiles, eager's answer
+        same(compiled(cfg, torch.ones(2)), fn(cfg, torch.ones(2)))
+    compiled.check(graphs=3, breaks=0)
+
+
+class ItemsWithMissing(ItemsAsAttributes):
+    def __missing__(self, key):   # a missing item is made, not a KeyError
+        return 7.0
+
+
+def test_a_dict_subclass_with_missing_answers_as_eager():
+    def fn(cfg, x):
+        return x * getattr(cfg, "shift", 0.5)
+    cfg = ItemsWithMissing(scale=1.0)
+    same(tjc.compile(fn, backend="eager")(cfg, torch.ones(2)), fn(cfg, torch.ones(2)))
+
+
 def test_getattr_answers_follow_the_object_and_the_class_between_calls():
     def fn(m, x):
         return x * getattr(m, "hidden", 10)
@@ -326,6 +358,32 @@ def test_a_non_data_descriptor_loses_to_the_instance_dict_and_recompiles():
     b.__dict__["twice"] = 100      # the instance __dict__ now wins over the non-data descriptor
     same(compiled(b, x), fn(b, x))
     compiled.check(graphs=2, breaks=0, recompiles=1)
+
+
+class Accumulating:
+    """A data descriptor with only __set__: a read finds the instance's value, else the descriptor."""
+    def __set__(self, obj, value):
+        obj.__dict__["total"] += value
+
+
+class WithSetOnly:
+    total = Accumulating()
+
+
+def test_a_set_only_descriptor_reads_the_instance_value_or_itself():
+    def store_and_read(o, x):
+        o.total = 4                            # Accumulating.__set__
+        return x + o.total                     # the instance's value
+
+    def with_value():
+        o = WithSetOnly()
+        o.__dict__["total"] = 10
+        return o
+    check(store_and_read, with_value, torch.ones(2))
+
+    def read(o, x):
+        return x + 1, o.total is WithSetOnly.total   # no instance value: the descriptor itself
+    check(read, WithSetOnly, torch.ones(2))
 
 
 # -- __slots__ -----------------------------------------------------------------------------------

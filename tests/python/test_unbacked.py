@@ -118,6 +118,31 @@ def test_float_item_is_an_unbacked_float(capture):
     _check(fn, [(x, torch.tensor(0.5)), (x, torch.tensor(2.5))])
 
 
+# A 0-d tensor given where an op takes a number for its values only (a foreach op's scalar, `alpha`):
+# the op reads it as a number inside, and that number shapes nothing of the result.
+SCALAR_ARGUMENTS = {
+    "foreach_scalar": lambda a, b, t: torch._foreach_add([a, b], 1 - t),
+    "foreach_value_keyword": lambda a, b, t: torch._foreach_addcmul([a], [b], [a], value=t * 3),
+    "foreach_in_place": lambda a, b, t: (torch._foreach_mul_([a], t), a)[1],
+    "alpha": lambda a, b, t: torch.add(a, b, alpha=t),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCALAR_ARGUMENTS))
+def test_a_tensor_read_as_an_op_scalar_is_one_graph_for_every_value(capture, case):
+    fn = SCALAR_ARGUMENTS[case]
+
+    def args(v):
+        return torch.arange(4.0), torch.ones(4), torch.tensor(v, dtype=torch.float64)
+
+    counter = CompileCounter()
+    compiled = tjc.compile(fn, backend=counter)
+    for v in (0.5, -2.0, 3.0):
+        torch.testing.assert_close(compiled(*args(v)), fn(*args(v)))
+    assert counter.frame_count == 1
+    assert tjc.explain(fn)(*args(0.5)).graph_break_count == 0
+
+
 def test_item_is_no_constant_of_the_graph_and_no_guard(capture):
     graphs = []
 

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
+from torch_jit_cache.testing import CompileCounter  # noqa: E402
 from context_helpers import compiled_like_eager  # noqa: E402
 
 
@@ -183,3 +184,35 @@ def _evals_a_name(x):
 
 def test_eval_that_reads_names_runs_as_written():
     torch.testing.assert_close(tjc.compile(_evals_a_name, backend="eager")(torch.ones(2)), _evals_a_name(torch.ones(2)))
+
+
+def _protocol_slots(x, items):
+    r, t, d = range(3), (1, 2), {"a": 1}
+    it = iter(items)
+    first = it.__next__()
+    return (x + next(r.__iter__()) + t.__len__() + r.__len__() + d.__len__() + list(r.__reversed__())[0],
+            first, list(it), items.__len__())
+
+
+def test_protocol_slots_called_by_name_are_their_builtins():
+    cnt = CompileCounter()
+    compiled = tjc.compile(_protocol_slots, backend=cnt)
+    for items in ([5, 6, 7], [1]):
+        got, want = compiled(torch.ones(2), items), _protocol_slots(torch.ones(2), items)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    assert tjc.explain(_protocol_slots)(torch.ones(2), [1, 2]).graph_break_count == 0
+
+
+def test_protocol_slots_with_arguments_or_exhausted_raise_as_in_eager():
+    def with_argument(x):
+        return x + iter([1]).__next__(5)
+
+    def exhausted(x):
+        it = iter(())
+        return x + it.__next__()
+
+    for fn, error in ((with_argument, TypeError), (exhausted, StopIteration)):
+        with pytest.raises(error):
+            fn(torch.ones(1))
+        with pytest.raises(error):
+            tjc.compile(fn, backend="eager")(torch.ones(1))

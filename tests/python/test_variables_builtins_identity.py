@@ -78,3 +78,28 @@ def test_the_entry_holds_no_object_whose_id_it_read():
     ref = weakref.ref(obj)
     del obj
     assert ref() is None
+
+
+class _Holder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = torch.ones(2), torch.zeros(2)   # plain tensor attributes
+
+    def forward(self, x, wanted):
+        return x * (self.first if wanted == id(self.first) else self.second), id(x) == wanted
+
+
+def test_id_of_a_frame_tensor_is_a_constant_guarded_by_identity():
+    m, x = _Holder(), torch.ones(2)
+    calls = CompiledCalls(m.forward)
+    for wanted in (id(m.first), id(m.second), id(x), id(m.first)):
+        got, want = calls(x, wanted), m.forward(x, wanted)
+        same_exactly(got[0], want[0])
+        assert got[1] == want[1]
+    m.first = torch.full((2,), 3.0)   # another tensor at the source: the identity guard fails
+    got, want = calls(x, id(m.first)), m.forward(x, id(m.first))
+    same_exactly(got[0], want[0])
+    calls.check(graphs=calls.cnt.frame_count, breaks=0)   # no break, nothing run uncompiled
+    ref = weakref.ref(m.first)
+    m.first = None
+    assert ref() is None   # held weakly by the guard

@@ -251,3 +251,39 @@ def test_a_class_docstring_is_read_through_its_source_and_guarded():
     finally:
         _Documented.__doc__ = "The class's own words."
     assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]
+
+
+# -- type's methods that read a class's state: __subclasses__(), mro() ------------------------------
+
+class _Root:
+    pass
+
+
+class _Leaf(_Root):
+    pass
+
+
+def _subclass_reader(x):
+    subs = _Root.__subclasses__()
+    return x * len(subs), subs, _Leaf.mro(), subs[0].__subclasses__()
+
+
+def test_subclasses_and_mro_are_read_and_follow_later_classes():
+    import gc
+    import weakref
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(_subclass_reader, backend=cnt)
+    x = torch.ones(2)
+    assert repr(compiled(x)) == repr(_subclass_reader(x))
+    assert explain_counts(_subclass_reader, x)[1] == 0   # no break
+
+    class Extra(_Root):   # a new subclass: the guard on __subclasses__() fails, eager's answer
+        pass
+    assert repr(compiled(x)) == repr(_subclass_reader(x))
+    assert len(compiled(x)[1]) == 2
+    ref = weakref.ref(Extra)
+    del Extra
+    gc.collect()   # a class is in a cycle with its own __mro__: only the collector frees it
+    assert ref() is None   # the compiled entry that read it did not keep it
+    assert repr(compiled(x)) == repr(_subclass_reader(x))

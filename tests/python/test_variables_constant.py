@@ -216,3 +216,17 @@ def _missing_on_constants(x, n):
 
 def test_a_name_missing_from_a_builtin_constant_raises_attribute_error_in_the_trace():
     compiled_like_eager(_missing_on_constants, torch.randn(2), 3)
+
+
+def test_a_slice_passed_in_is_a_constant_guarded_by_its_bounds():
+    def fn(items, idx, x):
+        return x + 1, items[idx] + [100], x[idx]
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    items, x = list(range(10)), torch.arange(10.0)
+    for idx in (slice(0, 2, 1), slice(3, 8, 2), slice(0, 2, 1), slice(None, 5)):
+        got, want = compiled(items, idx, x), fn(items, idx, x)
+        assert got[1] == want[1] and torch.equal(got[0], want[0]) and torch.equal(got[2], want[2])
+    assert cnt.frame_count == 3   # one graph per distinct slice, none broke
+    assert tjc.explain(fn)(items, slice(1, 3), x).graph_break_count == 0

@@ -778,3 +778,11 @@ def test_a_store_to_a_namedtuple_field_raises_as_in_eager():
         set_field(_TaggedPair(1, 2))
     with pytest.raises(AttributeError):
         tjc.compile(set_field, backend="eager")(_TaggedPair(1, 2))
+
+
+def test_a_symbolic_shape_read_as_a_constant_is_a_torch_size():
+    def fn(x):
+        return x + 1, str(x.shape), repr(x.shape), x.shape == torch.Size([4]), len(str(x.shape))
+    compiled = tjc.compile(fn, backend="eager")
+    for n in (3, 4, 5):   # the second call's shape is dynamic
+        assert_same(compiled(torch.ones(n)), fn(torch.ones(n)))

@@ -236,3 +236,26 @@ def test_descriptors_read_from_their_class_are_open_objects():
         prop = _WithProperty.doubled
         return x + len(prop.fget.__name__) + (prop.fset is None) + len(_WithProperty.a.__name__)
     check_graphs_and_breaks(fn, torch.randn(3), graphs=1, breaks=0)
+
+
+class _OwnIndexing(typing.NamedTuple):
+    """A namedtuple whose class replaces tuple's indexing: read as the object it is."""
+    scale: torch.Tensor
+    shift: float
+
+    def __getitem__(self, index):
+        return "own"
+
+
+def test_fields_of_a_namedtuple_with_its_own_protocol_are_read_through_the_object():
+    def fn(t):
+        return t.scale * 2 + t.shift, t[0], t._fields
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    for shift in (1.0, 2.0):   # the field's value is guarded: another value recompiles
+        t = _OwnIndexing(torch.ones(2), shift)
+        got, want = compiled(t), fn(t)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    assert cnt.frame_count == 2
+    assert tjc.explain(fn)(_OwnIndexing(torch.ones(2), 3.0)).graph_break_count == 0

@@ -440,3 +440,32 @@ def test_isdisjoint_takes_an_iterator_s_items_until_the_first_it_holds():
     torch.testing.assert_close(got[0], expected[0])
     assert got[1:] == expected[1:] and expected[-1] == 3
     calls.check(graphs=1)
+
+
+def _update_from_iterators(x, s, items):
+    s.update(map(int, items))
+    made = set()
+    made.update(v * 2 for v in (3, 4))
+    s.difference_update(iter([1]))
+    return x + len(s), sorted(made)
+
+
+def test_set_methods_drain_iterators_the_trace_made():
+    compiled = tjc.compile(_update_from_iterators, backend="eager")
+    for items in ([1, 2, 1], [5.0, 7]):
+        s_eager, s_compiled = set(), set()
+        want = _update_from_iterators(torch.ones(1), s_eager, items)
+        got = compiled(torch.ones(1), s_compiled, items)
+        assert torch.equal(got[0], want[0]) and got[1] == want[1] and s_compiled == s_eager
+    assert explain_counts(_update_from_iterators, torch.ones(1), set(), [1])[1] == 0
+
+
+def test_an_iterator_yielding_an_unhashable_item_raises_as_in_eager():
+    def fn(x, s):
+        s.update(iter([1, [2]]))
+        return x + 1
+    for run in (fn, tjc.compile(fn, backend="eager")):
+        s = set()
+        with pytest.raises(TypeError):
+            run(torch.ones(1), s)
+        assert s == {1}   # the item before the unhashable one was added, as eager adds it

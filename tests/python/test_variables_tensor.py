@@ -232,3 +232,36 @@ def test_an_overload_of_an_op_packet_is_a_graph_op():
     assert explain_counts(_overloads, a, b)[:2] == (1, 0)
     got, want = tjc.compile(_overloads, backend="eager")(a, b), _overloads(a, b)
     assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def _through_data(x, w):
+    y = x.data                  # shares x's storage, not its version counter
+    loss = (w * x).sum()        # x saved for w's gradient
+    y.add_(1)                   # unseen by autograd: backward still runs
+    return y * 2, x + 0, loss, y.requires_grad
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_data_is_the_tensor_without_autograd_in_one_graph(backend):
+    cnt = CompileCounter()
+    compiled = tjc.compile(_through_data, backend=backend if backend != "eager" else cnt)
+    for n in (3, 4):
+        x, w = torch.randn(n), torch.randn(n, requires_grad=True)
+        x2, w2 = x.clone(), w.detach().clone().requires_grad_()
+        got, want = compiled(x, w), _through_data(x2, w2)
+        for a, b in zip(got, want):
+            assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+        assert torch.equal(x, x2)
+        got[2].backward()
+        want[2].backward()
+        assert torch.equal(w.grad, w2.grad)
+    assert tjc.explain(_through_data)(torch.randn(3), torch.randn(3, requires_grad=True)).graph_break_count == 0
+
+
+def test_data_of_an_inference_tensor_is_an_inference_tensor():
+    def fn(x):
+        return x.data
+    with torch.inference_mode():
+        x = torch.randn(3)
+        got = tjc.compile(fn, backend="eager")(x)
+    assert got.is_inference() and torch.equal(got, x)

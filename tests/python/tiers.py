@@ -60,6 +60,8 @@ TIER_OF: dict[str, str] = {
     "test_stance.py": "core",
     "test_tensor_match.py": "core",
     "test_torch_free.py": "core",
+    "test_variables_c_descriptors.py": "core",
+    "test_variables_lru_cache_calls.py": "core",
     # --- versions -------------------------------------------------------------------------------
     "test_allow_in_graph.py": "versions",
     "test_attribute_lookup.py": "versions",

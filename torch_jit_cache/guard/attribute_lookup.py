@@ -49,7 +49,7 @@ MISSING = object()
 # their own, the same lookup); types.UnionType's union_getattro is the generic lookup but for the
 # names in _GENERIC_BUT_FOR, which it reads from the type instead (CPython 3.11-3.13,
 # Objects/unionobject.c: cls_attrs).
-_GENERIC_C_TYPES = (collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType,
+_GENERIC_C_TYPES = (tuple, collections.deque, array.array, slice, types.CodeType, types.SimpleNamespace, types.UnionType,
                     property, types.MemberDescriptorType, types.GetSetDescriptorType, types.WrapperDescriptorType,
                     types.MethodDescriptorType, types.MethodWrapperType, types.BuiltinFunctionType)
 # (On 3.13 most of them inherit object's slot instead and have no wrapper of their own.)
@@ -180,7 +180,10 @@ def generic_lookup(obj, name: str) -> Found:
     __getattribute__ is (a class's Python hook that calls object's reaches exactly this)."""
     cls = type(obj)
     attr = type_lookup(cls, name)
-    if attr is not MISSING and is_data_descriptor(attr):
+    # A data descriptor wins over the instance __dict__ only where it can be read (it has __get__);
+    # one with only __set__/__delete__ is, for a read, a plain class attribute: the instance's
+    # value if it has one, else the descriptor itself (CPython's generic getattr).
+    if attr is not MISSING and is_data_descriptor(attr) and is_descriptor(attr):
         return Found(Where.DATA_DESCRIPTOR, attr, name)
     d = instance_dict(obj)
     if d is not None and name in d:

@@ -4,9 +4,10 @@ object strongly.
 A cache entry's guard tree must not keep alive what a user created, so it holds by identity only
 weakly (csrc/guards/weak_identity.h) and holds strongly only immutable builtins, static types and
 the objects this module vouches for:
-  - torch's own singletons (torch.dtype, torch.layout, torch.memory_format) and the C methods of
-    torch's tensor base type, numpy's functions and ufuncs: made once per process and kept in
-    their library's tables; none can be weakly referenced;
+  - torch's own singletons (torch.dtype, torch.layout, torch.memory_format), the descriptors
+    written in C of static types (`torch.Tensor.add_`, `torch.Tensor.shape`, `str.upper`: a static
+    type is never freed), numpy's functions and ufuncs: made once per process and kept in their
+    library's tables; none can be weakly referenced;
   - library singletons: an object that the standard library or an installed package (a module
     file under site-packages) defines at module level, found again under its own module and
     qualified name (typing.Union, typing.Literal, collections.abc.Sequence, a module-level
@@ -75,15 +76,20 @@ def _library_builtin(value) -> bool:
 
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
+_C_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType,
+                  types.MemberDescriptorType, types.ClassMethodDescriptorType)
 
 
 def _library_native(value) -> bool:
     # torch's and numpy's objects that cannot be weakly referenced (ID_MATCH holds them strongly).
     cls = type(value)
     torch = sys.modules.get("torch")
-    if cls in (types.MethodDescriptorType, types.WrapperDescriptorType):
-        # A C method of torch's tensor base type (`torch.Tensor.add_`), a static type's member.
-        return torch is not None and value.__objclass__ is torch._C.TensorBase
+    if cls in _C_DESCRIPTORS:
+        # A descriptor written in C of a static type (`torch.Tensor.add_`, `torch.Tensor.shape`,
+        # `str.upper`), found under its name in that type's dict: static types are never freed.
+        owner = value.__objclass__
+        return isinstance(owner, type) and not owner.__flags__ & _HEAPTYPE and \
+            vars(owner).get(value.__name__) is value
     numpy = sys.modules.get("numpy")
     # A numpy function or ufunc: numpy is never unloaded. Only numpy's own objects are looked up in
     # it (numpy.str of the builtin str warns of a future meaning).

@@ -196,11 +196,28 @@ class FakeShapes:
         from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
         node.meta["example_value"] = value
-        if self.shape_env.pending_fresh_unbacked_symbols:
+        pending = self.shape_env.pending_fresh_unbacked_symbols
+        if pending:
+            self._forget_value_only(pending, value)
+        if pending:
             bindings = compute_unbacked_bindings(self.shape_env, value)
             if bindings:
                 node.meta["unbacked_bindings"] = bindings
                 self.has_unbacked = True
+
+    @staticmethod
+    def _forget_value_only(pending: list, value) -> None:
+        """Drop from `pending` the fresh unbacked symbols that the op's result mentions nowhere
+        (no size, stride or offset, no symbolic scalar in it): the op read a tensor as a number for
+        its values only (`torch._foreach_add([a], 1 - t)`, `torch.add(x, y, alpha=t)`: the 0-d
+        tensor becomes the op's Scalar, whose `.item()` makes the symbol). The graph node is given
+        the tensor itself and converts it when it runs, checking the value as it does eagerly; no
+        later node can name the symbol. A symbol the result mentions, even inside an expression
+        (`2*u0`), stays, so `compute_unbacked_bindings` binds it or the op is refused."""
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+        mentioned = free_unbacked_symbols(value)
+        pending[:] = [s for s in pending if s in mentioned]
 
     def unbound_unbacked(self) -> bool:
         """Whether the last op made unbacked symbols its result does not carry (`record` found no

@@ -160,6 +160,8 @@ class VariableTracker:
 
     # -- protocol -------------------------------------------------------------------------------
     def var_getattr(self, tx, name: str) -> "VariableTracker":
+        if protocol_builtin(self, name) is not None:   # `r.__iter__`: called as iter(r)
+            return MethodVariable(self, name)
         unsupported(f"attribute {name!r} of {self}")
 
     def var_setattr(self, tx, name: str, value: "VariableTracker") -> None:
@@ -262,6 +264,26 @@ class CallableVariable(VariableTracker):
         return self.as_python_constant()
 
 
+# A builtin type's protocol slot called by name (`r.__iter__()`, `t.__len__()`, `it.__next__()`) is
+# what the builtin that calls that slot does: the builtin's model answers it. Only for a static
+# type, whose slots nothing can replace, and without arguments (`it.__next__(d)` is a TypeError
+# where `next(it, d)` is not).
+_PROTOCOL_BUILTINS = {"__iter__": iter, "__len__": len, "__next__": next, "__reversed__": reversed}
+
+
+def protocol_builtin(obj: "VariableTracker", name: str):
+    """The builtin that runs `obj`'s own slot `name`, or None (see above)."""
+    fn = _PROTOCOL_BUILTINS.get(name)
+    if fn is None:
+        return None
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        return None
+    slot = getattr(cls, name, None) if is_static_type(cls) else None
+    return fn if isinstance(slot, (types.WrapperDescriptorType, types.MethodDescriptorType)) else None
+
+
 class MethodVariable(VariableTracker):
     """`obj.name`, a method loaded and not called yet (`xs.append`, `x.view`, `"a,b".split`).
 
@@ -281,6 +303,9 @@ class MethodVariable(VariableTracker):
         return found
 
     def call_function(self, tx, args, kwargs):
+        fn = None if args or kwargs else protocol_builtin(self.obj, self.name)
+        if fn is not None:
+            return tx.call(tx.wrap(fn, None), [self.obj], {})
         return self.obj.call_method(tx, self.name, args, kwargs)
 
     # What a bound C method answers without being called, by the kind of its descriptor on the

@@ -77,11 +77,12 @@ WRAP_RULES = (
     # class's own __getattribute__/__getattr__; a user object whose class has them is decided from
     # its type alone, so tracing does not run its hooks (object_protocol.py traces them).
     WrapRule("user object with attribute hooks", lambda v, s: s is not None and user_object.has_attribute_hooks(v),
-             user_object.wrap_by_type(UserObjectVariable)),
+             user_object.wrap_hooked_object),
     WrapRule("tensor", lambda v, s: isinstance(v, torch.Tensor), tensor.wrap_tensor),
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    WrapRule("slice", lambda v, s: s is not None and constant.is_constant_slice(v), constant.wrap_slice),
     WrapRule("numpy number", lambda v, s: s is not None and numpy_values.is_frame_numpy_number(v),
              numpy_values.wrap_numpy_number),
     # a numpy array: the tensor torch.as_tensor makes of it, traced through torch._numpy

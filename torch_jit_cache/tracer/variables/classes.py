@@ -18,13 +18,14 @@ import types
 import torch
 
 from ...guard.attribute_lookup import MISSING as MISSING_, is_data_descriptor, type_lookup
-from ...guard.sources import AttrSource, ItemSource
-from ...guard.trace_result import SuperOutput
+from ...guard.sources import AttrSource, ItemSource, MethodCallSource
+from ...guard.trace_result import GuardKind, SuperOutput
 from .attribute import type_source
 from .autograd_functions import AutogradFunctionApplyVariable, is_function_apply
 from .base import TracedAttributeError, VariableTracker, traced, unsupported
 from .built_modules import build_module
 from .constant import ConstantVariable, is_enum_member
+from .containers import ListVariable
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import BaseFunctionVariable, PureFunctionVariable, UserMethodVariable, decorate
 from .instance_checks import TypeCheckVariable
@@ -132,6 +133,37 @@ def _never_gains_attributes(cls) -> bool:
             and type_lookup(meta, "__getattr__") is MISSING_)
 
 
+# type's C methods that, called without arguments, read the class's own state and run no other code:
+# the classes that subclass it now (held weakly by the class), its MRO.
+_TYPE_STATE_METHODS = ("__subclasses__", "mro")
+
+
+class ClassStateMethodVariable(VariableTracker):
+    """`Cls.__subclasses__` / `Cls.mro` of a class whose metaclass is `type`. Called, the list it
+    returns now, read through `Cls.__subclasses__()` (sources.MethodCallSource, which the guard tree
+    calls at each check: a class defined or freed later changes its length or an item, and
+    recompiles): a new list each call, as eager's is, holding each class through its item of that
+    source, guarded by identity."""
+
+    def __init__(self, owner, name: str):
+        super().__init__(None)
+        self.owner, self.name = owner, name
+
+    def call_function(self, tx, args, kwargs):
+        cls = self.owner.value
+        if args or kwargs:
+            unsupported(f"{cls.__name__}.{self.name}() with arguments")
+        if self.owner.source is None:
+            unsupported(f"{cls.__name__}.{self.name}() of a class without a source")
+        source = MethodCallSource(self.owner.source, self.name)
+        found = getattr(cls, self.name)()
+        tx.output.add_guard(source, GuardKind.LENGTH, len(found))
+        return ListVariable([tx.wrap(klass, ItemSource(source, i)) for i, klass in enumerate(found)])
+
+    def __repr__(self):
+        return f"ClassStateMethodVariable({self.owner!r}.{self.name})"
+
+
 class ClassVariable(ConstantVariable):
     """A class read from the frame (guarded by identity) or given by type(obj). A constant for
     isinstance and `is`; its attributes are read from its MRO as `Class.name` returns them, each
@@ -163,6 +195,8 @@ class ClassVariable(ConstantVariable):
                 meta_attr is not MISSING_ and is_data_descriptor(meta_attr):
             unsupported(f"attribute {name!r} of class {cls.__name__} comes from its metaclass")
         raw = type_lookup(cls, name)
+        if raw is MISSING_ and name in _TYPE_STATE_METHODS and meta is type and meta_attr is vars(type)[name]:
+            return ClassStateMethodVariable(self, name)
         if raw is MISSING_:
             if meta_attr is MISSING_ and _never_gains_attributes(cls):
                 # `type(fn).__exit__`, as contextlib.ExitStack.push tries: AttributeError, which the

@@ -241,6 +241,20 @@ def wrap_scalar(tx, value, source, g):
     return vt
 
 
+def is_constant_slice(value) -> bool:
+    """A slice whose bounds are ints or None (`a[idx]` with `idx = slice(0, 2)` passed in)."""
+    return type(value) is slice and all(part is None or type(part) is int
+                                        for part in (value.start, value.stop, value.step))
+
+
+def wrap_slice(tx, value, source, g):
+    # Immutable, but no value EQUALS_MATCH holds: guarded by its type and each bound by value.
+    g(GuardKind.TYPE_MATCH, slice)
+    for part in ("start", "stop", "step"):
+        g(GuardKind.EQUALS_MATCH, getattr(value, part), AttrSource(source, part))
+    return ConstantVariable(value, source)
+
+
 def wrap_type_alias(tx, value, source, g):
     # Neither weakrefable nor a value EQUALS_MATCH holds: guarded by its type and what it is made
     # of (origin and members, classes by identity), all that its equality compares.

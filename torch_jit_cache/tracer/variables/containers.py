@@ -103,7 +103,12 @@ class BaseListVariable(VariableTracker):
         return TupleOutput(items, self.cls if self.cls is not tuple else None)
 
     def as_python_constant(self):
-        return self.kind(i.as_python_constant() for i in self.items)
+        items = self.kind(i.as_python_constant() for i in self.items)
+        if self.cls not in (None, tuple) and self.fields is None and is_static_type(self.cls):
+            # a tuple subclass written in C and made from its items (torch.Size, which a tensor's
+            # symbolic shape is): its own value, as str() and == see it, not a plain tuple
+            return self.cls(items)
+        return items
 
     def as_fx_arg(self):
         return self.kind(i.as_fx_arg() for i in self.items)

@@ -22,6 +22,7 @@ open: they stay OpaqueVariables (guard/attribute_lookup.py says which are follow
 """
 from __future__ import annotations
 
+import collections
 import re
 import types
 
@@ -29,7 +30,7 @@ import torch
 
 from ...guard.attribute_lookup import GENERIC_GETATTRIBUTE, MISSING, Where, lookup, type_lookup
 from ...guard.sources import AttrSource
-from . import regex_values
+from . import c_descriptors, regex_values
 from .base import MethodVariable, unsupported
 from .user_object import UserObjectVariable
 
@@ -39,6 +40,9 @@ PURE_GETSET_TYPES = (types.FunctionType, types.CodeType, types.BuiltinFunctionTy
                      types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType,
                      types.MemberDescriptorType, property, torch.finfo, torch.iinfo)
 _NOT_PURE = frozenset({"__dict__", "__annotations__", "__closure__", "__globals__", "__builtins__"})
+
+# A namedtuple's field (`Point.x`): reads the tuple's item at its index, nothing else.
+_TUPLE_FIELD = type(vars(collections.namedtuple("_Pair", "a"))["a"])
 
 # Class attributes that are methods written in C: loaded now, refused when called.
 _C_METHOD_KINDS = (types.MethodDescriptorType, types.BuiltinFunctionType, types.WrapperDescriptorType,
@@ -61,7 +65,8 @@ def pure_getset(descriptor, name: str) -> bool:
 class OpenObjectVariable(UserObjectVariable):
     def var_getattr(self, tx, name: str):
         found = lookup(self.value, name)
-        if found.where is Where.DATA_DESCRIPTOR and pure_getset(found.value, name):
+        if found.where is Where.DATA_DESCRIPTOR and (pure_getset(found.value, name) or
+                                                     type(found.value) is _TUPLE_FIELD):
             return tx.wrap(getattr(self.value, name), AttrSource(self.source, name))
         if found.where is Where.CLASS and isinstance(found.value, _C_METHOD_KINDS):
             return MethodVariable(self, name)
@@ -71,9 +76,16 @@ class OpenObjectVariable(UserObjectVariable):
         found = lookup(self.value, name)
         if type(self.value) is re.Pattern and name in regex_values.PATTERN_METHODS and found.where is Where.CLASS:
             return regex_values.call_pattern_method(tx, self, name, args, kwargs)
+        if name == "__get__" and found.where is Where.CLASS and c_descriptors.is_c_descriptor(self.value):
+            return c_descriptors.call_get_method(tx, self, args, kwargs)
         if found.where is Where.CLASS and isinstance(found.value, _C_METHOD_KINDS):
             unsupported(f"call of {type(self.value).__name__}.{name} (a method written in C)")
         return super().call_method(tx, name, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        if c_descriptors.is_descriptor_get(self.value):
+            return c_descriptors.call_descriptor_get(tx, self, args, kwargs)
+        return super().call_function(tx, args, kwargs)
 
     def bound_method_type(self, name: str):
         found = lookup(self.value, name)

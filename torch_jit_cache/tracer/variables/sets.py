@@ -95,10 +95,27 @@ def _operand(v, what: str, order_matters: bool = True):
         return v.ordered(order_matters)
     if v.is_python_constant():
         return v.as_python_constant()
+    if v.yields_lazily and v.source is None:
+        return _drained(v, what)
     refused = _refused_type(v)
     if refused is None:
         unsupported(f"{what} with {v}")
     return _Refused(refused)
+
+
+def _drained(lazy, what: str) -> tuple:
+    """The items of an iterator or generator the trace made (`map(int, xs)`), drained as the set
+    operation consumes it whole; each must be a constant a set may hold, so that the operation
+    cannot raise part way (eager would stop consuming there)."""
+    items = []
+    for item in iter(lazy.next_item, None):
+        value = item.as_python_constant() if item.is_python_constant() else None
+        if not item.is_python_constant() or not is_key_constant(value):
+            unsupported(f"{what} with an iterator yielding {item}")
+        items.append(value)
+        if len(items) > 100_000:
+            unsupported(f"{what} with an iterator of more than 100,000 items")
+    return tuple(items)
 
 
 # Types whose instances no set operator takes and whose own reflected operator (`__ror__`, ...)

@@ -9,19 +9,11 @@ again. Nothing the trace runs between the frame's entry, where the guards are ch
 read changes that state: the setters are no pure functions, so calling one is a graph break, and
 the resume function after it reads the state again under its own guards.
 
-The same holds for a function wrapped by `functools.lru_cache` and called without arguments
-(transformers' `is_torch_distributed_available()`): its one cached value is what every call returns
-until `cache_clear()`, so it is read through `G['f'].__call__()` too, a lookup of the cache at
-each guard check (the function body runs again only after a `cache_clear()`, as the next eager
-call would run it; the cache's hit count then also counts guard checks). Called with arguments it
-is a graph break: the call runs as written, with the cache's own bookkeeping.
-
     STATE_READERS        # module name -> the names of its reader functions, looked up by identity
     is_state_reader(fn)  # -> bool, never calls fn
 """
 from __future__ import annotations
 
-import functools
 import sys
 
 from ...guard.trace_result import GuardKind
@@ -36,8 +28,6 @@ STATE_READERS: dict = {
 
 
 def is_state_reader(fn) -> bool:
-    if type(fn) is functools._lru_cache_wrapper:
-        return True
     name = getattr(fn, "__name__", None)
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     return (module is not None and name in STATE_READERS.get(module.__name__, ())
@@ -45,21 +35,26 @@ def is_state_reader(fn) -> bool:
 
 
 class StateReaderVariable(CallableVariable):
-    """One of STATE_READERS or an lru_cache wrapper, read from the frame (it has a source)."""
+    """One of STATE_READERS, read from the frame (it has a source)."""
 
     def call_function(self, tx, args, kwargs):
-        name = getattr(self.fn, "__name__", type(self.fn).__name__)
         if args or kwargs:
-            unsupported(f"{name}() called with arguments")
-        source = MethodCallSource(self.source, "__call__")
-        try:
-            value = source.load_step(self.fn)
-        except Exception as e:   # the frame runs as written and raises there, as Python does
-            unsupported(f"{name}() raised {type(e).__name__} while tracing")
-        return tx.wrap(value, source)
+            unsupported(f"{self.fn.__name__}() called with arguments")
+        return read_through_call(tx, self.fn, self.source)
 
     def __repr__(self):
         return f"StateReaderVariable({self.fn.__name__})"
+
+
+def read_through_call(tx, fn, fn_source):
+    """`fn()`'s value, read through `fn_source.__call__()` (MethodCallSource): a constant of the
+    trace, guarded by value where it is used, as the guards call `fn` again at each check."""
+    source = MethodCallSource(fn_source, "__call__")
+    try:
+        value = source.load_step(fn)
+    except Exception as e:   # the frame runs as written and raises there, as Python does
+        unsupported(f"{getattr(fn, '__qualname__', fn)}() raised {type(e).__name__} while tracing")
+    return tx.wrap(value, source)
 
 
 def wrap_state_reader(tx, value, source, g):

@@ -146,7 +146,9 @@ class TensorVariable(VariableTracker):
             return call_op(tx, getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             return self._grad(tx)
-        if name in ("data", "grad_fn", "_version"):
+        if name == "data":   # torch's own accessor: no autograd, a version counter of its own
+            return call_op(tx, torch._C._autograd._get_data_attr, [self], {})
+        if name in ("grad_fn", "_version"):
             unsupported(f"tensor attribute .{name}")
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
@@ -513,7 +515,7 @@ def is_torch_callable(value) -> bool:
         return False
     objclass = getattr(value, "__objclass__", None)
     if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
-        return True
+        return callable(value)   # a C method; a getset descriptor (`torch.Tensor.shape`) is no function
     mod = getattr(value, "__module__", None) or ""
     return callable(value) and (mod == "torch" or mod.startswith("torch.")) and _reachable_by_name(value, mod)
 

@@ -40,9 +40,10 @@ from ...guard.attribute_lookup import MISSING, Where, instance_dict, lookup, typ
 from ...guard.process_lived import holdable_key
 from ...guard.sources import AttrSource, ItemSource
 from ...guard.trace_result import GuardKind, SourceOutput
-from . import dict_subclass_reads, object_protocol, polyfills, user_iterators
+from . import dict_subclass_reads, lru_cache_calls, object_protocol, polyfills, user_iterators
 from .attribute import has_attribute, read_attribute, type_source
-from .base import TracedAttributeError, TracedIndexError, TracedRaise, VariableTracker, catching_raise, unsupported
+from .base import (TracedAttributeError, TracedIndexError, TracedKeyError, TracedRaise, VariableTracker, catching_raise,
+                   traced, unsupported)
 from .constant import ConstantVariable, raise_of_message
 from .containers import TupleVariable
 from .functions import UserFunctionVariable
@@ -59,13 +60,21 @@ def is_plain_user_object(value) -> bool:
 
 
 def has_attribute_hooks(value) -> bool:
-    """A plain user object (not a dict, tensor or module) whose class has a __getattribute__ or
-    __getattr__ of its own, decided from type(value) alone (no hook runs)."""
+    """A plain user object (not a tensor or module; a dict subclass's instance included) whose class
+    has a __getattribute__ or __getattr__ of its own, decided from type(value) alone (no hook
+    runs)."""
     cls = type(value)
     if not cls.__flags__ & _HEAPTYPE or type(cls) not in (type, abc.ABCMeta) or \
-            issubclass(cls, (dict, torch.Tensor, torch.nn.Module)):
+            issubclass(cls, (torch.Tensor, torch.nn.Module)):
         return False
     return object_protocol.has_hooks(cls) and is_plain_user_object(value)
+
+
+def wrap_hooked_object(tx, value, source, g):
+    """The tracker of an object `has_attribute_hooks` chose, by its kind, guarded by its type: a
+    dict subclass's instance reads its items as a dict, any other as a user object."""
+    cls = DictSubclassVariable if issubclass(type(value), dict) else UserObjectVariable
+    return wrap_by_type(cls)(tx, value, source, g)
 
 
 def _has_slots(cls: type) -> bool:
@@ -139,6 +148,8 @@ class UserObjectVariable(VariableTracker):
         return tx.wrap(fn, AttrSource(type_source(self.source, type(self.value)), name))
 
     def call_function(self, tx, args, kwargs):
+        if lru_cache_calls.is_lru_wrapper(self.value):
+            return lru_cache_calls.call(tx, self, args, kwargs)
         fn = self.special_method(tx, "__call__")
         if fn is None:
             unsupported(f"call of {self} (its __call__ is not a Python function)")
@@ -458,6 +469,10 @@ def _dict_getitem(tx, obj, args, kwargs):
         unsupported("dict.__getitem__ with other than one argument")
     found, value = obj.read(tx, args[0])
     if not found:
+        if type(obj) is DictSubclassVariable and type_lookup(type(obj.value), "__missing__") is MISSING:
+            # dict's own lookup of a missing key (read() guarded the keys): KeyError(key), caught
+            # in the trace where the code catches it
+            raise traced(TracedKeyError, f"KeyError: {args[0]} in {obj}", KeyError, [args[0]])
         unsupported(f"KeyError: {args[0]} in {obj}")
     return value
 

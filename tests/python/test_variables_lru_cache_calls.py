@@ -1,0 +1,115 @@
+"""Calls of functools.lru_cache / functools.cache wrappers (tracer/variables/lru_cache_calls.py):
+a user's wrapper called with arguments is a graph break at the call, which runs it as written (its
+statistics, cache and side effects as eager's); called without arguments, its cached value is a
+guarded constant (the body runs as often as eager runs it; hits count guard checks); typing's cached
+subscriptions run while tracing and give eager's alias. Every result, and what the functions did,
+is compared with eager's."""
+import functools
+import gc
+import typing
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_jit_cache as tjc  # noqa: E402
+
+from context_helpers import CompiledCalls, same  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
+
+
+@functools.lru_cache
+def feature_available():
+    return True
+
+
+@functools.cache
+def width(n, name="ab"):
+    return n * 2 + len(name)
+
+
+def uses_cached_config(x):
+    if feature_available():
+        x = x + width(3, name="xyz")
+    return x * width(1)
+
+
+def test_a_users_cached_call_breaks_and_keeps_eagers_statistics():
+    stats = []
+    for run in (uses_cached_config, tjc.compile(uses_cached_config, backend="eager")):
+        width.cache_clear()
+        feature_available.cache_clear()
+        results = [run(torch.ones(2)) for _ in range(2)]
+        stats.append((width.cache_info()[:2], feature_available.cache_info().misses, results))
+    assert stats[0][:2] == stats[1][:2]   # with arguments: hits and misses; without: its body's runs
+    assert all(same(a, b) for a, b in zip(stats[0][2], stats[1][2]))
+
+
+EVENTS = []
+
+
+@functools.lru_cache(maxsize=None)
+def logged(n):
+    EVENTS.append(n)   # a side effect eager makes on a miss only
+    return n
+
+
+@functools.lru_cache
+def fresh_list(n):
+    return [n]         # eager returns the one cached list
+
+
+def test_side_effects_and_mutable_results_break_and_run_as_eager():
+    def fn(x):
+        out = fresh_list(2)
+        out.append(len(out))   # mutates the cached list, as eager does
+        return x * logged(3), fresh_list(2)
+
+    EVENTS.clear()
+    logged.cache_clear()
+    fresh_list.cache_clear()
+    calls = CompiledCalls(fn)
+    got = [calls(torch.ones(2)) for _ in range(2)]
+    assert EVENTS == [3]                      # once, on the first miss
+    assert got[1][1] is fresh_list(2) and fresh_list(2) == [2, 1, 2]   # as two eager calls leave it
+    assert tjc.stats()["graph_breaks"] > calls.before["graph_breaks"]
+
+
+def test_an_unhashable_argument_raises_as_in_eager():
+    def fn(x):
+        return x * width([1])
+    with pytest.raises(TypeError):
+        fn(torch.ones(2))
+    with pytest.raises(TypeError):
+        tjc.compile(fn, backend="eager")(torch.ones(2))
+
+
+class Item:
+    pass
+
+
+def test_typing_subscriptions_run_while_tracing_and_are_eagers_objects():
+    def fn(x):
+        hint = typing.Dict[str, typing.Optional[Item]]
+        return x + 1, hint, typing.List[Item], typing.Union[int, None]
+
+    calls = CompiledCalls(fn)
+    for _ in range(2):
+        got, want = calls(torch.ones(2)), fn(torch.ones(2))
+        assert same(got[0], want[0])
+        assert all(a is b for a, b in zip(got[1:], want[1:]))   # typing's cache gives one object
+    calls.check(graphs=1, breaks=0)
+
+
+def test_a_cached_function_passed_in_is_not_kept_alive():
+    def fn(f, x):
+        return x * f(2)
+    compiled = tjc.compile(fn, backend="eager")
+    f = functools.lru_cache(lambda n: n + 1)
+    assert same(compiled(f, torch.ones(2)), fn(f, torch.ones(2)))
+    ref = weakref.ref(f)
+    del f
+    gc.collect()   # a function's closure and its wrapper make a cycle; only the collector frees it
+    assert ref() is None
