@@ -118,6 +118,7 @@ TIER_OF: dict[str, str] = {
     "test_variables_copying.py": "versions",
     "test_variables_deques.py": "versions",
     "test_variables_dict_subclass_reads.py": "versions",
+    "test_variables_frame_dict_subclasses.py": "versions",
     "test_variables_dict_subclasses.py": "versions",
     "test_variables_frame_iterators.py": "versions",
     "test_variables_function_attributes.py": "versions",

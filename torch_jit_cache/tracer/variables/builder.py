@@ -37,7 +37,7 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import dynamo_contexts
+from . import dynamo_contexts, frame_dict_subclasses
 from . import (constant, containers, contexts, deques, dicts, exceptions, frame_iterators, functions, namedtuples,
                new_object, nn_module, numpy_tensors, numpy_values, opaque, open_object, partials, pure, ranges, sets,
                signatures, state_readers, symbolic, tensor, user_object, weakrefs)
@@ -129,6 +129,9 @@ WRAP_RULES = (
              frame_iterators.wrap_frame_iterator),
     # os.environ: reads are guarded constants (user_object.py)
     WrapRule("os.environ", lambda v, s: s is not None and v is os.environ, user_object.wrap_by_type(EnvironVariable)),
+    # a plain dict subclass's object: a dict of its class the trace may change (frame_dict_subclasses.py)
+    WrapRule("dict subclass traced as a dict", lambda v, s: s is not None and user_object.is_dict_subclass_object(v)
+             and frame_dict_subclasses.traced_as_dict(v), frame_dict_subclasses.wrap_frame_dict_subclass),
     WrapRule("dict subclass object", lambda v, s: s is not None and user_object.is_dict_subclass_object(v),
              user_object.wrap_by_type(DictSubclassVariable)),
     WrapRule("user object", lambda v, s: s is not None and user_object.is_plain_user_object(v),

@@ -15,9 +15,10 @@ from .dicts import DictVariable, dict_items
 from .functions import UserMethodVariable
 
 # What a class statement puts in every class's __dict__ (sets.py's list, and __init_subclass__'s
-# absence): none of it changes what an instance does.
+# absence), and copyreg's cache of the slot names a copy or pickle of an instance made
+# (`__slotnames__`): none of it changes what an instance does.
 _BOOKKEEPING = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
-                          "__firstlineno__", "__static_attributes__"})
+                          "__firstlineno__", "__static_attributes__", "__slotnames__"})
 _HEAPTYPE = 1 << 9
 
 
