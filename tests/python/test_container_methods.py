@@ -463,3 +463,68 @@ def iadd_imul_wrong_arguments(x, xs):
 def test_iadd_and_imul_by_name_with_wrong_arguments_raise_as_eager():
     got = run_both(iadd_imul_wrong_arguments, torch.ones(2), [1, 2])
     assert len(got[1]) == 5
+
+
+# -- dict's | and |=, hasattr of iterators, NotImplemented ---------------------------------------
+
+def merges(x, a, b):
+    c = a.copy()
+    c |= b
+    d = b.copy()
+    d |= [(7, 7), (1, 8)]
+    e = a | b
+    a.__ior__(())
+    same = a.__ior__("") is a
+    return x + len(e), c, d, e, list(e), same
+
+
+@pytest.mark.parametrize("a,b", [({0: 0, 1: 1, 2: 1}, {1: 1, 2: 2, 3: 3}), ({}, {"k": "v"})])
+def test_dict_merge_operators_match_eager(a, b):
+    run_both(merges, torch.ones(2), a, b)
+
+
+def test_dict_merge_recompiles_for_other_keys():
+    cnt = CompileCounter()
+    compiled = tjc.compile(merges, backend=cnt)
+    for a in ({0: 0}, {0: 0}, {5: 0}):
+        got, want = compiled(torch.ones(2), dict(a), {1: 1}), merges(torch.ones(2), dict(a), {1: 1})
+        assert_same(got, want)
+    assert cnt.frame_count == 2
+
+
+def merge_refusals(x, a):
+    answers = [a.__or__(None) is NotImplemented, a.__or__(()) is NotImplemented, a.__or__("ab") is NotImplemented]
+    for bad, kind in ((None, TypeError), ("BAD", ValueError), (3, TypeError)):
+        try:
+            a.__ior__(bad)
+        except kind as e:
+            answers.append(str(e))
+    return x + 1, answers, a
+
+
+def test_dict_merge_refusals_answer_and_raise_as_eager():
+    got = run_both(merge_refusals, torch.ones(2), {0: 0})
+    assert len(got[1]) == 6
+
+
+def iterator_attributes(x, d, xs):
+    answers = []
+    for it in (iter(d), iter(d.items()), iter(xs), reversed(xs), iter(range(2))):
+        answers.append((hasattr(it, "__next__"), hasattr(it, "__iter__"), hasattr(it, "__length_hint__"),
+                        hasattr(it, "nope")))
+    return x + 1, answers
+
+
+def test_hasattr_of_builtin_iterators_matches_eager():
+    run_both(iterator_attributes, torch.ones(2), {"a": 1}, [1, 2])
+
+
+def not_implemented_read(x, flag):
+    marker = NotImplemented
+    return (x + 1 if marker is NotImplemented else x), flag is NotImplemented, marker
+
+
+def test_not_implemented_is_a_constant_of_the_trace():
+    got = run_both(not_implemented_read, torch.ones(2), NotImplemented)
+    assert got[2] is NotImplemented
+    run_both(not_implemented_read, torch.ones(2), 3)

@@ -163,3 +163,13 @@ def test_a_class_whose_objects_were_copied_before_is_traced():
     copy.deepcopy(Copied(a=1))   # copyreg caches Copied.__slotnames__ on the class
     assert "__slotnames__" in vars(Copied)
     run_both(reads_and_writes, lambda: Copied(a=1, b=2))
+
+
+def method_names(d, x):
+    p, g = d.pop, d.get
+    return x + 1, p.__name__, p.__qualname__, g.__name__, p.__self__ is d
+
+
+@pytest.mark.parametrize("make", [make_bag, lambda: Ledger(a=1)], ids=["plain", "own-methods"])
+def test_dicts_own_methods_answer_their_names(make):
+    run_both(method_names, make)

@@ -82,6 +82,8 @@ WRAP_RULES = (
     WrapRule("dynamic int", lambda v, s: type(v) is int, symbolic.wrap_dynamic_scalar),
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
+    # NotImplemented: a singleton of its own type, held by identity (it never dies)
+    WrapRule("NotImplemented", lambda v, s: v is NotImplemented, constant.wrap_not_implemented),
     WrapRule("numpy number", lambda v, s: s is not None and numpy_values.is_frame_numpy_number(v),
              numpy_values.wrap_numpy_number),
     # a numpy array: the tensor torch.as_tensor makes of it, traced through torch._numpy

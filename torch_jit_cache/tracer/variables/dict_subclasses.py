@@ -82,6 +82,9 @@ class BuiltDictSubclassVariable(DictVariable):
     _DICT_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "update",
                                "pop", "setdefault", "clear", "__setitem__", "__delitem__", "popitem", "copy"})
     _ORDERED_METHODS = frozenset({"move_to_end"})
+    # Its class is pinned (by the class it was built of, or TYPE_MATCH where read from the frame):
+    # a bound C method of dict's it reaches answers `__name__`, `__qualname__` as dict's does.
+    methods_of_static_base = True
 
     def __init__(self, cls, items: dict, default_factory=None, cls_var=None):
         super().__init__(items)

@@ -14,7 +14,7 @@ import collections
 
 from ...trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
                              call_with, reversed_at)
-from .base import TracedRaise, VariableTracker, unsupported
+from .base import TracedRaise, VariableTracker, is_static_type, unsupported
 from .constant import ConstantVariable, raise_of_message
 from .containers import ListVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
@@ -75,6 +75,13 @@ class IteratorVariable(VariableTracker):
     def rest(self) -> list:
         """The items still to come, the iterator left where it is."""
         return self.items[self.index:]
+
+    def has_attribute(self, tx, name: str) -> bool:
+        """hasattr(it, name): what its type has. Python's iterator types are static types whose
+        instances have no __dict__, so the type alone answers."""
+        if self.kind is None or not is_static_type(self.kind) or self.kind.__dictoffset__:
+            unsupported(f"hasattr on an iterator whose type is not a known builtin ({name!r})")
+        return hasattr(self.kind, name)
 
     def next_item(self):
         if self._done and self._sized is not None:

@@ -50,6 +50,10 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         if symbol in _INPLACE and isinstance(a, NumpyArrayVariable):
             unsupported(f"operator {symbol} on a numpy array (it changes the array)")
         return call_numpy(BINARY_OPERATORS[base], f"operator {base}", [a, b], {})
+    if base == "|" and isinstance(a, DictVariable) and a.python_type() is dict and \
+            (symbol == "|=" or isinstance(b, DictVariable) and b.python_type() is dict):
+        # dict's own | and |= (a subclass on the right could reflect first: left to the rest)
+        return a.merge(tx, b, in_place=symbol == "|=")
     if symbol in _INPLACE and not isinstance(a, (TensorVariable, ListVariable)) and \
             not (_is_user_object(a) and isinstance(type_lookup(a.python_type(), _DUNDERS[symbol]), types.FunctionType)):
         # `a op= b` calls a.__iop__ only where a's type has one; numbers, strings and tuples have
