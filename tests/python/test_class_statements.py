@@ -138,6 +138,28 @@ def exception_subclass_never_raised(x):
     return x + 1 if issubclass(Special, Exception) else x
 
 
+def exception_class_made_here_raised_and_caught(x):
+    class Refused(Exception):
+        pass
+
+    class Picky:
+        def __eq__(self, other):
+            if other == 2:
+                raise Refused("two")
+            return False
+
+    answers = []
+    try:
+        [1, 2, 3].count(Picky())
+    except Exception as e:
+        answers += [type(e) is Refused, e.__class__ is Refused, isinstance(e, Refused), e.args]
+    try:
+        raise Refused   # the class itself: called with no arguments
+    except Refused as e:
+        answers += [type(e).__name__, issubclass(type(e), Exception)]
+    return x + 1, answers
+
+
 def user_class_base_read_from_the_frame(x):
     class Local(ModuleBase):
         def g(self, t):
@@ -275,7 +297,8 @@ def annotated_class_attributes(x):
 
 @pytest.mark.parametrize("fn", [methods_and_class_attributes, dunders, inheritance_and_super,
                                 decorators_in_the_body, closure_over_enclosing_locals,
-                                exception_subclass_never_raised, user_class_base_read_from_the_frame,
+                                exception_subclass_never_raised, exception_class_made_here_raised_and_caught,
+                                user_class_base_read_from_the_frame,
                                 getattr_hook_built_in_the_trace, class_attribute_tensor_and_list,
                                 a_new_class_per_loop_iteration, a_new_class_per_inlined_call,
                                 nested_classes_and_identity, classmethod_constructor,

@@ -150,6 +150,8 @@ class TracedClassVariable(UserClassVariable):
     """A class a class statement made in the trace: `value` is the trace-time class (its shape),
     `namespace` the trackers of its body, `bases` the base classes' trackers."""
 
+    made_in_trace = True   # each call makes it anew: nothing about it is guarded
+
     def __init__(self, value: type, namespace: dict, bases: list):
         super().__init__(value, None)
         self.namespace, self.bases = namespace, bases
@@ -162,7 +164,7 @@ class TracedClassVariable(UserClassVariable):
             # `class Stop(Exception): pass`, then `raise Stop("...")`: an exception of the class
             # and its args (exceptions.py), raised and caught in the trace. Nothing to guard: the
             # class is the trace's own; the exception is never rebuilt (it has no source).
-            return ExceptionVariable(self.value, args)
+            return ExceptionVariable(self.value, args, cls_var=self)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
         why = refusal(self.value)
