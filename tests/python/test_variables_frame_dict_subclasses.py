@@ -173,3 +173,16 @@ def method_names(d, x):
 @pytest.mark.parametrize("make", [make_bag, lambda: Ledger(a=1)], ids=["plain", "own-methods"])
 def test_dicts_own_methods_answer_their_names(make):
     run_both(method_names, make)
+
+
+class Defaults(dict):
+    def __missing__(self, key):
+        return len(key)
+
+
+def missing_keys(d, x):
+    return x * d["abc"] + d["a"], "abc" in d, d.get("abc", -1)
+
+
+def test_missing_of_a_frame_object_is_traced():
+    run_both(missing_keys, lambda: Defaults(a=1))
