@@ -37,7 +37,7 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import dynamo_contexts, frame_dict_subclasses
+from . import counters, dynamo_contexts, frame_dict_subclasses
 from . import (constant, containers, contexts, deques, dicts, exceptions, frame_iterators, functions, namedtuples,
                new_object, nn_module, numpy_tensors, numpy_values, opaque, open_object, partials, pure, ranges, sets,
                signatures, state_readers, symbolic, tensor, user_object, weakrefs)
@@ -199,6 +199,10 @@ def wrap_constant(value) -> VariableTracker:
         return ListVariable([wrap_constant(v) for v in value])
     if type(value) is set and all(sets.is_set_item(v) for v in value):
         return SetVariable(value)
+    if type(value) in (dict, collections.Counter) and all(containers.is_key_constant(k) for k in value):
+        # a new dict or Counter a folded call made (`a | b`, `+counter`): its items, in order
+        items = {k: wrap_constant(v) for k, v in value.items()}
+        return counters.CounterVariable(items) if type(value) is collections.Counter else dicts.DictVariable(items)
     if is_constant_value(value):
         return ConstantVariable(value)
     if type(value) is type and not is_stand_in(value):   # `type(3)`, a member of `list[int]`

@@ -29,6 +29,7 @@ from .dict_subclasses import BuiltDictSubclassVariable, build_defaultdict, build
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
 from .copying import deepcopy
+from .counters import build_counter
 from .deques import build_deque
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
@@ -546,6 +547,7 @@ BUILTIN_HANDLERS = {
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
+    collections.Counter: build_counter,
     weakref.ref: make_weakref,
     **PATH_HANDLERS, **IDENTITY_HANDLERS,
 }
