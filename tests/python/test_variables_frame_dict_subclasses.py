@@ -186,3 +186,15 @@ def missing_keys(d, x):
 
 def test_missing_of_a_frame_object_is_traced():
     run_both(missing_keys, lambda: Defaults(a=1))
+
+
+def popitem_of_empty(d, x):
+    try:
+        d.popitem()
+    except KeyError as e:
+        return x + 1, e.args, d
+    return x, (), d
+
+
+def test_popitem_of_an_empty_subclass_object_raises_dicts_key_error():
+    run_both(popitem_of_empty, Bag)

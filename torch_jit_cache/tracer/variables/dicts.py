@@ -169,7 +169,8 @@ class DictVariable(VariableTracker):
 
     def popitem(self, tx, last: bool):
         """dict.popitem (the last item) or OrderedDict.popitem(last=): the (key, value) pair, removed."""
-        if not self.items and self.python_type() is dict:
+        if not self.items and not issubclass(self.python_type(), collections.OrderedDict):
+            # dict's own popitem (a subclass's, a defaultdict's, a Counter's): dict's KeyError
             raise_stand_in_error(tx, dict, (), "popitem", [], {}, "popitem() of an empty dict")
         if not self.items:
             unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
