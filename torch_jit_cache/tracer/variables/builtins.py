@@ -25,7 +25,7 @@ from .classes import ClassVariable, call_super, register_builtin_model
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListVariable, TupleVariable, sort_order
 from .dicts import DictVariable, dict_items
-from .dict_subclasses import BuiltDictSubclassVariable, build_defaultdict, build_ordered_dict
+from .dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
 from .copying import deepcopy
@@ -247,22 +247,13 @@ def _super(tx, args, kwargs):
     return call_super(tx, args, kwargs)
 
 
-def _builtin_sized(v) -> bool:
-    """A list, tuple or dict tracker whose truth is its length: of the builtin class itself, or a
-    dict of a class built in the trace or read from the frame that defines no __len__ or __bool__
-    (dict_subclasses.dict_subclass_refusal allows neither)."""
-    if isinstance(v, BuiltDictSubclassVariable):
-        return True
-    return isinstance(v, (BaseListVariable, DictVariable)) and v.python_type() in (list, tuple, dict)
-
-
 def _scalar(fn):
     def handler(tx, args, kwargs):
         if fn is bool and len(args) == 1 and not kwargs:
             made = symbolic_truth(tx, args[0])
             if made is not None:
                 return made
-            if _builtin_sized(args[0]):   # its length alone, whatever its items are
+            if getattr(args[0], "truth_is_length", False):   # whatever its items are
                 return ConstantVariable(args[0].truthy(tx))
         if any(isinstance(a, TensorVariable) for a in args):
             unsupported(f"{fn.__name__}() of a tensor (data-dependent Python value)")

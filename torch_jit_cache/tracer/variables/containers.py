@@ -117,6 +117,11 @@ class BaseListVariable(VariableTracker):
     def truthy(self, tx):
         return bool(self.items)
 
+    @property
+    def truth_is_length(self) -> bool:
+        """Whether bool() of it is its length (a list or tuple itself; a subclass may say otherwise)."""
+        return self.python_type() in (list, tuple)
+
     def getitem(self, tx, key):
         k = constant_index(key)
         if isinstance(k, slice) and k.step != 0:

@@ -85,6 +85,9 @@ class BuiltDictSubclassVariable(DictVariable):
     # Its class is pinned (by the class it was built of, or TYPE_MATCH where read from the frame):
     # a bound C method of dict's it reaches answers `__name__`, `__qualname__` as dict's does.
     methods_of_static_base = True
+    # OrderedDict, defaultdict and Counter define no __len__ or __bool__, nor may a user subclass
+    # (dict_subclass_refusal): bool() of one is its length.
+    truth_is_length = True
 
     def __init__(self, cls, items: dict, default_factory=None, cls_var=None):
         super().__init__(items)

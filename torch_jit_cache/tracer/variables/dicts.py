@@ -55,6 +55,11 @@ class DictVariable(VariableTracker):
     def truthy(self, tx):
         return bool(self.items)
 
+    @property
+    def truth_is_length(self) -> bool:
+        """Whether bool() of it is its length (a dict itself; dict_subclasses.py says for its own)."""
+        return self.python_type() is dict
+
     def getitem(self, tx, key):
         k = key.dict_key(tx)
         if k not in self.items:
