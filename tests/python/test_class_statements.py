@@ -138,6 +138,53 @@ def exception_subclass_never_raised(x):
     return x + 1 if issubclass(Special, Exception) else x
 
 
+def exception_class_made_here_raised_and_caught(x):
+    class Refused(Exception):
+        pass
+
+    class Picky:
+        def __eq__(self, other):
+            if other == 2:
+                raise Refused("two")
+            return False
+
+    answers = []
+    try:
+        [1, 2, 3].count(Picky())
+    except Exception as e:
+        answers += [type(e) is Refused, e.__class__ is Refused, isinstance(e, Refused), e.args]
+    try:
+        raise Refused   # the class itself: called with no arguments
+    except Refused as e:
+        answers += [type(e).__name__, issubclass(type(e), Exception)]
+    return x + 1, answers
+
+
+def dict_base_with_missing(x):
+    class Defaulting(dict):
+        def __missing__(self, key):
+            return key * 10
+
+    class Shadowed(dict):
+        def __init__(self):
+            self.__missing__ = lambda key: 0   # an instance attribute: dict never looks there
+
+    class Plain(dict):
+        pass
+
+    d = Defaulting({1: 2})
+    answers = [d[1], d[3], 3 in d, len(d), isinstance(d, dict), type(d) is Defaulting]
+    for obj in (Shadowed(), Plain(a=1)):
+        try:
+            obj[5]
+        except KeyError as e:
+            answers.append(e.args)
+    p = Plain(a=1)
+    p["b"] = 2
+    answers += [dict(p), list(p.items()), p == {"a": 1, "b": 2}]
+    return x + d[4], answers
+
+
 def user_class_base_read_from_the_frame(x):
     class Local(ModuleBase):
         def g(self, t):
@@ -275,7 +322,9 @@ def annotated_class_attributes(x):
 
 @pytest.mark.parametrize("fn", [methods_and_class_attributes, dunders, inheritance_and_super,
                                 decorators_in_the_body, closure_over_enclosing_locals,
-                                exception_subclass_never_raised, user_class_base_read_from_the_frame,
+                                exception_subclass_never_raised, exception_class_made_here_raised_and_caught,
+                                dict_base_with_missing,
+                                user_class_base_read_from_the_frame,
                                 getattr_hook_built_in_the_trace, class_attribute_tensor_and_list,
                                 a_new_class_per_loop_iteration, a_new_class_per_inlined_call,
                                 nested_classes_and_identity, classmethod_constructor,
@@ -389,6 +438,12 @@ def returns_an_instance(x):
         def __init__(self, v):
             self.v = v
     return Box(x + 1)
+
+
+def returns_a_dict_of_its_class(x):
+    class Bag(dict):
+        pass
+    return x + 1, Bag(a=1)
 
 
 def stores_the_class_in_a_global(x):
@@ -565,7 +620,8 @@ def test_a_class_stored_in_a_global_is_this_calls():
     assert STORED is not first and STORED.__name__ == "Box"
 
 
-@pytest.mark.parametrize("fn", [returns_the_class, returns_an_instance, stores_the_class_in_a_global,
+@pytest.mark.parametrize("fn", [returns_the_class, returns_an_instance, returns_a_dict_of_its_class,
+                                stores_the_class_in_a_global,
                                 class_alive_at_a_break, with_a_metaclass, base_with_init_subclass,
                                 print_in_the_body, local_dataclass, local_namedtuple_subclass, local_enum,
                                 descriptor_class_attribute, local_module_subclass])

@@ -398,3 +398,133 @@ def test_a_dict_keyed_by_a_users_object_still_breaks_and_keeps_nothing_alive():
     ref = weakref.ref(key)
     del key, table
     assert ref() is None
+
+
+# -- a list's in-place operators called by their names ---------------------------------------------
+
+shelf = []
+
+
+def grow_shelf_by_name(x, items):
+    global shelf
+    shelf.__iadd__(items)            # the global list itself, extended in place
+    shelf += ["end"]
+    same = shelf.__imul__(2) is shelf
+    return x * len(shelf), same
+
+
+def test_iadd_and_imul_by_name_on_a_global_list_change_it_in_place():
+    global shelf
+    shelf = ["a"]
+    want = grow_shelf_by_name(torch.ones(2), ("b", "c"))
+    want_shelf, shelf = shelf, ["a"]
+    kept = shelf
+    got = tjc.compile(grow_shelf_by_name)(torch.ones(2), ("b", "c"))
+    assert_same(got, want)
+    assert shelf is kept and shelf == want_shelf == ["a", "b", "c", "end"] * 2
+    stats = tjc.stats()
+    assert stats["fallbacks"] == 0 and stats["graph_breaks"] == 0, stats
+
+
+def iadd_imul_by_name(x, xs, n):
+    r = xs.__iadd__(iter([n, n + 1]))    # an iterator, taken item by item
+    e = [7, 8].__imul__(0)
+    one = [7].__imul__(True)
+    xs.__imul__(n)
+    return x + len(xs), r is xs, e, one
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_iadd_and_imul_by_name_match_eager(n):
+    run_both(iadd_imul_by_name, torch.ones(2), [1, 2], n)
+
+
+def test_iadd_and_imul_by_name_recompile_for_another_count():
+    cnt = CompileCounter()
+    compiled = tjc.compile(iadd_imul_by_name, backend=cnt)
+    for n in (2, 3):
+        xs, ys = [1], [1]
+        assert_same(compiled(torch.ones(2), xs, n), iadd_imul_by_name(torch.ones(2), ys, n))
+        assert xs == ys
+    assert cnt.frame_count == 2
+
+
+def iadd_imul_wrong_arguments(x, xs):
+    caught = []
+    for call in (lambda: xs.__iadd__(5), lambda: xs.__iadd__(), lambda: xs.__imul__(2.5),
+                 lambda: xs.__imul__(), lambda: xs.__imul__(1, 2)):
+        try:
+            call()
+        except TypeError as e:
+            caught.append(str(e))
+    return x + 1, caught
+
+
+def test_iadd_and_imul_by_name_with_wrong_arguments_raise_as_eager():
+    got = run_both(iadd_imul_wrong_arguments, torch.ones(2), [1, 2])
+    assert len(got[1]) == 5
+
+
+# -- dict's | and |=, hasattr of iterators, NotImplemented ---------------------------------------
+
+def merges(x, a, b):
+    c = a.copy()
+    c |= b
+    d = b.copy()
+    d |= [(7, 7), (1, 8)]
+    e = a | b
+    a.__ior__(())
+    same = a.__ior__("") is a
+    return x + len(e), c, d, e, list(e), same
+
+
+@pytest.mark.parametrize("a,b", [({0: 0, 1: 1, 2: 1}, {1: 1, 2: 2, 3: 3}), ({}, {"k": "v"})])
+def test_dict_merge_operators_match_eager(a, b):
+    run_both(merges, torch.ones(2), a, b)
+
+
+def test_dict_merge_recompiles_for_other_keys():
+    cnt = CompileCounter()
+    compiled = tjc.compile(merges, backend=cnt)
+    for a in ({0: 0}, {0: 0}, {5: 0}):
+        got, want = compiled(torch.ones(2), dict(a), {1: 1}), merges(torch.ones(2), dict(a), {1: 1})
+        assert_same(got, want)
+    assert cnt.frame_count == 2
+
+
+def merge_refusals(x, a):
+    answers = [a.__or__(None) is NotImplemented, a.__or__(()) is NotImplemented, a.__or__("ab") is NotImplemented]
+    for bad, kind in ((None, TypeError), ("BAD", ValueError), (3, TypeError)):
+        try:
+            a.__ior__(bad)
+        except kind as e:
+            answers.append(str(e))
+    return x + 1, answers, a
+
+
+def test_dict_merge_refusals_answer_and_raise_as_eager():
+    got = run_both(merge_refusals, torch.ones(2), {0: 0})
+    assert len(got[1]) == 6
+
+
+def iterator_attributes(x, d, xs):
+    answers = []
+    for it in (iter(d), iter(d.items()), iter(xs), reversed(xs), iter(range(2))):
+        answers.append((hasattr(it, "__next__"), hasattr(it, "__iter__"), hasattr(it, "__length_hint__"),
+                        hasattr(it, "nope")))
+    return x + 1, answers
+
+
+def test_hasattr_of_builtin_iterators_matches_eager():
+    run_both(iterator_attributes, torch.ones(2), {"a": 1}, [1, 2])
+
+
+def not_implemented_read(x, flag):
+    marker = NotImplemented
+    return (x + 1 if marker is NotImplemented else x), flag is NotImplemented, marker
+
+
+def test_not_implemented_is_a_constant_of_the_trace():
+    got = run_both(not_implemented_read, torch.ones(2), NotImplemented)
+    assert got[2] is NotImplemented
+    run_both(not_implemented_read, torch.ones(2), 3)

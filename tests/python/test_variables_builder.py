@@ -65,6 +65,11 @@ class _Dict(dict):
     pass
 
 
+class _ReadHookDict(dict):
+    def __getitem__(self, key):
+        return dict.__getitem__(self, key)
+
+
 class _OwnLookup:
     def __getattr__(self, name):
         raise AttributeError(name)
@@ -103,7 +108,8 @@ KINDS = [
     (nn.Softmax, "ClassVariable", ["ID_MATCH"]),
     (os.environ, "EnvironVariable", ["TYPE_MATCH"]),
     (_Obj(), "UserObjectVariable", ["TYPE_MATCH"]),
-    (_Dict(), "DictSubclassVariable", ["TYPE_MATCH"]),
+    (_Dict(), "FrameDictSubclassVariable", ["TYPE_MATCH", "DICT_KEYS"]),   # a dict of its class
+    (_ReadHookDict(), "DictSubclassVariable", ["TYPE_MATCH"]),   # read through its own hook
     (threading.Lock(), "OpenObjectVariable", ["TYPE_MATCH"]),
     (_OwnLookup(), "UserObjectVariable", ["TYPE_MATCH"]),   # its __getattr__ is traced (object_protocol.py)
     (memoryview(b"a"), "OpaqueVariable", ["TYPE_MATCH"]),
@@ -141,7 +147,8 @@ def test_an_earlier_rule_wins_over_a_later_one_that_also_applies():
     # torch.no_grad is a class: the context rule answers before the class rule does.
     assert type(_wrap(torch.no_grad)[0]).__name__ == "GradModeClassVariable"
     # A dict subclass object is a plain user object too, but modelled as a dict.
-    assert type(_wrap(_Dict())[0]).__name__ == "DictSubclassVariable"
+    assert type(_wrap(_Dict())[0]).__name__ == "FrameDictSubclassVariable"
+    assert type(_wrap(_ReadHookDict())[0]).__name__ == "DictSubclassVariable"
 
 
 def test_no_guards_when_asked_and_none_without_a_source():

@@ -786,3 +786,87 @@ def test_a_symbolic_shape_read_as_a_constant_is_a_torch_size():
     compiled = tjc.compile(fn, backend="eager")
     for n in (3, 4, 5):   # the second call's shape is dynamic
         assert_same(compiled(torch.ones(n)), fn(torch.ones(n)))
+
+
+# -- a dict or set whose size changes while a loop runs over it: RuntimeError in the trace --------
+
+def grow_while_iterating(x):
+    d = {1: 1}
+    try:
+        for k in d:
+            d[k + 1] = x
+    except RuntimeError as e:
+        return x + len(d), str(e)
+    return x, ""
+
+
+def shrink_frame_dict_over_values(x, d):
+    try:
+        for v in d.values():
+            del d["a"]
+    except RuntimeError as e:
+        return x + v, str(e)
+    return x, ""
+
+
+def grow_set_while_iterating(x, s):
+    try:
+        for v in s:
+            s.add(v + 100)
+    except RuntimeError as e:
+        return x + 1, str(e)
+    return x, ""
+
+
+def keeps_raising(x, d):
+    it = iter(d)
+    next(it)
+    d["new"] = 1
+    messages = []
+    for _ in range(2):
+        try:
+            next(it)
+        except RuntimeError as e:
+            messages.append(str(e))
+        d.pop("new", None)   # the size is back, but Python's iterator stays broken
+    return x + len(messages), messages
+
+
+def exhausted_then_changed(x, d):
+    it = iter(d.items())
+    first = list(it)
+    d["z"] = 3           # an exhausted iterator no longer reads the dict
+    return x + 1, first, next(it, "end"), list(it)
+
+
+@pytest.mark.parametrize("fn,args", [
+    (grow_while_iterating, ()),
+    (shrink_frame_dict_over_values, ({"a": 1, "b": 2},)),
+    (grow_set_while_iterating, ({1, 2},)),
+    (keeps_raising, ({"a": 1},)),
+    (exhausted_then_changed, ({"a": 1},)),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_a_size_change_while_iterating_raises_in_the_trace_as_eager(fn, args):
+    run_both(fn, torch.ones(1), *args)
+    assert tjc.stats()["graph_breaks"] == 0
+
+
+def test_a_size_change_while_iterating_a_frame_dict_recompiles_for_other_keys():
+    cnt = CompileCounter()
+    compiled = tjc.compile(shrink_frame_dict_over_values, backend=cnt)
+    for d in ({"a": 1, "b": 2}, {"a": 1, "c": 2}):
+        got, want = compiled(torch.ones(1), dict(d)), shrink_frame_dict_over_values(torch.ones(1), dict(d))
+        assert_same(got, want)
+    assert cnt.frame_count == 2
+
+
+def test_a_change_keeping_the_size_still_runs_as_eager():
+    def fn(x, d):
+        try:
+            for k in d:
+                del d[k]
+                d[k] = 0
+        except RuntimeError as e:
+            return x, str(e), d
+        return x + 1, "", d
+    run_both(fn, torch.ones(1), {"a": 1, "b": 2}, graphs=False)

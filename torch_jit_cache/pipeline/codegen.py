@@ -273,9 +273,16 @@ def _replace_list(target, items: list) -> None:
 
 
 def _replace_dict(target: dict, items: dict) -> None:
-    """A dict the trace mutated gets its final items, in the trace's order; the same object."""
-    target.clear()
-    target.update(items)
+    """A dict the trace mutated gets its final items, in the trace's order; the same object. A
+    subclass of dict itself gets them through dict's own methods (the trace modelled dict's, not
+    the subclass's overrides of clear and update); an OrderedDict through its own, which keep
+    its order."""
+    if isinstance(target, collections.OrderedDict):
+        target.clear()
+        target.update(items)
+        return
+    dict.clear(target)
+    dict.update(target, items)
 
 
 def _advance_iterator(target, steps: int) -> None:

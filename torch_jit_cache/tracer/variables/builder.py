@@ -37,7 +37,7 @@ import torch
 import torch.nn as nn
 
 from . import builtins as builtin_rules
-from . import dynamo_contexts
+from . import counters, dynamo_contexts, frame_dict_subclasses
 from . import (builtin_module_methods, constant, containers, contexts, deques, dicts, exceptions, frame_iterators,
                functions, namedtuples, new_object, nn_module, numpy_tensors, numpy_values, opaque, open_object,
                partials, pure, ranges, sets, signatures, state_readers, symbolic, tensor, user_object, weakrefs)
@@ -83,6 +83,8 @@ WRAP_RULES = (
     WrapRule("dynamic float", lambda v, s: type(v) is float, symbolic.wrap_dynamic_scalar),
     WrapRule("scalar", lambda v, s: type(v) in constant.SCALAR_TYPES, constant.wrap_scalar),
     WrapRule("slice", lambda v, s: s is not None and constant.is_constant_slice(v), constant.wrap_slice),
+    # NotImplemented: a singleton of its own type, held by identity (it never dies)
+    WrapRule("NotImplemented", lambda v, s: v is NotImplemented, constant.wrap_not_implemented),
     WrapRule("numpy number", lambda v, s: s is not None and numpy_values.is_frame_numpy_number(v),
              numpy_values.wrap_numpy_number),
     # a numpy array: the tensor torch.as_tensor makes of it, traced through torch._numpy
@@ -130,6 +132,9 @@ WRAP_RULES = (
              frame_iterators.wrap_frame_iterator),
     # os.environ: reads are guarded constants (user_object.py)
     WrapRule("os.environ", lambda v, s: s is not None and v is os.environ, user_object.wrap_by_type(EnvironVariable)),
+    # a plain dict subclass's object: a dict of its class the trace may change (frame_dict_subclasses.py)
+    WrapRule("dict subclass traced as a dict", lambda v, s: s is not None and user_object.is_dict_subclass_object(v)
+             and frame_dict_subclasses.traced_as_dict(v), frame_dict_subclasses.wrap_frame_dict_subclass),
     WrapRule("dict subclass object", lambda v, s: s is not None and user_object.is_dict_subclass_object(v),
              user_object.wrap_by_type(DictSubclassVariable)),
     WrapRule("user object", lambda v, s: s is not None and user_object.is_plain_user_object(v),
@@ -195,6 +200,10 @@ def wrap_constant(value) -> VariableTracker:
         return ListVariable([wrap_constant(v) for v in value])
     if type(value) is set and all(sets.is_set_item(v) for v in value):
         return SetVariable(value)
+    if type(value) in (dict, collections.Counter) and all(containers.is_key_constant(k) for k in value):
+        # a new dict or Counter a folded call made (`a | b`, `+counter`): its items, in order
+        items = {k: wrap_constant(v) for k, v in value.items()}
+        return counters.CounterVariable(items) if type(value) is collections.Counter else dicts.DictVariable(items)
     if is_constant_value(value):
         return ConstantVariable(value)
     if type(value) is type and not is_stand_in(value):   # `type(3)`, a member of `list[int]`

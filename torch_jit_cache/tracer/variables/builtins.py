@@ -31,6 +31,7 @@ from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
 from .combinatorics import COMBINATORIC_HANDLERS
 from .copying import deepcopy
+from .counters import build_counter
 from .deques import build_deque
 from .exceptions import ExceptionVariable, constant_exception, traced_raise
 from .functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
@@ -234,6 +235,8 @@ def _scalar(fn):
             made = symbolic_truth(tx, args[0])
             if made is not None:
                 return made
+            if getattr(args[0], "truth_is_length", False):   # whatever its items are
+                return ConstantVariable(args[0].truthy(tx))
         if any(isinstance(a, TensorVariable) for a in args):
             unsupported(f"{fn.__name__}() of a tensor (data-dependent Python value)")
         if len(args) == 1 and not kwargs and getattr(args[0], "user_operators", False):
@@ -529,6 +532,7 @@ BUILTIN_HANDLERS = {
     functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
+    collections.Counter: build_counter,
     weakref.ref: make_weakref,
     **PATH_HANDLERS, **IDENTITY_HANDLERS, **COMBINATORIC_HANDLERS,
 }

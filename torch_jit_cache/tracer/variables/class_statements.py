@@ -41,6 +41,7 @@ from .classes import ClassVariable
 from .constant import STAND_INS, ConstantVariable, is_constant_value
 from .exceptions import ExceptionVariable, modelled_class
 from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVariable, UserMethodVariable
+from .dict_subclasses import construct as construct_dict, dict_subclass_refusal
 from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
 
@@ -55,7 +56,7 @@ class BuildClassVariable(VariableTracker):
         if len(args) < 2 or not isinstance(args[0], NestedFunctionVariable) or \
                 not isinstance(args[1], ConstantVariable) or type(args[1].value) is not str:
             unsupported("__build_class__ called other than by a class statement")
-        body, name, bases = args[0], args[1].value, args[2:]
+        body, name, bases = args[0], args[1].value, [_builtin_base(b) for b in args[2:]]
         for base in bases:
             _check_base(base)
         namespace = tx.run_class_body(body)
@@ -76,6 +77,14 @@ class BuildClassVariable(VariableTracker):
         return "BuildClassVariable()"
 
 
+def _builtin_base(base):
+    """`dict` named as a base (the builtin's tracker) as a class tracker: its objects are dicts of
+    the class (dict_subclasses.py), where the class passes dict_subclass_refusal."""
+    if getattr(base, "fn", None) is dict and not isinstance(base, ClassVariable):
+        return ClassVariable(dict)
+    return base
+
+
 def _check_base(base) -> None:
     if not isinstance(base, ClassVariable) or not isinstance(base.value, type):
         unsupported(f"class statement with base {base}")
@@ -84,7 +93,7 @@ def _check_base(base) -> None:
         unsupported(f"class statement with base {cls.__name__}, whose metaclass is {type(cls).__name__}")
     if type_lookup(cls, "__init_subclass__") is not vars(object)["__init_subclass__"]:
         unsupported(f"class statement with base {cls.__name__}, which defines __init_subclass__")
-    if not isinstance(base, TracedClassVariable) and base.source is None and cls is not object:
+    if not isinstance(base, TracedClassVariable) and base.source is None and cls not in (object, dict):
         unsupported(f"class statement with base {cls.__name__}, which has no source")
 
 
@@ -150,6 +159,8 @@ class TracedClassVariable(UserClassVariable):
     """A class a class statement made in the trace: `value` is the trace-time class (its shape),
     `namespace` the trackers of its body, `bases` the base classes' trackers."""
 
+    made_in_trace = True   # each call makes it anew: nothing about it is guarded
+
     def __init__(self, value: type, namespace: dict, bases: list):
         super().__init__(value, None)
         self.namespace, self.bases = namespace, bases
@@ -162,7 +173,11 @@ class TracedClassVariable(UserClassVariable):
             # `class Stop(Exception): pass`, then `raise Stop("...")`: an exception of the class
             # and its args (exceptions.py), raised and caught in the trace. Nothing to guard: the
             # class is the trace's own; the exception is never rebuilt (it has no source).
-            return ExceptionVariable(self.value, args)
+            return ExceptionVariable(self.value, args, cls_var=self)
+        if dict_subclass_refusal(self.value) is None:
+            # A dict of the class (dict_subclasses.py), which refuses to be rebuilt after the
+            # graph, as its class does (reconstruct).
+            return construct_dict(tx, self, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
         why = refusal(self.value)

@@ -227,6 +227,11 @@ SCALAR_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis
 TORCH_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format)
 
 
+def wrap_not_implemented(tx, value, source, g):
+    g(GuardKind.ID_MATCH, value)
+    return ConstantVariable(value, source)
+
+
 def wrap_scalar(tx, value, source, g):
     g(GuardKind.TYPE_MATCH, type(value))
     if type(value) is complex:   # EQUALS_MATCH holds ints, floats, str, ...: a complex by its parts

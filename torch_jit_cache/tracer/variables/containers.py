@@ -122,6 +122,11 @@ class BaseListVariable(VariableTracker):
     def truthy(self, tx):
         return bool(self.items)
 
+    @property
+    def truth_is_length(self) -> bool:
+        """Whether bool() of it is its length (a list or tuple itself; a subclass may say otherwise)."""
+        return self.python_type() in (list, tuple)
+
     def getitem(self, tx, key):
         k = constant_index(key)
         if isinstance(k, slice) and k.step != 0:
@@ -228,7 +233,7 @@ class ListVariable(BaseListVariable):
 
     # How many positional arguments each method traced here takes (none takes a keyword but sort).
     _ARG_COUNTS = {"append": (1,), "extend": (1,), "insert": (2,), "pop": (0, 1), "clear": (0,),
-                   "reverse": (0,), "copy": (0,), "remove": (1,)}
+                   "reverse": (0,), "copy": (0,), "remove": (1,), "__iadd__": (1,)}
 
     version = 0
 
@@ -331,6 +336,19 @@ class ListVariable(BaseListVariable):
             return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
+        if name == "__iadd__":
+            # `xs += it` called by its name: extends in place (an iterator item by item) and
+            # returns the list itself; a constant that is no iterable raises list's TypeError.
+            if args[0].is_python_constant() and not is_iterable(args[0].as_python_constant()):
+                raise_stand_in_error(tx, list, len(self.items), name, args, kwargs, "list.__iadd__")
+            self.call_method(tx, "extend", args, {})
+            return self
+        if name == "__imul__" and len(args) == 1 and not kwargs and args[0].is_python_constant() \
+                and type(args[0].as_python_constant()) in (int, bool):
+            # `xs *= n` by its name: repeats in place (a count below 1 empties it), returns the list.
+            self.mutating(tx)
+            self.items[:] = self.items * args[0].as_python_constant()
+            return self
         if name == "remove":
             # The first item equal to the value goes; items compared as list.index compares them.
             i = 0

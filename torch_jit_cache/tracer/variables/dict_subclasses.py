@@ -7,7 +7,7 @@ import collections
 import types
 
 from ...guard.attribute_lookup import type_lookup
-from ...guard.trace_result import CallOutput, ConstantOutput, DictOutput, SourceOutput, built_dict, rebuilt_dict_object
+from ...guard.trace_result import CallOutput, ConstantOutput, DictOutput, built_dict, rebuilt_dict_object
 from .base import VariableTracker, unsupported
 from .constant import ConstantVariable
 from .containers import constant_index, arity_error
@@ -15,9 +15,10 @@ from .dicts import DictVariable, dict_items
 from .functions import UserMethodVariable
 
 # What a class statement puts in every class's __dict__ (sets.py's list, and __init_subclass__'s
-# absence): none of it changes what an instance does.
+# absence), and copyreg's cache of the slot names a copy or pickle of an instance made
+# (`__slotnames__`): none of it changes what an instance does.
 _BOOKKEEPING = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
-                          "__firstlineno__", "__static_attributes__"})
+                          "__firstlineno__", "__static_attributes__", "__slotnames__"})
 _HEAPTYPE = 1 << 9
 
 
@@ -34,7 +35,7 @@ def _keyword_only(method: str, args: list, kwargs: dict, name: str, default):
 # A subclass's own Python functions that the tracker runs for what they stand for: construction,
 # `d[k]`, `d[k] = v`, `del d[k]` (dataclass's __init__ calls __post_init__ by name). Any other
 # special method would be skipped by a path the dict model takes (len, iteration, ==): refused.
-_ROUTED = frozenset({"__init__", "__getitem__", "__setitem__", "__delitem__", "__post_init__"})
+_ROUTED = frozenset({"__init__", "__getitem__", "__setitem__", "__delitem__", "__post_init__", "__missing__"})
 _ITEM_METHODS = frozenset({"__getitem__", "__setitem__", "__delitem__"})
 
 
@@ -81,6 +82,12 @@ class BuiltDictSubclassVariable(DictVariable):
     _DICT_METHODS = frozenset({"keys", "values", "items", "get", "__getitem__", "__contains__", "update",
                                "pop", "setdefault", "clear", "__setitem__", "__delitem__", "popitem", "copy"})
     _ORDERED_METHODS = frozenset({"move_to_end"})
+    # Its class is pinned (by the class it was built of, or TYPE_MATCH where read from the frame):
+    # a bound C method of dict's it reaches answers `__name__`, `__qualname__` as dict's does.
+    methods_of_static_base = True
+    # OrderedDict, defaultdict and Counter define no __len__ or __bool__, nor may a user subclass
+    # (dict_subclass_refusal): bool() of one is its length.
+    truth_is_length = True
 
     def __init__(self, cls, items: dict, default_factory=None, cls_var=None):
         super().__init__(items)
@@ -101,7 +108,7 @@ class BuiltDictSubclassVariable(DictVariable):
             # would hold it strongly from the cache entry.
             return outputs.once(self, lambda: CallOutput(
                 ConstantOutput(rebuilt_dict_object), ("cls", "base", "items", "attrs"),
-                (SourceOutput(self.cls_var.source), ConstantOutput(_base(self.cls)),
+                (outputs.rebuild(self.cls_var), ConstantOutput(_base(self.cls)),
                  DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.items.items())),
                  DictOutput(tuple((k, outputs.rebuild(v)) for k, v in self.attrs.items())))))
         names, values = ("cls", "items"), (ConstantOutput(self.cls),
@@ -137,6 +144,9 @@ class BuiltDictSubclassVariable(DictVariable):
     def model_getitem(self, tx, key):
         """The base class's own `d[key]` (what super().__getitem__ reaches)."""
         k = constant_index(key)
+        missing = self._own(tx, "__missing__") if k not in self.items else None
+        if missing is not None:   # dict.__getitem__ of a subclass calls it for a key it lacks
+            return tx.call(missing, [key], {})
         if k not in self.items and self.default_factory is not None:
             # defaultdict.__missing__: the factory's value, stored under the key, then returned.
             value = tx.call(self.default_factory, [], {})
@@ -159,7 +169,9 @@ class BuiltDictSubclassVariable(DictVariable):
         return super().var_getattr(tx, name)
 
     def var_setattr(self, tx, name, value):
-        if self.cls_var is None or name.startswith("__") or hasattr(self.cls, name):
+        # A name the class has (its methods, `__class__`, `__dict__`, `__doc__`) is refused; any
+        # other goes to the instance __dict__, `__missing__` too (it has no effect there).
+        if self.cls_var is None or hasattr(self.cls, name):
             unsupported(f"store to {self.cls.__name__}.{name}")
         self.attrs[name] = value
 

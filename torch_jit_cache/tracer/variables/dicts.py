@@ -55,6 +55,11 @@ class DictVariable(VariableTracker):
     def truthy(self, tx):
         return bool(self.items)
 
+    @property
+    def truth_is_length(self) -> bool:
+        """Whether bool() of it is its length (a dict itself; dict_subclasses.py says for its own)."""
+        return self.python_type() is dict
+
     def getitem(self, tx, key):
         k = key.dict_key(tx)
         if k not in self.items:
@@ -127,6 +132,8 @@ class DictVariable(VariableTracker):
             return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name == "popitem" and not args and not kwargs:
             return self.popitem(tx, last=True)
+        if name in ("__or__", "__ior__") and len(args) == 1 and not kwargs:
+            return self.merge(tx, args[0], in_place=name == "__ior__")
         if name == "clear" and not args:
             self.mutating(tx)
             self.items.clear()
@@ -141,9 +148,34 @@ class DictVariable(VariableTracker):
             raise_stand_in_error(tx, dict, tuple(self.items), name, args, kwargs, f"dict.{name}")
         unsupported(f"dict.{name}")
 
+    def merge(self, tx, other, in_place: bool):
+        """dict.__or__ / dict.__ior__ (`d | other`, `d |= other`, by name too). `|` takes a dict
+        (any, PyDict_Check) and makes a new plain dict; of anything else it answers NotImplemented.
+        `|=` takes whatever update does and returns the dict itself; a constant update refuses
+        raises its error in the trace (read from the same update on a stand-in)."""
+        if not in_place:
+            if isinstance(other, DictVariable):
+                return DictVariable({**self.items, **other.items})
+            if other.is_python_constant() or isinstance(other, BaseListVariable):
+                return ConstantVariable(NotImplemented)
+            unsupported(f"dict.__or__ of {other}")
+        if other.is_python_constant() and not isinstance(other, (DictVariable, BaseListVariable)):
+            new = {}
+            try:
+                new.update(other.as_python_constant())
+            except Exception:  # noqa: BLE001 - Python's own error on this operand: eager's too
+                raise_stand_in_error(tx, dict, tuple(self.items), "update", [other], {}, "dict.__ior__")
+            if not all(is_key_constant(k) for k in new):
+                unsupported("dict.__ior__ with keys other than constants")
+            self.call_method(tx, "update", [DictVariable({k: tx.wrap_constant(v) for k, v in new.items()})], {})
+            return self
+        self.call_method(tx, "update", [other], {})
+        return self
+
     def popitem(self, tx, last: bool):
         """dict.popitem (the last item) or OrderedDict.popitem(last=): the (key, value) pair, removed."""
-        if not self.items and self.python_type() is dict:
+        if not self.items and not issubclass(self.python_type(), collections.OrderedDict):
+            # dict's own popitem (a subclass's, a defaultdict's, a Counter's): dict's KeyError
             raise_stand_in_error(tx, dict, (), "popitem", [], {}, "popitem() of an empty dict")
         if not self.items:
             unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")

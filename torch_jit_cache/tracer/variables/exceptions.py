@@ -102,10 +102,13 @@ class ExceptionVariable(VariableTracker):
 
     identity_family = "exception"   # `e.__context__ is other`: one tracker per exception object
 
-    def __init__(self, cls, args: list, cls_source=None):
+    def __init__(self, cls, args: list, cls_source=None, cls_var=None):
         super().__init__(None)
         self.cls = cls
         self.cls_source = cls_source   # where a user's class was read: it is loaded again from there
+        # The tracker of a class a class statement made in the trace (class_statements.py): what
+        # type(e) and e.__class__ are, inside the trace only (such an exception never leaves it).
+        self.cls_var = cls_var
         self.args = list(args)
         self.context = None            # None, an ExceptionVariable or UNKNOWN_CONTEXT
         self.cause = None              # None or an ExceptionVariable
@@ -125,8 +128,8 @@ class ExceptionVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name == "args":
             return TupleVariable(list(self.args))
-        if name == "__class__" and self.cls_source is not None:   # type(e) serves every class
-            return tx.wrap(self.cls, self.cls_source)
+        if name == "__class__" and (self.cls_source is not None or self.cls_var is not None):
+            return self.class_tracker(tx)   # type(e) serves every class
         if name == "__context__":
             if self.context is UNKNOWN_CONTEXT:
                 unsupported(f"__context__ of a {self.cls.__name__} raised outside any except block of the "
@@ -148,6 +151,8 @@ class ExceptionVariable(VariableTracker):
         """type(self) as a tracker: loaded from its source, or a builtin class."""
         if self.cls_source is not None:
             return tx.wrap(self.cls, self.cls_source)
+        if self.cls_var is not None:
+            return self.cls_var
         if self.cls.__module__ != "builtins":
             unsupported(f"type() of a {self.cls.__name__}, whose class has no source")
         return tx.wrap_constant(self.cls)   # a builtin class: its ClassVariable
@@ -379,8 +384,10 @@ def exception_of(tx, value, message="exceptions must derive from BaseException")
         raise type_error(message)
     cls = value.as_python_constant() if value.is_python_constant() else None
     if isinstance(cls, type) and modelled_class(cls):
-        guard_modelled(tx, cls, value.source)
-        return ExceptionVariable(cls, [], cls_source=value.source if cls.__module__ != "builtins" else None)
+        if not getattr(value, "made_in_trace", False):   # a class statement's: the trace's own, unguarded
+            guard_modelled(tx, cls, value.source)
+        return ExceptionVariable(cls, [], cls_source=value.source if cls.__module__ != "builtins" else None,
+                                 cls_var=value if value.source is None else None)
     unsupported(f"raise {value}")
 
 

@@ -14,7 +14,7 @@ import collections
 
 from ...guard.trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
                                    call_with, reversed_at)
-from .base import TracedRaise, VariableTracker, unsupported
+from .base import TracedRaise, VariableTracker, is_static_type, unsupported
 from .constant import ConstantVariable, raise_of_message
 from .containers import ListVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
@@ -45,6 +45,8 @@ class IteratorVariable(VariableTracker):
         self.kind = kind   # the type of Python's iterator (enumerate, list_iterator, ...), if known
         watch = (origin,) if watch is None else watch
         self._watch = [(c, c.version) for c in iterated_containers(watch)]
+        self._sized = _size_checked(kind, watch)
+        self._done = False
 
     def python_type(self):
         if self.kind is None:
@@ -63,23 +65,41 @@ class IteratorVariable(VariableTracker):
 
     def _check_unchanged(self):
         if self.changed:
+            if self._sized is not None and not self._done:
+                container, size, message = self._sized
+                if len(container.items) != size:   # Python's check, made before any other
+                    self._sized = (container, -1, message)   # and Python's iterator raises ever after
+                    raise raise_of_message(TracedRaise, RuntimeError, message)
             unsupported("a list, dict or set changed while a loop iterates over it")
 
     def rest(self) -> list:
         """The items still to come, the iterator left where it is."""
         return self.items[self.index:]
 
+    def has_attribute(self, tx, name: str) -> bool:
+        """hasattr(it, name): what its type has. Python's iterator types are static types whose
+        instances have no __dict__, so the type alone answers."""
+        if self.kind is None or not is_static_type(self.kind) or self.kind.__dictoffset__:
+            unsupported(f"hasattr on an iterator whose type is not a known builtin ({name!r})")
+        return hasattr(self.kind, name)
+
     def next_item(self):
+        if self._done and self._sized is not None:
+            return None   # an exhausted dict or set iterator no longer reads its container
         self._check_unchanged()
         if self.index >= len(self.items):
+            self._done = True   # Python's dict and set iterators drop their container here
             return None
         self.index += 1
         return self.items[self.index - 1]
 
     def unpack(self, tx):
+        if self._done and self._sized is not None:
+            return []
         self._check_unchanged()
         rest = self.items[self.index:]
         self.index = len(self.items)
+        self._done = True
         return rest
 
     def reconstruct(self, outputs):
@@ -99,6 +119,29 @@ class IteratorVariable(VariableTracker):
 
 
 _TUPLE_ITERATOR = type(iter(()))
+
+# Python's iterators over a dict (its views, reversed) and over a set compare, at each step, the
+# container's size with its size when the iterator was made: a difference raises RuntimeError with
+# this message, whatever else changed, and keeps raising it. A change that keeps the size is
+# followed through the hash table's layout, which the trace does not model: refused.
+_SIZE_MESSAGES = {
+    **{type(it): "dictionary changed size during iteration"
+       for d in ({},) for it in (iter(d), iter(d.keys()), iter(d.values()), iter(d.items()), reversed(d),
+                                 reversed(d.keys()), reversed(d.values()), reversed(d.items()))},
+    type(iter(set())): "Set changed size during iteration"}
+
+
+def _size_checked(kind, watch):
+    """(container, its size now, the message) where Python's iterator of type `kind` over the one
+    container in `watch` checks that container's size at each step; else None."""
+    message = _SIZE_MESSAGES.get(kind)
+    if message is None or len(watch) != 1:
+        return None
+    container = watch[0].mapping if isinstance(watch[0], DictViewVariable) else watch[0]
+    if not (isinstance(container, DictVariable) and container.python_type() is dict
+            or isinstance(container, SetVariable) and container.python_type() in (set, frozenset)):
+        return None
+    return container, len(container.items), message
 
 
 # A live iteration over a list yields at most this many items in one trace (`for v in l:

@@ -50,6 +50,12 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         if symbol in _INPLACE and isinstance(a, NumpyArrayVariable):
             unsupported(f"operator {symbol} on a numpy array (it changes the array)")
         return call_numpy(BINARY_OPERATORS[base], f"operator {base}", [a, b], {})
+    if symbol in getattr(a, "own_inplace", ()):
+        return a.inplace(tx, symbol, b)   # a Counter's own in-place operators change it (counters.py)
+    if base == "|" and isinstance(a, DictVariable) and a.python_type() is dict and \
+            (symbol == "|=" or isinstance(b, DictVariable) and b.python_type() is dict):
+        # dict's own | and |= (a subclass on the right could reflect first: left to the rest)
+        return a.merge(tx, b, in_place=symbol == "|=")
     if symbol in _INPLACE and not isinstance(a, (TensorVariable, ListVariable)) and \
             not (_is_user_object(a) and isinstance(type_lookup(a.python_type(), _DUNDERS[symbol]), types.FunctionType)):
         # `a op= b` calls a.__iop__ only where a's type has one; numbers, strings and tuples have
@@ -135,6 +141,11 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return answer
     if _is_user_object(a) or _is_user_object(b):
         return _user_compare(tx, symbol, a, b)
+    if getattr(a, "compares_as_constant", False) or getattr(b, "compares_as_constant", False):
+        # a Counter's own comparisons (a missing key counts zero): run on the real values
+        if a.is_python_constant() and b.is_python_constant():
+            return _const_fold(tx, fn, a, b)
+        unsupported(f"comparison {symbol} of a Counter with counts that are not constants")
     if symbol in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):
         equal = dict_equal(a, b)
         if equal is not None:
