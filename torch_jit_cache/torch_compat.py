@@ -81,9 +81,9 @@ def _has_dynamo_mark(attribute: str, mark: str) -> Callable:
     return check
 
 
-_OG, _TENSOR, _FAKE = "tracer.output_graph", "tracer.variables.tensor", "tracer.fake_shapes"
-_DIST, _FSDP, _HOOKS = "tracer.variables.distributed", "tracer.variables.fsdp2", "tracer.variables.module_hooks"
-_NN, _WRAP, _BACK = "tracer.variables.nn_module", "frontend.module_wrapper", "backends"
+_OG, _TENSOR, _FAKE = "tracer.output_graph", "tracer.variables.torch_objects.tensor", "tracer.fake_shapes"
+_DIST, _FSDP, _HOOKS = "tracer.variables.parallel.distributed", "tracer.variables.parallel.fsdp2", "tracer.variables.modules.module_hooks"
+_NN, _WRAP, _BACK = "tracer.variables.modules.nn_module", "frontend.module_wrapper", "backends"
 _SYM = "torch.fx.experimental.symbolic_shapes."
 
 ROWS: tuple[Row, ...] = (
@@ -101,27 +101,27 @@ ROWS: tuple[Row, ...] = (
     _r("torch._utils.is_compiling", _TENSOR),
     _r("torch._ops.OpOverload", _DIST, _TENSOR),
     _r("torch._ops.OpOverloadPacket", _DIST),
-    _r("torch.ops.aten._local_scalar_dense.default", "tracer.variables.value_sizes"),
-    _r("torch.ops.aten._unsafe_index", "tracer.variables.value_sizes"),
+    _r("torch.ops.aten._local_scalar_dense.default", "tracer.variables.torch_objects.value_sizes"),
+    _r("torch.ops.aten._unsafe_index", "tracer.variables.torch_objects.value_sizes"),
     _r("torch.amp.autocast_mode._enter_autocast", _OG),
     _r("torch.amp.autocast_mode._exit_autocast", _OG),
     _r("torch.autograd.grad_mode._enter_inference_mode", _OG),
     _r("torch.autograd.grad_mode._exit_inference_mode", _OG),
-    _r("torch.utils._contextlib._DecoratorContextManager.clone", "tracer.variables.contexts"),
-    _r("torch.utils._python_dispatch.TorchDispatchMode", "tracer.variables.value_sizes"),
-    _r("torch.utils._pytree.tree_map_only", "tracer.variables.opaque_calls", "tracer.variables.numpy_tensors"),
-    _r("torch.utils._pytree.tree_leaves", "tracer.variables.numpy_tensors"),
-    _r("torch._numpy.ndarray", "tracer.variables.numpy_tensors",
+    _r("torch.utils._contextlib._DecoratorContextManager.clone", "tracer.variables.torch_objects.contexts"),
+    _r("torch.utils._python_dispatch.TorchDispatchMode", "tracer.variables.torch_objects.value_sizes"),
+    _r("torch.utils._pytree.tree_map_only", "tracer.variables.modules.opaque_calls", "tracer.variables.torch_objects.numpy_tensors"),
+    _r("torch.utils._pytree.tree_leaves", "tracer.variables.torch_objects.numpy_tensors"),
+    _r("torch._numpy.ndarray", "tracer.variables.torch_objects.numpy_tensors",
        note="torch's numpy layer: a numpy array traced as a tensor runs its calls"),
-    _r("torch.autograd.function._SingleLevelFunction.setup_context", "tracer.variables.autograd_functions",
+    _r("torch.autograd.function._SingleLevelFunction.setup_context", "tracer.variables.torch_objects.autograd_functions",
        note="the setup_context a Function without its own has: forward then takes ctx"),
     _r("torch.utils._sympy.functions", "guard.shape_guards"),
     _r("torch._dispatch.python.enable_python_dispatcher", _FAKE,
        note="around every fake op: 2.11 needs it for ops on symbolic sizes (a matmul asks numel())"),
     # --- isinstance checks torch writes in Python (instance_checks.py) ------------------------------
-    _r("torch.nn.parameter._BufferMeta", "tracer.variables.instance_checks"),
-    _r("torch.nn.parameter._ParameterMeta", "tracer.variables.instance_checks"),
-    _r("torch._library.fake_class_registry.FakeScriptObject", "tracer.variables.instance_checks"),
+    _r("torch.nn.parameter._BufferMeta", "tracer.variables.python_objects.instance_checks"),
+    _r("torch.nn.parameter._ParameterMeta", "tracer.variables.python_objects.instance_checks"),
+    _r("torch._library.fake_class_registry.FakeScriptObject", "tracer.variables.python_objects.instance_checks"),
     _r("torch._opaque_base.OpaqueBase", "torch_compat", releases=(GPU_MACHINE, "2.13"),
        note="2.14 renamed it CustomClassBase (importing the old module logs a deprecation): "
             "custom_class_base()"),
@@ -133,8 +133,8 @@ ROWS: tuple[Row, ...] = (
        note="custom_class_base()"),
     # --- fake tensors and symbolic shapes (every trace) ---------------------------------------------
     _r("torch._subclasses.fake_tensor.FakeTensorMode", "pipeline.disk_cache.entries", _FAKE),
-    _r("torch._subclasses.fake_tensor.DataDependentOutputException", "tracer.variables.opaque_calls"),
-    _r("torch._subclasses.fake_tensor.DynamicOutputShapeException", "tracer.variables.opaque_calls"),
+    _r("torch._subclasses.fake_tensor.DataDependentOutputException", "tracer.variables.modules.opaque_calls"),
+    _r("torch._subclasses.fake_tensor.DynamicOutputShapeException", "tracer.variables.modules.opaque_calls"),
     _r("torch._guards.Source", _FAKE, note="subclassed: its fields are read as cached properties"),
     _r("torch._guards.GuardSource.LOCAL", _FAKE),
     _r("torch._guards.detect_fake_mode", _BACK),
@@ -143,7 +143,7 @@ ROWS: tuple[Row, ...] = (
     _r(_SYM + "DimDynamic.DYNAMIC", "pipeline.disk_cache.entries", _FAKE),
     _r(_SYM + "DimDynamic.STATIC", "pipeline.disk_cache.entries", _FAKE),
     _r(_SYM + "DimDynamic.INFER_STRIDE", _FAKE),
-    _r(_SYM + "GuardOnDataDependentSymNode", "tracer.variables.opaque_calls", "tracer.variables.symbolic"),
+    _r(_SYM + "GuardOnDataDependentSymNode", "tracer.variables.modules.opaque_calls", "tracer.variables.torch_objects.symbolic"),
     _r(_SYM + "compute_unbacked_bindings", _FAKE),
     _r(_SYM + "free_unbacked_symbols", _FAKE),
     _r(_SYM + "constrain_range", _FAKE),
@@ -178,7 +178,7 @@ ROWS: tuple[Row, ...] = (
     # --- torch._dynamo, read only where the user's code imported it -------------------------------------
     _r("torch._dynamo.is_compiling", _TENSOR),
     _r("torch._dynamo.external_utils.is_compiling", _TENSOR),
-    _r("torch._dynamo.error_on_graph_break", "tracer.variables.dynamo_contexts"),
+    _r("torch._dynamo.error_on_graph_break", "tracer.variables.torch_objects.dynamo_contexts"),
     _r("torch._dynamo.reset", "demo", note="the demo runs torch.compile beside tjc, each backend from a clean cache"),
     _r("torch.Tensor._dynamo_dynamic_indices", "frontend.dynamic",
        check=_has_dynamo_mark("_dynamo_dynamic_indices", "mark_dynamic"),
@@ -205,12 +205,12 @@ ROWS: tuple[Row, ...] = (
     _r("torch.distributed.fsdp._fully_shard._fsdp_state", _FSDP),
     _r("torch.nn.parallel.distributed.DistributedDataParallel._get_active_ddp_module", "backends.ddp_split"),
     # --- nn.Module's and Tensor's underscore members ---------------------------------------------------
-    _r("torch.nn.Module._parameters", "pipeline.disk_cache.graph_codec", "guard.fast_sources", "tracer.variables.built_modules",
-       _FSDP, _NN, "tracer.variables.opaque_calls",
+    _r("torch.nn.Module._parameters", "pipeline.disk_cache.graph_codec", "guard.fast_sources", "tracer.variables.modules.built_modules",
+       _FSDP, _NN, "tracer.variables.modules.opaque_calls",
        check=lambda torch: hasattr(torch.nn.Module(), "_parameters")),
-    _r("torch.nn.Module._buffers", "pipeline.disk_cache.graph_codec", "guard.fast_sources", "tracer.variables.built_modules",
-       _NN, "tracer.variables.opaque_calls", check=lambda torch: hasattr(torch.nn.Module(), "_buffers")),
-    _r("torch.nn.Module._modules", "pipeline.disk_cache.graph_codec", "guard.fast_sources", _NN, "tracer.variables.opaque_calls",
+    _r("torch.nn.Module._buffers", "pipeline.disk_cache.graph_codec", "guard.fast_sources", "tracer.variables.modules.built_modules",
+       _NN, "tracer.variables.modules.opaque_calls", check=lambda torch: hasattr(torch.nn.Module(), "_buffers")),
+    _r("torch.nn.Module._modules", "pipeline.disk_cache.graph_codec", "guard.fast_sources", _NN, "tracer.variables.modules.opaque_calls",
        check=lambda torch: hasattr(torch.nn.Module(), "_modules")),
     *(_r(f"torch.nn.Module.{name}", _FSDP, _HOOKS, check=lambda torch, n=name: hasattr(torch.nn.Module(), n))
       for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")),

@@ -1,4 +1,4 @@
-"""The attribute protocol of objects read from the frame (tracer/variables/object_protocol.py): a
+"""The attribute protocol of objects read from the frame (tracer/variables/python_objects/object_protocol.py): a
 class's own Python __getattribute__, __getattr__, __setattr__ and __delattr__ traced, object's
 hooks and super()'s inside them, user descriptors, property setters, __slots__ and obj.__dict__.
 

@@ -1,4 +1,4 @@
-"""tracer/variables/autograd_functions.py through the public API: `Fn.apply(...)` of a custom
+"""tracer/variables/torch_objects/autograd_functions.py through the public API: `Fn.apply(...)` of a custom
 torch.autograd.Function.
 
 The contract: where autograd records nothing (grad mode off, or no tensor argument requires

@@ -1,4 +1,4 @@
-"""Class statements inside compiled code (tracer/variables/class_statements.py), objects whose class
+"""Class statements inside compiled code (tracer/variables/python_objects/class_statements.py), objects whose class
 writes __getattr__ built in the trace (new_object.py), and user objects' operator dunders
 (operators.py). Each program is compared with eager over two compiled calls, and its capture is
 counted: (graphs, breaks, frames run uncompiled)."""

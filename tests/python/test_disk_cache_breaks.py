@@ -317,7 +317,7 @@ def test_side_effects_are_replayed_by_loaded_entries(script, tmp_path):
     assert (cold["effects"]["disk_cache_stores"], warm["effects"]["disk_cache_hits"]) == (1, 1), err
     assert (cold["effects_break"]["disk_cache_stores"], warm["effects_break"]["disk_cache_hits"]) == (2, 2), err
     assert warm["effects"]["graphs_traced"] == warm["effects_break"]["graphs_traced"] == 0, warm
-    # A store to a module pins it by identity (tracer/variables/nn_module.py), which no stored
+    # A store to a module pins it by identity (tracer/variables/modules/nn_module.py), which no stored
     # entry holds: stored where that is lifted, traced again (and right) where not.
     assert warm["module"]["disk_cache_hits"] == cold["module"]["disk_cache_stores"], warm
     assert warm["module"]["graphs_traced"] == 1 - cold["module"]["disk_cache_stores"], warm

@@ -1,4 +1,4 @@
-"""torch._dynamo's own context managers in traced code (tracer/variables/dynamo_contexts.py):
+"""torch._dynamo's own context managers in traced code (tracer/variables/torch_objects/dynamo_contexts.py):
 `with torch._dynamo.error_on_graph_break(flag)` is a block that does nothing in the graph, and a
 graph break inside it runs the break instruction inside a real block and resumes inside one.
 Compared with eager: values, TorchDynamo's setting as the code inside the block sees it, and the

@@ -4,7 +4,7 @@ function they call is compiled as its own frame. Each case is compared with eage
 shape, and the Python side effects of the transformed function (counted).
 
 Also: a torch function is a graph op by its name only where FX's name for it is that very object
-(tracer/variables/tensor.py `_reachable_by_name`): `functools.wraps` makes torch.vmap's wrapper
+(tracer/variables/torch_objects/tensor.py `_reachable_by_name`): `functools.wraps` makes torch.vmap's wrapper
 of torch.sum call itself `torch.sum`.
 """
 import functools
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import torch_jit_cache as tjc  # noqa: E402
 from torch_jit_cache.frontend.trace_rules import functorch_transform  # noqa: E402
-from torch_jit_cache.tracer.variables.tensor import is_torch_callable  # noqa: E402
+from torch_jit_cache.tracer.variables.torch_objects.tensor import is_torch_callable  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 

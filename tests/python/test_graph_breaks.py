@@ -124,7 +124,7 @@ def test_branch_on_a_tensor_keeps_the_comparison_in_the_graph_and_a_resume_per_b
 
 
 def test_call_into_numpy():
-    # numpy calls on constants run while tracing (tracer/variables/numpy_values.py): one graph.
+    # numpy calls on constants run while tracing (tracer/variables/torch_objects/numpy_values.py): one graph.
     # Before, each numpy call was a break (2 graphs, 4 breaks).
     check_graphs_and_breaks(_numpy, torch.randn(4), graphs=1, breaks=0)
 

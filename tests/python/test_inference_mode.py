@@ -1,4 +1,4 @@
-"""`torch.inference_mode()` in traced code (tracer/variables/contexts.py, OutputGraph's inference
+"""`torch.inference_mode()` in traced code (tracer/variables/torch_objects/contexts.py, OutputGraph's inference
 blocks): the block is traced into the graph between _enter_inference_mode / _exit_inference_mode
 nodes, so under the eager backend its tensors are inference tensors as in eager, and what eager
 refuses with them (saving one for backward, an in-place update outside the block) is refused the

@@ -1,4 +1,4 @@
-"""numpy arrays traced as tensors (tracer/variables/numpy_tensors.py): an array the frame holds,
+"""numpy arrays traced as tensors (tracer/variables/torch_objects/numpy_tensors.py): an array the frame holds,
 or one `t.numpy()` made, is a tensor of the graph, and numpy functions, methods and operators on it
 run through torch._numpy in the graph. Each result is eager's in type (ndarray, numpy scalar,
 tensor), dtype, shape and values; where torch._numpy would differ from numpy the call breaks."""

@@ -1,4 +1,4 @@
-"""numpy in traced code (tracer/variables/numpy_values.py): numpy calls on constants run while
+"""numpy in traced code (tracer/variables/torch_objects/numpy_values.py): numpy calls on constants run while
 tracing, arrays the trace made reach the graph through torch.from_numpy / torch.tensor as constant
 tensors, numpy numbers meet tensors in binary operators. Arrays stay right (each call makes its
 own; a mutation or a view breaks). numpy on tensors: test_numpy_tensors.py."""

@@ -1,4 +1,4 @@
-"""OrderedDict built in the trace (tracer/variables/dict_subclasses.py, BuiltDictSubclassVariable):
+"""OrderedDict built in the trace (tracer/variables/collections/dict_subclasses.py, BuiltDictSubclassVariable):
 its own methods that move keys (move_to_end, popitem(last=)), copy, and == that compares order,
 captured in one graph and equal to eager; what the trace cannot follow breaks cleanly."""
 import collections

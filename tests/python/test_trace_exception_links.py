@@ -2,7 +2,7 @@
 (a cycle cut, a re-raise keeping it), `raise ... from ...` (__cause__, __suppress_context__), the
 TypeError of raising what is no exception, __traceback__ and with_traceback(None), and a raise
 inside a with block over a context manager written in Python, whose __exit__ is traced with the
-exception (tracer/variables/exceptions.py, handlers/exceptions.py). Each case runs eagerly and
+exception (tracer/variables/python_objects/exceptions.py, handlers/exceptions.py). Each case runs eagerly and
 compiled, compares what it returns, and asserts one graph with no break; the last part checks what
 still falls back, and that an exception leaving the frame is eager's."""
 import math

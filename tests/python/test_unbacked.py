@@ -1,5 +1,5 @@
 """Data-dependent values as unbacked symbols: config.capture_scalar_outputs and
-config.capture_dynamic_output_shape_ops (config.py), tracer/variables/value_sizes.py, tensor.py,
+config.capture_dynamic_output_shape_ops (config.py), tracer/variables/torch_objects/value_sizes.py, tensor.py,
 symbolic.py and tracer/fake_shapes.py.
 
 Off (the default, as torch.compile's), `.item()`, `.tolist()`, nonzero and the like are a graph break

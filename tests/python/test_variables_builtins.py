@@ -1,4 +1,4 @@
-"""tracer/variables/builtins.py through the public API: Python's builtins in traced code.
+"""tracer/variables/builtin_functions/builtins.py through the public API: Python's builtins in traced code.
 
 The contract: a builtin on Python constants folds to eager's answer while tracing (no graph op), on
 tensors it answers only what is static (len of a tensor is its first dimension, isinstance its

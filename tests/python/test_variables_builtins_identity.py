@@ -1,4 +1,4 @@
-"""tracer/variables/builtins_identity.py end to end: id() of a class, of a module and of a plain
+"""tracer/variables/builtin_functions/builtins_identity.py end to end: id() of a class, of a module and of a plain
 object of the frame is a constant of the graph, guarded by identity (another object recompiles and
 gets its own id); id() of a list, a tensor or an object built in the trace breaks and keeps eager's
 value. The entry holds none of the objects. Each case compares with eager."""

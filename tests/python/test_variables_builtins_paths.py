@@ -1,4 +1,4 @@
-"""tracer/variables/builtins_paths.py end to end: os.fspath of a str or bytes constant and of an
+"""tracer/variables/builtin_functions/builtins_paths.py end to end: os.fspath of a str or bytes constant and of an
 object whose class writes __fspath__ in Python stays in the graph; the __fspath__ read is guarded
 (replacing it recompiles); a C __fspath__ (pathlib) or one returning another type breaks and keeps
 eager's result or error. Each case compares with eager."""

@@ -1,4 +1,4 @@
-"""`d.__get__(obj)` of descriptors written in C (tracer/variables/c_descriptors.py): a getset
+"""`d.__get__(obj)` of descriptors written in C (tracer/variables/python_objects/c_descriptors.py): a getset
 descriptor, a slot member, a C method, called on the descriptor or through the bound `d.__get__`
 the frame holds. Where `type(obj)` finds `d` under its name, the call is that attribute read, in
 the graph; elsewhere a break, and the call runs as written (raising where eager raises). Every

@@ -1,4 +1,4 @@
-"""Cells as values after the graph (tracer/variables/cells.py): a function the trace made that
+"""Cells as values after the graph (tracer/variables/python_objects/cells.py): a function the trace made that
 leaves it (returned, or held across a graph break) closes over the very cells eager's would. A
 function made by the frame over its free variables closes over the frame's real cells; one made in
 an inlined call over the frame's cells and the inlined call's own cells gets the frame's real

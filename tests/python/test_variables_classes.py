@@ -1,4 +1,4 @@
-"""tracer/variables/classes.py through the public API: attributes read from a class.
+"""tracer/variables/python_objects/classes.py through the public API: attributes read from a class.
 
 The contract: a functools.cached_property read from its class is the descriptor itself (its
 __get__ with no instance returns it), also from a fresh import of functools; a name missing from a

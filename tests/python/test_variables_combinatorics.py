@@ -1,4 +1,4 @@
-"""tracer/variables/combinatorics.py: itertools.combinations, combinations_with_replacement,
+"""tracer/variables/builtin_functions/combinatorics.py: itertools.combinations, combinations_with_replacement,
 permutations and zip_longest traced as their Python versions.
 
 The contract: each gives CPython's items in CPython's order (checked against the real classes on

@@ -1,4 +1,4 @@
-"""Containers in the trace behave as Python's (tracer/variables/containers.py).
+"""Containers in the trace behave as Python's (tracer/variables/collections/containers.py).
 
 Dict views are live: `d.keys()`, `d.values()`, `d.items()` taken before `d[k] = v` see the new key,
 whether the dict came in or was built in the trace, and a dict changed while a loop runs over

@@ -1,4 +1,4 @@
-"""tracer/variables/copying.py through the public API: copy.deepcopy in traced code.
+"""tracer/variables/builtin_functions/copying.py through the public API: copy.deepcopy in traced code.
 
 The contract: a deepcopy of lists, dicts and plain objects is built in the trace as new objects
 (mutating the copy leaves the original alone, as in eager); values deepcopy returns as they are

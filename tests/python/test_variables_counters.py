@@ -1,4 +1,4 @@
-"""collections.Counter built in the trace (tracer/variables/counters.py): counting, the missing-key
+"""collections.Counter built in the trace (tracer/variables/collections/counters.py): counting, the missing-key
 rules, arithmetic, comparisons, repr, elements, most_common, update/subtract and in-place operators
 computed by Counter itself on the constant counts. Each case compares with eager and asserts one
 graph, no break and nothing run uncompiled."""

@@ -1,4 +1,4 @@
-"""tracer/variables/deques.py: collections.deque in the trace, as CPython's deque runs.
+"""tracer/variables/collections/deques.py: collections.deque in the trace, as CPython's deque runs.
 
 A deque the frame receives is guarded by type, length, maxlen and items; what the trace changes
 in it is replayed on that very deque after the graph, so the caller sees eager's deque (same

@@ -1,4 +1,4 @@
-"""tracer/variables/dict_subclasses.py end to end: instances of plain subclasses of dict and
+"""tracer/variables/collections/dict_subclasses.py end to end: instances of plain subclasses of dict and
 OrderedDict (plain_dict_subclass: nothing of their own but Python methods) built in the trace are dict
 trackers of their class, their own methods traced as Python, made again after the graph as their
 class with their items in order; a class with more of its own still breaks and stays correct.

@@ -1,4 +1,4 @@
-"""torch.distributed collectives in compiled code (tracer/variables/distributed.py).
+"""torch.distributed collectives in compiled code (tracer/variables/parallel/distributed.py).
 
 Two processes join a gloo group over 127.0.0.1 and run each scenario of distributed_worker.py
 eagerly and compiled on the same inputs. Every call must issue the collectives eager issues, no

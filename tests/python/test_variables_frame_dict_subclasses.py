@@ -1,5 +1,5 @@
 """An object of a plain dict subclass passed in by the caller is traced as a dict of its class
-that the trace may change (tracer/variables/frame_dict_subclasses.py): item writes, pop, popitem,
+that the trace may change (tracer/variables/collections/frame_dict_subclasses.py): item writes, pop, popitem,
 setdefault, update, attribute stores, replayed on the very object; guards on its keys, its class
 and its instance attributes. Each case compares with eager: results, the object's items and
 attributes after the call, and that the caller's object is the one returned."""

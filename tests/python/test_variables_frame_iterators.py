@@ -1,4 +1,4 @@
-"""tracer/variables/frame_iterators.py: a builtin iterator over a range, str, bytes or tuple,
+"""tracer/variables/collections/frame_iterators.py: a builtin iterator over a range, str, bytes or tuple,
 read from the frame.
 
 The contract: the trace reads where the iterator is (its `__reduce__()`, guarded), yields the

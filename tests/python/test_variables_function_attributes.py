@@ -1,4 +1,4 @@
-"""tracer/variables/function_attributes.py through the public API: attributes set on functions.
+"""tracer/variables/python_objects/function_attributes.py through the public API: attributes set on functions.
 
 The contract: on a function made in the trace, plain attributes are the trace's own (read, changed,
 deleted there; hasattr answers as eager) and the function made again after the graph carries them;

@@ -1,4 +1,4 @@
-"""tracer/variables/functions.py through the public API: user functions called in traced code.
+"""tracer/variables/python_objects/functions.py through the public API: user functions called in traced code.
 
 The contract: a user function is inlined (its bytecode interpreted with its own locals), so the
 whole call chain is one graph; arguments bind as Python binds them (defaults, keyword-only,

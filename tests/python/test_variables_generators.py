@@ -1,4 +1,4 @@
-"""tracer/variables/generators.py through the public API: generators and generator expressions.
+"""tracer/variables/python_objects/generators.py through the public API: generators and generator expressions.
 
 The contract: a generator is run lazily by a suspended child translator, item by item, interleaved
 with whoever consumes it, so the order of calls is Python's (any() stops at the first true item);

@@ -1,4 +1,4 @@
-"""tracer/variables/imports.py through the public API: import statements inside traced functions.
+"""tracer/variables/python_objects/imports.py through the public API: import statements inside traced functions.
 
 The contract: importing a module already loaded is traced (no break), and the module's attributes
 are read through a guarded source; importing a module not loaded yet breaks the graph so the import

@@ -1,4 +1,4 @@
-"""Calls of functools.lru_cache / functools.cache wrappers (tracer/variables/lru_cache_calls.py):
+"""Calls of functools.lru_cache / functools.cache wrappers (tracer/variables/builtin_functions/lru_cache_calls.py):
 a user's wrapper called with arguments is a graph break at the call, which runs it as written (its
 statistics, cache and side effects as eager's); called without arguments, its cached value is a
 guarded constant (the body runs as often as eager runs it; hits count guard checks); typing's cached

@@ -1,4 +1,4 @@
-"""Calling a class whose metaclass is not `type` (tracer/variables/new_object.py,
+"""Calling a class whose metaclass is not `type` (tracer/variables/python_objects/new_object.py,
 UserClassVariable._call_through_metaclass) and an Enum lookup next to a class's own `_missing_`
 (classes.py): each traced whole and compared with eager.
 

@@ -1,4 +1,4 @@
-"""tracer/variables/model_output.py through the public API: a HuggingFace ModelOutput built in the
+"""tracer/variables/python_objects/model_output.py through the public API: a HuggingFace ModelOutput built in the
 trace.
 
 The contract: a ModelOutput the trace constructs reads as eager's (fields by attribute, present keys

@@ -1,4 +1,4 @@
-"""tracer/variables/new_object.py end to end: objects the trace constructs (plain classes, a
+"""tracer/variables/python_objects/new_object.py end to end: objects the trace constructs (plain classes, a
 dataclass, ABC subclasses, a class made in the function) are read in the graph and rebuilt after it
 as eager builds them: same class, same instance __dict__ in order, one object wherever it is reached
 (returned twice, stored on an argument, live at a graph break). What rebuilding would change

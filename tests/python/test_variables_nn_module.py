@@ -1,4 +1,4 @@
-"""tracer/variables/nn_module.py through the public API: nn.Module instances read from the frame.
+"""tracer/variables/modules/nn_module.py through the public API: nn.Module instances read from the frame.
 
 The contract: a user module is traced by inlining its forward; built-in leaf modules become their
 functional form with parameters and buffers as graph inputs (read at call time, so an in-place

@@ -1,5 +1,5 @@
 """Objects built in the trace whose class writes its own __getattribute__ / __setattr__ /
-__delattr__ in Python (tracer/variables/object_hooks.py): HuggingFace's PreTrainedConfig renames
+__delattr__ in Python (tracer/variables/python_objects/object_hooks.py): HuggingFace's PreTrainedConfig renames
 through `attribute_map`, huggingface_hub's `@strict` validates in a try block. The hooks are run
 step by step down to object's; hasattr and getattr with a default catch the AttributeError; the
 object's __dict__ is one dict with its attributes; deepcopy follows what Python's copy asks of

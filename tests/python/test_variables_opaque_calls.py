@@ -1,4 +1,4 @@
-"""Opaque calls (frontend/proxies.py, tracer/variables/opaque_calls.py): built-in modules the tracer does not
+"""Opaque calls (frontend/proxies.py, tracer/variables/modules/opaque_calls.py): built-in modules the tracer does not
 trace (LSTM, GRU, MultiheadAttention, the Transformer family) and what tjc.allow_in_graph marks are
 called as one node of the graph, through a proxy that shares the module's __dict__.
 

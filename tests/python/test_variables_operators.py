@@ -1,4 +1,4 @@
-"""tracer/variables/operators.py through the public API: Python's operators in traced code.
+"""tracer/variables/builtin_functions/operators.py through the public API: Python's operators in traced code.
 
 The contract: operators on Python constants fold while tracing (eager's answer, no graph op); any
 tensor operand makes a graph node; sequences concatenate and repeat as Python's do; identity and

@@ -1,4 +1,4 @@
-"""tracer/variables/partials.py through the public API: functools.partial in traced code.
+"""tracer/variables/python_objects/partials.py through the public API: functools.partial in traced code.
 
 The contract: a partial made in the trace is the one CPython makes: a partial of such a partial
 is flattened (func, args, keywords read as eager's), its keywords dict is its own (a change through

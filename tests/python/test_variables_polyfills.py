@@ -1,4 +1,4 @@
-"""tracer/variables/polyfills.py through the public API: map, filter, zip, enumerate, itertools
+"""tracer/variables/builtin_functions/polyfills.py through the public API: map, filter, zip, enumerate, itertools
 and functools helpers in traced code.
 
 The contract: the lazy builtins and helpers are traced as Python versions of themselves (generator
@@ -92,7 +92,7 @@ def test_zip_over_generators_pulls_as_python_does():
 
 
 # -- itertools' lazy iterators (repeat, count, cycle, islice, accumulate, ...) ------------------
-from torch_jit_cache.tracer.variables import polyfills  # noqa: E402
+from torch_jit_cache.tracer.variables.builtin_functions import polyfills  # noqa: E402
 
 
 def _repeat_count_cycle(x):

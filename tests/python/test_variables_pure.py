@@ -1,4 +1,4 @@
-"""Pure builtins and C functions on constants run while tracing (variables/pure.py, one table):
+"""Pure builtins and C functions on constants run while tracing (variables/builtin_functions/pure.py, one table):
 each call's result under the compiler equals CPython's, of the same type, with no graph break and
 no fallback; Python's error on constants is raised in the trace and caught by the program's own
 `try` as in eager; a table of calls, and hypothesis over math and operator.
@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 import torch_jit_cache as tjc  # noqa: E402
-from torch_jit_cache.tracer.variables.pure import hash_is_per_process, is_pure  # noqa: E402
+from torch_jit_cache.tracer.variables.builtin_functions.pure import hash_is_per_process, is_pure  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 

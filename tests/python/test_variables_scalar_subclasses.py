@@ -1,4 +1,4 @@
-"""tracer/variables/scalar_subclasses.py: instances of a plain subclass of int, float, complex,
+"""tracer/variables/python_objects/scalar_subclasses.py: instances of a plain subclass of int, float, complex,
 str or bytes built in the trace are constants of their class.
 
 The contract: `Digits("12")` for `class Digits(int): pass`, called in the trace on constants, is

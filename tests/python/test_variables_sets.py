@@ -1,4 +1,4 @@
-"""tracer/variables/sets.py through the public API: set and frozenset in traced code.
+"""tracer/variables/collections/sets.py through the public API: set and frozenset in traced code.
 
 The contract: set literals, operations and membership are traced in the graph; a set built in the
 trace is a fresh object per call; a frozenset argument is guarded, not trusted by value; what the

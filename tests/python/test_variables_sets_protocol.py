@@ -1,4 +1,4 @@
-"""tracer/variables/sets.py: what sets do besides their algebra, through the public API.
+"""tracer/variables/collections/sets.py: what sets do besides their algebra, through the public API.
 
 The contract: Python's own errors of set operations (an operand a set refuses, an item that is not
 iterable or hashable, a wrong number of arguments) are raised in the trace, so a `try` or an

@@ -1,4 +1,4 @@
-"""tracer/variables/signatures.py: inspect.signature(f) of a function read from the frame, its
+"""tracer/variables/python_objects/signatures.py: inspect.signature(f) of a function read from the frame, its
 `parameters[name]` and each Parameter's name, kind and default, traced whole and compared with
 eager. A default is read through `f.__defaults__` / `f.__kwdefaults__`: replacing them later
 recompiles to eager's answer; a parameter without one is `inspect.Parameter.empty`."""

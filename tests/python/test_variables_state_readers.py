@@ -86,7 +86,7 @@ def test_a_reader_called_with_arguments_gives_eagers_error():
 
 
 def test_only_the_modules_own_functions_are_readers():
-    from torch_jit_cache.tracer.variables.state_readers import is_state_reader
+    from torch_jit_cache.tracer.variables.builtin_functions.state_readers import is_state_reader
 
     def get_int_max_str_digits():
         return 1

@@ -1,4 +1,4 @@
-"""tracer/variables/symbolic.py through the public API: sizes that are symbolic in the trace.
+"""tracer/variables/torch_objects/symbolic.py through the public API: sizes that are symbolic in the trace.
 
 The contract: under dynamic shapes a size read from a tensor (`x.size(0)`, `x.shape`) is an fx
 node, so arithmetic on it is computed by the graph and one graph serves every size; where the

@@ -1,4 +1,4 @@
-"""tracer/variables/tensor.py through the public API: tensor methods, attributes and torch functions.
+"""tracer/variables/torch_objects/tensor.py through the public API: tensor methods, attributes and torch functions.
 
 The contract: every tensor op becomes an fx node, run once on fake example tensors to learn its
 result; a result without tensors (x.size(), x.dim(), x.dtype, x.shape) is a constant, legal because

@@ -1,4 +1,4 @@
-"""Python attributes stored on tensors and read back (tracer/variables/tensor_attributes.py): the
+"""Python attributes stored on tensors and read back (tracer/variables/torch_objects/tensor_attributes.py): the
 store is a side effect replayed after the graph on the very tensor (the frame's own, or the graph
 output the caller gets); reads in the same trace see it; a frame tensor's own `__dict__` entries
 are read through their source and guarded."""

@@ -1,4 +1,4 @@
-"""tracer/variables/tensor_from_scalars.py: torch.tensor / torch.as_tensor / x.new_tensor of data
+"""tracer/variables/torch_objects/tensor_from_scalars.py: torch.tensor / torch.as_tensor / x.new_tensor of data
 holding symbolic scalars is built by the graph (one 0-d tensor per number, stacked, cast), so a
 dynamic size is not specialized and a data-dependent count (`.item()`, `nonzero().numel()` under
 the capture switches) is not a graph break. Each call is compared with eager: values, dtype and

@@ -1,4 +1,4 @@
-"""`x.grad` in traced code (tracer/variables/tensor.py, TensorVariable._grad).
+"""`x.grad` in traced code (tracer/variables/torch_objects/tensor.py, TensorVariable._grad).
 
 The contract: the gradient of a tensor read from the frame is read through its source `x.grad`, a
 graph input (TENSOR_MATCH) or None (guarded), so a call where it changed recompiles; an in-place

@@ -1,4 +1,4 @@
-"""tracer/variables/user_iterators.py: Python's iteration protocol over objects of user classes.
+"""tracer/variables/python_objects/user_iterators.py: Python's iteration protocol over objects of user classes.
 
 The contract: `iter(obj)`, a for loop and `list(obj)` over an object whose class writes `__iter__`
 (returning an object with `__next__`), or only `__getitem__` (Python's sequence iterator), and

@@ -1,6 +1,6 @@
 """An op whose output size depends on tensor values is a graph break, never a constant.
 
-tracer/variables/value_sizes.py: `torch.arange(0, b.max())`, nonzero, unique, masked_select, a
+tracer/variables/torch_objects/value_sizes.py: `torch.arange(0, b.max())`, nonzero, unique, masked_select, a
 boolean mask, repeat_interleave with tensor repeats, a tensor slice bound are refused before they
 run in the trace, so they run at call time. Before, what the trace read of such a result (its
 shape, its length, a loop over it) was baked into the graph: the second call with another value

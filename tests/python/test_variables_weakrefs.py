@@ -1,4 +1,4 @@
-"""tracer/variables/weakrefs.py: `weakref.ref(obj[, callback])` made in the trace.
+"""tracer/variables/python_objects/weakrefs.py: `weakref.ref(obj[, callback])` made in the trace.
 
 The contract: calling the reference gives the referent where eager's is surely alive (the frame
 reaches it, or holds it in a local); a reference that leaves the trace is CPython's own reference

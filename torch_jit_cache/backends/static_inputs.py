@@ -12,7 +12,7 @@ recorded only when that input is static. torch.compile calls static what it mark
 If a static input's address changes later (a parameter replaced, a cache reallocated), inductor's
 CUDA graph trees record the graph again for the new address, as under torch.compile.
 
-The tracer marks such placeholders (`node.meta[STATIC_INPUT]`, tracer/variables/tensor.py). With
+The tracer marks such placeholders (`node.meta[STATIC_INPUT]`, tracer/variables/torch_objects/tensor.py). With
 CUDA graphs on, `announce` hands the marks to AOTAutograd in the form it reads from Dynamo's graphs
 (a compile id in gm.meta, `_param_name_to_source`, each placeholder's `_dynamo_source` and
 `tensor_dict`), and inductor receives them as its `static_input_idxs`. Without CUDA graphs nothing

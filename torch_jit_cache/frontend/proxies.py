@@ -32,7 +32,7 @@ __all__ = ["allow_in_graph", "is_allowed_in_graph", "builtin_opaque_reason", "mo
 # Built-in torch.nn modules the tracer calls as one opaque node (by their name in torch.nn; the
 # class must be exactly torch.nn's, a user subclass has a forward of its own and is traced), and
 # why they are not traced through or lowered to a functional form like the leaves in
-# tracer/variables/nn_module.py. Calling the module itself keeps eager's exact behaviour,
+# tracer/variables/modules/nn_module.py. Calling the module itself keeps eager's exact behaviour,
 # including the fast paths torch picks at call time.
 OPAQUE_BUILTIN_MODULES = {
     "LSTM": "one fused op (torch.lstm) over flat weights that RNNBase keeps in sync with its "
@@ -53,7 +53,7 @@ OPAQUE_BUILTIN_MODULES = {
 # Attributes of a built-in opaque module that are derived from others: RNNBase's list of its own
 # parameters and weakrefs to them, rebuilt by forward whenever a parameter is not the one the
 # weakref names. They need no guard (the tracer guards every other attribute, see
-# tracer/variables/opaque_calls.py), but whoever swaps parameters (torch.func.functional_call for
+# tracer/variables/modules/opaque_calls.py), but whoever swaps parameters (torch.func.functional_call for
 # the example run, AOTAutograd compiling the graph) leaves its own tensors in them:
 # `preserving_derived_state` puts the module's back.
 DERIVED_ATTRIBUTES = ("_flat_weights", "_flat_weight_refs")

@@ -40,7 +40,7 @@ trace reads the rest of the loop; a list or dict read from the frame keeps Pytho
 one resume function per iteration, in a chain at most `max_depth` long (config.max_resume_depth).
 
 Inside grad-mode with blocks (`with torch.no_grad()`, `enable_grad()`, `set_grad_enabled(flag)`;
-tracer/variables/contexts.py), as TorchDynamo does: the blocks around the instruction are read
+tracer/variables/torch_objects/contexts.py), as TorchDynamo does: the blocks around the instruction are read
 from the exception table (bytecode/analysis.py `with_block_exits`: each with body's handler is PUSH_EXC_INFO,
 WITH_EXCEPT_START at the depth of the block's exit plus one; its cleanup's handler is whatever
 encloses the block), and the trace says which grad mode each one sets (trace_result.EnteredContext

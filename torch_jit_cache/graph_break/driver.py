@@ -139,7 +139,7 @@ def _trace_cut(frame, plan, fullgraph: bool, rng) -> Traced:
 
 def _trace_moving(frame, cut, plan) -> TraceResult:
     """One trace to `cut` (None: to the return). A generator alive at the cut cannot be rebuilt
-    (variables/generators.py): the cut moves to where the first generator the frame made and had
+    (variables/python_objects/generators.py): the cut moves to where the first generator the frame made and had
     not exhausted there was made (before it, that generator does not exist yet), and the frame is
     traced again, a few times at most."""
     code = frame.f_code

@@ -17,9 +17,9 @@ from ..guard.sources import LocalSource
 from ..guard.trace_result import BreakOutput, ContextSwitch, ModeSwitch, SourceOutput, Unsupported
 from ..tracer.rebuild import BlockAtBreak, GeneratorAtBreak, Rebuilder
 from ..tracer.variables import IteratorVariable
-from ..tracer.variables.contexts import (AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable,
-                                        UserContextExitVariable)
-from ..tracer.variables.dynamo_contexts import DynamoOnlyExitVariable
+from ..tracer.variables.torch_objects.contexts import (AutocastExitVariable, GradModeExitVariable, InferenceModeExitVariable,
+                                                      UserContextExitVariable)
+from ..tracer.variables.torch_objects.dynamo_contexts import DynamoOnlyExitVariable
 from .plan import BreakPlan
 
 __all__ = ["Cut", "break_state", "break_switches"]

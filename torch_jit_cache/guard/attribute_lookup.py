@@ -11,11 +11,11 @@ object.__getattribute__ looks, in this order:
 
 So a method defined on a module's class wins over a submodule or parameter of the same name (those
 live in _modules/_parameters, reached only through __getattr__), and an instance attribute wins
-over a method. The tracer (tracer/variables/attribute.py) and the rewriting of module attribute
+over a method. The tracer (tracer/variables/python_objects/attribute.py) and the rewriting of module attribute
 paths into dict lookups (guard/fast_sources.py) both decide with `lookup`, so they cannot disagree.
 
 A type whose __getattribute__ is written in Python may do anything, so `lookup` says CUSTOM (the
-tracer then traces the hook itself, tracer/variables/object_protocol.py, down to object's order,
+tracer then traces the hook itself, tracer/variables/python_objects/object_protocol.py, down to object's order,
 `generic_lookup`) unless the function is in TRUSTED_GETATTRIBUTE: a table, keyed by the function's module
 and qualified name (strings, never the classes), of __getattribute__ overrides known to be pure
 renamings in front of object's order. HuggingFace's PreTrainedConfig maps a model's own names

@@ -289,7 +289,7 @@ class MethodCallSource(ChainedSource):
     """base.method(): a method called without arguments, of the builtin types whose such method
     reads the object's state and runs no other code (a weakref's `__call__`: its referent or None;
     a builtin iterator's `__reduce__`: what it iterates and how far it got). Only built under a
-    guard on the base's exact type (tracer/variables/frame_iterators.py, weakrefs.py), which the
+    guard on the base's exact type (tracer/variables/collections/frame_iterators.py, weakrefs.py), which the
     C++ tree checks before reading this child."""
     method: str
 
@@ -313,7 +313,7 @@ class MethodCallSource(ChainedSource):
 class ComputedSource(ChainedSource):
     """fn(the base's value, *args): a value the compiled code computes at call time from one the
     frame reaches, with a function of the compiler's (FSDP2's local shard of a parameter, with its
-    gradient averaged: tracer/variables/fsdp2.py). Never guarded itself (no C++ accessor calls
+    gradient averaged: tracer/variables/parallel/fsdp2.py). Never guarded itself (no C++ accessor calls
     functions): guards read what it is computed from."""
     fn: Any
     args: tuple = ()

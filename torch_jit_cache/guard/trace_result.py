@@ -112,7 +112,7 @@ class FrameCellOutput:
 
 @dataclasses.dataclass(frozen=True)
 class ObjectOutput:
-    """An object of a plain class the trace constructed (tracer/variables/new_object.py), made
+    """An object of a plain class the trace constructed (tracer/variables/python_objects/new_object.py), made
     again after the graph: `object.__new__(cls)` (cls: an output spec, its source), then its
     instance __dict__ filled with `names` = `values` (output specs), in that order."""
     cls: Any
@@ -124,7 +124,7 @@ class ObjectOutput:
 class CallOutput:
     """An object the trace constructed, made again after the graph by calling `fn` (an output spec,
     a class's source) with the keywords `names` = `values` (output specs): a HuggingFace
-    ModelOutput (tracer/variables/model_output.py)."""
+    ModelOutput (tracer/variables/python_objects/model_output.py)."""
     fn: Any
     names: tuple
     values: tuple

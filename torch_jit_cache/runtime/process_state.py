@@ -44,7 +44,7 @@ RESET = (
           "returns after evictions", "forget_compilers"),
     Piece("tracer.fake_shapes", "ShapeEnv method caches", "torch's ShapeEnv caches of the last trace",
           "forget_shape_envs"),
-    Piece("tracer.variables.fsdp2", "_ac_regions", "activation-checkpoint region numbers in graphs",
+    Piece("tracer.variables.parallel.fsdp2", "_ac_regions", "activation-checkpoint region numbers in graphs",
           "forget_regions"),
 )
 
@@ -65,9 +65,9 @@ KEPT = (
     Piece("graph_break.resume", "_RESUME_CODES", "which codes are resume codes (each made per entry, "
           "dying with it)"),
     Piece("bytecode.instructions", "_CACHE", "a code's decoded instructions"),
-    Piece("tracer.variables.builtin_calls", "_SIGNATURES", "a builtin's signature"),
+    Piece("tracer.variables.builtin_functions.builtin_calls", "_SIGNATURES", "a builtin's signature"),
     Piece("tracer.variables.constant", "STAND_INS", "classes and functions a trace made (weak)"),
-    Piece("tracer.variables.numpy_values", "_PURE_IDS", "ids of numpy's pure functions"),
+    Piece("tracer.variables.torch_objects.numpy_values", "_PURE_IDS", "ids of numpy's pure functions"),
 )
 
 

@@ -158,7 +158,7 @@ class OutputGraph:
         self.inference_blocks: list[InferenceBlock] = []
         self._graph_inference: list = []
         self.entered_inference = False
-        # Modules the graph calls opaquely (tracer/variables/opaque_calls.py): submodule name ->
+        # Modules the graph calls opaquely (tracer/variables/modules/opaque_calls.py): submodule name ->
         # proxy (frontend/proxies.py), registered on the GraphModule by finish(); `_submodule_names` maps
         # id(original) -> name for the trace (the module is in `keepalive` meanwhile).
         self.submodules: dict[str, object] = {}

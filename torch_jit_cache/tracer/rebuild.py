@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from ..guard.trace_result import ConstantOutput, FrameCellOutput, FunctionOutput, GraphOutput, SourceOutput, TupleOutput, Unsupported, walk
 from .variables import DictVariable, DictViewVariable, IteratorVariable, ListVariable, TensorVariable
-from .variables.ranges import RangeVariable
-from .variables.generators import GeneratorVariable
+from .variables.collections.ranges import RangeVariable
+from .variables.python_objects.generators import GeneratorVariable
 
 __all__ = ["GraphOutputs", "Rebuilder", "GeneratorAtBreak", "BlockAtBreak", "once", "return_state"]
 

@@ -13,7 +13,7 @@ records here, in program order:
   list and dict mutation            of containers read from the frame (containers.py)
   set mutation                      each call of a changing set method, replayed as called (sets.py)
   next(it) on a builtin iterator    read from the frame, replayed as that many next() calls
-                                    (variables/frame_iterators.py)
+                                    (variables/collections/frame_iterators.py)
 
 and answers the reads that follow in the same trace: a stored attribute or global reads back as
 the stored tracker, a deleted one is refused, and a mutated container is its own tracker (whose
@@ -113,7 +113,7 @@ class SideEffects:
         self._mutated: dict = {}          # container type -> the trackers of mutated containers
         self._keepalive: list = []        # the objects whose ids key the dicts above
         # Real closure cells (the root frame's free variables, real functions' closures): one
-        # tracker per cell object, and those the trace stored to (variables/cells.py).
+        # tracker per cell object, and those the trace stored to (variables/python_objects/cells.py).
         self._cells: dict = {}            # id(cell) -> tracker
         self._stored_cells: list = []
         # Sources of objects made anew for each call (the root frame's **kwargs dict): they alias

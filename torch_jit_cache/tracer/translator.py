@@ -23,11 +23,11 @@ from . import variables
 from .handlers import DISPATCH
 from .variables import CellVariable, ConstantVariable
 from .variables.base import TracedRaise, unsupported
-from .variables.contexts import accepts_exception
-from .variables.exceptions import chain_context, raised_value
-from .variables.generators import GeneratorVariable
-from .variables.numpy_tensors import call_numpy_function, has_numpy_tensor, numpy_function_of
-from .variables.object_protocol import InstanceDictView
+from .variables.torch_objects.contexts import accepts_exception
+from .variables.python_objects.exceptions import chain_context, raised_value
+from .variables.python_objects.generators import GeneratorVariable
+from .variables.torch_objects.numpy_tensors import call_numpy_function, has_numpy_tensor, numpy_function_of
+from .variables.python_objects.object_protocol import InstanceDictView
 
 MAX_INLINE_DEPTH = 32
 _CO_GENERATOR = 0x20   # inspect.CO_GENERATOR
@@ -207,12 +207,12 @@ class InstructionTranslator:
         return variables.wrap_constant(value)
 
     def instance_dict_view(self, var, obj):
-        """`obj.__dict__` of the object `var` tracks (variables/object_protocol.py), offered here so
+        """`obj.__dict__` of the object `var` tracks (variables/python_objects/object_protocol.py), offered here so
         that attribute.py, which object_protocol.py builds on, makes one without importing it."""
         return InstanceDictView(var, obj)
 
     def fold(self, fn, args: list, kwargs: dict):
-        """fn(*args) on constants while tracing (variables/pure.py), offered here so that trackers
+        """fn(*args) on constants while tracing (variables/builtin_functions/pure.py), offered here so that trackers
         below pure.py (constant.py) fold without importing it."""
         return variables.fold(self, fn, args, kwargs)
 

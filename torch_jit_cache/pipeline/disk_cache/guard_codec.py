@@ -170,7 +170,7 @@ class _Object(Codec):
 # modules to count the cache limit per object (convert_frame._module_local_identities). Every fact
 # the trace read from such an object is guarded by value besides (its type, training flag, dict
 # keys, attributes, tensors' state), and what an opaque call reads from its module is guarded by
-# value by the trace itself (tracer/variables/opaque_calls.py, _guard_module_tree: an LSTM of
+# value by the trace itself (tracer/variables/modules/opaque_calls.py, _guard_module_tree: an LSTM of
 # another hidden size does not load the entry). So it is stored as its group: which of the
 # entry's bound identities are one object. On load each binds to what its source reaches then, and
 # the entry applies only where the frame's objects fall into the same groups (check_bound_groups).

@@ -1,10 +1,10 @@
-"""Container opcodes: BUILD_*, LIST_APPEND/EXTEND, SET_ADD/UPDATE (variables/sets.py), MAP_ADD,
+"""Container opcodes: BUILD_*, LIST_APPEND/EXTEND, SET_ADD/UPDATE (variables/collections/sets.py), MAP_ADD,
 UNPACK_SEQUENCE, subscripts, strings."""
 from ..variables import ConstantVariable, DictVariable, ListVariable, TupleVariable
 from ..variables.base import unsupported
-from ..variables.operators import delitem, getitem, setitem
-from ..variables.sets import SetVariable, constants_of
-from ..variables.symbolic import SymbolicSliceVariable, SymNodeVariable
+from ..variables.builtin_functions.operators import delitem, getitem, setitem
+from ..variables.collections.sets import SetVariable, constants_of
+from ..variables.torch_objects.symbolic import SymbolicSliceVariable, SymNodeVariable
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()

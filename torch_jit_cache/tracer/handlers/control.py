@@ -1,5 +1,5 @@
 """Control flow on Python values: jumps, conditional jumps, TO_BOOL, FOR_ITER, RETURN_VALUE,
-BEFORE_WITH, and a generator's RETURN_GENERATOR / YIELD_VALUE (variables/generators.py). Raises and
+BEFORE_WITH, and a generator's RETURN_GENERATOR / YIELD_VALUE (variables/python_objects/generators.py). Raises and
 their handlers are exceptions.py's.
 
 A condition must be a Python value known while tracing; a branch on a tensor raises Unsupported
@@ -7,16 +7,16 @@ A condition must be a Python value known while tracing; a branch on a tensor rai
 """
 from ...bytecode.versions import FACTS
 from ..variables import ConstantVariable, IteratorVariable
-from ..variables.iterators import iterate
-from ..variables.contexts import (AutocastVariable, GradModeVariable, InferenceModeVariable, context_object,
-                                  enter_user_context)
-from ..variables.dynamo_contexts import DynamoOnlyContextVariable
-from ..variables.generators import GeneratorVariable
-from ..variables.new_object import NewObjectVariable
+from ..variables.collections.iterators import iterate
+from ..variables.torch_objects.contexts import (AutocastVariable, GradModeVariable, InferenceModeVariable, context_object,
+                                                enter_user_context)
+from ..variables.torch_objects.dynamo_contexts import DynamoOnlyContextVariable
+from ..variables.python_objects.generators import GeneratorVariable
+from ..variables.python_objects.new_object import NewObjectVariable
 from ..variables.base import unsupported
-from ..variables.exceptions import HandledInfoVariable
-from ..variables.user_object import UserObjectVariable
-from ..variables.user_iterators import has_python_next, next_or_none
+from ..variables.python_objects.exceptions import HandledInfoVariable
+from ..variables.python_objects.user_object import UserObjectVariable
+from ..variables.python_objects.user_iterators import has_python_next, next_or_none
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -184,7 +184,7 @@ def _pushed_at(tx):
 @handler("BEFORE_WITH")
 def before_with(tx, inst):
     # [ctx] -> [bound __exit__, what __enter__ returned]. Grad-mode, autocast and inference-mode
-    # blocks are entered by their trackers (variables/contexts.py), Python-written ones inlined;
+    # blocks are entered by their trackers (variables/torch_objects/contexts.py), Python-written ones inlined;
     # their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never reached while tracing: a
     # raise in the block is refused there (translator._handle).
     ctx = tx.pop()

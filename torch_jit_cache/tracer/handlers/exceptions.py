@@ -2,7 +2,7 @@
 table jumps to (PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT, a with block's WITH_EXCEPT_START, and
 3.12+'s generator wrapper STOPITERATION_ERROR, normalized in bytecode/instructions.py).
 
-A raise is a TracedRaise carrying the exception's tracker (variables/exceptions.py); the translator
+A raise is a TracedRaise carrying the exception's tracker (variables/python_objects/exceptions.py); the translator
 unwinds to the handler of the raising instruction (translator.py `_handle`). The handler's own
 instructions are the same in 3.11, 3.12 and 3.13: [prev, exc] after PUSH_EXC_INFO, CHECK_EXC_MATCH
 per `except` clause, POP_EXCEPT on the way out, and a cleanup (COPY 3, POP_EXCEPT, RERAISE 1)
@@ -12,14 +12,14 @@ traceback), a jump over RERAISE 2 where __exit__ returned true, then the same cl
 traced bytecode, so an __exit__ that swallows the exception (unittest's assertRaises) goes on
 after the block, and one that does not re-raises it to whatever encloses the block.
 Grad-mode, autocast, inference-mode and Dynamo-only blocks restore their state there and let it
-through (variables/contexts.py `accepts_exception`).
+through (variables/torch_objects/contexts.py `accepts_exception`).
 """
 from ..variables import ConstantVariable
 from ..variables.base import unsupported
-from ..variables.classes import ClassVariable
-from ..variables.contexts import UserContextExitVariable
-from ..variables.exceptions import (ExceptionVariable, HandledInfoVariable, TracebackVariable, exception_of,
-                                    set_cause, traced_raise)
+from ..variables.python_objects.classes import ClassVariable
+from ..variables.torch_objects.contexts import UserContextExitVariable
+from ..variables.python_objects.exceptions import (ExceptionVariable, HandledInfoVariable, TracebackVariable, exception_of,
+                                                   set_cause, traced_raise)
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -107,7 +107,7 @@ def load_assertion_error(tx, inst):
 @handler("STOPITERATION_ERROR")
 def stopiteration_error(tx, inst):
     # 3.12+ generators' own handler: [exc] -> [exc], and a StopIteration would become a
-    # RuntimeError from it (PEP 479), which is refused, as for 3.11 (variables/generators.py).
+    # RuntimeError from it (PEP 479), which is refused, as for 3.11 (variables/python_objects/generators.py).
     exc = tx.stack[-1]
     if not isinstance(exc, ExceptionVariable) or issubclass(exc.cls, StopIteration):
         unsupported(f"{exc} raised in a generator (a RuntimeError in Python)")

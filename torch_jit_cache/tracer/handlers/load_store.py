@@ -2,11 +2,11 @@
 from ...bytecode.versions import FACTS
 from ..variables import CellVariable, ConstantVariable, DictVariable, TupleVariable
 from ..variables.base import unsupported
-from ..variables.class_statements import BuildClassVariable, NamespaceVariable
+from ..variables.python_objects.class_statements import BuildClassVariable, NamespaceVariable
 from ..variables.constant import is_constant_value
-from ..variables.contexts import context_class
-from ..variables.dynamo_contexts import dynamo_context_class
-from ..variables.imports import import_from, import_name
+from ..variables.torch_objects.contexts import context_class
+from ..variables.torch_objects.dynamo_contexts import dynamo_context_class
+from ..variables.python_objects.imports import import_from, import_name
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()
@@ -197,7 +197,7 @@ def delete_global(tx, inst):
 
 @handler("IMPORT_NAME")
 def import_name_(tx, inst):
-    # [level, fromlist] -> module (variables/imports.py: modules already imported only)
+    # [level, fromlist] -> module (variables/python_objects/imports.py: modules already imported only)
     fromlist, level = tx.pop().as_python_constant(), tx.pop().as_python_constant()
     tx.push(import_name(tx, inst.arg, fromlist, level))
 

@@ -3,7 +3,7 @@
 BINARY_OP's and COMPARE_OP's arguments are operator symbols ('+', '+=', '<'), decoded from each
 version's numbering in instructions.py.
 """
-from ..variables.operators import binary_op, compare_op, contains_op, is_op, unary_op
+from ..variables.builtin_functions.operators import binary_op, compare_op, contains_op, is_op, unary_op
 from .registry import make_registry
 
 HANDLERS, handler = make_registry()

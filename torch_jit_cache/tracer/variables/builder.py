@@ -36,19 +36,24 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn as nn
 
-from . import builtins as builtin_rules
-from . import counters, dynamo_contexts, frame_dict_subclasses
-from . import (builtin_module_methods, constant, containers, contexts, deques, dicts, exceptions, frame_iterators,
-               functions, namedtuples, new_object, nn_module, numpy_tensors, numpy_values, opaque, open_object,
-               partials, pure, ranges, sets, signatures, state_readers, symbolic, tensor, user_object, weakrefs)
+from .builtin_functions import builtins as builtin_rules
+from .collections import counters, frame_dict_subclasses
+from .torch_objects import dynamo_contexts
+from .modules import builtin_module_methods, nn_module
+from . import constant
+from .collections import containers, deques, dicts, frame_iterators, namedtuples, ranges, sets
+from .torch_objects import contexts, numpy_tensors, numpy_values, symbolic, tensor
+from .python_objects import (exceptions, functions, new_object, opaque, open_object, partials, signatures, user_object,
+                             weakrefs)
+from .builtin_functions import pure, state_readers
 from .base import VariableTracker, unsupported
-from .classes import ClassVariable
+from .python_objects.classes import ClassVariable
 from .constant import ConstantVariable, is_constant_value, is_stand_in
-from .containers import ListVariable, TupleVariable
-from .iterators import IteratorVariable
-from .distributed import wrap_distributed
-from .sets import SetVariable
-from .user_object import DictSubclassVariable, EnvironVariable, UserObjectVariable
+from .collections.containers import ListVariable, TupleVariable
+from .collections.iterators import IteratorVariable
+from .parallel.distributed import wrap_distributed
+from .collections.sets import SetVariable
+from .python_objects.user_object import DictSubclassVariable, EnvironVariable, UserObjectVariable
 
 
 class WrapRule(NamedTuple):

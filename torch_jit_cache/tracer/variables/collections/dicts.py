@@ -1,0 +1,295 @@
+"""Dicts and their views, holding variable trackers (lists and tuples: containers.py, whose module
+docstring says how a container read from the frame is mutated, replayed and reloaded; OrderedDict
+and defaultdict built in the trace: dict_subclasses.py; a dict subclass read from the frame:
+dict_subclass_reads.py)."""
+from __future__ import annotations
+
+import collections
+
+from ....guard.sources import ItemSource
+from ....guard.trace_result import AttrOutput, CallOutput, DictOutput, EffectKind, GuardKind
+from ..base import MethodVariable, TracedKeyError, VariableTracker, traced, unsupported
+from ..constant import ConstantVariable
+from .containers import (BaseListVariable, TupleVariable, class_of, constant_index, is_key_constant, key_tracker,
+                         reloaded)
+from .sequence_checks import arity_error, raise_stand_in_error
+
+class DictVariable(VariableTracker):
+    """A dict with constant keys; `items` maps each Python key to a tracker, in order."""
+
+    guarded_by_type = True
+
+    version = 0
+
+    def __init__(self, items: dict, source=None):
+        super().__init__(source)
+        self.items = dict(items)
+
+    def mutating(self, tx, keys_change: bool = True):
+        """Called before each mutation (side_effects.py records it where the dict has a source)."""
+        tx.output.side_effects.mutate_container(self, EffectKind.SET_DICT)
+        if keys_change:   # a new value for an existing key leaves an iteration over the dict alone
+            self.version += 1
+
+    def python_type(self):
+        return dict
+
+    def reconstruct(self, outputs):
+        if self.source is not None:
+            return reloaded(self)
+        return outputs.once(self, lambda: DictOutput(tuple((k, outputs.rebuild(v))
+                                                           for k, v in self.items.items())))
+
+    def as_python_constant(self):
+        return {k: v.as_python_constant() for k, v in self.items.items()}
+
+    def as_fx_arg(self):
+        return {k: v.as_fx_arg() for k, v in self.items.items()}
+
+    def as_example(self):
+        return {k: v.as_example() for k, v in self.items.items()}
+
+    def unpack(self, tx):
+        return [key_tracker(tx, k) for k in self.items]
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    @property
+    def truth_is_length(self) -> bool:
+        """Whether bool() of it is its length (a dict itself; dict_subclasses.py says for its own)."""
+        return self.python_type() is dict
+
+    def getitem(self, tx, key):
+        k = key.dict_key(tx)
+        if k not in self.items:
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
+        return self.items[k]
+
+    def setitem(self, tx, key, value):
+        k = constant_index(key)
+        self.mutating(tx, keys_change=k not in self.items)
+        self.items[k] = value
+
+    def delitem(self, tx, key):
+        k = constant_index(key)
+        if k not in self.items:
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
+        self.mutating(tx)
+        del self.items[k]
+
+    def var_getattr(self, tx, name):
+        if name == "__class__":
+            return class_of(tx, self)
+        return MethodVariable(self, name)
+
+    # How many positional arguments each method traced here takes, where it takes no keyword
+    # (update takes keywords; popitem checks its own).
+    _ARG_COUNTS = {"get": (1, 2), "__getitem__": (1,), "__contains__": (1,), "copy": (0,), "pop": (1, 2),
+                   "setdefault": (1, 2), "clear": (0,), "__setitem__": (2,), "__delitem__": (1,)}
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in self._ARG_COUNTS and (kwargs or len(args) not in self._ARG_COUNTS[name]):
+            arity_error(dict, name, args, kwargs)
+        if name in DictViewVariable.KINDS and not args and not kwargs:
+            return DictViewVariable(self, name)
+        if name == "get":
+            k = args[0].dict_key(tx)
+            if k in self.items:
+                return self.items[k]
+            return args[1] if len(args) > 1 else ConstantVariable(None)
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__contains__":
+            return ConstantVariable(args[0].dict_key(tx) in self.items)
+        if name == "copy":
+            return DictVariable(self.items)
+        if name == "update":
+            other = args[0] if args else None
+            if len(args) > 1 or other is not None and not isinstance(other, (DictVariable, BaseListVariable)):
+                raise_stand_in_error(tx, dict, tuple(self.items), name, args, kwargs, "dict.update from a non-dict")
+            # From a dict, or from a list or tuple of (key, value) pairs (dict_items: each pair
+            # unpacked as dict.update does; a pair of another length breaks).
+            new = dict(other.items) if isinstance(other, DictVariable) else dict_items(tx, [other], {}) \
+                if other is not None else {}
+            new.update(kwargs)
+            self.mutating(tx, keys_change=not new.keys() <= self.items.keys())
+            self.items.update(new)
+            return ConstantVariable(None)
+        if name == "pop":
+            k = constant_index(args[0])
+            if k in self.items:
+                self.mutating(tx)
+                return self.items.pop(k)
+            if len(args) > 1:
+                return args[1]
+            raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [args[0]])
+        if name == "setdefault":
+            k = constant_index(args[0])
+            if k in self.items:
+                return self.items[k]
+            self.mutating(tx)
+            return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "popitem" and not args and not kwargs:
+            return self.popitem(tx, last=True)
+        if name in ("__or__", "__ior__") and len(args) == 1 and not kwargs:
+            return self.merge(tx, args[0], in_place=name == "__ior__")
+        if name == "clear" and not args:
+            self.mutating(tx)
+            self.items.clear()
+            return ConstantVariable(None)
+        if name == "__setitem__":
+            self.setitem(tx, args[0], args[1])
+            return ConstantVariable(None)
+        if name == "__delitem__":
+            self.delitem(tx, args[0])
+            return ConstantVariable(None)
+        if self.python_type() is dict and hasattr(dict, name):   # Python's error on these arguments
+            raise_stand_in_error(tx, dict, tuple(self.items), name, args, kwargs, f"dict.{name}")
+        unsupported(f"dict.{name}")
+
+    def merge(self, tx, other, in_place: bool):
+        """dict.__or__ / dict.__ior__ (`d | other`, `d |= other`, by name too). `|` takes a dict
+        (any, PyDict_Check) and makes a new plain dict; of anything else it answers NotImplemented.
+        `|=` takes whatever update does and returns the dict itself; a constant update refuses
+        raises its error in the trace (read from the same update on a stand-in)."""
+        if not in_place:
+            if isinstance(other, DictVariable):
+                return DictVariable({**self.items, **other.items})
+            if other.is_python_constant() or isinstance(other, BaseListVariable):
+                return ConstantVariable(NotImplemented)
+            unsupported(f"dict.__or__ of {other}")
+        if other.is_python_constant() and not isinstance(other, (DictVariable, BaseListVariable)):
+            new = {}
+            try:
+                new.update(other.as_python_constant())
+            except Exception:  # noqa: BLE001 - Python's own error on this operand: eager's too
+                raise_stand_in_error(tx, dict, tuple(self.items), "update", [other], {}, "dict.__ior__")
+            if not all(is_key_constant(k) for k in new):
+                unsupported("dict.__ior__ with keys other than constants")
+            self.call_method(tx, "update", [DictVariable({k: tx.wrap_constant(v) for k, v in new.items()})], {})
+            return self
+        self.call_method(tx, "update", [other], {})
+        return self
+
+    def popitem(self, tx, last: bool):
+        """dict.popitem (the last item) or OrderedDict.popitem(last=): the (key, value) pair, removed."""
+        if not self.items and not issubclass(self.python_type(), collections.OrderedDict):
+            # dict's own popitem (a subclass's, a defaultdict's, a Counter's): dict's KeyError
+            raise_stand_in_error(tx, dict, (), "popitem", [], {}, "popitem() of an empty dict")
+        if not self.items:
+            unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
+        self.mutating(tx)
+        k = next(reversed(self.items)) if last else next(iter(self.items))
+        return TupleVariable([key_tracker(tx, k), self.items.pop(k)])
+
+    def require_guardable(self, what, name):
+        for item in self.items.values():
+            item.require_guardable(what, name)
+
+
+def dict_equal(a: DictVariable, b: DictVariable):
+    """`a == b` for two dict trackers, or None where the trace cannot tell: computed on real dicts
+    of the trackers' classes (so two OrderedDicts compare their order too, as OrderedDict.__eq__
+    does, and an OrderedDict and a dict do not), which needs every value to be a constant."""
+    dicts = []
+    for d in (a, b):
+        if not all(v.is_python_constant() for v in d.items.values()):
+            return None
+        items = {k: v.as_python_constant() for k, v in d.items.items()}
+        dicts.append(collections.OrderedDict(items) if issubclass(d.python_type(), collections.OrderedDict) else items)
+    return dicts[0] == dicts[1]
+
+
+def dict_items(tx, args, kwargs) -> dict:
+    """The items `dict(*args, **kwargs)` starts with: a dict's, or an iterable's pairs, then the keywords."""
+    items = {}
+    if args:
+        if isinstance(args[0], DictVariable):
+            items.update(args[0].items)
+        else:
+            for pair in args[0].unpack(tx):
+                kv = pair.unpack(tx)
+                if len(kv) != 2 or not kv[0].is_python_constant():
+                    unsupported(f"dict items from {pair}: not a pair with a constant key")
+                items[kv[0].as_python_constant()] = kv[1]
+    items.update(kwargs)
+    return items
+
+
+class DictViewVariable(VariableTracker):
+    """`d.keys()`, `d.values()` or `d.items()`: a live view of the dict tracker `mapping`, as in
+    Python. Every read (len, `in`, iteration, set operations, truth) asks the dict as it is at that
+    moment, so a view taken before `d[k] = v` sees the new key. An iteration over it watches the
+    dict (IteratorVariable): a change of its keys while the loop runs is refused, and the frame
+    runs as written (Python raises RuntimeError there). After the graph it is made again as the
+    same method called on the dict rebuilt (the caller's own dict, or the one the trace built), so
+    a returned view stays live too."""
+
+    KINDS = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, mapping: DictVariable, kind: str):
+        super().__init__(None)
+        self.mapping, self.kind = mapping, kind
+
+    def python_type(self):
+        return self.KINDS[self.kind]
+
+    def unpack(self, tx):
+        d = self.mapping.items
+        if self.kind == "keys":
+            return [key_tracker(tx, k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([key_tracker(tx, k), v]) for k, v in d.items()]
+
+    def length(self, tx) -> int:
+        return len(self.mapping.items)
+
+    def truthy(self, tx):
+        return bool(self.mapping.items)
+
+    def as_python_constant(self):
+        # A real view of a dict of constants: `d.keys() & {...}` and `d.keys() == {...}` fold.
+        if self.kind == "keys":
+            return dict.fromkeys(self.mapping.items).keys()
+        return getattr(self.mapping.as_python_constant(), self.kind)()
+
+    def contains(self, tx, item) -> bool:
+        if self.kind == "keys":
+            return item.dict_key(tx) in self.mapping.items
+        if not item.is_python_constant() or not self.is_python_constant():
+            unsupported(f"membership test of {item} in dict.{self.kind}() of non-constant values")
+        return item.as_python_constant() in self.as_python_constant()
+
+    def var_getattr(self, tx, name):
+        return MethodVariable(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__" and not args:
+            return ConstantVariable(self.length(tx))
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "isdisjoint" and len(args) == 1 and self.is_python_constant() and args[0].is_python_constant():
+            return ConstantVariable(self.as_python_constant().isdisjoint(args[0].as_python_constant()))
+        unsupported(f"dict_{self.kind}.{name}")
+
+    def reconstruct(self, outputs):
+        # A view of the caller's dict is a view of that very dict (what the trace changed in it is
+        # replayed on it: side_effects.py), as the dict itself is (`reloaded`).
+        mapping = outputs.rebuild(self.mapping)
+        return outputs.once(self, lambda: CallOutput(AttrOutput(mapping, self.kind), (), ()))
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind} of {self.mapping!r})"
+
+
+# -- what builder.py wraps a dict read from the frame with (its WRAP_RULES) ------------------------
+def wrap_dict(tx, value, source, g):
+    if not all(is_key_constant(k) for k in value):
+        unsupported("a dict with keys other than constants, static types and objects that live as long "
+                    "as the process")
+    g(GuardKind.TYPE_MATCH, dict)
+    g(GuardKind.DICT_KEYS, tuple(value))
+    return DictVariable({k: tx.wrap(v, ItemSource(source, k) if source is not None else None, g.enabled)
+                         for k, v in value.items()}, source)
