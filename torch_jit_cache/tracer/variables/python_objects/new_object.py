@@ -55,12 +55,11 @@ from ..collections.namedtuples import construct_namedtuple, is_namedtuple_class,
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from . import user_iterators
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
 from .scalar_subclasses import construct as construct_scalar, plain_scalar_base
 from ..collections.sets import construct as construct_set, plain_subclass
-from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, python_truth, sequence_call,
-                          sequence_iterator)
+from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, protocol_iter, protocol_unpack,
+                          python_truth, sequence_call)
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 _IS_ABSTRACT = 1 << 20   # Py_TPFLAGS_IS_ABSTRACT: abstract methods left, object.__new__ refuses it
@@ -373,16 +372,10 @@ class NewObjectVariable(VariableTracker):
         tx.call(UserMethodVariable(self.type_method(tx, "__delitem__"), self), [key], {})
 
     def get_iter(self, tx):
-        # Sequence's __iter__ (modelled), else the type's own protocol (user_iterators.py).
-        it = sequence_iterator(tx, self)
-        return it if it is not None else user_iterators.object_iter(tx, self)
+        return protocol_iter(tx, self)
 
     def unpack(self, tx):
-        it = sequence_iterator(tx, self)
-        if it is not None:
-            return it.unpack(tx)
-        user_iterators.refuse_length_hint(self)
-        return user_iterators.drain(tx, user_iterators.object_iter(tx, self))
+        return protocol_unpack(tx, self)
 
     def contains(self, tx, item) -> bool:
         if is_sequence_mixin(self.cls, "__contains__"):

@@ -180,16 +180,10 @@ class UserObjectVariable(VariableTracker):
         return has_attribute(tx, self, self.value, name)
 
     def get_iter(self, tx):
-        # Sequence's __iter__ (modelled), else the type's own protocol (user_iterators.py).
-        it = sequence_iterator(tx, self)
-        return it if it is not None else user_iterators.object_iter(tx, self)
+        return protocol_iter(tx, self)
 
     def unpack(self, tx):
-        it = sequence_iterator(tx, self)
-        if it is not None:
-            return it.unpack(tx)
-        user_iterators.refuse_length_hint(self)
-        return user_iterators.drain(tx, user_iterators.object_iter(tx, self))
+        return protocol_unpack(tx, self)
 
     def var_setattr(self, tx, name: str, value) -> None:
         object_protocol.set_attribute(tx, self, name, value)
@@ -337,6 +331,23 @@ def is_sequence_mixin(cls: type, name: str) -> bool:
     """type(obj).name is collections.abc.Sequence's own (modelled here)."""
     return name in ("__iter__", "__reversed__", "__contains__", "index", "count") and \
         type_lookup(cls, name) is _SEQUENCE[name]
+
+
+def protocol_iter(tx, obj):
+    """iter(obj) of a user object: Sequence's __iter__ (modelled), else the type's own protocol
+    (user_iterators.py)."""
+    it = sequence_iterator(tx, obj)
+    return it if it is not None else user_iterators.object_iter(tx, obj)
+
+
+def protocol_unpack(tx, obj):
+    """The items of a user object read whole (`list(obj)`, `*obj`), as protocol_iter yields them;
+    an object Python would first ask for a length hint is refused."""
+    it = sequence_iterator(tx, obj)
+    if it is not None:
+        return it.unpack(tx)
+    user_iterators.refuse_length_hint(obj)
+    return user_iterators.drain(tx, user_iterators.object_iter(tx, obj))
 
 
 def sequence_iterator(tx, obj):
