@@ -6,7 +6,6 @@ subscriptions run while tracing and give eager's alias. Every result, and what t
 is compared with eager's."""
 import functools
 import gc
-import sys
 import typing
 import weakref
 
@@ -106,10 +105,10 @@ def test_typing_subscriptions_run_while_tracing_and_are_eagers_objects():
 
 
 # Where typing's _tp_cache keeps each function's lru_cache wrapper: in the closure of its `inner`
-# (3.11, 3.12), which the trace reads as the wrapper it calls, or in the module dict `_caches`
-# keyed by function (3.13), a dict whose keys no guard holds: there the subscription is a graph
-# break (docs/graph_breaks.md), with eager's results.
-TYPING_CACHE_IN_CLOSURE = sys.version_info < (3, 13)
+# (3.11), which the trace reads as the wrapper it calls, or in the module dict `_caches` keyed by
+# function (3.12, 3.13), a dict whose keys no guard holds: there the subscription is a graph break
+# (docs/graph_breaks.md), with eager's results.
+TYPING_CACHE_IN_CLOSURE = not hasattr(typing, "_caches")
 
 
 def test_a_cached_function_passed_in_is_not_kept_alive():

@@ -177,11 +177,23 @@ def lazily(tx, obj):
 
 # -- the builtins ---------------------------------------------------------------------------------
 
+def _message_of(call) -> str:
+    try:
+        call()
+    except TypeError as e:
+        return str(e)
+    raise AssertionError("expected a TypeError")
+
+
+# The running interpreter's own words (3.11: "iter(v, w): v must be callable"; 3.12 names it otherwise).
+_NOT_CALLABLE = _message_of(lambda: iter(1, None))
+
+
 def iter_(tx, args, kwargs):
     if len(args) == 2:
         fn, sentinel = args
         if isinstance(fn, ConstantVariable) or type_lookup(fn.python_type(), "__call__") is MISSING:
-            raise raise_of_message(TracedRaise, TypeError, "iter(v, w): v must be callable")
+            raise raise_of_message(TracedRaise, TypeError, _NOT_CALLABLE)
         return _made_iterator(tx, polyfills.callable_iterator_, [fn, sentinel], CALLABLE_ITERATOR)
     obj = args[0]
     if isinstance(obj, (IteratorVariable, GeneratorVariable)):   # iter(it) is it
