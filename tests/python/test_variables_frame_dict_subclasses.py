@@ -198,3 +198,36 @@ def popitem_of_empty(d, x):
 
 def test_popitem_of_an_empty_subclass_object_raises_dicts_key_error():
     run_both(popitem_of_empty, Bag)
+
+
+class _Registry(dict):
+    """transformers' _CanRecordRegistry, reduced: a process-wide dict subclass with its own get."""
+
+    def get(self, key):
+        return super().get(key) or {}
+
+
+REGISTRY = _Registry(a={"hidden": 2})
+
+
+def _reads_the_registry(x):
+    return x * len(REGISTRY.get("a"))   # a key it holds: guarded by that key's value, not by all keys
+
+
+def test_a_registry_read_through_a_global_does_not_recompile_when_it_grows():
+    # Failed before: the global registry was pinned by all its keys in order, so registering
+    # another class (another model made) recompiled every entry that read it, and an entry stored
+    # on disk did not apply in a process that made its models in another order.
+    cnt = CompileCounter()
+    compiled = tjc.compile(_reads_the_registry, backend=cnt)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), _reads_the_registry(x))
+    REGISTRY["b"] = {"attentions": 1}
+    try:
+        torch.testing.assert_close(compiled(x), _reads_the_registry(x))
+        REGISTRY["a"] = {"hidden": 2, "attentions": 1}   # what was read changes: recompiles
+        torch.testing.assert_close(compiled(x), _reads_the_registry(x))
+    finally:
+        REGISTRY.pop("b")
+        REGISTRY["a"] = {"hidden": 2}
+    assert cnt.frame_count == 2

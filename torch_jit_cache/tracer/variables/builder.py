@@ -36,6 +36,7 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn as nn
 
+from ...guard.sources import LocalSource
 from .builtin_functions import builtins as builtin_rules
 from .collections import counters, frame_dict_subclasses
 from .torch_objects import dynamo_contexts
@@ -137,9 +138,12 @@ WRAP_RULES = (
              frame_iterators.wrap_frame_iterator),
     # os.environ: reads are guarded constants (user_object.py)
     WrapRule("os.environ", lambda v, s: s is not None and v is os.environ, user_object.wrap_by_type(EnvironVariable)),
-    # a plain dict subclass's object: a dict of its class the trace may change (frame_dict_subclasses.py)
-    WrapRule("dict subclass traced as a dict", lambda v, s: s is not None and user_object.is_dict_subclass_object(v)
-             and frame_dict_subclasses.traced_as_dict(v), frame_dict_subclasses.wrap_frame_dict_subclass),
+    # a plain dict subclass's object the frame holds as a local: a dict of its class the trace may
+    # change (frame_dict_subclasses.py). Reached through a global, a closure or an attribute (a
+    # library's registry, which grows as the process runs) it is read only, its keys unpinned.
+    WrapRule("dict subclass traced as a dict", lambda v, s: isinstance(s, LocalSource)
+             and user_object.is_dict_subclass_object(v) and frame_dict_subclasses.traced_as_dict(v),
+             frame_dict_subclasses.wrap_frame_dict_subclass),
     WrapRule("dict subclass object", lambda v, s: s is not None and user_object.is_dict_subclass_object(v),
              user_object.wrap_by_type(DictSubclassVariable)),
     WrapRule("user object", lambda v, s: s is not None and user_object.is_plain_user_object(v),
