@@ -26,6 +26,7 @@ import types
 
 import torch
 
+from ....guard.attribute_lookup import type_lookup
 from ....guard.sources import AttrSource
 from ..base import MethodVariable, VariableTracker, unsupported
 from ..constant import ConstantVariable, is_constant_value
@@ -35,8 +36,15 @@ from .tensor import TensorVariable
 _APPLY = vars(torch.autograd.Function)["apply"]
 _NO_SETUP_CONTEXT = torch.autograd.function._SingleLevelFunction.setup_context
 # FunctionCtx's methods that matter only to a backward: they do nothing where none runs.
-_BACKWARD_ONLY = frozenset({"mark_non_differentiable", "set_materialize_grads", "save_for_forward",
-                            "mark_shared_storage"})
+_BACKWARD_ONLY = frozenset({"save_for_backward", "mark_non_differentiable", "set_materialize_grads",
+                            "save_for_forward", "mark_shared_storage"})
+
+
+def _static_function(cls, name: str):
+    """`cls.name` as Python finds it in the MRO, a staticmethod's function unwrapped (MISSING where
+    the class has none)."""
+    raw = type_lookup(cls, name)
+    return raw.__func__ if isinstance(raw, staticmethod) else raw
 
 
 def is_function_apply(raw, cls) -> bool:
@@ -57,8 +65,7 @@ class AutogradFunctionApplyVariable(VariableTracker):
         return types.MethodType
 
     def _static(self, tx, name):
-        raw = next((vars(k)[name] for k in self.cls.__mro__ if name in vars(k)), None)
-        fn = raw.__func__ if isinstance(raw, staticmethod) else raw
+        fn = _static_function(self.cls, name)
         if not isinstance(fn, types.FunctionType):
             unsupported(f"{self.cls.__name__}.{name} is not a Python function")
         return tx.wrap(fn, AttrSource(self.cls_source, name))
@@ -70,17 +77,16 @@ class AutogradFunctionApplyVariable(VariableTracker):
         tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorVariable)]
         if torch.is_grad_enabled() and any(t.example.requires_grad for t in tensors):
             unsupported(f"{name}.apply on tensors that require grad (its backward must run)")
-        setup = next((vars(k)["setup_context"] for k in self.cls.__mro__ if "setup_context" in vars(k)), None)
-        setup = setup.__func__ if isinstance(setup, staticmethod) else setup
         ctx = AutogradCtxVariable(args)
-        if setup is _NO_SETUP_CONTEXT:
+        if _static_function(self.cls, "setup_context") is _NO_SETUP_CONTEXT:
             if kwargs:
                 unsupported(f"{name}.apply with keyword arguments and no setup_context")
             out = tx.call(self._static(tx, "forward"), [ctx, *args], {})
         else:
             # Function.apply binds forward's defaults first: forward and setup_context get them all.
-            bound = _bind_defaults(self.cls, name, list(args), kwargs)
-            out = tx.call(self._static(tx, "forward"), bound, {})
+            forward = self._static(tx, "forward")
+            bound = _bind_defaults(_static_function(self.cls, "forward"), name, list(args), kwargs)
+            out = tx.call(forward, bound, {})
             tx.call(self._static(tx, "setup_context"), [ctx, TupleVariable(list(bound)), out], {})
         results = out.unpack(tx) if isinstance(out, TupleVariable) else [out]
         for r in results:
@@ -94,11 +100,9 @@ class AutogradFunctionApplyVariable(VariableTracker):
         return f"AutogradFunctionApplyVariable({self.cls.__qualname__})"
 
 
-def _bind_defaults(cls, name, args: list, kwargs: dict) -> list:
-    """forward's arguments, positionally, with its defaults filled in (Function.apply's
+def _bind_defaults(forward, name, args: list, kwargs: dict) -> list:
+    """`forward`'s arguments, positionally, with its defaults filled in (Function.apply's
     bind_default_args); a default must be a constant (read as the function's own __defaults__)."""
-    forward = inspect.getattr_static(cls, "forward")
-    forward = forward.__func__ if isinstance(forward, staticmethod) else forward
     params = list(inspect.signature(forward).parameters.values())
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params) or len(args) > len(params):
         unsupported(f"{name}.forward's parameters are not plain positional ones for {len(args)} arguments")
@@ -131,7 +135,7 @@ class AutogradCtxVariable(VariableTracker):
             return self.attrs[name]
         if name == "needs_input_grad":
             return TupleVariable([ConstantVariable(n) for n in self.needs])
-        if name == "save_for_backward" or name in _BACKWARD_ONLY:
+        if name in _BACKWARD_ONLY:
             return MethodVariable(self, name)   # `ctx.saved_tensors` is for backward: refused
         unsupported(f"attribute {name!r} of an autograd.Function's ctx")
 
@@ -143,7 +147,7 @@ class AutogradCtxVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if kwargs:
             unsupported(f"ctx.{name} with keyword arguments")
-        if name == "save_for_backward" or name in _BACKWARD_ONLY:
+        if name in _BACKWARD_ONLY:
             return ConstantVariable(None)
         unsupported(f"ctx.{name}()")
 
