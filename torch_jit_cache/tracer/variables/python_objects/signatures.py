@@ -17,9 +17,9 @@ from .functions import NestedFunctionVariable, UserFunctionVariable, UserMethodV
 
 class SignatureFunctionVariable(CallableVariable):
     """inspect.signature(f) for a Python function or method the trace knows (transformers'
-    apply_chunking_to_forward counts `inspect.signature(forward_fn).parameters`). Only the names
-    of the parameters are modelled (SignatureVariable): they follow from the function's code,
-    guarded where the function is read. A function with `__signature__` or `__wrapped__` in its
+    apply_chunking_to_forward counts `inspect.signature(forward_fn).parameters`). Only the
+    parameters are modelled (SignatureVariable): they follow from the function's code, guarded
+    where the function is read. A function with `__signature__` or `__wrapped__` in its
     __dict__ (which inspect follows) is refused, and the __dict__'s keys are guarded so that one
     set later misses."""
 
@@ -49,23 +49,23 @@ class SignatureFunctionVariable(CallableVariable):
         # Defaults are read through the function's source; a function made in this trace has none
         # known here (the stand-in above is made without them).
         fn_var = None if isinstance(target, NestedFunctionVariable) else target
-        return SignatureVariable(tuple(p.name for p in params), tuple(params), fn_var)
+        return SignatureVariable(tuple(params), fn_var)
 
 
 class SignatureVariable(VariableTracker):
     """An inspect.Signature of which only `.parameters` is read; `fn_var` the function's tracker
     where it was read from the frame (its defaults are read through it), else None."""
 
-    def __init__(self, names: tuple, params: tuple = (), fn_var=None):
+    def __init__(self, params: tuple, fn_var=None):
         super().__init__(None)
-        self.names, self.params, self.fn_var = names, params, fn_var
+        self.params, self.fn_var = params, fn_var
 
     def python_type(self):
         return inspect.Signature
 
     def var_getattr(self, tx, name):
         if name == "parameters":
-            return ParameterNamesVariable(self.names, self.params, self.fn_var)
+            return ParameterNamesVariable(self.params, self.fn_var)
         unsupported(f"attribute {name!r} of an inspect.Signature")
 
 
@@ -74,9 +74,10 @@ class ParameterNamesVariable(VariableTracker):
     (its names), truth, `.keys()` and `parameters[name]` (ParameterVariable, of a function read
     from the frame); not `.values()` nor `.items()`."""
 
-    def __init__(self, names: tuple, params: tuple = (), fn_var=None):
+    def __init__(self, params: tuple, fn_var=None):
         super().__init__(None)
-        self.names, self.params, self.fn_var = names, params, fn_var
+        self.params, self.fn_var = params, fn_var
+        self.names = tuple(p.name for p in params)
 
     def python_type(self):
         return types.MappingProxyType
@@ -109,7 +110,7 @@ class ParameterNamesVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "keys" and not args and not kwargs:
-            return ParameterKeysVariable(self.names)
+            return ParameterKeysVariable(self.params)
         unsupported(f"inspect.Signature.parameters.{name}()")
 
 
