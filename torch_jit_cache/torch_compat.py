@@ -133,6 +133,9 @@ ROWS: tuple[Row, ...] = (
        note="custom_class_base()"),
     # --- fake tensors and symbolic shapes (every trace) ---------------------------------------------
     _r("torch._subclasses.fake_tensor.FakeTensorMode", "pipeline.disk_cache.entries", _FAKE),
+    _r("torch._subclasses.fake_tensor.FakeTensor.constant", "tracer.variables.torch_objects.value_sizes",
+       check=lambda torch: _fake_constant(torch),
+       note="an instance attribute: the value of a small tensor made from constants alone"),
     _r("torch._subclasses.fake_tensor.DataDependentOutputException", "tracer.variables.modules.opaque_calls"),
     _r("torch._subclasses.fake_tensor.DynamicOutputShapeException", "tracer.variables.modules.opaque_calls"),
     _r("torch._guards.Source", _FAKE, note="subclassed: its fields are read as cached properties"),
@@ -251,6 +254,14 @@ def _marked_static_address(torch) -> bool:
     t = torch.empty(2)
     torch._dynamo.mark_static_address(t)
     return hasattr(t, "_dynamo_static_input_type")
+
+
+def _fake_constant(torch) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        t = torch.div(8, 4, rounding_mode="trunc")
+    return getattr(t, "constant", None) is not None and int(t.constant) == 2
 
 
 def resolve(name: str):
