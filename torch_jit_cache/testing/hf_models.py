@@ -165,8 +165,8 @@ BREAK_MODELS: dict[str, Callable[[], Case]] = {
     "unet_train": lambda: _unet(True),
 }
 # The package each model needs beyond torch (requirements-dev.txt installs them).
-NEEDS = {**dict.fromkeys(("bart_model", "whisper", "whisper_train", "clip", "wav2vec2", "longformer", "distilbert_train", "vit_train"),
-                         "transformers"),
+NEEDS = {**dict.fromkeys(("bart_model", "whisper", "whisper_train", "clip", "wav2vec2", "longformer",
+                          "distilbert_train", "vit_train"), "transformers"),
          "unet": "diffusers", "unet_train": "diffusers"}
 
 
