@@ -93,7 +93,7 @@ ROWS: tuple[Row, ...] = (
     _r("torch._C._InferenceMode", _OG),
     _r("torch._C._autograd._get_data_attr", _TENSOR, note="x.data as a graph node"),
     _r("torch._C._log_api_usage_once", "testing.stochastic_depth", _TENSOR),
-    _r("torch._C._set_grad_enabled", "graph_break.state", _OG),
+    _r("torch._C._set_grad_enabled", "graph_break.state", _OG, "tracer.variables.torch_objects.grad_switches"),
     _r("torch._check", _TENSOR),
     _r("torch._check_is_size", _TENSOR),
     _r("torch._compile", _TENSOR, note="the module of torch._disable_dynamo's wrappers"),

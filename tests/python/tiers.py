@@ -40,6 +40,7 @@ TIER_OF: dict[str, str] = {
     "test_faults.py": "core",
     "test_faults_compile.py": "core",
     "test_function_guards.py": "core",
+    "test_grad_switches.py": "core",
     "test_graph_breaks.py": "core",
     "test_graph_breaks_closures.py": "core",
     "test_graph_breaks_locals.py": "core",
