@@ -57,6 +57,7 @@ TIER_OF: dict[str, str] = {
     "test_runtime_guard_hook.py": "core",
     "test_runtime_lifetimes.py": "core",
     "test_runtime_skip_tree.py": "core",
+    "test_saved_hooks_contexts.py": "core",
     "test_shape_guards.py": "core",
     "test_stance.py": "core",
     "test_tensor_match.py": "core",
