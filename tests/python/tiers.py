@@ -28,6 +28,7 @@ TIER_OF: dict[str, str] = {
     "test_aliasing_guards.py": "core",
     "test_backend_guards.py": "core",
     "test_cache_owners.py": "core",
+    "test_caller_exception.py": "core",
     "test_codegen.py": "core",
     "test_compile.py": "core",
     "test_compile_threads.py": "core",
