@@ -82,8 +82,9 @@ from .grad_decorators import GradModeDecoratedVariable
 from .grad_switches import SetGradEnabledVariable, frame_set_grad_enabled, make_set_grad_enabled
 
 # The classes the tracer enters, and how each finds its mode from the arguments it was made with.
-# set_grad_enabled sets the mode when it is made, not when it is entered: it is followed only where
-# BEFORE_WITH comes right after it (GradModeClassVariable), where the two are the same.
+# set_grad_enabled sets the mode when it is made, not when it is entered: where BEFORE_WITH comes
+# right after it the two are the same (GradModeClassVariable); made as a value it is
+# grad_switches.SetGradEnabledVariable.
 GRAD_MODE_CLASSES = {
     torch.no_grad: lambda: False,
     torch.enable_grad: lambda: True,
