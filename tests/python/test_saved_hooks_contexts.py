@@ -124,3 +124,23 @@ def test_the_message_is_guarded():
             with pytest.raises(RuntimeError, match=message):
                 compiled(x, message)
     assert cnt.frame_count == 2
+
+
+def _entered_twice(x):
+    cm = _disable("once")
+    with cm:
+        y = x + 1
+    try:
+        with cm:
+            y = y + 1
+    except Exception as e:   # noqa: BLE001 - eager's error for a second entry
+        return y, type(e)
+    return y, None
+
+
+def test_an_object_entered_twice_raises_as_in_eager():
+    x = torch.randn(2)
+    expected = _entered_twice(x)
+    got = tjc.compile(_entered_twice, backend=CompileCounter())(x)
+    assert torch.equal(got[0], expected[0]) and got[1] is expected[1]
+    assert _disabled_message() is None

@@ -102,12 +102,16 @@ class HooksDisabledVariable(VariableTracker):
     def __init__(self, message: str):
         super().__init__(None)
         self.message = message
+        self.entered = False   # its generator ran: eager's object cannot be entered again
 
     def python_type(self):
         return contextlib._GeneratorContextManager
 
     def enter(self, tx):
         """BEFORE_WITH: (the exit it leaves below, what `as` binds: None, what it yields)."""
+        if self.entered:
+            unsupported("a disable_saved_tensors_hooks object entered twice (eager raises)")
+        self.entered = True
         return HooksDisabledExitVariable(_enter(tx, self.message)), ConstantVariable(None)
 
     def call_function(self, tx, args, kwargs):
@@ -118,6 +122,8 @@ class HooksDisabledVariable(VariableTracker):
 
     def reconstruct(self, outputs):
         # A new one: making it changes nothing (its generator has not started).
+        if self.entered:
+            unsupported("a disable_saved_tensors_hooks object that was entered leaves the trace")
         return outputs.once(self, lambda: CallOutput(ConstantOutput(DISABLE_SAVED_TENSORS_HOOKS), ("error_message",),
                                                      (ConstantOutput(self.message),)))
 
