@@ -85,6 +85,7 @@ _OG, _TENSOR, _FAKE = "tracer.output_graph", "tracer.variables.torch_objects.ten
 _DIST, _FSDP, _HOOKS = "tracer.variables.parallel.distributed", "tracer.variables.parallel.fsdp2", "tracer.variables.modules.module_hooks"
 _NN, _WRAP, _BACK = "tracer.variables.modules.nn_module", "frontend.module_wrapper", "backends"
 _SYM = "torch.fx.experimental.symbolic_shapes."
+_SAVED_HOOKS = "tracer.variables.torch_objects.saved_hooks_contexts"
 
 ROWS: tuple[Row, ...] = (
     # --- torch._C: grad/inference mode, the tensor base class, API-usage logging -------------------
@@ -92,8 +93,11 @@ ROWS: tuple[Row, ...] = (
        note="the C tensor type whose methods are torch's own (trace rules, identity guards)"),
     _r("torch._C._InferenceMode", _OG),
     _r("torch._C._autograd._get_data_attr", _TENSOR, note="x.data as a graph node"),
+    _r("torch._C._autograd._saved_tensors_hooks_get_disabled_error_message", _SAVED_HOOKS),
+    _r("torch._C._autograd._saved_tensors_hooks_disable", _SAVED_HOOKS),
+    _r("torch._C._autograd._saved_tensors_hooks_enable", _SAVED_HOOKS),
     _r("torch._C._log_api_usage_once", "testing.stochastic_depth", _TENSOR),
-    _r("torch._C._set_grad_enabled", "graph_break.state", _OG),
+    _r("torch._C._set_grad_enabled", "graph_break.state", _OG, "tracer.variables.torch_objects.grad_switches"),
     _r("torch._check", _TENSOR),
     _r("torch._check_is_size", _TENSOR),
     _r("torch._compile", _TENSOR, note="the module of torch._disable_dynamo's wrappers"),

@@ -283,6 +283,10 @@ class EffectKind(enum.Enum):
     SET_DICT = "set_dict"        # target.clear(); target.update(value): final items, in order
     SET_METHOD = "set_method"    # set.<name>(target, *value): one mutation of a frame's set, replayed
     ADVANCE_ITER = "advance_iter"  # next(target, None), value (an int) times: a frame iterator's steps
+    # target(value), target a constant setter of global state (torch._C._set_grad_enabled): the
+    # state the traced code leaves outside its blocks, where it differs from the frame's entry
+    # state (a switch outside a with block); the graph itself always ends in the entry state.
+    SET_STATE = "set_state"
 
 
 @dataclasses.dataclass(frozen=True)
