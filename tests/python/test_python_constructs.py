@@ -190,7 +190,7 @@ class SiLUOnly(nn.Module):
 
 class GeluTanh(nn.GELU):
     def forward(self, x):
-        return nn.functional.gelu(x, approximate=self.approximate) * 2
+        return super().forward(x) * 2   # nn.GELU's forward, reading the built module's settings
 
 
 class CountsBuilds(nn.Module):
