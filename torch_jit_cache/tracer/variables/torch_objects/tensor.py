@@ -29,7 +29,7 @@ from ..base import CallableVariable, MethodVariable, VariableTracker, provided, 
 from ..constant import ConstantVariable
 from .op_writes import out_tensors, running_stats
 from ..collections.containers import ListVariable, TupleVariable
-from . import tensor_attributes
+from . import tensor_attributes, traced_backward
 from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
 from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
@@ -144,8 +144,9 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(self.example, name))
         if name in _TENSOR_ATTRS:
             return call_op(tx, getattr, [self, ConstantVariable(name)], {})
-        if name == "grad":
-            return self._grad(tx)
+        if name in ("grad", "is_leaf"):   # after a backward in the graph, .grad reads follow it
+            return traced_backward.grad_attr(tx, self, name, call_op) if name == "is_leaf" or \
+                tx.output.backward_in_graph else self._grad(tx)
         if name == "data":   # torch's own accessor: no autograd, a version counter of its own
             return call_op(tx, torch._C._autograd._get_data_attr, [self], {})
         if name in ("grad_fn", "_version"):
@@ -158,13 +159,10 @@ class TensorVariable(VariableTracker):
         tensor_attributes.store(tx, self, name, value)
 
     def _grad(self, tx):
-        """x.grad. Of a tensor read from the frame: the value found at its source `x.grad`, a tensor
-        (a graph input, TENSOR_MATCH) or None (guarded as None), so a call where it changed
-        recompiles; the trace never stores a tensor's attributes, and an in-place update of the
-        gradient is a graph input's mutation. Of a tensor the graph made: None, since no backward
-        runs inside a graph (backward() breaks) and a new tensor has no gradient; unless it is the
-        very object of a frame tensor (an in-place op's result, `x.to(x.dtype)`), whose gradient
-        the graph cannot see."""
+        """x.grad before any backward() in the graph (after one: traced_backward.grad). Of a frame
+        tensor: the value at its source `x.grad`, a tensor (a graph input, TENSOR_MATCH) or None
+        (guarded as None). Of a tensor the graph made: None, a new tensor has no gradient; unless
+        it is the very object of a frame tensor (`x.to(x.dtype)`), whose gradient it cannot see."""
         if self.source is not None:
             if self.real is None:
                 unsupported("tensor attribute .grad of a tensor whose value the trace does not hold")
@@ -211,6 +209,8 @@ class TensorVariable(VariableTracker):
         if name == "numpy" and not args and set(kwargs) <= {"force"} and \
                 all(v.is_python_constant() for v in kwargs.values()):
             return provided("from_tensor")(tx, self, bool(kwargs["force"].as_python_constant()) if kwargs else False)
+        if name in traced_backward.METHODS:
+            return traced_backward.call_method(tx, self, name, args, kwargs, call_op)
         return call_op(tx, name, [self, *args], kwargs, method=True)
 
     def _storage_offset(self, tx):
@@ -366,13 +366,13 @@ def call_torch(tx, fn, *args, **kwargs) -> VariableTracker:
     return call_op(tx, fn, [wrap(a) for a in args], {k: wrap(v) for k, v in kwargs.items()})
 
 
-def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> VariableTracker:
+def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effect: bool = False) -> VariableTracker:
     """Run `target` (a callable, or a method name on args[0] when `method`) on the examples and
-    record it as a node when its result holds tensors."""
+    record it as a node when its result holds tensors, or always when `effect` (traced_backward.py)."""
     name = target if method else getattr(target, "__name__", repr(target))
     shapes = tx.output.fake_shapes
     capture = Capture.current()
-    if name in DATA_DEPENDENT and not (name in _SCALAR_OUTPUTS and capture.scalars
+    if name in DATA_DEPENDENT and not effect and not (name in _SCALAR_OUTPUTS and capture.scalars
                                        or name in _DYNAMIC_OUTPUT_SHAPES and capture.shapes):
         hint = capture.hint("capture_scalar_outputs") if name in _SCALAR_OUTPUTS else \
             capture.hint("capture_dynamic_output_shape_ops") if name in _DYNAMIC_OUTPUT_SHAPES else ""
@@ -399,7 +399,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
-    if not method and out_tensors(kwargs.get("out")):
+    if effect or not method and out_tensors(kwargs.get("out")):
         inplace = True   # it writes its out= tensors whatever it returns (op_writes.py)
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
