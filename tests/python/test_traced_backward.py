@@ -156,3 +156,50 @@ def test_the_frames_tensors_are_not_held():
     ref, gref = weakref.ref(x), weakref.ref(grad)
     del x, grad
     assert ref() is None and gref() is None
+
+
+def grad_under_its_other_name(x, y):
+    x._grad = y * 2
+    y.grad = x + 1
+    return x.grad + 0, y._grad * 3
+
+
+def test_underscore_grad_is_grad_for_reads_and_stores():
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    ex, ey, cx, cy = (t.detach().clone().requires_grad_() for t in (x, y, x, y))
+    cnt = CompileCounter()
+    before = tjc.stats()["graph_breaks"]
+    _close(grad_under_its_other_name(ex, ey), tjc.compile(grad_under_its_other_name, backend=cnt)(cx, cy))
+    torch.testing.assert_close((cx.grad, cy.grad), (ex.grad, ey.grad))
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+
+
+def autograd_metadata(x):
+    y = x * 2
+    y.detach_()
+    return y + 1, y.grad_fn is None, y.is_leaf, x.grad_fn is None, x.is_leaf
+
+
+def test_grad_fn_and_is_leaf_follow_the_flags_and_recompile():
+    cnt = CompileCounter()
+    compiled = tjc.compile(autograd_metadata, backend=cnt)
+    before = tjc.stats()["graph_breaks"]
+    for flag in (False, False):
+        x = torch.randn(3, requires_grad=flag)
+        _close(autograd_metadata(x), compiled(x))
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+    # a frame tensor that requires grad may be a leaf or not, which no guard says: a break
+    leaf = torch.randn(3, requires_grad=True)
+    _close(autograd_metadata(leaf), compiled(leaf))
+    _close(autograd_metadata(leaf * 1), compiled(leaf * 1))
+    assert tjc.stats()["graph_breaks"] - before >= 1
+
+
+def graph_tensor_grad_fn(x):
+    return (x * 2).grad_fn
+
+
+def test_a_grad_fn_that_exists_breaks():
+    x = torch.randn(3, requires_grad=True)
+    got = tjc.compile(graph_tensor_grad_fn, backend=CompileCounter())(x)
+    assert type(got) is type(graph_tensor_grad_fn(x))

@@ -130,6 +130,7 @@ class TensorVariable(VariableTracker):
         return is_symbolic(tuple(self.example.shape))
 
     def var_getattr(self, tx, name):
+        name = "grad" if name == "_grad" else name   # one getset under two names
         found = tensor_attributes.load(tx, self, name)
         if found is not None:
             return found
@@ -144,19 +145,18 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(self.example, name))
         if name in _TENSOR_ATTRS:
             return call_op(tx, getattr, [self, ConstantVariable(name)], {})
-        if name in ("grad", "is_leaf"):   # after a backward in the graph, .grad reads follow it
-            return traced_backward.grad_attr(tx, self, name, call_op) if name == "is_leaf" or \
-                tx.output.backward_in_graph else self._grad(tx)
+        if name in ("grad", "is_leaf", "grad_fn"):   # autograd's view of the tensor
+            return traced_backward.grad_attr(tx, self, name, call_op, self._grad)
         if name == "data":   # torch's own accessor: no autograd, a version counter of its own
             return call_op(tx, torch._C._autograd._get_data_attr, [self], {})
-        if name in ("grad_fn", "_version"):
+        if name == "_version":
             unsupported(f"tensor attribute .{name}")
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
 
     def var_setattr(self, tx, name, value):
-        tensor_attributes.store(tx, self, name, value)
+        tensor_attributes.store(tx, self, "grad" if name == "_grad" else name, value)
 
     def _grad(self, tx):
         """x.grad before any backward() in the graph (after one: traced_backward.grad). Of a frame

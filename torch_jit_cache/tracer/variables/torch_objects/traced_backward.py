@@ -20,7 +20,10 @@ graph, so there both still break, as before.
   whose example has none has none (a new leaf the backward did not reach); a frame tensor whose
   example has none breaks (its gradient may come from outside the trace).
 - `t.is_leaf` of a tensor the graph made: its example's, which follows the requires_grad flags the
-  trace saw (frame tensors' are guarded).
+  trace saw (frame tensors' are guarded); `t.grad_fn` of one that has none is None (one that has
+  one breaks: an autograd node is no constant). A frame tensor that does not require grad (its
+  TENSOR_MATCH says so) is a leaf without grad_fn; one that requires grad breaks.
+- `t._grad` is `t.grad` (one getset under two names), for reads and stores.
 
 tensor.py calls in with its tracker `t` and its `call_op` (this module sits below tensor.py).
 """
@@ -87,12 +90,22 @@ def _backward(tx, t, args, kwargs, call_op):
     return result
 
 
-def grad_attr(tx, t, name, call_op):
-    """`t.is_leaf`, or `t.grad` after a backward ran in the graph (tensor.py reads it before one)."""
-    if name == "is_leaf":
+def grad_attr(tx, t, name, call_op, grad_before):
+    """`t.is_leaf`, `t.grad_fn` where it is None, `t.grad` (`grad_before(tx)` until a backward ran
+    in the graph)."""
+    if name in ("is_leaf", "grad_fn"):
+        if t.source is not None and t.real is not None and not t.real.requires_grad:
+            # TENSOR_MATCH pins the flag: a tensor that does not require grad is a leaf
+            return ConstantVariable(True if name == "is_leaf" else None)
         if not _made_by_graph(tx, t):
-            unsupported("tensor attribute .is_leaf of a frame tensor")
-        return ConstantVariable(t.example.is_leaf)
+            unsupported(f"tensor attribute .{name} of a frame tensor that requires grad")
+        if name == "is_leaf":
+            return ConstantVariable(t.example.is_leaf)
+        if t.example.grad_fn is not None:
+            unsupported("tensor attribute .grad_fn of a graph tensor that has one (an autograd node)")
+        return ConstantVariable(None)
+    if not tx.output.backward_in_graph:
+        return grad_before(tx)
     if t.example.grad is None:
         if _made_by_graph(tx, t):
             return ConstantVariable(None)
