@@ -27,7 +27,7 @@ from ....frontend.trace_rules import functorch_transform, torch_callable_effect
 from ...output_graph import mark_side_effect
 from ..base import CallableVariable, MethodVariable, VariableTracker, provided, unsupported
 from ..constant import ConstantVariable
-from .op_writes import out_tensors, running_stats
+from .op_writes import NONE_IS_A_VALUE, out_tensors, running_stats
 from ..collections.containers import ListVariable, TupleVariable
 from . import tensor_attributes, traced_backward
 from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
@@ -55,7 +55,7 @@ ONCE_PER_PROCESS = frozenset({torch._C._log_api_usage_once})
 _DYNAMIC_OUTPUT_SHAPES = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive",
                                     "argwhere", "bincount"})
 _CONSTANT_ATTRS = frozenset({"dtype", "device", "layout", "ndim", "is_cuda", "is_sparse",
-                             "is_quantized", "is_meta", "is_complex"})
+                             "is_quantized", "is_meta", "is_complex", "is_nested"})
 # Tensor methods whose answer no guard checks (TENSOR_MATCH pins the type, dtype, device, sizes,
 # strides, requires_grad and the dispatch keys, which carry conj, neg, inference, sparse, quantized
 # and nested), and which the example cannot answer as the input would: a graph break.
@@ -404,7 +404,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effec
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
-        if result is None and not method and target in ONCE_PER_PROCESS:
+        if result is None and not method and (target in ONCE_PER_PROCESS or target in NONE_IS_A_VALUE):
             return tx.wrap_constant(None)
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
