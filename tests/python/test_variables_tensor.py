@@ -289,3 +289,22 @@ def test_attention_layers_in_eval_are_one_graph(masks):
                     assert g.is_nested == w.is_nested
                     torch.testing.assert_close(g, w)
             assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+
+
+def test_a_tensors_own_iter_and_len_called_by_name_are_iter_and_len():
+    def walk(x):
+        rows = x.__iter__()
+        for row in rows:
+            row.mul_(2)
+        return row + 1, x.__len__(), x[0].__len__()
+
+    x = torch.randn(3, 2)
+    want, copy = walk(x.clone()), x.clone()
+    cnt = CompileCounter()
+    before = tjc.stats()["graph_breaks"]
+    got = tjc.compile(walk, backend=cnt)(copy)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:] and torch.equal(copy, x * 2)
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+    with pytest.raises(TypeError, match="0-d"):
+        tjc.compile(lambda t: t.__len__(), backend=CompileCounter())(torch.tensor(1.0))

@@ -68,7 +68,7 @@ _SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "gr
 
 class TensorVariable(VariableTracker):
     identity_family = "tensor"
-
+    protocol_slots = frozenset({"__iter__", "__len__"})   # torch.Tensor's own (TENSOR_MATCH pins the type)
     """A tensor in the graph: an fx node and the example tensor it evaluated to.
 
     A tensor read from the frame starts without a node; its placeholder is added the first time
