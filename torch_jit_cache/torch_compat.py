@@ -227,6 +227,8 @@ ROWS: tuple[Row, ...] = (
       for name in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                    "_global_backward_pre_hooks")),
     _r("torch.nn.modules.module._global_buffer_registration_hooks", _NN),
+    *(_r(f"torch.nn.functional.{name}", "tracer.variables.torch_objects.op_writes",
+         note="mask helpers whose None result is a value (NONE_IS_A_VALUE)") for name in ("_canonical_mask", "_none_or_dtype")),
     _r("torch.nn.Module._compiled_call_impl", _WRAP, _NN,
        check=lambda torch: hasattr(torch.nn.Module(), "_compiled_call_impl")),
     *(_r(f"torch.nn.Module.{name}", _WRAP, note="overridden by the compiled module's class")

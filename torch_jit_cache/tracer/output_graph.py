@@ -158,6 +158,10 @@ class OutputGraph:
         self.inference_blocks: list[InferenceBlock] = []
         self._graph_inference: list = []
         self.entered_inference = False
+        # A backward() ran in the graph (traced_backward.py): tensors' .grad reads follow it.
+        self.backward_in_graph = False
+        # Lists and tuples read from the frame whose items are being wrapped (containers.wrap_sequence).
+        self.sequences_in_wrap: dict = {}
         # Modules the graph calls opaquely (tracer/variables/modules/opaque_calls.py): submodule name ->
         # proxy (frontend/proxies.py), registered on the GraphModule by finish(); `_submodule_names` maps
         # id(original) -> name for the trace (the module is in `keepalive` meanwhile).

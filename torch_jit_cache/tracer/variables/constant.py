@@ -234,6 +234,8 @@ def wrap_not_implemented(tx, value, source, g):
 
 def wrap_scalar(tx, value, source, g):
     g(GuardKind.TYPE_MATCH, type(value))
+    if value is Ellipsis:   # the only instance of its type: TYPE_MATCH pins it (EQUALS_MATCH refuses it)
+        return ConstantVariable(value, source)
     if type(value) is complex:   # EQUALS_MATCH holds ints, floats, str, ...: a complex by its parts
         g(GuardKind.EQUALS_MATCH, value.real, AttrSource(source, "real"))
         g(GuardKind.EQUALS_MATCH, value.imag, AttrSource(source, "imag"))
