@@ -133,6 +133,7 @@ TIER_OF: dict[str, str] = {
     "test_variables_imports.py": "versions",
     "test_variables_instance_checks.py": "versions",
     "test_variables_iterators.py": "versions",
+    "test_variables_list_subclasses.py": "versions",
     "test_variables_methods.py": "versions",
     "test_variables_model_output.py": "versions",
     "test_variables_metaclass_calls.py": "versions",

@@ -34,6 +34,7 @@ from .combinatorics import COMBINATORIC_HANDLERS
 from .copying import deepcopy
 from ..collections.counters import build_counter
 from ..collections.deques import build_deque
+from ..collections.list_subclasses import ListSubclassVariable
 from ..python_objects.exceptions import ExceptionVariable, constant_exception, traced_raise
 from ..python_objects.functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from ..python_objects.generators import GeneratorVariable
@@ -223,6 +224,8 @@ def _type(tx, args, kwargs):
         return args[0].cls_var
     if isinstance(args[0], TracedNamedTupleVariable):   # its class, which may not leave the trace
         return TracedNamedTupleClassVariable(args[0].cls)
+    if isinstance(args[0], ListSubclassVariable):   # its class's own tracker (list_subclasses.py)
+        return args[0].cls_var
     return ClassVariable(args[0].python_type())
 
 

@@ -42,6 +42,7 @@ from ..constant import STAND_INS, ConstantVariable, is_constant_value
 from .exceptions import ExceptionVariable, modelled_class
 from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVariable, UserMethodVariable
 from ..collections.dict_subclasses import construct as construct_dict, dict_subclass_refusal
+from ..collections.list_subclasses import construct as construct_list, plain_list_subclass
 from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
 
@@ -78,10 +79,12 @@ class BuildClassVariable(VariableTracker):
 
 
 def _builtin_base(base):
-    """`dict` named as a base (the builtin's tracker) as a class tracker: its objects are dicts of
-    the class (dict_subclasses.py), where the class passes dict_subclass_refusal."""
-    if getattr(base, "fn", None) is dict and not isinstance(base, ClassVariable):
-        return ClassVariable(dict)
+    """`dict` or `list` named as a base (the builtin's tracker) as a class tracker: its objects are
+    dicts of the class (dict_subclasses.py), where the class passes dict_subclass_refusal, or lists
+    of a plain subclass (list_subclasses.py)."""
+    fn = getattr(base, "fn", None)
+    if (fn is dict or fn is list) and not isinstance(base, ClassVariable):
+        return ClassVariable(fn)
     return base
 
 
@@ -93,7 +96,7 @@ def _check_base(base) -> None:
         unsupported(f"class statement with base {cls.__name__}, whose metaclass is {type(cls).__name__}")
     if type_lookup(cls, "__init_subclass__") is not vars(object)["__init_subclass__"]:
         unsupported(f"class statement with base {cls.__name__}, which defines __init_subclass__")
-    if not isinstance(base, TracedClassVariable) and base.source is None and cls not in (object, dict):
+    if not isinstance(base, TracedClassVariable) and base.source is None and cls not in (object, dict, list):
         unsupported(f"class statement with base {cls.__name__}, which has no source")
 
 
@@ -178,6 +181,8 @@ class TracedClassVariable(UserClassVariable):
             # A dict of the class (dict_subclasses.py), which refuses to be rebuilt after the
             # graph, as its class does (reconstruct).
             return construct_dict(tx, self, args, kwargs)
+        if plain_list_subclass(self.value):   # a list of the class (list_subclasses.py), kept in the trace
+            return construct_list(tx, self, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
         why = refusal(self.value)
