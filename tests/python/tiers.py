@@ -118,6 +118,7 @@ TIER_OF: dict[str, str] = {
     "test_variables_classes.py": "versions",
     "test_variables_combinatorics.py": "versions",
     "test_variables_constant.py": "versions",
+    "test_variables_container_text.py": "versions",
     "test_variables_containers.py": "versions",
     "test_variables_contexts.py": "versions",
     "test_variables_copying.py": "versions",

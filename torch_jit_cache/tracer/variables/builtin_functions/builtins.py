@@ -31,6 +31,7 @@ from ..collections.dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
 from .combinatorics import COMBINATORIC_HANDLERS
+from .container_text import container_repr
 from .copying import deepcopy
 from ..collections.counters import build_counter
 from ..collections.deques import build_deque
@@ -291,6 +292,8 @@ def _text(fn, otherwise=_scalar):
             return ConstantVariable(fn(args[0].example()))
         if len(args) == 1 and not kwargs and isinstance(args[0], SetVariable):
             return ConstantVariable(args[0].text())   # in its own order (sets.py)
+        if len(args) == 1 and not kwargs and (text := container_repr(tx, args[0])) is not None:
+            return ConstantVariable(text)   # list, tuple and dict item by item (container_text.py)
         return otherwise(fn)(tx, args, kwargs)
     return handler
 
