@@ -15,6 +15,7 @@ from ..collections.containers import BaseListVariable, ListVariable
 from ..collections.dicts import DictVariable, dict_equal
 from ..collections.iterators import IteratorVariable
 from ..collections.ranges import RangeVariable
+from .sequence_order import raise_order_refused, refuses_user_objects, sequence_order
 from ..torch_objects.numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from ..torch_objects import numpy_tensors
 from ..torch_objects.numpy_tensors import NumpyNdarrayVariable
@@ -175,6 +176,9 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
             return ConstantVariable(equal == (symbol == "=="))
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
+    order = sequence_order(tx, symbol, a, b, compare_op, _item_equal) if symbol not in ("==", "!=") else None
+    if order is not None:
+        return order   # two lists or two tuples, item by item (sequence_order.py)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     if symbol in ("==", "!=") and (equal := container_equal(tx, a, b)) is not None:
@@ -186,22 +190,30 @@ def container_equal(tx, a, b):
     """`a == b` for two tuples, two lists or two dicts (exactly those classes, whose == compares
     items) holding trackers, as CPython compares them: lengths (keys), then item by item, each
     pair equal where it is one object or where its own `==` is true (a pair the trace cannot
-    compare breaks). None where `a` and `b` are not such a pair."""
+    compare breaks). An item's `==` may change the containers: a list's lengths are read again at
+    each step and compared where one ran out (list_richcompare); a dict whose keys change while
+    compared breaks. None where `a` and `b` are not such a pair."""
     kinds = {_compared_kind(a), _compared_kind(b)}
     if None in kinds or len(kinds) != 1:
         return None
     if isinstance(a, DictVariable):
         if a.items.keys() != b.items.keys():
             return False
-        pairs = [(a.items[k], b.items[k]) for k in a.items]
-    else:
-        if len(a.items) != len(b.items):
-            return False
-        pairs = list(zip(a.items, b.items))
-    for x, y in pairs:
-        if not _item_equal(tx, x, y):
-            return False
-    return True
+        versions = (a.version, b.version)
+        for k in list(a.items):
+            if not _item_equal(tx, a.items[k], b.items[k]):
+                return False
+            if (a.version, b.version) != versions:
+                unsupported("a dict whose keys changed while it was compared with ==")
+        return True
+    if len(a.items) != len(b.items):
+        return False
+    i = 0
+    while i < len(a.items) and i < len(b.items):
+        if not _item_equal(tx, a.items[i], b.items[i]):
+            break
+        i += 1
+    return len(a.items) == len(b.items) if i >= len(a.items) or i >= len(b.items) else False
 
 
 def _compared_kind(v):
@@ -325,6 +337,8 @@ def _user_compare(tx, symbol: str, a, b):
         if result is not None:
             return result
     if symbol not in ("==", "!="):
+        if all(_is_user_object(v) or refuses_user_objects(v) for v in (a, b)):
+            raise_order_refused(tx, symbol, a, b)   # every candidate answered NotImplemented
         unsupported(f"TypeError: comparison {symbol} between {a} and {b}")
     if a is b:
         same = True
