@@ -44,6 +44,7 @@ from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVa
 from ..collections.dict_subclasses import construct as construct_dict, dict_subclass_refusal
 from ..collections.list_subclasses import construct as construct_list, plain_list_subclass
 from .new_object import UserClassVariable, refusal
+from .scalar_subclasses import SCALAR_BASES, construct as construct_scalar, plain_scalar_base
 from .object_hooks import ObjectHookVariable, object_hook_name
 
 
@@ -79,11 +80,12 @@ class BuildClassVariable(VariableTracker):
 
 
 def _builtin_base(base):
-    """`dict` or `list` named as a base (the builtin's tracker) as a class tracker: its objects are
-    dicts of the class (dict_subclasses.py), where the class passes dict_subclass_refusal, or lists
-    of a plain subclass (list_subclasses.py)."""
+    """`dict`, `list`, `int`, `float`, `complex`, `str` or `bytes` named as a base (the builtin's
+    tracker) as a class tracker: its objects are dicts of the class (dict_subclasses.py), where the
+    class passes dict_subclass_refusal, lists of a plain subclass (list_subclasses.py), or constants
+    of a plain scalar subclass (scalar_subclasses.py), none of which leaves the trace."""
     fn = getattr(base, "fn", None)
-    if (fn is dict or fn is list) and not isinstance(base, ClassVariable):
+    if any(fn is kind for kind in (dict, list, *SCALAR_BASES)) and not isinstance(base, ClassVariable):
         return ClassVariable(fn)
     return base
 
@@ -96,7 +98,8 @@ def _check_base(base) -> None:
         unsupported(f"class statement with base {cls.__name__}, whose metaclass is {type(cls).__name__}")
     if type_lookup(cls, "__init_subclass__") is not vars(object)["__init_subclass__"]:
         unsupported(f"class statement with base {cls.__name__}, which defines __init_subclass__")
-    if not isinstance(base, TracedClassVariable) and base.source is None and cls not in (object, dict, list):
+    if not isinstance(base, TracedClassVariable) and base.source is None and \
+            not any(cls is kind for kind in (object, dict, list, *SCALAR_BASES)):
         unsupported(f"class statement with base {cls.__name__}, which has no source")
 
 
@@ -183,6 +186,8 @@ class TracedClassVariable(UserClassVariable):
             return construct_dict(tx, self, args, kwargs)
         if plain_list_subclass(self.value):   # a list of the class (list_subclasses.py), kept in the trace
             return construct_list(tx, self, args, kwargs)
+        if plain_scalar_base(self.value) is not None:   # `class Tag(str): pass`: a constant of the class
+            return construct_scalar(tx, self.value, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
         why = refusal(self.value)
