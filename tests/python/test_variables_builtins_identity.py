@@ -139,3 +139,17 @@ def test_an_id_of_a_container_built_in_the_trace_used_otherwise_keeps_eager_valu
     same_exactly(got[0], want[0])
     assert got[1:3] == want[1:3] and got[3] == id(got[4]) and got[4] == [1]
     assert calls.delta("fallbacks") == 0
+
+
+def _constant_tuples(x):
+    a = (1,)
+    return x + 1, id(a) == id((1,)), id((2, 3)) == id((2, 3))
+
+
+def test_ids_of_tuple_constants_keep_eager_answers():
+    # Two tuple constants may be one object (CPython merges a code's equal constants): never guessed.
+    x = torch.zeros(2)
+    calls = CompiledCalls(_constant_tuples)
+    got, want = calls(x), _constant_tuples(x)
+    same_exactly(got[0], want[0])
+    assert got[1:] == want[1:]

@@ -15,7 +15,8 @@ trace built stands for one object, so one tracker is one object; two list, dict 
 both built in the trace, are two objects (each was made new); two tuple trackers may be one object
 (CPython interns the empty tuple, and `t * 1` is `t`) and are refused. Anything else asked of a
 token (arithmetic, a constant, a dict key) breaks: its number is not known. Returned, or held at a
-break, it is the id of the object made again after the graph."""
+break, it is the id of the list, dict or set made again after the graph (a tuple's is refused: the
+one made again is new, where eager's may be a constant CPython shares)."""
 from __future__ import annotations
 
 import weakref
@@ -85,7 +86,10 @@ class IdentityTokenVariable(VariableTracker):
 
     def reconstruct(self, outputs):
         # Returned or held at a break: the id of the object made again after the graph (itself
-        # made once however many references reach it).
+        # made once however many references reach it). A tuple made again is a new tuple, where
+        # eager's may be one CPython shares (a constant of the code): refused.
+        if isinstance(self.obj, TupleVariable):
+            unsupported(f"id() of {self.obj}, a tuple built in the trace, leaves it")
         return outputs.once(self, lambda: CallOutput(ConstantOutput(object_id), ("obj",), (outputs.rebuild(self.obj),)))
 
     def __repr__(self):
