@@ -149,6 +149,20 @@ def rebuilt_dict_object(cls, base, items, attrs):
     return obj
 
 
+def rebuilt_list_object(cls, items):
+    """An instance of a plain list subclass the trace built (no __init__ or __new__ of its own),
+    made again after the graph: `cls.__new__(cls)` extended by its items, what `cls(items)` makes."""
+    obj = cls.__new__(cls)
+    list.extend(obj, items)
+    return obj
+
+
+def object_id(obj):
+    """id(obj) of an object the trace built, taken after the graph from the object made again (the
+    one every other reference to it gets)."""
+    return id(obj)
+
+
 def bound_method(function, instance):
     """`function` bound to `instance`: a method the trace held (a super() method, a class's
     function read through an object), made again after the graph by CallOutput."""

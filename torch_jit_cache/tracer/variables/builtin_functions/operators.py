@@ -15,6 +15,7 @@ from ..collections.containers import BaseListVariable, ListVariable
 from ..collections.dicts import DictVariable, dict_equal
 from ..collections.iterators import IteratorVariable
 from ..collections.ranges import RangeVariable
+from .sequence_order import raise_order_refused, refuses_user_objects, sequence_order
 from ..torch_objects.numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from ..torch_objects import numpy_tensors
 from ..torch_objects.numpy_tensors import NumpyNdarrayVariable
@@ -72,11 +73,13 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         if same is not None:
             return same
     if isinstance(a, BaseListVariable):
+        if base == "+" and isinstance(b, BaseListVariable) and a.kind is not b.kind:
+            _refused_concatenation(tx, a, b)
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
             if symbol == "+=":
                 a.call_method(tx, "extend", [b], {})
                 return a
-            return type(a)(a.items + b.items)
+            return a.made_by_base(a.items + b.items)
         if symbol == "+=":  # list += any iterable extends in place
             a.call_method(tx, "extend", [b], {})
             return a
@@ -85,7 +88,7 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 a.mutating(tx)
                 a.items[:] = a.items * b.as_python_constant()
                 return a
-            return type(a)(a.items * b.as_python_constant())
+            return a.made_by_base(a.items * b.as_python_constant())
     if isinstance(a, SetVariable) or isinstance(b, SetVariable):
         refused_operator(symbol, a, b)   # raises where Python does, for an operand the set refuses
         if symbol in SET_OPERATORS:
@@ -117,9 +120,27 @@ def _tuple_kept(a, b, symbol: str):
     return None
 
 
+def _refused_concatenation(tx, a, b) -> None:
+    """`a + b` of a tuple and a list (either way round, subclasses of them included): the left
+    one's __add__ refuses the other kind and the right one has no __radd__, so Python raises its
+    TypeError, naming the right operand's class; raised in the trace. A class with an __add__ or
+    __radd__ of its own is left to the rest."""
+    kind, other = a.kind, b.python_type()
+    if type_lookup(a.python_type(), "__add__") is not vars(kind)["__add__"] or \
+            type_lookup(other, "__radd__") is not MISSING:
+        return
+    message = f'can only concatenate {kind.__name__} (not "{other.__name__}") to {kind.__name__}'
+    raise traced_raise(constant_exception(tx, TypeError(message)))
+
+
 @provides
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
+    if hasattr(a, "same_object") or hasattr(b, "same_object"):   # id() of a container the trace built
+        token, other = (a, b) if hasattr(a, "same_object") else (b, a)
+        if symbol not in ("==", "!="):
+            unsupported(f"comparison {symbol} of id() of an object built in the trace")
+        return ConstantVariable(token.same_object(other) == (symbol == "=="))
     if getattr(a, "caller_exception", False) or getattr(b, "caller_exception", False):
         # exceptions.CallerExceptionVariable: None or an exception, unknown to the trace.
         unsupported(f"comparison {symbol} between {a} and {b}: the exception the caller handles is unknown")
@@ -146,12 +167,18 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
         if a.is_python_constant() and b.is_python_constant():
             return _const_fold(tx, fn, a, b)
         unsupported(f"comparison {symbol} of a Counter with counts that are not constants")
+    if getattr(a, "own_comparison", False) or getattr(b, "own_comparison", False):
+        # a dict subclass object whose class writes its own __eq__ (a dataclass's)
+        unsupported(f"comparison {symbol} of {a} and {b}: a dict subclass with its own comparison")
     if symbol in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):
         equal = dict_equal(a, b)
         if equal is not None:
             return ConstantVariable(equal == (symbol == "=="))
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
+    order = sequence_order(tx, symbol, a, b, compare_op, _item_equal) if symbol not in ("==", "!=") else None
+    if order is not None:
+        return order   # two lists or two tuples, item by item (sequence_order.py)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     if symbol in ("==", "!=") and (equal := container_equal(tx, a, b)) is not None:
@@ -163,24 +190,42 @@ def container_equal(tx, a, b):
     """`a == b` for two tuples, two lists or two dicts (exactly those classes, whose == compares
     items) holding trackers, as CPython compares them: lengths (keys), then item by item, each
     pair equal where it is one object or where its own `==` is true (a pair the trace cannot
-    compare breaks). None where `a` and `b` are not such a pair."""
-    kinds = {type(a) if isinstance(a, (BaseListVariable, DictVariable)) else None,
-             type(b) if isinstance(b, (BaseListVariable, DictVariable)) else None}
-    if None in kinds or len(kinds) != 1 or a.python_type() is not b.python_type() or \
-            a.python_type() not in (tuple, list, dict):
+    compare breaks). An item's `==` may change the containers: a list's lengths are read again at
+    each step and compared where one ran out (list_richcompare); a dict whose keys change while
+    compared breaks. None where `a` and `b` are not such a pair."""
+    kinds = {_compared_kind(a), _compared_kind(b)}
+    if None in kinds or len(kinds) != 1:
         return None
     if isinstance(a, DictVariable):
         if a.items.keys() != b.items.keys():
             return False
-        pairs = [(a.items[k], b.items[k]) for k in a.items]
-    else:
-        if len(a.items) != len(b.items):
-            return False
-        pairs = list(zip(a.items, b.items))
-    for x, y in pairs:
-        if not _item_equal(tx, x, y):
-            return False
-    return True
+        versions = (a.version, b.version)
+        for k in list(a.items):
+            if not _item_equal(tx, a.items[k], b.items[k]):
+                return False
+            if (a.version, b.version) != versions:
+                unsupported("a dict whose keys changed while it was compared with ==")
+        return True
+    if len(a.items) != len(b.items):
+        return False
+    i = 0
+    while i < len(a.items) and i < len(b.items):
+        if not _item_equal(tx, a.items[i], b.items[i]):
+            break
+        i += 1
+    return len(a.items) == len(b.items) if i >= len(a.items) or i >= len(b.items) else False
+
+
+def _compared_kind(v):
+    """tuple, list or dict where `v` is a tracker of exactly that class, or (for list) of a plain
+    subclass of it (list_subclasses.py: list's own ==, which compares any two lists), else None."""
+    if isinstance(v, DictVariable):
+        return dict if v.python_type() is dict else None
+    if isinstance(v, BaseListVariable) and v.python_type() in (tuple, list):
+        return v.python_type()
+    if isinstance(v, BaseListVariable) and v.kind is list and type_lookup(v.python_type(), "__eq__") is vars(list)["__eq__"]:
+        return list
+    return None
 
 
 def _item_equal(tx, x, y) -> bool:
@@ -292,6 +337,8 @@ def _user_compare(tx, symbol: str, a, b):
         if result is not None:
             return result
     if symbol not in ("==", "!="):
+        if all(_is_user_object(v) or refuses_user_objects(v) for v in (a, b)):
+            raise_order_refused(tx, symbol, a, b)   # every candidate answered NotImplemented
         unsupported(f"TypeError: comparison {symbol} between {a} and {b}")
     if a is b:
         same = True
@@ -349,7 +396,8 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = False  # an exception the trace made is known to it by that tracker alone
     elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
         same = False
-    elif type(a) is type(b) and isinstance(a, (SetVariable, ListVariable, DictVariable)) and None in (a.source, b.source):
+    elif any(isinstance(a, kind) and isinstance(b, kind) for kind in (SetVariable, ListVariable, DictVariable)) \
+            and None in (a.source, b.source):
         same = False   # two set, list or dict trackers, one made in the trace: a new object is no other
     elif _both_pinned(tx, a, b):
         same = a.value is b.value

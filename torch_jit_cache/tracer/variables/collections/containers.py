@@ -119,6 +119,11 @@ class BaseListVariable(VariableTracker):
     def unpack(self, tx):
         return list(self.items)
 
+    def made_by_base(self, items):
+        """What the base type's own code makes of these items (a slice, `+`, `*`): a sequence of
+        this tracker's kind (list_subclasses.py: a plain list from a subclass's object)."""
+        return type(self)(items)
+
     def truthy(self, tx):
         return bool(self.items)
 
@@ -130,7 +135,7 @@ class BaseListVariable(VariableTracker):
     def getitem(self, tx, key):
         k = constant_index(key)
         if isinstance(k, slice) and k.step != 0:
-            return type(self)(self.items[k])
+            return self.made_by_base(self.items[k])
         if isinstance(k, int) and -len(self.items) <= k < len(self.items):
             return self.items[k]
         if isinstance(k, int) and self.kind in (list, tuple):   # the items are exact (guarded lengths)
