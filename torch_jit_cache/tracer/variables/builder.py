@@ -43,7 +43,7 @@ from .torch_objects import dynamo_contexts
 from .modules import builtin_module_methods, nn_module
 from . import constant
 from .collections import containers, deques, dicts, frame_iterators, namedtuples, ranges, sets
-from .torch_objects import contexts, numpy_tensors, numpy_values, symbolic, tensor
+from .torch_objects import contexts, control_flow, numpy_tensors, numpy_values, symbolic, tensor
 from .python_objects import (exceptions, functions, new_object, opaque, open_object, partials, signatures, user_object,
                              weakrefs)
 from .builtin_functions import pure, state_readers
@@ -117,6 +117,8 @@ WRAP_RULES = (
     WrapRule("distributed", _always, lambda tx, v, s, g: wrap_distributed(tx, v, s, g.enabled)),
     WrapRule("built-in module method", _always, builtin_module_methods.wrap_builtin_module_method),
     WrapRule("dynamo-only context", lambda v, s: dynamo_contexts.is_dynamo_only(v), dynamo_contexts.wrap_dynamo_only),
+    # torch.cond, control_flow.map: their functions traced into bodies of one node (control_flow.py)
+    WrapRule("higher-order op", lambda v, s: control_flow.is_higher_order_entry(v), control_flow.wrap_higher_order),
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
     WrapRule("inspect.signature", lambda v, s: v is inspect.signature, signatures.wrap_signature),
     WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),
