@@ -82,6 +82,7 @@ def _has_dynamo_mark(attribute: str, mark: str) -> Callable:
 
 
 _OG, _TENSOR, _FAKE = "tracer.output_graph", "tracer.variables.torch_objects.tensor", "tracer.fake_shapes"
+_CF = "tracer.variables.torch_objects.control_flow"
 _DIST, _FSDP, _HOOKS = "tracer.variables.parallel.distributed", "tracer.variables.parallel.fsdp2", "tracer.variables.modules.module_hooks"
 _NN, _WRAP, _BACK = "tracer.variables.modules.nn_module", "frontend.module_wrapper", "backends"
 _SYM = "torch.fx.experimental.symbolic_shapes."
@@ -171,6 +172,10 @@ ROWS: tuple[Row, ...] = (
     _r("torch._functorch.config.patch", _BACK),
     _r("torch._functorch", "frontend.trace_rules", note="a module-name prefix: code never intercepted"),
     _r("torch._higher_order_ops", "frontend.trace_rules", note="a module-name prefix: code never intercepted"),
+    _r("torch._higher_order_ops.cond", _CF, note="torch.cond's module: its `cond` is traced into branch graphs"),
+    _r("torch._higher_order_ops.map", _CF, note="control_flow.map's module: its `map` is traced into a body graph"),
+    _r("torch.fx.graph_module._WrappedCall", "tracer.variables.modules.nn_module",
+       note="a GraphModule's call: inlined as nn.Module.__call__ where it wraps no __call__ of its own"),
     _r("torch._inductor.compile_fx.compile_fx", _BACK),
     _r("torch._inductor.compile_fx", "demo", note="imported before the demo's timings start"),
     _r("torch._inductor.list_mode_options", "backends.modes"),

@@ -218,10 +218,10 @@ def torch_callable_effect(fn):
 # unbatched op or a name that does not exist. So a transform and every function it returns run as
 # written, at a graph break before the call. They are recognised by the module their *code* runs
 # in (their globals' `__name__`), which wrapping does not change, never by `__module__`.
-# torch's higher-order control flow (torch.cond, torch.while_loop, control_flow.map) is treated
-# alike: called from Python it compiles its branches with TorchDynamo itself, which must not run
-# inside tjc's trace (on fake examples, under tjc's own tracing frames); as written, at run time, it
-# matches eager.
+# torch's higher-order control flow is treated alike where it is not traced into branch graphs
+# (torch.cond and control_flow.map are: tracer/variables/torch_objects/control_flow.py; torch.while_loop
+# and refused calls are not): called from Python it compiles its branches with TorchDynamo itself,
+# which must not run inside tjc's trace; as written, at run time, it matches eager.
 FUNCTORCH_CODE_MODULES = ("torch._functorch", "functorch", "torch._higher_order_ops")
 
 

@@ -57,6 +57,14 @@ class FrameReport:
     ops: tuple = ()
 
 
+def higher_order_bodies(gm) -> list:
+    """The GraphModules a traced graph's higher-order op nodes call (tracer/variables/torch_objects/
+    control_flow.py), nested ones included: their generated forwards are the graph's code too."""
+    import torch.fx
+
+    return [m for m in gm.modules() if m is not gm and isinstance(m, torch.fx.GraphModule)]
+
+
 def _op_name(node) -> str:
     target = node.target
     if node.op == "call_function":
@@ -349,6 +357,8 @@ class FrameCompiler:
         # The graph's own generated forward (and anything compiled from it) must run as is:
         # marked skip before anything can call it under the hook.
         runtime.set_skip(type(result.graph).forward)
+        for body in higher_order_bodies(result.graph):   # torch.cond's branches, map's body
+            runtime.set_skip(type(body).forward)
         backends.ensure_tuple_output(result.graph)
         unbacked = result.shape_state is not None and result.shape_state.has_unbacked
         return self.compile_graph(result.graph, result.example_inputs, unbacked=unbacked)

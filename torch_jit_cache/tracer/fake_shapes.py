@@ -245,9 +245,11 @@ class FakeShapes:
             raise Unsupported(f"the runtime asserts on data-dependent sizes could not be placed in the "
                               f"graph: {type(e).__name__}: {e}") from None
         finally:
-            for node in gm.graph.nodes:
-                for key in ("example_value", "unbacked_bindings"):
-                    node.meta.pop(key, None)
+            # The root graph's and its bodies' (higher-order ops' subgraphs, control_flow.py).
+            for module in gm.modules():
+                for node in module.graph.nodes if isinstance(module, torch.fx.GraphModule) else ():
+                    for key in ("example_value", "unbacked_bindings"):
+                        node.meta.pop(key, None)
 
     def release(self) -> None:
         self.inputs.clear()

@@ -6,6 +6,7 @@ variable trackers: it deals in fx Nodes, Sources, example tensors and GuardSpecs
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import dis
 import importlib
@@ -95,6 +96,11 @@ class OutputGraph:
 
     def __init__(self, f_globals: dict, f_builtins: dict, frame_plan=None):
         self.graph = torch.fx.Graph()
+        # `graph` is where nodes go now: the root graph, or a higher-order op's body while it is
+        # traced (`subgraph`); graph inputs always go to the root. `closed_graphs`: the bodies
+        # finished, whose nodes no later node may use (a value escaping its body).
+        self.root_graph = self.graph
+        self.closed_graphs: set = set()
         # Instructions this trace may still interpret, over the root frame and every call it
         # inlines (translator.py `run`; config.trace_budget).
         self.step_budget = self.steps_left = config.trace_budget
@@ -207,11 +213,13 @@ class OutputGraph:
         """A graph input loaded from `source` at call time; placeholders stay ahead of all nodes.
         `static`: how it is a static input for CUDA graphs (backends/static_inputs.py), if it is."""
         name = "arg%d" % len(self.graph_inputs)
-        ctx = (self.graph.inserting_before(None) if self._last_placeholder is None
-               else self.graph.inserting_after(self._last_placeholder))
+        root = self.root_graph
+        ctx = (root.inserting_before(None) if self._last_placeholder is None
+               else root.inserting_after(self._last_placeholder))
         with ctx:
-            node = self.graph.placeholder(name)
+            node = root.placeholder(name)
         node.meta["source"] = source
+        node.meta["example_value"] = value   # dropped with the others' (fake_shapes.check_in_graph)
         if static is not None:
             node.meta[static_inputs.STATIC_INPUT] = static
         self._last_placeholder = node
@@ -221,15 +229,47 @@ class OutputGraph:
 
     def has_tensor_work(self) -> bool:
         """Whether the graph so far computes anything (trace_result.has_tensor_work's test)."""
-        return any(node.op not in ("placeholder", "output") for node in self.graph.nodes)
+        return any(node.op not in ("placeholder", "output") for node in self.root_graph.nodes)
 
     def create_node(self, op: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
+        if self.closed_graphs:
+            self.refuse_escaped((args, kwargs))
         self._switch_graph_inference(self.inference_blocks)   # first: it sets grad mode too
         self._switch_graph_grad_mode(self.grad_mode)
         self._switch_graph_autocast(self.autocast_blocks)
         if op == "call_function":
             target = _reachable_target(target)
         return self.graph.create_node(op, target, tuple(args), dict(kwargs))
+
+    def refuse_escaped(self, values) -> None:
+        """Unsupported where `values` (fx args) use a node of a finished higher-order op body."""
+        def check(node):
+            if node.graph in self.closed_graphs:
+                raise Unsupported("a value made inside a higher-order op's body (torch.cond branch, map or "
+                                  "while_loop body) is used outside it")
+            return node
+        torch.fx.node.map_arg(values, check)
+
+    @contextlib.contextmanager
+    def subgraph(self):
+        """Nodes made inside the block go to a fresh fx graph, yielded with the dict of the
+        submodules its nodes call (a higher-order op's body: torch_objects/control_flow.py). The
+        outer graph is first put in the traced code's grad/autocast/inference state, so a body that
+        changes none makes no switch node; one that does is refused there (its nodes are impure).
+        Graph inputs the body reads still become placeholders of the root graph."""
+        self._switch_graph_inference(self.inference_blocks)
+        self._switch_graph_grad_mode(self.grad_mode)
+        self._switch_graph_autocast(self.autocast_blocks)
+        saved = (self.graph, self.submodules, self._submodule_names, self._graph_grad_mode,
+                 list(self._graph_autocast), list(self._graph_inference))
+        body = torch.fx.Graph()
+        self.graph, self.submodules, self._submodule_names = body, {}, {}
+        try:
+            yield body, self.submodules
+        finally:
+            (self.graph, self.submodules, self._submodule_names, self._graph_grad_mode,
+             self._graph_autocast, self._graph_inference) = saved
+            self.closed_graphs.add(body)
 
     def add_submodule(self, module, make_proxy) -> str:
         """The name of the GraphModule's submodule standing for `module`: one `make_proxy(module)`
@@ -359,9 +399,12 @@ class OutputGraph:
         self.graph_inputs = []
         self.submodules = {}
         self._submodule_names.clear()
+        self.closed_graphs = set()
         self.root_globals = self.root_builtins = None
 
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
+        if self.closed_graphs:
+            self.refuse_escaped(tuple(output_nodes))
         self.check_inference_outputs(output_nodes, tracing_for_eager())
         self._switch_graph_inference([])
         self._switch_graph_grad_mode(self.entry_grad_mode)

@@ -86,6 +86,21 @@ def _distinct_cells(a, b, pin: bool, add_guard=None) -> bool:
     return True
 
 
+# The ids of the trackers made while a higher-order op's body is traced (a torch.cond branch, a map
+# or while_loop body: torch_objects/control_flow.py), innermost body last. A body is traced once
+# per branch however often it runs, so it may change only what it made itself; a change to an
+# object made before it (a list, a closure cell, an object's attribute) is refused
+# (`refuse_outer_change`). An id is never one of an older tracker: those stay alive meanwhile.
+SPECULATION: list = []
+
+
+def refuse_outer_change(tracker, what: str) -> None:
+    """Unsupported where a higher-order op's body is traced and `tracker` was made before it."""
+    if SPECULATION and id(tracker) not in SPECULATION[-1]:
+        _unsupported(f"{what} inside a higher-order op's body (torch.cond branch, map or while_loop "
+                     "body) changes an object made outside it")
+
+
 class SideEffects:
     """Mutable per-trace state; the GIL is the only lock (one trace runs at a time per thread)."""
 
@@ -333,6 +348,7 @@ class SideEffects:
         """A list (SET_LIST) or dict (SET_DICT) read from the frame is about to be mutated; its
         tracker holds the items from now on. Containers the trace built need nothing here: they are
         rebuilt from their items wherever they leave the trace."""
+        refuse_outer_change(tracker, "a container mutation")
         if tracker.source is None:
             return
         real = self._real.get(id(tracker))

@@ -1,7 +1,7 @@
 """Loads and stores: constants, fast locals, globals, cells, attributes, imports."""
 from ...bytecode.versions import FACTS
 from ..variables import CellVariable, ConstantVariable, DictVariable, TupleVariable
-from ..variables.base import unsupported
+from ..variables.base import refuse_outer_change, unsupported
 from ..variables.python_objects.class_statements import BuildClassVariable, NamespaceVariable
 from ..variables.constant import is_constant_value
 from ..variables.torch_objects.contexts import context_class
@@ -177,12 +177,15 @@ def load_super_method(tx, inst):
 @handler("STORE_ATTR")
 def store_attr(tx, inst):
     obj, value = tx.pop(), tx.pop()
+    refuse_outer_change(obj, "an attribute store")
     obj.var_setattr(tx, inst.arg, value)
 
 
 @handler("DELETE_ATTR")
 def delete_attr(tx, inst):
-    tx.pop().var_delattr(tx, inst.arg)
+    obj = tx.pop()
+    refuse_outer_change(obj, "an attribute deletion")
+    obj.var_delattr(tx, inst.arg)
 
 
 @handler("STORE_GLOBAL")

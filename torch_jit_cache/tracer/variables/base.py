@@ -15,6 +15,7 @@ import types
 import torch
 
 from ..output_graph import OutputGraph  # noqa: F401  (layering: variables -> fx building)
+from ..side_effects import SPECULATION, refuse_outer_change  # noqa: F401  (re-exported)
 from ...guard.process_lived import holdable_key
 from ...guard.sources import AttrSource
 from ...guard.trace_result import AttrOutput, ConstantOutput, SourceOutput, Unsupported
@@ -123,6 +124,8 @@ class VariableTracker:
 
     def __init__(self, source=None):
         self.source = source
+        if SPECULATION:   # made inside a higher-order op's body (side_effects.refuse_outer_change)
+            SPECULATION[-1].add(id(self))
 
     # -- what the value is ----------------------------------------------------------------------
     def python_type(self):

@@ -43,7 +43,8 @@ from .torch_objects import dynamo_contexts
 from .modules import builtin_module_methods, nn_module
 from . import constant
 from .collections import containers, deques, dicts, frame_iterators, namedtuples, ranges, sets
-from .torch_objects import contexts, grad_switches, numpy_tensors, numpy_values, saved_hooks_contexts, symbolic, tensor
+from .torch_objects import (contexts, control_flow, grad_switches, numpy_tensors, numpy_values, saved_hooks_contexts,
+                            symbolic, tensor)
 from .python_objects import (exceptions, functions, new_object, opaque, open_object, partials, signatures, user_object,
                              weakrefs)
 from .builtin_functions import pure, state_readers
@@ -120,6 +121,8 @@ WRAP_RULES = (
     WrapRule("grad-mode switch", lambda v, s: v is grad_switches.SET_GRAD_ENABLED, grad_switches.wrap_grad_switch),
     WrapRule("saved tensors hooks disabled", lambda v, s: v is saved_hooks_contexts.DISABLE_SAVED_TENSORS_HOOKS,
              saved_hooks_contexts.wrap_hooks_disable),
+    # torch.cond, control_flow.map: their functions traced into bodies of one node (control_flow.py)
+    WrapRule("higher-order op", lambda v, s: control_flow.is_higher_order_entry(v), control_flow.wrap_higher_order),
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
     WrapRule("inspect.signature", lambda v, s: v is inspect.signature, signatures.wrap_signature),
     WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),

@@ -43,7 +43,7 @@ import types
 from ....guard.tree import has_leaf
 from ....guard.process_lived import holdable_key
 from ....guard.trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
-from ..base import (MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
+from ..base import (refuse_outer_change, MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
                     unsupported)
 from ..constant import ConstantVariable, is_constant_value, raise_of_message
 
@@ -278,6 +278,7 @@ class SetVariable(VariableTracker):
 
     def _mutating(self, tx, name: str, values: list) -> None:
         """Before a change: a frame set records it for replay (`set.<name>(s, *values)`)."""
+        refuse_outer_change(self, "a set mutation")
         self.version += 1
         if self.source is None:
             return

@@ -198,6 +198,20 @@ _MODULE_OWN_STATE = frozenset(vars(nn.Module())) | {"forward"}
 _BUFFER = getattr(nn, "Buffer", None)
 
 
+def _plain_graph_module_call(cls) -> bool:
+    """Whether calling an instance of `cls` is nn.Module.__call__ by another name: a GraphModule's
+    class gets a `call_wrapped` __call__ from recompile(), which hands over to nn.Module.__call__
+    (its _WrappedCall only rewrites the traceback of an error) unless the module it was made from
+    had its own __call__ (`cls_call`)."""
+    if not issubclass(cls, torch.fx.GraphModule):
+        return False
+    call, wrapped = type_lookup(cls, "__call__"), type_lookup(cls, "_wrapped_call")
+    code = getattr(call, "__code__", None)
+    return code is not None and code.co_qualname == "GraphModule.recompile.<locals>.call_wrapped" \
+        and code.co_filename == torch.fx.graph_module.__file__ \
+        and type(wrapped) is torch.fx.graph_module._WrappedCall and wrapped.cls_call is None
+
+
 class NNModuleVariable(VariableTracker):
     identity_family = "module"
     specializes_int_attributes = True
@@ -490,7 +504,8 @@ class NNModuleVariable(VariableTracker):
     def _forward(self, tx, args, kwargs, own_call: bool = False):
         m, cls = self.module, type(self.module)
         # m(x) runs type(m).__call__, which calls self.forward: both resolve like any attribute.
-        if type_lookup(cls, "__call__") is not nn.Module.__call__ and not own_call:
+        if type_lookup(cls, "__call__") is not nn.Module.__call__ and not own_call \
+                and not _plain_graph_module_call(cls):
             unsupported(f"module {cls.__name__} overrides __call__")
         forward = lookup(m, "forward")
         if forward.where is Where.INSTANCE_DICT:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ....guard.sources import AttrSource
 from ....guard.trace_result import CallOutput, ConstantOutput, FrameCellOutput, SourceOutput, cell_of
-from ..base import VariableTracker, unsupported
+from ..base import VariableTracker, refuse_outer_change, unsupported
 
 
 class CellVariable(VariableTracker):
@@ -42,6 +42,7 @@ class CellVariable(VariableTracker):
         return self.contents
 
     def store(self, tx, value):
+        refuse_outer_change(self, "a closure variable store")
         if self.real is not None and (self.frame_name is not None or self.cell_source is not None):
             tx.output.side_effects.stored_real_cell(self)
         if self.real is not None and self.frame_name is not None:
