@@ -278,7 +278,11 @@ def _user_compare(tx, symbol: str, a, b):
     """`a op b` for a comparison where a user object is involved: a.__op__(b), then the reflected
     b.__swapped__(a); `==`/`!=` end in identity (and `!=` in not __eq__, object's __ne__)."""
     ta, tb = _class_of(a), _class_of(b)
-    if tb is not ta and tb is not None and ta is not None and issubclass(tb, ta):
+    reflected = ("__eq__", "__ne__") if symbol in ("==", "!=") else (_COMPARE_DUNDERS[_SWAPPED[symbol]],)
+    if tb is not ta and tb is not None and ta is not None and issubclass(tb, ta) and \
+            any(_python_dunder(tx, b, name) is not None for name in reflected):
+        # Python asks the subclass's reflected method first; where it has only object's (which
+        # answers NotImplemented, or identity for ==, as the last step below does) the order is moot.
         unsupported(f"comparison {symbol} with a subclass's operand on the right ({tb.__name__})")
     for x, y, op in ((a, b, symbol), (b, a, _SWAPPED[symbol])):
         fn = _python_dunder(tx, x, _COMPARE_DUNDERS[op])
@@ -298,7 +302,9 @@ def _user_compare(tx, symbol: str, a, b):
     elif isinstance(a, ConstantVariable) or isinstance(b, ConstantVariable):
         same = False   # a user object is no None, number or string
     elif not (hasattr(a, "generic_getattr") or hasattr(b, "generic_getattr")):
-        unsupported(f"identity of {a} and {b}, objects read from the frame")
+        same = _pinned_relation(tx, a, b)
+        if same is None:
+            unsupported(f"identity of {a} and {b}, objects read from the frame")
     else:
         same = False   # one was built in the trace: no other tracker stands for it
     return ConstantVariable(same == (symbol == "=="))
@@ -353,6 +359,8 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = False   # two set, list or dict trackers, one made in the trace: a new object is no other
     elif _both_pinned(tx, a, b):
         same = a.value is b.value
+    elif (same := _pinned_relation(tx, a, b)) is not None:
+        pass
     else:
         unsupported(f"identity test between {a} and {b}")
     return ConstantVariable(same != invert)
@@ -372,6 +380,19 @@ def _both_pinned(tx, a, b) -> bool:
 
 
 _NO_VALUE = object()
+
+
+def _pinned_relation(tx, a, b) -> bool | None:
+    """Two objects read from the frame whose trackers hold the very objects their sources reach
+    (`holds_frame_object`: a sentinel `object()`, a __slots__ object, neither weakly referable):
+    whether they are one object now, pinned by an ALIAS_OF or DISTINCT_FROM guard on the two
+    sources, which holds neither. None where that does not apply."""
+    if not (getattr(a, "holds_frame_object", False) and getattr(b, "holds_frame_object", False)
+            and a.source is not None and b.source is not None):
+        return None
+    same = a.value is b.value
+    tx.output.side_effects.pin(a, same, b, f"identity test between {a} and {b}")
+    return same
 
 
 def _types_apart(a, b) -> bool:
