@@ -818,3 +818,68 @@ def test_an_abstract_method_left_raises_as_in_eager():
         instantiate(torch.ones(1))
     with pytest.raises(TypeError, match="abstract"):
         tjc.compile(instantiate, backend="eager")(torch.ones(1))
+
+
+# -- __slots__ and __hash__ = None in a class statement -------------------------------------------
+
+def _by_cmp(mycmp):
+    # A key class made per call, as functools' Python cmp_to_key makes its K.
+    class Key:
+        __slots__ = ["obj"]
+
+        def __init__(self, obj):
+            self.obj = obj
+
+        def __lt__(self, other):
+            return mycmp(self.obj, other.obj) < 0
+
+        def __eq__(self, other):
+            return mycmp(self.obj, other.obj) == 0
+
+        __hash__ = None
+
+    return Key
+
+
+def slots_class_made_in_the_trace(x):
+    key = _by_cmp(lambda a, b: (a > b) - (a < b))
+    k = key(3)
+    try:
+        hash(k)
+        hashed = "hashed"
+    except TypeError as e:
+        hashed = str(e)
+
+    class Point:
+        __slots__ = ("px", "py")
+
+    class Tagged:
+        __slots__ = "tag"
+
+    p, t = Point(), Tagged()
+    p.px, p.py, t.tag = 2, x, "t"
+    return (x * k.obj, key(1) < key(2), key(2) == key(2), hashed, p.py * p.px, t.tag,
+            hasattr(p, "__dict__"))
+
+
+def test_slots_in_a_class_statement_are_traced():
+    """`__slots__` of strings in a class body: the objects built in the trace keep their slots as
+    the class's member descriptors do, and `__hash__ = None` makes them unhashable (the TypeError
+    eager raises). Before: a break at the class statement."""
+    x = torch.randn(3)
+    _same_as_eager(slots_class_made_in_the_trace, x)
+    assert explain_counts(slots_class_made_in_the_trace, x) == WHOLE
+
+
+def slots_from_a_variable(x, names):
+    class Rec:
+        __slots__ = names
+
+    r = Rec()
+    r.a = x
+    return r.a + 1
+
+
+def test_slots_the_trace_cannot_know_break_cleanly():
+    x = torch.randn(3)
+    _same_as_eager(slots_from_a_variable, x, ["a"])

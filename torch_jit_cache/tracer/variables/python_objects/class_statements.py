@@ -24,7 +24,8 @@ break, never another class handed to the caller. Only what the trace can reprodu
 bases whose metaclass is `type` or abc.ABCMeta and that do not define __init_subclass__, no keywords (metaclass=,
 __init_subclass__ arguments), a body whose namespace holds constants, functions, staticmethod/
 classmethod/property of functions, classes and other trackers (read back as they are); no
-__set_name__ or other descriptor protocol on a class attribute's type (refused), no __slots__.
+__set_name__ or other descriptor protocol on a class attribute's type (refused); __slots__ of
+strings the trace knows (the trace-time class is made with them).
 Alternatives rejected: running the real `__build_class__` at trace time (the body's cells hold
 trackers, not values) and rebuilding the class after the graph (its methods would have to be made
 again over the frame's cells, a second class statement in the transformed code: left for later).
@@ -142,10 +143,19 @@ _OBJECT_PROTOCOL = ("__set_name__", "__get__", "__set__", "__delete__")
 _METACLASSES = (type, abc.ABCMeta)
 
 
+def _slots(name: str, value) -> object:
+    """`__slots__` as the body wrote it, where it is a string or a list or tuple of strings the
+    trace knows: the trace-time class gets the same member descriptors, through which the objects
+    built in the trace keep their slots (new_object.NewObjectVariable.slots)."""
+    slots = value.as_python_constant() if value.is_python_constant() else None
+    names = [slots] if type(slots) is str else slots
+    if type(names) not in (list, tuple) or not all(type(n) is str for n in names):
+        unsupported(f"class {name} defines __slots__ as {value}, not a string or strings")
+    return slots
+
+
 def _make_class(name: str, bases: list, namespace: dict) -> type:
-    if "__slots__" in namespace:
-        unsupported(f"class {name} defines __slots__")
-    real_ns = {k: _stand_in(v) for k, v in namespace.items()}
+    real_ns = {k: _slots(name, v) if k == "__slots__" else _stand_in(v) for k, v in namespace.items()}
     meta = abc.ABCMeta if any(type(b) is abc.ABCMeta for b in bases) else type
     try:
         cls = meta(name, tuple(bases), real_ns)
@@ -180,7 +190,7 @@ class TracedClassVariable(UserClassVariable):
             return construct_dict(tx, self, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
-        why = refusal(self.value)
+        why = refusal(self.value, slots=True)   # slots: NewObjectVariable.slots
         if why is not None:
             unsupported(f"construction of {self.value.__qualname__} in the trace: {why}")
         return super().call_function(tx, args, kwargs)

@@ -301,7 +301,7 @@ class NewObjectVariable(VariableTracker):
         """object.__getattribute__(obj, name): Python's order over the tracked __dict__."""
         if name == "__class__":
             return self.cls_var
-        if name == "__dict__":
+        if name == "__dict__" and has_instance_dict(self.cls):   # else no such attribute (__slots__)
             return InstanceDictVariable(self)
         attr = type_lookup(self.cls, name)
         if is_slot(attr):
