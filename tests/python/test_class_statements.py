@@ -883,3 +883,27 @@ def slots_from_a_variable(x, names):
 def test_slots_the_trace_cannot_know_break_cleanly():
     x = torch.randn(3)
     _same_as_eager(slots_from_a_variable, x, ["a"])
+
+
+def ordering_roots(x):
+    # functools.total_ordering's question: which comparisons does the class define itself?
+    class Bare:
+        pass
+
+    class Less:
+        def __lt__(self, other):
+            return True
+
+    names = ("__lt__", "__le__", "__gt__", "__ge__")
+    bare = [n for n in names if getattr(Bare, n, None) is not getattr(object, n, None)]
+    less = [n for n in names if getattr(Less, n, None) is not getattr(object, n, None)]
+    return x + 1, bare, less, Bare.__repr__ is object.__repr__, Less.__lt__ is object.__lt__
+
+
+def test_object_slot_wrappers_read_through_a_class_made_in_the_trace():
+    """`Cls.__lt__` where the class made in the trace inherits object's slot wrapper is
+    `object.__lt__` (the very descriptor, read from the builtin); a function the class defines is
+    no such descriptor. Before: a break at the read."""
+    x = torch.randn(3)
+    _same_as_eager(ordering_roots, x)
+    assert explain_counts(ordering_roots, x) == WHOLE

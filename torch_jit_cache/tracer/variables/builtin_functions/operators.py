@@ -401,7 +401,16 @@ def _types_apart(a, b) -> bool:
     for known, other in ((a, b), (b, a)):
         if known.identity_family == "constant" and other.exact_type and other.source is not None:
             return type(known.identity_object()) is not other.python_type()
+        if _made_function(known) and other.exact_type and other.source is not None:
+            # `getattr(cls, "__lt__") is not getattr(object, "__lt__")` (functools.total_ordering)
+            return other.python_type() is not types.FunctionType
     return False
+
+
+def _made_function(v) -> bool:
+    """A function the trace made (a def or lambda run in it): an object of exactly the function type."""
+    return v.source is None and isinstance(getattr(v, "code", None), types.CodeType) and \
+        v.python_type() is types.FunctionType
 
 
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:

@@ -36,7 +36,7 @@ import abc
 import types
 
 from ....guard.attribute_lookup import MISSING, type_lookup
-from ....guard.sources import AttrSource
+from ....guard.sources import AttrSource, BuiltinSource
 from ..base import VariableTracker, unsupported
 from .classes import ClassVariable
 from ..constant import STAND_INS, ConstantVariable, is_constant_value
@@ -279,6 +279,11 @@ class TracedClassVariable(UserClassVariable):
             return ObjectHookVariable(object_hook_name(raw), bind)
         if bind is not None and raw is vars(object)["__init__"]:   # super().__init__() reaching object
             return _ObjectInit()
+        if bind is None and vars(object).get(name, MISSING) is raw and not self._sourced_bases():
+            # object's own (a slot wrapper: `getattr(cls, "__lt__") is getattr(object, "__lt__")`,
+            # as functools.total_ordering asks), read as `object.name` is: no base made outside
+            # the trace could hold the name ahead of object.
+            return tx.wrap(object, BuiltinSource("object")).var_getattr(tx, name)
         if type(raw) is property and isinstance(raw.fget, types.FunctionType) and bind is not None:
             base = self._sourced_base(name, raw)
             if base is None:
