@@ -55,7 +55,7 @@ from ..collections.namedtuples import construct_namedtuple, is_namedtuple_class,
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
+from .object_hooks import OBJECT_HOOKS, InstanceDictVariable, replace_instance_dict
 from .scalar_subclasses import construct as construct_scalar, plain_scalar_base
 from ..collections.sets import construct as construct_set, plain_subclass
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, protocol_iter, protocol_unpack,
@@ -412,6 +412,9 @@ class NewObjectVariable(VariableTracker):
         """object.__setattr__(obj, name, value): a store into a slot or the tracked __dict__."""
         if is_slot(type_lookup(self.cls, name)):
             self.slots[name] = value
+            return
+        if name == "__dict__" and type(type_lookup(self.cls, name)) is types.GetSetDescriptorType:
+            replace_instance_dict(self, value)   # the __dict__ a class statement's type() made
             return
         self._check_plain_store(name, "store to")
         if not has_instance_dict(self.cls):
