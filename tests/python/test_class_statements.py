@@ -5,6 +5,7 @@ counted: (graphs, breaks, frames run uncompiled)."""
 import collections
 import dataclasses
 import enum
+import functools
 
 import pytest
 
@@ -907,3 +908,35 @@ def test_object_slot_wrappers_read_through_a_class_made_in_the_trace():
     x = torch.randn(3)
     _same_as_eager(ordering_roots, x)
     assert explain_counts(ordering_roots, x) == WHOLE
+
+
+def int_subclass_made_in_the_trace(x):
+    @functools.total_ordering    # finds int's own comparisons: adds none
+    class Level(int):
+        pass
+
+    class Tag(str):
+        pass
+
+    a, b = Level(1), Level(2)
+    return (x + a, a < b, b >= a, a == Level(1), type(a) is Level, isinstance(b, int), a + b,
+            Tag("ab") + "c", type(Tag("x")) is Tag, Level.__lt__ is int.__lt__)
+
+
+def int_subclass_object_returned(x):
+    class Level(int):
+        pass
+
+    return x + 1, Level(3)
+
+
+def test_a_plain_int_or_str_subclass_made_by_a_class_statement():
+    """`class Level(int): pass` in the trace: its objects are constants of the class (made while
+    tracing, as a plain subclass read from the frame), and `Level.__lt__` is int's own, read from
+    the builtin. One that would leave the trace runs the frame as written. Before: a break at the
+    class statement."""
+    x = torch.randn(3)
+    _same_as_eager(int_subclass_made_in_the_trace, x)
+    assert explain_counts(int_subclass_made_in_the_trace, x) == WHOLE
+    got, expected = tjc.compile(int_subclass_object_returned)(x), int_subclass_object_returned(x)
+    assert got[1] == expected[1] == 3 and type(got[1]).__name__ == "Level"

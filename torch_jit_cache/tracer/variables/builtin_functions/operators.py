@@ -8,6 +8,7 @@ import operator
 import types
 
 from ....guard.attribute_lookup import MISSING, type_lookup
+from ....guard import process_lived
 from ....guard.trace_result import GuardKind
 from ..base import VariableTracker, provides, unsupported
 from ..constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
@@ -359,7 +360,7 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = False   # two set, list or dict trackers, one made in the trace: a new object is no other
     elif _both_pinned(tx, a, b):
         same = a.value is b.value
-    elif (same := _pinned_relation(tx, a, b)) is not None:
+    elif (same := _pinned_relation(tx, a, b)) is not None or (same := _against_process_lived(tx, a, b)) is not None:
         pass
     else:
         unsupported(f"identity test between {a} and {b}")
@@ -380,6 +381,18 @@ def _both_pinned(tx, a, b) -> bool:
 
 
 _NO_VALUE = object()
+
+
+def _against_process_lived(tx, a, b) -> bool | None:
+    """An object the trace knows (`int.__lt__`) against one read from the frame that lives for the
+    process (`object.__lt__`, a slot wrapper no weak reference can hold): compared now, the frame's
+    pinned by identity (held strongly: it never dies). None where that does not apply."""
+    for known, other in ((a, b), (b, a)):
+        if known.identity_family == "constant" and getattr(other, "holds_frame_object", False) and \
+                other.source is not None and process_lived.lives_for_the_process(other.value):
+            tx.output.add_guard(other.source, GuardKind.ID_MATCH, other.value)
+            return known.identity_object() is other.value
+    return None
 
 
 def _pinned_relation(tx, a, b) -> bool | None:

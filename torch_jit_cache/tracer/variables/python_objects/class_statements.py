@@ -33,6 +33,7 @@ again over the frame's cells, a second class statement in the transformed code: 
 from __future__ import annotations
 
 import abc
+import builtins
 import types
 
 from ....guard.attribute_lookup import MISSING, type_lookup
@@ -45,6 +46,9 @@ from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVa
 from ..collections.dict_subclasses import construct as construct_dict, dict_subclass_refusal
 from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
+from .scalar_subclasses import SCALAR_BASES, construct as construct_scalar, plain_scalar_base
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
 
 
 class BuildClassVariable(VariableTracker):
@@ -80,9 +84,12 @@ class BuildClassVariable(VariableTracker):
 
 def _builtin_base(base):
     """`dict` named as a base (the builtin's tracker) as a class tracker: its objects are dicts of
-    the class (dict_subclasses.py), where the class passes dict_subclass_refusal."""
-    if getattr(base, "fn", None) is dict and not isinstance(base, ClassVariable):
-        return ClassVariable(dict)
+    the class (dict_subclasses.py), where the class passes dict_subclass_refusal; int, float,
+    complex, str and bytes likewise: a plain subclass's objects are constants of it
+    (scalar_subclasses.py)."""
+    fn = getattr(base, "fn", None)
+    if (fn is dict or fn in SCALAR_BASES) and not isinstance(base, ClassVariable):
+        return ClassVariable(fn)
     return base
 
 
@@ -94,7 +101,7 @@ def _check_base(base) -> None:
         unsupported(f"class statement with base {cls.__name__}, whose metaclass is {type(cls).__name__}")
     if type_lookup(cls, "__init_subclass__") is not vars(object)["__init_subclass__"]:
         unsupported(f"class statement with base {cls.__name__}, which defines __init_subclass__")
-    if not isinstance(base, TracedClassVariable) and base.source is None and cls not in (object, dict):
+    if not isinstance(base, TracedClassVariable) and base.source is None and cls not in (object, dict, *SCALAR_BASES):
         unsupported(f"class statement with base {cls.__name__}, which has no source")
 
 
@@ -190,6 +197,8 @@ class TracedClassVariable(UserClassVariable):
             return construct_dict(tx, self, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
+        if plain_scalar_base(self.value) is not None:   # `class Digits(int): pass`: a constant of it
+            return construct_scalar(tx, self.value, args, kwargs)
         why = refusal(self.value, slots=True)   # slots: NewObjectVariable.slots
         if why is not None:
             unsupported(f"construction of {self.value.__qualname__} in the trace: {why}")
@@ -279,11 +288,12 @@ class TracedClassVariable(UserClassVariable):
             return ObjectHookVariable(object_hook_name(raw), bind)
         if bind is not None and raw is vars(object)["__init__"]:   # super().__init__() reaching object
             return _ObjectInit()
-        if bind is None and vars(object).get(name, MISSING) is raw and not self._sourced_bases():
-            # object's own (a slot wrapper: `getattr(cls, "__lt__") is getattr(object, "__lt__")`,
-            # as functools.total_ordering asks), read as `object.name` is: no base made outside
-            # the trace could hold the name ahead of object.
-            return tx.wrap(object, BuiltinSource("object")).var_getattr(tx, name)
+        holder = self.find(name)[0]
+        if bind is None and _builtin_class(holder) and all(_builtin_class(b.value) for b in self._sourced_bases()):
+            # A builtin's own (a slot wrapper: `getattr(cls, "__lt__") is getattr(object, "__lt__")`,
+            # as functools.total_ordering asks), read as `object.name` or `int.name` is: every base
+            # made outside the trace is a builtin, whose attributes never change.
+            return tx.wrap(holder, BuiltinSource(holder.__name__)).var_getattr(tx, name)
         if type(raw) is property and isinstance(raw.fget, types.FunctionType) and bind is not None:
             base = self._sourced_base(name, raw)
             if base is None:
@@ -331,6 +341,11 @@ class TracedClassVariable(UserClassVariable):
 
     def __repr__(self):
         return f"TracedClassVariable({self.value.__qualname__})"
+
+
+def _builtin_class(cls) -> bool:
+    """A static type that the builtins module names (object, int, dict, ...)."""
+    return not cls.__flags__ & _HEAPTYPE and getattr(builtins, cls.__name__, None) is cls
 
 
 class _ObjectInit(VariableTracker):
