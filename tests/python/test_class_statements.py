@@ -519,7 +519,7 @@ def local_enum(x):
 
 def descriptor_class_attribute(x):
     class A:
-        d = Named()   # type() calls Named.__set_name__; A().d calls Named.__get__
+        d = Named()   # type() calls Named.__set_name__; A().d calls Named.__get__: both traced
     return x + A().d
 
 
@@ -625,7 +625,7 @@ def test_a_class_stored_in_a_global_is_this_calls():
                                 stores_the_class_in_a_global,
                                 class_alive_at_a_break, with_a_metaclass, base_with_init_subclass,
                                 print_in_the_body, local_dataclass, local_namedtuple_subclass, local_enum,
-                                descriptor_class_attribute, local_module_subclass])
+                                local_module_subclass])
 def test_unsupported_shapes_run_as_eager_does(fn, capsys):
     x = torch.randn(3)
     Registering.seen.clear()
@@ -940,3 +940,50 @@ def test_a_plain_int_or_str_subclass_made_by_a_class_statement():
     assert explain_counts(int_subclass_made_in_the_trace, x) == WHOLE
     got, expected = tjc.compile(int_subclass_object_returned)(x), int_subclass_object_returned(x)
     assert got[1] == expected[1] == 3 and type(got[1]).__name__ == "Level"
+
+
+def descriptors_in_a_class_body(x):
+    class Scaled:   # a data descriptor
+        def __set_name__(self, owner, name):
+            self.key = "_" + name
+
+        def __get__(self, obj, cls):
+            if obj is None:
+                return self
+            return obj.__dict__[self.key] * 2
+
+        def __set__(self, obj, value):
+            obj.__dict__[self.key] = value
+
+    class Lazy:   # a non-data descriptor that caches in the instance, as functools.cached_property
+        def __set_name__(self, owner, name):
+            self.name = name
+
+        def __get__(self, obj, cls):
+            value = obj.base + 1
+            obj.__dict__[self.name] = value
+            return value
+
+    class Holder:
+        weight = Scaled()
+        cached = Lazy()
+
+        def __init__(self, base):
+            self.base = base
+            self.weight = base   # through Scaled.__set__
+
+    h = Holder(x)
+    first = h.cached
+    h.base = x * 10
+    return h.weight, first, h.cached, Holder.weight.key, sorted(h.__dict__)
+
+
+def test_descriptors_made_in_a_class_body_run_their_python_protocol():
+    """Objects of a Python descriptor class as attributes of a class made in the trace:
+    `__set_name__` runs after the class is made (as type() runs it), a data descriptor's
+    `__get__`/`__set__` win over the instance __dict__, a non-data one's `__get__` runs until the
+    instance __dict__ holds the name. Before: a break at the class statement."""
+    x = torch.randn(3)
+    for fn in (descriptors_in_a_class_body, descriptor_class_attribute):   # Named: a frame class
+        _same_as_eager(fn, x)
+        assert explain_counts(fn, x) == WHOLE

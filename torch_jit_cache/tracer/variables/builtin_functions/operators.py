@@ -7,6 +7,8 @@ from __future__ import annotations
 import operator
 import types
 
+import torch
+
 from ....guard.attribute_lookup import MISSING, type_lookup
 from ....guard import process_lived
 from ....guard.trace_result import GuardKind
@@ -414,6 +416,9 @@ def _types_apart(a, b) -> bool:
     for known, other in ((a, b), (b, a)):
         if known.identity_family == "constant" and other.exact_type and other.source is not None:
             return type(known.identity_object()) is not other.python_type()
+        if isinstance(known, TensorVariable) and other.exact_type and other.source is not None:
+            # a tensor against a sentinel `object()` (cached_property's `val is _NOT_FOUND`)
+            return not issubclass(other.python_type(), torch.Tensor)
         if _made_function(known) and other.exact_type and other.source is not None:
             # `getattr(cls, "__lt__") is not getattr(object, "__lt__")` (functools.total_ordering)
             return other.python_type() is not types.FunctionType

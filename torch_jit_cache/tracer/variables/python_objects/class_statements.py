@@ -70,6 +70,10 @@ class BuildClassVariable(VariableTracker):
         cls_var = TracedClassVariable(real, namespace, list(bases))
         if classcell is not None:
             classcell.contents = cls_var   # the `__class__` cell super() reads (type.__new__ fills it)
+        for key, value in namespace.items():
+            # type.__new__ calls each attribute's __set_name__(cls, name), in the body's order
+            if _python_descriptor(value) and type_lookup(value.cls, "__set_name__") is not MISSING:
+                tx.call(value.type_method(tx, "__set_name__"), [value, cls_var, ConstantVariable(key)], {})
         return cls_var
 
     def reconstruct(self, outputs):
@@ -120,6 +124,24 @@ class _Inert:
     __slots__ = ()
 
 
+def _python_descriptor(value) -> bool:
+    """An object built in the trace whose class's descriptor protocol (__get__, __set__,
+    __delete__, __set_name__) is written in Python, where it has any: a functools.cached_property
+    (or a subclass) made in a class body. Its hooks are traced (TracedClassVariable.descriptor_get,
+    BuildClassVariable: __set_name__)."""
+    if not hasattr(value, "cls_var") or not hasattr(value, "attrs"):
+        return False
+    hooks = [type_lookup(value.cls, hook) for hook in _OBJECT_PROTOCOL]
+    return any(h is not MISSING for h in hooks) and \
+        all(h is MISSING or isinstance(h, types.FunctionType) for h in hooks)
+
+
+def _descriptor_stand_in(value):
+    """An object of the descriptor's class that gives the trace-time class its shape (a data
+    descriptor or not); never used for its state, its __init__ never run."""
+    return object.__new__(value.cls)
+
+
 def _stand_in(value):
     if isinstance(value, NestedFunctionVariable):
         return _stand_in_function(value)
@@ -162,12 +184,16 @@ def _slots(name: str, value) -> object:
 
 
 def _make_class(name: str, bases: list, namespace: dict) -> type:
-    real_ns = {k: _slots(name, v) if k == "__slots__" else _stand_in(v) for k, v in namespace.items()}
+    descriptors = {k: v for k, v in namespace.items() if _python_descriptor(v)}
+    real_ns = {k: _slots(name, v) if k == "__slots__" else _stand_in(v) for k, v in namespace.items()
+               if k not in descriptors}
     meta = abc.ABCMeta if any(type(b) is abc.ABCMeta for b in bases) else type
     try:
         cls = meta(name, tuple(bases), real_ns)
     except Exception as e:   # a layout conflict, a final base: Python raises it at the statement
         unsupported(f"class {name}: type() raised {e!r}")
+    for k, v in descriptors.items():   # set after type(), which would run their __set_name__
+        type.__setattr__(cls, k, _descriptor_stand_in(v))
     STAND_INS.add(cls)
     return cls
 
@@ -270,6 +296,8 @@ class TracedClassVariable(UserClassVariable):
                 return ConstantVariable(raw)
             unsupported(f"attribute {name!r} of class {klass.__name__} made in the trace")
         value = owner.namespace[name]
+        if _python_descriptor(value) and type_lookup(value.cls, "__get__") is not MISSING:
+            return self._traced_get(tx, value, bind)
         if isinstance(value, DecoratedVariable):
             if value.kind is staticmethod:
                 return value.func
@@ -281,6 +309,32 @@ class TracedClassVariable(UserClassVariable):
         if isinstance(value, BaseFunctionVariable) and bind is not None:
             return UserMethodVariable(value, bind)
         return value
+
+    def _traced_get(self, tx, descriptor, bind):
+        """type(d).__get__(d, bind, cls) traced (bind None: read from the class)."""
+        get = descriptor.type_method(tx, "__get__")
+        return tx.call(get, [descriptor, bind if bind is not None else ConstantVariable(None), self], {})
+
+    def descriptor_get(self, tx, name: str, obj):
+        """`obj.name` where the MRO finds a descriptor of a Python class made in the body of a
+        class made in the trace (`_python_descriptor`), else None."""
+        klass, _ = self.find(name)
+        owner = self._owner(klass) if klass is not None else None
+        value = owner.namespace.get(name) if owner is not None else None
+        if value is None or not _python_descriptor(value) or type_lookup(value.cls, "__get__") is MISSING:
+            return None
+        return self._traced_get(tx, value, obj)
+
+    def descriptor_set(self, tx, name: str, obj, value) -> bool:
+        """`obj.name = value` through such a descriptor's Python __set__, traced; False where the
+        MRO finds none (the store is the instance's)."""
+        klass, _ = self.find(name)
+        owner = self._owner(klass) if klass is not None else None
+        d = owner.namespace.get(name) if owner is not None else None
+        if d is None or not _python_descriptor(d) or type_lookup(d.cls, "__set__") is MISSING:
+            return False
+        tx.call(d.type_method(tx, "__set__"), [d, obj, value], {})
+        return True
 
     def _inherited(self, tx, name, raw, bind):
         """A member of a base that is not made in the trace, read through that base's source."""

@@ -313,6 +313,8 @@ class NewObjectVariable(VariableTracker):
         if attr is not MISSING and is_data_descriptor(attr):
             if type(attr) is property and isinstance(attr.fget, types.FunctionType):
                 return tx.call(self.cls_var.property_getter(tx, name), [self], {})
+            if (got := self._traced_class_descriptor(tx, name)) is not None:
+                return got
             unsupported(f"attribute {name!r} of a {self.cls.__name__} built in the trace is a "
                         f"{type(attr).__name__} (a data descriptor)")
         if name in self.attrs:
@@ -331,8 +333,15 @@ class NewObjectVariable(VariableTracker):
             return ObjectMethodVariable(self, name)
         if has_python_descriptor_method(attr, "__get__") and getattr(self.cls_var, "source", None) is not None:
             return self._descriptor_get(tx, name, attr)
+        if (got := self._traced_class_descriptor(tx, name)) is not None:
+            return got
         unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
                     "(a descriptor)")
+
+    def _traced_class_descriptor(self, tx, name: str):
+        """A descriptor in the body of a class made in the trace (class_statements.py), or None."""
+        get = getattr(self.cls_var, "descriptor_get", None)
+        return get(tx, name, self) if get is not None else None
 
     def _descriptor_get(self, tx, name: str, attr):
         """`obj.name` through a non-data descriptor of its class whose __get__ is Python (a
@@ -415,6 +424,9 @@ class NewObjectVariable(VariableTracker):
             return
         if name == "__dict__" and type(type_lookup(self.cls, name)) is types.GetSetDescriptorType:
             replace_instance_dict(self, value)   # the __dict__ a class statement's type() made
+            return
+        setter = getattr(self.cls_var, "descriptor_set", None)   # class_statements.py
+        if setter is not None and setter(tx, name, self, value):
             return
         self._check_plain_store(name, "store to")
         if not has_instance_dict(self.cls):
