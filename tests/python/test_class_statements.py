@@ -987,3 +987,29 @@ def test_descriptors_made_in_a_class_body_run_their_python_protocol():
     for fn in (descriptors_in_a_class_body, descriptor_class_attribute):   # Named: a frame class
         _same_as_eager(fn, x)
         assert explain_counts(fn, x) == WHOLE
+
+
+def set_name_that_raises(x):
+    class OneName:
+        def __set_name__(self, owner, name):
+            if hasattr(self, "name"):
+                raise TypeError(f"already named {self.name!r}")
+            self.name = name
+
+        def __get__(self, obj, cls):
+            return 1
+
+    try:
+        class Twice:
+            a = OneName()
+            b = a
+        made = "made"
+    except TypeError:               # Python 3.12+: __set_name__'s own error
+        made = "TypeError"
+    except RuntimeError:            # Python 3.11: wrapped in a RuntimeError
+        made = "RuntimeError"
+    return x + 1, made
+
+
+def test_an_error_in_set_name_is_raised_as_this_python_raises_it():
+    _same_as_eager(set_name_that_raises, torch.randn(2))

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import abc
 import builtins
+import sys
 import types
 
 from ....guard.attribute_lookup import MISSING, type_lookup
 from ....guard.sources import AttrSource, BuiltinSource
-from ..base import VariableTracker, unsupported
+from ..base import TracedRaise, VariableTracker, unsupported
 from .classes import ClassVariable
 from ..constant import STAND_INS, ConstantVariable, is_constant_value
 from .exceptions import ExceptionVariable, modelled_class
@@ -73,7 +74,7 @@ class BuildClassVariable(VariableTracker):
         for key, value in namespace.items():
             # type.__new__ calls each attribute's __set_name__(cls, name), in the body's order
             if _python_descriptor(value) and type_lookup(value.cls, "__set_name__") is not MISSING:
-                tx.call(value.type_method(tx, "__set_name__"), [value, cls_var, ConstantVariable(key)], {})
+                _set_name(tx, value, cls_var, key)
         return cls_var
 
     def reconstruct(self, outputs):
@@ -84,6 +85,20 @@ class BuildClassVariable(VariableTracker):
 
     def __repr__(self):
         return "BuildClassVariable()"
+
+
+# Python 3.11 wraps an exception __set_name__ raises in a RuntimeError ("Error calling
+# __set_name__ on ..."); 3.12 lets it through as it is.
+_SET_NAME_ERROR_WRAPPED = sys.version_info < (3, 12)
+
+
+def _set_name(tx, descriptor, cls_var, key: str) -> None:
+    try:
+        tx.call(descriptor.type_method(tx, "__set_name__"), [descriptor, cls_var, ConstantVariable(key)], {})
+    except TracedRaise:
+        if _SET_NAME_ERROR_WRAPPED:
+            unsupported("an exception raised by __set_name__ (this Python wraps it in a RuntimeError)")
+        raise
 
 
 def _builtin_base(base):
