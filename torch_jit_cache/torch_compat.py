@@ -85,6 +85,7 @@ _OG, _TENSOR, _FAKE = "tracer.output_graph", "tracer.variables.torch_objects.ten
 _DIST, _FSDP, _HOOKS = "tracer.variables.parallel.distributed", "tracer.variables.parallel.fsdp2", "tracer.variables.modules.module_hooks"
 _NN, _WRAP, _BACK = "tracer.variables.modules.nn_module", "frontend.module_wrapper", "backends"
 _SYM = "torch.fx.experimental.symbolic_shapes."
+_SAVED_HOOKS = "tracer.variables.torch_objects.saved_hooks_contexts"
 
 ROWS: tuple[Row, ...] = (
     # --- torch._C: grad/inference mode, the tensor base class, API-usage logging -------------------
@@ -92,8 +93,11 @@ ROWS: tuple[Row, ...] = (
        note="the C tensor type whose methods are torch's own (trace rules, identity guards)"),
     _r("torch._C._InferenceMode", _OG),
     _r("torch._C._autograd._get_data_attr", _TENSOR, note="x.data as a graph node"),
+    _r("torch._C._autograd._saved_tensors_hooks_get_disabled_error_message", _SAVED_HOOKS),
+    _r("torch._C._autograd._saved_tensors_hooks_disable", _SAVED_HOOKS),
+    _r("torch._C._autograd._saved_tensors_hooks_enable", _SAVED_HOOKS),
     _r("torch._C._log_api_usage_once", "testing.stochastic_depth", _TENSOR),
-    _r("torch._C._set_grad_enabled", "graph_break.state", _OG),
+    _r("torch._C._set_grad_enabled", "graph_break.state", _OG, "tracer.variables.torch_objects.grad_switches"),
     _r("torch._check", _TENSOR),
     _r("torch._check_is_size", _TENSOR),
     _r("torch._compile", _TENSOR, note="the module of torch._disable_dynamo's wrappers"),
@@ -133,6 +137,9 @@ ROWS: tuple[Row, ...] = (
        note="custom_class_base()"),
     # --- fake tensors and symbolic shapes (every trace) ---------------------------------------------
     _r("torch._subclasses.fake_tensor.FakeTensorMode", "pipeline.disk_cache.entries", _FAKE),
+    _r("torch._subclasses.fake_tensor.FakeTensor.constant", "tracer.variables.torch_objects.value_sizes",
+       check=lambda torch: _fake_constant(torch),
+       note="an instance attribute: the value of a small tensor made from constants alone"),
     _r("torch._subclasses.fake_tensor.DataDependentOutputException", "tracer.variables.modules.opaque_calls"),
     _r("torch._subclasses.fake_tensor.DynamicOutputShapeException", "tracer.variables.modules.opaque_calls"),
     _r("torch._guards.Source", _FAKE, note="subclassed: its fields are read as cached properties"),
@@ -220,6 +227,8 @@ ROWS: tuple[Row, ...] = (
       for name in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                    "_global_backward_pre_hooks")),
     _r("torch.nn.modules.module._global_buffer_registration_hooks", _NN),
+    *(_r(f"torch.nn.functional.{name}", "tracer.variables.torch_objects.op_writes",
+         note="mask helpers whose None result is a value (NONE_IS_A_VALUE)") for name in ("_canonical_mask", "_none_or_dtype")),
     _r("torch.nn.Module._compiled_call_impl", _WRAP, _NN,
        check=lambda torch: hasattr(torch.nn.Module(), "_compiled_call_impl")),
     *(_r(f"torch.nn.Module.{name}", _WRAP, note="overridden by the compiled module's class")
@@ -251,6 +260,14 @@ def _marked_static_address(torch) -> bool:
     t = torch.empty(2)
     torch._dynamo.mark_static_address(t)
     return hasattr(t, "_dynamo_static_input_type")
+
+
+def _fake_constant(torch) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        t = torch.div(8, 4, rounding_mode="trunc")
+    return getattr(t, "constant", None) is not None and int(t.constant) == 2
 
 
 def resolve(name: str):

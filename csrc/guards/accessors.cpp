@@ -22,7 +22,7 @@ absl::StatusOr<Accessor> Accessor::make(AccessorKind kind, py::handle operand,
     case Operand::kName:
       return named(kind, operand);
     case Operand::kKey:
-      return item(operand, parent_source);
+      return item(kind, operand, parent_source);
     case Operand::kNone:
       break;
   }
@@ -42,15 +42,58 @@ absl::StatusOr<Accessor> Accessor::named(AccessorKind kind, py::handle name) {
   return Accessor(kind, py::reinterpret_steal<py::object>(interned));
 }
 
-absl::StatusOr<Accessor> Accessor::item(py::handle key, const std::string& parent_source) {
-  if (!key) return type_error_status(absl::StrCat(parent_source, ": item() needs a key"));
+namespace {
+
+// (args, kwargs): a tuple, and a tuple of (str, value) pairs.
+bool is_call_arguments(PyObject* key) {
+  if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 2) return false;
+  PyObject* args = PyTuple_GET_ITEM(key, 0);
+  PyObject* kwargs = PyTuple_GET_ITEM(key, 1);
+  if (!PyTuple_CheckExact(args) || !PyTuple_CheckExact(kwargs)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwargs); ++i) {
+    PyObject* pair = PyTuple_GET_ITEM(kwargs, i);
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// parent(*args, **dict(kwargs)) for a key is_call_arguments accepted; new reference or NULL.
+PyObject* call_with_key(PyObject* parent, PyObject* key) noexcept {
+  PyObject* args = PyTuple_GET_ITEM(key, 0);
+  PyObject* pairs = PyTuple_GET_ITEM(key, 1);
+  if (PyTuple_GET_SIZE(pairs) == 0) return PyObject_Call(parent, args, nullptr);
+  PyObject* kwargs = PyDict_New();
+  if (kwargs == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pairs); ++i) {
+    PyObject* pair = PyTuple_GET_ITEM(pairs, i);
+    if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0) {
+      Py_DECREF(kwargs);
+      return nullptr;
+    }
+  }
+  PyObject* result = PyObject_Call(parent, args, kwargs);
+  Py_DECREF(kwargs);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<Accessor> Accessor::item(AccessorKind kind, py::handle key, const std::string& parent_source) {
+  const char* builder = accessor_spec(kind).builder;
+  if (!key) return type_error_status(absl::StrCat(parent_source, ": ", builder, "() needs a key"));
   if (!is_key_constant(key.ptr())) {
     return type_error_status(absl::StrCat(
-        parent_source, ": item() keys are held by the guard tree, so they must be ", kKeyConstants,
+        parent_source, ": ", builder, "() keys are held by the guard tree, so they must be ", kKeyConstants,
         "; got ", short_type_name(key.ptr())));
   }
-  Accessor accessor(AccessorKind::kItem, py::reinterpret_borrow<py::object>(key));
-  if (PyLong_CheckExact(key.ptr())) {
+  if (kind == AccessorKind::kCall && !is_call_arguments(key.ptr())) {
+    return type_error_status(absl::StrCat(parent_source, ": call() needs (args, kwargs): a tuple and a "
+                                          "tuple of (str, value) pairs; got ", safe_repr(key.ptr())));
+  }
+  Accessor accessor(kind, py::reinterpret_borrow<py::object>(key));
+  if (kind == AccessorKind::kItem && PyLong_CheckExact(key.ptr())) {
     Py_ssize_t index = PyLong_AsSsize_t(key.ptr());
     if (index == -1 && PyErr_Occurred()) {
       clear_guard_error();  // too big for an index: only the generic path can use it
@@ -154,6 +197,10 @@ PyObject* Accessor::fetch(PyObject* parent, const FrameView& view) const noexcep
       return PyObject_GetAttr(parent, name_or_key_.ptr());
     case AccessorKind::kItem:
       return fetch_item(parent);
+    case AccessorKind::kDictItem:
+      // dict's own lookup, for dict subclasses too: no __getitem__ or __missing__ of the class runs.
+      if (!PyDict_Check(parent)) return nullptr;  // missing: the check fails
+      return dict_get_new_ref(parent, name_or_key_.ptr());
     case AccessorKind::kInstanceDict:
       // The __dict__ slot itself (object's generic getter, made on first use as Python makes it);
       // AttributeError for an object without one. No class hook runs.
@@ -163,6 +210,9 @@ PyObject* Accessor::fetch(PyObject* parent, const FrameView& view) const noexcep
       Py_INCREF(type);
       return type;
     }
+    case AccessorKind::kCall:
+      // Built only under the parent's ID_MATCH, for callables whose result is their state (accessors.h).
+      return call_with_key(parent, name_or_key_.ptr());
     case AccessorKind::kCallMethod:
       // Built only under the parent's TYPE_MATCH, for methods that read state (accessors.h).
       return PyObject_CallMethodNoArgs(parent, name_or_key_.ptr());  // new ref

@@ -1,8 +1,8 @@
 // Accessor: how a guard manager's value is reached from its parent's value or from the frame.
 //
 // Kinds: local(name), global_(name), builtin(name), closure(name) read the FrameView (children of
-// the root only); attr(name), item(key), instance_dict(), type(), call_method(name) read the
-// parent's value. Each kind is one row of
+// the root only); attr(name), item(key), dict_item(key), instance_dict(), type(), call(arguments),
+// call_method(name) read the parent's value. Each kind is one row of
 // kAccessorSpecs below (its builder name, what it reads and takes, its source text, its docs) plus
 // one case of fetch(). An accessor is a small value type switched on by kind: no virtual call per
 // fetch.
@@ -32,7 +32,7 @@ namespace py = pybind11;
 // Keep kCallMethod last (kLastAccessorKind); a new kind needs its row in kAccessorSpecs and its
 // fetch() case (the switch warns, and -Werror stops the build, when one is missing).
 enum class AccessorKind : uint8_t {
-  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType, kCallMethod
+  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType, kDictItem, kCall, kCallMethod
 };
 inline constexpr AccessorKind kLastAccessorKind = AccessorKind::kCallMethod;
 
@@ -90,6 +90,17 @@ inline constexpr AccessorSpec kAccessorSpecs[] = {
      "class's own __getattribute__ (vars(value) for a class whose hook a guard must not run)."},
     {AccessorKind::kType, "type", Reads::kParent, Operand::kNone, FrameSlot::kNone, "type(", "", ")",
      "g.local('x').type()", "Child reading type(value)."},
+    {AccessorKind::kDictItem, "dict_item", Reads::kParent, Operand::kKey, FrameSlot::kNone, "dict.__getitem__(",
+     ", ", ")", "g.global_('registry').dict_item('k')",
+     "Child reading dict's own item `key` of a dict or dict subclass object, without running the "
+     "class's own __getitem__ (a guard must not run a hook the tracer followed); missing for a "
+     "value that is not a dict."},
+    {AccessorKind::kCall, "call", Reads::kParent, Operand::kKey, FrameSlot::kNone, "call(", ", ", ")",
+     "g.global_('f').call((('2.5',), (('strict', True),)))",
+     "Child reading value(*args, **dict(kwargs)) for the key (args, kwargs): a tuple of constant "
+     "arguments and a tuple of (name, constant) pairs. Only for callables whose result for the same "
+     "arguments is the same until their state changes (a functools.lru_cache wrapper: its cache), "
+     "under an ID_MATCH of the value, which runs before any child."},
     {AccessorKind::kCallMethod, "call_method", Reads::kParent, Operand::kName, FrameSlot::kNone, "", ".", "()",
      "g.local('w').call_method('__call__')",
      "Child reading value.name(): a method called without arguments. Only for builtin types whose "
@@ -145,14 +156,14 @@ class Accessor {
   Accessor(AccessorKind kind, py::object name_or_key) : kind_(kind), name_or_key_(std::move(name_or_key)) {}
 
   static absl::StatusOr<Accessor> named(AccessorKind kind, py::handle name);
-  static absl::StatusOr<Accessor> item(py::handle key, const std::string& parent_source);
+  static absl::StatusOr<Accessor> item(AccessorKind kind, py::handle key, const std::string& parent_source);
 
   PyObject* fetch_local_or_closure(const FrameView& view) const noexcept;
   PyObject* fetch_item(PyObject* parent) const noexcept;
 
   AccessorKind kind_;
   int index_ = -1;
-  Py_ssize_t int_key_ = 0;     // item(): the key as an index, when has_int_key_
+  Py_ssize_t int_key_ = 0;     // item() of kItem: the key as an index, when has_int_key_
   bool has_int_key_ = false;
   py::object name_or_key_;
 };

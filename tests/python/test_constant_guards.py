@@ -63,3 +63,17 @@ def test_dtype_in_a_closure_and_a_default():
     x = torch.ones(2)
     assert torch.equal(compiled(x), fn(x)) and backend.frame_count == 1
     assert torch.equal(compiled(x, torch.float16), fn(x, torch.float16)) and backend.frame_count == 2
+
+
+def test_an_ellipsis_argument_is_pinned_by_its_type():
+    # Ellipsis is its type's only object: TYPE_MATCH pins it (EQUALS_MATCH refused it, and the frame
+    # ran uncompiled)
+    def pick(x, index):
+        return x[index] * 2
+
+    backend = CompileCounter()
+    compiled = tjc.compile(pick, backend=backend, fullgraph=True)
+    x = torch.arange(6.0).reshape(2, 3)
+    for index in (..., 1, (..., 0), ..., (..., 0)):
+        torch.testing.assert_close(compiled(x, index), pick(x, index))
+    assert backend.frame_count == 3

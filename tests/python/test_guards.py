@@ -546,3 +546,54 @@ def test_call_method_runs_only_after_the_values_type_guard_passed():
     Counting.calls = 0
     assert not g.check({"it": Counting()})
     assert Counting.calls == 0, "the method ran on a value of another type"
+
+
+# ---- dict_item: dict's own item, without the class's __getitem__
+
+
+class Instantiating(dict):
+    reads = 0
+
+    def __getitem__(self, key):
+        type(self).reads += 1
+        return ("made", dict.__getitem__(self, key))
+
+
+def test_dict_item_reads_dicts_own_item_without_the_classs_getitem():
+    g = GuardManager()
+    item = g.global_("ACT").dict_item("silu")
+    item.equals_match(1)
+    assert str(item.source) == "dict.__getitem__(G['ACT'], 'silu')"
+    Instantiating.reads = 0
+    assert g.check({}, {"ACT": Instantiating(silu=1)})
+    assert not g.check({}, {"ACT": Instantiating(silu=2)})
+    assert not g.check({}, {"ACT": Instantiating(gelu=1)}), "a missing key fails"
+    assert not g.check({}, {"ACT": [1]}), "a value that is not a dict fails"
+    assert Instantiating.reads == 0, "a guard ran the class's __getitem__"
+    with pytest.raises(TypeError, match="dict_item\\(\\) keys"):
+        g.global_("ACT").dict_item([1])
+
+
+# ---- call: a callable called with constant arguments, under the value's ID_MATCH
+
+
+def test_call_reads_a_callables_result_for_constant_arguments():
+    calls = []
+
+    def version_at_least(v, dev=False):
+        calls.append((v, dev))
+        return v <= "2.5"
+
+    g = GuardManager()
+    f = g.global_("f")
+    f.id_match(version_at_least)
+    result = f.call((("2.4",), (("dev", True),)))
+    result.equals_match(True)
+    assert str(result.source) == "call(G['f'], (('2.4',), (('dev', True),)))"
+    assert g.check({}, {"f": version_at_least})
+    assert calls == [("2.4", True)]
+    assert not g.check({}, {"f": lambda v, dev=False: True})
+    assert calls == [("2.4", True)], "the call ran on another callable"
+    for bad in ((), ("2.4",), (("2.4",), ((1, True),)), (("2.4",), "dev")):
+        with pytest.raises(TypeError, match="call\\(\\) needs"):
+            f.call(bad)

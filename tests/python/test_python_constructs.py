@@ -181,6 +181,83 @@ def test_global_module_hooks_are_guarded_for_modules_built_in_forward():
         handle.remove()
 
 
+class SiLUOnly(nn.Module):
+    """transformers' SiLUActivation: a forward alone, built from a registry inside forward."""
+
+    def forward(self, x):
+        return nn.functional.silu(x)
+
+
+class GeluTanh(nn.GELU):
+    def forward(self, x):
+        return super().forward(x) * 2   # nn.GELU's forward, reading the built module's settings
+
+
+class CountsBuilds(nn.Module):
+    built = 0
+
+    def __init__(self):
+        super().__init__()
+        type(self).built += 1   # a side effect of construction: the trace must not run it once for all
+
+    def forward(self, x):
+        return x + 1
+
+
+class _ActivationRegistry(dict):
+    """transformers' ClassInstantier: each read makes a module from the class stored."""
+
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+ACTIVATIONS = _ActivationRegistry(silu=SiLUOnly, gelu=(GeluTanh, {"approximate": "tanh"}), counts=CountsBuilds)
+
+
+def test_user_modules_made_by_torchs_code_alone_are_built_in_the_trace():
+    def fn(x, name):
+        return ACTIVATIONS[name](x) + 1
+
+    for name in ("silu", "gelu"):
+        graphs, breaks = eager_and_compiled(lambda x: fn(x, name), leaves((2, 3)))
+        assert (graphs, breaks) == (1, 0), name
+        # One frame, compiled whole: no cut before the first op (which a callee's break would be).
+        frames = tjc.explain(fn)(torch.randn(2, 3), name).frames
+        assert [f.graph is not None for f in frames] == [True], [(f.frame, f.break_reason) for f in frames]
+
+
+def test_a_user_module_with_its_own_init_is_built_as_eager_builds_it():
+    def fn(x):
+        return ACTIVATIONS["counts"](x) * 2
+
+    CountsBuilds.built = 0
+    compiled = tjc.compile(fn, backend="eager")
+    for _ in range(3):
+        torch.testing.assert_close(compiled(torch.ones(2)), fn(torch.ones(2)))
+    assert CountsBuilds.built == 6   # once per call, compiled or not
+
+
+def test_a_registry_entry_replaced_recompiles():
+    # The entry is guarded through dict's own item (test_guards.py: the guard never runs the
+    # class's __getitem__, which here would build a module on every check).
+    registry = _ActivationRegistry(act=SiLUOnly)
+
+    def fn(x):
+        return registry["act"](x)
+
+    cnt = CompileCounter()
+    compiled = tjc.compile(fn, backend=cnt)
+    x = torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert cnt.frame_count == 1
+    dict.__setitem__(registry, "act", GeluTanh)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert cnt.frame_count == 2
+
+
 # -- logging --------------------------------------------------------------------------------------
 
 def test_logging_calls_break_instead_of_running_the_frame_uncompiled():

@@ -16,9 +16,10 @@ from torch_jit_cache.pipeline import codegen
 from torch_jit_cache import runtime
 from torch_jit_cache.guard import sources
 from torch_jit_cache.guard.tree import GuardBuilder
-from torch_jit_cache.guard.sources import (AttrSource, BuiltinSource, ChainedSource, ClosureSource, ComputedSource,
-                                           FrameValues, GlobalSource, InstanceDictSource, ItemSource, LocalSource,
-                                           MethodCallSource, RootSource, Source, TypeSource)
+from torch_jit_cache.guard.sources import (AttrSource, BuiltinSource, CallSource, ChainedSource, ClosureSource,
+                                           ComputedSource, DictItemSource, FrameValues, GlobalSource,
+                                           InstanceDictSource, ItemSource, LocalSource, MethodCallSource, RootSource,
+                                           Source, TypeSource)
 from torch_jit_cache.guard.trace_result import SourceOutput
 
 pytestmark = pytest.mark.usefixtures("fresh_runtime")
@@ -50,7 +51,9 @@ _BUILTINS = {"toy_builtin": Box("builtin")}
 _GLOBALS = {"__builtins__": _BUILTINS,
             "GLOBAL_BOX": Box("global", items=(Box("items[0]"), Box("items[1]")))}
 _SNAPSHOT = Box("x.snapshot()")
-_ARGS = {"x": Box("x", payload=Box("x.payload"), snapshot=lambda: _SNAPSHOT), "cell_arg": Box("cell_arg"),
+_LOOKED_UP = {("payload", 1): Box("x.lookup('payload', default=1)")}
+_ARGS = {"x": Box("x", payload=Box("x.payload"), snapshot=lambda: _SNAPSHOT,
+                  lookup=lambda name, default=None: _LOOKED_UP[name, default]), "cell_arg": Box("cell_arg"),
          "d": {"k": Box("d['k']"), 3: Box("d[3]")}, "xs": [Box("xs[0]"), Box("xs[1]")]}
 
 
@@ -78,6 +81,8 @@ EXAMPLES = [
     ItemSource(AttrSource(GlobalSource("GLOBAL_BOX"), "items"), 0),
     ItemSource(InstanceDictSource(LocalSource("x")), "payload"),
     MethodCallSource(LocalSource("x"), "snapshot"),
+    DictItemSource(LocalSource("d"), "k"),
+    CallSource(AttrSource(LocalSource("x"), "lookup"), ("payload",), (("default", 1),)),
 ]
 
 _ABSTRACT = {Source, RootSource, ChainedSource}

@@ -70,6 +70,17 @@ class MiscTestsPart1:
 
     def test_f_after_restart(self):
         torch.compile(lambda x: x.sin() - 1, backend="eager")(torch.ones(3))
+
+    def test_g_state_outlives_a_call(self):
+        calls = []
+
+        def f(x):
+            calls.append(1)
+            if len(calls) > 1:
+                raise AssertionError("called again")
+            return x.sin() + 2
+
+        torch.compile(f, backend="eager")(torch.ones(3))
 '''
 
 
@@ -97,6 +108,8 @@ def test_each_kind_of_case_is_counted_in_its_column(tmp_path):
         "test_d_raises": ("crashed", "whole"),
         "test_e_dies": ("crashed", "not run"),
         "test_f_after_restart": ("whole", "whole"),
+        # eager's second run raised as the compiled runs (the third and fourth) do: no crash
+        "test_g_state_outlives_a_call": ("broken", "broken"),
     }
     # The worker died inside tjc's run of test_e: the case is marked crashed (torch.compile's run
     # never came), the test too, and a new worker ran the test after it.
@@ -104,8 +117,8 @@ def test_each_kind_of_case_is_counted_in_its_column(tmp_path):
     assert result["tests"]["_test_misc_part1.py::MiscTestsPart1.test_a_whole"]["outcome"] == "pass"
 
     misc = result["groups"]["misc"]
-    assert misc["cases"] == 6 and misc["tests"] == 6
-    assert misc["tjc"] == {"whole": 2, "broken": 1, "wrong": 1, "crashed": 2}
+    assert misc["cases"] == 7 and misc["tests"] == 7
+    assert misc["tjc"] == {"whole": 2, "broken": 2, "wrong": 1, "crashed": 2}
     assert misc["tc_only"] == 2   # c, d: torch.compile whole, tjc not
     reasons = {r["sample"] for r in result["top_reasons"]}
     assert "MiscTestsPart1.test_d_raises" in reasons

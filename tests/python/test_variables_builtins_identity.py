@@ -103,3 +103,53 @@ def test_id_of_a_frame_tensor_is_a_constant_guarded_by_identity():
     ref = weakref.ref(m.first)
     m.first = None
     assert ref() is None   # held weakly by the guard
+
+
+def _tokens(x):
+    xs, other = [1, 2], [1, 2]
+    before, d, s, t = id(xs), {"a": 1}, {1}, (1, 2)
+    xs *= 3
+    xs += [4]
+    alias = xs
+    same_after_change = id(xs) == before and id(alias) == before
+    distinct = id(xs) != id(other) and id(d) != id(s) and not id(xs) == id(d)
+    kept = id(t) == id(t * 1)
+    return x + len(xs), same_after_change, distinct, kept
+
+
+def test_ids_of_containers_built_in_the_trace_compare_as_identities_in_one_graph():
+    x = torch.zeros(2)
+    calls = CompiledCalls(_tokens)
+    for _ in range(2):
+        got, want = calls(x), _tokens(x)
+        same_exactly(got[0], want[0])
+        assert got[1:] == want[1:] == (True, True, True)
+    calls.check(graphs=1)
+
+
+def _token_used_as_a_number(x):
+    xs = [1]
+    return x + 1, id(xs) > 0, id(xs) != id([]), id(xs), xs
+
+
+def test_an_id_of_a_container_built_in_the_trace_used_otherwise_keeps_eager_value():
+    x = torch.zeros(2)
+    calls = CompiledCalls(_token_used_as_a_number)
+    got, want = calls(x), _token_used_as_a_number(x)
+    same_exactly(got[0], want[0])
+    assert got[1:3] == want[1:3] and got[3] == id(got[4]) and got[4] == [1]
+    assert calls.delta("fallbacks") == 0
+
+
+def _constant_tuples(x):
+    a = (1,)
+    return x + 1, id(a) == id((1,)), id((2, 3)) == id((2, 3))
+
+
+def test_ids_of_tuple_constants_keep_eager_answers():
+    # Two tuple constants may be one object (CPython merges a code's equal constants): never guessed.
+    x = torch.zeros(2)
+    calls = CompiledCalls(_constant_tuples)
+    got, want = calls(x), _constant_tuples(x)
+    same_exactly(got[0], want[0])
+    assert got[1:] == want[1:]

@@ -870,3 +870,31 @@ def test_a_change_keeping_the_size_still_runs_as_eager():
             return x, str(e), d
         return x + 1, "", d
     run_both(fn, torch.ones(1), {"a": 1, "b": 2}, graphs=False)
+
+
+def test_a_list_that_holds_itself_is_one_tracker_pinned_as_one_object():
+    # before, wrapping its items recursed without end: an internal error, the frame uncompiled
+    cycle = []
+    cycle[:] = [cycle, 2.0, cycle]
+
+    def read(x):
+        inner = cycle[0]
+        inner[2].append(x)   # appends to `cycle` itself while it holds itself
+        return inner is cycle, inner[2] is cycle, cycle[1] * x, len(inner), inner
+
+    x = torch.ones(2)
+    assert tjc.explain(read)(x).graph_break_count == 0
+    assert cycle.pop() is x
+    cnt = CompileCounter()
+    compiled = tjc.compile(read, backend=cnt)
+    for step in range(3):
+        if step == 2:
+            cycle[0] = [cycle, 3.0, []]   # no longer itself: the alias guard fails, a recompile
+        want = read(x)
+        appended = cycle[0][2].pop()
+        got = compiled(x)
+        assert got[:2] == want[:2] and got[3] == want[3] and got[4] is cycle[0]
+        torch.testing.assert_close(got[2], want[2])
+        assert appended is x and cycle[0][2][-1] is x
+        cycle[0][2].pop()
+    assert cnt.frame_count == 2

@@ -7,6 +7,7 @@ object built in the trace (new_object.py), and a dict or list method called with
 arguments raises eager's TypeError inside the trace, where a try block can catch it (containers.py).
 Each case compares with eager and asserts the graphs and breaks."""
 import collections
+import dataclasses
 import weakref
 
 import pytest
@@ -76,7 +77,10 @@ def _same(got, want):
         assert list(got) == list(want), (got, want)
         for k in want:
             _same(got[k], want[k])
-        assert vars(got) == vars(want) if hasattr(want, "__dict__") else True
+        if hasattr(want, "__dict__"):
+            assert list(vars(got)) == list(vars(want))
+            for k in vars(want):
+                _same(vars(got)[k], vars(want)[k])
     else:
         assert got == want
 
@@ -274,3 +278,139 @@ def _missing_key(x):
 
 def test_pop_and_del_of_a_missing_key_raise_eager_key_error_in_the_trace():
     _twice_in_one_graph(_missing_key)
+
+
+# -- classes with their own __setattr__, OrderedDict item methods, dataclass members -------------
+class Record(collections.OrderedDict):
+    """A record both mapping and object, as model-output classes are: items mirror the non-None
+    attributes; class-time hooks and a copy protocol of its own that no instance path calls."""
+
+    def __init_subclass__(cls):
+        super().__init_subclass__()
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            if getattr(self, f.name) is not None:
+                self[f.name] = getattr(self, f.name)
+
+    def __setattr__(self, name, value):
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return dict(self.items())[key]
+        return self.as_tuple()[key]
+
+    def __reduce__(self):
+        return super().__reduce__()
+
+    def as_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class Pair(Record):
+    first: object = None
+    second: object = None
+    third: object = None
+
+
+def _record(x):
+    p = Pair(first=x + 1)
+    p.second = x * 2            # an attribute only: "second" is no item yet
+    p["third"] = x - 1          # an item and an attribute
+    p.first = x * 3             # both: "first" is an item
+    found = getattr(p, "missing", None) is None
+    return p[0] + p["third"], p, found, isinstance(p, Record), p.as_tuple()
+
+
+def test_a_record_class_with_its_own_setattr_and_item_methods_is_one_graph_made_again_as_eager():
+    x = torch.randn(3)
+    calls = CompiledCalls(_record)
+    for _ in range(2):
+        got, want = calls(x), _record(x)
+        _same(got, want)
+        assert list(got[1]) == ["first", "third"] and list(vars(got[1])) == ["first", "second", "third"]
+    calls.check(graphs=1)
+
+
+def test_the_made_again_record_is_freed_with_its_last_reference():
+    calls = CompiledCalls(_record)
+    p = calls(torch.randn(3))[1]
+    ref = weakref.ref(p)
+    del p
+    assert ref() is None
+
+
+def _record_compared(x):
+    a, b = Pair(first=1), Pair(first=1)
+    return x + 1, a == b, a != Pair(first=2)
+
+
+def test_a_dataclass_eq_on_a_dict_subclass_stays_right():
+    # The dataclass's own __eq__ is what == runs (dict's would compare items): never the model's.
+    x = torch.randn(3)
+    calls = CompiledCalls(_record_compared)
+    for _ in range(2):
+        _same(calls(x), _record_compared(x))
+    assert calls.delta("fallbacks") == 0
+
+
+class CountingOrdered(collections.OrderedDict):
+    """OrderedDict's C code calls a subclass's own item methods (init, update, setdefault, copy,
+    and `dict(od)`'s keys-and-items merge); pop, popitem and the views do not."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+
+    def __getitem__(self, key):
+        return super().__getitem__(key) + 100
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value * 2)
+
+
+def _ordered_item_methods(x):
+    d = CountingOrdered([("a", 1)], b=2)
+    d.update(c=3)
+    got = d.setdefault("a", 0), d.setdefault("z", 5)
+    c = d.copy()
+    merged = dict(d)
+    spread = {**d}
+    raw = list(d.values())
+    return x * d["a"], d, c, got, merged, spread, raw, d.pop("b"), d.popitem()
+
+
+def test_an_ordered_dict_subclass_own_item_methods_run_where_ordered_dict_calls_them():
+    _twice_in_one_graph(_ordered_item_methods)
+
+
+class Scaled(dict):
+    factor = 2
+
+    def scale(self, x):
+        return x * self.factor
+
+
+def _class_attribute(x):
+    d = Scaled(a=1)
+    return d.scale(x), d
+
+
+def test_a_class_attribute_is_read_through_the_class_and_a_change_recompiles():
+    x = torch.randn(3)
+    calls = CompiledCalls(_class_attribute)
+    _same(calls(x), _class_attribute(x))
+    calls.check(graphs=1)
+    try:
+        Scaled.factor = 5
+        _same(calls(x), _class_attribute(x))
+    finally:
+        Scaled.factor = 2
+    assert calls.cnt.frame_count == 2

@@ -197,3 +197,57 @@ def test_an_object_that_answers_its_own_class():
     x = torch.ones(1)
     for obj in (_Pretender(), _Real()):
         assert tjc.compile(f)(x, obj)[1:] == f(x, obj)[1:]
+
+
+class Interface:
+    """No class: an object whose type answers isinstance / issubclass from what it holds."""
+
+    def __init__(self, *names):
+        self.names = names
+
+    def __instancecheck__(self, obj):
+        return all(hasattr(type(obj), n) for n in self.names)
+
+    def __subclasscheck__(self, cls):
+        return all(hasattr(cls, n) for n in self.names)
+
+
+SIZED_ITERABLE = Interface("__len__", "__iter__")
+
+
+def _typing_checks(x, m):
+    import typing
+    return x + 1, (isinstance(m, typing.Mapping), isinstance(m, (typing.Sequence, float)),
+                   issubclass(type(m), typing.MutableMapping), isinstance(m, SIZED_ITERABLE),
+                   issubclass(type(m), (int, SIZED_ITERABLE)))
+
+
+def test_an_object_with_its_own_instancecheck_is_traced():
+    # typing's unsubscripted aliases (typing.Mapping) are such objects; so is a user's
+    x = torch.ones(1)
+    for m in ({"a": 1}, [1, 2], (3,), 4.5, 7):
+        assert tjc.compile(_typing_checks)(x, m)[1] == _typing_checks(x, m)[1]
+    report = tjc.explain(_typing_checks)(x, {"a": 1})
+    assert (report.graph_count, report.graph_break_count) == (1, 0)
+
+
+def test_what_such_an_object_reads_is_guarded():
+    def f(x, m):
+        return x + 1 if isinstance(m, SIZED_ITERABLE) else x - 1
+
+    compiled = tjc.compile(f)
+    x = torch.ones(1)
+    torch.testing.assert_close(compiled(x, [1]), f(x, [1]))
+    SIZED_ITERABLE.names = ("__len__", "__iter__", "missing")
+    try:
+        torch.testing.assert_close(compiled(x, [1]), f(x, [1]))
+    finally:
+        SIZED_ITERABLE.names = ("__len__", "__iter__")
+
+
+def test_an_object_without_a_python_check_raises_as_eager():
+    def f(x):
+        return isinstance(x, object())
+
+    with pytest.raises(TypeError):
+        tjc.compile(f)(torch.ones(1))

@@ -1,9 +1,10 @@
 """Calls of functools.lru_cache / functools.cache wrappers (tracer/variables/builtin_functions/lru_cache_calls.py):
-a user's wrapper called with arguments is a graph break at the call, which runs it as written (its
-statistics, cache and side effects as eager's); called without arguments, its cached value is a
-guarded constant (the body runs as often as eager runs it; hits count guard checks); typing's cached
-subscriptions run while tracing and give eager's alias. Every result, and what the functions did,
-is compared with eager's."""
+a user's wrapper called without arguments, or with immutable constant arguments, is a read of its
+cache: a guarded constant (the body runs as often as eager runs it; hits count guard checks); with
+other arguments, or returning a mutable object, it is a graph break at the call, which runs it as
+written (its statistics, cache and side effects as eager's); typing's cached subscriptions run
+while tracing and give eager's alias. Every result, and what the functions did, is compared with
+eager's."""
 import functools
 import gc
 import typing
@@ -36,15 +37,87 @@ def uses_cached_config(x):
     return x * width(1)
 
 
-def test_a_users_cached_call_breaks_and_keeps_eagers_statistics():
+def test_a_users_cached_calls_with_constants_are_reads_with_eagers_statistics():
     stats = []
-    for run in (uses_cached_config, tjc.compile(uses_cached_config, backend="eager")):
+    for run in (uses_cached_config, CompiledCalls(uses_cached_config)):
         width.cache_clear()
         feature_available.cache_clear()
         results = [run(torch.ones(2)) for _ in range(2)]
         stats.append((width.cache_info()[:2], feature_available.cache_info().misses, results))
     assert stats[0][:2] == stats[1][:2]   # with arguments: hits and misses; without: its body's runs
     assert all(same(a, b) for a, b in zip(stats[0][2], stats[1][2]))
+    run.check(graphs=1, breaks=0)
+
+
+LEVELS = {"x": 1}
+
+
+@functools.lru_cache(maxsize=None)
+def level(name, scale=1):
+    return LEVELS[name] * scale
+
+
+def test_a_cached_value_is_guarded_and_read_again_after_cache_clear():
+    def fn(x):
+        return x * level("x", scale=3)
+
+    calls = CompiledCalls(fn)
+    level.cache_clear()
+    LEVELS["x"] = 1
+    assert same(calls(torch.ones(2)), torch.ones(2) * 3)
+    LEVELS["x"] = 5                              # the cache still holds 3, as eager's call would see
+    assert same(calls(torch.ones(2)), fn(torch.ones(2)))
+    level.cache_clear()                          # eager's next call runs the body: 15
+    assert same(calls(torch.ones(2)), torch.ones(2) * 15)
+    calls.check(graphs=2, breaks=0, recompiles=1)
+
+
+@functools.lru_cache(maxsize=None)
+def other_level(name, scale=1):
+    return 100
+
+
+def test_another_wrapper_in_the_same_place_is_not_called_by_the_guards():
+    def fn(x, f):
+        return x * f("x", scale=2)
+
+    calls = CompiledCalls(fn)
+    level.cache_clear()
+    other_level.cache_clear()
+    LEVELS["x"] = 1
+    assert same(calls(torch.ones(2), level), torch.ones(2) * 2)
+    assert same(calls(torch.ones(2), other_level), torch.ones(2) * 100)
+    assert other_level.cache_info().misses == 1 and level.cache_info().misses == 1
+    calls.check(graphs=2, breaks=0, recompiles=1)
+
+
+def test_arguments_that_are_not_constants_break():
+    def fn(x):
+        return x * width(x.shape[0] + len([x]))   # an int: constant under static shapes
+
+    def gn(x, names):
+        return x * level(names[0])                # a str read from a list argument: still constant
+
+    def hn(x):
+        return x * by_tensor(x)                   # a tensor: each new one is a miss in eager
+
+    for f, args in ((fn, (torch.ones(2),)), (gn, (torch.ones(2), ["x"]))):
+        calls = CompiledCalls(f)
+        assert same(calls(*args), f(*args))
+        calls.check(graphs=1, breaks=0)
+    infos = []
+    for run in (hn, CompiledCalls(hn)):
+        by_tensor.cache_clear()
+        x = torch.ones(2)
+        assert same(run(x), x * 2) and same(run(torch.ones(2)), x * 2) and same(run(x), x * 2)
+        infos.append(by_tensor.cache_info()[:2])
+    assert infos[0] == infos[1] == (1, 2)
+    assert run.delta("graph_breaks") >= 1
+
+
+@functools.lru_cache(maxsize=None)
+def by_tensor(t):
+    return 2
 
 
 EVENTS = []

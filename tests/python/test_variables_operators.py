@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
-from context_helpers import compiled_like_eager  # noqa: E402
+from context_helpers import CompiledCalls, compiled_like_eager  # noqa: E402
 
 
 def _binary_on_tensors(x, y):
@@ -318,6 +318,72 @@ def test_membership_in_a_sequence_of_non_constants_is_decided_by_identity_first(
         _membership(x, [other], ())           # eager: bool() of a 2-item tensor
     with pytest.raises(RuntimeError):
         compiled(x, [other], ())
+
+
+# -- comparisons of sequences holding user objects, item by item as CPython (sequence_order.py) ----
+class _Rank:
+    def __init__(self, r):
+        self.r = r
+
+    def __lt__(self, other):
+        return self.r < other.r
+
+    def __eq__(self, other):
+        return isinstance(other, _Rank) and self.r == other.r
+
+
+class _Emptier:
+    """Its comparisons empty the list they are given and answer NotImplemented."""
+
+    def __init__(self, victim):
+        self.victim = victim
+
+    def __lt__(self, other):
+        other.clear()
+        return NotImplemented
+
+    def __eq__(self, other):
+        self.victim.clear()
+        return NotImplemented
+
+
+def _orders(x):
+    p, q = [_Rank(1), _Rank(2)], [_Rank(1), _Rank(3)]
+    nested = [[_Emptier([])]]
+    try:
+        nested[0] < nested
+        refused = None
+    except TypeError as e:
+        refused = str(e)
+    left, right = [], []
+    left.append(_Emptier(right))
+    right.append(_Emptier(left))
+    both_emptied = left == right   # each __eq__ empties the other list: equal lengths, 0 == 0
+    return (x + 1, p < q, p > q, (_Rank(1),) <= (_Rank(1),), [_Rank(1)] < [_Rank(1), 2], refused,
+            len(nested[0]), both_emptied, len(left), len(right))
+
+
+def test_order_of_sequences_of_user_objects_and_changes_made_while_comparing_are_eager():
+    x = torch.zeros(2)
+    calls = CompiledCalls(_orders)
+    for _ in range(2):
+        got, want = calls(x), _orders(x)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    calls.check(graphs=1)
+
+
+def _emptied_while_equal(x):
+    left, right = [], []
+    left.append(_Emptier(right))
+    right.append(_Emptier(left))
+    return x + 1, left == right, left, right
+
+
+def test_lists_emptied_by_their_items_eq_compare_their_new_lengths_as_eager():
+    x = torch.zeros(2)
+    calls = CompiledCalls(_emptied_while_equal)
+    got, want = calls(x), _emptied_while_equal(x)
+    assert got[1] is want[1] is True and got[2] == want[2] == [] and got[3] == want[3] == []
 
 
 _SENTINEL = object()

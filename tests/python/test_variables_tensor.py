@@ -265,3 +265,46 @@ def test_data_of_an_inference_tensor_is_an_inference_tensor():
         x = torch.randn(3)
         got = tjc.compile(fn, backend="eager")(x)
     assert got.is_inference() and torch.equal(got, x)
+
+
+@pytest.mark.parametrize("masks", [False, True])
+def test_attention_layers_in_eval_are_one_graph(masks):
+    # compiled as the frame itself, their forward asks torch.nn.functional's mask helpers, which
+    # return None without a mask (a value, not an effect), and `query.is_nested` (pinned with the
+    # dispatch keys)
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]) if masks else None
+    with torch.no_grad():
+        for module, args in ((mha, (x, x, x)), (layer, (x,))):
+            kwargs = {"key_padding_mask" if module is mha else "src_key_padding_mask": pad}
+            want = module(*args, **kwargs)
+            cnt = CompileCounter()
+            before = tjc.stats()["graph_breaks"]
+            got = tjc.compile(module, backend=cnt)(*args, **kwargs)
+            for g, w in zip(*((got, want) if module is mha else ((got,), (want,)))):
+                if w is not None:
+                    assert g.is_nested == w.is_nested
+                    torch.testing.assert_close(g, w)
+            assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+
+
+def test_a_tensors_own_iter_and_len_called_by_name_are_iter_and_len():
+    def walk(x):
+        rows = x.__iter__()
+        for row in rows:
+            row.mul_(2)
+        return row + 1, x.__len__(), x[0].__len__()
+
+    x = torch.randn(3, 2)
+    want, copy = walk(x.clone()), x.clone()
+    cnt = CompileCounter()
+    before = tjc.stats()["graph_breaks"]
+    got = tjc.compile(walk, backend=cnt)(copy)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:] and torch.equal(copy, x * 2)
+    assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
+    with pytest.raises(TypeError, match="0-d"):
+        tjc.compile(lambda t: t.__len__(), backend=CompileCounter())(torch.tensor(1.0))

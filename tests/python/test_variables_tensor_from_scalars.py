@@ -87,3 +87,48 @@ def test_requires_grad_keeps_eagers_result(capture):
     got, want = tjc.compile(fn)(COUNTED[0]), fn(COUNTED[0])
     assert got.requires_grad and want.requires_grad
     torch.testing.assert_close(got, want)
+
+
+def _zero_dim_rows(t):
+    return (torch.tensor([t], dtype=torch.float32), torch.tensor([[t, 1.5], [t * 2, True]]),
+            torch.as_tensor((t, t + 1)), t.new_tensor([t, 3]))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float64])
+def test_zero_dim_tensors_in_a_list_are_stacked_with_their_own_dtype(dtype):
+    # torch reads each 0-d tensor as a number of its dtype; the graph stacks them: no break, the
+    # values are not guarded (one graph for every value)
+    cnt = CompileCounter()
+    compiled = tjc.compile(_zero_dim_rows, backend=cnt)
+    for v in (20, 7, -3):
+        t = torch.tensor(v, dtype=dtype)
+        for got, want in zip(compiled(t), _zero_dim_rows(t)):
+            _same(got, want)
+    assert cnt.frame_count == 1
+    assert tjc.explain(_zero_dim_rows)(torch.tensor(1, dtype=dtype)).graph_break_count == 0
+
+
+def test_the_result_is_detached_from_a_tensor_that_requires_grad():
+    def rows(w):
+        return torch.tensor([w * 3, 1.0])
+
+    w = torch.tensor(0.5, requires_grad=True)
+    got = tjc.compile(rows, backend=CompileCounter())(w)
+    with pytest.warns(UserWarning):
+        want = rows(w)
+    _same(got, want)
+    assert not got.requires_grad and got.grad_fn is None
+
+
+@pytest.mark.parametrize("fn", [lambda t: torch.tensor(t + 1), lambda t: torch.tensor([t.reshape(1)]),
+                                lambda t: torch.tensor([t * 2], dtype=torch.int64),
+                                lambda t: torch.tensor([1, 2]).new_tensor([t])])
+def test_a_tensor_that_is_no_number_of_a_list_is_left_to_torch(fn):
+    t = torch.tensor(4.0)
+    try:
+        want = fn(t)
+    except Exception as e:  # noqa: BLE001 - then the compiled call raises the same
+        with pytest.raises(type(e)):
+            tjc.compile(fn, backend=CompileCounter())(t)
+        return
+    _same(tjc.compile(fn, backend=CompileCounter())(t), want)

@@ -76,3 +76,33 @@ def test_value_independent_sizes_stay_in_the_graph():
     for i in (1, 3):
         args = (torch.arange(4.0), torch.tensor([0, 2]), torch.tensor(i))
         assert torch.equal(compiled(*args), fn(*args))
+
+
+def _chunks(x, w):
+    # Longformer's sliding-window arithmetic: an int division done as a tensor op, then a size.
+    n = torch.div(x.size(1), w, rounding_mode="trunc")
+    return x.view(x.size(0), n, w).sum(-1) + n
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_tensor_made_from_constants_is_read_as_its_value(backend):
+    # The fake tensors carry the value of `torch.div(8, 4)`: the trace reads it as a size, and the
+    # graph recomputes it at call time from the same constants.
+    explanation = tjc.explain(_chunks)(torch.ones(2, 8), 4)
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
+    compiled = tjc.compile(_chunks, backend=backend)
+    for x, w in ((torch.randn(2, 8), 4), (torch.randn(3, 12), 4), (torch.randn(2, 8), 2)):
+        assert torch.equal(compiled(x, w), _chunks(x, w))
+
+
+def test_a_tensor_made_from_an_input_is_still_refused_as_a_size():
+    # The same arithmetic on an input tensor's value: nothing the trace holds fixes it.
+    def fn(x, w):
+        return x.view(x.size(0), torch.div(x.size(1), w, rounding_mode="trunc"), -1).sum(-1)
+    explanation = tjc.explain(fn)(torch.ones(2, 8), torch.tensor(4))
+    assert explanation.graph_break_count == 1
+    assert "used as a number" in explanation.break_reasons[0]
+    compiled = tjc.compile(fn)
+    for w in (4, 2):
+        args = (torch.randn(2, 8), torch.tensor(w))
+        assert torch.equal(compiled(*args), fn(*args))

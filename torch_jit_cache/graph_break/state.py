@@ -52,9 +52,9 @@ def break_state(tx, plan, outputs):
     if plan.consumed > len(stack):
         raise Unsupported(f"the break instruction pops {plan.consumed} items of a stack of "
                           f"{len(stack)} (tracer bug)")
-    switches = break_switches(tx, plan)
+    switches, outside = break_switches(tx, plan)
     rebuild = Rebuilder(outputs)
-    effects = tx.output.side_effects.reconstruct(rebuild)
+    effects = (*tx.output.side_effects.reconstruct(rebuild), *tx.output.leave_grad_mode_effects(outside))
     # A loop's iterator on the stack whose items are known goes to the resume function as a tuple
     # of what it has still to yield (a range's as the rest of the range), made an iterator again by
     # the resume's prologue: the tracer can read a tuple or a range, so the rest of the loop is
@@ -89,7 +89,8 @@ _BLOCK_EXITS = (GradModeExitVariable, AutocastExitVariable, InferenceModeExitVar
 
 
 def break_switches(tx, plan) -> tuple:
-    """What the cut instruction runs inside (outermost first; empty: the frame's own state), after
+    """(what the cut instruction runs inside (outermost first; empty: the frame's own state), the
+    grad mode outside the open blocks), after
     checking that the with blocks around the break are grad-mode, autocast and inference-mode
     blocks that a resume function can enter again in order from the frame's state.
 
@@ -115,7 +116,12 @@ def break_switches(tx, plan) -> tuple:
         exits.append(stack[slot])
     if sum(isinstance(v, _BLOCK_EXITS) for v in stack) != len(exits):
         raise Unsupported("a block's exit on the stack outside its with block")
-    outside = output.entry_grad_mode
+    # The grad mode outside the open blocks: the one the outermost grad-mode or inference-mode
+    # block restores, else the mode now (the frame's entry mode, unless the traced code switched
+    # it outside a with statement: the graph's code leaves it so, before the switches).
+    first = next((e for e in exits if isinstance(e, (GradModeExitVariable, InferenceModeExitVariable))), None)
+    outside = output.grad_mode if first is None else \
+        first.prev if isinstance(first, GradModeExitVariable) else first.block.prev_grad
     expected = outside
     for e in exits:
         if isinstance(e, GradModeExitVariable):
@@ -141,4 +147,4 @@ def break_switches(tx, plan) -> tuple:
     grad = (ModeSwitch(torch._C._set_grad_enabled, expected, after_entered),) if expected != after_entered else ()
     # Blocks that only set TorchDynamo's settings (dynamo_contexts.py) are independent of the rest.
     return entered + grad + tuple(ContextSwitch(e.entered_context().enter) for e in exits
-                                  if isinstance(e, (AutocastExitVariable, DynamoOnlyExitVariable)))
+                                  if isinstance(e, (AutocastExitVariable, DynamoOnlyExitVariable))), outside

@@ -242,6 +242,29 @@ class ItemSource(ChainedSource):
 
 
 @dataclasses.dataclass(frozen=True)
+class DictItemSource(ChainedSource):
+    """dict's own item `key` of the base, a dict or a dict subclass object, read without running
+    the class's own __getitem__ (or __missing__): a guard on an object whose class hook the tracer
+    followed must not run that hook again (transformers' ACT2FN builds a module on each read)."""
+    key: Any
+
+    def name(self) -> str:
+        return f"dict.__getitem__({self.base.name()}, {self.key!r})"
+
+    def load_step(self, value: Any) -> Any:
+        return dict.__getitem__(value, self.key)
+
+    def emit_load(self, em) -> None:
+        em.call_const_with(dict.__getitem__, [lambda: self.base.emit_load(em), lambda: em.const(self.key)])
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+    def guard_node(self, parent):
+        return parent.dict_item(self.key)
+
+
+@dataclasses.dataclass(frozen=True)
 class InstanceDictSource(ChainedSource):
     """The base's instance __dict__ as object's lookup finds it (`vars(x)`), read without running
     the class's own __getattribute__: a guard on an object whose class hook the tracer followed
@@ -307,6 +330,38 @@ class MethodCallSource(ChainedSource):
 
     def guard_node(self, parent):
         return parent.call_method(self.method)
+
+
+def call_with(fn, args: tuple, kwargs: tuple):
+    """fn(*args, **dict(kwargs)): CallSource's step, a constant of the compiled code."""
+    return fn(*args, **dict(kwargs))
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSource(ChainedSource):
+    """base(*args, **dict(kwargs)) with constant arguments (kwargs as (name, value) pairs), of a
+    callable whose result for the same arguments is fixed by its state until that changes (a
+    functools.lru_cache wrapper: its cache). Only built under a guard on the base's identity
+    (tracer/variables/builtin_functions/lru_cache_calls.py), which the C++ tree checks before
+    reading this child."""
+    args: tuple
+    kwargs: tuple = ()
+
+    def name(self) -> str:
+        return f"call({self.base.name()}, {(self.args, self.kwargs)!r})"
+
+    def load_step(self, value: Any) -> Any:
+        return call_with(value, self.args, self.kwargs)
+
+    def emit_load(self, em) -> None:
+        em.call_const_with(call_with, [lambda: self.base.emit_load(em), lambda: em.const(self.args),
+                                       lambda: em.const(self.kwargs)])
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+    def guard_node(self, parent):
+        return parent.call((self.args, self.kwargs))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -149,6 +149,20 @@ def rebuilt_dict_object(cls, base, items, attrs):
     return obj
 
 
+def rebuilt_list_object(cls, items):
+    """An instance of a plain list subclass the trace built (no __init__ or __new__ of its own),
+    made again after the graph: `cls.__new__(cls)` extended by its items, what `cls(items)` makes."""
+    obj = cls.__new__(cls)
+    list.extend(obj, items)
+    return obj
+
+
+def object_id(obj):
+    """id(obj) of an object the trace built, taken after the graph from the object made again (the
+    one every other reference to it gets)."""
+    return id(obj)
+
+
 def bound_method(function, instance):
     """`function` bound to `instance`: a method the trace held (a super() method, a class's
     function read through an object), made again after the graph by CallOutput."""
@@ -283,6 +297,10 @@ class EffectKind(enum.Enum):
     SET_DICT = "set_dict"        # target.clear(); target.update(value): final items, in order
     SET_METHOD = "set_method"    # set.<name>(target, *value): one mutation of a frame's set, replayed
     ADVANCE_ITER = "advance_iter"  # next(target, None), value (an int) times: a frame iterator's steps
+    # target(value), target a constant setter of global state (torch._C._set_grad_enabled): the
+    # state the traced code leaves outside its blocks, where it differs from the frame's entry
+    # state (a switch outside a with block); the graph itself always ends in the entry state.
+    SET_STATE = "set_state"
 
 
 @dataclasses.dataclass(frozen=True)

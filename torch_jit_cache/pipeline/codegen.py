@@ -291,6 +291,10 @@ def _advance_iterator(target, steps: int) -> None:
         next(target, None)
 
 
+def _set_state(setter, value):
+    setter(value)
+
+
 def _replay_call(helper):
     def replay(em, name, target, value):
         em.call_const_with(helper, [lambda: em.emit("LOAD_FAST", target),
@@ -323,6 +327,7 @@ _REPLAY = {
         em.call_const_with(replay_set_method, [lambda: em.emit("LOAD_FAST", target), lambda: em.const(name),
                                                lambda: em.emit("LOAD_FAST", value)]), em.emit("POP_TOP")),
     EffectKind.ADVANCE_ITER: _replay_call(_advance_iterator),
+    EffectKind.SET_STATE: _replay_call(_set_state),
 }
 
 

@@ -85,6 +85,15 @@ def _wav2vec2():
     return Case(transformers.Wav2Vec2Model(config), Inputs(kwargs=dict(input_values=_randn(1, 400))), train=False)
 
 
+def _longformer():
+    import transformers
+
+    # Its sliding-window arithmetic divides ints as tensors, then uses them as sizes.
+    config = transformers.LongformerConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                           intermediate_size=64, attention_window=4)
+    return Case(transformers.LongformerModel(config), Inputs(kwargs=dict(input_ids=_ids(batch=1, seq=8))), train=False)
+
+
 def _distilbert_train():
     import transformers
 
@@ -148,6 +157,7 @@ BREAK_MODELS: dict[str, Callable[[], Case]] = {
     "whisper_train": lambda: _whisper(True),
     "clip": _clip,
     "wav2vec2": _wav2vec2,
+    "longformer": _longformer,
     "distilbert_train": _distilbert_train,
     "vit_train": _vit_train,
     "convnext_blocks": _convnext_blocks,
@@ -155,8 +165,8 @@ BREAK_MODELS: dict[str, Callable[[], Case]] = {
     "unet_train": lambda: _unet(True),
 }
 # The package each model needs beyond torch (requirements-dev.txt installs them).
-NEEDS = {**dict.fromkeys(("bart_model", "whisper", "whisper_train", "clip", "wav2vec2", "distilbert_train", "vit_train"),
-                         "transformers"),
+NEEDS = {**dict.fromkeys(("bart_model", "whisper", "whisper_train", "clip", "wav2vec2", "longformer",
+                          "distilbert_train", "vit_train"), "transformers"),
          "unet": "diffusers", "unet_train": "diffusers"}
 
 

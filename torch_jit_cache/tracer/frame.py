@@ -37,6 +37,7 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None, plan=No
                 spec, effects = cut.state(tx, outputs)
             else:
                 spec, effects = return_state(result, output.side_effects, outputs)
+                effects = (*effects, *output.leave_grad_mode_effects(output.grad_mode))
         except Unsupported as e:
             where = "graph break" if cut is not None else "RETURN_VALUE"
             raise Unsupported(e.reason, filename=code.co_filename,

@@ -20,7 +20,7 @@ import torch.fx
 from ..config import config
 from ..backends import static_inputs, tracing_for_eager
 from ..guard.sources import Source
-from ..guard.trace_result import GuardKind, GuardSpec, TraceBudgetExceeded, Unsupported
+from ..guard.trace_result import ConstantOutput, EffectKind, GuardKind, GuardSpec, SideEffect, TraceBudgetExceeded, Unsupported
 from .side_effects import SideEffects
 
 # In-place operators emitted as call_function nodes: registering them keeps dead-code elimination
@@ -158,6 +158,10 @@ class OutputGraph:
         self.inference_blocks: list[InferenceBlock] = []
         self._graph_inference: list = []
         self.entered_inference = False
+        # A backward() ran in the graph (traced_backward.py): tensors' .grad reads follow it.
+        self.backward_in_graph = False
+        # Lists and tuples read from the frame whose items are being wrapped (containers.wrap_sequence).
+        self.sequences_in_wrap: dict = {}
         # Modules the graph calls opaquely (tracer/variables/modules/opaque_calls.py): submodule name ->
         # proxy (frontend/proxies.py), registered on the GraphModule by finish(); `_submodule_names` maps
         # id(original) -> name for the trace (the module is in `keepalive` meanwhile).
@@ -243,6 +247,24 @@ class OutputGraph:
         """The traced code switches grad mode (entering or leaving a block)."""
         self.grad_mode = mode
         torch._C._set_grad_enabled(mode)
+
+    def switch_grad_mode(self, mode: bool, what: str) -> None:
+        """The traced code sets grad mode outside any with statement (`torch._C._set_grad_enabled`,
+        making a `torch.set_grad_enabled` object): it holds for the rest of the frame and after it,
+        as in eager (`leave_grad_mode_effects`). Refused inside an inference-mode block, whose exit
+        restores the mode through its own guard."""
+        if self.inference_blocks:
+            raise Unsupported(f"{what} inside a torch.inference_mode block")
+        self.set_grad_mode(mode)
+
+    def leave_grad_mode_effects(self, outside: bool) -> tuple:
+        """The side effect that leaves grad mode `outside` after the graph (the mode the traced code
+        has outside its open blocks where it returns or breaks), where it differs from the entry
+        mode the graph ends in; () otherwise."""
+        if outside == self.entry_grad_mode:
+            return ()
+        return (SideEffect(EffectKind.SET_STATE, ConstantOutput(torch._C._set_grad_enabled), None,
+                           ConstantOutput(outside)),)
 
     def _switch_graph_grad_mode(self, mode: bool) -> None:
         if self._graph_grad_mode != mode:

@@ -262,6 +262,10 @@ class SideEffects:
         self._check_read(tracker, obj, name)
         return (id(obj), name) in self._attrs
 
+    def stores_name(self, name: str) -> bool:
+        """Whether the trace stored or deleted `name` on any object (replayed after the graph)."""
+        return any(key[1] == name for key in self._attrs)
+
     def attr_deleted(self, obj, name: str) -> bool:
         """Whether the trace's last change to `obj.name` deleted it (after has_attr_effect)."""
         return self._attrs.get((id(obj), name)) is _Gone.DELETED

@@ -1,5 +1,5 @@
 """Real models that reach the Python object model in their forward (torch_jit_cache/testing/
-hf_models.py: tiny BART, Whisper, CLIP, DistilBERT, ViT, a ConvNeXt-style stack with torchvision's
+hf_models.py: tiny BART, Whisper, CLIP, DistilBERT, ViT, Longformer, a ConvNeXt-style stack with torchvision's
 stochastic depth), compiled with tjc.compile and compared with eager as the model zoo is
 (test_model_zoo.py): outputs, the gradient of every parameter, buffers and parameters after an SGD
 step, then a second step on the updated weights. Their graph breaks are counted against

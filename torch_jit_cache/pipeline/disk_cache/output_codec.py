@@ -19,14 +19,15 @@ import functools
 import types
 
 from ...graph_break import plan_break
-from ...guard.sources import AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource
+from ...guard.sources import (AttrSource, BuiltinSource, ClosureSource, DictItemSource, GlobalSource, ItemSource,
+                              LocalSource)
 from ...guard.trace_result import (AttrOutput, BreakOutput, CallOutput, ConstantOutput, ContextSwitch, DictOutput,
                                    EffectKind, EnteredContext, FrameCellOutput, FunctionOutput, GraphOutput, IterOutput, ListOutput,
                                    ModeSwitch, ObjectOutput, SideEffect, SourceOutput, SuperOutput, TupleOutput)
 from .names import NAME_TAGS, Mismatch, NotStored, is_constant, name_of, rebind
 
 # Sources whose fields are names and constants alone (a ComputedSource holds a function).
-_PLAIN_SOURCES = (LocalSource, GlobalSource, BuiltinSource, ClosureSource, AttrSource, ItemSource)
+_PLAIN_SOURCES = (LocalSource, GlobalSource, BuiltinSource, ClosureSource, AttrSource, ItemSource, DictItemSource)
 _CONTAINERS = {"tuple": tuple, "list": list, "set": set, "frozenset": frozenset}
 
 
@@ -79,7 +80,7 @@ def check_source(source) -> None:
     while step is not None:
         if type(step) not in _PLAIN_SOURCES:
             raise NotStored(f"a {type(step).__name__} in an output")
-        if type(step) is ItemSource and not is_constant(step.key):
+        if type(step) in (ItemSource, DictItemSource) and not is_constant(step.key):
             raise NotStored(f"{source}: an item key of type {type(step.key).__name__}")
         step = step.base
 

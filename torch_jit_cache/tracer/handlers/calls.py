@@ -57,7 +57,7 @@ def call_function_ex(tx, inst):
     if not isinstance(kwargs, DictVariable):
         unsupported("** of a non-dict")
     items = args.unpack(tx) if not isinstance(args, TupleVariable) else args.items
-    tx.push(tx.call(fn, list(items), dict(kwargs.items)))
+    tx.push(tx.call(fn, list(items), kwargs.mapping_items(tx)))
 
 
 # MAKE_FUNCTION's flags (3.11/3.12) and SET_FUNCTION_ATTRIBUTE's argument (3.13) name the same parts.

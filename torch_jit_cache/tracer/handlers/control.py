@@ -11,6 +11,7 @@ from ..variables.collections.iterators import iterate
 from ..variables.torch_objects.contexts import (AutocastVariable, GradModeVariable, InferenceModeVariable, context_object,
                                                 enter_user_context)
 from ..variables.torch_objects.dynamo_contexts import DynamoOnlyContextVariable
+from ..variables.torch_objects.saved_hooks_contexts import HooksDisabledVariable
 from ..variables.python_objects.generators import GeneratorVariable
 from ..variables.python_objects.new_object import NewObjectVariable
 from ..variables.base import unsupported
@@ -188,7 +189,8 @@ def before_with(tx, inst):
     # their exception path (PUSH_EXC_INFO, WITH_EXCEPT_START) is never reached while tracing: a
     # raise in the block is refused there (translator._handle).
     ctx = tx.pop()
-    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, DynamoOnlyContextVariable)):
+    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, DynamoOnlyContextVariable,
+                        HooksDisabledVariable)):
         exit_, entered = ctx.enter(tx)
     elif isinstance(ctx, (UserObjectVariable, NewObjectVariable)):
         exit_, entered = enter_user_context(tx, ctx)

@@ -16,6 +16,7 @@ through (variables/torch_objects/contexts.py `accepts_exception`).
 """
 from ..variables import ConstantVariable
 from ..variables.base import unsupported
+from ..variables.python_objects.caller_exception import caller_handles_none
 from ..variables.python_objects.classes import ClassVariable
 from ..variables.torch_objects.contexts import UserContextExitVariable
 from ..variables.python_objects.exceptions import (ExceptionVariable, HandledInfoVariable, TracebackVariable, exception_of,
@@ -29,6 +30,8 @@ HANDLERS, handler = make_registry()
 def raise_varargs(tx, inst):
     if inst.arg == 0:   # a bare `raise`: the exception being handled
         current = tx.output.handled_exception
+        if current is None and caller_handles_none(tx):   # no exception handled anywhere
+            raise traced_raise(ExceptionVariable(RuntimeError, [ConstantVariable("No active exception to reraise")]))
         if current is None:
             unsupported("a bare raise of an exception the trace did not catch")
         raise traced_raise(current, reraise=True)

@@ -108,6 +108,8 @@ class VariableTracker:
     # What `a is b` compares for two trackers of one family: their identity_object()s. Trackers of
     # different families, or of none, are not known to be the same object (operators.is_op).
     identity_family = None
+    # Slots named here are what the builtin that runs them does, whatever the type (protocol_builtin).
+    protocol_slots = frozenset()
     # python_type() is the object's exact type, pinned by a TYPE_MATCH guard where it was read: an
     # object of another type known to the trace is not it (operators.is_op).
     exact_type = False
@@ -281,7 +283,8 @@ def protocol_builtin(obj: "VariableTracker", name: str):
     except Unsupported:
         return None
     slot = getattr(cls, name, None) if is_static_type(cls) else None
-    return fn if isinstance(slot, (types.WrapperDescriptorType, types.MethodDescriptorType)) else None
+    return fn if isinstance(slot, (types.WrapperDescriptorType, types.MethodDescriptorType)) or \
+        name in obj.protocol_slots else None
 
 
 class MethodVariable(VariableTracker):

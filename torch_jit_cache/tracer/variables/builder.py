@@ -43,7 +43,7 @@ from .torch_objects import dynamo_contexts
 from .modules import builtin_module_methods, nn_module
 from . import constant
 from .collections import containers, deques, dicts, frame_iterators, namedtuples, ranges, sets
-from .torch_objects import contexts, numpy_tensors, numpy_values, symbolic, tensor
+from .torch_objects import contexts, grad_switches, numpy_tensors, numpy_values, saved_hooks_contexts, symbolic, tensor
 from .python_objects import (exceptions, functions, new_object, opaque, open_object, partials, regex_values, signatures,
                              user_object, weakrefs)
 from .builtin_functions import pure, state_readers
@@ -117,6 +117,9 @@ WRAP_RULES = (
     WrapRule("distributed", _always, lambda tx, v, s, g: wrap_distributed(tx, v, s, g.enabled)),
     WrapRule("built-in module method", _always, builtin_module_methods.wrap_builtin_module_method),
     WrapRule("dynamo-only context", lambda v, s: dynamo_contexts.is_dynamo_only(v), dynamo_contexts.wrap_dynamo_only),
+    WrapRule("grad-mode switch", lambda v, s: v is grad_switches.SET_GRAD_ENABLED, grad_switches.wrap_grad_switch),
+    WrapRule("saved tensors hooks disabled", lambda v, s: v is saved_hooks_contexts.DISABLE_SAVED_TENSORS_HOOKS,
+             saved_hooks_contexts.wrap_hooks_disable),
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
     WrapRule("inspect.signature", lambda v, s: v is inspect.signature, signatures.wrap_signature),
     # re.compile & co: run while tracing on constants (regex_values.py), else inlined

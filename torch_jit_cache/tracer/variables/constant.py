@@ -43,10 +43,11 @@ def is_stand_in(value) -> bool:
 
 
 def holds_stand_in(value) -> bool:
-    """`value`, or an item of a tuple/frozenset constant, is a trace-time class or function."""
+    """`value`, or an item of a tuple/frozenset constant, is a trace-time class or function, or an
+    instance of a trace-time class (a `class Tag(str)` made in the trace: scalar_subclasses.py)."""
     if isinstance(value, (tuple, frozenset)):
         return any(holds_stand_in(v) for v in value)
-    return is_stand_in(value)
+    return is_stand_in(value) or is_stand_in(type(value))
 
 
 # The fields of a type annotation's alias that typing.get_args / get_origin read. The C aliases
@@ -234,6 +235,8 @@ def wrap_not_implemented(tx, value, source, g):
 
 def wrap_scalar(tx, value, source, g):
     g(GuardKind.TYPE_MATCH, type(value))
+    if value is Ellipsis:   # the only instance of its type: TYPE_MATCH pins it (EQUALS_MATCH refuses it)
+        return ConstantVariable(value, source)
     if type(value) is complex:   # EQUALS_MATCH holds ints, floats, str, ...: a complex by its parts
         g(GuardKind.EQUALS_MATCH, value.real, AttrSource(source, "real"))
         g(GuardKind.EQUALS_MATCH, value.imag, AttrSource(source, "imag"))

@@ -31,9 +31,11 @@ from ..collections.dict_subclasses import build_defaultdict, build_ordered_dict
 from .builtins_identity import IDENTITY_HANDLERS
 from .builtins_paths import PATH_HANDLERS
 from .combinatorics import COMBINATORIC_HANDLERS
+from .container_text import container_repr
 from .copying import deepcopy
 from ..collections.counters import build_counter
 from ..collections.deques import build_deque
+from ..collections.list_subclasses import ListSubclassVariable
 from ..python_objects.exceptions import ExceptionVariable, constant_exception, traced_raise
 from ..python_objects.functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
 from ..python_objects.generators import GeneratorVariable
@@ -223,6 +225,8 @@ def _type(tx, args, kwargs):
         return args[0].cls_var
     if isinstance(args[0], TracedNamedTupleVariable):   # its class, which may not leave the trace
         return TracedNamedTupleClassVariable(args[0].cls)
+    if isinstance(args[0], ListSubclassVariable):   # its class's own tracker (list_subclasses.py)
+        return args[0].cls_var
     return ClassVariable(args[0].python_type())
 
 
@@ -295,6 +299,8 @@ def _text(fn, otherwise=_scalar):
             return ConstantVariable(fn(args[0].example()))
         if len(args) == 1 and not kwargs and isinstance(args[0], SetVariable):
             return ConstantVariable(args[0].text())   # in its own order (sets.py)
+        if len(args) == 1 and not kwargs and (text := container_repr(tx, args[0])) is not None:
+            return ConstantVariable(text)   # list, tuple and dict item by item (container_text.py)
         return otherwise(fn)(tx, args, kwargs)
     return handler
 

@@ -140,7 +140,7 @@ class _Copier:
             if x.cls in (None, tuple) and all(a is b for a, b in zip(items, x.items)):
                 return x   # a tuple of atomic values is its own copy
             return self._done(x, real, TupleVariable(items, fields=x.fields, cls=x.cls))
-        if type(x) is ListVariable:
+        if type(x) is ListVariable and x.cls is None:
             y = self._done(x, real, ListVariable([]))
             y.items = [self.copy(item) for item in x.items]
             return y

@@ -3,14 +3,22 @@
 A wrapper's cache is state eager keeps: each call counts a hit or a miss (`cache_info()`), and a
 miss runs the function and fills the cache. A trace that ran `__wrapped__` instead would leave the
 statistics and the cache as no eager run does (tests/python/test_trace_side_effects.py), so a call
-of a user's wrapper with arguments is a graph break at the call, which runs the wrapper as written.
+of a user's wrapper is either a read of its cache (below) or a graph break at the call, which
+runs the wrapper as written.
 
 Called without arguments (transformers' `is_torch_distributed_available()`), a wrapper's one
 cached value is what every call returns until `cache_clear()`: it is read through
 `G['f'].__call__()` as state_readers.py reads the interpreter's settings, a lookup of the cache at
 each guard check, and is a constant of the graph guarded by value. The body runs once per cache
 fill, as eager's calls run it (after a `cache_clear()` the next guard check runs it and sees the new
-value); the cache's hit count then counts guard checks instead of calls. (Tracing
+value); the cache's hit count then counts guard checks instead of calls. Called with immutable
+constant arguments (`is_torch_greater_or_equal("2.5", accept_dev=True)`), the same holds for the
+cache entry of those arguments, read through `call(G['f'], (args, kwargs))` (a CallSource), the
+wrapper pinned by identity so that no other function runs at guard time. The trace's call is the
+one eager makes for this call; a result that is not an immutable constant (a cached list eager
+code could change) is refused after it, and the call runs again as written (a hit eager does not
+count). Arguments that are not immutable constants (a tensor, a list) leave the call to run as
+written. (Tracing
 through `__wrapped__` where the call is pure would need the compiled code to call the wrapper
 again after the graph, as a replayed effect: not done.)
 
@@ -54,7 +62,28 @@ def call(tx, wrapper_var, args: list, kwargs: dict):
         return read_through_call(tx, wrapper_var.value, wrapper_var.source)
     if wrapper_var.source is not None and _typing_function(wrapper_var.value.__wrapped__):
         return _typing_subscription(tx, wrapper_var.value, args, kwargs)
-    unsupported(f"call of the lru_cache wrapper {name} (its cache statistics and contents are eager's)")
+    constants = _constant_arguments(args, kwargs)
+    if wrapper_var.source is not None and constants is not None:
+        tx.output.add_guard(wrapper_var.source, GuardKind.ID_MATCH, wrapper_var.value)
+        value = read_through_call(tx, wrapper_var.value, wrapper_var.source, *constants)
+        if not value.is_python_constant() or not _immutable(value.as_python_constant()):
+            # A cached object eager code could change (a list): the call runs as written.
+            unsupported(f"the lru_cache wrapper {name} returned a {value.python_type().__name__}, not an "
+                        "immutable constant")
+        return value
+    unsupported(f"call of the lru_cache wrapper {name} with arguments that are not constants (its cache "
+                "statistics and contents are eager's)")
+
+
+def _constant_arguments(args: list, kwargs: dict):
+    """(args, kwargs pairs) as values where every argument is an immutable constant, else None."""
+    if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+        return None
+    positional = tuple(v.as_python_constant() for v in args)
+    keywords = tuple((k, v.as_python_constant()) for k, v in kwargs.items())
+    if not all(_immutable(v) for v in [*positional, *(v for _, v in keywords)]):
+        return None
+    return positional, keywords
 
 
 def _typing_function(fn) -> bool:

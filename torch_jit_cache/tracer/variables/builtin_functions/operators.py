@@ -7,17 +7,15 @@ from __future__ import annotations
 import operator
 import types
 
-import torch
-
 from ....guard.attribute_lookup import MISSING, type_lookup
-from ....guard import process_lived
-from ....guard.trace_result import GuardKind
 from ..base import VariableTracker, provides, unsupported
+from .frame_identity import both_pinned, pinned_relation, process_lived_identity, types_apart
 from ..constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from ..collections.containers import BaseListVariable, ListVariable
 from ..collections.dicts import DictVariable, dict_equal
 from ..collections.iterators import IteratorVariable
 from ..collections.ranges import RangeVariable
+from .sequence_order import raise_order_refused, refuses_user_objects, sequence_order
 from ..torch_objects.numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from ..torch_objects import numpy_tensors
 from ..torch_objects.numpy_tensors import NumpyNdarrayVariable
@@ -75,11 +73,13 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         if same is not None:
             return same
     if isinstance(a, BaseListVariable):
+        if base == "+" and isinstance(b, BaseListVariable) and a.kind is not b.kind:
+            _refused_concatenation(tx, a, b)
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
             if symbol == "+=":
                 a.call_method(tx, "extend", [b], {})
                 return a
-            return type(a)(a.items + b.items)
+            return a.made_by_base(a.items + b.items)
         if symbol == "+=":  # list += any iterable extends in place
             a.call_method(tx, "extend", [b], {})
             return a
@@ -88,7 +88,7 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
                 a.mutating(tx)
                 a.items[:] = a.items * b.as_python_constant()
                 return a
-            return type(a)(a.items * b.as_python_constant())
+            return a.made_by_base(a.items * b.as_python_constant())
     if isinstance(a, SetVariable) or isinstance(b, SetVariable):
         refused_operator(symbol, a, b)   # raises where Python does, for an operand the set refuses
         if symbol in SET_OPERATORS:
@@ -120,9 +120,27 @@ def _tuple_kept(a, b, symbol: str):
     return None
 
 
+def _refused_concatenation(tx, a, b) -> None:
+    """`a + b` of a tuple and a list (either way round, subclasses of them included): the left
+    one's __add__ refuses the other kind and the right one has no __radd__, so Python raises its
+    TypeError, naming the right operand's class; raised in the trace. A class with an __add__ or
+    __radd__ of its own is left to the rest."""
+    kind, other = a.kind, b.python_type()
+    if type_lookup(a.python_type(), "__add__") is not vars(kind)["__add__"] or \
+            type_lookup(other, "__radd__") is not MISSING:
+        return
+    message = f'can only concatenate {kind.__name__} (not "{other.__name__}") to {kind.__name__}'
+    raise traced_raise(constant_exception(tx, TypeError(message)))
+
+
 @provides
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
+    if hasattr(a, "same_object") or hasattr(b, "same_object"):   # id() of a container the trace built
+        token, other = (a, b) if hasattr(a, "same_object") else (b, a)
+        if symbol not in ("==", "!="):
+            unsupported(f"comparison {symbol} of id() of an object built in the trace")
+        return ConstantVariable(token.same_object(other) == (symbol == "=="))
     if getattr(a, "caller_exception", False) or getattr(b, "caller_exception", False):
         # exceptions.CallerExceptionVariable: None or an exception, unknown to the trace.
         unsupported(f"comparison {symbol} between {a} and {b}: the exception the caller handles is unknown")
@@ -149,12 +167,18 @@ def compare_op(tx, symbol: str, a, b) -> VariableTracker:
         if a.is_python_constant() and b.is_python_constant():
             return _const_fold(tx, fn, a, b)
         unsupported(f"comparison {symbol} of a Counter with counts that are not constants")
+    if getattr(a, "own_comparison", False) or getattr(b, "own_comparison", False):
+        # a dict subclass object whose class writes its own __eq__ (a dataclass's)
+        unsupported(f"comparison {symbol} of {a} and {b}: a dict subclass with its own comparison")
     if symbol in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):
         equal = dict_equal(a, b)
         if equal is not None:
             return ConstantVariable(equal == (symbol == "=="))
     if a.is_python_constant() and b.is_python_constant():
         return _const_fold(tx, fn, a, b)
+    order = sequence_order(tx, symbol, a, b, compare_op, _item_equal) if symbol not in ("==", "!=") else None
+    if order is not None:
+        return order   # two lists or two tuples, item by item (sequence_order.py)
     if symbol in ("==", "!=") and _is_none(a) != _is_none(b):
         return ConstantVariable(symbol == "!=")
     if symbol in ("==", "!=") and (equal := container_equal(tx, a, b)) is not None:
@@ -166,24 +190,42 @@ def container_equal(tx, a, b):
     """`a == b` for two tuples, two lists or two dicts (exactly those classes, whose == compares
     items) holding trackers, as CPython compares them: lengths (keys), then item by item, each
     pair equal where it is one object or where its own `==` is true (a pair the trace cannot
-    compare breaks). None where `a` and `b` are not such a pair."""
-    kinds = {type(a) if isinstance(a, (BaseListVariable, DictVariable)) else None,
-             type(b) if isinstance(b, (BaseListVariable, DictVariable)) else None}
-    if None in kinds or len(kinds) != 1 or a.python_type() is not b.python_type() or \
-            a.python_type() not in (tuple, list, dict):
+    compare breaks). An item's `==` may change the containers: a list's lengths are read again at
+    each step and compared where one ran out (list_richcompare); a dict whose keys change while
+    compared breaks. None where `a` and `b` are not such a pair."""
+    kinds = {_compared_kind(a), _compared_kind(b)}
+    if None in kinds or len(kinds) != 1:
         return None
     if isinstance(a, DictVariable):
         if a.items.keys() != b.items.keys():
             return False
-        pairs = [(a.items[k], b.items[k]) for k in a.items]
-    else:
-        if len(a.items) != len(b.items):
-            return False
-        pairs = list(zip(a.items, b.items))
-    for x, y in pairs:
-        if not _item_equal(tx, x, y):
-            return False
-    return True
+        versions = (a.version, b.version)
+        for k in list(a.items):
+            if not _item_equal(tx, a.items[k], b.items[k]):
+                return False
+            if (a.version, b.version) != versions:
+                unsupported("a dict whose keys changed while it was compared with ==")
+        return True
+    if len(a.items) != len(b.items):
+        return False
+    i = 0
+    while i < len(a.items) and i < len(b.items):
+        if not _item_equal(tx, a.items[i], b.items[i]):
+            break
+        i += 1
+    return len(a.items) == len(b.items) if i >= len(a.items) or i >= len(b.items) else False
+
+
+def _compared_kind(v):
+    """tuple, list or dict where `v` is a tracker of exactly that class, or (for list) of a plain
+    subclass of it (list_subclasses.py: list's own ==, which compares any two lists), else None."""
+    if isinstance(v, DictVariable):
+        return dict if v.python_type() is dict else None
+    if isinstance(v, BaseListVariable) and v.python_type() in (tuple, list):
+        return v.python_type()
+    if isinstance(v, BaseListVariable) and v.kind is list and type_lookup(v.python_type(), "__eq__") is vars(list)["__eq__"]:
+        return list
+    return None
 
 
 def _item_equal(tx, x, y) -> bool:
@@ -299,13 +341,15 @@ def _user_compare(tx, symbol: str, a, b):
         if result is not None:
             return result
     if symbol not in ("==", "!="):
+        if all(_is_user_object(v) or refuses_user_objects(v) for v in (a, b)):
+            raise_order_refused(tx, symbol, a, b)   # every candidate answered NotImplemented
         unsupported(f"TypeError: comparison {symbol} between {a} and {b}")
     if a is b:
         same = True
     elif isinstance(a, ConstantVariable) or isinstance(b, ConstantVariable):
         same = False   # a user object is no None, number or string
     elif not (hasattr(a, "generic_getattr") or hasattr(b, "generic_getattr")):
-        same = _pinned_relation(tx, a, b)
+        same = pinned_relation(tx, a, b)
         if same is None:
             unsupported(f"identity of {a} and {b}, objects read from the frame")
     else:
@@ -356,79 +400,18 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = False  # a container, module, tensor or function is never None
     elif "exception" in (a.identity_family, b.identity_family):
         same = False  # an exception the trace made is known to it by that tracker alone
-    elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
+    elif types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
         same = False
-    elif type(a) is type(b) and isinstance(a, (SetVariable, ListVariable, DictVariable)) and None in (a.source, b.source):
+    elif any(isinstance(a, kind) and isinstance(b, kind) for kind in (SetVariable, ListVariable, DictVariable)) \
+            and None in (a.source, b.source):
         same = False   # two set, list or dict trackers, one made in the trace: a new object is no other
-    elif _both_pinned(tx, a, b):
+    elif both_pinned(tx, a, b):
         same = a.value is b.value
-    elif (same := _pinned_relation(tx, a, b)) is not None or (same := _against_process_lived(tx, a, b)) is not None:
+    elif (same := pinned_relation(tx, a, b)) is not None or (same := process_lived_identity(tx, a, b)) is not None:
         pass
     else:
         unsupported(f"identity test between {a} and {b}")
     return ConstantVariable(same != invert)
-
-
-def _both_pinned(tx, a, b) -> bool:
-    """Two objects read from the frame, of one exact type (`field.default is MISSING`): compared
-    as they are now, each pinned by identity (ID_MATCH, held weakly) so that the answer holds."""
-    if not (a.exact_type and b.exact_type and a.source is not None and b.source is not None):
-        return False
-    values = [getattr(v, "value", _NO_VALUE) for v in (a, b)]
-    if any(v is _NO_VALUE or type(v).__weakrefoffset__ == 0 for v in values):
-        return False
-    for v, value in zip((a, b), values):
-        tx.output.add_guard(v.source, GuardKind.ID_MATCH, value)
-    return True
-
-
-_NO_VALUE = object()
-
-
-def _against_process_lived(tx, a, b) -> bool | None:
-    """An object the trace knows (`int.__lt__`) against one read from the frame that lives for the
-    process (`object.__lt__`, a slot wrapper no weak reference can hold): compared now, the frame's
-    pinned by identity (held strongly: it never dies). None where that does not apply."""
-    for known, other in ((a, b), (b, a)):
-        if known.identity_family == "constant" and getattr(other, "holds_frame_object", False) and \
-                other.source is not None and process_lived.lives_for_the_process(other.value):
-            tx.output.add_guard(other.source, GuardKind.ID_MATCH, other.value)
-            return known.identity_object() is other.value
-    return None
-
-
-def _pinned_relation(tx, a, b) -> bool | None:
-    """Two objects read from the frame whose trackers hold the very objects their sources reach
-    (`holds_frame_object`: a sentinel `object()`, a __slots__ object, neither weakly referable):
-    whether they are one object now, pinned by an ALIAS_OF or DISTINCT_FROM guard on the two
-    sources, which holds neither. None where that does not apply."""
-    if not (getattr(a, "holds_frame_object", False) and getattr(b, "holds_frame_object", False)
-            and a.source is not None and b.source is not None):
-        return None
-    same = a.value is b.value
-    tx.output.side_effects.pin(a, same, b, f"identity test between {a} and {b}")
-    return same
-
-
-def _types_apart(a, b) -> bool:
-    """An object the trace knows (a constant, a class: `tp is Generic`, `x is MISSING`) against one
-    whose exact type the guards pin: objects of different types are different objects."""
-    for known, other in ((a, b), (b, a)):
-        if known.identity_family == "constant" and other.exact_type and other.source is not None:
-            return type(known.identity_object()) is not other.python_type()
-        if isinstance(known, TensorVariable) and other.exact_type and other.source is not None:
-            # a tensor against a sentinel `object()` (cached_property's `val is _NOT_FOUND`)
-            return not issubclass(other.python_type(), torch.Tensor)
-        if _made_function(known) and other.exact_type and other.source is not None:
-            # `getattr(cls, "__lt__") is not getattr(object, "__lt__")` (functools.total_ordering)
-            return other.python_type() is not types.FunctionType
-    return False
-
-
-def _made_function(v) -> bool:
-    """A function the trace made (a def or lambda run in it): an object of exactly the function type."""
-    return v.source is None and isinstance(getattr(v, "code", None), types.CodeType) and \
-        v.python_type() is types.FunctionType
 
 
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from ....guard.trace_result import GuardKind
-from ....guard.sources import MethodCallSource
+from ....guard.sources import CallSource, MethodCallSource
 from ..base import CallableVariable, unsupported
 
 # Each returns an int, float or str of the interpreter's settings, and reads nothing else.
@@ -46,10 +46,11 @@ class StateReaderVariable(CallableVariable):
         return f"StateReaderVariable({self.fn.__name__})"
 
 
-def read_through_call(tx, fn, fn_source):
-    """`fn()`'s value, read through `fn_source.__call__()` (MethodCallSource): a constant of the
-    trace, guarded by value where it is used, as the guards call `fn` again at each check."""
-    source = MethodCallSource(fn_source, "__call__")
+def read_through_call(tx, fn, fn_source, args: tuple = (), kwargs: tuple = ()):
+    """`fn(*args, **dict(kwargs))`'s value, read through `fn_source.__call__()` (MethodCallSource)
+    or, with arguments, `call(fn_source, (args, kwargs))` (CallSource): a constant of the trace,
+    guarded by value where it is used, as the guards call `fn` again at each check."""
+    source = CallSource(fn_source, args, kwargs) if args or kwargs else MethodCallSource(fn_source, "__call__")
     try:
         value = source.load_step(fn)
     except Exception as e:   # the frame runs as written and raises there, as Python does

@@ -119,6 +119,11 @@ class BaseListVariable(VariableTracker):
     def unpack(self, tx):
         return list(self.items)
 
+    def made_by_base(self, items):
+        """What the base type's own code makes of these items (a slice, `+`, `*`): a sequence of
+        this tracker's kind (list_subclasses.py: a plain list from a subclass's object)."""
+        return type(self)(items)
+
     def truthy(self, tx):
         return bool(self.items)
 
@@ -130,7 +135,7 @@ class BaseListVariable(VariableTracker):
     def getitem(self, tx, key):
         k = constant_index(key)
         if isinstance(k, slice) and k.step != 0:
-            return type(self)(self.items[k])
+            return self.made_by_base(self.items[k])
         if isinstance(k, int) and -len(self.items) <= k < len(self.items):
             return self.items[k]
         if isinstance(k, int) and self.kind in (list, tuple):   # the items are exact (guarded lengths)
@@ -383,12 +388,30 @@ def sort_order(tx, items: list, key, reverse, what: str) -> list:
 
 # -- what builder.py wraps a value read from the frame with (its WRAP_RULES) ----------------------
 def wrap_sequence(tx, value, source, g):
-    """A list, tuple, torch.Size or named tuple: its length guarded, each item wrapped."""
+    """A list, tuple, torch.Size or named tuple: its length guarded, each item wrapped.
+
+    A list that holds itself, directly or through others (`root[:] = [root, None]`), is reached
+    again while its items are wrapped: that item is the very tracker being made, pinned as the
+    same object (ALIAS_OF its source), so a list whose item later is another recompiles. A tuple
+    reached again so (through a list it holds) breaks."""
+    pending = tx.output.sequences_in_wrap   # id(sequence) -> its tracker (None: a tuple's), while wrapped
+    if id(value) in pending:
+        outer = pending[id(value)]
+        if outer is None or outer.source is None or source is None:
+            unsupported(f"a {type(value).__name__} that holds itself, read without a source for each place")
+        g(GuardKind.ALIAS_OF, outer.source)
+        return outer
     g(GuardKind.TYPE_MATCH, type(value))
     g(GuardKind.LENGTH, len(value))
-    items = [tx.wrap(v, ItemSource(source, i) if source is not None else None, g.enabled)
-             for i, v in enumerate(value)]
-    if isinstance(value, list):
-        return ListVariable(items, source)
+    made = ListVariable([], source) if isinstance(value, list) else None
+    pending[id(value)] = made
+    try:
+        items = [tx.wrap(v, ItemSource(source, i) if source is not None else None, g.enabled)
+                 for i, v in enumerate(value)]
+    finally:
+        del pending[id(value)]
+    if made is not None:
+        made.items = items
+        return made
     return TupleVariable(items, source, fields=list(getattr(type(value), "_fields", ())) or None,
                          cls=type(value))

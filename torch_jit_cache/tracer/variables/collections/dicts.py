@@ -66,6 +66,11 @@ class DictVariable(VariableTracker):
         """Whether bool() of it is its length (a dict itself; dict_subclasses.py says for its own)."""
         return self.python_type() is dict
 
+    def mapping_items(self, tx) -> dict:
+        """What reading it as a mapping gives (`dict(d)`, `x.update(d)`, `{**d}`, `f(**d)`): its
+        items (an OrderedDict subclass whose class reads them its own way says otherwise)."""
+        return dict(self.items)
+
     def getitem(self, tx, key):
         k = key.dict_key(tx)
         if k not in self.items:
@@ -116,7 +121,7 @@ class DictVariable(VariableTracker):
                 raise_stand_in_error(tx, dict, tuple(self.items), name, args, kwargs, "dict.update from a non-dict")
             # From a dict, or from a list or tuple of (key, value) pairs (dict_items: each pair
             # unpacked as dict.update does; a pair of another length breaks).
-            new = dict(other.items) if isinstance(other, DictVariable) else dict_items(tx, [other], {}) \
+            new = other.mapping_items(tx) if isinstance(other, DictVariable) else dict_items(tx, [other], {}) \
                 if other is not None else {}
             new.update(kwargs)
             self.mutating(tx, keys_change=not new.keys() <= self.items.keys())
@@ -161,7 +166,7 @@ class DictVariable(VariableTracker):
         raises its error in the trace (read from the same update on a stand-in)."""
         if not in_place:
             if isinstance(other, DictVariable):
-                return DictVariable({**self.items, **other.items})
+                return DictVariable({**self.items, **other.mapping_items(tx)})
             if other.is_python_constant() or isinstance(other, BaseListVariable):
                 return ConstantVariable(NotImplemented)
             unsupported(f"dict.__or__ of {other}")
@@ -212,7 +217,7 @@ def dict_items(tx, args, kwargs) -> dict:
     items = {}
     if args:
         if isinstance(args[0], DictVariable):
-            items.update(args[0].items)
+            items.update(args[0].mapping_items(tx))
         else:
             for pair in args[0].unpack(tx):
                 kv = pair.unpack(tx)

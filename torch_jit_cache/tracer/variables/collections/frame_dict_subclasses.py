@@ -2,7 +2,8 @@
 the trace may change (the subclass objects the trace builds are dict_subclasses.py's).
 
 Which objects: the class passes dict_subclass_refusal (Python functions only; of the special
-methods only __init__, __setitem__, __delitem__ and __post_init__), derives from dict itself (not
+methods only __init__, __setitem__, __delitem__ and __post_init__), has no __setattr__ or
+comparison of its own, derives from dict itself (not
 OrderedDict, whose order lives outside the dict), keeps dict's own __getitem__ (the guards read
 each value through `d[k]`), and every key is a constant the guards may hold. Anything else stays
 user_object.DictSubclassVariable, which reads and never writes.
@@ -20,14 +21,14 @@ with the other side effects. The object itself is what the caller gets back (its
 """
 from __future__ import annotations
 
-from ....guard.attribute_lookup import Where, instance_dict, lookup
+from ....guard.attribute_lookup import Where, instance_dict, lookup, type_lookup
 from ....guard.sources import AttrSource, ItemSource
 from ....guard.trace_result import GuardKind
 from ..python_objects.attribute import read_attribute, store_attribute
 from ..base import unsupported
 from .containers import is_key_constant, reloaded
 from .dict_subclass_reads import keeps_dicts
-from .dict_subclasses import BuiltDictSubclassVariable, dict_subclass_refusal
+from .dict_subclasses import BuiltDictSubclassVariable, dict_subclass_refusal, own_comparison
 
 
 def traced_as_dict(value) -> bool:
@@ -35,6 +36,8 @@ def traced_as_dict(value) -> bool:
     cls = type(value)
     if not isinstance(value, dict) or cls is dict or dict_subclass_refusal(cls) is not None:
         return False
+    if type_lookup(cls, "__setattr__") is not vars(object)["__setattr__"] or own_comparison(cls):
+        return False   # stores and == here are the model's own (see above)
     builtin = next(klass for klass in cls.__mro__ if not klass.__flags__ & (1 << 9))
     return builtin is dict and keeps_dicts(cls, "__getitem__") and all(is_key_constant(k) for k in dict.keys(value))
 

@@ -71,12 +71,27 @@ def build_module(tx, cls_var, args, kwargs):
     return BuiltModuleVariable(m, cls_var.source, init_kwargs)
 
 
+# What an instance of a class built in the trace must find torch's own: making it runs torch's code
+# alone, and reading it is nn.Module's protocol.
+_TORCH_MADE = ("__init__", "__new__", "__getattribute__", "__getattr__", "__setattr__", "__delattr__")
+
+
+def _torch_made(cls, name: str) -> bool:
+    """Whether the class that gives `cls` its `name` is object or one of torch.nn's layer library."""
+    owner = next(klass for klass in cls.__mro__ if name in vars(klass))
+    return owner is object or owner.__module__.startswith("torch.nn.modules.")
+
+
 def _inlinable_class(cls) -> bool:
-    """A torch.nn module class whose own Python forward is inlined when built in the trace: one of
-    torch.nn's layer library (not a container, not one called opaquely), nn.Module's __call__, a
-    plain forward."""
-    if not isinstance(cls, type) or not issubclass(cls, nn.Module) or \
-            not cls.__module__.startswith("torch.nn.modules.") or builtin_opaque_reason(cls) is not None:
+    """A module class whose own Python forward is inlined when built in the trace: one of torch.nn's
+    layer library (not a container, not one called opaquely), or a subclass of one, or of nn.Module,
+    that writes no __init__, __new__ or attribute hook of its own (transformers'
+    `SiLUActivation`: only a forward), so that building it for real at trace time runs torch's
+    code alone; nn.Module's __call__; a plain forward."""
+    if not isinstance(cls, type) or not issubclass(cls, nn.Module) or type(cls) is not type or \
+            builtin_opaque_reason(cls) is not None:
+        return False
+    if not all(_torch_made(cls, name) for name in _TORCH_MADE):
         return False
     if issubclass(cls, (nn.Sequential, nn.ModuleList, nn.ModuleDict)) or cls.__call__ is not nn.Module.__call__:
         return False

@@ -13,6 +13,7 @@ from torch import nn
 from ....guard.trace_result import GuardKind
 from ..base import CallableVariable, unsupported
 from ..python_objects.functions import UserFunctionVariable
+from .built_modules import BuiltModuleVariable
 from .nn_module import LEAF_ARITY, LEAF_MODULES, LeafSettings, NNModuleVariable, builtin_forward_refusal
 
 
@@ -48,6 +49,10 @@ class BuiltinModuleMethodVariable(CallableVariable):
     def call_function(self, tx, args, kwargs):
         cls, name = self.owner, self.fn.__name__
         leaf = LEAF_MODULES.get(cls) if name == "forward" else None
+        if args and isinstance(args[0], BuiltModuleVariable) and isinstance(args[0].module, cls):
+            # A module built in the trace (no parameters, settings only): the function inlined, its
+            # `self.setting` reads answered by the built module.
+            return tx.call(UserFunctionVariable(self.fn, self.source), args, kwargs)
         if not args or not isinstance(args[0], NNModuleVariable) or not isinstance(args[0].module, cls):
             unsupported(f"{cls.__name__}.{name} called with {args[0] if args else 'no arguments'}")
         if leaf is None:

@@ -45,6 +45,7 @@ from ..constant import STAND_INS, ConstantVariable, is_constant_value
 from .exceptions import ExceptionVariable, modelled_class
 from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVariable, UserMethodVariable
 from ..collections.dict_subclasses import construct as construct_dict, dict_subclass_refusal
+from ..collections.list_subclasses import construct as construct_list, plain_list_subclass
 from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
 from .scalar_subclasses import SCALAR_BASES, construct as construct_scalar, plain_scalar_base
@@ -102,12 +103,12 @@ def _set_name(tx, descriptor, cls_var, key: str) -> None:
 
 
 def _builtin_base(base):
-    """`dict` named as a base (the builtin's tracker) as a class tracker: its objects are dicts of
-    the class (dict_subclasses.py), where the class passes dict_subclass_refusal; int, float,
-    complex, str and bytes likewise: a plain subclass's objects are constants of it
-    (scalar_subclasses.py)."""
+    """`dict`, `list`, `int`, `float`, `complex`, `str` or `bytes` named as a base (the builtin's
+    tracker) as a class tracker: its objects are dicts of the class (dict_subclasses.py), where the
+    class passes dict_subclass_refusal, lists of a plain subclass (list_subclasses.py), or constants
+    of a plain scalar subclass (scalar_subclasses.py), none of which leaves the trace."""
     fn = getattr(base, "fn", None)
-    if (fn is dict or fn in SCALAR_BASES) and not isinstance(base, ClassVariable):
+    if any(fn is kind for kind in (dict, list, *SCALAR_BASES)) and not isinstance(base, ClassVariable):
         return ClassVariable(fn)
     return base
 
@@ -120,7 +121,8 @@ def _check_base(base) -> None:
         unsupported(f"class statement with base {cls.__name__}, whose metaclass is {type(cls).__name__}")
     if type_lookup(cls, "__init_subclass__") is not vars(object)["__init_subclass__"]:
         unsupported(f"class statement with base {cls.__name__}, which defines __init_subclass__")
-    if not isinstance(base, TracedClassVariable) and base.source is None and cls not in (object, dict, *SCALAR_BASES):
+    if not isinstance(base, TracedClassVariable) and base.source is None and \
+            not any(cls is kind for kind in (object, dict, list, *SCALAR_BASES)):
         unsupported(f"class statement with base {cls.__name__}, which has no source")
 
 
@@ -236,10 +238,12 @@ class TracedClassVariable(UserClassVariable):
             # A dict of the class (dict_subclasses.py), which refuses to be rebuilt after the
             # graph, as its class does (reconstruct).
             return construct_dict(tx, self, args, kwargs)
+        if plain_list_subclass(self.value):   # a list of the class (list_subclasses.py), kept in the trace
+            return construct_list(tx, self, args, kwargs)
+        if plain_scalar_base(self.value) is not None:   # `class Tag(str): pass`: a constant of the class
+            return construct_scalar(tx, self.value, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
-        if plain_scalar_base(self.value) is not None:   # `class Digits(int): pass`: a constant of it
-            return construct_scalar(tx, self.value, args, kwargs)
         why = refusal(self.value, slots=True)   # slots: NewObjectVariable.slots
         if why is not None:
             unsupported(f"construction of {self.value.__qualname__} in the trace: {why}")

@@ -358,6 +358,8 @@ class SuperVariable(VariableTracker):
             class_source = type_source(self.obj.source, objtype)
         elif cls_var is not None and cls_var.source is not None:
             class_source = cls_var.source
+        elif getattr(self.obj, "cls_source", None) is not None:   # a module built in the trace
+            class_source = self.obj.cls_source
         else:
             class_source = None
         if self.cls not in mro or class_source is None:
@@ -392,7 +394,8 @@ class SuperVariable(VariableTracker):
             return _ModuleCall(self.obj)
         if name == "__getattr__" and raw is torch.nn.Module.__getattr__ and hasattr(self.obj, "_module_getattr"):
             return _ModuleGetattr(self.obj)   # from a module class's own __getattr__
-        if isinstance(raw, types.FunctionType) and hasattr(self.obj, "module_call") and \
+        module = hasattr(self.obj, "module_call") or hasattr(self.obj, "cls_source")   # built in the trace
+        if isinstance(raw, types.FunctionType) and module and \
                 issubclass(mro[i], torch.nn.Module) and mro[i].__module__.startswith("torch.nn"):
             # super().forward(x) in a subclass of nn.Embedding, nn.Linear, ...: the built-in
             # class's function, read through its place in the MRO (builder.py makes it

@@ -31,6 +31,9 @@ def _class_of(v):
         return v.cls, v.cls_var.source
     if isinstance(v, UserObjectVariable) and v.source is not None:
         return type(v.value), AttrSource(v.source, "__class__")
+    cls_var = getattr(v, "user_class_var", None)
+    if cls_var is not None and cls_var.source is not None:   # a dict subclass object built in the trace
+        return v.python_type(), cls_var.source
     unsupported(f"dataclasses.fields() of {v}")
 
 

@@ -28,6 +28,7 @@ from ....guard.trace_result import CallOutput, ConstantOutput, GuardKind, Source
 from ....guard.trace_result import Unsupported
 from ..base import TRACED_RAISES, TracedRaise, VariableTracker, provides, unsupported
 from ..constant import ConstantVariable
+from .caller_exception import caller_handles_none
 from ..collections.containers import TupleVariable
 
 __all__ = ["ExceptionVariable", "HandledInfoVariable", "TracedException", "TracebackVariable",
@@ -131,6 +132,8 @@ class ExceptionVariable(VariableTracker):
         if name == "__class__" and (self.cls_source is not None or self.cls_var is not None):
             return self.class_tracker(tx)   # type(e) serves every class
         if name == "__context__":
+            if self.context is UNKNOWN_CONTEXT and caller_handles_none(tx):
+                return ConstantVariable(None)
             if self.context is UNKNOWN_CONTEXT:
                 unsupported(f"__context__ of a {self.cls.__name__} raised outside any except block of the "
                             "trace (the exception the caller handled is not known to it)")
@@ -281,6 +284,8 @@ class HandledExceptionFunction(VariableTracker):
         if args or kwargs:
             unsupported(f"{self.fn.__name__}() with arguments")
         exc = tx.output.handled_exception
+        if exc is None and caller_handles_none(tx):
+            return ConstantVariable(None) if self.fn is sys.exception else TupleVariable([ConstantVariable(None)] * 3)
         if exc is None:
             # One tracker per part and trace: `sys.exception() is sys.exception()` holds.
             if getattr(tx.output, "caller_exception", None) is None:

@@ -22,6 +22,10 @@ type: the Parameter and Buffer metaclasses (True also for a tensor flagged `_is_
 torch.autograd's Variable (any tensor) and torch.Generator's (type's check, or an export fake
 object, which is refused). Traced instead, each would run torch's code for a common test.
 `super().__instancecheck__(obj)` in a metaclass's own check reaches type's: TypeCheckVariable.
+
+The second argument may also be an object that is no class whose type has a check of its own
+(`isinstance(m, typing.Mapping)`: typing's _SpecialGenericAlias asks `issubclass(type(m),
+collections.abc.Mapping)`): that check is traced the same way (_object_check).
 """
 from __future__ import annotations
 
@@ -69,9 +73,17 @@ KNOWN_CHECKS = _known_checks()
 _OBJECT_CLASS = vars(object)["__class__"]
 
 
+# The class of a (tracker, class) pair whose tracker is an object the trace holds, not a constant.
+_AN_OBJECT = object()
+
+
 def _class_items(cls_var) -> list:
     """The (tracker, class) pairs of isinstance's second argument: one class, or a tuple of them
-    (nested tuples flattened, as Python does)."""
+    (nested tuples flattened, as Python does); an object that is no constant is (tracker, _AN_OBJECT)."""
+    if isinstance(cls_var, TupleVariable):
+        return [pair for item in cls_var.items for pair in _class_items(item)]
+    if not cls_var.is_python_constant():
+        return [(cls_var, _AN_OBJECT)]
     value = cls_var.as_python_constant()
     if isinstance(value, types.UnionType):   # int | str
         return [pair for v in value.__args__ for pair in _class_items(ConstantVariable(v))]
@@ -85,11 +97,23 @@ def _traced_check(tx, cls_var, cls, check, name: str, arg) -> bool:
     """type(cls).<name>(cls, arg), traced as the Python function it is."""
     if cls_var.source is None:
         unsupported(f"{type(cls).__name__}.{name} of a class that has no source")
+    if cls is _AN_OBJECT:
+        cls = cls_var
     fn = tx.wrap(check, AttrSource(AttrSource(cls_var.source, "__class__"), name))
     result = tx.call(fn, [cls_var, arg], {})
     if not result.is_python_constant():
         unsupported(f"{type(cls).__name__}.{name} returned {result}, not a constant")
     return bool(result.as_python_constant())   # Python takes the truth of what it returns
+
+
+def _object_check(tx, cls_var, name: str, arg) -> bool:
+    """isinstance / issubclass against an object that is no class (`typing.Mapping`, a
+    _SpecialGenericAlias): Python calls its type's `name`; one written in Python is traced (it reads
+    the object through its source, guarded), one in C, or none (a TypeError), breaks."""
+    check = type_lookup(cls_var.python_type(), name)
+    if not isinstance(check, types.FunctionType):
+        unsupported(f"{name} of {cls_var}: not a class, and its type has no Python {name}")
+    return _traced_check(tx, cls_var, _AN_OBJECT, check, name, arg)
 
 
 def isinstance_(tx, args, kwargs):
@@ -104,6 +128,10 @@ def isinstance_(tx, args, kwargs):
     for cls_var, cls in _class_items(cls_arg):
         if t is cls:   # CPython's exact-type shortcut, before any __instancecheck__
             return ConstantVariable(True)
+        if cls is _AN_OBJECT:
+            if _object_check(tx, cls_var, "__instancecheck__", obj):
+                return ConstantVariable(True)
+            continue
         if not isinstance(cls, type):
             unsupported(f"isinstance(..., {cls!r}): not a class")
         check = type_lookup(type(cls), "__instancecheck__")
@@ -131,6 +159,10 @@ def issubclass_(tx, args, kwargs):
     if not isinstance(sub, type):
         unsupported(f"issubclass({sub_var}, ...) on a value that is not a class")
     for cls_var, cls in _class_items(cls_arg):
+        if cls is _AN_OBJECT:
+            if _object_check(tx, cls_var, "__subclasscheck__", sub_var):
+                return ConstantVariable(True)
+            continue
         if not isinstance(cls, type):
             unsupported(f"issubclass(..., {cls!r}): not a class")
         check = type_lookup(type(cls), "__subclasscheck__")

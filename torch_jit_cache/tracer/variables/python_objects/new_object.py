@@ -51,6 +51,8 @@ from ..base import TracedAttributeError, VariableTracker, traced, unsupported
 from .classes import ClassVariable, enum_lookup_class
 from ..constant import ConstantVariable
 from ..collections.dict_subclasses import construct as construct_dict, dict_subclass_refusal
+from ..collections.list_subclasses import construct as construct_list, plain_list_subclass
+from ..modules.built_modules import build_module
 from ..collections.namedtuples import construct_namedtuple, is_namedtuple_class, plain_namedtuple_subclass
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
@@ -173,8 +175,13 @@ class UserClassVariable(ClassVariable):
             return construct_set(tx, self, args, kwargs)
         if dict_subclass_refusal(cls) is None and self.can_build():   # a dict tracker of that class
             return construct_dict(tx, self, args, kwargs)
+        if plain_list_subclass(cls) and self.can_build():   # a list tracker of that class
+            return construct_list(tx, self, args, kwargs)
         if plain_scalar_base(cls) is not None:   # `class Digits(int): pass`: a constant of its class
             return construct_scalar(tx, cls, args, kwargs)
+        built = build_module(tx, self, args, kwargs)   # a module made by torch's code alone (built_modules.py)
+        if built is not None:
+            return built
         through_meta = metaclass_call(cls)
         if through_meta is not None:
             return self._call_through_metaclass(tx, through_meta, args, kwargs)

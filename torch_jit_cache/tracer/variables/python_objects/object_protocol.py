@@ -194,9 +194,13 @@ class InstanceDictView(VariableTracker):
         return SourceOutput(self.source)
 
     def _key(self, key) -> str:
-        if not key.is_python_constant() or type(key.as_python_constant()) is not str:
+        # A str, or one of a str subclass that keeps str's hash and == (it finds what the str finds).
+        value = key.as_python_constant() if key.is_python_constant() else None
+        if not isinstance(value, str) or type(value) is not str and (
+                type_lookup(type(value), "__hash__") is not vars(str)["__hash__"] or
+                type_lookup(type(value), "__eq__") is not vars(str)["__eq__"]):
             unsupported(f"a key of {self} that is not a constant str")
-        return key.as_python_constant()
+        return str.__str__(value)
 
     def read(self, tx, key):
         """(found, value tracker or None) for `obj.__dict__[key]`, guarded on what was read."""

@@ -14,7 +14,9 @@ DictSubclassVariable: an instance of a user subclass of dict (transformers' _Can
 whose Python `get` calls `super().get(str(model.__class__))`). Its Python methods are inlined as
 above; dict's own get/__getitem__/__contains__, reached directly or through super(), read the
 underlying dict, guarded on what was read: a key found is guarded through its value
-(`G['R']['k']`, which fails when the key goes), a key not found by the dict's keys (DICT_KEYS:
+(`G['R']['k']`, which fails when the key goes; `dict.__getitem__(G['R'], 'k')` where the class
+writes its own __getitem__, which a guard must not run: transformers' ACT2FN builds a module on
+each read), a key not found by the dict's keys (DICT_KEYS:
 stricter than the key's absence, since the guard tree has no leaf for absence alone).
 
 EnvironVariable: os.environ. Its `get`, `[]` and `in` with a str key are constants of the trace,
@@ -38,7 +40,7 @@ import torch
 
 from ....guard.attribute_lookup import MISSING, Where, instance_dict, lookup, type_lookup
 from ....guard.process_lived import holdable_key
-from ....guard.sources import AttrSource, ItemSource
+from ....guard.sources import AttrSource, DictItemSource, ItemSource
 from ....guard.trace_result import GuardKind, SourceOutput
 from ..collections import dict_subclass_reads
 from ..builtin_functions import lru_cache_calls, polyfills
@@ -428,10 +430,9 @@ class DictSubclassVariable(UserObjectVariable):
             unsupported(f"a key of {self} that is not a str or int constant")
         k, d = key.as_python_constant(), self.value
         if dict.__contains__(d, k):
-            if type_lookup(type(d), "__getitem__") is not vars(dict)["__getitem__"]:
-                # The guard reads `d[k]`, which would run the class's own __getitem__.
-                unsupported(f"dict read of {self}: its class defines __getitem__")
-            return True, tx.wrap(dict.__getitem__(d, k), ItemSource(self.source, k))
+            # A class's own __getitem__ is not what `d[k]` in a guard may run: dict's is read.
+            own = type_lookup(type(d), "__getitem__") is vars(dict)["__getitem__"]
+            return True, tx.wrap(dict.__getitem__(d, k), (ItemSource if own else DictItemSource)(self.source, k))
         if not all(type(x) in (str, int) for x in dict.keys(d)):
             unsupported(f"a missing key of {self}, whose keys are not all str or int")
         tx.output.add_guard(self.source, GuardKind.DICT_KEYS, tuple(dict.keys(d)))

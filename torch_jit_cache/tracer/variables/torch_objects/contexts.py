@@ -79,10 +79,12 @@ from ..constant import ConstantVariable
 from .dynamo_contexts import DynamoOnlyExitVariable
 from ..python_objects.generators import GeneratorVariable
 from .grad_decorators import GradModeDecoratedVariable
+from .grad_switches import SetGradEnabledVariable, frame_set_grad_enabled, make_set_grad_enabled
 
 # The classes the tracer enters, and how each finds its mode from the arguments it was made with.
-# set_grad_enabled sets the mode when it is made, not when it is entered: it is followed only where
-# BEFORE_WITH comes right after it (GradModeClassVariable), where the two are the same.
+# set_grad_enabled sets the mode when it is made, not when it is entered: where BEFORE_WITH comes
+# right after it the two are the same (GradModeClassVariable); made as a value it is
+# grad_switches.SetGradEnabledVariable.
 GRAD_MODE_CLASSES = {
     torch.no_grad: lambda: False,
     torch.enable_grad: lambda: True,
@@ -160,9 +162,8 @@ class GradModeClassVariable(VariableTracker):
         if type(mode) is not bool:
             unsupported(f"{self.cls.__name__}({mode!r}): the mode is not a bool")
         if self.cls is torch.set_grad_enabled and tx.next_op() != "BEFORE_WITH":
-            # Called as a function it changes the mode for the rest of the frame and beyond: the
-            # call runs as bytecode (a graph break), never as a block the trace would close.
-            unsupported("torch.set_grad_enabled outside a with statement (it sets the mode when made)")
+            # Made as a value, it switches the mode for the rest of the frame (grad_switches.py).
+            return make_set_grad_enabled(tx, mode)
         return GradModeVariable(self.cls, mode)
 
     def reconstruct(self, outputs):
@@ -184,11 +185,12 @@ class RefusedContextClass(VariableTracker):
 
 
 class GradModeVariable(VariableTracker):
-    """A grad-mode context manager made by the trace, not entered yet."""
+    """A grad-mode context manager made by the trace, not entered yet; `prev`: the mode its exit
+    restores, None for the mode found on entering it (a set_grad_enabled object's is its own)."""
 
-    def __init__(self, cls, mode: bool):
+    def __init__(self, cls, mode: bool, prev=None):
         super().__init__(None)
-        self.cls, self.mode = cls, mode
+        self.cls, self.mode, self.prev = cls, mode, prev
 
     def python_type(self):
         return self.cls
@@ -201,7 +203,7 @@ class GradModeVariable(VariableTracker):
 
     def enter(self, tx):
         """BEFORE_WITH: (what it leaves below: the exit, what `as` binds: None)."""
-        prev = tx.output.grad_mode
+        prev = tx.output.grad_mode if self.prev is None else self.prev
         tx.output.set_grad_mode(self.mode)
         return GradModeExitVariable(self.mode, prev), ConstantVariable(None)
 
@@ -480,7 +482,12 @@ def context_object(tx, ctx):
     torch callable (made by a call the tracer ran, such as the `ctx_factory()` that
     `@torch.inference_mode()`'s wrapper calls, or read from the frame), or None. Its mode is read
     where it lives: an object with a source is guarded by its `mode` attribute."""
+    if isinstance(ctx, SetGradEnabledVariable):
+        return GradModeVariable(torch.set_grad_enabled, ctx.mode, ctx.prev)
     value = getattr(ctx, "fn", None)
+    if type(value) is torch.set_grad_enabled:
+        ctx = frame_set_grad_enabled(tx, ctx, value)
+        return GradModeVariable(torch.set_grad_enabled, ctx.mode, ctx.prev)
     if type(value) in (torch.no_grad, torch.enable_grad):
         return GradModeVariable(type(value), type(value) is torch.enable_grad)
     if type(value) is torch.inference_mode:
@@ -513,7 +520,8 @@ def refuse_autocast_object(value) -> None:
 # The context classes whose decorator the tracer follows, with the `clone` their decorator calls
 # per call (a subclass may enter differently; set_grad_enabled's clone carries a mode it is made with).
 _DECORATOR_CLONES = {torch.no_grad: _CLONE, torch.enable_grad: _CLONE,
-                     torch.inference_mode: torch.inference_mode.clone}
+                     torch.inference_mode: torch.inference_mode.clone,
+                     torch.set_grad_enabled: torch.set_grad_enabled.clone}
 
 
 def decorated_grad_mode(fn):
@@ -546,17 +554,19 @@ def call_decorated(tx, wrapper, cls, index: int, factory_index: int, args, kwarg
     closure = AttrSource(wrapper.source, "__closure__")
     cell = AttrSource(ItemSource(closure, index), "cell_contents")
     inner = tx.wrap(wrapper.fn.__closure__[index].cell_contents, cell)
-    if cls is torch.inference_mode:
+    mode = None
+    if cls in (torch.inference_mode, torch.set_grad_enabled):   # the mode is the object's attribute
         ctx_source = AttrSource(AttrSource(ItemSource(closure, factory_index), "cell_contents"), "__self__")
         mode = tx.wrap(wrapper.fn.__closure__[factory_index].cell_contents.__self__.mode, AttrSource(ctx_source, "mode"))
         if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
-            unsupported("@torch.inference_mode with a mode that is not a bool")
+            unsupported(f"@torch.{cls.__name__} with a mode that is not a bool")
+    if cls is torch.inference_mode:
         block = tx.output.enter_inference_mode(mode.as_python_constant())
         result = tx.call(inner, args, kwargs)
         tx.output.exit_inference_mode(block)
         return result
     prev = tx.output.grad_mode
-    tx.output.set_grad_mode(GRAD_MODE_CLASSES[cls]())
+    tx.output.set_grad_mode(GRAD_MODE_CLASSES[cls]() if mode is None else mode.as_python_constant())
     result = tx.call(inner, args, kwargs)
     tx.output.set_grad_mode(prev)
     return result

@@ -15,17 +15,18 @@ from ....guard.trace_result import CallOutput, ConstantOutput
 from ..base import VariableTracker
 
 
-def decorate(cls, fn):
-    """`cls()(fn)`: the function torch's grad-mode decorator makes, made again after the graph."""
-    return cls()(fn)
+def decorate(cls, fn, args=()):
+    """`cls(*args)(fn)`: the function torch's grad-mode decorator makes, made again after the graph
+    (`torch.set_grad_enabled(mode)(fn)` switches the mode and back: no change)."""
+    return cls(*args)(fn)
 
 
 class GradModeDecoratedVariable(VariableTracker):
-    """`cls()(fn)` made in the trace: `fn` (a tracker) called with grad mode `mode`."""
+    """`cls(*args)(fn)` made in the trace: `fn` (a tracker) called with grad mode `mode`."""
 
-    def __init__(self, cls, mode: bool, fn):
+    def __init__(self, cls, mode: bool, fn, args: tuple = ()):
         super().__init__(None)
-        self.cls, self.mode, self.fn = cls, mode, fn
+        self.cls, self.mode, self.fn, self.args = cls, mode, fn, args
 
     def python_type(self):
         return types.FunctionType
@@ -38,8 +39,9 @@ class GradModeDecoratedVariable(VariableTracker):
         return result
 
     def reconstruct(self, outputs):
-        return outputs.once(self, lambda: CallOutput(ConstantOutput(decorate), ("cls", "fn"),
-                                                     (ConstantOutput(self.cls), outputs.rebuild(self.fn))))
+        return outputs.once(self, lambda: CallOutput(ConstantOutput(decorate), ("cls", "fn", "args"),
+                                                     (ConstantOutput(self.cls), outputs.rebuild(self.fn),
+                                                      ConstantOutput(self.args))))
 
     def __repr__(self):
         return f"GradModeDecoratedVariable({self.cls.__name__}, {self.fn!r})"

@@ -5,12 +5,23 @@ op's node as a side effect and pins attribute tensors it writes by identity).
   a custom op whose schema returns `()` return None); reads of them later in the graph see what it
   wrote.
 - F.batch_norm with training=True updates its running statistics in place.
+
+And the reverse: torch helpers whose None result is a value, not a sign of an effect
+(NONE_IS_A_VALUE): call_op otherwise takes a torch function that returns None for one that acts
+on something outside the graph, and breaks there.
 """
 from __future__ import annotations
 
 import torch
 
 from ..constant import ConstantVariable
+
+
+# torch.nn.functional's mask helpers, which nn.MultiheadAttention and the nn.Transformer layers
+# call on every forward: `_canonical_mask(None, ...)` has no mask to convert, `_none_or_dtype(None)`
+# no dtype to read. Both only read their arguments (or raise) and return a value.
+NONE_IS_A_VALUE = frozenset(getattr(torch.nn.functional, name) for name in ("_canonical_mask", "_none_or_dtype")
+                            if hasattr(torch.nn.functional, name))
 
 
 def out_tensors(out) -> list:

@@ -27,9 +27,9 @@ from ....frontend.trace_rules import functorch_transform, torch_callable_effect
 from ...output_graph import mark_side_effect
 from ..base import CallableVariable, MethodVariable, VariableTracker, provided, unsupported
 from ..constant import ConstantVariable
-from .op_writes import out_tensors, running_stats
+from .op_writes import NONE_IS_A_VALUE, out_tensors, running_stats
 from ..collections.containers import ListVariable, TupleVariable
-from . import tensor_attributes
+from . import tensor_attributes, traced_backward
 from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
 from .symbolic import SymNodeVariable, as_int, is_symbolic, wrap_symbolic
 from .value_sizes import Capture, judge_subscript, refusing_value_sizes, subscript_example
@@ -55,7 +55,7 @@ ONCE_PER_PROCESS = frozenset({torch._C._log_api_usage_once})
 _DYNAMIC_OUTPUT_SHAPES = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive",
                                     "argwhere", "bincount"})
 _CONSTANT_ATTRS = frozenset({"dtype", "device", "layout", "ndim", "is_cuda", "is_sparse",
-                             "is_quantized", "is_meta", "is_complex"})
+                             "is_quantized", "is_meta", "is_complex", "is_nested"})
 # Tensor methods whose answer no guard checks (TENSOR_MATCH pins the type, dtype, device, sizes,
 # strides, requires_grad and the dispatch keys, which carry conj, neg, inference, sparse, quantized
 # and nested), and which the example cannot answer as the input would: a graph break.
@@ -68,7 +68,7 @@ _SAFE_GETSETS = _CONSTANT_ATTRS | {"shape", "requires_grad", "grad", "data", "gr
 
 class TensorVariable(VariableTracker):
     identity_family = "tensor"
-
+    protocol_slots = frozenset({"__iter__", "__len__"})   # torch.Tensor's own (TENSOR_MATCH pins the type)
     """A tensor in the graph: an fx node and the example tensor it evaluated to.
 
     A tensor read from the frame starts without a node; its placeholder is added the first time
@@ -130,6 +130,7 @@ class TensorVariable(VariableTracker):
         return is_symbolic(tuple(self.example.shape))
 
     def var_getattr(self, tx, name):
+        name = "grad" if name == "_grad" else name   # one getset under two names
         found = tensor_attributes.load(tx, self, name)
         if found is not None:
             return found
@@ -144,27 +145,24 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(self.example, name))
         if name in _TENSOR_ATTRS:
             return call_op(tx, getattr, [self, ConstantVariable(name)], {})
-        if name == "grad":
-            return self._grad(tx)
+        if name in ("grad", "is_leaf", "grad_fn"):   # autograd's view of the tensor
+            return traced_backward.grad_attr(tx, self, name, call_op, self._grad)
         if name == "data":   # torch's own accessor: no autograd, a version counter of its own
             return call_op(tx, torch._C._autograd._get_data_attr, [self], {})
-        if name in ("grad_fn", "_version"):
+        if name == "_version":
             unsupported(f"tensor attribute .{name}")
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         unsupported(f"tensor attribute .{name}")
 
     def var_setattr(self, tx, name, value):
-        tensor_attributes.store(tx, self, name, value)
+        tensor_attributes.store(tx, self, "grad" if name == "_grad" else name, value)
 
     def _grad(self, tx):
-        """x.grad. Of a tensor read from the frame: the value found at its source `x.grad`, a tensor
-        (a graph input, TENSOR_MATCH) or None (guarded as None), so a call where it changed
-        recompiles; the trace never stores a tensor's attributes, and an in-place update of the
-        gradient is a graph input's mutation. Of a tensor the graph made: None, since no backward
-        runs inside a graph (backward() breaks) and a new tensor has no gradient; unless it is the
-        very object of a frame tensor (an in-place op's result, `x.to(x.dtype)`), whose gradient
-        the graph cannot see."""
+        """x.grad before any backward() in the graph (after one: traced_backward.grad). Of a frame
+        tensor: the value at its source `x.grad`, a tensor (a graph input, TENSOR_MATCH) or None
+        (guarded as None). Of a tensor the graph made: None, a new tensor has no gradient; unless
+        it is the very object of a frame tensor (`x.to(x.dtype)`), whose gradient it cannot see."""
         if self.source is not None:
             if self.real is None:
                 unsupported("tensor attribute .grad of a tensor whose value the trace does not hold")
@@ -211,6 +209,8 @@ class TensorVariable(VariableTracker):
         if name == "numpy" and not args and set(kwargs) <= {"force"} and \
                 all(v.is_python_constant() for v in kwargs.values()):
             return provided("from_tensor")(tx, self, bool(kwargs["force"].as_python_constant()) if kwargs else False)
+        if name in traced_backward.METHODS:
+            return traced_backward.call_method(tx, self, name, args, kwargs, call_op)
         return call_op(tx, name, [self, *args], kwargs, method=True)
 
     def _storage_offset(self, tx):
@@ -366,13 +366,13 @@ def call_torch(tx, fn, *args, **kwargs) -> VariableTracker:
     return call_op(tx, fn, [wrap(a) for a in args], {k: wrap(v) for k, v in kwargs.items()})
 
 
-def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> VariableTracker:
+def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effect: bool = False) -> VariableTracker:
     """Run `target` (a callable, or a method name on args[0] when `method`) on the examples and
-    record it as a node when its result holds tensors."""
+    record it as a node when its result holds tensors, or always when `effect` (traced_backward.py)."""
     name = target if method else getattr(target, "__name__", repr(target))
     shapes = tx.output.fake_shapes
     capture = Capture.current()
-    if name in DATA_DEPENDENT and not (name in _SCALAR_OUTPUTS and capture.scalars
+    if name in DATA_DEPENDENT and not effect and not (name in _SCALAR_OUTPUTS and capture.scalars
                                        or name in _DYNAMIC_OUTPUT_SHAPES and capture.shapes):
         hint = capture.hint("capture_scalar_outputs") if name in _SCALAR_OUTPUTS else \
             capture.hint("capture_dynamic_output_shape_ops") if name in _DYNAMIC_OUTPUT_SHAPES else ""
@@ -399,12 +399,12 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False) -> Va
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
-    if not method and out_tensors(kwargs.get("out")):
+    if effect or not method and out_tensors(kwargs.get("out")):
         inplace = True   # it writes its out= tensors whatever it returns (op_writes.py)
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
-        if result is None and not method and target in ONCE_PER_PROCESS:
+        if result is None and not method and (target in ONCE_PER_PROCESS or target in NONE_IS_A_VALUE):
             return tx.wrap_constant(None)
         if result is None:
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")

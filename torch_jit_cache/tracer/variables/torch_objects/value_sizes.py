@@ -13,7 +13,11 @@ example op at a time):
 - `_local_scalar_dense` reached from the call itself rather than inside another kernel: a tensor
   handed where Python wants a number (an arange end, a size, a slice bound) is read with `.item()`
   by torch's argument parser. Kernels that read a scalar inside (linalg's error checks) run below
-  the mode and are not seen.
+  the mode and are not seen. A tensor whose value the fake tensors know is read harmlessly: fake
+  tensors carry the value of a small tensor made from constants alone (`FakeTensor.constant`:
+  `torch.div(seq_len, w, rounding_mode="trunc")` with both ints constants of the trace), and the
+  graph recomputes the same value at call time from the same constants, which the trace's guards
+  hold fixed. The node keeps the tensor as its argument, as eager does.
 A subscript is judged from its index instead (`judge_subscript`): a 0-d integer tensor used as an
 index selects one entry, whose size does not depend on the value, and the graph reads the index at
 call time (the example op, on fake tensors that have no value to read, selects entry 0 in its place:
@@ -43,6 +47,11 @@ def _mask_index(indices) -> bool:
     return any(isinstance(t, torch.Tensor) and t.dtype in _MASK_DTYPES for t in indices or ())
 
 
+def _known_value(tensor) -> bool:
+    """Whether the fake tensor carries its value (see the module docstring)."""
+    return getattr(tensor, "constant", None) is not None
+
+
 class _ValueSizes(TorchDispatchMode):
     """Raises Unsupported on the first aten op whose output size would depend on tensor values."""
 
@@ -54,7 +63,8 @@ class _ValueSizes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.ops.aten._local_scalar_dense.default and not self.allow_scalar_reads:
+        if func is torch.ops.aten._local_scalar_dense.default and not self.allow_scalar_reads \
+                and not _known_value(args[0]):
             unsupported(f"{self.name}(): a tensor's value is used as a number (a size, an arange end, "
                         "a slice bound): the result's size would be a constant of the graph"
                         + self.capture.hint("capture_scalar_outputs"))
