@@ -513,3 +513,31 @@ def test_a_name_the_trace_deleted_is_missing_for_the_rest_of_the_trace():
         eager_obj, obj = make(), make()
         same(calls(obj, x), _delete_then_ask(eager_obj, x))
         assert state(obj) == state(eager_obj)
+
+
+class _SlotsOnly:
+    __slots__ = ("cost",)
+
+    def __init__(self):
+        self.cost = 1
+
+
+def _dict_of_a_slots_object(x, obj):
+    # As functools.cached_property asks before it caches: no __dict__ is an AttributeError.
+    try:
+        d = obj.__dict__
+        found = sorted(d)
+    except AttributeError as e:
+        found = str(e)
+    return x * obj.cost, found, hasattr(obj, "__dict__")
+
+
+def test_dict_of_a_slots_object_read_from_the_frame_is_the_attribute_error():
+    """Before: an internal error (the view of a __dict__ the object does not have) and the frame
+    ran uncompiled."""
+    calls = CompiledCalls(_dict_of_a_slots_object)
+    for _ in range(2):
+        got = calls(torch.ones(2), _SlotsOnly())
+        expected = _dict_of_a_slots_object(torch.ones(2), _SlotsOnly())
+        assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
+    calls.check(graphs=1)

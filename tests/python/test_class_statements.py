@@ -5,6 +5,7 @@ counted: (graphs, breaks, frames run uncompiled)."""
 import collections
 import dataclasses
 import enum
+import functools
 
 import pytest
 
@@ -547,7 +548,7 @@ def local_enum(x):
 
 def descriptor_class_attribute(x):
     class A:
-        d = Named()   # type() calls Named.__set_name__; A().d calls Named.__get__
+        d = Named()   # type() calls Named.__set_name__; A().d calls Named.__get__: both traced
     return x + A().d
 
 
@@ -654,7 +655,7 @@ def test_a_class_stored_in_a_global_is_this_calls():
                                 stores_the_class_in_a_global,
                                 class_alive_at_a_break, with_a_metaclass, base_with_init_subclass,
                                 print_in_the_body, local_dataclass, local_namedtuple_subclass, local_enum,
-                                descriptor_class_attribute, local_module_subclass])
+                                local_module_subclass])
 def test_unsupported_shapes_run_as_eager_does(fn, capsys):
     x = torch.randn(3)
     Registering.seen.clear()
@@ -848,3 +849,197 @@ def test_an_abstract_method_left_raises_as_in_eager():
         instantiate(torch.ones(1))
     with pytest.raises(TypeError, match="abstract"):
         tjc.compile(instantiate, backend="eager")(torch.ones(1))
+
+
+# -- __slots__ and __hash__ = None in a class statement -------------------------------------------
+
+def _by_cmp(mycmp):
+    # A key class made per call, as functools' Python cmp_to_key makes its K.
+    class Key:
+        __slots__ = ["obj"]
+
+        def __init__(self, obj):
+            self.obj = obj
+
+        def __lt__(self, other):
+            return mycmp(self.obj, other.obj) < 0
+
+        def __eq__(self, other):
+            return mycmp(self.obj, other.obj) == 0
+
+        __hash__ = None
+
+    return Key
+
+
+def slots_class_made_in_the_trace(x):
+    key = _by_cmp(lambda a, b: (a > b) - (a < b))
+    k = key(3)
+    try:
+        hash(k)
+        hashed = "hashed"
+    except TypeError as e:
+        hashed = str(e)
+
+    class Point:
+        __slots__ = ("px", "py")
+
+    class Tagged:
+        __slots__ = "tag"
+
+    p, t = Point(), Tagged()
+    p.px, p.py, t.tag = 2, x, "t"
+    return (x * k.obj, key(1) < key(2), key(2) == key(2), hashed, p.py * p.px, t.tag,
+            hasattr(p, "__dict__"))
+
+
+def test_slots_in_a_class_statement_are_traced():
+    """`__slots__` of strings in a class body: the objects built in the trace keep their slots as
+    the class's member descriptors do, and `__hash__ = None` makes them unhashable (the TypeError
+    eager raises). Before: a break at the class statement."""
+    x = torch.randn(3)
+    _same_as_eager(slots_class_made_in_the_trace, x)
+    assert explain_counts(slots_class_made_in_the_trace, x) == WHOLE
+
+
+def slots_from_a_variable(x, names):
+    class Rec:
+        __slots__ = names
+
+    r = Rec()
+    r.a = x
+    return r.a + 1
+
+
+def test_slots_the_trace_cannot_know_break_cleanly():
+    x = torch.randn(3)
+    _same_as_eager(slots_from_a_variable, x, ["a"])
+
+
+def ordering_roots(x):
+    # functools.total_ordering's question: which comparisons does the class define itself?
+    class Bare:
+        pass
+
+    class Less:
+        def __lt__(self, other):
+            return True
+
+    names = ("__lt__", "__le__", "__gt__", "__ge__")
+    bare = [n for n in names if getattr(Bare, n, None) is not getattr(object, n, None)]
+    less = [n for n in names if getattr(Less, n, None) is not getattr(object, n, None)]
+    return x + 1, bare, less, Bare.__repr__ is object.__repr__, Less.__lt__ is object.__lt__
+
+
+def test_object_slot_wrappers_read_through_a_class_made_in_the_trace():
+    """`Cls.__lt__` where the class made in the trace inherits object's slot wrapper is
+    `object.__lt__` (the very descriptor, read from the builtin); a function the class defines is
+    no such descriptor. Before: a break at the read."""
+    x = torch.randn(3)
+    _same_as_eager(ordering_roots, x)
+    assert explain_counts(ordering_roots, x) == WHOLE
+
+
+def int_subclass_made_in_the_trace(x):
+    @functools.total_ordering    # finds int's own comparisons: adds none
+    class Level(int):
+        pass
+
+    class Tag(str):
+        pass
+
+    a, b = Level(1), Level(2)
+    return (x + a, a < b, b >= a, a == Level(1), type(a) is Level, isinstance(b, int), a + b,
+            Tag("ab") + "c", type(Tag("x")) is Tag, Level.__lt__ is int.__lt__)
+
+
+def int_subclass_object_returned(x):
+    class Level(int):
+        pass
+
+    return x + 1, Level(3)
+
+
+def test_a_plain_int_or_str_subclass_made_by_a_class_statement():
+    """`class Level(int): pass` in the trace: its objects are constants of the class (made while
+    tracing, as a plain subclass read from the frame), and `Level.__lt__` is int's own, read from
+    the builtin. One that would leave the trace runs the frame as written. Before: a break at the
+    class statement."""
+    x = torch.randn(3)
+    _same_as_eager(int_subclass_made_in_the_trace, x)
+    assert explain_counts(int_subclass_made_in_the_trace, x) == WHOLE
+    got, expected = tjc.compile(int_subclass_object_returned)(x), int_subclass_object_returned(x)
+    assert got[1] == expected[1] == 3 and type(got[1]).__name__ == "Level"
+
+
+def descriptors_in_a_class_body(x):
+    class Scaled:   # a data descriptor
+        def __set_name__(self, owner, name):
+            self.key = "_" + name
+
+        def __get__(self, obj, cls):
+            if obj is None:
+                return self
+            return obj.__dict__[self.key] * 2
+
+        def __set__(self, obj, value):
+            obj.__dict__[self.key] = value
+
+    class Lazy:   # a non-data descriptor that caches in the instance, as functools.cached_property
+        def __set_name__(self, owner, name):
+            self.name = name
+
+        def __get__(self, obj, cls):
+            value = obj.base + 1
+            obj.__dict__[self.name] = value
+            return value
+
+    class Holder:
+        weight = Scaled()
+        cached = Lazy()
+
+        def __init__(self, base):
+            self.base = base
+            self.weight = base   # through Scaled.__set__
+
+    h = Holder(x)
+    first = h.cached
+    h.base = x * 10
+    return h.weight, first, h.cached, Holder.weight.key, sorted(h.__dict__)
+
+
+def test_descriptors_made_in_a_class_body_run_their_python_protocol():
+    """Objects of a Python descriptor class as attributes of a class made in the trace:
+    `__set_name__` runs after the class is made (as type() runs it), a data descriptor's
+    `__get__`/`__set__` win over the instance __dict__, a non-data one's `__get__` runs until the
+    instance __dict__ holds the name. Before: a break at the class statement."""
+    x = torch.randn(3)
+    for fn in (descriptors_in_a_class_body, descriptor_class_attribute):   # Named: a frame class
+        _same_as_eager(fn, x)
+        assert explain_counts(fn, x) == WHOLE
+
+
+def set_name_that_raises(x):
+    class OneName:
+        def __set_name__(self, owner, name):
+            if hasattr(self, "name"):
+                raise TypeError(f"already named {self.name!r}")
+            self.name = name
+
+        def __get__(self, obj, cls):
+            return 1
+
+    try:
+        class Twice:
+            a = OneName()
+            b = a
+        made = "made"
+    except TypeError:               # Python 3.12+: __set_name__'s own error
+        made = "TypeError"
+    except RuntimeError:            # Python 3.11: wrapped in a RuntimeError
+        made = "RuntimeError"
+    return x + 1, made
+
+
+def test_an_error_in_set_name_is_raised_as_this_python_raises_it():
+    _same_as_eager(set_name_that_raises, torch.randn(2))

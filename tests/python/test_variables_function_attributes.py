@@ -244,3 +244,34 @@ def test_a_wrapper_with_copied_attributes_is_made_again_with_them():
     calls.check(graphs=1, breaks=0)
     assert set(vars(got)) == set(vars(expected)) and got.__name__ == "f"
     assert same(got.attr, expected.attr) and got.__wrapped__.attr is got.attr
+
+
+def _annotated(a: int, b: "text" = "x") -> float:
+    return a
+
+
+def _reads_annotations(x, fn):
+    notes = fn.__annotations__
+    notes["seen"] = bool                       # a change replayed on the function's own dict
+    return x * len(notes), sorted(notes), notes.get("b")
+
+
+def test_annotations_of_a_frame_function_are_its_own_dict():
+    """`fn.__annotations__` (what functools.wraps copies) of a function read from the frame is the
+    function's very dict, read through its source: a change made in the trace is on the function
+    after the graph, and other keys recompile. Before: a graph break at the read."""
+    calls = CompiledCalls(_reads_annotations)
+
+    def fresh():
+        def f(a: int, b: "text" = "x") -> float:
+            return a
+        return f
+
+    for _ in range(2):
+        f_eager, f_compiled = fresh(), fresh()
+        got, expected = calls(torch.ones(1), f_compiled), _reads_annotations(torch.ones(1), f_eager)
+        assert same(got, expected) and f_compiled.__annotations__ == f_eager.__annotations__
+    g = fresh()
+    g.__annotations__ = {"only": int}
+    assert same(calls(torch.ones(1), g), (torch.ones(1) * 2, ["only", "seen"], None))
+    calls.check(graphs=2)

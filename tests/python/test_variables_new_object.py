@@ -529,3 +529,54 @@ def test_a_python_non_data_descriptor_on_an_object_built_in_the_trace_runs_its_g
     ref = weakref.ref(got[3])
     del got
     assert ref() is None
+
+
+class _Stateful:
+    __slots__ = ("tag", "__dict__")
+
+    def __init__(self):
+        self.tag = "t"
+
+    def load(self, namespace):
+        # as functools.partial.__setstate__ gives the object its state
+        self.__dict__ = namespace
+
+
+def _given_a_dict(x):
+    obj = _Stateful()
+    obj.before = 1
+    state = {"scale": 2}
+    obj.load(state)
+    state["bias"] = x            # a store through the dict is an attribute of the object
+    obj.extra = 3                # and a store to the object is an item of the dict
+    return x * obj.scale + obj.bias, obj, state, sorted(state), hasattr(obj, "before"), obj.tag
+
+
+def test_an_object_given_a_new_dict_shares_it_with_the_trace_and_after_the_graph():
+    """`obj.__dict__ = d` for an object and a dict the trace made: one dict, seen through both in
+    the trace, and after the graph `state` is the rebuilt object's very __dict__. Before: a break
+    at the store."""
+    expected = _given_a_dict(torch.ones(2))
+    calls = CompiledCalls(_given_a_dict)
+    for _ in range(2):
+        got = calls(torch.ones(2))
+        assert torch.equal(got[0], expected[0]) and got[3:] == expected[3:]
+        assert got[2] is vars(got[1]) and got[2].keys() == expected[2].keys() and got[1].tag == "t"
+    calls.check(graphs=1)
+
+
+def _old_dict_escapes(x):
+    obj = _Stateful()
+    old = obj.__dict__
+    old["a"] = 1
+    obj.load({"b": 2})
+    return x + 1, old, obj
+
+
+def test_a_dict_read_before_the_object_was_given_another_stays_the_old_one():
+    """The old __dict__ is no longer the object's: it is never rebuilt as the object's __dict__
+    (a break, where it leaves the trace), so it keeps its own items as in eager."""
+    got = tjc.compile(_old_dict_escapes)(torch.ones(1))
+    expected = _old_dict_escapes(torch.ones(1))
+    assert got[1] == expected[1] == {"a": 1} and vars(got[2]) == vars(expected[2]) == {"b": 2}
+    assert got[1] is not vars(got[2])

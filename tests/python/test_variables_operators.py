@@ -384,3 +384,62 @@ def test_lists_emptied_by_their_items_eq_compare_their_new_lengths_as_eager():
     calls = CompiledCalls(_emptied_while_equal)
     got, want = calls(x), _emptied_while_equal(x)
     assert got[1] is want[1] is True and got[2] == want[2] == [] and got[3] == want[3] == []
+
+
+_SENTINEL = object()
+
+
+class _Token:
+    __slots__ = ()   # no __weakref__: an identity guard could not hold it weakly
+
+
+def _same_objects(x, a, b, fn):
+    # `default is _SENTINEL` as functools.reduce asks it: the default read through the function,
+    # the sentinel through its globals.
+    return (x + 1, a is b, a is not b, a == b, a != b,
+            fn.__defaults__[0] is _SENTINEL, fn.__defaults__[0] == a)
+
+
+def _takes_default(x, initial=_SENTINEL):
+    return initial
+
+
+def test_identity_of_two_objects_read_from_the_frame_is_guarded_by_their_relation():
+    """Two objects without weak references read from the frame (an `object()` sentinel, a
+    __slots__ object): `is`, `is not`, object's `==` and `!=` answer from whether both sources
+    reach one object, pinned by an alias (or distinct) guard: a later call that passes two objects
+    where one was passed recompiles. Before: a graph break."""
+    compiled = tjc.compile(_same_objects)
+    other, token = object(), _Token()
+    cases = [(_SENTINEL, _SENTINEL), (_SENTINEL, other), (token, token), (token, _Token())]
+    for a, b in cases + cases:
+        got, expected = compiled(torch.ones(1), a, b, _takes_default), _same_objects(torch.ones(1), a, b, _takes_default)
+        assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
+    assert tjc.stats()["graph_breaks"] == 0 and tjc.stats()["fallbacks"] == 0
+
+
+class _LeftEq:
+    def __eq__(self, other):
+        return type(other) is _LeftEq
+
+
+class _RightEq(_LeftEq):
+    def __eq__(self, other):
+        return "right"
+
+
+class _PlainRight(_LeftEq):
+    pass
+
+
+def _compare_with_subclass(x, a, b):
+    return x + 1, a == b, a != b
+
+
+def test_a_subclass_on_the_right_is_asked_first_where_it_has_its_own_eq():
+    """Python runs the right operand's reflected method first where its class is a subclass of the
+    left's: the trace breaks there (or follows that order) rather than asking the left first."""
+    compiled = tjc.compile(_compare_with_subclass)
+    for a, b in ((_LeftEq(), _RightEq()), (_LeftEq(), _PlainRight()), (_SENTINEL, _Token())):
+        got, expected = compiled(torch.ones(1), a, b), _compare_with_subclass(torch.ones(1), a, b)
+        assert got[1:] == expected[1:]

@@ -72,3 +72,36 @@ def test_the_entry_does_not_keep_the_pattern_alive(no_gc):
     re.purge()   # re's own cache holds the compiled pattern too
     del pat
     assert ref() is None
+
+
+def _module_functions(x, text):
+    pat = re.compile(r"([a-z]+)(\d+)")
+    m = pat.search(text)
+    return (x + 1, m.group(1) if m else None, pat.groups, re.sub(r"\d", "#", text), re.match("z", text),
+            bool(re.fullmatch(r"\w+", text)), re.findall(r"\d", text), re.split(",", "a,b"), re.escape("a.b"))
+
+
+@pytest.mark.parametrize("text", ["ab12", "x9"])
+def test_re_module_functions_on_constants_run_while_tracing(text):
+    """re.compile/search/sub/... on constants (unittest's assertRaisesRegex compiles its pattern so):
+    run while tracing, the Pattern a tracker whose methods fold. Before: re's own cache (a dict
+    keyed by any pattern the process compiled) was a break, or the frame ran uncompiled."""
+    x = torch.ones(2)
+    before = tjc.stats()
+    got, expected = tjc.compile(_module_functions)(x, text), _module_functions(x, text)
+    assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
+    assert tjc.stats()["graph_breaks"] == before["graph_breaks"] and tjc.stats()["fallbacks"] == before["fallbacks"]
+
+
+def _pattern_returned(x):
+    return x + 1, re.compile("a+")
+
+
+def _replacement_function(x, text):
+    return x + 1, re.sub(r"\d", lambda m: str(int(m.group()) + 1), text)
+
+
+def test_a_pattern_leaving_the_trace_and_other_arguments_run_as_eager():
+    x = torch.ones(1)
+    assert tjc.compile(_pattern_returned)(x)[1] == _pattern_returned(x)[1]
+    assert tjc.compile(_replacement_function)(x, "a1b2")[1] == _replacement_function(x, "a1b2")[1] == "a2b3"

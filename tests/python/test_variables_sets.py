@@ -469,3 +469,22 @@ def test_an_iterator_yielding_an_unhashable_item_raises_as_in_eager():
         with pytest.raises(TypeError):
             run(torch.ones(1), s)
         assert s == {1}   # the item before the unhashable one was added, as eager adds it
+
+
+def _typing_forms(x, form):
+    import types
+    import typing
+    unions = {typing.Union, types.UnionType}
+    return x + 1, form in unions, typing.Any in unions, len(unions | {typing.Any})
+
+
+def test_a_set_of_typing_forms_and_static_types_read_from_the_frame():
+    """`get_origin(t) in {Union, types.UnionType}` (functools.singledispatch's union check): forms
+    and static types that live for the process may be a set's items and the operand of `in`,
+    pinned by identity where read; another form passed recompiles. Before: a break at BUILD_SET."""
+    import typing
+    calls = CompiledCalls(_typing_forms)
+    for form in (typing.Union, typing.Union, typing.Any, 3):
+        got, expected = calls(torch.ones(1), form), _typing_forms(torch.ones(1), form)
+        assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
+    calls.check(graphs=3, recompiles=2)

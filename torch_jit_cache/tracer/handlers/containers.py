@@ -22,7 +22,7 @@ def build_list(tx, inst):
 
 @handler("BUILD_SET")
 def build_set(tx, inst):
-    tx.push(SetVariable(constants_of(tx.popn(inst.arg), "a set literal")))
+    tx.push(SetVariable(constants_of(tx.popn(inst.arg), "a set literal", tx)))
 
 
 @handler("SET_ADD")
@@ -37,7 +37,7 @@ def set_update(tx, inst):
     target = tx.stack[-inst.arg]
     if not isinstance(target, SetVariable):
         unsupported(f"SET_UPDATE on {target} (tracer bug)")
-    target.items.update(constants_of(v.unpack(tx), "a set literal"))
+    target.items.update(constants_of(v.unpack(tx), "a set literal", tx))
 
 
 @handler("LIST_TO_TUPLE")

@@ -45,8 +45,8 @@ from . import constant
 from .collections import containers, deques, dicts, frame_iterators, namedtuples, ranges, sets
 from .torch_objects import (contexts, control_flow, grad_switches, numpy_tensors, numpy_values, saved_hooks_contexts,
                             symbolic, tensor)
-from .python_objects import (exceptions, functions, new_object, opaque, open_object, partials, signatures, user_object,
-                             weakrefs)
+from .python_objects import (exceptions, functions, new_object, opaque, open_object, partials, regex_values, signatures,
+                             user_object, weakrefs)
 from .builtin_functions import pure, state_readers
 from .base import VariableTracker, unsupported
 from .python_objects.classes import ClassVariable
@@ -125,6 +125,8 @@ WRAP_RULES = (
     WrapRule("higher-order op", lambda v, s: control_flow.is_higher_order_entry(v), control_flow.wrap_higher_order),
     WrapRule("torch function", lambda v, s: tensor.is_torch_callable(v), tensor.wrap_torch_function),
     WrapRule("inspect.signature", lambda v, s: v is inspect.signature, signatures.wrap_signature),
+    # re.compile & co: run while tracing on constants (regex_values.py), else inlined
+    WrapRule("re function", lambda v, s: regex_values.is_re_function(v), regex_values.wrap_re_function),
     WrapRule("function", lambda v, s: isinstance(v, types.FunctionType), functions.wrap_function),
     WrapRule("partial", lambda v, s: type(v) is functools.partial and s is not None, partials.wrap_partial),
     WrapRule("method", lambda v, s: isinstance(v, types.MethodType), functions.wrap_method),

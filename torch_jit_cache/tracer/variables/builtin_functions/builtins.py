@@ -22,9 +22,9 @@ from ....guard.trace_result import GuardKind
 from ..python_objects import dataclass_fields, function_attributes, instance_checks, user_iterators
 from . import polyfills, pure
 from .builtin_calls import refused_call
-from ..base import CallableVariable, TracedAttributeError, VariableTracker, unsupported
+from ..base import CallableVariable, TracedAttributeError, TracedRaise, VariableTracker, unsupported
 from ..python_objects.classes import ClassVariable, call_super, register_builtin_model
-from ..constant import ConstantVariable
+from ..constant import ConstantVariable, raise_of_message
 from ..collections.containers import BaseListVariable, ListVariable, TupleVariable, sort_order
 from ..collections.dicts import DictVariable, dict_items
 from ..collections.dict_subclasses import build_defaultdict, build_ordered_dict
@@ -263,6 +263,13 @@ def _of_user_object(tx, fn, obj):
     cls = obj.python_type()
     if fn is str and type_lookup(cls, "__str__") is vars(object)["__str__"]:
         name = "__repr__"   # object.__str__ is repr()
+    if fn is hash and type_lookup(cls, name) is None and hasattr(obj, "cls_var"):
+        # `__hash__ = None` (a class that defines __eq__ alone, cmp_to_key's K): unhashable. An
+        # object built in the trace reads it through its class's tracker (guarded where the class
+        # comes from the frame; a class made in the trace is the trace's own).
+        found = obj.cls_var.class_member(tx, name)
+        if isinstance(found, ConstantVariable) and found.value is None:
+            raise raise_of_message(TracedRaise, TypeError, f"unhashable type: '{cls.__name__}'")
     if not isinstance(type_lookup(cls, name), types.FunctionType):
         unsupported(f"{fn.__name__}() of a {cls.__name__}: its {name} is not a Python function")
     result = tx.call(obj.type_method(tx, name), [obj], {})

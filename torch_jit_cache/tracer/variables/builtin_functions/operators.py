@@ -8,8 +8,8 @@ import operator
 import types
 
 from ....guard.attribute_lookup import MISSING, type_lookup
-from ....guard.trace_result import GuardKind
 from ..base import VariableTracker, provides, unsupported
+from .frame_identity import both_pinned, pinned_relation, process_lived_identity, types_apart
 from ..constant import BINARY_OPERATORS, COMPARE_OPERATORS, ConstantVariable
 from ..collections.containers import BaseListVariable, ListVariable
 from ..collections.dicts import DictVariable, dict_equal
@@ -323,7 +323,11 @@ def _user_compare(tx, symbol: str, a, b):
     """`a op b` for a comparison where a user object is involved: a.__op__(b), then the reflected
     b.__swapped__(a); `==`/`!=` end in identity (and `!=` in not __eq__, object's __ne__)."""
     ta, tb = _class_of(a), _class_of(b)
-    if tb is not ta and tb is not None and ta is not None and issubclass(tb, ta):
+    reflected = ("__eq__", "__ne__") if symbol in ("==", "!=") else (_COMPARE_DUNDERS[_SWAPPED[symbol]],)
+    if tb is not ta and tb is not None and ta is not None and issubclass(tb, ta) and \
+            any(_python_dunder(tx, b, name) is not None for name in reflected):
+        # Python asks the subclass's reflected method first; where it has only object's (which
+        # answers NotImplemented, or identity for ==, as the last step below does) the order is moot.
         unsupported(f"comparison {symbol} with a subclass's operand on the right ({tb.__name__})")
     for x, y, op in ((a, b, symbol), (b, a, _SWAPPED[symbol])):
         fn = _python_dunder(tx, x, _COMPARE_DUNDERS[op])
@@ -345,7 +349,9 @@ def _user_compare(tx, symbol: str, a, b):
     elif isinstance(a, ConstantVariable) or isinstance(b, ConstantVariable):
         same = False   # a user object is no None, number or string
     elif not (hasattr(a, "generic_getattr") or hasattr(b, "generic_getattr")):
-        unsupported(f"identity of {a} and {b}, objects read from the frame")
+        same = pinned_relation(tx, a, b)
+        if same is None:
+            unsupported(f"identity of {a} and {b}, objects read from the frame")
     else:
         same = False   # one was built in the trace: no other tracker stands for it
     return ConstantVariable(same == (symbol == "=="))
@@ -394,41 +400,18 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
         same = False  # a container, module, tensor or function is never None
     elif "exception" in (a.identity_family, b.identity_family):
         same = False  # an exception the trace made is known to it by that tracker alone
-    elif _types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
+    elif types_apart(a, b) or _never_a_constant(a, b) or _never_a_constant(b, a):
         same = False
     elif any(isinstance(a, kind) and isinstance(b, kind) for kind in (SetVariable, ListVariable, DictVariable)) \
             and None in (a.source, b.source):
         same = False   # two set, list or dict trackers, one made in the trace: a new object is no other
-    elif _both_pinned(tx, a, b):
+    elif both_pinned(tx, a, b):
         same = a.value is b.value
+    elif (same := pinned_relation(tx, a, b)) is not None or (same := process_lived_identity(tx, a, b)) is not None:
+        pass
     else:
         unsupported(f"identity test between {a} and {b}")
     return ConstantVariable(same != invert)
-
-
-def _both_pinned(tx, a, b) -> bool:
-    """Two objects read from the frame, of one exact type (`field.default is MISSING`): compared
-    as they are now, each pinned by identity (ID_MATCH, held weakly) so that the answer holds."""
-    if not (a.exact_type and b.exact_type and a.source is not None and b.source is not None):
-        return False
-    values = [getattr(v, "value", _NO_VALUE) for v in (a, b)]
-    if any(v is _NO_VALUE or type(v).__weakrefoffset__ == 0 for v in values):
-        return False
-    for v, value in zip((a, b), values):
-        tx.output.add_guard(v.source, GuardKind.ID_MATCH, value)
-    return True
-
-
-_NO_VALUE = object()
-
-
-def _types_apart(a, b) -> bool:
-    """An object the trace knows (a constant, a class: `tp is Generic`, `x is MISSING`) against one
-    whose exact type the guards pin: objects of different types are different objects."""
-    for known, other in ((a, b), (b, a)):
-        if known.identity_family == "constant" and other.exact_type and other.source is not None:
-            return type(known.identity_object()) is not other.python_type()
-    return False
 
 
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:

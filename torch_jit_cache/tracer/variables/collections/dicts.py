@@ -34,9 +34,15 @@ class DictVariable(VariableTracker):
     def python_type(self):
         return dict
 
+    # Where this dict became an object's __dict__ (object_hooks.replace_instance_dict): a function
+    # of `outputs` giving the rebuild of that object's __dict__ while the dict still is it, else None.
+    instance_dict_of = None
+
     def reconstruct(self, outputs):
         if self.source is not None:
             return reloaded(self)
+        if self.instance_dict_of is not None and (made := self.instance_dict_of(outputs)) is not None:
+            return made
         return outputs.once(self, lambda: DictOutput(tuple((k, outputs.rebuild(v))
                                                            for k, v in self.items.items())))
 

@@ -52,14 +52,28 @@ from ..constant import ConstantVariable, is_constant_value, raise_of_message
 HAS_SET_ITEMS = has_leaf("set_items")
 
 
-def constants_of(items, what: str) -> list:
-    """The values of trackers that may be a set tracker's items (is_set_item), else a break."""
-    if not all(i.is_python_constant() for i in items):
-        unsupported(f"{what} of values that are not Python constants")
-    values = [i.as_python_constant() for i in items]
+def constants_of(items, what: str, tx=None) -> list:
+    """The values of trackers that may be a set tracker's items (is_set_item), else a break. With
+    `tx`, also objects read from the frame that are key constants (pinned_key)."""
+    values = [i.as_python_constant() if i.is_python_constant() else pinned_key(tx, i, what) for i in items]
     if not all(is_set_item(v) for v in values):
         unsupported(f"{what} of values that are not hashable constants")
     return values
+
+
+_UNKNOWN = object()
+
+
+def pinned_key(tx, item, what: str):
+    """The object a tracker read from the frame stands for, where it is a key constant other than
+    a tuple (a typing form such as `typing.Union`, a static type such as `types.UnionType`: they
+    live for the process and hash by identity), guarded by identity at its source; else a break."""
+    value = getattr(item, "value", _UNKNOWN)
+    if tx is None or item.source is None or value is _UNKNOWN or type(value) is tuple or \
+            not is_key_constant(value):
+        unsupported(f"{what} of values that are not Python constants")
+    tx.output.add_guard(item.source, GuardKind.ID_MATCH, value)
+    return value
 
 
 def is_set_item(value) -> bool:
@@ -231,9 +245,8 @@ class SetVariable(VariableTracker):
     def contains(self, tx, item) -> bool:
         """`item in s`, which needs no order. A set item is looked up as the frozenset of its
         items, as set.__contains__ does; an unhashable one raises TypeError in the trace."""
-        if not item.is_python_constant():
-            unsupported(f"membership test of {item} in {self}")
-        value = item.as_python_constant()
+        value = item.as_python_constant() if item.is_python_constant() else \
+            pinned_key(tx, item, f"membership test in {self}")
         if type(value) is set:
             value = frozenset(value)
         try:

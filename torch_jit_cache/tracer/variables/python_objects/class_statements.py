@@ -24,7 +24,8 @@ break, never another class handed to the caller. Only what the trace can reprodu
 bases whose metaclass is `type` or abc.ABCMeta and that do not define __init_subclass__, no keywords (metaclass=,
 __init_subclass__ arguments), a body whose namespace holds constants, functions, staticmethod/
 classmethod/property of functions, classes and other trackers (read back as they are); no
-__set_name__ or other descriptor protocol on a class attribute's type (refused), no __slots__.
+__set_name__ or other descriptor protocol on a class attribute's type (refused); __slots__ of
+strings the trace knows (the trace-time class is made with them).
 Alternatives rejected: running the real `__build_class__` at trace time (the body's cells hold
 trackers, not values) and rebuilding the class after the graph (its methods would have to be made
 again over the frame's cells, a second class statement in the transformed code: left for later).
@@ -32,11 +33,13 @@ again over the frame's cells, a second class statement in the transformed code: 
 from __future__ import annotations
 
 import abc
+import builtins
+import sys
 import types
 
 from ....guard.attribute_lookup import MISSING, type_lookup
-from ....guard.sources import AttrSource
-from ..base import VariableTracker, unsupported
+from ....guard.sources import AttrSource, BuiltinSource
+from ..base import TracedRaise, VariableTracker, unsupported
 from .classes import ClassVariable
 from ..constant import STAND_INS, ConstantVariable, is_constant_value
 from .exceptions import ExceptionVariable, modelled_class
@@ -44,8 +47,10 @@ from .functions import BaseFunctionVariable, DecoratedVariable, NestedFunctionVa
 from ..collections.dict_subclasses import construct as construct_dict, dict_subclass_refusal
 from ..collections.list_subclasses import construct as construct_list, plain_list_subclass
 from .new_object import UserClassVariable, refusal
-from .scalar_subclasses import SCALAR_BASES, construct as construct_scalar, plain_scalar_base
 from .object_hooks import ObjectHookVariable, object_hook_name
+from .scalar_subclasses import SCALAR_BASES, construct as construct_scalar, plain_scalar_base
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
 
 
 class BuildClassVariable(VariableTracker):
@@ -67,6 +72,10 @@ class BuildClassVariable(VariableTracker):
         cls_var = TracedClassVariable(real, namespace, list(bases))
         if classcell is not None:
             classcell.contents = cls_var   # the `__class__` cell super() reads (type.__new__ fills it)
+        for key, value in namespace.items():
+            # type.__new__ calls each attribute's __set_name__(cls, name), in the body's order
+            if _python_descriptor(value) and type_lookup(value.cls, "__set_name__") is not MISSING:
+                _set_name(tx, value, cls_var, key)
         return cls_var
 
     def reconstruct(self, outputs):
@@ -77,6 +86,20 @@ class BuildClassVariable(VariableTracker):
 
     def __repr__(self):
         return "BuildClassVariable()"
+
+
+# Python 3.11 wraps an exception __set_name__ raises in a RuntimeError ("Error calling
+# __set_name__ on ..."); 3.12 lets it through as it is.
+_SET_NAME_ERROR_WRAPPED = sys.version_info < (3, 12)
+
+
+def _set_name(tx, descriptor, cls_var, key: str) -> None:
+    try:
+        tx.call(descriptor.type_method(tx, "__set_name__"), [descriptor, cls_var, ConstantVariable(key)], {})
+    except TracedRaise:
+        if _SET_NAME_ERROR_WRAPPED:
+            unsupported("an exception raised by __set_name__ (this Python wraps it in a RuntimeError)")
+        raise
 
 
 def _builtin_base(base):
@@ -118,6 +141,24 @@ class _Inert:
     __slots__ = ()
 
 
+def _python_descriptor(value) -> bool:
+    """An object built in the trace whose class's descriptor protocol (__get__, __set__,
+    __delete__, __set_name__) is written in Python, where it has any: a functools.cached_property
+    (or a subclass) made in a class body. Its hooks are traced (TracedClassVariable.descriptor_get,
+    BuildClassVariable: __set_name__)."""
+    if not hasattr(value, "cls_var") or not hasattr(value, "attrs"):
+        return False
+    hooks = [type_lookup(value.cls, hook) for hook in _OBJECT_PROTOCOL]
+    return any(h is not MISSING for h in hooks) and \
+        all(h is MISSING or isinstance(h, types.FunctionType) for h in hooks)
+
+
+def _descriptor_stand_in(value):
+    """An object of the descriptor's class that gives the trace-time class its shape (a data
+    descriptor or not); never used for its state, its __init__ never run."""
+    return object.__new__(value.cls)
+
+
 def _stand_in(value):
     if isinstance(value, NestedFunctionVariable):
         return _stand_in_function(value)
@@ -148,15 +189,28 @@ _OBJECT_PROTOCOL = ("__set_name__", "__get__", "__set__", "__delete__")
 _METACLASSES = (type, abc.ABCMeta)
 
 
+def _slots(name: str, value) -> object:
+    """`__slots__` as the body wrote it, where it is a string or a list or tuple of strings the
+    trace knows: the trace-time class gets the same member descriptors, through which the objects
+    built in the trace keep their slots (new_object.NewObjectVariable.slots)."""
+    slots = value.as_python_constant() if value.is_python_constant() else None
+    names = [slots] if type(slots) is str else slots
+    if type(names) not in (list, tuple) or not all(type(n) is str for n in names):
+        unsupported(f"class {name} defines __slots__ as {value}, not a string or strings")
+    return slots
+
+
 def _make_class(name: str, bases: list, namespace: dict) -> type:
-    if "__slots__" in namespace:
-        unsupported(f"class {name} defines __slots__")
-    real_ns = {k: _stand_in(v) for k, v in namespace.items()}
+    descriptors = {k: v for k, v in namespace.items() if _python_descriptor(v)}
+    real_ns = {k: _slots(name, v) if k == "__slots__" else _stand_in(v) for k, v in namespace.items()
+               if k not in descriptors}
     meta = abc.ABCMeta if any(type(b) is abc.ABCMeta for b in bases) else type
     try:
         cls = meta(name, tuple(bases), real_ns)
     except Exception as e:   # a layout conflict, a final base: Python raises it at the statement
         unsupported(f"class {name}: type() raised {e!r}")
+    for k, v in descriptors.items():   # set after type(), which would run their __set_name__
+        type.__setattr__(cls, k, _descriptor_stand_in(v))
     STAND_INS.add(cls)
     return cls
 
@@ -190,7 +244,7 @@ class TracedClassVariable(UserClassVariable):
             return construct_scalar(tx, self.value, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
-        why = refusal(self.value)
+        why = refusal(self.value, slots=True)   # slots: NewObjectVariable.slots
         if why is not None:
             unsupported(f"construction of {self.value.__qualname__} in the trace: {why}")
         return super().call_function(tx, args, kwargs)
@@ -261,6 +315,8 @@ class TracedClassVariable(UserClassVariable):
                 return ConstantVariable(raw)
             unsupported(f"attribute {name!r} of class {klass.__name__} made in the trace")
         value = owner.namespace[name]
+        if _python_descriptor(value) and type_lookup(value.cls, "__get__") is not MISSING:
+            return self._traced_get(tx, value, bind)
         if isinstance(value, DecoratedVariable):
             if value.kind is staticmethod:
                 return value.func
@@ -273,12 +329,44 @@ class TracedClassVariable(UserClassVariable):
             return UserMethodVariable(value, bind)
         return value
 
+    def _traced_get(self, tx, descriptor, bind):
+        """type(d).__get__(d, bind, cls) traced (bind None: read from the class)."""
+        get = descriptor.type_method(tx, "__get__")
+        return tx.call(get, [descriptor, bind if bind is not None else ConstantVariable(None), self], {})
+
+    def descriptor_get(self, tx, name: str, obj):
+        """`obj.name` where the MRO finds a descriptor of a Python class made in the body of a
+        class made in the trace (`_python_descriptor`), else None."""
+        klass, _ = self.find(name)
+        owner = self._owner(klass) if klass is not None else None
+        value = owner.namespace.get(name) if owner is not None else None
+        if value is None or not _python_descriptor(value) or type_lookup(value.cls, "__get__") is MISSING:
+            return None
+        return self._traced_get(tx, value, obj)
+
+    def descriptor_set(self, tx, name: str, obj, value) -> bool:
+        """`obj.name = value` through such a descriptor's Python __set__, traced; False where the
+        MRO finds none (the store is the instance's)."""
+        klass, _ = self.find(name)
+        owner = self._owner(klass) if klass is not None else None
+        d = owner.namespace.get(name) if owner is not None else None
+        if d is None or not _python_descriptor(d) or type_lookup(d.cls, "__set__") is MISSING:
+            return False
+        tx.call(d.type_method(tx, "__set__"), [d, obj, value], {})
+        return True
+
     def _inherited(self, tx, name, raw, bind):
         """A member of a base that is not made in the trace, read through that base's source."""
         if bind is not None and object_hook_name(raw) is not None:   # super().__setattr__ (object_hooks.py)
             return ObjectHookVariable(object_hook_name(raw), bind)
         if bind is not None and raw is vars(object)["__init__"]:   # super().__init__() reaching object
             return _ObjectInit()
+        holder = self.find(name)[0]
+        if bind is None and _builtin_class(holder) and all(_builtin_class(b.value) for b in self._sourced_bases()):
+            # A builtin's own (a slot wrapper: `getattr(cls, "__lt__") is getattr(object, "__lt__")`,
+            # as functools.total_ordering asks), read as `object.name` or `int.name` is: every base
+            # made outside the trace is a builtin, whose attributes never change.
+            return tx.wrap(holder, BuiltinSource(holder.__name__)).var_getattr(tx, name)
         if type(raw) is property and isinstance(raw.fget, types.FunctionType) and bind is not None:
             base = self._sourced_base(name, raw)
             if base is None:
@@ -326,6 +414,11 @@ class TracedClassVariable(UserClassVariable):
 
     def __repr__(self):
         return f"TracedClassVariable({self.value.__qualname__})"
+
+
+def _builtin_class(cls) -> bool:
+    """A static type that the builtins module names (object, int, dict, ...)."""
+    return not cls.__flags__ & _HEAPTYPE and getattr(builtins, cls.__name__, None) is cls
 
 
 class _ObjectInit(VariableTracker):

@@ -65,7 +65,8 @@ def _class_member(tx, owner_var, raw, source, bind_to):
 
 
 # Descriptors whose __get__ returns the descriptor itself when read from the class.
-_SELF_ON_CLASS = (property, types.MemberDescriptorType, types.GetSetDescriptorType)
+_SELF_ON_CLASS = (property, types.MemberDescriptorType, types.GetSetDescriptorType, types.WrapperDescriptorType,
+                  types.MethodDescriptorType)
 
 
 def is_cached_property(value) -> bool:

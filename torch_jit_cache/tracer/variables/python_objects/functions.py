@@ -36,6 +36,11 @@ _NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_
 _FUNCTION_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
 # Writable too, and what a call binds: read through the source, guarded by value.
 _FUNCTION_DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})
+# The function's own containers (its annotations dict, made on first read where it had none; its
+# type parameters' tuple, from 3.12): of a function read from the frame, read through its source
+# as the objects they are (a dict changed in the trace is changed on the function after the graph).
+_FUNCTION_CONTAINERS = frozenset(name for name in ("__annotations__", "__type_params__")
+                                 if name in vars(types.FunctionType))
 
 
 class BaseFunctionVariable(VariableTracker):
@@ -192,6 +197,8 @@ class UserFunctionVariable(BaseFunctionVariable):
             # The code inlined is this very object, and the builder guards `fn.__code__` by
             # identity wherever the function has a source: a constant.
             return ConstantVariable(self.code)
+        if name in _FUNCTION_CONTAINERS and self.source is not None:
+            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name))
         if name in _FUNCTION_NAMES or name in _FUNCTION_DEFAULTS or name in vars(self.fn):
             # Writable on the function (functools.wraps copies them; `__wrapped__` lives in its
             # __dict__): read through the function's source so the value is guarded where it is.

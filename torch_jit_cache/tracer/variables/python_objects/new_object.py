@@ -57,7 +57,7 @@ from ..collections.namedtuples import construct_namedtuple, is_namedtuple_class,
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
-from .object_hooks import OBJECT_HOOKS, InstanceDictVariable
+from .object_hooks import OBJECT_HOOKS, InstanceDictVariable, replace_instance_dict
 from .scalar_subclasses import construct as construct_scalar, plain_scalar_base
 from ..collections.sets import construct as construct_set, plain_subclass
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, protocol_iter, protocol_unpack,
@@ -308,7 +308,7 @@ class NewObjectVariable(VariableTracker):
         """object.__getattribute__(obj, name): Python's order over the tracked __dict__."""
         if name == "__class__":
             return self.cls_var
-        if name == "__dict__":
+        if name == "__dict__" and has_instance_dict(self.cls):   # else no such attribute (__slots__)
             return InstanceDictVariable(self)
         attr = type_lookup(self.cls, name)
         if is_slot(attr):
@@ -320,6 +320,8 @@ class NewObjectVariable(VariableTracker):
         if attr is not MISSING and is_data_descriptor(attr):
             if type(attr) is property and isinstance(attr.fget, types.FunctionType):
                 return tx.call(self.cls_var.property_getter(tx, name), [self], {})
+            if (got := self._traced_class_descriptor(tx, name)) is not None:
+                return got
             unsupported(f"attribute {name!r} of a {self.cls.__name__} built in the trace is a "
                         f"{type(attr).__name__} (a data descriptor)")
         if name in self.attrs:
@@ -338,8 +340,15 @@ class NewObjectVariable(VariableTracker):
             return ObjectMethodVariable(self, name)
         if has_python_descriptor_method(attr, "__get__") and getattr(self.cls_var, "source", None) is not None:
             return self._descriptor_get(tx, name, attr)
+        if (got := self._traced_class_descriptor(tx, name)) is not None:
+            return got
         unsupported(f"attribute {name!r} of {self.cls.__name__} is a {type(attr).__name__} "
                     "(a descriptor)")
+
+    def _traced_class_descriptor(self, tx, name: str):
+        """A descriptor in the body of a class made in the trace (class_statements.py), or None."""
+        get = getattr(self.cls_var, "descriptor_get", None)
+        return get(tx, name, self) if get is not None else None
 
     def _descriptor_get(self, tx, name: str, attr):
         """`obj.name` through a non-data descriptor of its class whose __get__ is Python (a
@@ -419,6 +428,12 @@ class NewObjectVariable(VariableTracker):
         """object.__setattr__(obj, name, value): a store into a slot or the tracked __dict__."""
         if is_slot(type_lookup(self.cls, name)):
             self.slots[name] = value
+            return
+        if name == "__dict__" and type(type_lookup(self.cls, name)) is types.GetSetDescriptorType:
+            replace_instance_dict(self, value)   # the __dict__ a class statement's type() made
+            return
+        setter = getattr(self.cls_var, "descriptor_set", None)   # class_statements.py
+        if setter is not None and setter(tx, name, self, value):
             return
         self._check_plain_store(name, "store to")
         if not has_instance_dict(self.cls):

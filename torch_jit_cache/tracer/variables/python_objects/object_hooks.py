@@ -114,6 +114,9 @@ class InstanceDictVariable(DictVariable):
         self.obj.dict_version = value
 
     def reconstruct(self, outputs):
+        if self.items is not self.obj.attrs:
+            unsupported(f"the __dict__ of a {self.obj.python_type().__name__} built in the trace leaves "
+                        "it after the object was given another")
         if not has_generic_getattribute(self.obj.python_type()):
             unsupported(f"the __dict__ of a {self.obj.python_type().__name__} built in the trace "
                         "leaves it (its class has its own __getattribute__)")
@@ -121,3 +124,26 @@ class InstanceDictVariable(DictVariable):
 
     def __repr__(self):
         return f"InstanceDictVariable({self.obj!r})"
+
+
+def replace_instance_dict(obj, value) -> None:
+    """`obj.__dict__ = value` (object's `__dict__` setter) for an object the trace built, `value` a
+    dict the trace made (as functools.partial.__setstate__ does): that very dict becomes the
+    object's, one dict of trackers seen through both (`obj.attrs` is `value.items`). After the
+    graph `value` is rebuilt as the rebuilt object's `__dict__` while it still is it. A dict read
+    from the frame, a dict subclass or another object's __dict__ is refused."""
+    cls = obj.python_type()
+    if type(value) is not DictVariable or value.source is not None:
+        unsupported(f"{cls.__name__}.__dict__ = {value}: only a plain dict the trace made")
+    if not all(type(k) is str for k in value.items):
+        unsupported(f"{cls.__name__}.__dict__ = a dict with keys other than str")
+    if not has_generic_getattribute(cls) or value.instance_dict_of is not None:
+        unsupported(f"{cls.__name__}.__dict__ = {value}: the dict is another object's, or the class has "
+                    "its own __getattribute__")
+
+    def rebuilt(outputs):
+        return AttrOutput(outputs.rebuild(obj), "__dict__") if obj.attrs is value.items else None
+
+    obj.attrs = value.items
+    obj.dict_version += 1
+    value.instance_dict_of = rebuilt

@@ -69,8 +69,8 @@ def get_attribute(tx, var, name: str, plain):
     def run():
         if has_own_getattribute(cls):
             return tx.call(var.type_method(tx, "__getattribute__"), [var, ConstantVariable(name)], {})
-        if name == "__dict__" and resolved_name(var.value, name) == name:
-            return InstanceDictView(var, var.value)
+        if name == "__dict__" and resolved_name(var.value, name) == name and instance_dict(var.value) is not None:
+            return InstanceDictView(var, var.value)   # (none: a __slots__ object, the lookup's miss)
         return plain(name)
 
     if type_lookup(cls, "__getattr__") is MISSING:

@@ -93,6 +93,8 @@ class UserObjectVariable(VariableTracker):
     guarded_by_type = True
     exact_type = True
     user_operators = True   # `a + b`, `a == b` run the class's Python dunders (operators.py)
+    # `value` is the very object `source` reaches (operators._pinned_relation compares identities)
+    holds_frame_object = True
 
     def __init__(self, value, source):
         super().__init__(source)
