@@ -19,10 +19,10 @@ import weakref
 from ....guard.attribute_lookup import MISSING, type_lookup
 from ....guard.sources import AttrSource
 from ....guard.trace_result import GuardKind
-from ..python_objects import dataclass_fields, function_attributes, instance_checks, user_iterators
+from ..python_objects import dataclass_fields, instance_checks, user_iterators
 from . import polyfills, pure
 from .builtin_calls import refused_call
-from ..base import CallableVariable, TracedAttributeError, TracedRaise, VariableTracker, unsupported
+from ..base import CallableVariable, TracedAttributeError, TracedRaise, unsupported
 from ..python_objects.classes import ClassVariable, call_super, register_builtin_model
 from ..constant import ConstantVariable, raise_of_message
 from ..collections.containers import BaseListVariable, ListVariable, TupleVariable, sort_order
@@ -37,9 +37,10 @@ from ..collections.counters import build_counter
 from ..collections.deques import build_deque
 from ..collections.list_subclasses import ListSubclassVariable
 from ..python_objects.exceptions import ExceptionVariable, constant_exception, traced_raise
-from ..python_objects.functions import NestedFunctionVariable, PureFunctionVariable, UserFunctionVariable
+from ..python_objects.functions import PureFunctionVariable, UserFunctionVariable
 from ..python_objects.generators import GeneratorVariable
 from .tee import tee
+from .function_wraps import wraps
 from ..collections.iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
                                      iterate, iterated_containers, iterator_type)
 from ..collections.namedtuples import construct_namedtuple
@@ -402,75 +403,6 @@ class PolyfillVariable(CallableVariable):
         return _polyfill(self.fn, self.kind)(tx, args, kwargs)
 
 
-def _wraps(tx, args, kwargs):
-    """functools.wraps(wrapped, assigned=..., updated=...): the decorator update_wrapper would be."""
-    names = {"wrapped": None, "assigned": functools.WRAPPER_ASSIGNMENTS, "updated": functools.WRAPPER_UPDATES}
-    if len(args) > 3 or set(kwargs) - set(names) or set(kwargs) & set(list(names)[:len(args)]) or \
-            not (args or "wrapped" in kwargs):
-        unsupported("functools.wraps() called with other than (wrapped, assigned, updated)")
-    bound = dict(zip(names, args), **kwargs)
-    assigned, updated = bound.get("assigned"), bound.get("updated")
-    assigned = assigned.as_python_constant() if assigned is not None else names["assigned"]
-    updated = updated.as_python_constant() if updated is not None else names["updated"]
-    return WrapsVariable(bound["wrapped"], tuple(assigned), tuple(updated))
-
-
-class WrapsVariable(VariableTracker):
-    """functools.wraps(fn) made in the trace: applied to a function made in the trace (a nested
-    def), it gives that function fn's names as update_wrapper copies them, read from fn when read
-    (nothing in the trace can change a function's attributes: stores on functions are refused),
-    and `__wrapped__` = fn. Anything else it decorates is a graph break."""
-
-    def __init__(self, wrapped, assigned: tuple, updated: tuple):
-        super().__init__(None)
-        self.wrapped, self.assigned, self.updated = wrapped, assigned, updated
-
-    def python_type(self):
-        return functools.partial   # what functools.wraps returns
-
-    def call_function(self, tx, args, kwargs):
-        if kwargs or len(args) != 1 or not isinstance(args[0], NestedFunctionVariable):
-            unsupported("functools.wraps(...) applied to other than a function made in the trace")
-        wrapper = args[0]
-        if wrapper.wrapped_by is not None:
-            unsupported("functools.wraps(...) applied to a function it already wrapped")
-        plain = function_attributes.is_plain_name
-        w = self.wrapped
-        copies_dict = "__dict__" in self.updated and self._has_attributes(tx)
-        if copies_dict and not isinstance(w, NestedFunctionVariable):
-            unsupported("functools.wraps(...) updating __dict__ from a function with attributes")
-        if any(not plain(n) for n in self.updated if n != "__dict__") or \
-                any(plain(n) for n in self.updated + self.assigned) and not hasattr(w, "has_attribute"):
-            unsupported("functools.wraps(...) with names it cannot read or update")
-        # update_wrapper's order: assigned names copied where the wrapped has them, then
-        # updated names (dicts) updated, then __wrapped__; plain names go to the wrapper's own
-        # attributes, special ones are read from the wrapped function when read (wrap_names).
-        for name in filter(plain, self.assigned):
-            if w.has_attribute(tx, name):
-                wrapper.attrs[name] = w.var_getattr(tx, name)
-        if copies_dict:
-            wrapper.attrs.update(w.attrs)
-        for name in filter(plain, self.updated):   # getattr(wrapper, name, {}).update(...)
-            source = w.var_getattr(tx, name) if w.has_attribute(tx, name) else DictVariable({})
-            if name in wrapper.attrs:
-                wrapper.attrs[name].call_method(tx, "update", [source], {})
-        wrapper.wrap_names(w, tuple(n for n in self.assigned if not plain(n)),
-                           tuple(n for n in self.updated if not plain(n)))
-        return wrapper
-
-    def _has_attributes(self, tx) -> bool:
-        """Whether update_wrapper would copy anything from the wrapped function's __dict__."""
-        w = self.wrapped
-        if isinstance(w, NestedFunctionVariable):
-            return w.wrapped_by is not None or bool(w.attrs)   # its __wrapped__, its plain names
-        if isinstance(w, UserFunctionVariable):
-            return bool(vars(w.fn)) or tx.output.side_effects.has_any_attr_effect(w.fn)
-        return True
-
-    def __repr__(self):
-        return f"WrapsVariable({self.wrapped!r})"
-
-
 def _namedtuple(tx, args, kwargs):
     """collections.namedtuple(...) of constants in the trace: the class made now, as eager makes it
     (its __module__ the calling function's module, as namedtuple finds it from its caller). Eager
@@ -543,7 +475,7 @@ BUILTIN_HANDLERS = {
     itertools.chain: _polyfill(polyfills.chain_, itertools.chain),
     **{cls: _polyfill(fn, cls) for cls, fn in _ITERTOOLS.items()}, itertools.tee: tee,
     functools.reduce: _polyfill(polyfills.reduce_), functools.partial: make_partial, collections.deque: build_deque,
-    functools.wraps: _wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
+    functools.wraps: wraps, collections.namedtuple: _namedtuple, dataclasses.fields: dataclass_fields.fields,
     super: _super, issubclass: instance_checks.issubclass_, copy.deepcopy: _deepcopy,
     collections.OrderedDict: build_ordered_dict, collections.defaultdict: build_defaultdict,
     collections.Counter: build_counter,

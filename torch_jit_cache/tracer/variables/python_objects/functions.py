@@ -251,7 +251,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
         # MAKE_FUNCTION's annotations tuple ('x', int, ...), kept only to make the function again
         # (trackers of constants, or classes read from the frame): the trace never reads them.
         self.annotations = annotations
-        # functools.wraps(fn) applied to it (builtins.WrapsVariable): fn, and the names it gave.
+        # functools.wraps(fn) applied to it (function_wraps.WrapsVariable): fn, and the names it gave.
         self.wrapped_by, self.wrapped_names, self.wrapped_updated = None, (), ()
         self.attrs = {}   # its __dict__'s names (function_attributes.py)
         self.special = {}   # what the trace stored to the function type's descriptors (__doc__, ...)
