@@ -34,6 +34,7 @@ class _Output:
         self.frame_plan = None   # no dynamic shapes: an int is a constant
         self.modules_by_identity = False   # no store to a module yet (nn_module.py)
         self.side_effects = types.SimpleNamespace(reached=lambda value, vt: None)
+        self.sequences_in_wrap = {}   # containers.wrap_sequence: lists being wrapped
 
     def add_guard(self, source, kind, value=None):
         self.guards.append((str(source), kind.name))
