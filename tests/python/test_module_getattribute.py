@@ -195,3 +195,30 @@ def test_the_module_is_freed_after_the_calls():
     ref = weakref.ref(m)
     del m
     assert ref() is None
+
+
+class ObjectLookup(nn.Module):
+    """No hook of its own: forward asks object's lookup directly, which finds the plain attribute
+    and misses the parameter (nn.Module keeps it in _parameters), as in eager."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = 2.0
+        self.p = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        try:
+            extra = object.__getattribute__(self, "p")
+        except AttributeError:
+            extra = 1.0
+        return x * super().__getattribute__("scale") + extra
+
+
+def test_objects_lookup_on_a_plain_module():
+    m = ObjectLookup()
+    x = torch.randn(3)
+    calls = CompiledCalls(m)
+    run_twice(calls, m, x)
+    m.scale = 4.0
+    run_twice(calls, m, x)
+    calls.check(graphs=2, breaks=0)
