@@ -222,3 +222,17 @@ def test_objects_lookup_on_a_plain_module():
     m.scale = 4.0
     run_twice(calls, m, x)
     calls.check(graphs=2, breaks=0)
+
+
+def test_module_hooks_and_training_on_a_hooked_module_give_eagers_answer():
+    m = Aliased()
+    x = torch.randn(2, 4)
+    compiled = tjc.compile(call_module, backend="eager")
+    assert same(compiled(m, x), call_module(m, x))
+    m.eval()                                     # training is guarded past the hook: recompiles
+    assert same(compiled(m, x), call_module(m, x))
+    handle = m.register_forward_hook(lambda mod, args, out: out * 2)
+    for _ in range(2):                           # a module hook on such a module: a break
+        assert same(compiled(m, x), call_module(m, x))
+    handle.remove()
+    assert same(compiled(m, x), call_module(m, x))

@@ -475,6 +475,8 @@ class NNModuleVariable(VariableTracker):
         forward (module_hooks.py). `own_call`: reached through super().__call__ from the class's own __call__."""
         if own_getattribute(type(self.module)) is not None and builtin_opaque_reason(type(self.module)) is None \
                 and not is_allowed_in_graph(type(self.module)):
+            if type_lookup(type(self.module), "__call__") is not nn.Module.__call__ and not own_call:
+                unsupported(f"module {type(self.module).__name__} overrides __call__")
             refuse_global_hooks(f"module {type(self.module).__name__} called")
             guard_no_global_hooks(tx, class_source(self.source, self.module))
             return hooked_call(tx, self, args, kwargs)   # its reads pass the class's hook (module_getattribute.py)
