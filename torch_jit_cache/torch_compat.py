@@ -84,6 +84,7 @@ def _has_dynamo_mark(attribute: str, mark: str) -> Callable:
 _OG, _TENSOR, _FAKE = "tracer.output_graph", "tracer.variables.torch_objects.tensor", "tracer.fake_shapes"
 _CF = "tracer.variables.torch_objects.control_flow"
 _DIST, _FSDP, _HOOKS = "tracer.variables.parallel.distributed", "tracer.variables.parallel.fsdp2", "tracer.variables.modules.module_hooks"
+_GETATTRIBUTE = "tracer.variables.modules.module_getattribute"   # nn.Module.__call__'s reads, through a class's hook
 _NN, _WRAP, _BACK = "tracer.variables.modules.nn_module", "frontend.module_wrapper", "backends"
 _SYM = "torch.fx.experimental.symbolic_shapes."
 _SAVED_HOOKS = "tracer.variables.torch_objects.saved_hooks_contexts"
@@ -224,7 +225,7 @@ ROWS: tuple[Row, ...] = (
        _NN, "tracer.variables.modules.opaque_calls", check=lambda torch: hasattr(torch.nn.Module(), "_buffers")),
     _r("torch.nn.Module._modules", "pipeline.disk_cache.graph_codec", "guard.fast_sources", _NN, "tracer.variables.modules.opaque_calls",
        check=lambda torch: hasattr(torch.nn.Module(), "_modules")),
-    *(_r(f"torch.nn.Module.{name}", _FSDP, _HOOKS, check=lambda torch, n=name: hasattr(torch.nn.Module(), n))
+    *(_r(f"torch.nn.Module.{name}", _FSDP, _HOOKS, _GETATTRIBUTE, check=lambda torch, n=name: hasattr(torch.nn.Module(), n))
       for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")),
     *(_r(f"torch.nn.Module.{name}", _HOOKS, check=lambda torch, n=name: hasattr(torch.nn.Module(), n))
       for name in ("_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs")),
@@ -234,11 +235,14 @@ ROWS: tuple[Row, ...] = (
     _r("torch.nn.modules.module._global_buffer_registration_hooks", _NN),
     *(_r(f"torch.nn.functional.{name}", "tracer.variables.torch_objects.op_writes",
          note="mask helpers whose None result is a value (NONE_IS_A_VALUE)") for name in ("_canonical_mask", "_none_or_dtype")),
-    _r("torch.nn.Module._compiled_call_impl", _WRAP, _NN,
+    _r("torch.nn.Module._compiled_call_impl", _WRAP, _NN, _GETATTRIBUTE,
        check=lambda torch: hasattr(torch.nn.Module(), "_compiled_call_impl")),
     *(_r(f"torch.nn.Module.{name}", _WRAP, note="overridden by the compiled module's class")
-      for name in ("_apply", "_call_impl", "_get_name", "_load_from_state_dict", "_save_to_state_dict",
+      for name in ("_apply", "_get_name", "_load_from_state_dict", "_save_to_state_dict",
                    "_replicate_for_data_parallel")),
+    _r("torch.nn.Module._call_impl", _WRAP, _GETATTRIBUTE,
+       note="overridden by the compiled module's class; what a module's own __getattribute__ must answer "
+            "for `_call_impl` where nn.Module.__call__ reads it"),
     _r("torch.nn.RNNBase._flat_weights", "frontend.proxies", check=lambda torch: hasattr(torch.nn.LSTM(1, 1), "_flat_weights")),
     _r("torch.nn.RNNBase._flat_weight_refs", "frontend.proxies",
        check=lambda torch: hasattr(torch.nn.LSTM(1, 1), "_flat_weight_refs")),

@@ -445,8 +445,8 @@ class ObjectMethodThroughSuper(torch.nn.Module):
 
     def forward(self, x):
         y = x + 1
-        s = super().__getattribute__("scale")   # object's: not followed, a break
-        return y * s
+        names = super().__dir__()   # object's: not followed, a break
+        return y * self.scale * len(names)
 
 
 def test_super_of_a_member_not_followed_breaks_and_is_made_again():

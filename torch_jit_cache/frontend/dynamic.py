@@ -298,13 +298,17 @@ def instance_key(f_locals) -> tuple:
     frame's locals (`self`, a block passed in), the shapes of its parameters. Not its buffers: a
     buffer that grows (a cache reassigned per step) is a size that changes, automatic dynamic's to
     find, not another instance. Read through nn.Module's own method (a subclass's override never
-    runs); a module it cannot walk adds its name alone."""
+    runs); a module it cannot walk adds its name alone, and so does one whose class has its own
+    __getattribute__ (the walk's reads of the module would run it, with its effects, at compile)."""
     import torch
 
     module = torch.nn.Module
     key = []
     for name, value in f_locals.items():
         if not issubclass(type(value), module):
+            continue
+        if type(value).__getattribute__ is not object.__getattribute__:
+            key.append((name, ()))
             continue
         try:
             shapes = tuple(tuple(t.shape) for t in module.parameters(value))

@@ -147,6 +147,20 @@ TRUSTED_GETATTRIBUTE = {
 }
 
 
+def has_own_getattribute(cls: type) -> bool:
+    """Whether a guard's getattr on an instance of `cls` runs a __getattribute__ that is neither
+    object's nor a trusted renaming (TRUSTED_GETATTRIBUTE)."""
+    for klass in cls.__mro__:
+        hook = vars(klass).get("__getattribute__")
+        if hook is None:
+            continue
+        if any(hook is generic for generic in GENERIC_GETATTRIBUTE):
+            return False
+        if (getattr(hook, "__module__", None), getattr(hook, "__qualname__", None)) not in TRUSTED_GETATTRIBUTE:
+            return True
+    return False
+
+
 def resolved_name(obj, name: str) -> str | None:
     """The name object's lookup order is followed for: `name` itself when the type keeps
     object.__getattribute__, the renamed one through trusted overrides, None when not followed."""

@@ -20,6 +20,7 @@ from ..base import unsupported
 from ..constant import ConstantVariable
 from ..collections.containers import BaseListVariable, TupleVariable
 from ..collections.dicts import DictVariable
+from .module_sources import class_source, state_source
 
 # The hook dicts nn.Module.__call__ consults: on the instance, and module-global ones in
 # torch.nn.modules.module.
@@ -44,8 +45,8 @@ def guard_no_hooks(tx, mv) -> None:
     """Guards that the hook dicts `mv.module.__call__` would consult are still empty."""
     for name in MODULE_HOOK_DICTS:
         if name in vars(mv.module):
-            tx.output.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
-    guard_no_global_hooks(tx, AttrSource(mv.source, "__class__"))
+            tx.output.add_guard(state_source(mv.source, mv.module, name), GuardKind.LENGTH, 0)
+    guard_no_global_hooks(tx, class_source(mv.source, mv.module))
 
 
 def refuse_global_hooks(what: str) -> None:
@@ -77,15 +78,15 @@ def call_with_hooks(tx, mv, args: list, kwargs: dict, forward):
     `forward(args, kwargs)` (the traced forward), then forward hooks."""
     m = mv.module
     refuse_global_hooks(f"module {type(m).__name__} called")
-    guard_no_global_hooks(tx, AttrSource(mv.source, "__class__"))
+    guard_no_global_hooks(tx, class_source(mv.source, mv.module))
     state = fsdp2.fsdp_state(m)
     if state is not None:   # sharded by FSDP2: its hooks' all-gather traced into the graph
         return fsdp2.call_fsdp_block(tx, mv, state, args, kwargs, forward)
-    if any(getattr(m, name, None) for name in REFUSED_HOOK_DICTS):
+    if any(vars(m).get(name) for name in REFUSED_HOOK_DICTS):
         unsupported(f"module {type(m).__name__} has backward hooks")
     for name in REFUSED_HOOK_DICTS:
         if name in vars(m):
-            tx.output.add_guard(AttrSource(mv.source, name), GuardKind.LENGTH, 0)
+            tx.output.add_guard(state_source(mv.source, mv.module, name), GuardKind.LENGTH, 0)
     hooks = {}
     for name, kwargs_name in INLINED_HOOK_DICTS.items():
         hooks[name] = _read_hooks(tx, mv, name, kwargs_name)
@@ -128,12 +129,12 @@ def _read_hooks(tx, mv, name: str, kwargs_name: str) -> list:
     d = vars(mv.module).get(name)
     if d is None:
         return []
-    src = AttrSource(mv.source, name)
+    src = state_source(mv.source, mv.module, name)
     if not d:
         tx.output.add_guard(src, GuardKind.LENGTH, 0)
         return []
     tx.output.add_guard(src, GuardKind.DICT_KEYS, tuple(d))
     with_kwargs = vars(mv.module).get(kwargs_name, {})
     if kwargs_name in vars(mv.module):
-        tx.output.add_guard(AttrSource(mv.source, kwargs_name), GuardKind.DICT_KEYS, tuple(with_kwargs))
+        tx.output.add_guard(state_source(mv.source, mv.module, kwargs_name), GuardKind.DICT_KEYS, tuple(with_kwargs))
     return [(tx.wrap(hook, ItemSource(src, key)), key in with_kwargs) for key, hook in d.items()]

@@ -32,14 +32,17 @@ from ....frontend.proxies import builtin_opaque_reason, is_allowed_in_graph
 from ....guard.sources import AttrSource, ItemSource
 from ....guard.trace_result import GuardKind, SourceOutput
 from ..python_objects.attribute import _pin_keys, delete_attribute, has_attribute, read_attribute, store_attribute
-from ..base import MethodVariable, TracedAttributeError, VariableTracker, traced, unsupported
+from ..base import MethodVariable, TracedAttributeError, VariableTracker, catching_raise, traced, unsupported
 from ..constant import ConstantVariable
 from ..collections.containers import ListVariable, TupleVariable
 from .module_list_slices import ModuleListSliceVariable
 from ..collections.iterators import IteratorVariable
 from ..python_objects.functions import UserFunctionVariable
-from .module_hooks import call_with_hooks
+from .module_hooks import call_with_hooks, guard_no_global_hooks, refuse_global_hooks
 from ..python_objects.object_protocol import module_getattr
+from .module_getattribute import (hooked_call, hooked_forward, hooked_getattr, object_getattr, own_getattribute, refuse_walk,
+                                  module_getattr as traced_module_getattr)
+from .module_sources import class_source, state_source, state_value, store_source
 from .opaque_calls import call_opaque_module
 from .parametrized_modules import PARAMETRIZATION_MODULES, parametrized_original
 from ..torch_objects.tensor import TensorVariable, call_op, call_torch
@@ -239,10 +242,13 @@ class NNModuleVariable(VariableTracker):
     def attr(self, tx, name):
         return self.var_getattr(tx, name)
 
-    def _child_source(self, name):
-        return AttrSource(self.source, name)
-
     def var_getattr(self, tx, name):
+        hook = own_getattribute(type(self.module))
+        if hook is not None:   # the class's own __getattribute__, traced (module_getattribute.py)
+            out = hooked_getattr(tx, self, name, hook)
+            if isinstance(out, TensorVariable):
+                out.mark_module_state()
+            return out
         if (name in _MEMBER_STORES or "named_" + name in _MEMBER_STORES) and name not in self.module.__dict__ \
                 and type_lookup(type(self.module), name) is getattr(nn.Module, name):
             return MethodVariable(self, name)   # m.parameters(): traced by its result (_members)
@@ -251,7 +257,13 @@ class NNModuleVariable(VariableTracker):
             out.mark_module_state()   # a static input for CUDA graphs, as torch.compile's
         return out
 
+    def object_getattr(self, tx, name):
+        """object.__getattribute__(m, name), from the class's own hook (object_hooks.py)."""
+        return object_getattr(tx, self, name)
+
     def has_attribute(self, tx, name) -> bool:
+        if own_getattribute(type(self.module)) is not None:   # hasattr runs the hooks, catching AttributeError
+            return catching_raise(tx, lambda: self.var_getattr(tx, name), TracedAttributeError)[1]
         if type_lookup(type(self.module), "__getattr__") is not nn.Module.__getattr__:
             unsupported(f"hasattr on module {type(self.module).__name__}, which defines its own __getattr__")
         return has_attribute(tx, self, self.module, name, stores=_MODULE_STORES)
@@ -308,21 +320,24 @@ class NNModuleVariable(VariableTracker):
         _modules, first match in that order."""
         if hook is not nn.Module.__getattr__:   # a Python one is traced (object_protocol.py)
             return module_getattr(tx, self, name, hook)
+        if own_getattribute(type(self.module)) is not None:   # its __dict__ reads pass the class's hook
+            return traced_module_getattr(tx, self, name)
         d = self.module.__dict__
         for store in _MODULE_STORES:
             if name in d.get(store, {}):
-                return tx.wrap(d[store][name], self._child_source(name))
+                return tx.wrap(d[store][name], store_source(self.source, self.module, store, name))
         if self.source is None:
             unsupported(f"AttributeError: module {type(self.module).__name__} has no attribute {name!r}")
         # Raised in the trace, where a try catches it (a subclass's __getattr__ that defers to
         # nn.Module's and answers the names it lacks); its absence is pinned by the keys of the
         # instance __dict__ and the three stores, so a name registered later compiles again.
-        _pin_keys(tx, self, d, _MODULE_STORES)
+        _pin_keys(tx, self, d, _MODULE_STORES, type(self.module))
         message = f"'{type(self.module).__name__}' object has no attribute '{name}'"
         raise traced(TracedAttributeError, f"AttributeError: {message}", AttributeError, [ConstantVariable(message)])
 
     # -- containers -----------------------------------------------------------------------------
     def _children(self, tx):
+        refuse_walk(self, "the items")
         if is_parameter_list(self.module):
             # ParameterList holds its items in _parameters under "0", "1", ... (its __getitem__
             # reads `getattr(self, str(i))`); each is read, and guarded, as that attribute.
@@ -342,6 +357,7 @@ class NNModuleVariable(VariableTracker):
     def contains(self, tx, item) -> bool:
         """`key in module`: ModuleDict looks the key up in _modules (guarded by its keys); other
         modules iterate or raise, which is not followed here."""
+        refuse_walk(self, "membership test")
         if type(self.module) is not nn.ModuleDict:
             unsupported(f"membership test in module {type(self.module).__name__}")
         modules = self.module._modules
@@ -388,6 +404,7 @@ class NNModuleVariable(VariableTracker):
         parameter or submodule added or removed later fails them."""
         if type_lookup(type(self.module), name) is not getattr(nn.Module, name):
             unsupported(f"{type(self.module).__name__}.{name} is overridden")
+        refuse_walk(self, f"{name}()")
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             unsupported(f"{name}() with non-constant arguments")
         a = [v.as_python_constant() for v in args]
@@ -463,13 +480,20 @@ class NNModuleVariable(VariableTracker):
             # A Python __call__ of the user's class (one that ends in super().__call__(...), as
             # transformers' checkpointing layers once did): inlined like any method, guarded
             # where it is found; super().__call__ comes back to module_call below.
-            fn = tx.wrap(call, AttrSource(AttrSource(self.source, "__class__"), "__call__"))
+            fn = tx.wrap(call, AttrSource(class_source(self.source, self.module), "__call__"))
             return tx.call(fn, [self, *args], kwargs)
         return self.module_call(tx, args, kwargs)
 
     def module_call(self, tx, args, kwargs, *, own_call: bool = False):
         """nn.Module.__call__ on this module: its forward hooks and pre-hooks inlined around
         forward (module_hooks.py). `own_call`: reached through super().__call__ from the class's own __call__."""
+        if own_getattribute(type(self.module)) is not None and builtin_opaque_reason(type(self.module)) is None \
+                and not is_allowed_in_graph(type(self.module)):
+            if type_lookup(type(self.module), "__call__") is not nn.Module.__call__ and not own_call:
+                unsupported(f"module {type(self.module).__name__} overrides __call__")
+            refuse_global_hooks(f"module {type(self.module).__name__} called")
+            guard_no_global_hooks(tx, class_source(self.source, self.module))
+            return hooked_call(tx, self, args, kwargs)   # its reads pass the class's hook (module_getattribute.py)
         target = self._compiled_call_target(tx)
         if target is not self:
             # The compiled call runs the wrapped module's _call_impl, never type(m).__call__.
@@ -498,7 +522,7 @@ class NNModuleVariable(VariableTracker):
         call = own_compiled_call(m)
         if call is None:
             unsupported(f"module {type(m).__name__} has a _compiled_call_impl that torch_jit_cache did not set")
-        tx.output.add_guard(AttrSource(self.source, "_compiled_call_impl"), GuardKind.ID_MATCH, call)
+        tx.output.add_guard(state_source(self.source, m, "_compiled_call_impl"), GuardKind.ID_MATCH, call)
         return self._wrapped(tx) if isinstance(m, CompiledModule) else self
 
     def _forward(self, tx, args, kwargs, own_call: bool = False):
@@ -507,6 +531,8 @@ class NNModuleVariable(VariableTracker):
         if type_lookup(cls, "__call__") is not nn.Module.__call__ and not own_call \
                 and not _plain_graph_module_call(cls):
             unsupported(f"module {cls.__name__} overrides __call__")
+        if own_getattribute(cls) is not None and builtin_opaque_reason(cls) is None and not is_allowed_in_graph(cls):
+            return hooked_forward(tx, self, args, kwargs)   # `self.forward` through the class's hook
         forward = lookup(m, "forward")
         if forward.where is Where.INSTANCE_DICT:
             # `m.forward = fn` on the instance wins over the class's forward, as in Python.
@@ -559,7 +585,8 @@ def wrap_module(tx, value, source, g):
     g(GuardKind.TYPE_MATCH, type(value))
     # Not by identity unless the trace relies on the object itself (require_identity): N equal
     # instances of one class share one entry.
-    tx.output.add_guard(AttrSource(source, "training"), GuardKind.EQUALS_MATCH, value.training)
+    tx.output.add_guard(state_source(source, value, "training"), GuardKind.EQUALS_MATCH,
+                        state_value(value, "training"))
     # Whatever is guarded below this module (its attributes, submodules, hook dicts) is
     # rechecked only when a dict it was read from changed (version tags, csrc/guards/dict_tags.h;
     # not on 3.13, runtime.DICT_TAGS_SUPPORTED).

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import types
 
-from ....guard.attribute_lookup import (GENERIC_GETATTRIBUTE, MISSING, TRUSTED_GETATTRIBUTE, Where, generic_lookup,
-                                        instance_dict, is_descriptor, lookup, resolved_name, type_lookup)
+from ....guard.attribute_lookup import (MISSING, Where, generic_lookup, has_own_getattribute, instance_dict,
+                                        is_descriptor, lookup, resolved_name, type_lookup)
 from ....guard.sources import AttrSource, InstanceDictSource, ItemSource, TypeSource
 from ....guard.trace_result import GuardKind
 from ..base import TracedAttributeError, traced, unsupported
@@ -160,20 +160,6 @@ def type_source(source, cls: type):
 def dict_source(source, cls: type):
     """obj.__dict__ for the object at `source`, read as type_source reads its class."""
     return InstanceDictSource(source) if has_own_getattribute(cls) else AttrSource(source, "__dict__")
-
-
-def has_own_getattribute(cls: type) -> bool:
-    """Whether a guard's getattr on an instance of `cls` runs a __getattribute__ that is neither
-    object's nor a trusted renaming (attribute_lookup.TRUSTED_GETATTRIBUTE)."""
-    for klass in cls.__mro__:
-        hook = vars(klass).get("__getattribute__")
-        if hook is None:
-            continue
-        if any(hook is generic for generic in GENERIC_GETATTRIBUTE):
-            return False
-        if (getattr(hook, "__module__", None), getattr(hook, "__qualname__", None)) not in TRUSTED_GETATTRIBUTE:
-            return True
-    return False
 
 
 def class_dict_source(source, cls: type, name: str):

@@ -88,7 +88,7 @@ def module_getattr(tx, var, name: str, hook):
     cls = type(var.module)
     if not isinstance(hook, types.FunctionType) or (hook.__module__ or "").startswith("torch"):
         unsupported(f"attribute {name!r} of {cls.__name__}, whose __getattr__ is {hook!r}")
-    fn = tx.wrap(hook, AttrSource(AttrSource(var.source, "__class__"), "__getattr__"))
+    fn = tx.wrap(hook, AttrSource(type_source(var.source, cls), "__getattr__"))
     return tx.call(fn, [var, ConstantVariable(name)], {})
 
 
