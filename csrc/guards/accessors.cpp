@@ -92,6 +92,10 @@ absl::StatusOr<Accessor> Accessor::item(AccessorKind kind, py::handle key, const
     return type_error_status(absl::StrCat(parent_source, ": call() needs (args, kwargs): a tuple and a "
                                           "tuple of (str, value) pairs; got ", safe_repr(key.ptr())));
   }
+  if (kind == AccessorKind::kApply && !PyType_Check(key.ptr())) {
+    return type_error_status(absl::StrCat(parent_source, ": apply() needs a builtin type; got ",
+                                          short_type_name(key.ptr())));
+  }
   Accessor accessor(kind, py::reinterpret_borrow<py::object>(key));
   if (kind == AccessorKind::kItem && PyLong_CheckExact(key.ptr())) {
     Py_ssize_t index = PyLong_AsSsize_t(key.ptr());
@@ -213,6 +217,9 @@ PyObject* Accessor::fetch(PyObject* parent, const FrameView& view) const noexcep
     case AccessorKind::kCall:
       // Built only under the parent's ID_MATCH, for callables whose result is their state (accessors.h).
       return call_with_key(parent, name_or_key_.ptr());
+    case AccessorKind::kApply:
+      // Built only under the parent's TYPE_MATCH (accessors.h).
+      return PyObject_CallOneArg(name_or_key_.ptr(), parent);  // new ref
     case AccessorKind::kCallMethod:
       // Built only under the parent's TYPE_MATCH, for methods that read state (accessors.h).
       return PyObject_CallMethodNoArgs(parent, name_or_key_.ptr());  // new ref

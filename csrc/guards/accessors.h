@@ -2,7 +2,7 @@
 //
 // Kinds: local(name), global_(name), builtin(name), closure(name) read the FrameView (children of
 // the root only); attr(name), item(key), dict_item(key), instance_dict(), type(), call(arguments),
-// call_method(name) read the parent's value. Each kind is one row of
+// apply(fn), call_method(name) read the parent's value. Each kind is one row of
 // kAccessorSpecs below (its builder name, what it reads and takes, its source text, its docs) plus
 // one case of fetch(). An accessor is a small value type switched on by kind: no virtual call per
 // fetch.
@@ -32,7 +32,7 @@ namespace py = pybind11;
 // Keep kCallMethod last (kLastAccessorKind); a new kind needs its row in kAccessorSpecs and its
 // fetch() case (the switch warns, and -Werror stops the build, when one is missing).
 enum class AccessorKind : uint8_t {
-  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType, kDictItem, kCall, kCallMethod
+  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType, kDictItem, kCall, kApply, kCallMethod
 };
 inline constexpr AccessorKind kLastAccessorKind = AccessorKind::kCallMethod;
 
@@ -101,6 +101,11 @@ inline constexpr AccessorSpec kAccessorSpecs[] = {
      "arguments and a tuple of (name, constant) pairs. Only for callables whose result for the same "
      "arguments is the same until their state changes (a functools.lru_cache wrapper: its cache), "
      "under an ID_MATCH of the value, which runs before any child."},
+    {AccessorKind::kApply, "apply", Reads::kParent, Operand::kKey, FrameSlot::kNone, "apply(", ", ", ")",
+     "g.local('od').apply(tuple)",
+     "Child reading fn(value) for a builtin type `fn` (tuple: an OrderedDict's keys in its own "
+     "order, which no dict read gives). Only under a TYPE_MATCH of the value, which runs before any "
+     "child, for a type whose such use runs no code of the user's."},
     {AccessorKind::kCallMethod, "call_method", Reads::kParent, Operand::kName, FrameSlot::kNone, "", ".", "()",
      "g.local('w').call_method('__call__')",
      "Child reading value.name(): a method called without arguments. Only for builtin types whose "

@@ -29,4 +29,4 @@ def other_helper(x):
 
 
 class Obj:
-    """A weakly referenceable object: what SAME_AS pins by identity."""
+    """A weakly referenceable object, for the identity relations (SAME_AS, ALIAS_OF, DISTINCT_FROM)."""

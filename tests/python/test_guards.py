@@ -597,3 +597,24 @@ def test_call_reads_a_callables_result_for_constant_arguments():
     for bad in ((), ("2.4",), (("2.4",), ((1, True),)), (("2.4",), "dev")):
         with pytest.raises(TypeError, match="call\\(\\) needs"):
             f.call(bad)
+
+
+# ---- apply: a builtin type applied to the value, under the value's TYPE_MATCH
+
+
+def test_apply_reads_an_ordered_dicts_own_order():
+    import collections
+
+    g = GuardManager()
+    od = g.local("od")
+    od.type_match(collections.OrderedDict)
+    order = od.apply(tuple)
+    order.equals_match(("a", "b"))
+    assert str(order.source) == "apply(L['od'], <class 'tuple'>)"
+    d = collections.OrderedDict(a=1, b=2)
+    assert g.check({"od": d})
+    d.move_to_end("a")   # the dict part's order stays a, b: only the OrderedDict's changes
+    assert list(dict.keys(d)) == ["a", "b"] and not g.check({"od": d})
+    assert not g.check({"od": {"a": 1, "b": 2}}), "another type fails before apply runs"
+    with pytest.raises(TypeError, match="apply\\(\\) needs a builtin type"):
+        od.apply(len)

@@ -16,7 +16,7 @@ from torch_jit_cache.pipeline import codegen
 from torch_jit_cache import runtime
 from torch_jit_cache.guard import sources
 from torch_jit_cache.guard.tree import GuardBuilder
-from torch_jit_cache.guard.sources import (AttrSource, BuiltinSource, CallSource, ChainedSource, ClosureSource,
+from torch_jit_cache.guard.sources import (ApplySource, AttrSource, BuiltinSource, CallSource, ChainedSource, ClosureSource,
                                            ComputedSource, DictItemSource, FrameValues, GlobalSource,
                                            InstanceDictSource, ItemSource, LocalSource, MethodCallSource, RootSource,
                                            Source, TypeSource)
@@ -108,7 +108,7 @@ def _kinds(cls=Source):
 
 def test_every_source_kind_has_an_example():
     concrete = {k for k in _kinds() if k not in _ABSTRACT}
-    assert concrete - {type(s) for s in EXAMPLES + COMPUTED + UNHOOKED} == set()
+    assert concrete - {type(s) for s in EXAMPLES + COMPUTED + UNHOOKED + APPLIED} == set()
     assert all(issubclass(k, (RootSource, ChainedSource)) for k in concrete)
 
 
@@ -234,3 +234,28 @@ def test_a_computed_source_loads_and_emits_the_same_and_refuses_a_guard(source):
         assert fn(**_ARGS) is expected
     with pytest.raises(TypeError, match="computed at call time"):
         GuardBuilder().node(source)
+
+
+# A builtin type applied to the value (ApplySource): `tuple(od)`, an OrderedDict's own order.
+APPLIED = [ApplySource(LocalSource("od"), tuple)]
+
+
+def test_an_applied_type_loads_emits_and_guards_alike():
+    import collections
+
+    source = APPLIED[0]
+    od = collections.OrderedDict(a=1, b=2)
+    od.move_to_end("a")
+    frame = FrameValues({"od": od}, _GLOBALS, _BUILTINS)
+    assert source.load(frame) == ("b", "a")
+    builder = GuardBuilder()
+    node = builder.node(source)
+    assert node.source == str(source)
+    node.equals_match(("b", "a"))
+    assert builder.root.check({"od": od}, _GLOBALS)
+    assert not builder.root.check({"od": collections.OrderedDict(a=1, b=2)}, _GLOBALS)
+
+    def toy(od):
+        return od
+    new_code = codegen.build_transformed_code(toy.__code__, None, [], SourceOutput(source))
+    assert types.FunctionType(new_code, _GLOBALS)(od) == ("b", "a")

@@ -1,5 +1,6 @@
 """dict_subclass_reads.py: dict's own keys/values/items, len, bool and `in` on a dict subclass
 object the frame receives, read from its guarded keys and values instead of a graph break."""
+import collections
 import weakref
 
 import pytest
@@ -91,9 +92,51 @@ def _values_sum(x, d):
     return x + sum(d.values())
 
 
-def test_values_of_a_class_with_its_own_getitem_still_break_with_eagers_result():
+def test_values_of_a_class_with_its_own_getitem_are_dicts_own_items():
+    # dict.values() of such a class reads dict's items (its __getitem__ is not what values() runs);
+    # the guard reads them through dict's own item too (`dict.__getitem__(L['d'], 'a')`).
+    compiled = tjc.compile(_values_sum)
     d = OwnGetitem(a=1, b=2)
-    assert torch.equal(tjc.compile(_values_sum)(torch.zeros(1), d), _values_sum(torch.zeros(1), d))
+    assert torch.equal(compiled(torch.zeros(1), d), _values_sum(torch.zeros(1), d))
+    dict.__setitem__(d, "b", 5)
+    assert torch.equal(compiled(torch.zeros(1), d), _values_sum(torch.zeros(1), d))
+    stats = tjc.stats()
+    assert (stats["graph_breaks"], stats["fallbacks"], stats["recompiles"]) == (0, 0, 1)
+
+
+class Output(collections.OrderedDict):
+    """transformers' ModelOutput in small: an OrderedDict subclass whose own __getitem__ takes an
+    index too, and whose __setitem__ keeps an attribute beside each item."""
+
+    def __getitem__(self, k):
+        return self.to_tuple()[k] if isinstance(k, int) else dict(self.items())[k]
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        object.__setattr__(self, key, value)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+def _output_reads(x, out):
+    return x * out[0] + out["b"], list(out.keys()), [v * 2 for v in out.values()], len(out)
+
+
+def test_an_ordered_dict_subclass_is_read_in_its_own_order():
+    compiled = tjc.compile(_output_reads)
+    out = Output()
+    out["a"], out["b"] = torch.ones(2), torch.full((2,), 3.0)
+    for change in (None, "move", "value"):
+        if change == "move":
+            out.move_to_end("a")      # the OrderedDict's order only: its dict part keeps a, b
+        elif change == "value":
+            out["b"] = torch.zeros(2)
+        got, want = compiled(torch.ones(2), out), _output_reads(torch.ones(2), out)
+        assert torch.equal(got[0], want[0]) and got[1] == want[1] and got[3] == want[3]
+        assert all(torch.equal(g, w) for g, w in zip(got[2], want[2]))
+    stats = tjc.stats()
+    assert (stats["graph_breaks"], stats["fallbacks"], stats["recompiles"]) == (0, 0, 1)
 
 
 def _keys_list(x, d):

@@ -265,6 +265,30 @@ class DictItemSource(ChainedSource):
 
 
 @dataclasses.dataclass(frozen=True)
+class ApplySource(ChainedSource):
+    """fn(base) for a builtin type `fn`: `tuple(od)`, an OrderedDict's keys in its own order (which
+    no read of its dict part gives: `move_to_end` changes only the OrderedDict's list). Only built
+    under a guard on the base's exact type, whose `fn(base)` runs no code of the user's
+    (dict_subclass_reads.guarded_keys)."""
+    fn: type
+
+    def name(self) -> str:
+        return f"apply({self.base.name()}, {self.fn!r})"
+
+    def load_step(self, value: Any) -> Any:
+        return self.fn(value)
+
+    def emit_load(self, em) -> None:
+        em.call_const_with(self.fn, [lambda: self.base.emit_load(em)])
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+    def guard_node(self, parent):
+        return parent.apply(self.fn)
+
+
+@dataclasses.dataclass(frozen=True)
 class InstanceDictSource(ChainedSource):
     """The base's instance __dict__ as object's lookup finds it (`vars(x)`), read without running
     the class's own __getattribute__: a guard on an object whose class hook the tracer followed

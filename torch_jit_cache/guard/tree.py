@@ -29,10 +29,8 @@ from .trace_result import GuardKind, GuardSpec
 class GuardBuilder:
     """Builds one root GuardManager; `add` each GuardSpec, then take `root`."""
 
-    def __init__(self, resolve=None):
+    def __init__(self):
         self.root = runtime.GuardManager()
-        # resolve(source) -> the value it names in the frame being compiled (for SAME_AS).
-        self.resolve = resolve
         self._nodes: dict[Source, object] = {}
         self._seen: set = set()
         # Per tensor source, (size dims, stride dims) that SYMBOLIC_SHAPES checks, so TENSOR_MATCH
@@ -91,13 +89,10 @@ class GuardBuilder:
 
 def _same_as(builder: GuardBuilder, spec: GuardSpec) -> None:
     # "This source reaches the same object as that one" (one tensor reached twice is one graph
-    # input): both are pinned to the object by identity, held weakly. Stricter than needed (a new
-    # pair of tied tensors recompiles) but never a wrong result.
-    if builder.resolve is None:
-        raise ValueError(f"{spec.source}: SAME_AS needs the frame's values to build")
-    obj = builder.resolve(spec.value)
-    builder.node(spec.value).add_leaf("id_match", obj)
-    builder.node(spec.source).add_leaf("id_match", obj)
+    # input): an identity relation compared at check time, holding nothing, so an entry neither
+    # keeps the object alive nor dies with it (a model output made on every call, whose tensor is
+    # read through two sources, hits the same entry).
+    builder.root.identity_relation([builder.node(spec.source), builder.node(spec.value)], [0, 0])
 
 
 def _identity_relation(builder: GuardBuilder, spec: GuardSpec) -> None:
@@ -169,14 +164,13 @@ def has_leaf(name: str) -> bool:
     return name in _C.LEAF_KINDS
 
 
-def build_guards(specs, *, global_state: bool = True, resolve=None, shape_guards=None):
+def build_guards(specs, *, global_state: bool = True, shape_guards=None):
     """A root GuardManager checking every spec (and torch's global state).
 
-    `resolve(source)` gives the value a source names in the frame being compiled; SAME_AS needs it.
     `shape_guards` (a shape_guards.ShapeGuards) adds the SYMBOLIC_SHAPES guard and makes the dims
     its symbols read dynamic in the TENSOR_MATCH specs.
     """
-    builder = GuardBuilder(resolve)
+    builder = GuardBuilder()
     if shape_guards is not None:
         builder.add_shape_guards(shape_guards)
     for spec in specs:

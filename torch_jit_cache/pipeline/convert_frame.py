@@ -274,7 +274,7 @@ class FrameCompiler:
             # original code, as one without tensor work does (a property that raises, a helper
             # that prints first).
             if not has_tensor_work(result.graph) and (not cut or not self._may_cut_without_graph(code)):
-                return run("entry without a graph", self._no_graph, frame, entries, result, resolve)
+                return run("entry without a graph", self._no_graph, frame, entries, result)
             rewritten = run("source rewriting", _RewrittenSources.of, result, resolve)
             run("source check", _check_reachable, frame, result, rewritten)
             has_graph = has_tensor_work(result.graph)
@@ -287,7 +287,7 @@ class FrameCompiler:
                 shape_guards = run("shape guards after the backend", _shape_guards_after_backend, result,
                                    rewritten.rewriter)
             new_code = run("codegen", _transformed_code, frame, compiled, rewritten.graph_inputs, result)
-            guards = run("guard building", _bound_guards, code, rewritten.guards, resolve, shape_guards)
+            guards = run("guard building", _bound_guards, code, rewritten.guards, shape_guards)
             guarded = run("cache entry", runtime.GuardedCode, new_code, guards)
             # A frame's first cut, with no graph before it, at a call that failed inside (the
             # compile() target's decorator wrapper calling forward) splits no graph: nothing
@@ -433,7 +433,7 @@ class FrameCompiler:
         disk_cache.store_skip(self, code)   # never raises
         return runtime.SKIP
 
-    def _no_graph(self, frame, entries, result, resolve):
+    def _no_graph(self, frame, entries, result):
         """A trace with no tensor work: its frame runs the original code, never a graph.
 
         Caching it as usual would add an entry per argument value (a Python helper called with
@@ -456,7 +456,7 @@ class FrameCompiler:
             log.log("fallbacks", f"running {log.describe_code(code)} uncompiled: its trace does no tensor work")
         specs = [g for g in result.guards if not _is_number_value_guard(g)]
         # No GLOBAL_STATE guard: grad mode and the default dtype matter only to tensor work.
-        guards = build_guards(specs, global_state=False, resolve=resolve)
+        guards = build_guards(specs, global_state=False)
         return runtime.GuardedCode(code, guards)
 
 
@@ -584,9 +584,9 @@ def _transformed_code(frame, compiled, graph_inputs, result):
                                           result.side_effects)
 
 
-def _bound_guards(code, specs, resolve, shape_guards):
+def _bound_guards(code, specs, shape_guards):
     """The entry's guard tree, bound to `code`: a guard the frame cannot reach fails here, not in
     the user's call."""
-    guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)
+    guards = build_guards(specs, shape_guards=shape_guards)
     guards.bind(code)
     return guards

@@ -303,7 +303,7 @@ def _load_entry(compiler, frame, entry, resolve):
     specs = [guard_codec.decode_guard(record, resolve) for record in entry["guards"]]
     guard_codec.check_bound_groups(entry["guards"], specs)
     shape_guards = entry["shape_guards"]
-    guards = build_guards(specs, resolve=resolve, shape_guards=shape_guards)
+    guards = build_guards(specs, shape_guards=shape_guards)
     guards.bind(frame.f_code)
     if not guards.check(frame):
         raise Mismatch(guards.explain(frame))

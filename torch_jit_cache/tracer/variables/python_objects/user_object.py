@@ -400,7 +400,8 @@ class DictSubclassVariable(UserObjectVariable):
         found = lookup(self.value, name)
         if found.where is Where.CLASS and name in DICT_READS and found.value is vars(dict)[name]:
             return DictReadVariable(self, name)
-        if found.where is Where.CLASS and name in dict_subclass_reads.VIEWS and found.value is vars(dict)[name]:
+        if found.where is Where.CLASS and name in dict_subclass_reads.VIEWS and \
+                any(found.value is m for m in (vars(dict)[name], vars(collections.OrderedDict)[name])):
             return dict_subclass_reads.DictViewMethodVariable(self, name)
         return super().plain_getattr(tx, name)
 
