@@ -83,6 +83,10 @@ PyObject* call_with_key(PyObject* parent, PyObject* key) noexcept {
 absl::StatusOr<Accessor> Accessor::item(AccessorKind kind, py::handle key, const std::string& parent_source) {
   const char* builder = accessor_spec(kind).builder;
   if (!key) return type_error_status(absl::StrCat(parent_source, ": ", builder, "() needs a key"));
+  if (kind == AccessorKind::kApply && !PyType_Check(key.ptr())) {
+    return type_error_status(absl::StrCat(parent_source, ": apply() needs a builtin type; got ",
+                                          short_type_name(key.ptr())));
+  }
   if (!is_key_constant(key.ptr())) {
     return type_error_status(absl::StrCat(
         parent_source, ": ", builder, "() keys are held by the guard tree, so they must be ", kKeyConstants,
@@ -91,10 +95,6 @@ absl::StatusOr<Accessor> Accessor::item(AccessorKind kind, py::handle key, const
   if (kind == AccessorKind::kCall && !is_call_arguments(key.ptr())) {
     return type_error_status(absl::StrCat(parent_source, ": call() needs (args, kwargs): a tuple and a "
                                           "tuple of (str, value) pairs; got ", safe_repr(key.ptr())));
-  }
-  if (kind == AccessorKind::kApply && !PyType_Check(key.ptr())) {
-    return type_error_status(absl::StrCat(parent_source, ": apply() needs a builtin type; got ",
-                                          short_type_name(key.ptr())));
   }
   Accessor accessor(kind, py::reinterpret_borrow<py::object>(key));
   if (kind == AccessorKind::kItem && PyLong_CheckExact(key.ptr())) {

@@ -73,9 +73,9 @@ def test_no_more_graph_breaks_than_torch_compile(name):
         torch._dynamo.reset()
     gap = KNOWN_GAPS.get(name, 0)
     assert ours.graph_break_count <= theirs.graph_break_count + gap, str(ours)
-    if name not in KNOWN_GAPS:
-        assert (ours.graph_count, ours.graph_break_count, ours.fallbacks) == \
-            (theirs.graph_count, theirs.graph_break_count, []), str(ours)
+    if name not in KNOWN_GAPS:   # as many graphs and breaks at the most (Longformer: fewer breaks)
+        assert ours.graph_count <= theirs.graph_count and ours.graph_break_count <= theirs.graph_break_count, str(ours)
+        assert ours.fallbacks == [], str(ours)
 
 
 @pytest.mark.parametrize("name", ["clip", "convnext_blocks", "bart_model", "unet"])

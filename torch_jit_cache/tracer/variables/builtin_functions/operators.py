@@ -15,7 +15,7 @@ from ..collections.containers import BaseListVariable, ListVariable
 from ..collections.dicts import DictVariable, dict_equal
 from ..collections.iterators import IteratorVariable
 from ..collections.ranges import RangeVariable
-from .sequence_order import raise_order_refused, refuses_user_objects, sequence_order
+from .sequence_order import first_difference, raise_order_refused, refuses_user_objects, sequence_order
 from ..torch_objects.numpy_values import NumpyArrayVariable, call_numpy, numpy_number_as_python
 from ..torch_objects import numpy_tensors
 from ..torch_objects.numpy_tensors import NumpyNdarrayVariable
@@ -208,11 +208,7 @@ def container_equal(tx, a, b):
         return True
     if len(a.items) != len(b.items):
         return False
-    i = 0
-    while i < len(a.items) and i < len(b.items):
-        if not _item_equal(tx, a.items[i], b.items[i]):
-            break
-        i += 1
+    i = first_difference(tx, a, b, _item_equal)
     return len(a.items) == len(b.items) if i >= len(a.items) or i >= len(b.items) else False
 
 

@@ -31,14 +31,22 @@ def sequence_order(tx, symbol: str, a, b, compare, item_equal) -> VariableTracke
     kind = a.python_type() if isinstance(a, BaseListVariable) else None
     if kind not in (list, tuple) or not isinstance(b, BaseListVariable) or b.python_type() is not kind:
         return None
+    i = first_difference(tx, a, b, item_equal)
+    if i >= len(a.items) or i >= len(b.items):
+        return ConstantVariable(COMPARE_OPERATORS[symbol](len(a.items), len(b.items)))
+    return compare(tx, symbol, a.items[i], b.items[i])
+
+
+def first_difference(tx, a, b, item_equal) -> int:
+    """The first index where two sequences' items differ by `item_equal`, or where one ran out; the
+    lengths are read again at each step (an item's `__eq__` may shrink a list), and the caller reads
+    them again after (CPython compares the lengths where either ran out by then)."""
     i = 0
     while i < len(a.items) and i < len(b.items):
         if not item_equal(tx, a.items[i], b.items[i]):
             break
         i += 1
-    if i >= len(a.items) or i >= len(b.items):
-        return ConstantVariable(COMPARE_OPERATORS[symbol](len(a.items), len(b.items)))
-    return compare(tx, symbol, a.items[i], b.items[i])
+    return i
 
 
 def refuses_user_objects(v) -> bool:
