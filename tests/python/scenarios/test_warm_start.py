@@ -51,7 +51,12 @@ WARM_LOADS = {
 # compiled blocks load one entry more or less from run to run; the rest are entries for inputs the
 # warm process does not bring, and entries its changed inputs must not take).
 FUZZ_PROGRAMS = 40
-FUZZ_WARM_LOADS = 46
+# Entries the warm process loads (at least) and traces anew (at most) over the fuzzer's programs. An
+# entry where one tensor is reached through two sources (SAME_AS) is reused for every new aliased
+# pair since it became an identity relation that pins no object: the warm process then needs 85
+# graphs, not 92, and loads 41 where it loaded 47, tracing the same 33.
+FUZZ_WARM_LOADS = 41
+FUZZ_WARM_TRACES = 33
 
 
 def _user_env(tmp_path) -> dict:
@@ -117,7 +122,8 @@ def test_fuzzer_programs_cold_then_warm_match_eager(tmp_path):
         assert r["bad"] is None, f"{r['mode']}: {r['bad']}"
     stores = sum(r["disk_cache_stores"] for r in cold)
     loads = sum(r["disk_cache_hits"] for r in warm)
-    assert stores > 0 and loads >= FUZZ_WARM_LOADS, (stores, loads)
+    traced_warm = sum(r["disk_cache_stores"] for r in warm)
+    assert stores > 0 and loads >= FUZZ_WARM_LOADS and traced_warm <= FUZZ_WARM_TRACES, (stores, loads, traced_warm)
 
 
 # --- in one process ----------------------------------------------------------------------------
