@@ -24,7 +24,6 @@ import json
 import math
 import os
 import random
-import re
 import sys
 import threading
 import time
