@@ -197,8 +197,16 @@ TEST(Accessors, EveryKindBuildsFromItsRow) {
   for (const AccessorSpec& spec : kAccessorSpecs) {
     if (spec.reads == Reads::kNothing) continue;
     SCOPED_TRACE(spec.builder);
+    // A key is an int, but where the kind takes (args, kwargs) or a type.
+    py::object key = spec.kind == AccessorKind::kCall    ? py::object(py::make_tuple(py::tuple(), py::tuple()))
+                     : spec.kind == AccessorKind::kApply ? py::reinterpret_borrow<py::object>(
+                                                               reinterpret_cast<PyObject*>(&PyLong_Type))
+                                                         : py::object(py::int_(2));
+    const char* key_text = spec.kind == AccessorKind::kCall    ? "((), ())"
+                           : spec.kind == AccessorKind::kApply ? "<class 'int'>"
+                                                               : "2";
     py::object operand = spec.operand == Operand::kName  ? py::object(s("n"))
-                         : spec.operand == Operand::kKey ? py::object(py::int_(2))
+                         : spec.operand == Operand::kKey ? key
                                                          : py::object();
     GuardManager& parent = spec.reads == Reads::kFrame ? static_cast<GuardManager&>(root) : *x;
     GuardManager& wrong = spec.reads == Reads::kFrame ? *x : static_cast<GuardManager&>(root);
@@ -207,7 +215,7 @@ TEST(Accessors, EveryKindBuildsFromItsRow) {
     EXPECT_EQ(node.get(), ok_or_die(parent.child(spec.kind, operand)).get());
     std::string expected = absl::StrCat(spec.prefix, spec.reads == Reads::kParent ? "L['x']" : "", spec.infix,
                                         spec.operand == Operand::kName  ? "n"
-                                        : spec.operand == Operand::kKey ? "2"
+                                        : spec.operand == Operand::kKey ? key_text
                                                                         : "",
                                         spec.suffix);
     EXPECT_EQ(node->source(), expected);
