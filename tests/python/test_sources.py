@@ -16,10 +16,10 @@ from torch_jit_cache.pipeline import codegen
 from torch_jit_cache import runtime
 from torch_jit_cache.guard import sources
 from torch_jit_cache.guard.tree import GuardBuilder
-from torch_jit_cache.guard.sources import (ApplySource, AttrSource, BuiltinSource, CallSource, ChainedSource, ClosureSource,
-                                           ComputedSource, DictItemSource, FrameValues, GlobalSource,
-                                           InstanceDictSource, ItemSource, LocalSource, MethodCallSource, RootSource,
-                                           Source, TypeSource)
+from torch_jit_cache.guard.sources import (ApplySource, AttrSource, BuiltinSource, CallSource, ChainedSource,
+                                           ClosureSource, ComputedSource, DictItemSource, FrameValues, GlobalSource,
+                                           InstanceDictSource, ItemSource, LoadedWholeSource, LocalSource,
+                                           MethodCallSource, RootSource, Source, TypeSource)
 from torch_jit_cache.guard.trace_result import SourceOutput
 
 pytestmark = pytest.mark.usefixtures("fresh_runtime")
@@ -85,7 +85,7 @@ EXAMPLES = [
     CallSource(AttrSource(LocalSource("x"), "lookup"), ("payload",), (("default", 1),)),
 ]
 
-_ABSTRACT = {Source, RootSource, ChainedSource}
+_ABSTRACT = {Source, RootSource, ChainedSource, LoadedWholeSource}
 
 
 def _pick(box, name):

@@ -113,6 +113,19 @@ class ChainedSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class LoadedWholeSource(ChainedSource):
+    """A step whose bytecode loads its base itself (a call with the base as an argument: `type(x)`,
+    `dict.__getitem__(d, k)`): its emit_load emits the whole chain, and it is never a step that
+    another's bytecode takes from the base's value on the stack."""
+
+    def emit_load(self, em) -> None:
+        raise NotImplementedError(type(self).__name__)
+
+    def emit_step(self, em) -> None:
+        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
+
+
+@dataclasses.dataclass(frozen=True)
 class LocalSource(RootSource):
     """An argument of the frame (only arguments are bound when a frame starts)."""
     local_name: str
@@ -242,7 +255,7 @@ class ItemSource(ChainedSource):
 
 
 @dataclasses.dataclass(frozen=True)
-class DictItemSource(ChainedSource):
+class DictItemSource(LoadedWholeSource):
     """dict's own item `key` of the base, a dict or a dict subclass object, read without running
     the class's own __getitem__ (or __missing__): a guard on an object whose class hook the tracer
     followed must not run that hook again (transformers' ACT2FN builds a module on each read)."""
@@ -257,15 +270,12 @@ class DictItemSource(ChainedSource):
     def emit_load(self, em) -> None:
         em.call_const_with(dict.__getitem__, [lambda: self.base.emit_load(em), lambda: em.const(self.key)])
 
-    def emit_step(self, em) -> None:
-        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
-
     def guard_node(self, parent):
         return parent.dict_item(self.key)
 
 
 @dataclasses.dataclass(frozen=True)
-class ApplySource(ChainedSource):
+class ApplySource(LoadedWholeSource):
     """fn(base) for a builtin type `fn`: `tuple(od)`, an OrderedDict's keys in its own order (which
     no read of its dict part gives: `move_to_end` changes only the OrderedDict's list). Only built
     under a guard on the base's exact type, whose `fn(base)` runs no code of the user's
@@ -281,15 +291,12 @@ class ApplySource(ChainedSource):
     def emit_load(self, em) -> None:
         em.call_const_with(self.fn, [lambda: self.base.emit_load(em)])
 
-    def emit_step(self, em) -> None:
-        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
-
     def guard_node(self, parent):
         return parent.apply(self.fn)
 
 
 @dataclasses.dataclass(frozen=True)
-class InstanceDictSource(ChainedSource):
+class InstanceDictSource(LoadedWholeSource):
     """The base's instance __dict__ as object's lookup finds it (`vars(x)`), read without running
     the class's own __getattribute__: a guard on an object whose class hook the tracer followed
     must not run that hook again (it may count, log or answer otherwise)."""
@@ -303,15 +310,12 @@ class InstanceDictSource(ChainedSource):
     def emit_load(self, em) -> None:
         em.call_const_with(object.__getattribute__, [lambda: self.base.emit_load(em), lambda: em.const("__dict__")])
 
-    def emit_step(self, em) -> None:
-        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
-
     def guard_node(self, parent):
         return parent.instance_dict()
 
 
 @dataclasses.dataclass(frozen=True)
-class TypeSource(ChainedSource):
+class TypeSource(LoadedWholeSource):
     """type(base): the class, read without the `__class__` lookup a class's own __getattribute__
     would answer."""
 
@@ -324,15 +328,12 @@ class TypeSource(ChainedSource):
     def emit_load(self, em) -> None:
         em.call_const_with(type, [lambda: self.base.emit_load(em)])
 
-    def emit_step(self, em) -> None:
-        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
-
     def guard_node(self, parent):
         return parent.type()
 
 
 @dataclasses.dataclass(frozen=True)
-class MethodCallSource(ChainedSource):
+class MethodCallSource(LoadedWholeSource):
     """base.method(): a method called without arguments, of the builtin types whose such method
     reads the object's state and runs no other code (a weakref's `__call__`: its referent or None;
     a builtin iterator's `__reduce__`: what it iterates and how far it got). Only built under a
@@ -349,9 +350,6 @@ class MethodCallSource(ChainedSource):
     def emit_load(self, em) -> None:
         em.call_with(lambda: (self.base.emit_load(em), em.load_attr(self.method)), [])
 
-    def emit_step(self, em) -> None:
-        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
-
     def guard_node(self, parent):
         return parent.call_method(self.method)
 
@@ -362,7 +360,7 @@ def call_with(fn, args: tuple, kwargs: tuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class CallSource(ChainedSource):
+class CallSource(LoadedWholeSource):
     """base(*args, **dict(kwargs)) with constant arguments (kwargs as (name, value) pairs), of a
     callable whose result for the same arguments is fixed by its state until that changes (a
     functools.lru_cache wrapper: its cache). Only built under a guard on the base's identity
@@ -381,15 +379,12 @@ class CallSource(ChainedSource):
         em.call_const_with(call_with, [lambda: self.base.emit_load(em), lambda: em.const(self.args),
                                        lambda: em.const(self.kwargs)])
 
-    def emit_step(self, em) -> None:
-        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
-
     def guard_node(self, parent):
         return parent.call((self.args, self.kwargs))
 
 
 @dataclasses.dataclass(frozen=True)
-class ComputedSource(ChainedSource):
+class ComputedSource(LoadedWholeSource):
     """fn(the base's value, *args): a value the compiled code computes at call time from one the
     frame reaches, with a function of the compiler's (FSDP2's local shard of a parameter, with its
     gradient averaged: tracer/variables/parallel/fsdp2.py). Never guarded itself (no C++ accessor calls
@@ -406,9 +401,6 @@ class ComputedSource(ChainedSource):
 
     def emit_load(self, em) -> None:
         em.call_const_with(self.fn, [lambda: self.base.emit_load(em)] + [lambda a=a: em.const(a) for a in self.args])
-
-    def emit_step(self, em) -> None:
-        raise TypeError(f"{self.name()} is loaded whole (emit_load), not as a step")
 
     def guard_node(self, parent):
         raise TypeError(f"{self.name()} is computed at call time: guards read what it is computed from")
