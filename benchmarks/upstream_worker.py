@@ -151,10 +151,30 @@ def set_rng(state) -> None:
 
 
 def dynamo_counts():
+    """(graph breaks, frames started, frames converted, the graph-break reasons, resume functions
+    made). TorchDynamo's TestCase turns on `nested_graph_breaks`, under which a break inside an
+    inlined function is not counted in counters["graph_break"]; every break that goes on after it
+    makes a resume function (counters["resumes"]), so a break is also counted by those."""
     from torch._dynamo.utils import counters
 
     return (sum(counters["graph_break"].values()), counters["frames"]["total"], counters["frames"]["ok"],
-            dict(counters["graph_break"]))
+            dict(counters["graph_break"]), sum(counters["resumes"].values()))
+
+
+def tc_cached_break(fn) -> bool:
+    """Whether torch.compile's most recently used cache entry for `fn`'s code calls a resume
+    function: a call that compiled nothing (a cache hit, also of an earlier torch.compile of the
+    same function with the same backend) ran that entry, broken where it was compiled."""
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        entries = _debug_get_cache_entry_list(code)
+    except Exception:   # noqa: BLE001 - no such reader in this torch: nothing known
+        return False
+    return bool(entries) and any(n.startswith("__resume_at_") for n in entries[0].code.co_names)
 
 
 def no_modes():
@@ -267,7 +287,12 @@ class Case:
             result = run_outcome(lambda: tc_call(*args, **kwargs))
             c1 = dynamo_counts()
             reasons = [k.split("\n")[0] for k, v in c1[3].items() if v > c0[3].get(k, 0)]
-            self._record("tc", eager, result, max(0, c1[0] - c0[0]), max(0, (c1[1] - c1[2]) - (c0[1] - c0[2])),
+            breaks = max(0, c1[0] - c0[0], 1 if c1[4] > c0[4] else 0)
+            if breaks and not reasons and c1[4] > c0[4]:
+                reasons = ["a resume function made (a nested break, not counted as one)"]
+            if not breaks and c1[1] == c0[1] and tc_cached_break(self.fn):
+                breaks, reasons = 1, ["ran cached code that calls a resume function (a break compiled earlier)"]
+            self._record("tc", eager, result, breaks, max(0, (c1[1] - c1[2]) - (c0[1] - c0[2])),
                          reasons, copies[0], (args, kwargs) if self.rec["copied"] else None)
         finally:
             _STATE.engine = None
