@@ -443,3 +443,25 @@ def test_a_subclass_on_the_right_is_asked_first_where_it_has_its_own_eq():
     for a, b in ((_LeftEq(), _RightEq()), (_LeftEq(), _PlainRight()), (_SENTINEL, _Token())):
         got, expected = compiled(torch.ones(1), a, b), _compare_with_subclass(torch.ones(1), a, b)
         assert got[1:] == expected[1:]
+
+
+def test_a_list_plus_equals_any_iterable_extends_it_in_place():
+    # list.__iadd__ takes any iterable (a tuple, a torch.Size, a range); `l + t` of a list and a
+    # tuple still raises eager's TypeError.
+    def grows(x, shape):
+        out = [x + 1]
+        alias = out
+        out += (x - 1, x * 2)
+        out += shape
+        out += range(2)
+        return out, alias is out, len(alias)
+
+    compiled_like_eager(grows, torch.randn(2), torch.Size([3, 4]))
+
+    def concatenates(x):
+        try:
+            return [x] + (x,)
+        except TypeError as e:
+            return x - 1, str(e)
+
+    compiled_like_eager(concatenates, torch.randn(2))

@@ -73,8 +73,8 @@ def binary_op(tx, symbol: str, a: VariableTracker, b: VariableTracker) -> Variab
         if same is not None:
             return same
     if isinstance(a, BaseListVariable):
-        if base == "+" and isinstance(b, BaseListVariable) and a.kind is not b.kind:
-            _refused_concatenation(tx, a, b)
+        if symbol == "+" and isinstance(b, BaseListVariable) and a.kind is not b.kind:
+            _refused_concatenation(tx, a, b)   # `l += t` is list.__iadd__: it takes any iterable
         if base == "+" and isinstance(b, BaseListVariable) and a.kind is b.kind:
             if symbol == "+=":
                 a.call_method(tx, "extend", [b], {})
