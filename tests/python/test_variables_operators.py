@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_caches")]
 
 import torch_jit_cache as tjc  # noqa: E402
-from context_helpers import CompiledCalls, compiled_like_eager  # noqa: E402
+from context_helpers import CompiledCalls, assert_same, compiled_like_eager  # noqa: E402
 
 
 def _binary_on_tensors(x, y):
@@ -465,3 +465,36 @@ def test_a_list_plus_equals_any_iterable_extends_it_in_place():
             return x - 1, str(e)
 
     compiled_like_eager(concatenates, torch.randn(2))
+
+
+def test_a_tensor_made_from_constants_indexes_a_sequence_by_its_value():
+    # `seq[t]` reads operator.index(t); a tensor made from constants alone has a value the trace
+    # knows, so the item is known too; the constants are guarded (another n recompiles).
+    def by_tensor_index(x, n):
+        dim = x.shape[torch.tensor(n)]
+        names = ("a", "b", "c")[torch.tensor([n])]
+        return x.reshape(-1, dim), names
+
+    calls = CompiledCalls(by_tensor_index)
+    x = torch.randn(2, 3, 4)
+    for n in (1, 2, 1):
+        assert_same(calls(x, n), by_tensor_index(x, n))
+    calls.check(graphs=2, breaks=0)
+
+    def float_index(x):
+        try:
+            return (1, 2)[torch.tensor(1.0)]
+        except TypeError as e:
+            return x + 1, str(e)
+
+    compiled_like_eager(float_index, torch.randn(2))
+
+
+def test_a_tensor_of_unknown_value_as_a_sequence_index_breaks():
+    def by_argument(x, i):
+        return x * (4, 5, 6)[i]
+
+    x, i = torch.randn(2), torch.tensor(2)
+    calls = CompiledCalls(by_argument)
+    assert_same(calls(x, i), by_argument(x, i))
+    assert calls.delta("graph_breaks") == 1

@@ -7,6 +7,8 @@ from __future__ import annotations
 import operator
 import types
 
+import torch
+
 from ....guard.attribute_lookup import MISSING, type_lookup
 from ..base import VariableTracker, provides, unsupported
 from .frame_identity import both_pinned, pinned_relation, process_lived_identity, types_apart
@@ -23,7 +25,7 @@ from ..python_objects.exceptions import constant_exception, traced_raise
 from ..collections.sets import OPERATORS as SET_OPERATORS, SetVariable, compare as set_compare, refused_operator
 from ..torch_objects.symbolic import SymNodeVariable
 from ..torch_objects.tensor import TensorVariable, call_op
-from ..torch_objects.value_sizes import Capture
+from ..torch_objects.value_sizes import Capture, known_value
 
 # Operands a unary operator makes a graph node of: tensors, and symbolic sizes (symbolic.py).
 _GRAPH_VALUES = (TensorVariable, SymNodeVariable)
@@ -478,11 +480,36 @@ def unary_op(tx, opname: str, a) -> VariableTracker:
 def getitem(tx, obj, key) -> VariableTracker:
     if isinstance(obj, TensorVariable):
         return call_op(tx, operator.getitem, [obj, key], {})
+    if isinstance(key, TensorVariable) and _is_sequence(obj):
+        key = _known_index(tx, key)
     if hasattr(obj, "getitem"):
         return obj.getitem(tx, key)
     if obj.is_python_constant() and key.is_python_constant():
         return _const_fold(tx, operator.getitem, obj, key)
     unsupported(f"subscript of {obj}")
+
+
+def _is_sequence(obj) -> bool:
+    """A tuple, list, torch.Size, range or str the trace holds (constant or tracker): what its
+    subscript does with a tensor index is `operator.index(tensor)`."""
+    if isinstance(obj, (BaseListVariable, RangeVariable)):
+        return True
+    return obj.is_python_constant() and type(obj.as_python_constant()) in (tuple, list, torch.Size, range, str)
+
+
+def _known_index(tx, key) -> VariableTracker:
+    """A tensor used as a sequence's index, where its value is known to the trace: a tensor made
+    from constants alone, whose fake tensor carries that value (value_sizes.known_value), fixed by
+    the guards on those constants. Python reads it with `operator.index` (an integer tensor of one
+    element); its error on another tensor is raised in the trace. Any other tensor's value is data:
+    a break."""
+    value = known_value(key.example)
+    if value is None:
+        unsupported(f"a tensor whose value the trace does not know ({key}) used as a sequence index")
+    try:
+        return ConstantVariable(operator.index(value))
+    except TypeError as e:
+        raise traced_raise(constant_exception(tx, TypeError(str(e)))) from None
 
 
 def setitem(tx, obj, key, value) -> None:

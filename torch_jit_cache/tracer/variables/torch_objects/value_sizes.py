@@ -52,6 +52,11 @@ def _known_value(tensor) -> bool:
     return getattr(tensor, "constant", None) is not None
 
 
+def known_value(tensor):
+    """The value a fake tensor carries (a real tensor), or None (see the module docstring)."""
+    return getattr(tensor, "constant", None)
+
+
 class _ValueSizes(TorchDispatchMode):
     """Raises Unsupported on the first aten op whose output size would depend on tensor values."""
 
