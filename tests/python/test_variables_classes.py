@@ -287,3 +287,46 @@ def test_subclasses_and_mro_are_read_and_follow_later_classes():
     gc.collect()   # a class is in a cycle with its own __mro__: only the collector frees it
     assert ref() is None   # the compiled entry that read it did not keep it
     assert repr(compiled(x)) == repr(_subclass_reader(x))
+
+
+class _Tint(__import__("enum").Enum):
+    RED = 1
+
+
+_Tint.note = "warm"   # a class attribute that is no member
+
+
+def _reads_the_class_of_a_value(x, member):
+    # type(member) and type(x * 2): classes the trace knows from a value, not from a source.
+    kind, tensor_kind = type(member), type(x * 2)
+    return x + len(kind.note), kind.__mro__, [c.__name__ for c in tensor_kind.__mro__], tensor_kind
+
+
+def test_a_class_known_only_from_a_value_is_read_through_its_import_path():
+    # Where the module's name reaches the very class, its attributes are read through
+    # sys.modules[module].<qualname>, guarded: a changed attribute recompiles.
+    cnt = CompileCounter()
+    compiled = tjc.compile(_reads_the_class_of_a_value, backend=cnt)
+    x = torch.ones(2)
+    for _ in range(2):
+        assert repr(compiled(x, _Tint.RED)) == repr(_reads_the_class_of_a_value(x, _Tint.RED))
+    assert explain_counts(_reads_the_class_of_a_value, x, _Tint.RED)[1] == 0
+    assert cnt.frame_count == 1
+    try:
+        _Tint.note = "colder"
+        assert repr(compiled(x, _Tint.RED)) == repr(_reads_the_class_of_a_value(x, _Tint.RED))
+        assert cnt.frame_count == 2
+    finally:
+        _Tint.note = "warm"
+
+
+def test_a_class_made_in_a_function_known_only_from_a_value_still_breaks():
+    class Local(__import__("enum").Enum):
+        A = 1
+
+    def reads(x, member):
+        return x + 1, type(member).__mro__
+
+    x = torch.ones(2)
+    assert repr(tjc.compile(reads)(x, Local.A)) == repr(reads(x, Local.A))
+    assert explain_counts(reads, x, Local.A)[1] == 1

@@ -28,6 +28,7 @@ from ..constant import ConstantVariable, is_enum_member
 from ..collections.containers import ListVariable
 from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import BaseFunctionVariable, PureFunctionVariable, UserMethodVariable, decorate
+from .imports import class_import_source
 from .instance_checks import TypeCheckVariable
 from .object_hooks import ObjectHookVariable, object_hook_name
 from ..builtin_functions.pure import PURE_TYPES, is_pure
@@ -107,6 +108,9 @@ def _type_member(tx, var, name):
         return tx.wrap(value, AttrSource(var.source, name))
     if type(value) is str or name in _FIXED_SIZES:   # fixed when the class was made
         return ConstantVariable(value)
+    source = class_import_source(tx, var.value)
+    if source is not None:
+        return tx.wrap(value, AttrSource(source, name))
     unsupported(f"attribute {name!r} of class {var.value.__name__}, which has no source")
 
 
@@ -208,9 +212,10 @@ class ClassVariable(ConstantVariable):
             unsupported(f"attribute {name!r} of class {cls.__name__}: not in its MRO")
         if cls in PURE_TYPES and is_pure(getattr(cls, name)):   # bytes.fromhex, complex.conjugate
             return PureFunctionVariable(getattr(cls, name))
-        if self.source is None:
+        source = self.source if self.source is not None else class_import_source(tx, cls)
+        if source is None:
             unsupported(f"attribute {name!r} of class {cls.__name__}, which has no source")
-        return _class_member(tx, self, raw, AttrSource(self.source, name), None)
+        return _class_member(tx, self, raw, AttrSource(source, name), None)
 
     def call_function(self, tx, args, kwargs):
         # torch.finfo(dtype), torch.iinfo(dtype), torch.device('cpu'), torch.Size([2, 3]):

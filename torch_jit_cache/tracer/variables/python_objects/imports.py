@@ -124,3 +124,27 @@ def import_from(tx, module_var, name: str):
     if sub is None:
         unsupported(f"ImportError: cannot import name {name!r} from {module.__name__}")
     return module_variable(tx, sub)
+
+
+def class_import_source(tx, cls):
+    """A source for a class the trace holds without one (`type(t)` of a tensor an op made): the
+    class as an import finds it, `sys.modules[cls.__module__].<qualname>`, where that path reaches
+    this very class (never a class made inside a function); guarded by identity there, so its
+    attributes can be read through it and guarded. None where no such path reaches it."""
+    module_name, qualname = getattr(cls, "__module__", None), getattr(cls, "__qualname__", "")
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    if not isinstance(module, types.ModuleType) or "<" in qualname:
+        return None
+    found = module
+    for part in qualname.split("."):
+        found = vars(found).get(part) if isinstance(found, (types.ModuleType, type)) else None
+        if found is None:
+            return None
+    if found is not cls:
+        return None
+    _guard_import_builtin(tx)
+    source = _sys_modules_source(module_name)
+    for part in qualname.split("."):
+        source = AttrSource(source, part)
+    tx.output.add_guard(source, GuardKind.ID_MATCH, cls)
+    return source
