@@ -67,6 +67,7 @@ TIER_OF: dict[str, str] = {
     "test_module_getattribute.py": "core",
     "test_variables_c_descriptors.py": "core",
     "test_variables_lru_cache_calls.py": "core",
+    "test_variables_made_functions.py": "core",
     # --- versions -------------------------------------------------------------------------------
     "test_allow_in_graph.py": "versions",
     "test_attribute_lookup.py": "versions",

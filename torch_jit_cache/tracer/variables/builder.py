@@ -39,7 +39,7 @@ import torch.nn as nn
 from ...guard.sources import LocalSource
 from .builtin_functions import builtins as builtin_rules
 from .collections import counters, frame_dict_subclasses
-from .torch_objects import dynamo_contexts
+from .torch_objects import dynamo_contexts, made_functions
 from .modules import builtin_module_methods, nn_module
 from . import constant
 from .collections import containers, deques, dicts, frame_iterators, namedtuples, ranges, sets
@@ -227,4 +227,6 @@ def wrap_constant(value) -> VariableTracker:
         return ClassVariable(value)
     if type(value) in frame_iterators.ITERATOR_TYPES:   # `"ab".__iter__()`: its items, read now
         return IteratorVariable([wrap_constant(v) for v in value], kind=type(value))
+    if made_functions.is_made_torch_function(value):   # `_ntuple(3)`'s parse
+        return made_functions.MadeTorchFunctionVariable(value)
     unsupported(f"a constant computation produced a {type(value).__name__}")
