@@ -152,9 +152,10 @@ def set_rng(state) -> None:
 
 def dynamo_counts():
     """(graph breaks, frames started, frames converted, the graph-break reasons, resume functions
-    made). TorchDynamo's TestCase turns on `nested_graph_breaks`, under which a break inside an
-    inlined function is not counted in counters["graph_break"]; every break that goes on after it
-    makes a resume function (counters["resumes"]), so a break is also counted by those."""
+    made). TorchDynamo's TestCase turns on `nested_graph_breaks`, under which a break (in the
+    frame itself or inside an inlined function) is not counted in counters["graph_break"]; every
+    break that goes on after it makes a resume function (counters["resumes"]), so a break is also
+    counted by those."""
     from torch._dynamo.utils import counters
 
     return (sum(counters["graph_break"].values()), counters["frames"]["total"], counters["frames"]["ok"],
@@ -289,7 +290,7 @@ class Case:
             reasons = [k.split("\n")[0] for k, v in c1[3].items() if v > c0[3].get(k, 0)]
             breaks = max(0, c1[0] - c0[0], 1 if c1[4] > c0[4] else 0)
             if breaks and not reasons and c1[4] > c0[4]:
-                reasons = ["a resume function made (a nested break, not counted as one)"]
+                reasons = ["a resume function made (a break counters['graph_break'] did not count)"]
             if not breaks and c1[1] == c0[1] and tc_cached_break(self.fn):
                 breaks, reasons = 1, ["ran cached code that calls a resume function (a break compiled earlier)"]
             self._record("tc", eager, result, breaks, max(0, (c1[1] - c1[2]) - (c0[1] - c0[2])),
