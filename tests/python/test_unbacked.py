@@ -391,3 +391,15 @@ def test_bool_of_a_tensor_still_breaks_with_the_switch_off():
     explanation = tjc.explain(fn)(torch.tensor(1))
     assert explanation.graph_break_count == 1
     assert tjc.compile(fn)(torch.tensor(0)) is False
+
+
+def test_a_tensor_indexed_by_an_unbacked_int_selects_in_one_graph(capture):
+    # t[i] with i = index.item() is t.select(0, i): one graph for every index, negative ones too.
+    def row(x, index):
+        i = index.item()
+        torch._check(i >= -x.size(0))
+        torch._check(i < x.size(0))
+        return x[i] * 2
+
+    x = torch.arange(12.0).reshape(4, 3)
+    _check(row, [(x, torch.tensor(1)), (x, torch.tensor(3)), (x, torch.tensor(-2))])

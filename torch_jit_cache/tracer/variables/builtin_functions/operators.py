@@ -479,6 +479,9 @@ def unary_op(tx, opname: str, a) -> VariableTracker:
 
 def getitem(tx, obj, key) -> VariableTracker:
     if isinstance(obj, TensorVariable):
+        if isinstance(key, SymNodeVariable) and isinstance(key.example, torch.SymInt):
+            # t[i] is t.select(0, i); torch's Python indexing takes no SymInt (`t[x.item()]`)
+            return call_op(tx, torch.select, [obj, ConstantVariable(0), key], {})
         return call_op(tx, operator.getitem, [obj, key], {})
     if isinstance(key, TensorVariable) and _is_sequence(obj):
         key = _known_index(tx, key)
