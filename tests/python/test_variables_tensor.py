@@ -308,3 +308,38 @@ def test_a_tensors_own_iter_and_len_called_by_name_are_iter_and_len():
     assert (cnt.frame_count, tjc.stats()["graph_breaks"] - before) == (1, 0)
     with pytest.raises(TypeError, match="0-d"):
         tjc.compile(lambda t: t.__len__(), backend=CompileCounter())(torch.tensor(1.0))
+
+
+_LIB = torch.library.Library("tjc_op_writes", "FRAGMENT")   # noqa: TOR901 - a test's own namespace
+_LIB.define("accumulate(Tensor x, Tensor(a!) acc, int scale) -> ()")
+
+
+@torch.library.impl(_LIB, "accumulate", "CompositeExplicitAutograd")
+def _accumulate(x, acc, scale):
+    acc.add_(x * scale)
+
+
+@torch.library.register_fake("tjc_op_writes::accumulate", lib=_LIB)
+def _accumulate_fake(x, acc, scale):
+    return None
+
+
+def _custom_and_aten_writes(x, acc, other):
+    torch.ops.tjc_op_writes.accumulate(x, acc, 2)                # a packet: its one overload's schema
+    torch.ops.tjc_op_writes.accumulate.default(x + 1, acc, 3)    # acc is written: `Tensor(a!)`
+    torch.ops.aten.mul_.Tensor(other, 2)                         # result unused: still runs
+    return acc.sum() + 1
+
+
+def test_an_op_whose_schema_writes_an_argument_or_returns_nothing_is_kept_in_the_graph():
+    # Before: the custom op's None result was a break ("returns None"). Compared with eager: the
+    # result and the written arguments.
+    from context_helpers import explain_counts
+    assert explain_counts(_custom_and_aten_writes, torch.randn(3), torch.zeros(3), torch.ones(3))[:2] == (1, 0)
+    compiled = tjc.compile(_custom_and_aten_writes, backend="eager")
+    for _ in range(2):
+        x = torch.randn(3)
+        got, want = (x, torch.zeros(3), torch.ones(3)), (x.clone(), torch.zeros(3), torch.ones(3))
+        torch.testing.assert_close(compiled(*got), _custom_and_aten_writes(*want))
+        torch.testing.assert_close(got[1], want[1])
+        torch.testing.assert_close(got[2], want[2])

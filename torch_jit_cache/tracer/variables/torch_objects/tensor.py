@@ -27,7 +27,7 @@ from ....frontend.trace_rules import functorch_transform, torch_callable_effect
 from ...output_graph import mark_side_effect
 from ..base import CallableVariable, MethodVariable, VariableTracker, provided, unsupported
 from ..constant import ConstantVariable
-from .op_writes import NONE_IS_A_VALUE, out_tensors, running_stats
+from .op_writes import NONE_IS_A_VALUE, out_tensors, schema_effect, written
 from ..collections.containers import ListVariable, TupleVariable
 from . import tensor_attributes, traced_backward
 from .numpy_values import TENSOR_FROM_ARRAY, NumpyArrayVariable, tensor_from_array
@@ -399,8 +399,8 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effec
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
     if not method and target in torch.fx.node._side_effectful_functions:
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
-    if effect or not method and out_tensors(kwargs.get("out")):
-        inplace = True   # it writes its out= tensors whatever it returns (op_writes.py)
+    if effect or not method and (out_tensors(kwargs.get("out")) or schema_effect(target)):
+        inplace = True   # it writes its out= tensors or what its schema marks, whatever it returns (op_writes.py)
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
@@ -410,8 +410,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effec
             unsupported(f"{name}() returns None (a side effect the graph cannot keep)")
         return tx.wrap_constant(result)
     out = tx.output
-    mutated = [*args[:1], *(out_tensors(kwargs.get("out")) or [kwargs.get("out")])] \
-        if inplace or "out" in kwargs else running_stats(target, args, kwargs)
+    mutated = written(target, args, kwargs, inplace)
     if _mutates_attribute_tensor(out, mutated):
         # A graph input read through an object (a module's buffer) mutated in place, directly or
         # through a view: pinned by identity, so another instance whose names alias otherwise does
