@@ -3,6 +3,7 @@ their original code, never an entry per value, never a cache-limit warning)."""
 import bisect
 import functools
 import itertools
+import operator
 import warnings
 import weakref
 
@@ -470,3 +471,22 @@ def test_the_compile_target_with_nothing_torch_related_still_reports_its_fallbac
     log = []
     assert tjc.compile(_prints_in_a_try)(5, log) == 5 and log == ["int"]
     assert tjc.stats()["fallbacks"] - before == 1
+
+
+def test_fx_symbolic_tracing_through_a_compiled_function_runs_its_original_code():
+    # Under torch.fx.symbolic_trace the arguments are proxies: the frame runs as written, so FX
+    # records its ops, and nothing is traced or cached for them; later calls compile as before.
+    def scaled(x):
+        return x * 2 + 1
+
+    compiled = tjc.compile(scaled, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), scaled(x))
+    before = tjc.stats()
+    gm = torch.fx.symbolic_trace(lambda v: compiled(v))
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [operator.mul, operator.add]
+    assert tjc.stats()["graphs"] == before["graphs"] and tjc.stats()["graph_breaks"] == before["graph_breaks"]
+    torch.testing.assert_close(gm(x), scaled(x))
+    hits = tjc.stats()["hits"]
+    torch.testing.assert_close(compiled(x), scaled(x))
+    assert tjc.stats()["hits"] == hits + 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import _imp
 import dataclasses
+import sys
 import weakref
 
 from . import codegen, disk_cache
@@ -81,6 +82,12 @@ class FullGraphError(RuntimeError):
     """fullgraph=True and the tracer could not capture the whole frame."""
 
 
+def _fx_tracing() -> bool:
+    """Whether torch.fx's symbolic tracer is running (never imported here: no torch, no tracer)."""
+    check = getattr(sys.modules.get("torch.fx._symbolic_trace"), "is_fx_symbolic_tracing", None)
+    return check is not None and check()
+
+
 @dataclasses.dataclass
 class FrameCompiler:
     backend: object = "eager"
@@ -145,6 +152,10 @@ class FrameCompiler:
             decided = self._under_stance(code, frame, entries)
             if decided is not None:
                 return decided
+        if _fx_tracing():
+            # torch.fx.symbolic_trace through a compiled function: its arguments are FX proxies,
+            # not values, and FX records the ops the original code runs (as torch.compile does).
+            return runtime.RUN_ORIGINAL
         if entries:
             counters.count("recompiles")
             if log.enabled("recompiles"):
