@@ -107,6 +107,7 @@ ROWS: tuple[Row, ...] = (
     _r("torch._utils.is_compiling", _TENSOR),
     _r("torch._ops.OpOverload", _DIST, _TENSOR, "tracer.variables.torch_objects.op_writes"),
     _r("torch._ops.OpOverloadPacket", _DIST, "tracer.variables.torch_objects.op_writes"),
+    _r("torch.fx._symbolic_trace", "pipeline.convert_frame", note="its is_fx_symbolic_tracing(), looked up by name"),
     _r("torch.ops.aten._local_scalar_dense.default", "tracer.variables.torch_objects.value_sizes"),
     _r("torch.ops.aten._unsafe_index", "tracer.variables.torch_objects.value_sizes"),
     _r("torch.amp.autocast_mode._enter_autocast", _OG),
