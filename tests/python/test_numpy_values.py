@@ -184,3 +184,33 @@ def test_a_numpy_number_from_the_frame_is_a_guarded_constant():
     for b in (np.int64(8), np.int64(8), np.int64(9), np.int32(9)):
         _same(compiled(x, 4096, b), add_remainder(x, 4096, b))
     assert cnt.frame_count == 3
+
+
+def items_into_legacy_types(x):
+    # Items of an array the trace made are numpy numbers; torch's legacy types take a list of
+    # them (or of Python numbers) as torch.tensor(data, dtype=T.dtype) does.
+    a = np.array([1, 2, 3, 4, 5, 6], dtype=np.int64)
+    grid = np.array([[0.5, 1.5], [2.5, 3.5]])
+    picked = a[[0, 2]]                                # a new array (fancy indexing copies)
+    return (torch.LongTensor([a[0], a[2], a[-1]]), x + torch.FloatTensor([grid[1, 0], grid[0, 1]]),
+            torch.BoolTensor([[1, 0], [0, 2]]), torch.IntTensor((picked.sum(), 7.9)), picked)
+
+
+def test_array_items_and_legacy_tensor_types_are_traced():
+    check(items_into_legacy_types, torch.ones(2))
+
+
+def a_slice_is_a_view(x):
+    a = np.arange(6.0)
+    return x + torch.tensor(a[1:3])
+
+
+def legacy_type_given_a_size(x):
+    return x + torch.FloatTensor(2).zero_()
+
+
+def test_a_slice_of_an_array_and_a_legacy_type_given_a_size_still_break():
+    check(a_slice_is_a_view, torch.ones(2), counts=None)
+    assert explain_counts(a_slice_is_a_view, torch.ones(2))[1] == 1
+    check(legacy_type_given_a_size, torch.ones(2), counts=None)
+    assert explain_counts(legacy_type_given_a_size, torch.ones(2))[1] == 1

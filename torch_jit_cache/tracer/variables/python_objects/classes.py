@@ -22,6 +22,7 @@ from ....guard.sources import AttrSource, ItemSource, MethodCallSource
 from ....guard.trace_result import GuardKind, SuperOutput
 from .attribute import type_source
 from ..torch_objects.autograd_functions import AutogradFunctionApplyVariable, is_function_apply
+from ..torch_objects.legacy_tensor_types import call_legacy_tensor_type
 from ..base import TracedAttributeError, VariableTracker, traced, unsupported
 from ..modules.built_modules import build_module
 from ..constant import ConstantVariable, is_enum_member
@@ -242,6 +243,9 @@ class ClassVariable(ConstantVariable):
         if self.value is types.MethodType and len(args) == 2 and not kwargs and \
                 isinstance(args[0], BaseFunctionVariable) and not args[1].is_python_constant():
             return UserMethodVariable(args[0], args[1])   # types.MethodType(fn, obj): fn bound to obj
+        made = call_legacy_tensor_type(tx, self.value, args, kwargs)   # torch.LongTensor([1, 2])
+        if made is not None:
+            return made
         decorated = decorate(self.value, args, kwargs)   # @staticmethod in a class body (class_statements.py)
         if decorated is not None:
             return decorated

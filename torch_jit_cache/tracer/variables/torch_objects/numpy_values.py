@@ -160,6 +160,18 @@ class NumpyArrayVariable(VariableTracker):
             return MethodVariable(self, name)
         unsupported(f"attribute {name!r} of a numpy array")
 
+    def getitem(self, tx, key):
+        """`a[i]`, `a[i, j]`, `a[[0, 2]]` with constant indices: a numpy number, or a new array;
+        an index that makes a view of the array (a slice) breaks, as any view does."""
+        if not key.is_python_constant():
+            unsupported(f"a numpy array indexed by {key}")
+        index = key.as_python_constant()
+        try:
+            result = self.value[index]
+        except Exception as e:  # noqa: BLE001 - eager raises too: it runs there, as written
+            unsupported(f"a numpy array's subscript raised {type(e).__name__}: {e}")
+        return wrap_numpy_result(result, [self.value])
+
     def call_method(self, tx, name, args, kwargs):
         if name not in NUMPY_ARRAY_METHODS:
             unsupported(f"ndarray.{name}")
