@@ -1,7 +1,8 @@
 """tracer/variables/builtin_functions/builtins_identity.py end to end: id() of a class, of a module and of a plain
 object of the frame is a constant of the graph, guarded by identity (another object recompiles and
-gets its own id); id() of a list, a tensor or an object built in the trace breaks and keeps eager's
-value. The entry holds none of the objects. Each case compares with eager."""
+gets its own id); id() of a frame list or dict is guarded by the number itself; id() of a tensor or
+an object built in the trace breaks and keeps eager's value. The entry holds none of the objects.
+Each case compares with eager."""
 import weakref
 
 import pytest
@@ -153,3 +154,26 @@ def test_ids_of_tuple_constants_keep_eager_answers():
     got, want = calls(x), _constant_tuples(x)
     same_exactly(got[0], want[0])
     assert got[1:] == want[1:]
+
+
+def _memo_by_id(x, rows, table):
+    memo = {id(rows): "rows"}
+    memo[id(table)] = "table"
+    return x + len(memo), memo[id(rows)], id(table) in memo, id(rows)
+
+
+def test_id_of_a_frame_list_or_dict_is_its_number_read_at_each_call():
+    # A list or dict cannot be weakly referenced, so no identity guard may hold it: the guard reads
+    # id(obj) at each call and compares the number (apply(source, ObjectId)). Another list
+    # recompiles; the entry keeps neither object alive.
+    import sys
+    x = torch.zeros(2)
+    rows, table = [1, 2], {"a": 1}
+    refs = sys.getrefcount(rows), sys.getrefcount(table)
+    calls = CompiledCalls(_memo_by_id)
+    for r in (rows, rows, [3]):
+        got, want = calls(x, r, table), _memo_by_id(x, r, table)
+        same_exactly(got[0], want[0])
+        assert got[1:] == want[1:]
+    calls.check(graphs=2)
+    assert (sys.getrefcount(rows), sys.getrefcount(table)) == refs

@@ -2,11 +2,11 @@
 a class read through a source (guarded by identity where it is wrapped), a module of the frame
 (guarded by identity here: nn_module.require_identity), a tensor read from the frame (a module's
 tensor attribute, an argument) and a plain object read from the frame that can be weakly
-referenced (an ID_MATCH guard at its source, held weakly). The result is that object's id, a
-constant of the graph, valid exactly while the guard passes. Anything else breaks: an object built
-in the trace has no id yet, a tensor an op made is a graph value, and a list or dict cannot be
-guarded by identity without being held (the guard tree refuses that), so its id would outlive the
-entry.
+referenced (an ID_MATCH guard at its source, held weakly). A list, dict or other object of the
+frame that cannot be weakly referenced is not held at all: its guard reads `id(obj)` at each call
+and compares the number (EQUALS_MATCH on `apply(source, ObjectId)`). The result is that object's
+id, a constant of the graph, valid exactly while the guard passes. Anything else breaks: an object
+built in the trace has no id yet, and a tensor an op made is a graph value.
 
 A list, dict, set or tuple the trace built has no id yet, but `id(x)` of one is an identity token
 (IdentityTokenVariable): `==` and `!=` between two tokens answer whether they name one object,
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import weakref
 
+from ....guard.sources import ApplySource, ObjectId
 from ....guard.trace_result import CallOutput, ConstantOutput, GuardKind, object_id
 from ..base import VariableTracker, unsupported
 from ..python_objects.classes import ClassVariable
@@ -58,9 +59,12 @@ def identity(tx, args, kwargs):
     if obj.source is None and isinstance(obj, (BaseListVariable, DictVariable, SetVariable)):
         return IdentityTokenVariable(obj)
     real = effects.real_object(obj) if obj.source is not None else None
-    if real is None or effects.made_each_call(obj) or not _weakly_referable(real):
+    if real is None or effects.made_each_call(obj):
         unsupported(f"id() of {obj}: not an object of the frame that can be guarded by identity")
-    tx.output.add_guard(obj.source, GuardKind.ID_MATCH, real)
+    if _weakly_referable(real):
+        tx.output.add_guard(obj.source, GuardKind.ID_MATCH, real)
+    else:   # a list or dict of the frame: its id itself, read at each call (no object held)
+        tx.output.add_guard(ApplySource(obj.source, ObjectId), GuardKind.EQUALS_MATCH, id(real))
     return ConstantVariable(id(real))
 
 
