@@ -498,3 +498,18 @@ def test_a_tensor_of_unknown_value_as_a_sequence_index_breaks():
     calls = CompiledCalls(by_argument)
     assert_same(calls(x, i), by_argument(x, i))
     assert calls.delta("graph_breaks") == 1
+
+
+class _Echo(list):
+    def __getitem__(self, i):
+        return type(i).__name__
+
+
+def test_a_list_subclass_with_its_own_getitem_is_given_the_tensor_index_itself():
+    def echo(x):
+        return x + 1, _Echo([1, 2])[torch.tensor(1)]
+
+    x = torch.randn(2)
+    got, want = tjc.compile(echo)(x), echo(x)
+    assert_same(got, want)
+    assert got[1] == "Tensor"

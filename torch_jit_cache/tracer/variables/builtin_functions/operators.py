@@ -495,8 +495,8 @@ def getitem(tx, obj, key) -> VariableTracker:
 def _is_sequence(obj) -> bool:
     """A tuple, list, torch.Size, range or str the trace holds (constant or tracker): what its
     subscript does with a tensor index is `operator.index(tensor)`."""
-    if isinstance(obj, (BaseListVariable, RangeVariable)):
-        return True
+    if isinstance(obj, RangeVariable) or isinstance(obj, BaseListVariable) and obj.python_type() in (list, tuple):
+        return True   # a subclass's own __getitem__ would be given the tensor itself
     return obj.is_python_constant() and type(obj.as_python_constant()) in (tuple, list, torch.Size, range, str)
 
 
