@@ -480,6 +480,51 @@ def setup_paths(root: Path) -> None:
     for p in (cpython_alias(dyn / "cpython" / "3_13" / "x").parent, dyn, root / "test"):
         sys.path.insert(0, str(p))
     sys.path.append(str(_HERE / "upstream_shims"))   # stand-ins for test-only packages not installed
+    backfill_test_support()
+
+
+def _colour_off_for_class(cls):
+    """test.support.force_not_colorized_test_class for a CPython older than 3.13.1, which lacks
+    it: the class's tests run with NO_COLOR set and _colorize.can_colorize answering False, set
+    up once around the class so the test methods themselves stay as written."""
+    try:
+        import _colorize   # 3.13's
+    except ImportError:
+        _colorize = None
+    own_setup = cls.__dict__.get("setUpClass")
+
+    @classmethod
+    def setUpClass(klass):
+        saved = {k: os.environ.pop(k, None) for k in ("PYTHON_COLORS", "FORCE_COLOR", "NO_COLOR")}
+        can_colorize = _colorize and _colorize.can_colorize
+
+        def restore():
+            if _colorize:
+                _colorize.can_colorize = can_colorize
+            os.environ.pop("NO_COLOR", None)
+            os.environ.update({k: v for k, v in saved.items() if v is not None})
+
+        os.environ["NO_COLOR"] = "1"
+        if _colorize:
+            _colorize.can_colorize = lambda *a, **k: False
+        klass.addClassCleanup(restore)
+        if own_setup is not None:
+            own_setup.__func__(klass)
+        else:
+            super(cls, klass).setUpClass()
+
+    cls.setUpClass = setUpClass
+    return cls
+
+
+def backfill_test_support() -> None:
+    """Names the CPython suites import from test.support that this interpreter's copy predates."""
+    try:
+        from test import support
+    except ImportError:
+        return
+    if not hasattr(support, "force_not_colorized_test_class"):
+        support.force_not_colorized_test_class = _colour_off_for_class
 
 
 def is_cpython(path: Path) -> bool:

@@ -207,3 +207,37 @@ def test_torch_compile_breaks_the_counter_misses_are_counted(tmp_path):
     assert "resume function" in cases[("test_cached", 1)]["reasons"][0]
     assert cases[("test_cached_whole", 0)]["status"] == "whole"
     assert cases[("test_cached_whole", 1)]["status"] == "whole"
+
+
+def test_colour_off_for_class_backfills_what_older_test_support_lacks(monkeypatch):
+    # CPython 3.13.0's test.support predates force_not_colorized_test_class, which the 3.13
+    # suites apply to a class: without it a whole file fails to import (0 cases counted).
+    import unittest
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import upstream_worker
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    seen = []
+
+    class Case(unittest.TestCase):
+        @classmethod
+        def setUpClass(cls):
+            seen.append(("own setUpClass", os.environ.get("NO_COLOR")))
+
+        def test_a(self):
+            seen.append((os.environ.get("NO_COLOR"), os.environ.get("FORCE_COLOR")))
+
+    upstream_worker._colour_off_for_class(Case)
+    result = unittest.TestResult()
+    unittest.TestSuite([Case("test_a")]).run(result)
+    assert result.wasSuccessful(), result.errors
+    assert seen == [("own setUpClass", "1"), ("1", None)]
+    assert os.environ.get("FORCE_COLOR") == "1" and "NO_COLOR" not in os.environ
+
+    from test import support
+    monkeypatch.delattr(support, "force_not_colorized_test_class", raising=False)
+    upstream_worker.backfill_test_support()
+    assert support.force_not_colorized_test_class is upstream_worker._colour_off_for_class
