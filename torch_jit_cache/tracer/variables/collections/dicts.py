@@ -21,15 +21,28 @@ class DictVariable(VariableTracker):
 
     version = 0
 
+    # A real dict, key -> key, that went through the same insertions and deletions as the dict
+    # this tracks since it was made empty (`{}`, `dict()`), so its hash table's entries lay out as
+    # eager's do (where a key is stored, when the table is compacted); None where that history is
+    # not known (a dict of the frame, one built with items, any other change of its keys). Python's
+    # dict iterators step through that layout (iterators.DictIteratorVariable).
+    table = None
+
     def __init__(self, items: dict, source=None):
         super().__init__(source)
         self.items = dict(items)
 
-    def mutating(self, tx, keys_change: bool = True):
-        """Called before each mutation (side_effects.py records it where the dict has a source)."""
+    def mutating(self, tx, keys_change: bool = True, table_op=None):
+        """Called before each mutation (side_effects.py records it where the dict has a source).
+        `table_op(table)` makes on `table` the change about to be made to the keys; a change of
+        the keys without one leaves their layout unknown."""
         tx.output.side_effects.mutate_container(self, EffectKind.SET_DICT)
         if keys_change:   # a new value for an existing key leaves an iteration over the dict alone
             self.version += 1
+            if self.table is not None and table_op is not None:
+                table_op(self.table)
+            else:
+                self.table = None
 
     def python_type(self):
         return dict
@@ -79,14 +92,14 @@ class DictVariable(VariableTracker):
 
     def setitem(self, tx, key, value):
         k = constant_index(key)
-        self.mutating(tx, keys_change=k not in self.items)
+        self.mutating(tx, keys_change=k not in self.items, table_op=lambda t: t.__setitem__(k, k))
         self.items[k] = value
 
     def delitem(self, tx, key):
         k = constant_index(key)
         if k not in self.items:
             raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
-        self.mutating(tx)
+        self.mutating(tx, table_op=lambda t: t.__delitem__(k))
         del self.items[k]
 
     def var_getattr(self, tx, name):
@@ -130,7 +143,7 @@ class DictVariable(VariableTracker):
         if name == "pop":
             k = constant_index(args[0])
             if k in self.items:
-                self.mutating(tx)
+                self.mutating(tx, table_op=lambda t: t.__delitem__(k))
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
@@ -139,14 +152,14 @@ class DictVariable(VariableTracker):
             k = constant_index(args[0])
             if k in self.items:
                 return self.items[k]
-            self.mutating(tx)
+            self.mutating(tx, table_op=lambda t: t.__setitem__(k, k))
             return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name == "popitem" and not args and not kwargs:
             return self.popitem(tx, last=True)
         if name in ("__or__", "__ior__") and len(args) == 1 and not kwargs:
             return self.merge(tx, args[0], in_place=name == "__ior__")
         if name == "clear" and not args:
-            self.mutating(tx)
+            self.mutating(tx, table_op=dict.clear)
             self.items.clear()
             return ConstantVariable(None)
         if name == "__setitem__":
@@ -190,7 +203,7 @@ class DictVariable(VariableTracker):
             raise_stand_in_error(tx, dict, (), "popitem", [], {}, "popitem() of an empty dict")
         if not self.items:
             unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
-        self.mutating(tx)
+        self.mutating(tx, table_op=dict.popitem if last else None)
         k = next(reversed(self.items)) if last else next(iter(self.items))
         return TupleVariable([key_tracker(tx, k), self.items.pop(k)])
 
