@@ -22,7 +22,7 @@ from ....guard.trace_result import GuardKind
 from ..python_objects import dataclass_fields, instance_checks, user_iterators
 from . import polyfills, pure
 from .builtin_calls import refused_call
-from ..base import CallableVariable, TracedAttributeError, TracedRaise, unsupported
+from ..base import CallableVariable, TracedAttributeError, TracedRaise, provides, unsupported
 from ..python_objects.classes import ClassVariable, call_super, register_builtin_model
 from ..constant import ConstantVariable, raise_of_message
 from ..collections.containers import BaseListVariable, ListVariable, TupleVariable, sort_order
@@ -258,6 +258,12 @@ def _scalar(fn):
 # whose result Python checks: a constant of the right type, else refused.
 _USER_SPECIAL = {bool: ("__bool__", bool), str: ("__str__", str), repr: ("__repr__", str),
                  hash: ("__hash__", int)}
+
+
+@provides
+def user_hash(tx, obj):
+    """hash(obj) of a user object: its class's Python __hash__ traced, checked (collections/object_keys.py)."""
+    return _of_user_object(tx, hash, obj)
 
 
 def _of_user_object(tx, fn, obj):

@@ -134,6 +134,7 @@ def _refused_concatenation(tx, a, b) -> None:
 
 
 @provides
+@provides
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
     if hasattr(a, "same_object") or hasattr(b, "same_object"):   # id() of a container the trace built
@@ -412,7 +413,7 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
 
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     if isinstance(container, DictVariable):
-        found = item.dict_key(tx) in container.items
+        found = container.contains_key(tx, item)
     elif hasattr(container, "contains"):
         found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
     elif isinstance(container, IteratorVariable):
