@@ -240,7 +240,10 @@ def dict_iterator(tx, obj, reverse: bool = False):
     mapping = obj.mapping if isinstance(obj, DictViewVariable) else obj
     if type(mapping) is not DictVariable or mapping.python_type() is not dict:
         return None
-    kind = iterator_type(obj, REVERSED_TYPES if reverse else None)
+    if reverse and isinstance(obj, DictViewVariable):
+        kind = _REVERSED_VIEW_TYPES[view]
+    else:
+        kind = iterator_type(obj, REVERSED_TYPES if reverse else None)
     if kind is None:
         return None
     return DictIteratorVariable(tx, obj, mapping, view, reverse, kind)
@@ -439,8 +442,10 @@ _ITERATOR_TYPES = {tuple: type(iter(())), list: type(iter([])), dict: type(iter(
                    **{view: type(iter(view_of)) for view_of in ({}.keys(), {}.values(), {}.items())
                       for view in (type(view_of),)}}
 REVERSED_TYPES = {tuple: type(reversed(())), list: type(reversed([])), range: type(reversed(range(0))),
-                   dict: type(reversed({})),
-                   **{type(view_of): type(reversed(view_of)) for view_of in ({}.keys(), {}.values(), {}.items())}}
+                   dict: type(reversed({}))}
+# reversed() over a plain dict's view (DictIteratorVariable only: an OrderedDict's views reverse
+# into OrderedDict's own iterator type).
+_REVERSED_VIEW_TYPES = {kind: type(reversed(getattr({}, kind)())) for kind in ("keys", "values", "items")}
 
 
 def iterator_type(obj, table=None) -> type | None:
