@@ -4,6 +4,7 @@ exception raised in the trace), the same object found without a comparison, anot
 hash compared by the stored key's __eq__ (traced). Compared with eager, counting the calls of each
 hook; what the trace does not model (several keys sharing a hash, such a dict leaving the trace)
 runs as written with eager's results."""
+import copy
 import weakref
 
 import pytest
@@ -168,3 +169,48 @@ def test_a_key_object_the_call_returns_is_freed_with_its_last_reference():
     torch.testing.assert_close(got[0], torch.full((2,), 2.0))
     del got
     assert ref() is None
+
+
+class Named:
+    def __init__(self, v):
+        self.v = v
+
+    def __hash__(self):
+        return hash(self.v)
+
+    def __eq__(self, other):
+        return isinstance(other, Named) and other.v == self.v
+
+    def __repr__(self):
+        return f"Named({self.v})"
+
+
+def printed(x):
+    d = {}
+    d[Named(1)] = "one"
+    return x + 1, repr(d), str(d)
+
+
+def compared(x):
+    a, b = {}, {}
+    a[Named(1)], b[Named(1)] = 1, 1   # equal keys, distinct objects: eager's == finds them equal
+    return x + 1, a == b
+
+
+def deep_copied(x):
+    d = {}
+    k = Named(1)
+    d[k] = 1
+    e = copy.deepcopy(d)
+    return x + 1, [key is k for key in e]
+
+
+def test_repr_equality_and_copies_of_such_dicts_match_eager():
+    x = torch.ones(2)
+    got = tjc.compile(printed, backend="eager")(x)
+    assert got[1:] == printed(x)[1:] == ("{Named(1): 'one'}",) * 2
+    for fn in (compared, deep_copied):
+        expected = fn(x)
+        got = tjc.compile(fn, backend="eager")(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
