@@ -214,3 +214,17 @@ def test_repr_equality_and_copies_of_such_dicts_match_eager():
         got = tjc.compile(fn, backend="eager")(x)
         torch.testing.assert_close(got[0], expected[0])
         assert got[1] == expected[1]
+
+
+def frame_key_lookup(x, from_frame):
+    d = {}
+    d[Counted(1)] = 1
+    return x + 1, from_frame in d, d.get(from_frame)
+
+
+def test_a_lookup_by_an_object_of_the_frame_runs_as_written():
+    x = torch.ones(2)
+    expected = frame_key_lookup(x, Counted(1))
+    got = tjc.compile(frame_key_lookup, backend="eager")(x, Counted(1))
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] == (True, 1)

@@ -48,9 +48,9 @@ def is_object_key(key) -> bool:
 def needs_lookup(d, key) -> bool:
     """Whether a lookup of `key` in the dict tracker `d` is this module's: the key is an object
     made in the trace, or `d` holds one."""
-    if not key.is_python_constant():
-        return is_object_key(key)
-    return bool(ObjectKey.made) and any(type(k) is ObjectKey for k in d.items)
+    if bool(ObjectKey.made) and any(type(k) is ObjectKey for k in d.items):
+        return True
+    return not key.is_python_constant() and is_object_key(key)
 
 
 def key_hash(tx, key):
@@ -61,8 +61,10 @@ def key_hash(tx, key):
             return hash(key.as_python_constant())
         except TypeError:
             unsupported(f"a dict lookup by an unhashable {key}")
+    if not is_object_key(key):   # an object of the frame, a tensor: no lookup among object keys
+        unsupported(f"a lookup by {key} in a dict with objects of the trace as keys")
     if type_lookup(key.python_type(), "__hash__") is _OBJECT_HASH:
-        return key
+        return key   # one tracker per object made in the trace: identity
     return provided("user_hash")(tx, key).as_python_constant()
 
 
