@@ -490,3 +490,55 @@ def test_fx_symbolic_tracing_through_a_compiled_function_runs_its_original_code(
     hits = tjc.stats()["hits"]
     torch.testing.assert_close(compiled(x), scaled(x))
     assert tjc.stats()["hits"] == hits + 1
+
+def _returns_dicts_of_its_own_class(n, log):
+    with torch._dynamo.error_on_graph_break(False):   # refused inlined: the call runs as a frame
+        class Point:
+            pass
+
+    made = []
+    for i in range(n):
+        p = Point()
+        p.x = i
+        made.append(p.__dict__)   # dicts of objects of a class made in this frame: not rebuilt
+    log.append(n)
+    return made
+
+
+def _calls_dict_maker(x, log):
+    # No tensor work: runs as written, so the maker is a frame of its own.
+    made = _returns_dicts_of_its_own_class(2, log)
+    return x, [sorted(d.items()) for d in made]
+
+
+def test_a_helper_traced_to_a_return_it_cannot_rebuild_without_tensor_work_is_no_fallback():
+    # Before: the helper's trace reached its return and fell back ("... leaves the trace, and its
+    # class was made in it"). Run as written it does all the trace saw: skipped as a frame without
+    # tensor work, not counted as a fallback.
+    compiled = tjc.compile(_calls_dict_maker)
+    x = torch.ones(3)
+    eager_log, log = [], []
+    expected = _calls_dict_maker(x, eager_log)
+    before = tjc.stats()["fallbacks"]
+    for _ in range(2):
+        got = compiled(x, log)
+        assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
+    assert log == eager_log * 2
+    assert tjc.stats()["fallbacks"] == before
+
+
+def _returns_its_own_object_after_tensor_work(x):
+    class Box:
+        pass
+
+    b = Box()
+    b.v = x * 2
+    return b
+
+
+def test_a_return_it_cannot_rebuild_after_tensor_work_still_falls_back_with_eager_results():
+    compiled = tjc.compile(_returns_its_own_object_after_tensor_work)
+    before = tjc.stats()["fallbacks"]
+    got = compiled(torch.ones(3))
+    assert torch.equal(got.v, torch.full((3,), 2.0))
+    assert tjc.stats()["fallbacks"] > before

@@ -195,3 +195,47 @@ def test_a_tensor_reached_twice_is_one_graph_input():
     assert inputs == [1]   # SAME_AS: the second source is guarded to be the first tensor
     torch.testing.assert_close(tjc.compile(f, backend=backend)(x, (torch.ones(3),)), x + x)
     assert inputs == [1, 2]
+
+
+class _CountingHash:
+    """Hashes and compares in Python, counting each call (user code the tracer must not run)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __hash__(self):
+        self.calls.append("hash")
+        return 42
+
+    def __eq__(self, other):
+        self.calls.append("eq")
+        return self is other
+
+
+def test_no_rule_runs_a_values_own_hash_or_eq():
+    for rule in builder.WRAP_RULES:
+        value = _CountingHash()
+        rule.applies(value, LocalSource("x"))
+        assert value.calls == [], rule.name
+
+
+def test_a_compiled_method_hashes_its_object_once_per_call():
+    # the frame of __hash__ itself is compiled: wrapping its `self` must not hash it again
+    class Counted:
+        def __init__(self):
+            self.count = 0
+
+        def __hash__(self):
+            self.count += 1
+            return 7
+
+    def f(x):
+        o = Counted()
+        d = {o: 1}
+        return x + d[o], o.count
+
+    x = torch.ones(2)
+    assert f(x)[1] == 2
+    out, count = tjc.compile(f, backend="eager")(x)
+    torch.testing.assert_close(out, x + 1)
+    assert count == 2

@@ -414,3 +414,28 @@ def test_a_class_attribute_is_read_through_the_class_and_a_change_recompiles():
     finally:
         Scaled.factor = 2
     assert calls.cnt.frame_count == 2
+
+
+class OwnKeys(dict):
+    def keys(self):
+        return ["a"]   # dict's merge never calls it while __iter__ is dict's own
+
+    def __getitem__(self, key):
+        return 99      # nor this: it reads the items as stored
+
+
+def merged(x):
+    d = OwnKeys([("a", 1), ("b", 2)])
+    into = {"z": 0}
+    into.update(d)
+    return x + 1, dict(d), {**d}, into, d.keys()
+
+
+def test_merging_a_subclass_that_keeps_dicts_iter_reads_its_items_as_stored():
+    x = torch.ones(2)
+    expected = merged(x)
+    calls = CompiledCalls(merged)
+    got = calls(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] and list(got[1]) == list(expected[1])
+    calls.check(graphs=1)

@@ -181,3 +181,98 @@ def test_iterating_a_number_raises_typeerror_in_the_trace():
     assert got[1] == expected[1]
     report = tjc.explain(_iterate_a_number)(x, 3)
     assert (report.graph_count, report.graph_break_count, report.fallbacks) == (1, 0, [])
+
+
+# -- a dict changed while an iterator over it runs (iterators.DictIteratorVariable) -----------------
+
+def _churn(view, n, step):
+    """A dict made empty and filled with n keys, then a loop over `view` of it that deletes the key
+    it reached and inserts `step(k)` (the size kept): Python's iterator ends, goes on over the
+    keys after a resize, or raises, as the table's layout says."""
+    def f(x):
+        d = {}
+        for i in range(n):
+            d[i] = (i,)
+        seen = []
+        try:
+            for item in getattr(d, view)():
+                k = item if view == "keys" else item[0]
+                seen.append(item)
+                if len(seen) > 40:
+                    break
+                del d[k]
+                new = step(k)
+                d[new] = (new,)
+        except RuntimeError as e:
+            seen.append(str(e))
+        return x + 1, seen, list(d.items())
+    return f
+
+
+@pytest.mark.parametrize("view", ["keys", "values", "items"])
+@pytest.mark.parametrize("n", [1, 2, 4, 5, 6, 11])
+@pytest.mark.parametrize("step", [lambda k: k, lambda k: k + 100, lambda k: str(k)], ids=["same", "new", "str"])
+def test_a_dict_changed_keeping_its_size_under_its_iterator_steps_as_eager(view, n, step):
+    f = _churn(view, n, step)
+    x = torch.ones(2)
+    calls = CompiledCalls(f)
+    _same_outputs(f(x), calls(x))
+    calls.check(graphs=1)
+
+
+def _same_outputs(a, b):
+    torch.testing.assert_close(a[0], b[0])
+    assert a[1:] == b[1:]
+
+
+def test_a_value_replaced_while_its_values_are_iterated_shows():
+    def f(x):
+        d = {"a": 1, "b": 2, "c": 3}
+        out = []
+        for k, v in d.items():
+            d["c"] = 30
+            out.append(v)
+        for v in d.values():
+            d["c"] = 300
+            out.append(v)
+        return x + 1, out
+    x = torch.ones(2)
+    calls = CompiledCalls(f)
+    _same_outputs(f(x), calls(x))
+    calls.check(graphs=1)
+
+
+def test_reversed_and_keys_changed_during_iteration_raise_in_the_trace():
+    def f(x):
+        d = dict()
+        d["a"] = 1
+        out = []
+        for view in (d, d.keys(), d.values(), d.items()):
+            try:
+                for _ in reversed(view):
+                    d.pop("a")
+                    d.setdefault("a", 2)
+            except RuntimeError as e:
+                out.append(str(e))
+            out.append(type(reversed(view)).__name__)
+        return x + 1, out
+    x = torch.ones(2)
+    calls = CompiledCalls(f)
+    _same_outputs(f(x), calls(x))
+    calls.check(graphs=1)
+
+
+def test_a_frame_dict_changed_keeping_its_size_is_not_guessed():
+    # its table's layout (its history before the call) is unknown: the frame runs as written
+    def f(x, d):
+        try:
+            for k in d:
+                del d[k]
+                d[k] = 0
+        except RuntimeError as e:
+            return x + 1, str(e)
+        return x, "no error"
+    x = torch.ones(2)
+    expected = f(x, {0: 0})
+    got = tjc.compile(f, backend="eager")(x, {0: 0})
+    _same_outputs(expected, got)

@@ -78,3 +78,75 @@ def test_a_subclass_that_adds_a_method_is_not_taken():
     rep = tjc.explain(uses_a_method)(torch.ones(2))
     assert rep.graph_break_count + len(rep.fallbacks) >= 1
     torch.testing.assert_close(tjc.compile(uses_a_method, backend="eager")(torch.ones(2)), uses_a_method(torch.ones(2)))
+
+
+# -- a scalar subclass that adds its own __bool__ (ScalarObjectVariable) ----------------------------
+
+class Switch(int):
+    def __bool__(self):
+        return self > 1   # a comparison on the value itself: breaks (int's own slot, not traced)
+
+
+TOGGLED = []
+
+
+class Toggle(int):
+    def __bool__(self):
+        TOGGLED.append(1)   # a side effect eager makes at each truth test
+        return False
+
+
+def truth_of_subclasses(x):
+    class Itself(int):
+        def __bool__(self):
+            return self   # not a bool: TypeError
+
+    class One(str):
+        def __bool__(self):
+            return 1      # not a bool either
+
+    class Blocked(bytes):
+        __bool__ = None   # Python calls None: TypeError
+
+    out = []
+    for make in (lambda: Itself(3), lambda: One("a"), lambda: Blocked(b"")):
+        try:
+            bool(make())
+        except TypeError as e:
+            out.append(str(e))
+    t = Toggle(5)
+    out.append(bool(t))
+    out.append(not t)
+    if t:
+        out.append("true")
+    return x + 1, out, len(TOGGLED)
+
+
+def test_a_scalar_subclass_with_its_own_bool_is_built_and_its_truth_traced():
+    TOGGLED.clear()
+    expected = truth_of_subclasses(torch.ones(2))
+    TOGGLED.clear()
+    calls = CompiledCalls(truth_of_subclasses)
+    got = calls(torch.ones(2))
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    calls.check(graphs=1)
+    got = calls(torch.ones(2))   # the cached code replays the appends eager makes
+    assert got[2] == 2 * expected[2]
+
+
+def leaves(x):
+    return x + 1, Toggle(2)
+
+
+def uses_its_value(x):
+    s = Switch(2)
+    return x + 1, bool(s)
+
+
+def test_other_uses_of_it_break_and_match_eager():
+    for fn in (leaves, uses_its_value):
+        expected = fn(torch.ones(2))
+        got = tjc.compile(fn, backend="eager")(torch.ones(2))
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1] and type(got[1]) is type(expected[1])

@@ -148,6 +148,7 @@ TIER_OF: dict[str, str] = {
     "test_variables_new_object_dunder_new.py": "versions",
     "test_variables_nn_module.py": "versions",
     "test_variables_object_hooks.py": "versions",
+    "test_variables_object_keys.py": "versions",
     "test_variables_opaque_calls.py": "versions",
     "test_variables_open_object.py": "versions",
     "test_variables_operators.py": "versions",

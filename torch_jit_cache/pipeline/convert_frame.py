@@ -429,12 +429,13 @@ class FrameCompiler:
         return ddp_split.compile_split(gm, example_inputs, pieces, compile_piece)
 
     def _raises_without_graph(self, code, what: str):
-        """A frame the trace followed to an exception that leaves it (a re-raise the trace cannot
-        cut at: the state there holds the exception), with no tensor work before it: run as
+        """A frame the trace followed, with no tensor work, to an exception that leaves it (a
+        re-raise the trace cannot cut at: the state there holds the exception) or to its return
+        of something the trace cannot rebuild (an object of a class made in the trace): run as
         written, it does everything the trace saw, as a frame without tensor work does; skipped
         as _no_graph skips one (never the compile() target, nor a code with entries: those fall
-        back, the exception named)."""
-        return self._skip_untraced(code, f"it raises, with no tensor work before ({what})")
+        back, the failure named)."""
+        return self._skip_untraced(code, f"it leaves with no tensor work done ({what})")
 
     def _skip_untraced(self, code, why: str):
         """SKIP for `code` (never traced again, in this process or, through the disk cache, a later

@@ -40,8 +40,12 @@ def trace(code, f_locals, f_globals, f_builtins, closure=None, cut=None, plan=No
                 effects = (*effects, *output.leave_grad_mode_effects(output.grad_mode))
         except Unsupported as e:
             where = "graph break" if cut is not None else "RETURN_VALUE"
-            raise Unsupported(e.reason, filename=code.co_filename,
-                              lineno=code.co_firstlineno, instruction=where) from None
+            failed = Unsupported(e.reason, filename=code.co_filename, lineno=code.co_firstlineno, instruction=where)
+            # Traced to its return with no tensor work, the frame run as written does all the trace
+            # saw: what its return holds need not be rebuilt (convert_frame skips it, as a frame
+            # whose trace does no tensor work).
+            failed.leaves_without_tensor_work = cut is None and not output.has_tensor_work()
+            raise failed from None
         try:
             gm = output.finish(outputs.nodes)
             output.fake_shapes.check_in_graph(gm, output.example_inputs)

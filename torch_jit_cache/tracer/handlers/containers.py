@@ -60,8 +60,18 @@ def list_extend(tx, inst):
 @handler("BUILD_MAP")
 def build_map(tx, inst):
     flat = tx.popn(2 * inst.arg)
-    tx.push(DictVariable({flat[i].as_python_constant(): flat[i + 1]
-                          for i in range(0, len(flat), 2)}))
+    if not all(flat[i].is_python_constant() for i in range(0, len(flat), 2)):
+        # Objects of the trace among the keys: stored one by one, each looked up as Python's
+        # PyDict_SetItem does (DictVariable.setitem, object_keys.py).
+        made = DictVariable({})
+        for i in range(0, len(flat), 2):
+            made.setitem(tx, flat[i], flat[i + 1])
+        tx.push(made)
+        return
+    made = DictVariable({flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)})
+    if not inst.arg:
+        made.table = {}   # `{}`: eager's is a new empty dict too (its layout followed from here)
+    tx.push(made)
 
 
 @handler("BUILD_CONST_KEY_MAP")

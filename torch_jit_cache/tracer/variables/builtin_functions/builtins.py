@@ -22,7 +22,7 @@ from ....guard.trace_result import GuardKind
 from ..python_objects import dataclass_fields, instance_checks, user_iterators
 from . import polyfills, pure
 from .builtin_calls import refused_call
-from ..base import CallableVariable, TracedAttributeError, TracedRaise, unsupported
+from ..base import CallableVariable, TracedAttributeError, TracedRaise, provides, unsupported
 from ..python_objects.classes import ClassVariable, call_super, register_builtin_model
 from ..constant import ConstantVariable, raise_of_message
 from ..collections.containers import BaseListVariable, ListVariable, TupleVariable, sort_order
@@ -42,7 +42,7 @@ from ..python_objects.generators import GeneratorVariable
 from .tee import tee
 from .function_wraps import wraps
 from ..collections.iterators import (REVERSED_TYPES, EnumerateVariable, IteratorVariable, ReversedListVariable, ZipVariable,
-                                     iterate, iterated_containers, iterator_type)
+                                     dict_iterator, iterate, iterated_containers, iterator_type)
 from ..collections.namedtuples import construct_namedtuple
 from ..python_objects.partials import make_partial
 from ..python_objects.new_object import NewObjectVariable
@@ -117,7 +117,7 @@ def _lazy_child(tx, obj) -> IteratorVariable:
         return obj
     if isinstance(obj, ListVariable):
         return iterate(tx, obj)
-    return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
+    return dict_iterator(tx, obj) or IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
 
 
 def _zip(tx, args, kwargs):
@@ -205,7 +205,10 @@ def _sequence(kind):
 
 
 def _dict(tx, args, kwargs):
-    return DictVariable(dict_items(tx, args, kwargs))
+    made = DictVariable(dict_items(tx, args, kwargs))
+    if not args and not kwargs:
+        made.table = {}   # `dict()`: a new empty dict, as `{}` (its layout followed from here)
+    return made
 
 
 def _sum(tx, args, kwargs):
@@ -255,6 +258,12 @@ def _scalar(fn):
 # whose result Python checks: a constant of the right type, else refused.
 _USER_SPECIAL = {bool: ("__bool__", bool), str: ("__str__", str), repr: ("__repr__", str),
                  hash: ("__hash__", int)}
+
+
+@provides
+def user_hash(tx, obj):
+    """hash(obj) of a user object: its class's Python __hash__ traced, checked (collections/object_keys.py)."""
+    return _of_user_object(tx, hash, obj)
 
 
 def _of_user_object(tx, fn, obj):
@@ -315,6 +324,8 @@ def _reversed(tx, args, kwargs):
         return sequence_call(tx, args[0], "__reversed__", [], {})
     if isinstance(args[0], ListVariable):
         return ReversedListVariable(args[0])
+    if (made := dict_iterator(tx, args[0], reverse=True)) is not None:
+        return made
     return IteratorVariable(list(reversed(args[0].unpack(tx))), watch=args[:1],
                             kind=iterator_type(args[0], REVERSED_TYPES))
 

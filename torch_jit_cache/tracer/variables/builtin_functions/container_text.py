@@ -18,6 +18,7 @@ from ..base import unsupported
 from ..constant import ConstantVariable
 from ..collections.containers import BaseListVariable
 from ..collections.dicts import DictVariable
+from ..collections.object_keys import ObjectKey
 from ..collections.sets import SetVariable
 
 _RECURSED = {list: "[...]", tuple: "(...)", dict: "{...}"}
@@ -67,4 +68,4 @@ def _repr(tx, v, active: list) -> str:
 
 
 def _key(k):
-    return ConstantVariable(k)
+    return k.tracker if type(k) is ObjectKey else ConstantVariable(k)   # an object of the trace: its own repr

@@ -145,6 +145,7 @@ class _Copier:
             y.items = [self.copy(item) for item in x.items]
             return y
         if type(x) in (DictVariable, InstanceDictVariable):
+            x.refuse_object_keys("copied (deepcopy copies its keys too)")
             y = self._done(x, real, DictVariable({}))
             y.items = {k: self.copy(v) for k, v in x.items.items()}
             return y

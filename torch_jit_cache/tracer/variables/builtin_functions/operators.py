@@ -136,6 +136,7 @@ def _refused_concatenation(tx, a, b) -> None:
 
 
 @provides
+@provides
 def compare_op(tx, symbol: str, a, b) -> VariableTracker:
     fn = COMPARE_OPERATORS[symbol]
     if hasattr(a, "same_object") or hasattr(b, "same_object"):   # id() of a container the trace built
@@ -199,6 +200,8 @@ def container_equal(tx, a, b):
     if None in kinds or len(kinds) != 1:
         return None
     if isinstance(a, DictVariable):
+        if a.object_keyed or b.object_keyed:   # Python looks each key up in the other (hash, ==)
+            unsupported("== of dicts with objects of the trace as keys")
         if a.items.keys() != b.items.keys():
             return False
         versions = (a.version, b.version)
@@ -414,7 +417,7 @@ def is_op(tx, a, b, invert: bool) -> VariableTracker:
 
 def contains_op(tx, item, container, invert: bool) -> VariableTracker:
     if isinstance(container, DictVariable):
-        found = item.dict_key(tx) in container.items
+        found = container.contains_key(tx, item)
     elif hasattr(container, "contains"):
         found = container.contains(tx, item)   # a ModuleDict, a user object (user_object.py)
     elif isinstance(container, IteratorVariable):

@@ -21,6 +21,7 @@ from ....guard.trace_result import EffectKind, GuardKind, ListOutput, SourceOutp
 from ..base import (MethodVariable, TracedIndexError, TracedRaise, VariableTracker, is_static_type,
                     unsupported)
 from ..constant import ConstantVariable, is_constant_value, raise_of_message
+from .object_keys import ObjectKey
 from .sequence_checks import (CHECKED_ON_STAND_IN, arity_error, check_comparing_call, is_iterable, items_equal,
                               raise_not_found, raise_stand_in_error)
 
@@ -49,7 +50,10 @@ def is_key_constant(value) -> bool:
 
 
 def key_tracker(tx, key):
-    """The tracker of a dict's key (its iteration, keys(), items(), popitem())."""
+    """The tracker of a dict's key (its iteration, keys(), items(), popitem()): an object of the
+    trace's own (object_keys.ObjectKey) is its tracker."""
+    if type(key) is ObjectKey:
+        return key.tracker
     return ConstantVariable(key) if is_constant_value(key) else tx.wrap(key, None)
 
 

@@ -278,7 +278,11 @@ class UserDictSubclassVariable(BuiltDictSubclassVariable):
         return None
 
     def mapping_items(self, tx) -> dict:
-        if self._ordered_own(tx, "__getitem__") is None and self._own(tx, "keys") is None:
+        # dict's merge (dict(d), x.update(d), {**d}, f(**d)) reads the items of a dict whose type
+        # keeps dict's own __iter__ as stored, whatever its keys() and __getitem__; any other
+        # (an OrderedDict's, a class's own __iter__) through its keys() and each item by `d[k]`.
+        if type_lookup(self.cls, "__iter__") is _DICT_ITER or \
+                self._ordered_own(tx, "__getitem__") is None and self._own(tx, "keys") is None:
             return super().mapping_items(tx)
         keys = tx.call(self.var_getattr(tx, "keys"), [], {}).unpack(tx)
         return {constant_index(k): self.getitem(tx, k) for k in keys}
@@ -360,6 +364,9 @@ class UserDictSubclassVariable(BuiltDictSubclassVariable):
 
     def __repr__(self):
         return f"UserDictSubclassVariable({self.cls.__name__}, {self.items!r})"
+
+
+_DICT_ITER = vars(dict)["__iter__"]
 
 
 def _owner(cls, name: str):

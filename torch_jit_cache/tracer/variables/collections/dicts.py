@@ -12,6 +12,7 @@ from ..base import MethodVariable, TracedKeyError, VariableTracker, traced, unsu
 from ..constant import ConstantVariable
 from .containers import (BaseListVariable, TupleVariable, class_of, constant_index, is_key_constant, key_tracker,
                          reloaded)
+from .object_keys import ABSENT, ObjectKey, lookup, needs_lookup
 from .sequence_checks import arity_error, raise_stand_in_error
 
 class DictVariable(VariableTracker):
@@ -21,15 +22,28 @@ class DictVariable(VariableTracker):
 
     version = 0
 
+    # A real dict, key -> key, that went through the same insertions and deletions as the dict
+    # this tracks since it was made empty (`{}`, `dict()`), so its hash table's entries lay out as
+    # eager's do (where a key is stored, when the table is compacted); None where that history is
+    # not known (a dict of the frame, one built with items, any other change of its keys). Python's
+    # dict iterators step through that layout (iterators.DictIteratorVariable).
+    table = None
+
     def __init__(self, items: dict, source=None):
         super().__init__(source)
         self.items = dict(items)
 
-    def mutating(self, tx, keys_change: bool = True):
-        """Called before each mutation (side_effects.py records it where the dict has a source)."""
+    def mutating(self, tx, keys_change: bool = True, table_op=None):
+        """Called before each mutation (side_effects.py records it where the dict has a source).
+        `table_op(table)` makes on `table` the change about to be made to the keys; a change of
+        the keys without one leaves their layout unknown."""
         tx.output.side_effects.mutate_container(self, EffectKind.SET_DICT)
         if keys_change:   # a new value for an existing key leaves an iteration over the dict alone
             self.version += 1
+            if self.table is not None and table_op is not None:
+                table_op(self.table)
+            else:
+                self.table = None
 
     def python_type(self):
         return dict
@@ -39,6 +53,7 @@ class DictVariable(VariableTracker):
     instance_dict_of = None
 
     def reconstruct(self, outputs):
+        self.refuse_object_keys("rebuilt after the graph")
         if self.source is not None:
             return reloaded(self)
         if self.instance_dict_of is not None and (made := self.instance_dict_of(outputs)) is not None:
@@ -47,13 +62,20 @@ class DictVariable(VariableTracker):
                                                            for k, v in self.items.items())))
 
     def as_python_constant(self):
+        self.refuse_object_keys("read as a constant")
         return {k: v.as_python_constant() for k, v in self.items.items()}
 
     def as_fx_arg(self):
+        self.refuse_object_keys("an argument of a graph node")
         return {k: v.as_fx_arg() for k, v in self.items.items()}
 
     def as_example(self):
+        self.refuse_object_keys("an argument of a graph node")
         return {k: v.as_example() for k, v in self.items.items()}
+
+    def refuse_object_keys(self, what: str) -> None:
+        if self.object_keyed:
+            unsupported(f"a dict with objects of the trace as keys {what}")
 
     def unpack(self, tx):
         return [key_tracker(tx, k) for k in self.items]
@@ -69,25 +91,74 @@ class DictVariable(VariableTracker):
     def mapping_items(self, tx) -> dict:
         """What reading it as a mapping gives (`dict(d)`, `x.update(d)`, `{**d}`, `f(**d)`): its
         items (an OrderedDict subclass whose class reads them its own way says otherwise)."""
+        self.refuse_object_keys("merged into another")
         return dict(self.items)
 
+    @property
+    def object_keyed(self) -> bool:
+        """Whether it holds an object of the trace as a key (object_keys.py): its keys are then no
+        constants, and whatever reads them as such refuses it."""
+        return bool(ObjectKey.made) and any(type(k) is ObjectKey for k in self.items)
+
+    def find(self, tx, key):
+        """(the key of `items` that `key` finds or ABSENT, the key it is stored under), where
+        object_keys.needs_lookup says the lookup is CPython's, made with the keys' own __hash__ and
+        __eq__; None where the key is a constant looked up among constants."""
+        if not needs_lookup(self, key):
+            return None
+        if type(self) is not DictVariable or self.source is not None:
+            unsupported(f"a lookup by {key} in {self} (only a plain dict the trace made holds objects of "
+                        "the trace as keys)")
+        return lookup(tx, self, key)
+
+    def _insert(self, tx, found, store, value):
+        """items[key] = value, for `find`'s answer."""
+        if found is ABSENT:
+            self.mutating(tx, table_op=lambda t: t.__setitem__(store, store))
+            self.items[store] = value
+        else:
+            self.mutating(tx, keys_change=False)
+            self.items[found] = value
+
+    def _remove(self, tx, found):
+        self.mutating(tx, table_op=lambda t: t.__delitem__(found))
+        return self.items.pop(found)
+
     def getitem(self, tx, key):
+        if (entry := self.find(tx, key)) is not None:
+            if entry[0] is ABSENT:
+                raise traced(TracedKeyError, "KeyError", KeyError, [key])
+            return self.items[entry[0]]
         k = key.dict_key(tx)
         if k not in self.items:
             raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
         return self.items[k]
 
     def setitem(self, tx, key, value):
+        if (entry := self.find(tx, key)) is not None:
+            return self._insert(tx, *entry, value)
         k = constant_index(key)
-        self.mutating(tx, keys_change=k not in self.items)
+        self.mutating(tx, keys_change=k not in self.items, table_op=lambda t: t.__setitem__(k, k))
         self.items[k] = value
+        return None
 
     def delitem(self, tx, key):
+        if (entry := self.find(tx, key)) is not None:
+            if entry[0] is ABSENT:
+                raise traced(TracedKeyError, "KeyError", KeyError, [key])
+            self._remove(tx, entry[0])
+            return
         k = constant_index(key)
         if k not in self.items:
             raise traced(TracedKeyError, f"KeyError {k!r}", KeyError, [key])
-        self.mutating(tx)
+        self.mutating(tx, table_op=lambda t: t.__delitem__(k))
         del self.items[k]
+
+    def contains_key(self, tx, key) -> bool:
+        """`key in d`."""
+        if (entry := self.find(tx, key)) is not None:
+            return entry[0] is not ABSENT
+        return key.dict_key(tx) in self.items
 
     def var_getattr(self, tx, name):
         if name == "__class__":
@@ -104,6 +175,17 @@ class DictVariable(VariableTracker):
             arity_error(dict, name, args, kwargs)
         if name in DictViewVariable.KINDS and not args and not kwargs:
             return DictViewVariable(self, name)
+        if name in ("get", "pop", "setdefault") and (entry := self.find(tx, args[0])) is not None:
+            found, store = entry
+            default = args[1] if len(args) > 1 else None
+            if found is not ABSENT:
+                return self.items[found] if name != "pop" else self._remove(tx, found)
+            if name == "pop" and default is None:
+                raise traced(TracedKeyError, "KeyError", KeyError, [args[0]])
+            default = ConstantVariable(None) if default is None else default
+            if name == "setdefault":
+                self._insert(tx, found, store, default)
+            return default
         if name == "get":
             k = args[0].dict_key(tx)
             if k in self.items:
@@ -112,7 +194,7 @@ class DictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "__contains__":
-            return ConstantVariable(args[0].dict_key(tx) in self.items)
+            return ConstantVariable(self.contains_key(tx, args[0]))
         if name == "copy":
             return DictVariable(self.items)
         if name == "update":
@@ -124,13 +206,15 @@ class DictVariable(VariableTracker):
             new = other.mapping_items(tx) if isinstance(other, DictVariable) else dict_items(tx, [other], {}) \
                 if other is not None else {}
             new.update(kwargs)
+            if new and self.object_keyed:
+                unsupported("dict.update of a dict with objects of the trace as keys")
             self.mutating(tx, keys_change=not new.keys() <= self.items.keys())
             self.items.update(new)
             return ConstantVariable(None)
         if name == "pop":
             k = constant_index(args[0])
             if k in self.items:
-                self.mutating(tx)
+                self.mutating(tx, table_op=lambda t: t.__delitem__(k))
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
@@ -139,14 +223,14 @@ class DictVariable(VariableTracker):
             k = constant_index(args[0])
             if k in self.items:
                 return self.items[k]
-            self.mutating(tx)
+            self.mutating(tx, table_op=lambda t: t.__setitem__(k, k))
             return self.items.setdefault(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name == "popitem" and not args and not kwargs:
             return self.popitem(tx, last=True)
         if name in ("__or__", "__ior__") and len(args) == 1 and not kwargs:
             return self.merge(tx, args[0], in_place=name == "__ior__")
         if name == "clear" and not args:
-            self.mutating(tx)
+            self.mutating(tx, table_op=dict.clear)
             self.items.clear()
             return ConstantVariable(None)
         if name == "__setitem__":
@@ -190,7 +274,7 @@ class DictVariable(VariableTracker):
             raise_stand_in_error(tx, dict, (), "popitem", [], {}, "popitem() of an empty dict")
         if not self.items:
             unsupported(f"KeyError: popitem() of an empty {self.python_type().__name__}")
-        self.mutating(tx)
+        self.mutating(tx, table_op=dict.popitem if last else None)
         k = next(reversed(self.items)) if last else next(iter(self.items))
         return TupleVariable([key_tracker(tx, k), self.items.pop(k)])
 
@@ -205,7 +289,7 @@ def dict_equal(a: DictVariable, b: DictVariable):
     does, and an OrderedDict and a dict do not), which needs every value to be a constant."""
     dicts = []
     for d in (a, b):
-        if not all(v.is_python_constant() for v in d.items.values()):
+        if d.object_keyed or not all(v.is_python_constant() for v in d.items.values()):
             return None
         items = {k: v.as_python_constant() for k, v in d.items.items()}
         dicts.append(collections.OrderedDict(items) if issubclass(d.python_type(), collections.OrderedDict) else items)
@@ -262,13 +346,14 @@ class DictViewVariable(VariableTracker):
 
     def as_python_constant(self):
         # A real view of a dict of constants: `d.keys() & {...}` and `d.keys() == {...}` fold.
+        self.mapping.refuse_object_keys("read as a constant")
         if self.kind == "keys":
             return dict.fromkeys(self.mapping.items).keys()
         return getattr(self.mapping.as_python_constant(), self.kind)()
 
     def contains(self, tx, item) -> bool:
         if self.kind == "keys":
-            return item.dict_key(tx) in self.mapping.items
+            return self.mapping.contains_key(tx, item)
         if not item.is_python_constant() or not self.is_python_constant():
             unsupported(f"membership test of {item} in dict.{self.kind}() of non-constant values")
         return item.as_python_constant() in self.as_python_constant()

@@ -15,8 +15,8 @@ import collections
 from ....guard.trace_result import (CallOutput, ConstantOutput, DictOutput, IterOutput, ListOutput, TupleOutput, Unsupported,
                                     call_with, reversed_at)
 from ..base import TracedRaise, VariableTracker, is_static_type, unsupported
-from ..constant import ConstantVariable, raise_of_message
-from .containers import ListVariable, TupleVariable
+from ..constant import ConstantVariable, is_constant_value, raise_of_message
+from .containers import ListVariable, TupleVariable, key_tracker
 from .dicts import DictVariable, DictViewVariable
 from .ranges import RangeVariable
 from .sets import SetVariable
@@ -142,6 +142,111 @@ def _size_checked(kind, watch):
             or isinstance(container, SetVariable) and container.python_type() in (set, frozenset)):
         return None
     return container, len(container.items), message
+
+
+class DictIteratorVariable(IteratorVariable):
+    """Python's iterator over a plain dict or one of its views (`iter(d)`, `iter(d.values())`,
+    `reversed(d.items())`, a for loop's). Each step yields the next key, and for values and items
+    the value that key holds at that moment, as Python's reads it (a value replaced while the loop
+    runs shows). A change of the dict's keys while it runs: where the dict's layout is followed
+    (DictVariable.table), a real iterator over that table, made with this one and stepped with it,
+    says what Python's does: the next key, the end, or RuntimeError ("dictionary changed size
+    during iteration", "dictionary keys changed during iteration"); elsewhere a change of size
+    raises (IteratorVariable) and one that keeps it is refused."""
+
+    def __init__(self, tx, origin, mapping: DictVariable, view: str, reverse: bool, kind: type):
+        keys = list(reversed(mapping.items) if reverse else mapping.items)
+        self._keys = {k: key_tracker(tx, k) for k in keys}
+        super().__init__(list(self._keys), origin=origin, watch=(mapping,), kind=kind)
+        self.mapping, self.view = mapping, view
+        self._table = mapping.table
+        real = None
+        if self._table is not None:
+            real = getattr(self._table, view)() if view != "keys" else self._table
+            real = reversed(real) if reverse else iter(real)
+        self._real = real
+
+    def _item(self, k):
+        if self.view == "keys":
+            return self._key(k)
+        if k not in self.mapping.items:
+            unsupported("a dict iterator at a key the dict no longer holds (tracer bug)")
+        if self.view == "values":
+            return self.mapping.items[k]
+        return TupleVariable([self._key(k), self.mapping.items[k]])
+
+    def _key(self, k):
+        if k not in self._keys:
+            if not is_constant_value(k):
+                unsupported(f"a dict iterator reaching a new key {type(k).__name__}")
+            self._keys[k] = ConstantVariable(k)
+        return self._keys[k]
+
+    def _real_next(self):
+        """The real iterator's next key (_END at its end), its RuntimeError raised in the trace."""
+        try:
+            found = next(self._real)
+        except StopIteration:
+            return _END
+        except RuntimeError as e:
+            raise raise_of_message(TracedRaise, RuntimeError, str(e)) from None
+        return found[0] if self.view == "items" else found
+
+    def _followed(self) -> bool:
+        """Whether the real iterator still steps over the dict's own layout: its table is the one
+        the dict keeps, holding the dict's keys in the dict's order."""
+        return self._real is not None and self.mapping.table is self._table and \
+            list(self._table) == list(self.mapping.items)
+
+    def next_item(self):
+        if not self.changed:   # the keys read when it was made, the real iterator in step
+            k = _END
+            if self.index < len(self.items):
+                k = self.items[self.index]
+                self.index += 1
+            self._done = k is _END
+            if self._real is not None:
+                real = self._real_next()
+                if real is not k and (real is _END or k is _END or real != k):
+                    self._real = None   # out of step (tracer bug): the layout is not followed
+            return None if k is _END else self._item(k)
+        if not self._followed():
+            if self._done:
+                return None   # an exhausted dict iterator no longer reads its dict
+            self._check_unchanged()   # a change of size raises; any other is refused
+        k = self._real_next()
+        self._done = k is _END
+        return None if k is _END else self._item(k)
+
+    def unpack(self, tx):
+        items = []
+        while (item := self.next_item()) is not None:
+            items.append(item)
+        return items
+
+    def rest(self) -> list:
+        if self.changed:
+            unsupported("the rest of a dict iterator whose dict changed")
+        return [self._item(k) for k in self.items[self.index:]]
+
+
+_END = object()   # a dict iterator's end (a key may be None)
+
+
+def dict_iterator(tx, obj, reverse: bool = False):
+    """Python's iterator over a plain dict tracker or a view of one (DictIteratorVariable), else
+    None."""
+    view = obj.kind if isinstance(obj, DictViewVariable) else "keys"
+    mapping = obj.mapping if isinstance(obj, DictViewVariable) else obj
+    if type(mapping) is not DictVariable or mapping.python_type() is not dict:
+        return None
+    if reverse and isinstance(obj, DictViewVariable):
+        kind = _REVERSED_VIEW_TYPES[view]
+    else:
+        kind = iterator_type(obj, REVERSED_TYPES if reverse else None)
+    if kind is None:
+        return None
+    return DictIteratorVariable(tx, obj, mapping, view, reverse, kind)
 
 
 # A live iteration over a list yields at most this many items in one trace (`for v in l:
@@ -338,6 +443,9 @@ _ITERATOR_TYPES = {tuple: type(iter(())), list: type(iter([])), dict: type(iter(
                       for view in (type(view_of),)}}
 REVERSED_TYPES = {tuple: type(reversed(())), list: type(reversed([])), range: type(reversed(range(0))),
                    dict: type(reversed({}))}
+# reversed() over a plain dict's view (DictIteratorVariable only: an OrderedDict's views reverse
+# into OrderedDict's own iterator type).
+_REVERSED_VIEW_TYPES = {kind: type(reversed(getattr({}, kind)())) for kind in ("keys", "values", "items")}
 
 
 def iterator_type(obj, table=None) -> type | None:
@@ -363,7 +471,7 @@ def iterate(tx, obj) -> IteratorVariable:
         return ListIteratorVariable(obj)
     if isinstance(obj, ConstantVariable) and type(obj.value) in _NOT_ITERABLE:   # `for k in 7`
         raise raise_of_message(TracedRaise, TypeError, f"'{type(obj.value).__name__}' object is not iterable")
-    return IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
+    return dict_iterator(tx, obj) or IteratorVariable(obj.unpack(tx), origin=obj, kind=iterator_type(obj))
 
 
 # Constants whose type has neither __iter__ nor __getitem__: iter() of one raises TypeError.

@@ -48,7 +48,8 @@ from ..collections.dict_subclasses import construct as construct_dict, dict_subc
 from ..collections.list_subclasses import construct as construct_list, plain_list_subclass
 from .new_object import UserClassVariable, refusal
 from .object_hooks import ObjectHookVariable, object_hook_name
-from .scalar_subclasses import SCALAR_BASES, construct as construct_scalar, plain_scalar_base
+from .scalar_subclasses import (SCALAR_BASES, construct as construct_scalar, construct_with_truth, plain_scalar_base,
+                                truth_scalar_base)
 
 _HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
 
@@ -242,6 +243,8 @@ class TracedClassVariable(UserClassVariable):
             return construct_list(tx, self, args, kwargs)
         if plain_scalar_base(self.value) is not None:   # `class Tag(str): pass`: a constant of the class
             return construct_scalar(tx, self.value, args, kwargs)
+        if truth_scalar_base(self.value) is not None:   # `class Flag(int)` with its own __bool__
+            return construct_with_truth(tx, self, args, kwargs)
         # Refused before UserClassVariable's special cases (named tuples, model outputs), which
         # would make objects of the trace-time class that a rebuild would hand to the caller.
         why = refusal(self.value, slots=True)   # slots: NewObjectVariable.slots

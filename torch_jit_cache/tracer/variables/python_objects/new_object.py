@@ -58,7 +58,7 @@ from .exceptions import ExceptionVariable, guard_modelled, modelled_class
 from .functions import UserMethodVariable
 from .model_output import construct as construct_model_output, is_model_output_class
 from .object_hooks import OBJECT_HOOKS, InstanceDictVariable, replace_instance_dict
-from .scalar_subclasses import construct as construct_scalar, plain_scalar_base
+from .scalar_subclasses import construct as construct_scalar, construct_with_truth, plain_scalar_base, truth_scalar_base
 from ..collections.sets import construct as construct_set, plain_subclass
 from .user_object import (SequenceMethodVariable, catching_raise, is_sequence_mixin, protocol_iter, protocol_unpack,
                           python_truth, sequence_call)
@@ -179,6 +179,8 @@ class UserClassVariable(ClassVariable):
             return construct_list(tx, self, args, kwargs)
         if plain_scalar_base(cls) is not None:   # `class Digits(int): pass`: a constant of its class
             return construct_scalar(tx, cls, args, kwargs)
+        if truth_scalar_base(cls) is not None:   # `class Flag(int)` with its own __bool__
+            return construct_with_truth(tx, self, args, kwargs)
         built = build_module(tx, self, args, kwargs)   # a module made by torch's code alone (built_modules.py)
         if built is not None:
             return built

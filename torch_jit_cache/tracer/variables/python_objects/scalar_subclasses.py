@@ -14,9 +14,13 @@ method, attribute or `__slots__`; anything else is an object of a user class (ne
 """
 from __future__ import annotations
 
-from ..base import unsupported
+import types
+
+from ....guard.attribute_lookup import type_lookup
+from ..base import VariableTracker, unsupported
 from ..constant import ConstantVariable
 from .exceptions import constant_exception, traced_raise
+from .user_object import python_truth
 
 SCALAR_BASES = (int, float, complex, str, bytes)
 _HEAPTYPE = 1 << 9
@@ -27,13 +31,27 @@ _PLAIN_NAMES = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "
 
 def plain_scalar_base(cls) -> type | None:
     """The builtin `cls` is a plain subclass of (above), else None."""
+    return _scalar_base(cls, _PLAIN_NAMES)
+
+
+def truth_scalar_base(cls) -> type | None:
+    """The builtin `cls` subclasses where its classes up to it add to a plain subclass only
+    `__bool__`, a Python function or None (`class Flag(int): def __bool__(self): ...`), else None."""
+    if plain_scalar_base(cls) is not None or _scalar_base(cls, _PLAIN_NAMES | {"__bool__"}) is None:
+        return None
+    if not all(isinstance(vars(k).get("__bool__"), (types.FunctionType, type(None))) for k in cls.__mro__[:-2]):
+        return None
+    return cls.__mro__[-2]
+
+
+def _scalar_base(cls, names) -> type | None:
     if type(cls) is not type or not cls.__flags__ & _HEAPTYPE:
         return None
     mro = cls.__mro__
     if len(mro) < 3 or mro[-1] is not object or mro[-2] not in SCALAR_BASES:
         return None
     for klass in mro[:-2]:
-        if not klass.__flags__ & _HEAPTYPE or set(vars(klass)) - _PLAIN_NAMES or vars(klass).get("__annotations__"):
+        if not klass.__flags__ & _HEAPTYPE or set(vars(klass)) - names or vars(klass).get("__annotations__"):
             return None
     return mro[-2]
 
@@ -60,3 +78,44 @@ def construct(tx, cls: type, args, kwargs):
             unsupported(f"{cls.__qualname__}() raised {e!r}")
         raise traced_raise(made) from None
     return ScalarSubclassVariable(value)
+
+
+class ScalarObjectVariable(VariableTracker):
+    """An instance, made in the trace, of a subclass of a scalar builtin whose class adds `__bool__`
+    (truth_scalar_base). Made by the builtin's own constructor on constants (`Flag(3)`), as
+    `construct` makes a plain one. Its truth (`bool(o)`, `if o`, `not o`) runs the class's
+    `__bool__` traced, read through the class's tracker, and its result is checked as Python does
+    (a result other than a bool raises TypeError: `return self`, `return 1`). It is no constant of
+    the trace: no builtin runs on its value while tracing (that would run the class's `__bool__`
+    untraced), so anything else done with it (an operator, an attribute, a call taking it as a
+    constant) breaks, and it never leaves the trace (eager makes one per call)."""
+
+    user_operators = True   # bool()/str()/hash() and operators look for the class's Python dunders
+
+    def __init__(self, value, cls_var):
+        super().__init__(None)
+        self.value, self.cls_var = value, cls_var
+
+    def python_type(self):
+        return type(self.value)
+
+    def type_method(self, tx, name: str):
+        if not isinstance(type_lookup(type(self.value), name), types.FunctionType):
+            unsupported(f"{type(self.value).__name__}.{name} is not a Python function")
+        return self.cls_var.class_member(tx, name)
+
+    def truthy(self, tx) -> bool:
+        return python_truth(tx, self, type(self.value))
+
+    def reconstruct(self, outputs):
+        unsupported(f"a {type(self.value).__name__} made in the trace leaves it (each call makes its own)")
+
+    def __repr__(self):
+        return f"ScalarObjectVariable({type(self.value).__name__})"
+
+
+def construct_with_truth(tx, cls_var, args, kwargs):
+    """cls(*args, **kwargs) for a class truth_scalar_base admits, on constants: the builtin's own
+    constructor makes it (the class adds no __new__ or __init__), Python's error raised in the trace."""
+    made = construct(tx, cls_var.value, args, kwargs)
+    return ScalarObjectVariable(made.value, cls_var)
