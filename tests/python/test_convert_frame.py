@@ -491,6 +491,7 @@ def test_fx_symbolic_tracing_through_a_compiled_function_runs_its_original_code(
     torch.testing.assert_close(compiled(x), scaled(x))
     assert tjc.stats()["hits"] == hits + 1
 
+
 def _returns_dicts_of_its_own_class(n, log):
     with torch._dynamo.error_on_graph_break(False):   # refused inlined: the call runs as a frame
         class Point:
