@@ -192,6 +192,11 @@ ROWS: tuple[Row, ...] = (
     _r("torch._dynamo.is_compiling", _TENSOR),
     _r("torch._dynamo.external_utils.is_compiling", _TENSOR),
     _r("torch._dynamo.error_on_graph_break", "tracer.variables.torch_objects.dynamo_contexts"),
+    _r("torch._dynamo.convert_frame", "frontend.trace_rules",
+       note="its eval-frame callbacks' __call__, compared by module and qualname (DYNAMO_ENTRY_POINTS; "
+            "tests/python/test_trace_rules.py resolves each)"),
+    _r("torch._dynamo.eval_frame", "frontend.trace_rules",
+       note="torch.compile's compile_wrapper, compared by module and qualname (DYNAMO_ENTRY_POINTS)"),
     _r("torch._dynamo.reset", "demo", note="the demo runs torch.compile beside tjc, each backend from a clean cache"),
     _r("torch.Tensor._dynamo_dynamic_indices", "frontend.dynamic",
        check=_has_dynamo_mark("_dynamo_dynamic_indices", "mark_dynamic"),
