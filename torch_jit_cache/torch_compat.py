@@ -165,7 +165,8 @@ ROWS: tuple[Row, ...] = (
     _r("torch.fx.graph._is_from_torch", _OG),
     _r("torch.fx.graph_module._loader", _OG, note="read with getattr(..., None): optional"),
     _r("torch.fx.node._get_qualified_name", _OG),
-    _r("torch.fx.node._side_effectful_functions", _OG, _TENSOR),
+    _r("torch.fx.node._side_effectful_functions", _OG),
+    _r("torch._library.utils._RANDOM_FUNCTIONS", _OG, note="what Node.is_impure reads besides the side-effect set"),
     # --- backends: AOTAutograd, inductor and their configs -------------------------------------------
     _r("torch._functorch.aot_autograd.aot_module_simplified", _BACK),
     _r("torch._functorch.compilers.nop", _BACK),
