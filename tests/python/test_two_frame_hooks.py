@@ -7,6 +7,9 @@ by the next compiled call, then chains to TorchDynamo's, and TorchDynamo's next 
 to ours: every frame that neither hook takes went round the two hooks forever, and a compiled call
 that eager ends with an exception hung instead (docs/frame_hook.md, "Two hooks in one process").
 
+And when TorchDynamo's last user leaves, TorchDynamo puts back the evaluator it found, removing ours
+if ours sat above its own; the runtime must install ours again on the next compiled call.
+
 Each check runs in a fresh interpreter: the hook TorchDynamo leaves behind would otherwise stay for
 the rest of the test session, and a hang must fail the test (by its timeout), not stall the suite.
 """
@@ -72,11 +75,48 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def results():
-    done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=120)
+# TorchDynamo's last user leaving puts back the evaluator TorchDynamo found, even while ours sits
+# above TorchDynamo's: ours is gone from the interpreter. Before, our flag still said "installed",
+# the next compiled call did not install it again, and nothing compiled for the rest of the process.
+_REMOVED_SCRIPT = textwrap.dedent("""
+    import json
+    import torch
+    import torch._C._dynamo.eval_frame as dynamo_hook
+    import torch_jit_cache as tjc
+    from torch_jit_cache.testing import CompileCounter
+
+    def leave(t):
+        dynamo_hook.set_eval_frame(None)   # TorchDynamo's last user leaves
+        return t
+
+    def f(t):
+        u = t + 1
+        leave(u)
+        return u * 2
+
+    dynamo_hook.set_eval_frame(False)      # TorchDynamo in use (run-only): its hook installed
+    first = tjc.compile(f, backend="eager")(torch.ones(2)).tolist()
+    counter = CompileCounter()
+    later = tjc.compile(lambda t: t * 3, backend=counter)
+    later(torch.ones(2))
+    print(json.dumps({"first": first, "later_compiles": counter.frame_count}))
+""")
+
+
+def _run_script(script):
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_compiled_calls_still_compile_after_dynamo_put_back_the_evaluator_it_found():
+    out = _run_script(_REMOVED_SCRIPT)
+    assert out == {"first": [4.0, 4.0], "later_compiles": 1}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return _run_script(_SCRIPT)
 
 
 def test_a_refused_map_run_as_written_raises_as_eager_after_dynamo_left_its_hook(results):
