@@ -166,7 +166,8 @@ ROWS: tuple[Row, ...] = (
     _r("torch.fx.graph._is_from_torch", _OG),
     _r("torch.fx.graph_module._loader", _OG, note="read with getattr(..., None): optional"),
     _r("torch.fx.node._get_qualified_name", _OG),
-    _r("torch.fx.node._side_effectful_functions", _OG, _TENSOR),
+    _r("torch.fx.node._side_effectful_functions", _OG),
+    _r("torch._library.utils._RANDOM_FUNCTIONS", _OG, note="what Node.is_impure reads besides the side-effect set"),
     # --- backends: AOTAutograd, inductor and their configs -------------------------------------------
     _r("torch._functorch.aot_autograd.aot_module_simplified", _BACK),
     _r("torch._functorch.compilers.nop", _BACK),
@@ -193,6 +194,11 @@ ROWS: tuple[Row, ...] = (
     _r("torch._dynamo.is_compiling", _TENSOR),
     _r("torch._dynamo.external_utils.is_compiling", _TENSOR),
     _r("torch._dynamo.error_on_graph_break", "tracer.variables.torch_objects.dynamo_contexts"),
+    _r("torch._dynamo.convert_frame", "frontend.trace_rules",
+       note="its eval-frame callbacks' __call__, compared by module and qualname (DYNAMO_ENTRY_POINTS; "
+            "tests/python/test_trace_rules.py resolves each)"),
+    _r("torch._dynamo.eval_frame", "frontend.trace_rules",
+       note="torch.compile's compile_wrapper, compared by module and qualname (DYNAMO_ENTRY_POINTS)"),
     _r("torch._dynamo.reset", "demo", note="the demo runs torch.compile beside tjc, each backend from a clean cache"),
     _r("torch.Tensor._dynamo_dynamic_indices", "frontend.dynamic",
        check=_has_dynamo_mark("_dynamo_dynamic_indices", "mark_dynamic"),

@@ -132,10 +132,13 @@ void init_runtime(py::module_& m) {
       .value("RUN_ORIGINAL", CallbackAction::kRunOriginal, "run this call uncompiled; ask again next time")
       .value("SKIP_TREE_IF_QUIET", CallbackAction::kSkipTreeIfQuiet,
              "as SKIP; once two runs of the code compiled nothing and hit no entry, the frames it calls are not "
-             "intercepted either");
+             "intercepted either")
+      .value("SKIP_TREE", CallbackAction::kSkipTree,
+             "as SKIP, and the frames it calls are not intercepted either (another compiler's entry points)");
   m.attr("SKIP") = CallbackAction::kSkip;
   m.attr("RUN_ORIGINAL") = CallbackAction::kRunOriginal;
   m.attr("SKIP_TREE_IF_QUIET") = CallbackAction::kSkipTreeIfQuiet;
+  m.attr("SKIP_TREE") = CallbackAction::kSkipTree;
 
   py::class_<GuardedCode>(m, "GuardedCode", "Transformed code and the guards under which it may run.")
       .def(py::init([](py::object code, py::object guards) {

@@ -25,8 +25,28 @@
 namespace tjc {
 namespace {
 
+// Hands `frame` to `previous`, another hook, marking it as forwarded while that hook holds it.
+[[gnu::noinline]] PyObject* forward_to_hook(cpython::EvalFrameFunc previous, PyThreadState* tstate,
+                                             cpython::Frame* frame, int throw_flag) {
+  ThreadState& ts = thread_state();
+  cpython::Frame* outer = ts.forwarded;
+  ts.forwarded = frame;
+  PyObject* result = previous(tstate, frame, throw_flag);
+  ts.forwarded = outer;
+  return result;
+}
+
+// Every frame (and shadow frame) the hook does not evaluate itself goes on through here.
 PyObject* eval_original(PyThreadState* tstate, cpython::Frame* frame, int throw_flag) {
-  return previous_eval_frame()(tstate, frame, throw_flag);
+  const cpython::EvalFrameFunc previous = previous_eval_frame();
+  if (TJC_LIKELY(previous == cpython::default_eval_frame_func())) return previous(tstate, frame, throw_flag);
+  return forward_to_hook(previous, tstate, frame, throw_flag);
+}
+
+// The evaluator a shadow frame is handed to: CPython's directly when nothing else is chained.
+cpython::EvalFrameFunc shadow_evaluator() {
+  const cpython::EvalFrameFunc previous = previous_eval_frame();
+  return previous == cpython::default_eval_frame_func() ? previous : &eval_original;
 }
 
 // Every path that does not hand `frame` to the evaluator ends here or in run_entry.
@@ -42,7 +62,7 @@ PyObject* run_entry(PyThreadState* tstate, cpython::Frame* frame, std::shared_pt
     // The shadow frame holds its own reference to the code, and the run keeps the entry alive,
     // so an eviction during the run (reset(), a guarded object dying) is safe.
     EntryRun run(entry);
-    result = cpython::eval_shadow_frame(tstate, frame, entry->code(), previous_eval_frame());
+    result = cpython::eval_shadow_frame(tstate, frame, entry->code(), shadow_evaluator());
   }
   cpython::release_unevaluated_frame(tstate, frame);
   return result;
@@ -192,6 +212,10 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
         extra->set_action(owner, FrameAction::kSkipWatch);
         compiling.end();
         return eval_skipped(tstate, frame, extra, owner, FrameAction::kSkipWatch);  // this first run counts
+      case CallbackAction::kSkipTree:
+        extra->set_action(owner, FrameAction::kSkipTree);
+        compiling.end();
+        return eval_skipped(tstate, frame, extra, owner, FrameAction::kSkipTree);
       case CallbackAction::kRunOriginal:
         ++runtime_state().stats.fallbacks;
         break;
@@ -324,6 +348,9 @@ PyObject* apply_callback_result(PyThreadState* tstate, cpython::Frame* frame, Ex
 
 PyObject* eval_frame_hook(PyThreadState* tstate, cpython::Frame* frame, int throw_flag) {
   ThreadState& ts = thread_state();
+  // A frame we forwarded to another hook, handed back by it: the chain of hooks loops through
+  // ours, and only CPython's evaluator ends it. Every hook on the loop has seen the frame.
+  if (TJC_UNLIKELY(frame == ts.forwarded)) return cpython::default_eval_frame_func()(tstate, frame, throw_flag);
   if (ts.callback == nullptr || ts.suspended > 0 || throw_flag != 0 || cpython::frame_is_passthrough(frame)) {
     return eval_original(tstate, frame, throw_flag);
   }

@@ -9,6 +9,11 @@
 // When a guard-complete hook is set (guard_complete_hook.h), it is asked after the lookup of a code
 // that has entries and may turn a hit into a miss.
 //
+// Chaining: frames the hook does not take go to the evaluator installed before it. When that is
+// another hook whose own previous evaluator became ours (TorchDynamo's can), a frame it hands back
+// is run by CPython's evaluator (ThreadState::forwarded; docs/frame_hook.md, "Two hooks in one
+// process").
+//
 // Ownership: on 3.12+ the hook owns the frame it is handed and clears it on every path that does
 // not pass it to the previous evaluator (cpython::release_unevaluated_frame).
 //

@@ -27,6 +27,7 @@ enum class CallbackAction : uint8_t {
   kSkip,         // never intercept this code again; run it uncompiled
   kRunOriginal,  // run this call uncompiled; ask again next time
   kSkipTreeIfQuiet,  // as kSkip; once its runs prove quiet, its callees are not intercepted either
+  kSkipTree,         // as kSkip, and the frames it calls are never intercepted either
 };
 
 // Validates `code` and `guards` for a frame running `original`: the shadow-frame rules

@@ -43,7 +43,11 @@ Interception exchange_interception(const Interception& next) noexcept {
   ts.owner = next.owner != nullptr ? next.owner : &CacheOwner::shared();
   RuntimeState& state = runtime_state();
   if (previous.callback == nullptr && next.callback != nullptr) {
-    if (state.active_threads++ == 0 && !state.hook_installed) install_hook();
+    // Asked of the interpreter, not of our flag: another hook's owner may have put its own previous
+    // evaluator back over ours meanwhile (TorchDynamo does when its last user leaves, even while
+    // ours sits above its own), and a flag still saying "installed" left every later compiled call
+    // running uncompiled, silently, for the rest of the process.
+    if (state.active_threads++ == 0 && !hook_installed()) install_hook();
   } else if (previous.callback != nullptr && next.callback == nullptr) {
     TJC_CHECK(state.active_threads > 0);
     if (--state.active_threads == 0) uninstall_hook();

@@ -31,6 +31,12 @@ struct ThreadState {
   CacheOwner* owner = nullptr;
   int suspended = 0;             // > 0 while guards or the callback run: frames pass through
   cpython::Frame* miss_frame = nullptr;  // the frame whose miss the callback is handling
+  // The innermost frame this thread handed to a previous evaluator that is another hook (not
+  // CPython's own), while that evaluator holds it; nullptr when none. Such a hook may hand the
+  // frame back to ours (TorchDynamo's, whose own previous evaluator became ours after we chained to
+  // it): eval_frame_hook then runs it with CPython's evaluator instead of forwarding it round the
+  // loop forever (docs/frame_hook.md, "Two hooks in one process").
+  cpython::Frame* forwarded = nullptr;
 };
 
 ThreadState& thread_state();

@@ -6,9 +6,6 @@ it, aliasing outputs, branches that disagree), which run as written and still ma
 torch.while_loop, called from Python, compiles its functions with TorchDynamo itself: the call
 runs as written, at a graph break. Before, a cond with builtin branches raised dynamo's "Attempt
 to trace generator" where eager returned."""
-import os
-import subprocess
-import sys
 import weakref
 
 import pytest
@@ -220,16 +217,6 @@ def test_map_traced_as_one_node():
 
 
 def test_a_graph_module_called_in_a_compiled_function_is_inlined():
-    # In a fresh interpreter: once torch.compile has run inductor in the process (the scenario
-    # tests), torch.cond's eager kernel runs a generated lambda on fake tensors under the frame hook
-    # inside the compiled call, which runs uncompiled and counts (a known clash with Dynamo's own
-    # hook, docs/graph_breaks.md); the result stays eager's.
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_higher_order_ops as t; "
-            "t.graph_module_called_in_a_compiled_function_is_inlined()")
-    subprocess.run([sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__))], check=True, timeout=300)
-
-
-def graph_module_called_in_a_compiled_function_is_inlined():
     gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()))
 
     def f(p, x):
@@ -238,6 +225,43 @@ def graph_module_called_in_a_compiled_function_is_inlined():
     x = torch.randn(2, 3)
     for p in (True, False):
         _run(f, torch.tensor(p), x)
+
+
+def test_a_branch_calling_a_function_an_earlier_trace_saw_called_in_place_is_traced():
+    # Tracing F.relu(x, inplace=True) puts F.relu in torch.fx's process-wide set of side-effecting
+    # functions (dead-code elimination must keep the call). A later branch calling F.relu(t) is
+    # still pure: before, it was refused as impure from then on, and the cond ran as written (the
+    # model zoo's ReLU(inplace=True) did that to every later test's branches).
+    relu = torch.nn.functional.relu
+
+    def in_place(x):
+        relu(x, inplace=True)
+        return x * 2
+
+    x = torch.randn(5)
+    expected = in_place(x.clone())
+    torch.testing.assert_close(tjc.compile(in_place, backend="eager")(x.clone()), expected)
+
+    def f(p, x):
+        return torch.cond(p, lambda t: relu(t) + 1, lambda t: t - 1, (x,))
+
+    for p in (True, False):
+        _run(f, torch.tensor(p), x)
+
+
+def test_an_in_place_call_in_a_branch_is_still_refused_after_a_pure_call_of_its_function():
+    relu = torch.nn.functional.relu
+
+    def in_place(x):
+        relu(x, inplace=True)
+        return x * 2
+
+    tjc.compile(in_place, backend="eager")(torch.randn(3))   # F.relu marked for that call
+
+    def f(p, x):
+        return torch.cond(p, lambda t: relu(t * 1, inplace=True) + 1, lambda t: t - 1, (x,))
+
+    _raises_as_eager(f, torch.tensor(True), torch.randn(3), reason="cannot keep")
 
 
 def test_cond_runs_under_inductor():

@@ -73,6 +73,21 @@ def test_quiet_code_turns_skip_tree_and_runs_its_callees_without_the_hook():
     assert runtime.hook_installed() is False
 
 
+def test_skip_tree_turns_skip_tree_on_the_first_run():
+    # SKIP_TREE (another compiler's entry points): no watched runs, its callees are never offered.
+    asked = []
+
+    def policy(frame, entries):
+        asked.append(frame.f_code.co_name)
+        return runtime.SKIP_TREE if frame.f_code.co_name == "outer" else runtime.SKIP
+
+    SEEN.clear()
+    assert call_compiled(policy, outer, 3) == 6
+    assert runtime.frame_action(outer) == "skip-tree"
+    assert SEEN == [False] * 3
+    assert asked == ["outer"]
+
+
 def test_code_whose_callees_compile_stays_a_plain_skip():
     policy = Policy()
     for _ in range(3):

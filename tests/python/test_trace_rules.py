@@ -243,3 +243,39 @@ def test_the_forwards_of_torchs_module_wrappers_run_as_written():
         owner = importlib.import_module(module)
         cls_name, attr = qualname.split(".")
         assert getattr(getattr(owner, cls_name), attr).__qualname__ == qualname
+
+
+def _dynamo_entry_code(module, qualname):
+    if qualname.endswith("<locals>.compile_wrapper"):   # made per torch.compile call
+        return torch.compile(lambda t: t, backend="eager").__code__
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj.__code__
+
+
+@pytest.mark.parametrize("module, qualname", sorted(trace_rules.DYNAMO_ENTRY_POINTS))
+def test_torchdynamo_entry_points_run_as_a_tree_uncompiled(module, qualname):
+    # Each names a function the installed torch has (a rename would quietly fall back to SKIP).
+    code = _dynamo_entry_code(module, qualname)
+    rule = trace_rules.lookup(code, {"__name__": module})
+    assert (rule.action, rule.name) == (Action.SKIP_TREE, "dynamo_entry")
+
+
+def test_frames_torch_compile_runs_inside_a_compiled_call_are_not_intercepted():
+    # torch.compile called inside a compiled call (as torch.cond run as written does): torch.compile
+    # and its wrapper are skip-tree, so neither TorchDynamo's compiler nor the code it compiled reaches
+    # our hook. Before, the callback was asked about some 2,700 of TorchDynamo's frames.
+    inners = []
+
+    def outer(t):
+        inner = torch.compile(lambda u: torch.cos(u) + 2, backend="eager")
+        inners.append(inner)
+        return inner(t * 3) - 1
+
+    x = torch.randn(4)
+    compiled = tjc.compile(outer, backend="eager")
+    before = tjc.stats()["misses"]
+    torch.testing.assert_close(compiled(x), outer(x))
+    assert tjc.stats()["misses"] - before < 20
+    assert tjc.runtime.frame_action(inners[0].__code__, owner=compiled) == "skip-tree"

@@ -64,6 +64,7 @@ TIER_OF: dict[str, str] = {
     "test_tensor_match.py": "core",
     "test_torch_free.py": "core",
     "test_traced_backward.py": "core",
+    "test_two_frame_hooks.py": "core",
     "test_module_getattribute.py": "core",
     "test_variables_c_descriptors.py": "core",
     "test_variables_lru_cache_calls.py": "core",

@@ -8,6 +8,8 @@ virtual environment sysconfig's stdlib folder contains `site-packages`, so a dir
 skipped every pip-installed package (transformers, a user's own library) as if it were the stdlib.
 
 What is skipped, and why (first matching rule wins):
+- TorchDynamo's entry points (torch.compile, its wrapper, its eval-frame callbacks) with everything
+  they call (Action.SKIP_TREE): TorchDynamo's compile and the code it compiled are its own;
 - code that FX, AOT-autograd and inductor generate (`<eval_with_key>` files, modules in inductor's
   cache folder): it is the output of a compile; tracing it again would compile a compiled graph;
 - torch and the packages of its distribution, and this package: their Python code is the machinery
@@ -42,6 +44,7 @@ import types
 class Action(enum.Enum):
     TRACE = "trace"
     SKIP = "skip"
+    SKIP_TREE = "skip_tree"   # as SKIP, and nothing the frame calls is intercepted either
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +78,22 @@ GENERATED_FILENAME_RULES: tuple = (
     ("<eval_with_key>", "fx_generated", "code that torch.fx generated (a GraphModule's forward)"),
 )
 
+# TorchDynamo's entry points, (module, qualname): torch.compile itself, the wrapper it puts around a
+# callable (whose frames TorchDynamo compiles), and the eval-frame callbacks by which TorchDynamo
+# compiles a frame. Everything they run belongs to TorchDynamo's compile or to code it compiled: run
+# as a tree uncompiled (runtime.SKIP_TREE), so that neither the namedtuples and generated functions
+# its compiler calls nor the code it compiled reach our hook (torch.cond run as written compiles its
+# branches this way, inside whatever compiled call called it). A name torch renames falls back to
+# SKIP, as torch's frames are.
+DYNAMO_ENTRY_POINTS = frozenset({
+    ("torch", "compile"),
+    ("torch._dynamo.eval_frame", "_TorchDynamoContext.__call__.<locals>.compile_wrapper"),
+    ("torch._dynamo.convert_frame", "CatchErrorsWrapper.__call__"),
+    ("torch._dynamo.convert_frame", "ConvertFrameAssert.__call__"),
+    ("torch._dynamo.convert_frame", "ConvertFrame.__call__"),
+})
+
+DYNAMO_ENTRY = Rule(Action.SKIP_TREE, "dynamo_entry", "TorchDynamo's compiler or code it compiled, with all it calls")
 STDLIB = Rule(Action.SKIP, "stdlib", "the Python standard library")
 GC_CALLBACK = Rule(Action.SKIP, "gc_callback", "a garbage-collector callback (gc.callbacks): it runs when the "
                    "collector does, inside whatever call allocated, not as part of the compiled code")
@@ -138,6 +157,8 @@ def lookup(code: types.CodeType, f_globals) -> Rule:
     if any(getattr(cb, "__code__", None) is code for cb in gc.callbacks):
         return GC_CALLBACK
     name = f_globals.get("__name__") if isinstance(f_globals, dict) else None
+    if (name, code.co_qualname) in DYNAMO_ENTRY_POINTS:
+        return DYNAMO_ENTRY
     return rule_for_module(name)
 
 

@@ -142,10 +142,10 @@ class FrameCompiler:
         # A resume function exists because its origin was compiled: it is compiled too, wherever it lives.
         if code is not self.target_code and not graph_break.is_resume_code(code):
             rule = trace_rules.lookup(code, frame.f_globals)
-            if rule.action is trace_rules.Action.SKIP:
+            if rule.action is not trace_rules.Action.TRACE:
                 if log.enabled("skips"):
                     log.log("skips", f"not tracing {log.describe_code(code)}: {rule.reason}")
-                return runtime.SKIP
+                return runtime.SKIP_TREE if rule.action is trace_rules.Action.SKIP_TREE else runtime.SKIP
         if self._thrashing(code, entries):
             return runtime.SKIP
         if stance.current() != "default":

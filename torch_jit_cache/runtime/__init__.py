@@ -1,7 +1,7 @@
 """The thin Python face of the C++ runtime, for JIT authors. Needs no torch.
 
     prev = runtime.set_eval_frame(callback)  # callback(frame, entries) -> GuardedCode | SKIP | RUN_ORIGINAL
-                                             #   | SKIP_TREE_IF_QUIET
+                                             #   | SKIP_TREE_IF_QUIET | SKIP_TREE
     runtime.GuardedCode(code, guards)        # code keeps the original's argument names as a prefix
     runtime.cache_entries(fn_or_code)        # [CacheEntry]: .code, .guards, .hits, .evicted, .explain(frame)
     runtime.cache_entries(fn, owner=compiled)  # only the entries of one compile() call
@@ -22,6 +22,8 @@ SKIP_TREE_IF_QUIET is SKIP for a code whose callees may still matter: the runtim
 and once two of them compiled nothing and hit no entry (frame_action 'skip-watch' -> 'skip-tree'),
 its later runs take the frames they call along uncompiled, with the hook removed (3.11 inlines
 Python calls only without one). A run that compiled or hit something makes it a plain 'skip'.
+SKIP_TREE makes it 'skip-tree' at once: for another compiler's entry points (TorchDynamo's), whose
+callees are that compiler's business.
 
 Guard-complete hook: `set_guard_complete_hook(hook)` (None clears it; returns the previous one)
 installs one process-wide `hook(hit: bool) -> bool`, asked once per intercepted call of a code
@@ -44,6 +46,7 @@ CallbackAction = _C.CallbackAction
 SKIP = _C.SKIP
 RUN_ORIGINAL = _C.RUN_ORIGINAL
 SKIP_TREE_IF_QUIET = _C.SKIP_TREE_IF_QUIET
+SKIP_TREE = _C.SKIP_TREE
 # Whether GuardNode.dict_tags() (DICT_TAGS: a subtree skipped while its dicts keep their version
 # tags) is available: not on 3.13, whose tags miss stores through inline values.
 DICT_TAGS_SUPPORTED = _C.DICT_TAGS_SUPPORTED
@@ -114,7 +117,7 @@ set_skip(eval_frame.__exit__)
 
 __all__ = [
     "CacheEntry", "CacheOwner", "CallbackAction", "Frame", "GuardManager", "GuardedCode", "RUN_ORIGINAL", "SKIP",
-    "SKIP_TREE_IF_QUIET",
+    "SKIP_TREE", "SKIP_TREE_IF_QUIET",
     "cache_entries", "eval_frame", "frame_action", "hook_installed", "reset", "reset_stats", "set_eval_frame",
     "set_cache_limit", "set_guard_complete_hook", "set_skip", "stats", "without_interception",
 ]

@@ -83,9 +83,51 @@ class AutocastBlock:
 
 
 def mark_side_effect(target) -> None:
-    """Declare `target` (e.g. torch.Tensor.add_) as mutating, so DCE keeps its nodes."""
+    """Declare `target` (e.g. torch.Tensor.add_) as mutating, so DCE keeps its nodes: every call
+    of it has the effect."""
+    _MARKED_FOR_A_CALL.discard(target)
     if target not in torch.fx.node._side_effectful_functions:
         torch.fx.node.has_side_effect(target)
+
+
+# node.meta key: the node's own call writes a tensor it is given (inplace=True, out=, a `name_` op).
+IN_PLACE = "tjc_in_place"
+# Functions put in torch.fx's side-effect set for one call's sake (F.relu for F.relu(x, inplace=True)).
+# The set is process-wide and backends' dead-code elimination reads it, so the mark stays; but later
+# traces judge each call of such a function by the call, never by what an earlier trace marked (a
+# torch.cond branch calling F.relu was refused as impure once any trace had seen ReLU(inplace=True)).
+# Holds functions torch.fx's set holds already.
+_MARKED_FOR_A_CALL: set = set()
+
+
+def mark_call_side_effect(node) -> None:
+    """Keep `node` whether or not its result is read: its call writes a tensor it was given, though
+    other calls of its function may not (IN_PLACE in its meta)."""
+    node.meta[IN_PLACE] = True
+    if node.target not in torch.fx.node._side_effectful_functions:
+        torch.fx.node.has_side_effect(node.target)
+        _MARKED_FOR_A_CALL.add(node.target)
+
+
+def side_effectful_function(target) -> bool:
+    """Whether every call of `target` has an effect by torch.fx's own account (operator.setitem,
+    an assert), leaving out functions marked only for one call of them (mark_call_side_effect)."""
+    return target in torch.fx.node._side_effectful_functions and target not in _MARKED_FOR_A_CALL
+
+
+def impure_node(node) -> bool:
+    """torch.fx's Node.is_impure, except that a function marked only for one call of it makes
+    impure only the calls that wrote a tensor (IN_PLACE), not every later call of it."""
+    if node.meta.get(IN_PLACE):
+        return True
+    if node.op != "call_function" or node.target not in _MARKED_FOR_A_CALL:
+        return node.is_impure()
+    from torch._library.utils import _RANDOM_FUNCTIONS
+
+    target = node.target   # what torch.fx's verdict rests on besides its side-effect set
+    schema = getattr(target, "_schema", None)
+    return bool(getattr(target, "_nondeterministic_seeded", False) or target in _RANDOM_FUNCTIONS
+                or schema is not None and schema.is_mutable)
 
 
 _RELATIONS = (GuardKind.DISTINCT_FROM, GuardKind.ALIAS_OF)

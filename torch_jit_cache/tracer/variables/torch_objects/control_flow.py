@@ -31,6 +31,7 @@ import torch
 import torch.fx
 
 from ....guard.trace_result import GuardKind, Unsupported
+from ...output_graph import impure_node
 from ...side_effects import SPECULATION
 from ..base import CallableVariable, unsupported
 from ..constant import ConstantVariable
@@ -169,7 +170,7 @@ def _check_body(graph, nodes, leaves, what):
     for node in graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
-        if node.op == "call_module" or node.is_impure():
+        if node.op == "call_module" or impure_node(node):
             unsupported(f"{what} has an op the branch-wise graph cannot keep ({node.target}: in place, random, "
                         "a mode switch or a module call)")
     input_storages = {_storage_id(n.meta.get("example_value")) for n in inputs} - {None}

@@ -24,7 +24,7 @@ from ....guard.shape_guards import SymbolBinding
 from ....guard.sources import AttrSource
 from ....guard.trace_result import GuardKind, Unsupported
 from ....frontend.trace_rules import functorch_transform, torch_callable_effect
-from ...output_graph import mark_side_effect
+from ...output_graph import mark_call_side_effect, mark_side_effect, side_effectful_function
 from ..base import CallableVariable, MethodVariable, VariableTracker, provided, unsupported
 from ..constant import ConstantVariable
 from .op_writes import NONE_IS_A_VALUE, out_tensors, schema_effect, written
@@ -397,7 +397,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effec
         unsupported(f"{name} raised {type(e).__name__}: {e}")
     inplace = name.endswith("_") and not name.endswith("__") or kwargs.get("inplace") is not None \
         and kwargs["inplace"].is_python_constant() and kwargs["inplace"].as_python_constant()
-    if not method and target in torch.fx.node._side_effectful_functions:
+    if not method and side_effectful_function(target):
         inplace = True  # operator.setitem, operator.iadd, ...: keep the node even if unused
     if effect or not method and (out_tensors(kwargs.get("out")) or schema_effect(target)):
         inplace = True   # it writes its out= tensors or what its schema marks, whatever it returns (op_writes.py)
@@ -423,9 +423,9 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effec
     elif method:
         node = out.create_node("call_method", target, fx_args, fx_kwargs)
     else:
-        if inplace:
-            mark_side_effect(target)
         node = out.create_node("call_function", target, fx_args, fx_kwargs)
+        if inplace:
+            mark_call_side_effect(node)
     shapes.record(node, result)   # the unbacked symbols it made are read from this node
     if result is None:
         return ConstantVariable(None)
