@@ -488,3 +488,47 @@ def test_a_set_of_typing_forms_and_static_types_read_from_the_frame():
         got, expected = calls(torch.ones(1), form), _typing_forms(torch.ones(1), form)
         assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
     calls.check(graphs=3, recompiles=2)
+
+
+# -- complex numbers and NaN among a frame set's items -----------------------------------------------
+
+def _weigh_numbers(x, s):
+    if "torch" in s and 1j in s:
+        x = x + 1
+    for i, item in enumerate(s):   # unrolled in the set's own order
+        x = x * (i + 2) + (len(item) if isinstance(item, str) else abs(item))
+    return x, 2j in s
+
+
+def test_a_frame_set_holding_complex_numbers_is_traced_and_guarded_by_its_items():
+    """A complex is an immutable builtin whose hash is the same in every process: a set of them
+    read from the frame is guarded by its items (SET_ITEMS), so `in` and its iteration are traced
+    in one graph, and a set with another complex recompiles. Before: the set stayed opaque and
+    `in` broke the graph."""
+    x = torch.zeros(2)
+    assert explain_counts(_weigh_numbers, x, {"torch", 2.5, 1j, 3 + 4j})[:2] == (1, 0)
+    cnt, _ = _run_both(_weigh_numbers, lambda: (x.clone(), {"torch", 2.5, 1j, 3 + 4j}))
+    assert cnt.frame_count == 1
+    calls = CompiledCalls(_weigh_numbers)
+    for s in ({"torch", 1j}, {"torch", 1j}, {"torch", 2j}, {"torch", complex(1, 0)}):
+        got, expected = calls(x, s), _weigh_numbers(x, s)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    calls.check(graphs=3, recompiles=2)
+
+
+def _holds_torch(x, s):
+    return x.sin() if "torch" in s else x.cos()
+
+
+def test_a_frame_set_holding_nan_is_traced_and_a_changed_set_recompiles():
+    """NaN equals only the very object: the SET_ITEMS guard holds the set's own NaN, so the same
+    set hits and one with another NaN object recompiles (never a wrong hit)."""
+    import math
+    s = {"torch", 3.3, 1j, math.nan}
+    x = torch.ones(2)
+    assert explain_counts(_holds_torch, x, s)[:2] == (1, 0)
+    calls = CompiledCalls(_holds_torch)
+    for items in (s, s, {"torch", 3.3, 1j, float("nan")}, s - {"torch"}):
+        torch.testing.assert_close(calls(x, items), _holds_torch(x, items))
+    calls.check(graphs=3, recompiles=2)

@@ -37,6 +37,11 @@ from .. import _C
 # torch's own singletons, by (module, name) of their type so that this module imports without torch.
 _TORCH_SINGLETON_TYPES = {("torch", "dtype"), ("torch", "layout"), ("torch", "memory_format")}
 _IDENTITY_HASHES = (object.__hash__, type.__hash__)
+
+# The builtin scalar types whose values a guard may hold, as dict keys, set items or EQUALS_MATCH
+# values (csrc/guards/value_rules.h kImmutableScalarTypes, the one table; a build of _C older than
+# it holds these five).
+IMMUTABLE_SCALAR_TYPES = frozenset(getattr(_C, "IMMUTABLE_SCALAR_TYPES", (int, bool, float, str, bytes)))
 _IDENTITY_EQUALS = (object.__eq__, type.__eq__)
 
 
