@@ -490,7 +490,7 @@ def test_a_set_of_typing_forms_and_static_types_read_from_the_frame():
     calls.check(graphs=3, recompiles=2)
 
 
-# -- complex numbers and NaN among a frame set's items -----------------------------------------------
+# -- complex numbers and NaN as a frame set's items (and a frame dict's keys) -----------------------------------------------
 
 def _weigh_numbers(x, s):
     if "torch" in s and 1j in s:
@@ -532,3 +532,22 @@ def test_a_frame_set_holding_nan_is_traced_and_a_changed_set_recompiles():
     for items in (s, s, {"torch", 3.3, 1j, float("nan")}, s - {"torch"}):
         torch.testing.assert_close(calls(x, items), _holds_torch(x, items))
     calls.check(graphs=3, recompiles=2)
+
+
+def _weigh_items(x, d):
+    for k, v in d.items():
+        x = x * abs(k) + v
+    return x, d[2j]
+
+
+def test_a_frame_dict_keyed_by_complex_numbers_is_traced_and_guarded_by_its_keys():
+    """The same rule for dict keys (DICT_KEYS): before, the frame ran uncompiled ("a dict with keys
+    other than constants ...")."""
+    x = torch.ones(2)
+    assert explain_counts(_weigh_items, x, {1j: 1.0, 2j: 2.0, 3 + 4j: 3.0}) == (1, 0, [])
+    calls = CompiledCalls(_weigh_items)
+    for d in ({1j: 1.0, 2j: 2.0}, {1j: 1.0, 2j: 5.0}, {2j: 1.0, 1j: 2.0}, {1j: 1.0, 2j: 2.0}):
+        got, expected = calls(x, d), _weigh_items(x, d)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    calls.check(graphs=3, recompiles=2)   # a new value of d[2j], then keys in another order
