@@ -551,3 +551,22 @@ def test_a_frame_dict_keyed_by_complex_numbers_is_traced_and_guarded_by_its_keys
         torch.testing.assert_close(got[0], expected[0])
         assert got[1] == expected[1]
     calls.check(graphs=3, recompiles=2)   # a new value of d[2j], then keys in another order
+
+
+def _holds_exit(x, s):
+    return x.sin() if torch.amp._exit_autocast in s else x.cos()
+
+
+def test_a_frame_set_holding_pybind11_functions_is_traced_and_a_new_item_recompiles():
+    """A pybind11 function (bound to its own function record, not to a module) that its module
+    names lives for the process and hashes by identity: a set holding one is guarded by its
+    items. Before: the set stayed opaque and `in` broke the graph."""
+    s = {torch._C._set_grad_enabled, torch.amp._exit_autocast}
+    x = torch.ones(2)
+    calls = CompiledCalls(_holds_exit)
+    torch.testing.assert_close(calls(x, s), _holds_exit(x, s))
+    s.remove(torch.amp._exit_autocast)
+    s.add(torch._C._set_autograd_fallback_mode)
+    assert explain_counts(_holds_exit, x, s)[:2] == (1, 0)
+    torch.testing.assert_close(calls(x, s), _holds_exit(x, s))
+    calls.check(graphs=2, recompiles=1)

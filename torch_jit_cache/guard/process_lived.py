@@ -66,13 +66,12 @@ def holdable_key(value) -> bool:
 
 
 def _library_builtin(value) -> bool:
-    # A C function of a library module (`operator.add`, `torch.sin`, `len`): it hashes and compares
-    # by the identity of what it is bound to (a module or a static type, here) and of its C
-    # function, so no code runs, and it is found again under its module's name for it.
-    bound = value.__self__
-    if not (bound is None or isinstance(bound, types.ModuleType) or
-            isinstance(bound, type) and not bound.__flags__ & _HEAPTYPE):
-        return False
+    # A C function of a library module (`operator.add`, `torch.sin`, `len`, a pybind11 function
+    # such as `torch._C._set_autograd_fallback_mode`, bound to its own function record): it hashes
+    # and compares by the identity of what it is bound to and of its C function (CPython's
+    # meth_hash / meth_richcompare), so no code runs, and it is found again under its module's name
+    # for it, which keeps it and what it is bound to for the process. A method bound to an object
+    # that no module names as that very function (`[].append`) is refused.
     module, name = getattr(value, "__module__", None), value.__name__
     if not is_library_module(module):
         return False
