@@ -15,8 +15,8 @@ the objects this module vouches for:
 
 `holdable_key(value)` is the rule for dict keys and set items (DICT_KEYS, SET_ITEMS and item()
 accessors hold them): a library singleton whose class hashes and compares by identity (object's or
-type's __hash__ and __eq__), or a library's C function bound to a module or a static type (its
-hash and == are those of what it is bound to and of its C function), so that a guard comparing
+type's __hash__ and __eq__), or a C function that its library module names (its hash and == are
+the identity of what it is bound to and of its C function), so that a guard comparing
 keys runs no code and means the very object. It registers the
 object with the C++ registry (`_C.vouch_process_lived`, csrc/guards/process_lived.h), which is
 how the guard tree learns that it may hold it. huggingface_hub's strict dataclasses look their
