@@ -23,6 +23,7 @@
 #include "guards/leaf_kinds.h"
 #include "guards/process_lived.h"
 #include "guards/root_guard_manager.h"
+#include "guards/value_rules.h"
 #include "runtime/frame_handle.h"
 #include "guards/torch_backend.h"
 
@@ -52,6 +53,15 @@ std::string leaf_kind_names() {
 py::tuple leaf_kind_tuple() {
   py::tuple out(std::size(kLeafSpecs));
   for (size_t i = 0; i < std::size(kLeafSpecs); ++i) out[i] = py::str(kLeafSpecs[i].name);
+  return out;
+}
+
+// value_rules.h's kImmutableScalarTypes, as Python types.
+py::tuple immutable_scalar_types() {
+  py::tuple out(std::size(kImmutableScalarTypes));
+  for (size_t i = 0; i < std::size(kImmutableScalarTypes); ++i) {
+    out[i] = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(kImmutableScalarTypes[i]));
+  }
   return out;
 }
 
@@ -242,6 +252,8 @@ never directly. Child getters return the same object for the same source.)doc");
       "for none_match / not_none); strong=True for id_match; dynamic_sizes / dynamic_strides for tensor_match.");
   for (const LeafSpec& spec : kLeafSpecs) def_leaf_builder(node, spec);
   m.attr("LEAF_KINDS") = leaf_kind_tuple();
+  // The builtin scalar types whose values EQUALS_MATCH, DICT_KEYS, SET_ITEMS and item() keys hold.
+  m.attr("IMMUTABLE_SCALAR_TYPES") = immutable_scalar_types();
   node.def("dict_tags", [](GuardManager& self) { raise_if_error(self.add_dict_tags()); },
            "DICT_TAGS: the children are skipped while the dicts they read are unchanged (version "
            "tags); what tags cannot vouch for (TENSOR_MATCH, ...) runs every time.")

@@ -152,8 +152,8 @@ std::string Accessor::source_text(const std::string& parent_source) const {
 
 PyObject* Accessor::fetch_local_or_closure(const FrameView& view) const noexcept {
   if (!view.is_frame()) {
-    // Mapping mode: locals and closure variables by name.
-    if (view.mapping == nullptr) return nullptr;
+    // Mapping mode: locals and closure variables by name (their contents: no cells).
+    if (view.mapping == nullptr || kind_ == AccessorKind::kClosureCell) return nullptr;
     return dict_get_new_ref(view.mapping, name_or_key_.ptr());
   }
   if (index_ < 0) return nullptr;  // not bound: the root refuses frame views before this
@@ -162,10 +162,12 @@ PyObject* Accessor::fetch_local_or_closure(const FrameView& view) const noexcept
     Py_XINCREF(value);
     return value;
   }
-  // Closure: the function's closure tuple, in co_freevars order; the cell's contents.
+  // Closure: the function's closure tuple, in co_freevars order; the cell's contents, or the cell
+  // itself (kClosureCell).
   if (view.closure == nullptr || index_ >= PyTuple_GET_SIZE(view.closure)) return nullptr;
   PyObject* cell = PyTuple_GET_ITEM(view.closure, index_);  // borrowed
   if (!PyCell_Check(cell)) return nullptr;
+  if (kind_ == AccessorKind::kClosureCell) return Py_NewRef(cell);
   PyObject* value = PyCell_GET(cell);  // borrowed; NULL for an empty cell
   Py_XINCREF(value);
   return value;
@@ -190,6 +192,7 @@ PyObject* Accessor::fetch(PyObject* parent, const FrameView& view) const noexcep
   switch (kind_) {
     case AccessorKind::kLocal:
     case AccessorKind::kClosure:
+    case AccessorKind::kClosureCell:
       return fetch_local_or_closure(view);
     case AccessorKind::kGlobal:
       return view.globals == nullptr ? nullptr : dict_get_new_ref(view.globals, name_or_key_.ptr());

@@ -1,6 +1,7 @@
 // Accessor: how a guard manager's value is reached from its parent's value or from the frame.
 //
-// Kinds: local(name), global_(name), builtin(name), closure(name) read the FrameView (children of
+// Kinds: local(name), global_(name), builtin(name), closure(name), closure_cell(name) read the
+// FrameView (children of
 // the root only); attr(name), item(key), dict_item(key), instance_dict(), type(), call(arguments),
 // apply(fn), call_method(name) read the parent's value. Each kind is one row of
 // kAccessorSpecs below (its builder name, what it reads and takes, its source text, its docs) plus
@@ -32,7 +33,7 @@ namespace py = pybind11;
 // Keep kCallMethod last (kLastAccessorKind); a new kind needs its row in kAccessorSpecs and its
 // fetch() case (the switch warns, and -Werror stops the build, when one is missing).
 enum class AccessorKind : uint8_t {
-  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kAttr, kItem, kInstanceDict, kType, kDictItem, kCall, kApply, kCallMethod
+  kRoot, kLocal, kGlobal, kBuiltin, kClosure, kClosureCell, kAttr, kItem, kInstanceDict, kType, kDictItem, kCall, kApply, kCallMethod
 };
 inline constexpr AccessorKind kLastAccessorKind = AccessorKind::kCallMethod;
 
@@ -80,6 +81,11 @@ inline constexpr AccessorSpec kAccessorSpecs[] = {
      "g.builtin('len')", "Child reading f_builtins[name] (B['name'])."},
     {AccessorKind::kClosure, "closure", Reads::kFrame, Operand::kName, FrameSlot::kFreeVar, "C['", "",
      "']", "g.closure('n')", "Child reading the free variable `name`'s cell contents (C['name'])."},
+    {AccessorKind::kClosureCell, "closure_cell", Reads::kFrame, Operand::kName, FrameSlot::kFreeVar,
+     "cell(C['", "", "'])", "g.closure_cell('n')",
+     "Child reading the free variable `name`'s cell object itself (cell(C['name'])): what an identity "
+     "relation compares with a cell reached through a function's __closure__; missing in mapping "
+     "mode, which has no cells."},
     {AccessorKind::kAttr, "attr", Reads::kParent, Operand::kName, FrameSlot::kNone, "", ".", "",
      "g.local('self').attr('fc')", "Child reading getattr(value, name)."},
     {AccessorKind::kItem, "item", Reads::kParent, Operand::kKey, FrameSlot::kNone, "", "[", "]",

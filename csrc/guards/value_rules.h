@@ -1,7 +1,7 @@
 // Which values a guard tree may hold strongly: immutable builtins only.
 //
 // A guard tree lives as long as its cache entry; anything it holds strongly lives that long too.
-// Immutable builtins (int, float, bool, str, bytes, None, and tuples of these) own no user object,
+// Immutable builtins (int, float, complex, bool, str, bytes, None, and tuples of these) own no user object,
 // so EQUALS_MATCH values, DICT_KEYS keys and item() keys may be held. Anything else must be guarded
 // by identity (held weakly, weak_identity.h) or by type.
 //
@@ -15,7 +15,20 @@
 namespace tjc {
 
 inline constexpr const char* kImmutableBuiltins =
-    "int, float, bool, str, bytes, None and tuples of them";
+    "int, float, complex, bool, str, bytes, None and tuples of them";
+
+// The exact builtin scalar types whose values a guard may hold: == on two of them runs no user
+// code and they own no other object. The one table of them (exported to Python as
+// _C.IMMUTABLE_SCALAR_TYPES, which the tracer's key and set-item rules read).
+inline PyTypeObject* const kImmutableScalarTypes[] = {&PyLong_Type,    &PyBool_Type,    &PyFloat_Type,
+                                                      &PyComplex_Type, &PyUnicode_Type, &PyBytes_Type};
+
+inline bool is_immutable_scalar(PyObject* obj) {
+  for (PyTypeObject* type : kImmutableScalarTypes) {
+    if (Py_TYPE(obj) == type) return true;
+  }
+  return false;
+}
 
 // Objects that never die: identity guards may hold them strongly, and print them by repr.
 inline bool is_immortal_singleton(PyObject* obj) {
@@ -24,10 +37,7 @@ inline bool is_immortal_singleton(PyObject* obj) {
 }
 
 inline bool is_immutable_builtin(PyObject* obj, int depth = 0) {
-  if (obj == Py_None || PyLong_CheckExact(obj) || PyBool_Check(obj) || PyFloat_CheckExact(obj) ||
-      PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj)) {
-    return true;
-  }
+  if (obj == Py_None || is_immutable_scalar(obj)) return true;
   if (!PyTuple_CheckExact(obj) || depth > 16) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
     if (!is_immutable_builtin(PyTuple_GET_ITEM(obj, i), depth + 1)) return false;
@@ -36,7 +46,7 @@ inline bool is_immutable_builtin(PyObject* obj, int depth = 0) {
 }
 
 inline constexpr const char* kKeyConstants =
-    "int, float, bool, str, bytes, None, static types (int, list, dict, ...), objects vouched for as "
+    "int, float, complex, bool, str, bytes, None, static types (int, list, dict, ...), objects vouched for as "
     "living as long as the process (typing.Union, collections.abc.Sequence, ...) and tuples of them";
 
 // A static (non-heap) type: it lives for the process and its metaclass is `type`, so == on it is

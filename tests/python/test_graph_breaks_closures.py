@@ -100,9 +100,9 @@ def _argument_cell(x, n):
 
 
 # In the resume function k is a free variable: the store to it is traced (replayed into the real
-# cell), and `scale`, read from the frame and closing over that cell by a path no guard can tie
-# to the frame's own cell, is called as its own frame (a second break, and its own graph).
-@pytest.mark.parametrize("fn, args, graphs, breaks", [(_captured_then_changed, (3,), 3, 2),
+# cell), and `scale`, read from the frame and closing over that very cell (pinned: ALIAS_OF of
+# cell(C['k']) and scale's __closure__[0]), is inlined and reads the store.
+@pytest.mark.parametrize("fn, args, graphs, breaks", [(_captured_then_changed, (3,), 2, 1),
                                                       (_argument_cell, (3, 4), 2, 1)],
                          ids=["own_cell_written_after_the_break", "argument_cell"])
 def test_a_frame_with_cell_variables_breaks_and_shares_its_cells(fn, args, graphs, breaks):

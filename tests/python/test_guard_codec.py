@@ -390,3 +390,14 @@ def test_stored_global_state_matches_where_the_guard_passes(store, load):
         assert [b.state() for b in backends] == [stored, stored]
     with mode(load):
         assert (keys.global_state() == stored) == guard.check({})
+
+
+def test_a_relation_with_a_cell_of_the_frame_is_not_stored():
+    """cell(C['n']) is read in frame mode only: a loaded entry's check reads the frame by name and
+    would find it missing, so an entry pinned to the frame's cells is not stored."""
+    from torch_jit_cache.guard.sources import AttrSource, FrameCellSource, ItemSource
+    through = ItemSource(AttrSource(LocalSource("h"), "__closure__"), 0)
+    for kind in (GuardKind.ALIAS_OF, GuardKind.DISTINCT_FROM):
+        for a, b in ((through, FrameCellSource("n")), (FrameCellSource("n"), through)):
+            with pytest.raises(NotStored, match="a cell of the frame"):
+                encode_guard(GuardSpec(a, kind, b), StoreContext(set()))

@@ -353,3 +353,32 @@ def test_compiled_cond_frees_the_module_it_reads():
     compiled(torch.tensor(True), torch.randn(1, 2))
     del compiled, lin
     assert ref() is None
+
+
+def _branches_over_the_frames_cell():
+    c = 0
+
+    def yes(t):
+        return t - c
+
+    def no(t):
+        return t + c
+
+    def f(p, x):
+        nonlocal c
+        c = 1            # the branches, read from f's closure, close over this very cell
+        return torch.cond(p, yes, no, (x,))
+    return f, lambda: c
+
+
+def test_branches_reading_the_frames_free_variable_after_a_store_see_it_in_one_graph():
+    """The branches' `__closure__[0]` is pinned as the frame's cell cell(C['c']) (ALIAS_OF): they
+    read the value the trace stored, and cond stays one node. Before: a break at the cond ("a
+    closure cell the trace stored to, reached again by a path whose identity no guard can pin")."""
+    f, read = _branches_over_the_frames_cell()
+    eager_f, eager_read = _branches_over_the_frames_cell()
+    for p in (torch.tensor(False), torch.tensor(True)):
+        _close(eager_f(p, torch.full((2,), 0.25)), tjc.compile(f, backend="eager")(p, torch.full((2,), 0.25)))
+        assert read() == eager_read() == 1
+    f, _ = _branches_over_the_frames_cell()
+    _run(f, torch.tensor(False), torch.full((2,), 0.25), graphs=1, breaks=0)

@@ -85,3 +85,13 @@ def test_c_methods_bound_to_an_object_are_not_holdable_keys():
     items = []
     assert not process_lived.holdable_key(items.append)
     assert not process_lived.holdable_key({}.get)
+
+
+def test_a_pybind11_function_a_module_names_is_a_holdable_key():
+    # pybind11 binds each function to its own function record (not a module or a type): found
+    # under its module's name, it lives for the process and hashes by identity all the same.
+    torch = pytest.importorskip("torch")
+    value = torch._C._set_autograd_fallback_mode
+    assert not isinstance(value.__self__, (type, types.ModuleType))
+    assert process_lived.holdable_key(value)
+    assert _C.is_process_lived(value)

@@ -17,7 +17,8 @@ from torch_jit_cache import runtime
 from torch_jit_cache.guard import sources
 from torch_jit_cache.guard.tree import GuardBuilder
 from torch_jit_cache.guard.sources import (ApplySource, AttrSource, BuiltinSource, CallSource, ChainedSource,
-                                           ClosureSource, ComputedSource, DictItemSource, FrameValues, GlobalSource,
+                                           ClosureSource, ComputedSource, DictItemSource, FrameCellSource, FrameValues,
+                                           GlobalSource,
                                            InstanceDictSource, ItemSource, LoadedWholeSource, LocalSource,
                                            MethodCallSource, RootSource, Source, TypeSource)
 from torch_jit_cache.guard.trace_result import SourceOutput
@@ -108,7 +109,7 @@ def _kinds(cls=Source):
 
 def test_every_source_kind_has_an_example():
     concrete = {k for k in _kinds() if k not in _ABSTRACT}
-    assert concrete - {type(s) for s in EXAMPLES + COMPUTED + UNHOOKED + APPLIED} == set()
+    assert concrete - {type(s) for s in EXAMPLES + COMPUTED + UNHOOKED + APPLIED + CELLS} == set()
     assert all(issubclass(k, (RootSource, ChainedSource)) for k in concrete)
 
 
@@ -259,3 +260,51 @@ def test_an_applied_type_loads_emits_and_guards_alike():
         return od
     new_code = codegen.build_transformed_code(toy.__code__, None, [], SourceOutput(source))
     assert types.FunctionType(new_code, _GLOBALS)(od) == ("b", "a")
+
+
+# The cell object of a free variable itself (FrameCellSource): read in frame mode only, compared by
+# identity with the same cell reached through a function's __closure__.
+CELLS = [FrameCellSource("captured")]
+
+
+def test_a_frame_cell_source_loads_emits_and_guards_the_cell_itself():
+    source = CELLS[0]
+    cell = _TOY.__closure__[0]
+    fn = _toy_function()
+    args = dict(_ARGS, x=fn)   # x: a function over the very cell, reached as L['x'].__closure__[0]
+    frame = FrameValues(args, _GLOBALS, _BUILTINS, cells={"captured": cell})
+    assert source.load(frame) is cell
+    code = _TOY.__code__
+    assert sources.unreachable_root(source, codegen.argument_names(code), code.co_freevars,
+                                    _GLOBALS, _BUILTINS) is None
+    assert sources.unreachable_root(FrameCellSource("x"), codegen.argument_names(code), code.co_freevars,
+                                    _GLOBALS, _BUILTINS) == "cell(C['x']): 'x' is not a free variable"
+
+    def relation():
+        builder = GuardBuilder()
+        node = builder.node(source)
+        assert node.source == str(source) == "cell(C['captured'])"
+        other = builder.node(ItemSource(AttrSource(LocalSource("x"), "__closure__"), 0))
+        builder.root.identity_relation([node, other], [0, 0])
+        return builder.root
+
+    assert not relation().check(args, _GLOBALS)   # mapping mode has no cells: missing
+    new_code = codegen.build_transformed_code(code, None, [], SourceOutput(source))
+
+    misses = []
+
+    def jit(frame_, entries):
+        if frame_.f_code is code:
+            misses.append(1)
+            if len(misses) == 1:
+                return runtime.GuardedCode(new_code, relation())
+        return runtime.RUN_ORIGINAL
+
+    with runtime.eval_frame(jit):
+        first = fn(**args)
+        second = fn(**args)
+        third = fn(**dict(args, x=_make_toy()))   # a function over another cell: the relation fails
+    assert first is cell and second is cell and type(third) is tuple   # the third ran as written
+    assert len(misses) == 2
+    (entry,) = runtime.cache_entries(fn)
+    assert entry.hits == 1

@@ -176,10 +176,10 @@ def test_a_function_made_in_an_inlined_call_held_at_a_break_shares_the_frames_ce
     with contextlib.redirect_stdout(io.StringIO()):
         got, want = compiled(x), _inlined_closure_over_the_frames_cell_at_a_break(x)
     _no_fallback(before)
-    # Before the break, d's store to the frame's cell is traced. After it, d is a real function and
-    # its nonlocal store is a break of its own (the real cell is not modelled as the frame's):
-    # the resume function's graph and d's own.
-    assert counter.frame_count == 3
+    # Before the break, d's store to the frame's cell is traced. After it, d is a real function
+    # over the resume function's own free variable `y`, pinned as that cell (ALIAS_OF of
+    # cell(C['y']) and C['d'].__closure__[0]): its store is traced in the resume function's graph.
+    assert counter.frame_count == 2
     torch.testing.assert_close(got[0], want[0])
     torch.testing.assert_close(got[2], want[2])
     torch.testing.assert_close(got[1](3), want[1](3))
@@ -253,17 +253,6 @@ def _sharing_maker():
     return root, step
 
 
-def test_a_free_variable_read_after_a_store_to_a_cell_it_may_be_stays_eager():
-    root, own_step = _sharing_maker()
-    _, other_step = _sharing_maker()
-    eager_root, eager_own = _sharing_maker()
-    _, eager_other = _sharing_maker()
-    compiled = tjc.compile(root, backend="eager")
-    t = torch.ones(2)
-    for mine, eager in ((other_step, eager_other), (own_step, eager_own), (other_step, eager_other)):
-        torch.testing.assert_close(compiled(mine, t), eager_root(eager, t))
-
-
 def _pair_maker(shared):
     n = torch.zeros(1)
     m = torch.zeros(1)
@@ -319,7 +308,7 @@ def _shadowing_maker():
     return root, get
 
 
-def test_a_store_to_a_cell_named_like_a_free_variable_of_the_frame_stays_eager():
+def test_a_store_to_a_cell_named_like_a_free_variable_of_the_frame_leaves_the_frames_cell():
     root, get = _shadowing_maker()
     eager_root, eager_get = _shadowing_maker()
     compiled = tjc.compile(root, backend="eager")
@@ -327,3 +316,112 @@ def test_a_store_to_a_cell_named_like_a_free_variable_of_the_frame_stays_eager()
     for _ in range(2):
         torch.testing.assert_close(compiled(t), eager_root(t))
         torch.testing.assert_close(get(), eager_get())
+
+
+# -- the frame's own free variables as cells with a source (cell(C['name'])) ---------------------------
+
+def _generator_maker():
+    """A frame reading its free variable `n` after a generator it reads from its closure, which
+    closes over that very cell, stored to it (set.isdisjoint stops the generator early)."""
+    n = 0
+
+    def reset():
+        nonlocal n
+        n = 0
+
+    def numbers():
+        nonlocal n
+        n += 1
+        yield 1
+        n += 2
+        yield 2
+        n += 3
+        yield 3
+
+    def fn(x):
+        nonlocal n  # noqa: F824 - the frame reads the cell numbers() writes
+        {2, 4, 5}.isdisjoint(numbers())
+        return x.sin() if n == 3 else x.cos() + n
+    return fn, lambda: n, reset
+
+
+def test_a_generator_from_the_closure_stores_to_the_frames_free_variable_in_one_graph():
+    """The frame's cell and the generator's `__closure__[0]` are pinned as one cell (ALIAS_OF of
+    cell(C['n']) and C['numbers'].__closure__[0]), so the generator's stores are what the frame
+    reads, in one graph, and are replayed into the cell. Before: a break at the store ("two paths
+    whose identity no guard can pin")."""
+    fn, read, _ = _generator_maker()
+    assert _breaks_and_fallbacks(fn, torch.ones(2)) == (0, [])
+    (fn, read, reset), (eager_fn, eager_read, eager_reset) = _generator_maker(), _generator_maker()
+    compiled, counter = _compiled(fn)
+    before = tjc.stats()["fallbacks"]
+    x = torch.randn(3)
+    for _ in range(3):
+        reset(), eager_reset()
+        torch.testing.assert_close(compiled(x), eager_fn(x))
+        assert read() == eager_read() == 3
+    torch.testing.assert_close(compiled(x), eager_fn(x))   # from n == 3: 6, the other branch
+    assert read() == eager_read() == 6
+    _no_fallback(before)
+    assert counter.frame_count == 2   # n == 0 (hit twice), n == 3
+
+
+def test_a_function_passed_in_over_the_frames_cell_or_another_is_told_apart():
+    """`root(h, t)` where h stores to a cell named like root's free variable `x`: h over root's
+    own cell and h over another call's cell are different entries (the ALIAS_OF guard fails on the
+    other), each whole and equal to eager. Before: h ran as a frame of its own (two graphs)."""
+    root, own_step = _sharing_maker()
+    rep = tjc.explain(root)(own_step, torch.ones(2))
+    assert (rep.graph_count, rep.graph_break_count, rep.fallbacks) == (1, 0, [])
+    root, own_step = _sharing_maker()
+    _, other_step = _sharing_maker()
+    eager_root, eager_own = _sharing_maker()
+    _, eager_other = _sharing_maker()
+    compiled, counter = _compiled(root)
+    before = tjc.stats()
+    t = torch.ones(2)
+    for mine, eager in ((own_step, eager_own), (other_step, eager_other), (own_step, eager_own),
+                        (other_step, eager_other)):
+        torch.testing.assert_close(compiled(mine, t), eager_root(eager, t))
+    assert tjc.stats()["graph_breaks"] == before["graph_breaks"]
+    _no_fallback(before["fallbacks"])
+    assert counter.frame_count == 2   # own cell, other cell; then each hits
+
+
+def test_a_store_to_another_cell_of_the_same_name_is_pinned_distinct():
+    """inner_scope's `x` and root's own `x` are distinct cells (DISTINCT_FROM of their sources):
+    the store through put() is traced and replayed, root reads its own cell, in one graph."""
+    root, get = _shadowing_maker()
+    assert _breaks_and_fallbacks(root, torch.ones(1)) == (0, [])
+
+
+def _reader_maker():
+    c = 0
+
+    def reader(x):
+        return x - c
+
+    def fn(x):
+        nonlocal c
+        c = 1
+        return reader(x)   # reader closes over fn's own cell c: it reads the store
+    return fn, lambda: c
+
+
+def test_a_function_from_the_closure_reads_the_frames_store_to_their_shared_cell():
+    fn, read = _reader_maker()
+    assert _breaks_and_fallbacks(fn, torch.ones(2)) == (0, [])
+    (fn, read), (eager_fn, eager_read) = _reader_maker(), _reader_maker()
+    compiled, _ = _compiled(fn)
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x), eager_fn(x))
+    assert read() == eager_read() == 1
+
+
+def test_a_frame_pinned_to_its_cells_keeps_nothing_alive():
+    fn, read, reset = _generator_maker()
+    compiled = tjc.compile(fn, backend="eager")
+    compiled(torch.ones(2))
+    ref = weakref.ref(fn)
+    del fn, read, reset, compiled
+    assert ref() is None

@@ -488,3 +488,85 @@ def test_a_set_of_typing_forms_and_static_types_read_from_the_frame():
         got, expected = calls(torch.ones(1), form), _typing_forms(torch.ones(1), form)
         assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
     calls.check(graphs=3, recompiles=2)
+
+
+# -- complex numbers and NaN as a frame set's items (and a frame dict's keys) -----------------------------------------------
+
+def _weigh_numbers(x, s):
+    if "torch" in s and 1j in s:
+        x = x + 1
+    for i, item in enumerate(s):   # unrolled in the set's own order
+        x = x * (i + 2) + (len(item) if isinstance(item, str) else abs(item))
+    return x, 2j in s
+
+
+def test_a_frame_set_holding_complex_numbers_is_traced_and_guarded_by_its_items():
+    """A complex is an immutable builtin whose hash is the same in every process: a set of them
+    read from the frame is guarded by its items (SET_ITEMS), so `in` and its iteration are traced
+    in one graph, and a set with another complex recompiles. Before: the set stayed opaque and
+    `in` broke the graph."""
+    x = torch.zeros(2)
+    assert explain_counts(_weigh_numbers, x, {"torch", 2.5, 1j, 3 + 4j})[:2] == (1, 0)
+    cnt, _ = _run_both(_weigh_numbers, lambda: (x.clone(), {"torch", 2.5, 1j, 3 + 4j}))
+    assert cnt.frame_count == 1
+    calls = CompiledCalls(_weigh_numbers)
+    for s in ({"torch", 1j}, {"torch", 1j}, {"torch", 2j}, {"torch", complex(1, 0)}):
+        got, expected = calls(x, s), _weigh_numbers(x, s)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    calls.check(graphs=3, recompiles=2)
+
+
+def _holds_torch(x, s):
+    return x.sin() if "torch" in s else x.cos()
+
+
+def test_a_frame_set_holding_nan_is_traced_and_a_changed_set_recompiles():
+    """NaN equals only the very object: the SET_ITEMS guard holds the set's own NaN, so the same
+    set hits and one with another NaN object recompiles (never a wrong hit)."""
+    import math
+    s = {"torch", 3.3, 1j, math.nan}
+    x = torch.ones(2)
+    assert explain_counts(_holds_torch, x, s)[:2] == (1, 0)
+    calls = CompiledCalls(_holds_torch)
+    for items in (s, s, {"torch", 3.3, 1j, float("nan")}, s - {"torch"}):
+        torch.testing.assert_close(calls(x, items), _holds_torch(x, items))
+    calls.check(graphs=3, recompiles=2)
+
+
+def _weigh_items(x, d):
+    for k, v in d.items():
+        x = x * abs(k) + v
+    return x, d[2j]
+
+
+def test_a_frame_dict_keyed_by_complex_numbers_is_traced_and_guarded_by_its_keys():
+    """The same rule for dict keys (DICT_KEYS): before, the frame ran uncompiled ("a dict with keys
+    other than constants ...")."""
+    x = torch.ones(2)
+    assert explain_counts(_weigh_items, x, {1j: 1.0, 2j: 2.0, 3 + 4j: 3.0}) == (1, 0, [])
+    calls = CompiledCalls(_weigh_items)
+    for d in ({1j: 1.0, 2j: 2.0}, {1j: 1.0, 2j: 5.0}, {2j: 1.0, 1j: 2.0}, {1j: 1.0, 2j: 2.0}):
+        got, expected = calls(x, d), _weigh_items(x, d)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    calls.check(graphs=3, recompiles=2)   # a new value of d[2j], then keys in another order
+
+
+def _holds_exit(x, s):
+    return x.sin() if torch.amp._exit_autocast in s else x.cos()
+
+
+def test_a_frame_set_holding_pybind11_functions_is_traced_and_a_new_item_recompiles():
+    """A pybind11 function (bound to its own function record, not to a module) that its module
+    names lives for the process and hashes by identity: a set holding one is guarded by its
+    items. Before: the set stayed opaque and `in` broke the graph."""
+    s = {torch._C._set_grad_enabled, torch.amp._exit_autocast}
+    x = torch.ones(2)
+    calls = CompiledCalls(_holds_exit)
+    torch.testing.assert_close(calls(x, s), _holds_exit(x, s))
+    s.remove(torch.amp._exit_autocast)
+    s.add(torch._C._set_autograd_fallback_mode)
+    assert explain_counts(_holds_exit, x, s)[:2] == (1, 0)
+    torch.testing.assert_close(calls(x, s), _holds_exit(x, s))
+    calls.check(graphs=2, recompiles=1)

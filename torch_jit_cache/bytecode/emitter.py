@@ -127,6 +127,13 @@ class Emitter:
                                f"{self.original.co_qualname} (free: {self.original.co_freevars})")
         self.emit("LOAD_DEREF", FreeVar(name))
 
+    def load_free_cell(self, source: Source, name: str) -> None:
+        """Push the cell of free variable `name` itself."""
+        if name not in self.freevars:
+            raise CodegenError(f"{source}: '{name}' is not a free variable of "
+                               f"{self.original.co_qualname} (free: {self.original.co_freevars})")
+        self.load_cell(name)
+
     def load_attr(self, name: str) -> None:
         """getattr(TOS, name), replacing TOS."""
         self.emit("LOAD_ATTR", attr_arg(name))

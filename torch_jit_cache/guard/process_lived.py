@@ -15,8 +15,8 @@ the objects this module vouches for:
 
 `holdable_key(value)` is the rule for dict keys and set items (DICT_KEYS, SET_ITEMS and item()
 accessors hold them): a library singleton whose class hashes and compares by identity (object's or
-type's __hash__ and __eq__), or a library's C function bound to a module or a static type (its
-hash and == are those of what it is bound to and of its C function), so that a guard comparing
+type's __hash__ and __eq__), or a C function that its library module names (its hash and == are
+the identity of what it is bound to and of its C function), so that a guard comparing
 keys runs no code and means the very object. It registers the
 object with the C++ registry (`_C.vouch_process_lived`, csrc/guards/process_lived.h), which is
 how the guard tree learns that it may hold it. huggingface_hub's strict dataclasses look their
@@ -37,6 +37,11 @@ from .. import _C
 # torch's own singletons, by (module, name) of their type so that this module imports without torch.
 _TORCH_SINGLETON_TYPES = {("torch", "dtype"), ("torch", "layout"), ("torch", "memory_format")}
 _IDENTITY_HASHES = (object.__hash__, type.__hash__)
+
+# The builtin scalar types whose values a guard may hold, as dict keys, set items or EQUALS_MATCH
+# values (csrc/guards/value_rules.h kImmutableScalarTypes, the one table; a build of _C older than
+# it holds these five).
+IMMUTABLE_SCALAR_TYPES = frozenset(getattr(_C, "IMMUTABLE_SCALAR_TYPES", (int, bool, float, str, bytes)))
 _IDENTITY_EQUALS = (object.__eq__, type.__eq__)
 
 
@@ -61,13 +66,12 @@ def holdable_key(value) -> bool:
 
 
 def _library_builtin(value) -> bool:
-    # A C function of a library module (`operator.add`, `torch.sin`, `len`): it hashes and compares
-    # by the identity of what it is bound to (a module or a static type, here) and of its C
-    # function, so no code runs, and it is found again under its module's name for it.
-    bound = value.__self__
-    if not (bound is None or isinstance(bound, types.ModuleType) or
-            isinstance(bound, type) and not bound.__flags__ & _HEAPTYPE):
-        return False
+    # A C function of a library module (`operator.add`, `torch.sin`, `len`, a pybind11 function
+    # such as `torch._C._set_autograd_fallback_mode`, bound to its own function record): it hashes
+    # and compares by the identity of what it is bound to and of its C function (CPython's
+    # meth_hash / meth_richcompare), so no code runs, and it is found again under its module's name
+    # for it, which keeps it and what it is bound to for the process. A method bound to an object
+    # that no module names as that very function (`[].append`) is refused.
     module, name = getattr(value, "__module__", None), value.__name__
     if not is_library_module(module):
         return False

@@ -31,10 +31,12 @@ from .. import _C
 @dataclasses.dataclass(frozen=True, eq=False)
 class FrameValues:
     """What sources are loaded from: a frame's arguments (and, for free variables, their cell
-    contents) by name, its globals, and its builtins (a dict or the builtins module)."""
+    contents) by name, its globals, its builtins (a dict or the builtins module), and its free
+    variables' cells themselves by name (where the caller has them)."""
     f_locals: Mapping
     f_globals: Mapping
     f_builtins: Any
+    cells: Mapping = dataclasses.field(default_factory=dict)
 
     @property
     def builtins_dict(self) -> Mapping:
@@ -213,6 +215,30 @@ class ClosureSource(RootSource):
 
     def guard_node(self, parent):
         return parent.closure(self.free_name)
+
+    def unreachable(self, arguments, freevars, f_globals, builtins) -> str | None:
+        return None if self.free_name in freevars else f"{self.free_name!r} is not a free variable"
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameCellSource(RootSource):
+    """The cell object of one of the frame's free variables, not its contents: what an identity
+    relation (ALIAS_OF, DISTINCT_FROM) compares with a cell reached through a function's
+    `__closure__`, so that a store through one path is known to be, or not to be, what the other
+    reads at every later call."""
+    free_name: str
+
+    def name(self) -> str:
+        return f"cell(C[{self.free_name!r}])"
+
+    def load(self, frame: FrameValues) -> Any:
+        return frame.cells[self.free_name]
+
+    def emit_load(self, em) -> None:
+        em.load_free_cell(self, self.free_name)
+
+    def guard_node(self, parent):
+        return parent.closure_cell(self.free_name)
 
     def unreachable(self, arguments, freevars, f_globals, builtins) -> str | None:
         return None if self.free_name in freevars else f"{self.free_name!r} is not a free variable"

@@ -164,6 +164,12 @@ def has_leaf(name: str) -> bool:
     return name in _C.LEAF_KINDS
 
 
+def has_accessor(name: str) -> bool:
+    """Whether this build's guard tree has the frame accessor `name` (a builder of the root:
+    csrc/guards/accessors.h kAccessorSpecs)."""
+    return hasattr(_C.GuardManager, name)
+
+
 def build_guards(specs, *, global_state: bool = True, shape_guards=None):
     """A root GuardManager checking every spec (and torch's global state).
 

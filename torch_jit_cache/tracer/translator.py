@@ -17,7 +17,8 @@ import inspect
 
 from ..bytecode.analysis import is_with_handler
 from ..bytecode.instructions import DecodeError, decode
-from ..guard.sources import BuiltinSource, ClosureSource, GlobalSource, LocalSource
+from ..guard.sources import BuiltinSource, ClosureSource, FrameCellSource, GlobalSource, LocalSource
+from ..guard.tree import has_accessor
 from ..guard.trace_result import TraceBudgetExceeded, Unsupported
 from . import variables
 from .handlers import DISPATCH
@@ -396,15 +397,20 @@ class InstructionTranslator:
     @staticmethod
     def root_cells(code, f_locals, output=None, closure=None) -> list:
         """The root frame's free variables; with its `closure`, each the one tracker of its real
-        cell in the trace (a store to it is replayed into that cell: cells.py)."""
+        cell in the trace (a store to it is replayed into that cell: cells.py), whose source is the
+        cell itself (FrameCellSource), so that reaching it again through a function's `__closure__`
+        pins the two paths as one cell (ALIAS_OF) and a cell of the same name elsewhere as another
+        (DISTINCT_FROM)."""
         cells = []
+        with_source = has_accessor("closure_cell")
         for i, name in enumerate(code.co_freevars):
             real = closure[i] if closure is not None and len(closure) == len(code.co_freevars) else None
+            where = FrameCellSource(name) if with_source and real is not None else None
 
-            def make(name=name, real=real):
+            def make(name=name, real=real, where=where):
                 if name in f_locals:
                     return CellVariable(lazy=(f_locals[name], ClosureSource(name)), writable=False,
-                                        frame_name=name, real=real)
-                return CellVariable(writable=False, frame_name=name, real=real)
-            cells.append(make() if real is None or output is None else output.side_effects.real_cell(real, None, make))
+                                        frame_name=name, real=real, cell_source=where)
+                return CellVariable(writable=False, frame_name=name, real=real, cell_source=where)
+            cells.append(make() if real is None or output is None else output.side_effects.real_cell(real, where, make))
         return cells

@@ -189,6 +189,37 @@ TEST(Accessors, FrameModeClosureReadsCellContents) {
   EXPECT_FALSE(PyErr_Occurred());
 }
 
+// closure_cell reads the cell object itself: an identity relation compares it with the same cell
+// reached through a function's __closure__; mapping mode has no cells (missing).
+TEST(Accessors, FrameModeClosureCellReadsTheCellItself) {
+  py::dict ns = run_python(
+      "def outer():\n"
+      "  n = 3\n"
+      "  def helper():\n"
+      "    return n\n"
+      "  def inner(x, h):\n"
+      "    return x + n + h()\n"
+      "  return inner, helper\n"
+      "f, h = outer()\n"
+      "g, other = outer()\n");
+  RootGuardManager root;
+  auto cell = ok_or_die(root.child(kClosureCell, s("n")));
+  EXPECT_EQ(cell->source(), "cell(C['n'])");
+  auto through_h = ok_or_die(ok_or_die(ok_or_die(root.child(kLocal, s("h")))->child(kAttr, s("__closure__")))
+                                 ->child(kItem, py::int_(0)));
+  expect_ok(root.add_identity_relation({cell, through_h}, {0, 0}));
+  expect_ok(root.bind(reinterpret_cast<PyCodeObject*>(ns["f"].attr("__code__").ptr())));
+  FakeFrame same(ns["f"], {py::int_(1), ns["h"]});
+  EXPECT_TRUE(root.check(same.view));
+  FakeFrame other(ns["f"], {py::int_(1), ns["other"]});  // a helper over another call's cell
+  EXPECT_FALSE(root.check(other.view));
+  py::dict locals;
+  locals["h"] = ns["h"];
+  locals["n"] = 3;
+  EXPECT_FALSE(root.check(mapping_view(locals)));
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
 // kAccessorSpecs is the one home of what each kind is: every kind builds from its row, where its row
 // says (the root for kFrame kinds, a value's node for kParent ones), and prints its row's text.
 TEST(Accessors, EveryKindBuildsFromItsRow) {

@@ -27,6 +27,7 @@ import math
 import sys
 import types
 
+from ...guard.sources import FrameCellSource
 from ...guard.trace_result import GuardKind, GuardSpec
 from ...guard.tree import GUARD_KINDS
 from .keys import code_digest_hex
@@ -278,6 +279,10 @@ class _Source(Codec):
     name = "source"
 
     def encode(self, spec, context):
+        # A cell of the frame is read in frame mode only: the check of a loaded entry, which reads
+        # the frame's values by name, would find it missing.
+        if any(isinstance(s.root, FrameCellSource) for s in (spec.source, spec.value)):
+            raise NotStored(f"{spec.source}: {spec.kind.name} on a cell of the frame")
         return spec.value
 
     def decode(self, source, encoded, resolve):

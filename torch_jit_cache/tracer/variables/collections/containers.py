@@ -15,7 +15,7 @@ generator item by item (`yields_lazily`), as Python does.
 from __future__ import annotations
 
 from ....guard.attribute_lookup import MISSING, type_lookup
-from ....guard.process_lived import holdable_key
+from ....guard.process_lived import IMMUTABLE_SCALAR_TYPES, holdable_key
 from ....guard.sources import AttrSource, ItemSource
 from ....guard.trace_result import EffectKind, GuardKind, ListOutput, SourceOutput, TupleOutput
 from ..base import (MethodVariable, TracedIndexError, TracedRaise, VariableTracker, is_static_type,
@@ -37,12 +37,12 @@ def constant_index(key: VariableTracker):
 
 
 def is_key_constant(value) -> bool:
-    """A dict key the guards may hold (the C++ rule, guards/value_rules.h): int, float, bool, str,
-    bytes, None, a static type (dict, list, ...), an object that lives as long as the process and
+    """A dict key the guards may hold (the C++ rule, guards/value_rules.h): int, float, complex,
+    bool, str, bytes, None, a static type (dict, list, ...), an object that lives as long as the process and
     compares by identity (process_lived.holdable_key: typing.Union, collections.abc.Sequence, ...;
     vouched for to the guard tree there), and tuples of them. Hashing or comparing one runs no
     user code."""
-    if value is None or type(value) in (int, float, bool, str, bytes) or is_static_type(value):
+    if value is None or type(value) in IMMUTABLE_SCALAR_TYPES or is_static_type(value):
         return True
     if type(value) is tuple:
         return all(is_key_constant(v) for v in value)

@@ -41,7 +41,7 @@ import operator
 import types
 
 from ....guard.tree import has_leaf
-from ....guard.process_lived import holdable_key
+from ....guard.process_lived import IMMUTABLE_SCALAR_TYPES, holdable_key
 from ....guard.trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
 from ..base import (refuse_outer_change, MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
                     unsupported)
@@ -83,12 +83,12 @@ def is_set_item(value) -> bool:
 
 
 def is_key_constant(value, depth: int = 0) -> bool:
-    """What a guard may hold (value_rules.h is_key_constant): int, float, bool, str, bytes, None,
+    """What a guard may hold (value_rules.h is_key_constant): int, float, complex, bool, str, bytes, None,
     static types, objects that live as long as the process and hash and compare by identity
     (process_lived.holdable_key: a library's functions, `operator.add`, `torch.sin`; vouched for to
     the guard tree there) and tuples of them. Hashing one runs no user code, and its hash, so its
     place in a set, is the same for the whole process."""
-    if value is None or type(value) in (int, float, bool, str, bytes) or is_static_type(value):
+    if value is None or type(value) in IMMUTABLE_SCALAR_TYPES or is_static_type(value):
         return True
     if type(value) is tuple:
         return depth < 16 and all(is_key_constant(v, depth + 1) for v in value)
