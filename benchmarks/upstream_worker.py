@@ -229,11 +229,24 @@ class Case:
         with no_modes():
             state = rng_state()
             try:
-                copies = [copy.deepcopy((args, kwargs)) for _ in range(3)]
+                copies = [copy.deepcopy((args, kwargs)) for _ in range(4)]
                 self.rec.setdefault("copied", True)
             except Exception:   # noqa: BLE001 - shared objects then; side effects show four times
-                copies = [(args, kwargs)] * 3
+                copies = [(args, kwargs)] * 4
                 self.rec["copied"] = False
+        self._asked = None   # the eager run with the compile-state queries answering True, once needed
+
+        def as_compiled():
+            if self._asked is None:
+                _STATE.engine = "eager"
+                try:
+                    set_rng(state)
+                    with compile_queries_true() as asked:
+                        outcome = run_outcome(lambda: self.fn(*copies[3][0], **copies[3][1]))
+                    self._asked = (outcome, asked[0] > 0, copies[3])
+                finally:
+                    _STATE.engine = None
+            return self._asked
         try:
             _STATE.engine = "eager"
             set_rng(state)
@@ -258,8 +271,8 @@ class Case:
             with same_capture_settings():
                 got = run_outcome(lambda: self._tjc_callable()(*copies[1][0], **copies[1][1]))
             after = tjc.stats()
-            self._record("tjc", eager, got, after["graph_breaks"] - before["graph_breaks"],
-                         after["fallbacks"] - before["fallbacks"], self._tjc_reasons(seen), copies[0], copies[1])
+            tjc_run = (got, after["graph_breaks"] - before["graph_breaks"], after["fallbacks"] - before["fallbacks"],
+                       self._tjc_reasons(seen))
             emit(ev="running", test=self.test, case=self.index, engine="tc")
             _STATE.engine = "tc"
             set_rng(state)
@@ -267,8 +280,12 @@ class Case:
             result = run_outcome(lambda: tc_call(*args, **kwargs))
             c1 = dynamo_counts()
             reasons = [k.split("\n")[0] for k, v in c1[3].items() if v > c0[3].get(k, 0)]
+            # Both recorded after both ran: a run the verdicts may need (as_compiled) comes last,
+            # so torch.compile's run sees the side effects it would see in the test.
+            self._record("tjc", eager, tjc_run[0], tjc_run[1], tjc_run[2], tjc_run[3], copies[0], copies[1],
+                         as_compiled)
             self._record("tc", eager, result, max(0, c1[0] - c0[0]), max(0, (c1[1] - c1[2]) - (c0[1] - c0[2])),
-                         reasons, copies[0], (args, kwargs) if self.rec["copied"] else None)
+                         reasons, copies[0], (args, kwargs) if self.rec["copied"] else None, as_compiled)
         finally:
             _STATE.engine = None
         emit(ev="case", **self.rec)
@@ -287,25 +304,43 @@ class Case:
                 out.append(f"fallback: {frame.fallback_reason}")
         return out
 
-    def _record(self, engine, eager, got, breaks, fallbacks, reasons, eager_args, got_args):
+    def _record(self, engine, eager, got, breaks, fallbacks, reasons, eager_args, got_args, as_compiled):
         rec = self.rec[engine]
+        refused = False
         with no_modes():
             verdict = same_outcome(eager, got)
-            if self.rec.get("nondeterministic"):
-                # eager differs from itself: only whether it raised, and what, is compared
-                verdict = "" if verdict == "wrong" else verdict
-                again = getattr(self, "_again", None)
-                if verdict == "crashed" and again is not None and again.exc is not None and \
-                        type(got.exc) is type(again.exc):
-                    # Eager's own second run raised the same: state the arguments' copies do not
-                    # hold (a closure's list) outlives a call, and this run, a later one, sees it
-                    # as eager's second run did. Not the compiler's crash.
+            if not verdict and not self.rec.get("nondeterministic") and got_args is not None and \
+                    eager.exc is None and got.exc is None and not same_value(eager_args, got_args):
+                verdict = "wrong"
+                reasons = reasons + ["arguments differ from eager's after the call"]
+            if verdict == "crashed" and eager.exc is None and is_constraint_refusal(got.exc):
+                # mark_dynamic asks the compiler to refuse a trace that makes the marked
+                # dimension a constant: the error is the contract, and no graph was made.
+                verdict, refused = "", True
+                reasons = reasons + [f"refused as mark_dynamic asks: {exc_text(got.exc)}"]
+        if verdict and self.rec.get("copied"):
+            # A function that asks whether it runs compiled differs from eager by design: the same
+            # function run eagerly with those queries answering True is its reference.
+            ref, asked, ref_args = as_compiled()
+            with no_modes():
+                if asked and not same_outcome(ref, got) and (
+                        ref.exc is not None or got.exc is not None or got_args is None
+                        or same_value(ref_args, got_args)):
                     verdict = ""
-                    reasons = reasons + [f"raised {exc_text(got.exc)}, as eager's second run did"]
-            elif not verdict and got_args is not None and eager.exc is None and got.exc is None:
-                if not same_value(eager_args, got_args):
-                    verdict = "wrong"
-                    reasons = reasons + ["arguments differ from eager's after the call"]
+                    reasons = [r for r in reasons if not r.startswith("arguments differ")] + [
+                        "differs from eager only where it asks is_compiling(): equal to the eager run "
+                        "in which that answers True"]
+        if self.rec.get("nondeterministic"):
+            # eager differs from itself: only whether it raised, and what, is compared
+            verdict = "" if verdict == "wrong" else verdict
+            again = getattr(self, "_again", None)
+            if verdict == "crashed" and again is not None and again.exc is not None and \
+                    type(got.exc) is type(again.exc):
+                # Eager's own second run raised the same: state the arguments' copies do not
+                # hold (a closure's list) outlives a call, and this run, a later one, sees it
+                # as eager's second run did. Not the compiler's crash.
+                verdict = ""
+                reasons = reasons + [f"raised {exc_text(got.exc)}, as eager's second run did"]
         rec["breaks"] += breaks
         rec["fallbacks"] += fallbacks
         if verdict == "crashed":
@@ -318,9 +353,47 @@ class Case:
             if r not in rec["reasons"] and len(rec["reasons"]) < 10:
                 rec["reasons"].append(str(r)[:500])
         order = ["whole", "broken", "wrong", "crashed"]
-        status = verdict or ("broken" if breaks or fallbacks else "whole")
+        status = verdict or ("broken" if breaks or fallbacks or refused else "whole")
         if order.index(status) > order.index(rec["status"]):
             rec["status"] = status
+
+
+# Queries by which a function asks whether it runs compiled, as traced code sees them (True).
+COMPILE_QUERIES = (("torch.compiler", "is_compiling"), ("torch.compiler", "is_dynamo_compiling"),
+                   ("torch._dynamo", "is_compiling"), ("torch._dynamo.external_utils", "is_compiling"),
+                   ("torch._utils", "is_compiling"))
+
+
+class compile_queries_true:
+    """Within: each of COMPILE_QUERIES, read from its module, answers True; `as asked`: a list whose
+    item counts the calls."""
+
+    def __enter__(self):
+        self.asked = [0]
+        self._saved = []
+        for module_name, attr in COMPILE_QUERIES:
+            module = sys.modules.get(module_name)
+            if module is None or not hasattr(module, attr):
+                continue
+            self._saved.append((module, attr, getattr(module, attr)))
+
+            def answer(asked=self.asked):
+                asked[0] += 1
+                return True
+
+            setattr(module, attr, answer)
+        return self.asked
+
+    def __exit__(self, *exc):
+        for module, attr, real in reversed(self._saved):
+            setattr(module, attr, real)
+
+
+def is_constraint_refusal(exc) -> bool:
+    """The compilers' own errors for a dimension marked dynamic that the trace specialized."""
+    names = {"DynamicMarkError": "torch_jit_cache.", "ConstraintViolationError": "torch."}
+    cls = type(exc)
+    return any(k.__name__ in names and k.__module__.startswith(names[k.__name__]) for k in cls.__mro__)
 
 
 def tjc_backend():
