@@ -7,7 +7,10 @@ instruction runs, so it cannot change what they load); the side effects, in prog
 break's switches entered (`Switches`: grad mode, autocast blocks) inside a protected range whose
 handler leaves them and re-raises; the temporaries cleared except what the resume call passes; the
 instruction itself, at its own line; then one resume call per target, with the live locals and
-stack items as arguments, whose result the frame returns.
+stack items as arguments, whose result the frame returns. The frame's own argument slots are
+unbound before the instruction runs, and the resume call moves its arguments into the resume
+function's frame (`_C.call_moving_arguments`): the frame keeps nothing the original would have let
+go of by then.
 
 What must stay true: nothing the frame keeps in a local when the instruction or the resume
 function raises may be the exception (exception -> traceback -> frame -> exception would keep the
@@ -24,7 +27,8 @@ from typing import Callable, Sequence
 import bytecode
 from bytecode import Instr, TryBegin, TryEnd
 
-from ..bytecode.emitter import CodegenError, Emitter, emitted_jump
+from .. import _C
+from ..bytecode.emitter import CodegenError, Emitter, argument_names, emitted_jump
 from ..guard.trace_result import BreakOutput, ContextSwitch, EnteredContext
 from .resume import stack_args
 
@@ -86,6 +90,7 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
     # them would reach itself through it (a cycle only gc frees).
     kept = set(carried_temps) | set(local_temps.values()) | set(switch.exits if switch else ())
     em.clear([n for n in em.temps_made if n not in kept] + list(stack_args(em.original)))
+    _release_arguments(em)
     # The instruction itself, at its own line (a user exception raised by it points there).
     instr = plan.emit
     lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
@@ -120,6 +125,20 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
         em.instrs.append(handler)
         switch.leave()
         em.emit("RERAISE", 0)
+
+
+def _release_arguments(em: Emitter) -> None:
+    """Unbind the frame's own argument slots (cells excepted: a closure may share them). They hold
+    the values the frame was entered with, which the locals at the break (in the temporaries)
+    replace: an argument the traced code rebound or deleted must not live on through the
+    instruction and the rest of the function (`f = None; gc.collect()` after a break frees `f`,
+    as eager does). The runtime hands the arguments to the frame without keeping its own
+    references, so this slot holds the last one the frame had."""
+    done = set(stack_args(em.original))
+    for name in argument_names(em.original):
+        if name not in em.cellvars and name not in done:
+            em.const(None)
+            em.emit("STORE_FAST", name)
 
 
 class Switches:
@@ -163,11 +182,16 @@ def _call_resume(em: Emitter, fn, carried_temps: list, pushed_temps: list, live:
     names = [local_temps[n] for n in live if n in local_temps] \
         + [n for n in carried_temps if n is not None] + pushed_temps
     emit_fn = (lambda: em.make_closure(fn)) if isinstance(fn, types.CodeType) else (lambda: em.const(fn))
-    # The arguments are on the stack alone when the resume function runs (cleared after the last
-    # load): an exception it raises must not reach itself through this frame's temporaries.
-    last = [lambda n=n: em.emit("LOAD_FAST", n) for n in names]
-    if last:
-        final = last[-1]
-        last[-1] = lambda: (final(), em.clear(names))
-    em.call_with(emit_fn, last)
+
+    # The arguments go in a list that call_moving_arguments empties into the resume function's
+    # frame: this frame keeps none of them (no temporary, no stack item) while the resume function
+    # runs, so what it lets go of is freed when eager frees it, and an exception it raises does
+    # not reach itself through this frame.
+    def arguments():
+        for n in names:
+            em.emit("LOAD_FAST", n)
+        em.emit("BUILD_LIST", len(names))
+        em.clear(names)
+
+    em.call_with(lambda: em.const(_C.call_moving_arguments), [emit_fn, arguments])
     em.emit("RETURN_VALUE")
