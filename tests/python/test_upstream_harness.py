@@ -179,3 +179,27 @@ def test_reasons_group_across_names_numbers_and_places():
                                     "ConstantVariable(8)]) at /c/d.py:99 (CALL 0)")
     assert a == b
     assert upstream_tests.reason_group("break: attribute 'y' of X at /a.py:1") != a
+
+
+def test_the_second_eager_run_fills_memory_no_op_wrote():
+    """A result read from memory never written (torch.empty, resize_ growing a tensor) differs
+    between the two eager runs even where the allocator hands both the same block."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import upstream_worker
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    import torch
+
+    with upstream_worker.uninitialized_memory_filled():
+        grown = torch.zeros(2).resize_(16)
+        assert torch.isnan(torch.empty(8)).all() and torch.isnan(grown[2:]).all()
+        assert (torch.empty(4, dtype=torch.int64) == torch.iinfo(torch.int64).max).all()
+    assert not torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)   # a test's own setting is left as it is
+    try:
+        with upstream_worker.uninitialized_memory_filled():
+            assert torch.is_deterministic_algorithms_warn_only_enabled() is False
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
