@@ -157,3 +157,24 @@ def test_a_compiled_call_leaves_no_reference_to_its_arguments():
     FREED.clear()
     del x
     assert ref() is None
+
+
+def _dead_after_the_break(x, items, out):
+    obj = items.pop()
+    print("break 1")
+    y = x * obj.scale
+    print(FREED, file=out)         # a break: `obj` is still bound in eager while it runs
+    obj = None
+    return y
+
+
+def test_an_argument_dead_after_a_break_stays_bound_while_the_break_instruction_runs():
+    outs = []
+    for run in (_dead_after_the_break, tjc.compile(_dead_after_the_break, backend="eager")):
+        FREED.clear()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()):
+            run(torch.ones(2), [Tracked("f", 2.0)], out)
+        outs.append((out.getvalue(), list(FREED)))
+    FREED.clear()
+    assert outs[0] == ("[]\n", ["f"]) and outs[1] == outs[0]

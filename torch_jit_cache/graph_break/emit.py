@@ -8,7 +8,7 @@ break's switches entered (`Switches`: grad mode, autocast blocks) inside a prote
 handler leaves them and re-raises; the temporaries cleared except what the resume call passes; the
 instruction itself, at its own line; then one resume call per target, with the live locals and
 stack items as arguments, whose result the frame returns. The frame's own argument slots are
-unbound before the instruction runs, and the resume call moves its arguments into the resume
+unbound after the instruction runs, and the resume call moves its arguments into the resume
 function's frame (`_C.call_moving_arguments`): the frame keeps nothing the original would have let
 go of by then.
 
@@ -90,7 +90,6 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
     # them would reach itself through it (a cycle only gc frees).
     kept = set(carried_temps) | set(local_temps.values()) | set(switch.exits if switch else ())
     em.clear([n for n in em.temps_made if n not in kept] + list(stack_args(em.original)))
-    _release_arguments(em)
     # The instruction itself, at its own line (a user exception raised by it points there).
     instr = plan.emit
     lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
@@ -128,12 +127,13 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
 
 
 def _release_arguments(em: Emitter) -> None:
-    """Unbind the frame's own argument slots (cells excepted: a closure may share them). They hold
-    the values the frame was entered with, which the locals at the break (in the temporaries)
-    replace: an argument the traced code rebound or deleted must not live on through the
-    instruction and the rest of the function (`f = None; gc.collect()` after a break frees `f`,
-    as eager does). The runtime hands the arguments to the frame without keeping its own
-    references, so this slot holds the last one the frame had."""
+    """Unbind the frame's own argument slots (cells excepted: a closure may share them) once the
+    break instruction has run. They hold the values the frame was entered with, which the live
+    locals at the break (in the temporaries) replace: an argument the traced code rebound or
+    deleted, or one the rest of the function never reads, must not live on through the rest of
+    the function (`f = None; gc.collect()` after a break frees `f`, as eager does). Through the
+    instruction itself they stay bound, as eager's locals are. The runtime hands the arguments to
+    the frame without keeping its own references, so this slot holds the last one the frame had."""
     done = set(stack_args(em.original))
     for name in argument_names(em.original):
         if name not in em.cellvars and name not in done:
@@ -178,6 +178,7 @@ def _call_resume(em: Emitter, fn, carried_temps: list, pushed_temps: list, live:
     """Call the resume function `fn`, or make it first from a resume code with free variables."""
     if switch is not None:
         switch.leave()
+    _release_arguments(em)
     # A live local unbound at the break has no temporary: it stays unbound in the resume function.
     names = [local_temps[n] for n in live if n in local_temps] \
         + [n for n in carried_temps if n is not None] + pushed_temps
