@@ -178,3 +178,19 @@ def test_an_argument_dead_after_a_break_stays_bound_while_the_break_instruction_
         outs.append((out.getvalue(), list(FREED)))
     FREED.clear()
     assert outs[0] == ("[]\n", ["f"]) and outs[1] == outs[0]
+
+
+def _deleted_before_the_break(x, items):
+    obj = items.pop()
+    obj.me = obj                   # a cycle: only the collector frees it
+    print("break 1")               # the resume function gets `obj` as an argument
+    y = x * obj.scale
+    del obj
+    gc.collect()                   # a break: eager's frame no longer holds `obj` while it runs
+    return y, list(FREED)
+
+
+def test_an_argument_deleted_before_a_break_is_not_held_while_the_break_instruction_runs():
+    (eager, _), (got, _) = _run(_deleted_before_the_break, lambda: torch.ones(2), lambda: [Tracked("g", 5.0)])
+    assert eager[1] == ["g"] and got[1] == eager[1]
+    torch.testing.assert_close(got[0], eager[0])

@@ -90,6 +90,7 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
     # them would reach itself through it (a cycle only gc frees).
     kept = set(carried_temps) | set(local_temps.values()) | set(switch.exits if switch else ())
     em.clear([n for n in em.temps_made if n not in kept] + list(stack_args(em.original)))
+    _release_arguments(em, spec.released)   # what eager no longer holds while the instruction runs
     # The instruction itself, at its own line (a user exception raised by it points there).
     instr = plan.emit
     lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
@@ -126,16 +127,20 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
         em.emit("RERAISE", 0)
 
 
-def _release_arguments(em: Emitter) -> None:
+def _release_arguments(em: Emitter, names) -> None:
     """Unbind the frame's own argument slots (cells excepted: a closure may share them) once the
-    break instruction has run. They hold the values the frame was entered with, which the live
-    locals at the break (in the temporaries) replace: an argument the traced code rebound or
-    deleted, or one the rest of the function never reads, must not live on through the rest of
-    the function (`f = None; gc.collect()` after a break frees `f`, as eager does). Through the
-    instruction itself they stay bound, as eager's locals are. The runtime hands the arguments to
-    the frame without keeping its own references, so this slot holds the last one the frame had."""
+    break instruction has run (`names` None), or those of `names` before it. They hold the values
+    the frame was entered with, which the live locals at the break (in the temporaries) replace:
+    an argument the traced code rebound or deleted no longer holds its object in eager while the
+    instruction runs (`del g; gc.collect()` at a break collects `g`), and none must live on through
+    the rest of the function (`f = None` after a break frees `f`, as eager does); an argument still
+    bound to its entry value stays bound through the instruction, as eager's local is. The runtime
+    hands the arguments to the frame without keeping its own references, so this slot holds the
+    last one the frame had. A slot already unbound here gets None again: harmless."""
     done = set(stack_args(em.original))
     for name in argument_names(em.original):
+        if names is not None and name not in names:
+            continue
         if name not in em.cellvars and name not in done:
             em.const(None)
             em.emit("STORE_FAST", name)
@@ -178,7 +183,7 @@ def _call_resume(em: Emitter, fn, carried_temps: list, pushed_temps: list, live:
     """Call the resume function `fn`, or make it first from a resume code with free variables."""
     if switch is not None:
         switch.leave()
-    _release_arguments(em)
+    _release_arguments(em, None)
     # A live local unbound at the break has no temporary: it stays unbound in the resume function.
     names = [local_temps[n] for n in live if n in local_temps] \
         + [n for n in carried_temps if n is not None] + pushed_temps
