@@ -194,3 +194,32 @@ def test_an_argument_deleted_before_a_break_is_not_held_while_the_break_instruct
     (eager, _), (got, _) = _run(_deleted_before_the_break, lambda: torch.ones(2), lambda: [Tracked("g", 5.0)])
     assert eager[1] == ["g"] and got[1] == eager[1]
     torch.testing.assert_close(got[0], eager[0])
+
+
+class _Holder:
+    def __init__(self):
+        self.func = len
+
+
+def _reached_through_a_proxy(x):
+    obj = _Holder()
+    proxy = weakref.proxy(obj)
+    print("break 1")               # `obj` is not read again, only stored: eager still holds it
+    found = proxy.func
+    obj = None
+    gc.collect()
+    try:
+        getattr(proxy, "func")
+        return "alive", found, x + 1
+    except ReferenceError:
+        return "dead", found, x + 1
+
+
+def test_a_local_not_read_again_lives_until_it_is_stored_again():
+    """A local the code never reads after a break, but stores again later, goes to the resume
+    function all the same: until that store, a weak proxy to its object still reaches it."""
+    eager = _reached_through_a_proxy(torch.ones(2))
+    with contextlib.redirect_stdout(io.StringIO()):
+        got = tjc.compile(_reached_through_a_proxy, backend="eager")(torch.ones(2))
+    assert eager[:2] == ("dead", len) and got[:2] == eager[:2]
+    torch.testing.assert_close(got[2], eager[2])
