@@ -253,10 +253,10 @@ class Case:
         with no_modes():
             state = rng_state()
             try:
-                copies = [copy.deepcopy((args, kwargs)) for _ in range(4)]
+                copies = [copy.deepcopy((args, kwargs)) for _ in range(5)]
                 self.rec.setdefault("copied", True)
             except Exception:   # noqa: BLE001 - shared objects then; side effects show four times
-                copies = [(args, kwargs)] * 4
+                copies = [(args, kwargs)] * 5
                 self.rec["copied"] = False
         self._asked = None   # the eager run with the compile-state queries answering True, once needed
 
@@ -271,6 +271,19 @@ class Case:
                 finally:
                     _STATE.engine = None
             return self._asked
+
+        self._filled = None   # an eager run with memory no op wrote filled with NaN, once needed
+
+        def filled():
+            if self._filled is None:
+                _STATE.engine = "eager"
+                try:
+                    set_rng(state)
+                    with uninitialized_memory_filled():
+                        self._filled = run_outcome(lambda: self.fn(*copies[4][0], **copies[4][1]))
+                finally:
+                    _STATE.engine = None
+            return self._filled
         try:
             _STATE.engine = "eager"
             set_rng(state)
@@ -278,12 +291,9 @@ class Case:
             self._again = None
             if self.rec["copied"]:
                 # A second eager run: a result that differs between two eager runs (torch.empty,
-                # an id, a time) is not compared. It fills memory no op wrote with NaN, so a
-                # result that reads such memory differs even where the allocator gave both runs
-                # the same block.
+                # an id, a time) is not compared.
                 set_rng(state)
-                with uninitialized_memory_filled():
-                    again = run_outcome(lambda: self.fn(*copies[2][0], **copies[2][1]))
+                again = run_outcome(lambda: self.fn(*copies[2][0], **copies[2][1]))
                 self._again = again
                 with no_modes():
                     if same_outcome(eager, again) or not same_value(copies[0], copies[2]):
@@ -310,9 +320,9 @@ class Case:
             # Both recorded after both ran: a run the verdicts may need (as_compiled) comes last,
             # so torch.compile's run sees the side effects it would see in the test.
             self._record("tjc", eager, tjc_run[0], tjc_run[1], tjc_run[2], tjc_run[3], copies[0], copies[1],
-                         as_compiled)
+                         as_compiled, filled)
             self._record("tc", eager, result, max(0, c1[0] - c0[0]), max(0, (c1[1] - c1[2]) - (c0[1] - c0[2])),
-                         reasons, copies[0], (args, kwargs) if self.rec["copied"] else None, as_compiled)
+                         reasons, copies[0], (args, kwargs) if self.rec["copied"] else None, as_compiled, filled)
         finally:
             _STATE.engine = None
         emit(ev="case", **self.rec)
@@ -331,7 +341,7 @@ class Case:
                 out.append(f"fallback: {frame.fallback_reason}")
         return out
 
-    def _record(self, engine, eager, got, breaks, fallbacks, reasons, eager_args, got_args, as_compiled):
+    def _record(self, engine, eager, got, breaks, fallbacks, reasons, eager_args, got_args, as_compiled, filled):
         rec = self.rec[engine]
         refused = False
         with no_modes():
@@ -358,6 +368,15 @@ class Case:
                     reasons = [r for r in reasons if not r.startswith("arguments differ")] + [
                         "differs from eager only where it asks is_compiling(): equal to the eager run "
                         "in which that answers True"]
+        if verdict == "wrong" and self.rec.get("copied") and eager.exc is None and got.exc is None:
+            # Memory no op wrote (torch.empty, a growing resize_) may hold the same bytes in both
+            # eager runs and others in the compiled one: an eager run where it is NaN tells.
+            again = filled()
+            with no_modes():
+                if again.exc is None and not same_value(eager.value, again.value):
+                    verdict = ""
+                    reasons = reasons + ["the result reads memory no op wrote (an eager run with it "
+                                         "filled returns another value): not compared"]
         if self.rec.get("nondeterministic"):
             # eager differs from itself: only whether it raised, and what, is compared
             verdict = "" if verdict == "wrong" else verdict
