@@ -199,5 +199,13 @@ def _call_resume(em: Emitter, fn, carried_temps: list, pushed_temps: list, live:
         em.emit("BUILD_LIST", len(names))
         em.clear(names)
 
-    em.call_with(lambda: em.const(_C.call_moving_arguments), [emit_fn, arguments])
+    mover = getattr(_C, "call_moving_arguments", None)
+    if mover is None:   # an extension built before it existed: a plain call (the caller holds them)
+        last = [lambda n=n: em.emit("LOAD_FAST", n) for n in names]
+        if last:
+            final = last[-1]
+            last[-1] = lambda: (final(), em.clear(names))
+        em.call_with(emit_fn, last)
+    else:
+        em.call_with(lambda: em.const(mover), [emit_fn, arguments])
     em.emit("RETURN_VALUE")
