@@ -310,16 +310,6 @@ void init_runtime(py::module_& m) {
     return d;
   }, "Live C++ objects: extra_states, cache_entries, guard_managers (tree nodes).");
   m.def("reset_stats", []() { runtime_state().stats = RuntimeStats(); });
-  m.def(
-      "call_moving_arguments",
-      [](py::object callable, py::list args) -> py::object {
-        PyObject* result = cpython::call_moving_arguments(callable.ptr(), args.ptr());
-        if (result == nullptr) throw py::error_already_set();
-        return py::reinterpret_steal<py::object>(result);
-      },
-      py::arg("callable"), py::arg("args"),
-      "callable(*args) with the list emptied first: a plain Python function's frame receives the "
-      "list's references, so the caller keeps none of them during the call.");
   m.def("hook_installed", &hook_installed, "Whether the eval-frame hook is installed in the interpreter now.");
   m.attr("DEFAULT_CACHE_LIMIT") = kDefaultCacheLimit;
   m.def("_set_cache_limit", [](int limit) {

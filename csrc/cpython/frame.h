@@ -56,14 +56,6 @@ absl::Status check_shadow_compatible(PyCodeObject* original, PyCodeObject* code)
 // Returns a new reference, or nullptr with an exception set.
 PyObject* eval_shadow_frame(PyThreadState* tstate, Frame* frame, PyCodeObject* code, EvalFrameFunc eval);
 
-// Calls `callable` with the items of `list` (a list) as its positional arguments, and empties
-// the list first: for a plain positional Python function their references move into the callee's
-// frame, so the caller holds none of them while the callee runs (a resume call at a graph break:
-// an argument the callee lets go of is freed then, as in eager). Any other callable gets an
-// ordinary call. The frame is evaluated by the interpreter's eval-frame function (the hook while
-// it is installed). Returns a new reference, or nullptr with an exception set.
-PyObject* call_moving_arguments(PyObject* callable, PyObject* list);
-
 // 3.12+: the evaluator that is handed a frame owns it. The hook calls this on every path that does
 // not hand `frame` to the default evaluator (cache hit, callback error, bad return value).
 // On 3.11 the caller clears the frame and this does nothing.

@@ -163,77 +163,14 @@ PyObject* eval_shadow_frame(PyThreadState* tstate, Frame* frame, PyCodeObject* c
 #endif
   // Arguments occupy the first slots of both codes (check_shadow_compatible); cell variables
   // that are arguments still hold the raw value here, and the shadow's MAKE_CELL wraps them.
-  // They move: the original frame never runs and, without a frame object, nothing can see it,
-  // so the shadow's slots are the only references the frame holds, and an argument the
-  // transformed code unbinds is released as the original's rebinding would release it.
   const int nargs = num_argument_slots(iframe_code(frame));
-  const bool move = frame->frame_obj == nullptr;
-  for (int i = 0; i < nargs; ++i) {
-    shadow->localsplus[i] = move ? frame->localsplus[i] : Py_XNewRef(frame->localsplus[i]);
-    if (move) frame->localsplus[i] = nullptr;
-  }
+  for (int i = 0; i < nargs; ++i) shadow->localsplus[i] = Py_XNewRef(frame->localsplus[i]);
 
   PyObject* result = eval(tstate, shadow, 0);
 #if PY_VERSION_HEX < 0x030C0000
   clear_and_pop_311(tstate, shadow);
 #endif
   // 3.12+: the evaluator cleared and popped the shadow frame itself.
-  return result;
-}
-
-PyObject* call_moving_arguments(PyObject* callable, PyObject* list) {
-  TJC_CHECK(PyList_CheckExact(list));
-  const Py_ssize_t n = PyList_GET_SIZE(list);
-  PyCodeObject* code = PyFunction_Check(callable)
-                           ? reinterpret_cast<PyCodeObject*>(reinterpret_cast<PyFunctionObject*>(callable)->func_code)
-                           : nullptr;
-  constexpr int kNotPlain = CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR |
-                            CO_ITERABLE_COROUTINE;
-  if (code == nullptr || code->co_argcount != n || code->co_kwonlyargcount != 0 ||
-      (code->co_flags & kNotPlain) != 0 || (code->co_flags & CO_OPTIMIZED) == 0) {
-    // Not a plain positional function: an ordinary call, the arguments held by a tuple.
-    PyObject* args = PyList_AsTuple(list);  // new ref
-    if (args == nullptr) return nullptr;
-    if (PyList_SetSlice(list, 0, n, nullptr) < 0) {
-      Py_DECREF(args);
-      return nullptr;
-    }
-    PyObject* result = PyObject_Call(callable, args, nullptr);
-    Py_DECREF(args);
-    return result;
-  }
-  PyThreadState* tstate = PyThreadState_Get();
-  PyObject** memory = push_frame_memory(tstate, frame_slots(code));
-  if (memory == nullptr) return nullptr;
-  IFrame* frame = reinterpret_cast<IFrame*>(memory);
-  PyFunctionObject* func = reinterpret_cast<PyFunctionObject*>(callable);
-  Py_INCREF(func);
-#if PY_VERSION_HEX >= 0x030C0000
-  _PyFrame_Initialize(frame, func, nullptr, code, 0);
-#else
-  frame->f_func = func;
-  frame->f_code = reinterpret_cast<PyCodeObject*>(Py_NewRef(code));
-  frame->f_builtins = func->func_builtins;
-  frame->f_globals = func->func_globals;
-  frame->f_locals = nullptr;
-  frame->stacktop = code->co_nlocalsplus;
-  frame->frame_obj = nullptr;
-  frame->prev_instr = _PyCode_CODE(code) - 1;
-  frame->is_entry = false;
-  frame->owner = FRAME_OWNED_BY_THREAD;
-  for (int i = 0; i < code->co_nlocalsplus; ++i) frame->localsplus[i] = nullptr;
-#endif
-  // The list's references move into the frame: nothing else this call made holds them.
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    frame->localsplus[i] = PyList_GET_ITEM(list, i);
-    PyList_SET_ITEM(list, i, nullptr);
-  }
-  Py_SET_SIZE(list, 0);
-  PyObject* result = get_eval_frame_func()(tstate, frame, 0);
-#if PY_VERSION_HEX < 0x030C0000
-  clear_and_pop_311(tstate, frame);
-#endif
-  // 3.12+: whoever evaluated the frame (the default evaluator, or the hook) cleared and popped it.
   return result;
 }
 

@@ -45,7 +45,6 @@ TIER_OF: dict[str, str] = {
     "test_graph_breaks.py": "core",
     "test_graph_breaks_closures.py": "core",
     "test_graph_breaks_locals.py": "core",
-    "test_graph_breaks_lifetimes.py": "core",
     "test_guard_fuzz.py": "core",
     "test_guard_kinds.py": "core",
     "test_guards.py": "core",

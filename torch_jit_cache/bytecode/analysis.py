@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from bytecode import Instr
 
-__all__ = ["BreakRefused", "COND_JUMPS", "SUPERINSTRUCTIONS", "stack_effect", "liveness", "held_locals",
-           "is_with_handler", "with_block_exits", "split_superinstruction"]
+__all__ = ["BreakRefused", "COND_JUMPS", "SUPERINSTRUCTIONS", "stack_effect", "liveness", "is_with_handler",
+           "with_block_exits", "split_superinstruction"]
 
 
 class BreakRefused(Exception):
@@ -115,56 +115,6 @@ def liveness(insts: list) -> list:
                 live[i] = new
                 changed = True
     return live
-
-
-def _successors(insts: list) -> list:
-    n = len(insts)
-    succ = []
-    for i, inst in enumerate(insts):
-        s = []
-        if inst.op not in _NO_FALLTHROUGH and i + 1 < n:
-            s.append(i + 1)
-        if inst.target is not None:
-            s.append(inst.target)
-        if inst.handler is not None:
-            s.append(inst.handler[0])
-        succ.append(s)
-    return succ
-
-
-def held_locals(insts: list, at: int, target: int, args: tuple) -> frozenset:
-    """Fast locals that may be bound when instruction `at` runs (an argument, or stored on some
-    path from the start to it) and are stored again on some path from `target`: eager's frame
-    holds their value from `at` until that store, though they are not read before it (not live)."""
-    succ = _successors(insts)
-
-    def reach(starts):
-        seen, todo = set(), list(starts)
-        while todo:
-            i = todo.pop()
-            if i in seen or i >= len(insts):
-                continue
-            seen.add(i)
-            todo += succ[i]
-        return seen
-
-    preds = [[] for _ in insts]
-    for i, s in enumerate(succ):
-        for j in s:
-            if j < len(insts):
-                preds[j].append(i)
-    coreach, todo = set(), [at]
-    while todo:
-        i = todo.pop()
-        if i not in coreach:
-            coreach.add(i)
-            todo += preds[i]
-    before = reach([0]) & coreach   # on some path from the start to `at`
-    if at not in before:
-        return frozenset()
-    bound = set(args) | {insts[i].arg for i in before if insts[i].op == "STORE_FAST" and i != at}
-    later = {insts[i].arg for i in reach([target]) if insts[i].op == "STORE_FAST"}
-    return frozenset(bound & later)
 
 
 def split_superinstruction(item) -> list:

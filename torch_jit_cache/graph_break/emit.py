@@ -7,10 +7,7 @@ instruction runs, so it cannot change what they load); the side effects, in prog
 break's switches entered (`Switches`: grad mode, autocast blocks) inside a protected range whose
 handler leaves them and re-raises; the temporaries cleared except what the resume call passes; the
 instruction itself, at its own line; then one resume call per target, with the live locals and
-stack items as arguments, whose result the frame returns. The frame's own argument slots are
-unbound after the instruction runs, and the resume call moves its arguments into the resume
-function's frame (`_C.call_moving_arguments`): the frame keeps nothing the original would have let
-go of by then.
+stack items as arguments, whose result the frame returns.
 
 What must stay true: nothing the frame keeps in a local when the instruction or the resume
 function raises may be the exception (exception -> traceback -> frame -> exception would keep the
@@ -27,8 +24,7 @@ from typing import Callable, Sequence
 import bytecode
 from bytecode import Instr, TryBegin, TryEnd
 
-from .. import _C
-from ..bytecode.emitter import CodegenError, Emitter, argument_names, emitted_jump
+from ..bytecode.emitter import CodegenError, Emitter, emitted_jump
 from ..guard.trace_result import BreakOutput, ContextSwitch, EnteredContext
 from .resume import stack_args
 
@@ -90,7 +86,6 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
     # them would reach itself through it (a cycle only gc frees).
     kept = set(carried_temps) | set(local_temps.values()) | set(switch.exits if switch else ())
     em.clear([n for n in em.temps_made if n not in kept] + list(stack_args(em.original)))
-    _release_arguments(em, spec.released)   # what eager no longer holds while the instruction runs
     # The instruction itself, at its own line (a user exception raised by it points there).
     instr = plan.emit
     lineno = instr.lineno if isinstance(instr.lineno, int) else em.lineno
@@ -125,25 +120,6 @@ def emit_break(em, spec: BreakOutput, result_local: str | None, resume_fns: Sequ
         em.instrs.append(handler)
         switch.leave()
         em.emit("RERAISE", 0)
-
-
-def _release_arguments(em: Emitter, names) -> None:
-    """Unbind the frame's own argument slots (cells excepted: a closure may share them) once the
-    break instruction has run (`names` None), or those of `names` before it. They hold the values
-    the frame was entered with, which the live locals at the break (in the temporaries) replace:
-    an argument the traced code rebound or deleted no longer holds its object in eager while the
-    instruction runs (`del g; gc.collect()` at a break collects `g`), and none must live on through
-    the rest of the function (`f = None` after a break frees `f`, as eager does); an argument still
-    bound to its entry value stays bound through the instruction, as eager's local is. The runtime
-    hands the arguments to the frame without keeping its own references, so this slot holds the
-    last one the frame had. A slot already unbound here gets None again: harmless."""
-    done = set(stack_args(em.original))
-    for name in argument_names(em.original):
-        if names is not None and name not in names:
-            continue
-        if name not in em.cellvars and name not in done:
-            em.const(None)
-            em.emit("STORE_FAST", name)
 
 
 class Switches:
@@ -183,29 +159,15 @@ def _call_resume(em: Emitter, fn, carried_temps: list, pushed_temps: list, live:
     """Call the resume function `fn`, or make it first from a resume code with free variables."""
     if switch is not None:
         switch.leave()
-    _release_arguments(em, None)
     # A live local unbound at the break has no temporary: it stays unbound in the resume function.
     names = [local_temps[n] for n in live if n in local_temps] \
         + [n for n in carried_temps if n is not None] + pushed_temps
     emit_fn = (lambda: em.make_closure(fn)) if isinstance(fn, types.CodeType) else (lambda: em.const(fn))
-
-    # The arguments go in a list that call_moving_arguments empties into the resume function's
-    # frame: this frame keeps none of them (no temporary, no stack item) while the resume function
-    # runs, so what it lets go of is freed when eager frees it, and an exception it raises does
-    # not reach itself through this frame.
-    def arguments():
-        for n in names:
-            em.emit("LOAD_FAST", n)
-        em.emit("BUILD_LIST", len(names))
-        em.clear(names)
-
-    mover = getattr(_C, "call_moving_arguments", None)
-    if mover is None:   # an extension built before it existed: a plain call (the caller holds them)
-        last = [lambda n=n: em.emit("LOAD_FAST", n) for n in names]
-        if last:
-            final = last[-1]
-            last[-1] = lambda: (final(), em.clear(names))
-        em.call_with(emit_fn, last)
-    else:
-        em.call_with(lambda: em.const(mover), [emit_fn, arguments])
+    # The arguments are on the stack alone when the resume function runs (cleared after the last
+    # load): an exception it raises must not reach itself through this frame's temporaries.
+    last = [lambda n=n: em.emit("LOAD_FAST", n) for n in names]
+    if last:
+        final = last[-1]
+        last[-1] = lambda: (final(), em.clear(names))
+    em.call_with(emit_fn, last)
     em.emit("RETURN_VALUE")

@@ -15,7 +15,7 @@ import types
 
 from bytecode import Instr
 
-from ..bytecode.analysis import COND_JUMPS, BreakRefused, held_locals, liveness, stack_effect, with_block_exits
+from ..bytecode.analysis import COND_JUMPS, BreakRefused, liveness, stack_effect, with_block_exits
 from ..bytecode.emitter import attr_arg
 from ..bytecode.instructions import decode, next_raw
 from ..bytecode.versions import FACTS
@@ -146,11 +146,5 @@ def plan_break(code: types.CodeType, index: int) -> BreakPlan:
     # implicitly): it stays live wherever the code can call super().
     implicit = {code.co_varnames[0]} if "__class__" in code.co_freevars and code.co_argcount else set()
     order = {name: i for i, name in enumerate(code.co_varnames)}
-    # A local eager's frame still holds until the code stores it again goes to the resume function
-    # too (unread there until that store), so it lives as long as in eager: an object reached
-    # through a weak reference meanwhile is still there.
-    nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
-    args = code.co_varnames[:nargs]
-    live = tuple(tuple(sorted(live_in[t] | implicit | held_locals(insts, index, t, args), key=order.__getitem__))
-                 for t in targets)
+    live = tuple(tuple(sorted(live_in[t] | implicit, key=order.__getitem__)) for t in targets)
     return BreakPlan(index, instr, emit, consumed, pushed, jump, targets, live, with_slots, prefix)

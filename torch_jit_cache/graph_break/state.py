@@ -81,23 +81,7 @@ def break_state(tx, plan, outputs):
         elif name in tx.raw_args:
             local_specs.append((name, SourceOutput(LocalSource(name))))
     return BreakOutput(plan, stack_specs, tuple(local_specs), tuple(tx.kw_names or ()), switches=switches,
-                       iter_slots=tuple(iter_slots), released=released_arguments(tx)), effects
-
-
-def released_arguments(tx) -> tuple:
-    """The frame's arguments (cells aside) no longer bound to what the frame was entered with: the
-    traced code deleted or rebound them. An argument never read is still in raw_args; one read or
-    stored keeps its LocalSource while it is the entry value."""
-    code = tx.code
-    n = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
-    out = []
-    for name in code.co_varnames[:n]:
-        if name in code.co_cellvars or name in tx.raw_args:
-            continue
-        value = tx.locals.get(name)
-        if value is None or getattr(value, "source", None) != LocalSource(name):
-            out.append(name)
-    return tuple(out)
+                       iter_slots=tuple(iter_slots)), effects
 
 
 # The exits of the blocks a resume function can enter again (each has `entered_context`).

@@ -270,9 +270,7 @@ class BreakOutput:
     order and left in reverse, when inside grad-mode or autocast blocks), then
     call a resume function per target. `kw_names`: 3.11/3.12 keyword names of a pending CALL.
     `iter_slots`: stack positions holding a loop's iterator, rebuilt as the tuple of its remaining
-    items (the resume function's prologue makes it an iterator again). `released`: the frame's
-    arguments the traced code deleted or rebound, whose slots are unbound before the instruction
-    runs (the others stay bound through it, as eager's locals are)."""
+    items (the resume function's prologue makes it an iterator again)."""
     plan: Any
     stack: tuple
     locals: tuple
@@ -280,7 +278,6 @@ class BreakOutput:
     reason: str = ""
     switches: tuple = ()
     iter_slots: tuple = ()
-    released: tuple = ()
 
 
 class EffectKind(enum.Enum):

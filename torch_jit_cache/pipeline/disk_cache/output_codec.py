@@ -173,7 +173,7 @@ class _Encoder:
         switches = [("mode", encode_value(s.set, self.files), s.inside, s.outside) if type(s) is ModeSwitch
                     else ("context", encode_value(s.enter, self.files)) for s in spec.switches]
         return ("break", spec.plan.index, stack, [(name, self.spec(item)) for name, item in spec.locals],
-                spec.kw_names, spec.reason, switches, spec.iter_slots, spec.released)
+                spec.kw_names, spec.reason, switches, spec.iter_slots)
 
 
 def encode(output, side_effects, code: types.CodeType, files: set) -> dict:
@@ -239,13 +239,13 @@ class _Decoder:
         raise ValueError(f"unknown output tag {tag!r}")
 
     def _break(self, record):
-        _, index, stack, locals_, kw_names, reason, switches, iter_slots, released = record
+        _, index, stack, locals_, kw_names, reason, switches, iter_slots = record
         items = tuple(None if item[0] == "null" else EnteredContext(decode_value(item[1])) if item[0] == "entered"
                       else self.built[item[1]] for item in stack)
         made = tuple(ModeSwitch(decode_value(s[1]), s[2], s[3]) if s[0] == "mode" else ContextSwitch(decode_value(s[1]))
                      for s in switches)
         return BreakOutput(plan_break(self.code, index), items, tuple((n, self.built[p]) for n, p in locals_),
-                           tuple(kw_names), reason, made, tuple(iter_slots), tuple(released))
+                           tuple(kw_names), reason, made, tuple(iter_slots))
 
 
 def decode(record: dict, code: types.CodeType):
