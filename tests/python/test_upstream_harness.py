@@ -181,9 +181,9 @@ def test_reasons_group_across_names_numbers_and_places():
     assert upstream_tests.reason_group("break: attribute 'y' of X at /a.py:1") != a
 
 
-def test_the_second_eager_run_fills_memory_no_op_wrote():
-    """A result read from memory never written (torch.empty, resize_ growing a tensor) differs
-    between the two eager runs even where the allocator hands both the same block."""
+def test_the_filled_eager_run_fills_memory_no_op_wrote():
+    """The eager run that tells a result read from memory never written (torch.empty, resize_
+    growing a tensor): there that memory is NaN, whatever block the allocator hands out."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import upstream_worker
