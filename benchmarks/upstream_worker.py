@@ -208,6 +208,30 @@ class same_capture_settings:
             setattr(config, k, v)
 
 
+class uninitialized_memory_filled:
+    """Within: torch fills the memory of new tensors no op wrote (torch.empty, a growing resize_)
+    with NaN (the largest integer for integer dtypes), as torch.use_deterministic_algorithms does
+    with fill_uninitialized_memory, warning only where an op has no deterministic kernel. Nothing
+    changes where the test already set deterministic mode itself."""
+
+    def __enter__(self):
+        import torch
+
+        self._saved = None
+        if not torch.are_deterministic_algorithms_enabled():
+            self._saved = torch.utils.deterministic.fill_uninitialized_memory
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.utils.deterministic.fill_uninitialized_memory = True
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        if self._saved is not None:
+            torch.use_deterministic_algorithms(False)
+            torch.utils.deterministic.fill_uninitialized_memory = self._saved
+
+
 def busy() -> str | None:
     """The engine of the case run now in progress on this thread (None: none)."""
     return getattr(_STATE, "engine", None)
@@ -250,15 +274,44 @@ class Case:
         with no_modes():
             state = rng_state()
             try:
-                copies = [copy.deepcopy((args, kwargs)) for _ in range(3)]
+                copies = [copy.deepcopy((args, kwargs)) for _ in range(5)]
                 self.rec.setdefault("copied", True)
             except Exception:   # noqa: BLE001 - shared objects then; side effects show four times
-                copies = [(args, kwargs)] * 3
+                copies = [(args, kwargs)] * 5
                 self.rec["copied"] = False
+        self._asked = None   # the eager run with the compile-state queries answering True, once needed
+
+        def as_compiled():
+            if self._asked is None and not eager_asked[0]:
+                self._asked = (None, False, None)   # it never asked: nothing to run
+            if self._asked is None:
+                _STATE.engine = "eager"
+                try:
+                    set_rng(state)
+                    with compile_queries_true() as asked:
+                        outcome = run_outcome(lambda: self.fn(*copies[3][0], **copies[3][1]))
+                    self._asked = (outcome, asked[0] > 0, copies[3])
+                finally:
+                    _STATE.engine = None
+            return self._asked
+
+        self._filled = None   # an eager run with memory no op wrote filled with NaN, once needed
+
+        def filled():
+            if self._filled is None:
+                _STATE.engine = "eager"
+                try:
+                    set_rng(state)
+                    with uninitialized_memory_filled():
+                        self._filled = run_outcome(lambda: self.fn(*copies[4][0], **copies[4][1]))
+                finally:
+                    _STATE.engine = None
+            return self._filled
         try:
             _STATE.engine = "eager"
             set_rng(state)
-            eager = run_outcome(lambda: self.fn(*copies[0][0], **copies[0][1]))
+            with compile_queries_true(answer=False) as eager_asked:
+                eager = run_outcome(lambda: self.fn(*copies[0][0], **copies[0][1]))
             self._again = None
             if self.rec["copied"]:
                 # A second eager run: a result that differs between two eager runs (torch.empty,
@@ -279,8 +332,8 @@ class Case:
             with same_capture_settings():
                 got = run_outcome(lambda: self._tjc_callable()(*copies[1][0], **copies[1][1]))
             after = tjc.stats()
-            self._record("tjc", eager, got, after["graph_breaks"] - before["graph_breaks"],
-                         after["fallbacks"] - before["fallbacks"], self._tjc_reasons(seen), copies[0], copies[1])
+            tjc_run = (got, after["graph_breaks"] - before["graph_breaks"], after["fallbacks"] - before["fallbacks"],
+                       self._tjc_reasons(seen))
             emit(ev="running", test=self.test, case=self.index, engine="tc")
             _STATE.engine = "tc"
             set_rng(state)
@@ -293,8 +346,12 @@ class Case:
                 reasons = ["a resume function made (a break counters['graph_break'] did not count)"]
             if not breaks and c1[1] == c0[1] and tc_cached_break(self.fn):
                 breaks, reasons = 1, ["ran cached code that calls a resume function (a break compiled earlier)"]
+            # Both recorded after both ran: a run the verdicts may need (as_compiled) comes last,
+            # so torch.compile's run sees the side effects it would see in the test.
+            self._record("tjc", eager, tjc_run[0], tjc_run[1], tjc_run[2], tjc_run[3], copies[0], copies[1],
+                         as_compiled, filled)
             self._record("tc", eager, result, breaks, max(0, (c1[1] - c1[2]) - (c0[1] - c0[2])),
-                         reasons, copies[0], (args, kwargs) if self.rec["copied"] else None)
+                         reasons, copies[0], (args, kwargs) if self.rec["copied"] else None, as_compiled, filled)
         finally:
             _STATE.engine = None
         emit(ev="case", **self.rec)
@@ -313,25 +370,53 @@ class Case:
                 out.append(f"fallback: {frame.fallback_reason}")
         return out
 
-    def _record(self, engine, eager, got, breaks, fallbacks, reasons, eager_args, got_args):
+    def _record(self, engine, eager, got, breaks, fallbacks, reasons, eager_args, got_args, as_compiled, filled):
         rec = self.rec[engine]
+        refused = False
         with no_modes():
             verdict = same_outcome(eager, got)
-            if self.rec.get("nondeterministic"):
-                # eager differs from itself: only whether it raised, and what, is compared
-                verdict = "" if verdict == "wrong" else verdict
-                again = getattr(self, "_again", None)
-                if verdict == "crashed" and again is not None and again.exc is not None and \
-                        type(got.exc) is type(again.exc):
-                    # Eager's own second run raised the same: state the arguments' copies do not
-                    # hold (a closure's list) outlives a call, and this run, a later one, sees it
-                    # as eager's second run did. Not the compiler's crash.
+            if not verdict and not self.rec.get("nondeterministic") and got_args is not None and \
+                    eager.exc is None and got.exc is None and not same_value(eager_args, got_args):
+                verdict = "wrong"
+                reasons = reasons + ["arguments differ from eager's after the call"]
+            if verdict == "crashed" and eager.exc is None and is_constraint_refusal(got.exc):
+                # mark_dynamic asks the compiler to refuse a trace that makes the marked
+                # dimension a constant: the error is the contract, and no graph was made.
+                verdict, refused = "", True
+                reasons = reasons + [f"refused as mark_dynamic asks: {exc_text(got.exc)}"]
+        if verdict:
+            # A function that asks whether it runs compiled differs from eager by design: the same
+            # function run eagerly with those queries answering True is its reference (on shared
+            # arguments where they could not be copied, whose state is then not compared).
+            ref, asked, ref_args = as_compiled()
+            with no_modes():
+                if asked and not same_outcome(ref, got) and (
+                        ref.exc is not None or got.exc is not None or not self.rec.get("copied")
+                        or same_value(ref_args, got_args)):
                     verdict = ""
-                    reasons = reasons + [f"raised {exc_text(got.exc)}, as eager's second run did"]
-            elif not verdict and got_args is not None and eager.exc is None and got.exc is None:
-                if not same_value(eager_args, got_args):
-                    verdict = "wrong"
-                    reasons = reasons + ["arguments differ from eager's after the call"]
+                    reasons = [r for r in reasons if not r.startswith("arguments differ")] + [
+                        "differs from eager only where it asks is_compiling(): equal to the eager run "
+                        "in which that answers True"]
+        if verdict == "wrong" and self.rec.get("copied") and eager.exc is None and got.exc is None:
+            # Memory no op wrote (torch.empty, a growing resize_) may hold the same bytes in both
+            # eager runs and others in the compiled one: an eager run where it is NaN tells.
+            again = filled()
+            with no_modes():
+                if again.exc is None and not same_value(eager.value, again.value):
+                    verdict = ""
+                    reasons = reasons + ["the result reads memory no op wrote (an eager run with it "
+                                         "filled returns another value): not compared"]
+        if self.rec.get("nondeterministic"):
+            # eager differs from itself: only whether it raised, and what, is compared
+            verdict = "" if verdict == "wrong" else verdict
+            again = getattr(self, "_again", None)
+            if verdict == "crashed" and again is not None and again.exc is not None and \
+                    type(got.exc) is type(again.exc):
+                # Eager's own second run raised the same: state the arguments' copies do not
+                # hold (a closure's list) outlives a call, and this run, a later one, sees it
+                # as eager's second run did. Not the compiler's crash.
+                verdict = ""
+                reasons = reasons + [f"raised {exc_text(got.exc)}, as eager's second run did"]
         rec["breaks"] += breaks
         rec["fallbacks"] += fallbacks
         if verdict == "crashed":
@@ -344,9 +429,56 @@ class Case:
             if r not in rec["reasons"] and len(rec["reasons"]) < 10:
                 rec["reasons"].append(str(r)[:500])
         order = ["whole", "broken", "wrong", "crashed"]
-        status = verdict or ("broken" if breaks or fallbacks else "whole")
+        status = verdict or ("broken" if breaks or fallbacks or refused else "whole")
         if order.index(status) > order.index(rec["status"]):
             rec["status"] = status
+
+
+# Queries by which a function asks whether it runs compiled, as traced code sees them (True).
+COMPILE_QUERIES = (("torch.compiler", "is_compiling"), ("torch.compiler", "is_dynamo_compiling"),
+                   ("torch._dynamo", "is_compiling"), ("torch._dynamo.external_utils", "is_compiling"),
+                   ("torch._utils", "is_compiling"))
+
+
+class compile_queries_true:
+    """Within: each of COMPILE_QUERIES, read from its module, answers True to any caller outside
+    torch (`answer=False`: its real answer); `as asked`: a list whose item counts those calls."""
+
+    def __init__(self, answer=True):
+        self.answer = answer
+
+    def __enter__(self):
+        self.asked = [0]
+        self._saved = []
+        for module_name, attr in COMPILE_QUERIES:
+            module = sys.modules.get(module_name)
+            if module is None or not hasattr(module, attr):
+                continue
+            real = getattr(module, attr)
+            self._saved.append((module, attr, real))
+
+            def answer(*args, asked=self.asked, real=real, true=self.answer, **kwargs):
+                # torch's own code gets the real answer: it would take its compiling paths (a
+                # higher-order op calling the compiler) where no compiler runs.
+                caller = sys._getframe(1).f_globals.get("__name__", "")
+                if caller == "torch" or caller.startswith("torch."):
+                    return real(*args, **kwargs)
+                asked[0] += 1
+                return True if true else real(*args, **kwargs)
+
+            setattr(module, attr, answer)
+        return self.asked
+
+    def __exit__(self, *exc):
+        for module, attr, real in reversed(self._saved):
+            setattr(module, attr, real)
+
+
+def is_constraint_refusal(exc) -> bool:
+    """The compilers' own errors for a dimension marked dynamic that the trace specialized."""
+    names = {"DynamicMarkError": "torch_jit_cache.", "ConstraintViolationError": "torch."}
+    cls = type(exc)
+    return any(k.__name__ in names and k.__module__.startswith(names[k.__name__]) for k in cls.__mro__)
 
 
 def tjc_backend():

@@ -81,6 +81,28 @@ class MiscTestsPart1:
             return x.sin() + 2
 
         torch.compile(f, backend="eager")(torch.ones(3))
+
+    def test_h_asks_whether_compiled(self):
+        def f(x):
+            return x + (1 if torch.compiler.is_compiling() else 0)
+
+        torch.compile(f, backend="eager")(torch.ones(3))
+
+    def test_i_refuses_a_specialized_mark(self):
+        def f(x):
+            if x.shape[0] == 3:
+                return x.sin()
+            return x - 1
+
+        y = torch.ones(3, 2)
+        torch._dynamo.mark_dynamic(y, 0)
+        try:
+            torch.compile(f, backend="eager")(y)
+        except Exception:
+            pass
+
+    def test_j_asks_and_is_wrong(self):
+        torch.compile(lambda x: x * (3 if torch.compiler.is_compiling() else 2), backend="eager")(torch.ones(3))
 '''
 
 
@@ -110,6 +132,12 @@ def test_each_kind_of_case_is_counted_in_its_column(tmp_path):
         "test_f_after_restart": ("whole", "whole"),
         # eager's second run raised as the compiled runs (the third and fourth) do: no crash
         "test_g_state_outlives_a_call": ("broken", "broken"),
+        # is_compiling() answers True in compiled code: the eager run where it does is the reference
+        "test_h_asks_whether_compiled": ("whole", "whole"),
+        # mark_dynamic's contract: both compilers refuse the trace (no graph), which is no crash
+        "test_i_refuses_a_specialized_mark": ("broken", "broken"),
+        # ... and a value that differs from that reference too is still wrong
+        "test_j_asks_and_is_wrong": ("wrong", "whole"),
     }
     # The worker died inside tjc's run of test_e: the case is marked crashed (torch.compile's run
     # never came), the test too, and a new worker ran the test after it.
@@ -117,9 +145,9 @@ def test_each_kind_of_case_is_counted_in_its_column(tmp_path):
     assert result["tests"]["_test_misc_part1.py::MiscTestsPart1.test_a_whole"]["outcome"] == "pass"
 
     misc = result["groups"]["misc"]
-    assert misc["cases"] == 7 and misc["tests"] == 7
-    assert misc["tjc"] == {"whole": 2, "broken": 2, "wrong": 1, "crashed": 2}
-    assert misc["tc_only"] == 2   # c, d: torch.compile whole, tjc not
+    assert misc["cases"] == 10 and misc["tests"] == 10
+    assert misc["tjc"] == {"whole": 3, "broken": 3, "wrong": 2, "crashed": 2}
+    assert misc["tc_only"] == 3   # c, d, j: torch.compile whole, tjc not
     reasons = {r["sample"] for r in result["top_reasons"]}
     assert "MiscTestsPart1.test_d_raises" in reasons
     # the table names the group and the totals
@@ -151,6 +179,30 @@ def test_reasons_group_across_names_numbers_and_places():
                                     "ConstantVariable(8)]) at /c/d.py:99 (CALL 0)")
     assert a == b
     assert upstream_tests.reason_group("break: attribute 'y' of X at /a.py:1") != a
+
+
+def test_the_filled_eager_run_fills_memory_no_op_wrote():
+    """The eager run that tells a result read from memory never written (torch.empty, resize_
+    growing a tensor): there that memory is NaN, whatever block the allocator hands out."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import upstream_worker
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    import torch
+
+    with upstream_worker.uninitialized_memory_filled():
+        grown = torch.zeros(2).resize_(16)
+        assert torch.isnan(torch.empty(8)).all() and torch.isnan(grown[2:]).all()
+        assert (torch.empty(4, dtype=torch.int64) == torch.iinfo(torch.int64).max).all()
+    assert not torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)   # a test's own setting is left as it is
+    try:
+        with upstream_worker.uninitialized_memory_filled():
+            assert torch.is_deterministic_algorithms_warn_only_enabled() is False
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
 
 
 # torch.compile's breaks that counters["graph_break"] misses: one inside an inlined function
