@@ -126,6 +126,32 @@ def _data_descriptor(cls: type, name: str):
     return attr if attr is not MISSING and is_data_descriptor(attr) else None
 
 
+# What a store or a deletion runs on a data descriptor of the type: the property's function, the
+# descriptor protocol's method, and what the property lacks when that function is not Python's.
+_DESCRIPTOR_ACTIONS = {
+    "store": ("store to", "fset", "__set__", "setter"),
+    "deletion": ("deletion of", "fdel", "__delete__", "deleter"),
+}
+
+
+def _through_descriptor(tx, var, name: str, attr, action: str, args: list) -> bool:
+    """Whether `attr`, the type's data descriptor of `name` (or None), took the store or deletion:
+    a property's fset/fdel or a Python __set__/__delete__, traced with `args` after the object."""
+    what, accessor, method, role = _DESCRIPTOR_ACTIONS[action]
+    cls = type(var.value)
+    if type(attr) is property:
+        fn = getattr(attr, accessor)
+        if not isinstance(fn, types.FunctionType):
+            unsupported(f"{what} {cls.__name__}.{name}: a property without a Python {role}")
+        traced_fn = tx.wrap(fn, AttrSource(AttrSource(type_source(var.source, cls), name), accessor))
+        tx.call(traced_fn, [var, *args], {})
+        return True
+    if attr is not None and has_python_descriptor_method(attr, method):
+        descriptor_call(tx, var, var.value, name, method, list(args))
+        return True
+    return False
+
+
 def object_store(tx, var, name: str, value, kind=EffectKind.OBJECT_SET_ATTR) -> None:
     """object.__setattr__(obj, name, value). `kind`: how a store into the object is replayed
     (SET_ATTR where the type's __setattr__ is object's: STORE_ATTR is the same store)."""
@@ -133,14 +159,7 @@ def object_store(tx, var, name: str, value, kind=EffectKind.OBJECT_SET_ATTR) -> 
     if var.source is None:
         unsupported(f"store to attribute {name!r} of an object with no source")
     attr = _data_descriptor(cls, name)
-    if type(attr) is property:
-        if not isinstance(attr.fset, types.FunctionType):
-            unsupported(f"store to {cls.__name__}.{name}: a property without a Python setter")
-        setter = tx.wrap(attr.fset, AttrSource(AttrSource(type_source(var.source, cls), name), "fset"))
-        tx.call(setter, [var, value], {})
-        return
-    if attr is not None and has_python_descriptor_method(attr, "__set__"):
-        descriptor_call(tx, var, obj, name, "__set__", [value])
+    if _through_descriptor(tx, var, name, attr, "store", [value]):
         return
     if attr is not None and not isinstance(attr, types.MemberDescriptorType):
         unsupported(f"store to {cls.__name__}.{name}, a {type(attr).__name__} on the class "
@@ -156,14 +175,7 @@ def object_delete(tx, var, name: str, kind=EffectKind.OBJECT_DEL_ATTR) -> None:
     if var.source is None:
         unsupported(f"deletion of attribute {name!r} of an object with no source")
     attr = _data_descriptor(cls, name)
-    if type(attr) is property:
-        if not isinstance(attr.fdel, types.FunctionType):
-            unsupported(f"deletion of {cls.__name__}.{name}: a property without a Python deleter")
-        deleter = tx.wrap(attr.fdel, AttrSource(AttrSource(type_source(var.source, cls), name), "fdel"))
-        tx.call(deleter, [var], {})
-        return
-    if attr is not None and has_python_descriptor_method(attr, "__delete__"):
-        descriptor_call(tx, var, obj, name, "__delete__", [])
+    if _through_descriptor(tx, var, name, attr, "deletion", []):
         return
     if attr is not None:
         unsupported(f"deletion of {cls.__name__}.{name}, a {type(attr).__name__} on the class")
