@@ -149,6 +149,8 @@ ROWS: tuple[Row, ...] = (
     _r("torch._guards.GuardSource.LOCAL", _FAKE),
     _r("torch._guards.detect_fake_mode", _BACK),
     _r(_SYM + "ShapeEnv", "pipeline.disk_cache.entries", _FAKE),
+    _r(_SYM + "ShapeEnv._log_suppressed_dde", _FAKE,
+       note="overridden: called for each comparison on unbacked symbols answered by a default"),
     _r(_SYM + "StatelessSymbolicContext", "pipeline.disk_cache.entries", _FAKE),
     _r(_SYM + "DimDynamic.DYNAMIC", "pipeline.disk_cache.entries", _FAKE),
     _r(_SYM + "DimDynamic.STATIC", "pipeline.disk_cache.entries", _FAKE),

@@ -233,6 +233,29 @@ def test_range_of_an_unbacked_value_is_a_graph_break(capture):
         torch.testing.assert_close(compiled(x, torch.tensor(k)), fn(x, torch.tensor(k)))
 
 
+# -- a question the shape environment cannot decide -------------------------------------------------
+
+def _order_of_strides_read_from_data(xs):
+    a, b, c = xs.tolist()
+    torch._check(b >= a)
+    torch._check(c >= a)
+    # Which of b and c is larger is open: the trace cannot know the order of the strides.
+    return torch.empty_strided([4, 4, 4], [a, b, c]).dim_order()
+
+
+@pytest.mark.parametrize("values", [[2, 3, 4], [2, 4, 3], [1, 1, 5]])
+def test_an_answer_torch_would_guess_for_unbacked_sizes_is_a_graph_break(capture, values):
+    # torch answers dim_order() of unbacked strides by assuming each undecidable comparison false;
+    # a constant built on such a guess is wrong for other data, so the op runs eagerly instead.
+    fn = _order_of_strides_read_from_data
+    compiled = tjc.compile(fn)
+    for xs in (values, [3, 5, 4]):
+        assert compiled(torch.tensor(xs)) == fn(torch.tensor(xs))
+    explanation = tjc.explain(fn)(torch.tensor(values))
+    assert explanation.graph_break_count == 1
+    assert "cannot decide" in explanation.break_reasons[0], explanation.break_reasons
+
+
 # -- Mixture of Experts ---------------------------------------------------------------------------
 
 class MoE(torch.nn.Module):

@@ -95,16 +95,35 @@ def _first_use() -> None:
     thread.join()
 
 
+def _noting_shape_env_class():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    class NotingShapeEnv(ShapeEnv):
+        """A ShapeEnv that keeps, in `guesses`, each comparison on unbacked symbols it could not
+        decide and answered with the caller's default instead (torch's guard_or_false and
+        guard_or_true: `(expression, assumed value)`); no guard and no runtime assert checks such
+        an answer. torch calls `_log_suppressed_dde` exactly there; its log line is not kept."""
+
+        def _log_suppressed_dde(self, a, assumed_value: bool) -> None:
+            self.guesses.append((a, assumed_value))
+
+    return NotingShapeEnv
+
+
+_NotingShapeEnv = None
+
+
 class FakeShapes:
     def __init__(self):
-        global _Named
+        global _Named, _NotingShapeEnv
         from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         if _Named is None:
             _first_use()
             _Named = _named_class()
-        self.shape_env = ShapeEnv(specialize_zero_one=True, duck_shape=False)
+            _NotingShapeEnv = _noting_shape_env_class()
+        self.shape_env = _NotingShapeEnv(specialize_zero_one=True, duck_shape=False)
+        self.shape_env.guesses = []
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
         # Its dispatch cache (an op's output metadata by its inputs' metadata) makes a model's
         # repeated layers cost one fake dispatch per op kind: llama's 151 example ops took 0.56 s
@@ -218,6 +237,21 @@ class FakeShapes:
 
         mentioned = free_unbacked_symbols(value)
         pending[:] = [s for s in pending if s in mentioned]
+
+    def guess_mark(self) -> int:
+        """A mark for `guessed_since`: how many undecidable comparisons were answered so far."""
+        return len(self.shape_env.guesses)
+
+    def refuse_guesses_since(self, mark: int, name: str) -> None:
+        """Unsupported where a comparison on unbacked symbols was answered by a default since
+        `mark` (while `name` ran): a Python value computed from such an answer holds only for the
+        data the default fits, so the trace must not keep it as a constant."""
+        guesses = self.shape_env.guesses
+        if len(guesses) > mark:
+            expr, assumed = guesses[mark]
+            raise Unsupported(f"{name}() answered a comparison on data-dependent sizes that the trace "
+                              f"cannot decide ({expr} taken as {assumed}): its result would hold only "
+                              "for some data")
 
     def unbound_unbacked(self) -> bool:
         """Whether the last op made unbacked symbols its result does not carry (`record` found no
