@@ -110,6 +110,7 @@ ROWS: tuple[Row, ...] = (
     _r("torch.fx._symbolic_trace", "pipeline.convert_frame", note="its is_fx_symbolic_tracing(), looked up by name"),
     _r("torch.ops.aten._local_scalar_dense.default", "tracer.variables.torch_objects.value_sizes"),
     _r("torch.ops.aten._unsafe_index", "tracer.variables.torch_objects.value_sizes"),
+    _r("torch.ops.aten._assert_scalar.default", _FAKE),
     _r("torch.amp.autocast_mode._enter_autocast", _OG),
     _r("torch.amp.autocast_mode._exit_autocast", _OG),
     _r("torch.autograd.grad_mode._enter_inference_mode", _OG),

@@ -371,6 +371,30 @@ def test_torch_check_on_an_unbacked_value_is_an_assert_in_the_graph(capture):
         compiled(x, torch.tensor(9))
 
 
+@pytest.mark.parametrize("dynamic", [True, False])
+@pytest.mark.parametrize("other, good", [
+    (lambda x, y, k: x.shape[0] + y.shape[0], 7),
+    (lambda x, y, k: x.shape[0] * y.shape[0], 12),
+    (lambda x, y, k: x.shape[0] + k, 8),
+])
+def test_torch_check_equating_an_unbacked_value_to_sizes_stays_checked(capture, dynamic, other, good):
+    # The ShapeEnv answers the check by making the .item() symbol stand for the expression in
+    # sizes and ints (or for its number): a call whose data breaks the equality must still raise.
+    def fn(x, y, k, c):
+        n = c.item()
+        torch._check(n == other(x, y, k))
+        return torch.cat([x, y]) * n
+
+    x, y = torch.randn(3, 2), torch.randn(4, 2)
+    compiled = tjc.compile(fn, dynamic=dynamic, backend=CompileCounter())
+    torch.testing.assert_close(compiled(x, y, 5, torch.tensor(good)), fn(x, y, 5, torch.tensor(good)))
+    with pytest.raises(RuntimeError):
+        fn(x, y, 5, torch.tensor(good + 2))
+    with pytest.raises(RuntimeError):
+        compiled(x, y, 5, torch.tensor(good + 2))
+    torch.testing.assert_close(compiled(x, y, 5, torch.tensor(good)), fn(x, y, 5, torch.tensor(good)))
+
+
 # -- bool() of a data-dependent value: a SymBool in the graph, never a guard on the data ------------
 
 def _truth_of_item(x, c):
