@@ -376,6 +376,9 @@ def test_torch_check_on_an_unbacked_value_is_an_assert_in_the_graph(capture):
     (lambda x, y, k: x.shape[0] + y.shape[0], 7),
     (lambda x, y, k: x.shape[0] * y.shape[0], 12),
     (lambda x, y, k: x.shape[0] + k, 8),
+    (lambda x, y, k: x.shape[0] - y.shape[0], -1),
+    # Max(s0, s1) is not computed in the graph: the symbolic graph is refused, a static one kept.
+    (lambda x, y, k: torch.sym_max(x.shape[0], y.shape[0]), 4),
 ])
 def test_torch_check_equating_an_unbacked_value_to_sizes_stays_checked(capture, dynamic, other, good):
     # The ShapeEnv answers the check by making the .item() symbol stand for the expression in
