@@ -233,6 +233,29 @@ def test_range_of_an_unbacked_value_is_a_graph_break(capture):
         torch.testing.assert_close(compiled(x, torch.tensor(k)), fn(x, torch.tensor(k)))
 
 
+# -- a question the shape environment cannot decide -------------------------------------------------
+
+def _order_of_strides_read_from_data(xs):
+    a, b, c = xs.tolist()
+    torch._check(b >= a)
+    torch._check(c >= a)
+    # Which of b and c is larger is open: the trace cannot know the order of the strides.
+    return torch.empty_strided([4, 4, 4], [a, b, c]).dim_order()
+
+
+@pytest.mark.parametrize("values", [[2, 3, 4], [2, 4, 3], [1, 1, 5]])
+def test_an_answer_torch_would_guess_for_unbacked_sizes_is_a_graph_break(capture, values):
+    # torch answers dim_order() of unbacked strides by assuming each undecidable comparison false;
+    # a constant built on such a guess is wrong for other data, so the op runs eagerly instead.
+    fn = _order_of_strides_read_from_data
+    compiled = tjc.compile(fn)
+    for xs in (values, [3, 5, 4]):
+        assert compiled(torch.tensor(xs)) == fn(torch.tensor(xs))
+    explanation = tjc.explain(fn)(torch.tensor(values))
+    assert explanation.graph_break_count == 1
+    assert "cannot decide" in explanation.break_reasons[0], explanation.break_reasons
+
+
 # -- Mixture of Experts ---------------------------------------------------------------------------
 
 class MoE(torch.nn.Module):
@@ -346,6 +369,33 @@ def test_torch_check_on_an_unbacked_value_is_an_assert_in_the_graph(capture):
         fn(x, torch.tensor(9))
     with pytest.raises(RuntimeError):
         compiled(x, torch.tensor(9))
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+@pytest.mark.parametrize("other, good", [
+    (lambda x, y, k: x.shape[0] + y.shape[0], 7),
+    (lambda x, y, k: x.shape[0] * y.shape[0], 12),
+    (lambda x, y, k: x.shape[0] + k, 8),
+    (lambda x, y, k: x.shape[0] - y.shape[0], -1),
+    # Max(s0, s1) is not computed in the graph: the symbolic graph is refused, a static one kept.
+    (lambda x, y, k: torch.sym_max(x.shape[0], y.shape[0]), 4),
+])
+def test_torch_check_equating_an_unbacked_value_to_sizes_stays_checked(capture, dynamic, other, good):
+    # The ShapeEnv answers the check by making the .item() symbol stand for the expression in
+    # sizes and ints (or for its number): a call whose data breaks the equality must still raise.
+    def fn(x, y, k, c):
+        n = c.item()
+        torch._check(n == other(x, y, k))
+        return torch.cat([x, y]) * n
+
+    x, y = torch.randn(3, 2), torch.randn(4, 2)
+    compiled = tjc.compile(fn, dynamic=dynamic, backend=CompileCounter())
+    torch.testing.assert_close(compiled(x, y, 5, torch.tensor(good)), fn(x, y, 5, torch.tensor(good)))
+    with pytest.raises(RuntimeError):
+        fn(x, y, 5, torch.tensor(good + 2))
+    with pytest.raises(RuntimeError):
+        compiled(x, y, 5, torch.tensor(good + 2))
+    torch.testing.assert_close(compiled(x, y, 5, torch.tensor(good)), fn(x, y, 5, torch.tensor(good)))
 
 
 # -- bool() of a data-dependent value: a SymBool in the graph, never a guard on the data ------------

@@ -95,16 +95,35 @@ def _first_use() -> None:
     thread.join()
 
 
+def _noting_shape_env_class():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    class NotingShapeEnv(ShapeEnv):
+        """A ShapeEnv that keeps, in `guesses`, each comparison on unbacked symbols it could not
+        decide and answered with the caller's default instead (torch's guard_or_false and
+        guard_or_true: `(expression, assumed value)`); no guard and no runtime assert checks such
+        an answer. torch calls `_log_suppressed_dde` exactly there; its log line is not kept."""
+
+        def _log_suppressed_dde(self, a, assumed_value: bool) -> None:
+            self.guesses.append((a, assumed_value))
+
+    return NotingShapeEnv
+
+
+_NotingShapeEnv = None
+
+
 class FakeShapes:
     def __init__(self):
-        global _Named
+        global _Named, _NotingShapeEnv
         from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         if _Named is None:
             _first_use()
             _Named = _named_class()
-        self.shape_env = ShapeEnv(specialize_zero_one=True, duck_shape=False)
+            _NotingShapeEnv = _noting_shape_env_class()
+        self.shape_env = _NotingShapeEnv(specialize_zero_one=True, duck_shape=False)
+        self.shape_env.guesses = []
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
         # Its dispatch cache (an op's output metadata by its inputs' metadata) makes a model's
         # repeated layers cost one fake dispatch per op kind: llama's 151 example ops took 0.56 s
@@ -219,6 +238,21 @@ class FakeShapes:
         mentioned = free_unbacked_symbols(value)
         pending[:] = [s for s in pending if s in mentioned]
 
+    def guess_mark(self) -> int:
+        """A mark for `guessed_since`: how many undecidable comparisons were answered so far."""
+        return len(self.shape_env.guesses)
+
+    def refuse_guesses_since(self, mark: int, name: str) -> None:
+        """Unsupported where a comparison on unbacked symbols was answered by a default since
+        `mark` (while `name` ran): a Python value computed from such an answer holds only for the
+        data the default fits, so the trace must not keep it as a constant."""
+        guesses = self.shape_env.guesses
+        if len(guesses) > mark:
+            expr, assumed = guesses[mark]
+            raise Unsupported(f"{name}() answered a comparison on data-dependent sizes that the trace "
+                              f"cannot decide ({expr} taken as {assumed}): its result would hold only "
+                              "for some data")
+
     def unbound_unbacked(self) -> bool:
         """Whether the last op made unbacked symbols its result does not carry (`record` found no
         node for them); they are forgotten, so the next op's bindings start clean."""
@@ -240,6 +274,7 @@ class FakeShapes:
                 for node, value in zip(placeholders, example_inputs):
                     node.meta["example_value"] = value
                 insert_deferred_runtime_asserts(gm, self.shape_env, "torch_jit_cache")
+                self._check_replaced_unbacked(gm, placeholders, example_inputs)
                 gm.recompile()
         except Exception as e:  # noqa: BLE001 - an assert the graph cannot compute: no entry
             raise Unsupported(f"the runtime asserts on data-dependent sizes could not be placed in the "
@@ -250,6 +285,67 @@ class FakeShapes:
                 for node in module.graph.nodes if isinstance(module, torch.fx.GraphModule) else ():
                     for key in ("example_value", "unbacked_bindings"):
                         node.meta.pop(key, None)
+
+    def _check_replaced_unbacked(self, gm, placeholders: list, example_inputs: list) -> None:
+        """An assert node for each unbacked symbol a node binds that the ShapeEnv replaced by an
+        expression (`torch._check(u0 == s0 + s1)` makes u0 stand for `s0 + s1`): torch's pass
+        then takes the node for the expression and checks nothing, so a call whose data breaks the
+        equality would return. The expression is computed from the graph's inputs (a size, a
+        stride, an int); one that needs a value no input gives raises (the graph is refused)."""
+        import operator
+
+        import sympy
+
+        env = self.shape_env
+        replaced = []
+        for node in gm.graph.nodes:
+            for sym, path in node.meta.get("unbacked_bindings", {}).items():
+                target = env.replace(sym)
+                if target != sym:
+                    if path != ():
+                        raise ValueError(f"{sym} = {target} binds inside {node}'s result")
+                    replaced.append((node, sym, target))
+        if not replaced:
+            return
+        # symbol -> (node, how to read it: "size"/"stride" and a dim, or None for the node itself)
+        reads = {sym: (node, None, None) for node in gm.graph.nodes
+                 for sym, path in node.meta.get("unbacked_bindings", {}).items() if path == ()}
+        for ph, value in zip(placeholders, example_inputs):
+            if isinstance(value, torch.SymInt):
+                reads.setdefault(value.node.expr, (ph, None, None))
+            elif isinstance(value, torch.Tensor):
+                for kind, read in (("size", value.size), ("stride", value.stride)):
+                    for d in range(value.dim()):
+                        v = read(d)
+                        if isinstance(v, torch.SymInt):
+                            reads.setdefault(v.node.expr, (ph, kind, d))
+        graph = gm.graph
+        ops = {"size": torch.ops.aten.sym_size.int, "stride": torch.ops.aten.sym_stride.int}
+
+        def build(expr):
+            if isinstance(expr, sympy.Integer):
+                return int(expr)
+            if isinstance(expr, sympy.Symbol):
+                if expr not in reads:
+                    raise ValueError(f"no graph input or node gives {expr}")
+                ph, kind, d = reads[expr]
+                return ph if kind is None else graph.call_function(ops[kind], (ph, d))
+            combine = {sympy.Add: operator.add, sympy.Mul: operator.mul}.get(type(expr))
+            if combine is None:
+                raise ValueError(f"cannot compute {expr} in the graph")
+            result = build(expr.args[0])
+            for arg in expr.args[1:]:
+                result = graph.call_function(combine, (result, build(arg)))
+            return result
+
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        for node, sym, target in replaced:
+            # Right after the binding node, or the last node binding a symbol the target reads.
+            last = max([node] + [reads[s][0] for s in _free(target) if s in reads], key=order.__getitem__)
+            with graph.inserting_before(last.next):
+                same = graph.call_function(operator.eq, (node, build(target)))
+                graph.call_function(torch.ops.aten._assert_scalar.default,
+                                    (same, f"Runtime assertion failed: {sym} == {target}"))
 
     def release(self) -> None:
         self.inputs.clear()

@@ -351,13 +351,11 @@ def _symbolic_check(tx, fn, cond):
 
 
 def _has_tensor(value) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
+    if isinstance(value, dict):
+        value = tuple(value.values())
     if isinstance(value, (tuple, list)):
         return any(_has_tensor(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_tensor(v) for v in value.values())
-    return False
+    return isinstance(value, torch.Tensor)
 
 
 def call_torch(tx, fn, *args, **kwargs) -> VariableTracker:
@@ -385,6 +383,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effec
     if subscript and len(ex_args) > 1:
         judge_subscript(ex_args[1], capture)
         ex_args[1] = subscript_example(ex_args[1])
+    mark = shapes.guess_mark()
     try:
         with shapes.running(), refusing_value_sizes(name, allow_scalar_reads=subscript, capture=capture):
             if method:
@@ -404,6 +403,7 @@ def call_op(tx, target, args: list, kwargs: dict, *, method: bool = False, effec
     if not inplace and not _has_tensor(result) and not is_symbolic(result):
         if shapes.unbound_unbacked():
             unsupported(f"{name}() made a data-dependent value the trace cannot keep")
+        shapes.refuse_guesses_since(mark, name)
         if result is None and not method and (target in ONCE_PER_PROCESS or target in NONE_IS_A_VALUE):
             return tx.wrap_constant(None)
         if result is None:
