@@ -36,16 +36,18 @@ def constant_index(key: VariableTracker):
     return key.as_python_constant()
 
 
-def is_key_constant(value) -> bool:
-    """A dict key the guards may hold (the C++ rule, guards/value_rules.h): int, float, complex,
-    bool, str, bytes, None, a static type (dict, list, ...), an object that lives as long as the process and
-    compares by identity (process_lived.holdable_key: typing.Union, collections.abc.Sequence, ...;
-    vouched for to the guard tree there), and tuples of them. Hashing or comparing one runs no
-    user code."""
+def is_key_constant(value, depth: int = 0) -> bool:
+    """A dict key or set item the guards may hold (the C++ rule, guards/value_rules.h
+    is_key_constant): int, float, complex, bool, str, bytes, None, a static type (dict, list, ...),
+    an object that lives as long as the process and hashes and compares by identity
+    (process_lived.holdable_key: typing.Union, collections.abc.Sequence, a library's functions such
+    as `operator.add`; vouched for to the guard tree there), and tuples of them nested less deep
+    than the C++ rule's bound. Hashing or comparing one runs no user code, and its hash, so its
+    place in a set, is the same for the whole process."""
     if value is None or type(value) in IMMUTABLE_SCALAR_TYPES or is_static_type(value):
         return True
     if type(value) is tuple:
-        return all(is_key_constant(v) for v in value)
+        return depth < 16 and all(is_key_constant(v, depth + 1) for v in value)
     return holdable_key(value)
 
 

@@ -41,11 +41,11 @@ import operator
 import types
 
 from ....guard.tree import has_leaf
-from ....guard.process_lived import IMMUTABLE_SCALAR_TYPES, holdable_key
 from ....guard.trace_result import CallOutput, ConstantOutput, DictOutput, GuardKind, SourceOutput, TupleOutput, call_with
-from ..base import (refuse_outer_change, MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, is_static_type, traced,
+from ..base import (refuse_outer_change, MethodVariable, TracedKeyError, TracedRaise, Unsupported, VariableTracker, traced,
                     unsupported)
 from ..constant import ConstantVariable, is_constant_value, raise_of_message
+from .containers import is_key_constant
 
 # Whether this build of the guard tree has the SET_ITEMS leaf (an older _C lacks it: the set stays
 # opaque there, as before).
@@ -80,19 +80,6 @@ def is_set_item(value) -> bool:
     """What a set tracker may hold: hashable constants, and objects that live as long as the
     process and hash by identity (is_key_constant), whose hash is the same for the whole process."""
     return is_constant_value(value) or is_key_constant(value)
-
-
-def is_key_constant(value, depth: int = 0) -> bool:
-    """What a guard may hold (value_rules.h is_key_constant): int, float, complex, bool, str, bytes, None,
-    static types, objects that live as long as the process and hash and compare by identity
-    (process_lived.holdable_key: a library's functions, `operator.add`, `torch.sin`; vouched for to
-    the guard tree there) and tuples of them. Hashing one runs no user code, and its hash, so its
-    place in a set, is the same for the whole process."""
-    if value is None or type(value) in IMMUTABLE_SCALAR_TYPES or is_static_type(value):
-        return True
-    if type(value) is tuple:
-        return depth < 16 and all(is_key_constant(v, depth + 1) for v in value)
-    return holdable_key(value)
 
 
 def item_tracker(tx, value):
